@@ -1,0 +1,66 @@
+# klua: one Makefile. `make` builds build/klua; `make test` and `make demo`
+# first run scripts/bootstrap, which installs any missing Debian package.
+
+PKGS      := lua5.4 lua5.4-cjson libcurl yaml-0.1 simdjson
+BUILD     ?= build
+CC        ?= cc
+CXX       ?= c++
+OPT       ?= -O2
+SAN       ?=
+WARN      := -Wall -Wextra -Werror
+CFLAGS    += -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) $(SAN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+CXXFLAGS  += -std=c++17 $(OPT) -g -fPIC $(WARN) $(SAN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+# The spec module is loaded by the lua5.4 interpreter, which provides Lua itself.
+TESTLIBS  := $(filter-out -llua5.4,$(LDLIBS))
+
+TESTSRC   := $(wildcard src/testing_*.c) src/lua_testing.c
+CSRC      := $(filter-out src/main.c $(TESTSRC),$(wildcard src/*.c))
+CXXSRC    := $(wildcard src/*.cc)
+CORE_OBJ  := $(CSRC:src/%.c=$(BUILD)/%.o) $(CXXSRC:src/%.cc=$(BUILD)/%.o)
+TEST_OBJ  := $(TESTSRC:src/%.c=$(BUILD)/%.o)
+DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/main.d
+
+.PHONY: all test demo bench soak fuzz test-asan clean bootstrap
+
+all: $(BUILD)/klua $(BUILD)/klua_testing.so
+
+bootstrap:
+	@sh scripts/bootstrap
+
+$(BUILD)/%.o: src/%.c | $(BUILD)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: src/%.cc | $(BUILD)
+	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/klua: $(CORE_OBJ) $(BUILD)/main.o
+	$(CXX) $(SAN) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/klua_testing.so: $(CORE_OBJ) $(TEST_OBJ)
+	$(CXX) $(SAN) -shared -o $@ $^ $(TESTLIBS)
+
+$(BUILD):
+	mkdir -p $@
+
+test: bootstrap
+	@$(MAKE) --no-print-directory all
+	@KLUA_BUILD=$(BUILD) sh scripts/run-specs $(SPEC)
+
+test-asan: bootstrap
+	@$(MAKE) --no-print-directory all BUILD=build-asan OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+	@KLUA_BUILD=build-asan KLUA_ASAN=1 sh scripts/run-specs $(SPEC)
+
+demo: bootstrap
+	@$(MAKE) --no-print-directory all
+	@sh scripts/demo
+
+bench: bootstrap
+	@$(MAKE) --no-print-directory all
+	@python3 scripts/bench $(BENCH_ARGS)
+
+clean:
+	rm -rf build build-asan
+
+-include $(DEPS)

@@ -1,0 +1,29 @@
+/*
+ * log.h - the process's diagnostic log on stderr.
+ *
+ * Errors, warnings and info lines always print; debug lines from -v 4.
+ * Verbose narration prints when -v is at least its level, kubectl-style:
+ * -v 2 narrates each reflector, -v 4 each HTTP request, -v 6 more.
+ * Nothing logged may contain a credential: callers log URLs and statuses,
+ * never headers or bodies of auth exchanges.
+ * The sink is process-wide because stderr is; everything else that a second
+ * runtime would need lives in that runtime's own structs.
+ */
+#ifndef KLUA_LOG_H
+#define KLUA_LOG_H
+
+#include <stdarg.h>
+
+typedef enum { KL_LOG_DEBUG, KL_LOG_INFO, KL_LOG_WARN, KL_LOG_ERROR } kl_log_level;
+typedef enum { KL_LOG_TEXT, KL_LOG_JSON } kl_log_format;
+
+void kl_log_configure(int verbosity, kl_log_format format);
+int kl_log_verbosity(void);
+/* component names the stage ("reflector pods", "http", "lua"). */
+void kl_log(kl_log_level level, const char *component, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void kl_vlog(int v, const char *component, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void kl_log_va(kl_log_level level, const char *component, const char *fmt, va_list ap);
+
+#endif

@@ -1,0 +1,17 @@
+/*
+ * testing.h - the spec-only Lua module `klua_testing`.
+ *
+ * The specs run in the stock lua5.4 interpreter; this module exposes the C
+ * stages (framer, decoder, views, store, queue, config) to them directly so
+ * that one runner covers the C host too. Each stage registers its functions
+ * from its own file: the opener receives the module table at the top of the
+ * stack and must leave the stack as it found it.
+ */
+#ifndef KLUA_TESTING_H
+#define KLUA_TESTING_H
+
+#include <lua.h>
+
+void kl_testing_open_framer(lua_State *L);
+
+#endif
