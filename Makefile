@@ -17,7 +17,8 @@ TESTLIBS  := $(filter-out -llua5.4,$(LDLIBS))
 TESTSRC   := $(wildcard src/testing_*.c) src/lua_testing.c
 CSRC      := $(filter-out src/main.c $(TESTSRC),$(wildcard src/*.c))
 CXXSRC    := $(wildcard src/*.cc)
-CORE_OBJ  := $(CSRC:src/%.c=$(BUILD)/%.o) $(CXXSRC:src/%.cc=$(BUILD)/%.o)
+LUASRC    := $(wildcard lua/klua/*.lua)
+CORE_OBJ  := $(CSRC:src/%.c=$(BUILD)/%.o) $(CXXSRC:src/%.cc=$(BUILD)/%.o) $(BUILD)/lua_embedded.o
 TEST_OBJ  := $(TESTSRC:src/%.c=$(BUILD)/%.o)
 DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/main.d
 
@@ -30,6 +31,12 @@ bootstrap:
 
 $(BUILD)/%.o: src/%.c | $(BUILD)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/lua_embedded.c: $(LUASRC) scripts/embed-lua | $(BUILD)
+	python3 scripts/embed-lua $@ $(LUASRC)
+
+$(BUILD)/lua_embedded.o: $(BUILD)/lua_embedded.c
+	$(CC) $(CFLAGS) -Isrc -c $< -o $@
 
 $(BUILD)/%.o: src/%.cc | $(BUILD)
 	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@

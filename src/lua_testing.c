@@ -8,5 +8,8 @@ int luaopen_klua_testing(lua_State *L);
 int luaopen_klua_testing(lua_State *L) {
     lua_newtable(L);
     kl_testing_open_framer(L);
+    kl_testing_open_config(L);
+    kl_testing_open_queue(L);
+    kl_testing_open_json(L);
     return 1;
 }

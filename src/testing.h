@@ -13,5 +13,8 @@
 #include <lua.h>
 
 void kl_testing_open_framer(lua_State *L);
+void kl_testing_open_config(lua_State *L);
+void kl_testing_open_queue(lua_State *L);
+void kl_testing_open_json(lua_State *L);
 
 #endif

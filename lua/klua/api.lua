@@ -1,0 +1,233 @@
+--- `klua.api`: reads and writes the cluster from handlers, timers and
+-- reconcile functions. Every call suspends only the calling coroutine; the
+-- event loop, the watches and other reconciles go on meanwhile.
+--
+-- Resources are named as for informers ("pods", "deployments.apps", a CRD's
+-- plural...) or given as an informer. Objects are addressed by key:
+-- "namespace/name", or "name" for cluster-scoped objects (and for
+-- namespaced ones, in the context's namespace).
+--
+-- Every call returns its result, or nil and an error table
+-- {code=, reason=, message=, details=} (a Kubernetes Status); tostring(err)
+-- reads well in a log line.
+local core = require 'klua.core'
+local discovery = require 'klua.discovery'
+local json = core.json
+
+local api = {}
+
+local Error = {}
+Error.__index = Error
+function Error:__tostring()
+  return ('%s (%s %s)'):format(self.message or 'request failed', tostring(self.code or '?'),
+    self.reason or '')
+end
+
+local function new_error(code, reason, message, details)
+  return setmetatable({ code = code, reason = reason, message = message, details = details }, Error)
+end
+
+local function resolve(resource)
+  if type(resource) == 'table' and resource.resource and type(resource.resource) == 'table' then
+    return resource.resource -- an informer
+  end
+  if type(resource) == 'table' and resource.kind and resource.version then return resource end
+  local r, err = discovery.resolve(resource)
+  if not r then return nil, new_error(404, 'NotFound', err) end
+  return r
+end
+
+local function encode_query(q)
+  local parts = {}
+  for k, v in pairs(q) do
+    if v ~= nil and v ~= false then
+      local s = tostring(v):gsub('[^%w%-%._~]', function(c) return ('%%%02X'):format(c:byte()) end)
+      parts[#parts + 1] = k .. '=' .. s
+    end
+  end
+  table.sort(parts)
+  return #parts > 0 and ('?' .. table.concat(parts, '&')) or ''
+end
+
+local function split_key(r, key, ns_hint)
+  if type(key) ~= 'string' or key == '' then return nil, nil, 'a key "namespace/name" or "name" is needed' end
+  local ns, name = key:match('^([^/]+)/([^/]+)$')
+  if not ns then name = key end
+  if r.namespaced then ns = ns or ns_hint or core.namespace() else ns = nil end
+  return ns, name
+end
+
+local function object_path(r, ns, name, sub)
+  local p = discovery.collection_path(r, ns)
+  if name then p = p .. '/' .. name end
+  if sub then p = p .. '/' .. sub end
+  return p
+end
+
+local function decode_error(status, body, retry_after)
+  local obj = json.decode(body or '')
+  if type(obj) == 'table' and obj.kind == 'Status' then
+    local e = new_error(obj.code or status, obj.reason, obj.message, obj.details)
+    e.retry_after = retry_after
+    return e
+  end
+  local e = new_error(status, status == 404 and 'NotFound' or 'Unknown',
+    ('the server answered %d: %s'):format(status, (body or ''):sub(1, 200)))
+  e.retry_after = retry_after
+  return e
+end
+
+--- Sends one request; returns the decoded body or nil, err.
+local function call(method, path, body, content_type)
+  local payload
+  if body ~= nil then
+    payload = type(body) == 'string' and body or json.encode(body)
+  end
+  local status, resp, retry_after = core.request(method, path, payload,
+    payload and (content_type or 'application/json') or nil)
+  if not status then return nil, new_error(0, 'ConnectionError', resp) end
+  if status < 200 or status > 299 then return nil, decode_error(status, resp, retry_after) end
+  local obj, err = json.decode(resp)
+  if obj == nil then return nil, new_error(status, 'InvalidResponse', 'invalid JSON from the server: ' .. tostring(err)) end
+  return obj
+end
+api.request = call
+
+local function meta_key(obj)
+  local md = obj and obj.metadata
+  if not md or not md.name then return nil end
+  if md.namespace and md.namespace ~= '' then return md.namespace .. '/' .. md.name end
+  return md.name
+end
+
+--- api.get(resource, key) -> object table, or nil, err.
+function api.get(resource, key)
+  local r, err = resolve(resource)
+  if not r then return nil, err end
+  local ns, name, kerr = split_key(r, key)
+  if kerr then return nil, new_error(400, 'BadRequest', kerr) end
+  return call('GET', object_path(r, ns, name))
+end
+
+--- api.list(resource, opts) -> {items = {...}, metadata = {...}} with every
+-- page fetched. opts: namespace (default all), label_selector,
+-- field_selector, limit (page size).
+function api.list(resource, opts)
+  opts = opts or {}
+  local r, err = resolve(resource)
+  if not r then return nil, err end
+  local base = object_path(r, opts.namespace)
+  local items, result, cont = {}, nil, nil
+  repeat
+    local page
+    page, err = call('GET', base .. encode_query {
+      labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
+      limit = opts.limit or 500, continue = cont,
+    })
+    if not page then return nil, err end
+    for _, it in ipairs(page.items or {}) do items[#items + 1] = it end
+    result = page
+    cont = page.metadata and page.metadata.continue
+  until not cont or cont == '' or cont == json.null
+  result.items = setmetatable(items, getmetatable(result.items) or json.array_mt)
+  return result
+end
+
+local function write_opts(opts)
+  opts = opts or {}
+  return encode_query { fieldManager = opts.field_manager, dryRun = opts.dry_run and 'All' or nil }
+end
+
+--- api.create(resource, obj, opts) -> created object, or nil, err. The
+-- namespace comes from obj.metadata.namespace, else opts.namespace, else
+-- the context's. opts: namespace, field_manager, dry_run.
+function api.create(resource, obj, opts)
+  opts = opts or {}
+  local r, err = resolve(resource)
+  if not r then return nil, err end
+  local md = obj.metadata or {}
+  local ns = r.namespaced and (md.namespace or opts.namespace or core.namespace()) or nil
+  return call('POST', object_path(r, ns) .. write_opts(opts), obj)
+end
+
+local function put(resource, obj, sub, opts)
+  local r, err = resolve(resource)
+  if not r then return nil, err end
+  local key = meta_key(obj)
+  if not key then return nil, new_error(400, 'BadRequest', 'the object needs metadata.name') end
+  local ns, name = split_key(r, key)
+  return call('PUT', object_path(r, ns, name, sub) .. write_opts(opts), obj)
+end
+
+--- api.update(resource, obj, opts) -> updated object, or nil, err. obj
+-- carries its metadata.resourceVersion: a stale one fails with a conflict
+-- (see api.is_conflict); fetch again and retry.
+function api.update(resource, obj, opts) return put(resource, obj, nil, opts) end
+
+--- api.update_status(resource, obj, opts): like update, for the status
+-- subresource: only obj.status is written.
+function api.update_status(resource, obj, opts) return put(resource, obj, 'status', opts) end
+
+local PATCH_TYPES = {
+  merge = 'application/merge-patch+json',
+  json = 'application/json-patch+json',
+  strategic = 'application/strategic-merge-patch+json',
+  apply = 'application/apply-patch+yaml',
+}
+
+--- api.patch(resource, key, patch, opts) -> patched object, or nil, err.
+-- opts.type: "merge" (default), "json", "strategic" or "apply" (server-side
+-- apply: needs opts.field_manager; opts.force takes fields from other
+-- managers). opts.subresource: e.g. "status".
+function api.patch(resource, key, patch, opts)
+  opts = opts or {}
+  local r, err = resolve(resource)
+  if not r then return nil, err end
+  local ct = PATCH_TYPES[opts.type or 'merge']
+  if not ct then
+    return nil, new_error(400, 'BadRequest', ('unknown patch type "%s": use merge, json, strategic or apply'):format(opts.type))
+  end
+  if opts.type == 'apply' and not opts.field_manager then
+    return nil, new_error(400, 'BadRequest', 'server-side apply needs opts.field_manager')
+  end
+  local ns, name, kerr = split_key(r, key)
+  if kerr then return nil, new_error(400, 'BadRequest', kerr) end
+  local q = encode_query { fieldManager = opts.field_manager, force = opts.force and 'true' or nil }
+  return call('PATCH', object_path(r, ns, name, opts.subresource) .. q, patch, ct)
+end
+
+--- api.delete(resource, key, opts) -> the server's answer (the object
+-- or a Status), or nil, err. opts: propagation_policy ("Foreground",
+-- "Background", "Orphan"), preconditions {uid=, resource_version=},
+-- grace_period_seconds.
+function api.delete(resource, key, opts)
+  opts = opts or {}
+  local r, err = resolve(resource)
+  if not r then return nil, err end
+  local ns, name, kerr = split_key(r, key)
+  if kerr then return nil, new_error(400, 'BadRequest', kerr) end
+  local body = { kind = 'DeleteOptions', apiVersion = 'v1' }
+  body.propagationPolicy = opts.propagation_policy
+  body.gracePeriodSeconds = opts.grace_period_seconds
+  if opts.preconditions then
+    body.preconditions = { uid = opts.preconditions.uid, resourceVersion = opts.preconditions.resource_version }
+  end
+  return call('DELETE', object_path(r, ns, name), body)
+end
+
+local function reason_is(reason, code)
+  return function(err) return type(err) == 'table' and (err.reason == reason or (code and err.code == code and not err.reason)) or false end
+end
+
+--- True when err says the object does not exist (404 NotFound).
+api.is_not_found = reason_is('NotFound', 404)
+--- True when err is a write conflict (409 Conflict): fetch again and retry.
+api.is_conflict = reason_is('Conflict')
+--- True when err says the object already exists (409 AlreadyExists).
+api.is_already_exists = reason_is('AlreadyExists')
+--- True when err says the credentials may not do this (403 Forbidden).
+api.is_forbidden = reason_is('Forbidden', 403)
+--- True when err says the object is invalid (422 Invalid).
+api.is_invalid = reason_is('Invalid', 422)
+
+return api

@@ -1,0 +1,142 @@
+--- Conditions: status.conditions entries in the shape of metav1.Condition
+-- {type, status, observedGeneration, lastTransitionTime, reason, message},
+-- updated the way apimachinery's meta.SetStatusCondition does.
+-- Objects to change are mutable tables (obj:copy()); the getters also read
+-- views.
+local M = {}
+
+local array_mt = {}
+local clock = os.time
+
+--- Sets the metatable that marks the lists these functions create as JSON
+-- arrays (the host's, so that a new list re-encodes as [] and not {}).
+function M.set_array_mt(mt) array_mt = mt end
+
+--- Sets the clock that dates transitions: a function returning seconds
+-- since the Unix epoch (os.time by default).
+function M.set_clock(fn) clock = fn end
+
+local function indexable(v)
+  local kind = type(v)
+  return kind == 'table' or (kind == 'userdata' and getmetatable(v) ~= nil)
+end
+
+local function field(t, key)
+  if indexable(t) then return t[key] end
+end
+
+local function non_empty(v) return type(v) == 'string' and v ~= '' end
+
+local STATUSES = { True = true, False = true, Unknown = true }
+
+local function rfc3339(seconds)
+  return os.date('!%Y-%m-%dT%H:%M:%SZ', math.floor(seconds))
+end
+
+-- The condition of the given type and its index, or nil.
+local function find(obj, type_)
+  local list = field(field(obj, 'status'), 'conditions')
+  if not indexable(list) then return nil end
+  local i = 1
+  while true do
+    local c = list[i]
+    if c == nil then return nil end
+    if field(c, 'type') == type_ then return c, i end
+    i = i + 1
+  end
+end
+
+--- The condition of the given type in obj.status.conditions, or nil.
+-- obj may be a view.
+function M.get_condition(obj, type_)
+  return (find(obj, type_))
+end
+
+--- Whether obj has a condition of the given type with status "True".
+-- obj may be a view.
+function M.is_condition_true(obj, type_)
+  return field(M.get_condition(obj, type_), 'status') == 'True'
+end
+
+local function check_condition(c)
+  if type(c) ~= 'table' then
+    error("set_condition: pass the condition as a table {type =, status =, reason =, message =}", 3)
+  end
+  if not non_empty(c.type) then
+    error("set_condition: type must be a non-empty string such as 'Ready'", 3)
+  end
+  if not STATUSES[c.status] then
+    error(("set_condition: status must be 'True', 'False' or 'Unknown' (got %s %s)")
+      :format(type(c.status), tostring(c.status)), 3)
+  end
+  if not non_empty(c.reason) then
+    error("set_condition: reason must be a non-empty CamelCase word such as 'Reconciled'", 3)
+  end
+  if c.message ~= nil and type(c.message) ~= 'string' then
+    error('set_condition: message must be a string', 3)
+  end
+end
+
+local function conditions_of(obj)
+  if type(obj.status) ~= 'table' then obj.status = {} end
+  if type(obj.status.conditions) ~= 'table' then
+    obj.status.conditions = setmetatable({}, array_mt)
+  end
+  return obj.status.conditions
+end
+
+local function update(existing, want)
+  local changed = false
+  if existing.status ~= want.status then
+    existing.status = want.status
+    existing.lastTransitionTime = want.lastTransitionTime
+    changed = true
+  end
+  for _, key in ipairs { 'reason', 'message', 'observedGeneration' } do
+    if existing[key] ~= want[key] then
+      existing[key] = want[key]
+      changed = true
+    end
+  end
+  return changed
+end
+
+--- Sets the condition c = {type, status, reason, message,
+-- observed_generation, last_transition_time} in obj.status.conditions.
+-- status is 'True', 'False' or 'Unknown'; reason is required; message
+-- defaults to ''. observedGeneration defaults to obj.metadata.generation.
+-- lastTransitionTime is set to now (or c.last_transition_time) when the
+-- condition is new or its status changes, and is kept otherwise.
+-- obj must be a mutable table. Returns true when obj changed.
+function M.set_condition(obj, c)
+  if type(obj) ~= 'table' then
+    error('set_condition: obj must be a mutable table (views are read-only: use obj:copy())', 2)
+  end
+  check_condition(c)
+  local generation = c.observed_generation
+  if generation == nil then generation = field(obj.metadata, 'generation') end
+  local want = {
+    type = c.type, status = c.status, reason = c.reason, message = c.message or '',
+    observedGeneration = math.type(generation) and generation or nil,
+    lastTransitionTime = c.last_transition_time or rfc3339(clock()),
+  }
+  local list = conditions_of(obj)
+  local existing = find(obj, c.type)
+  if existing then return update(existing, want) end
+  list[#list + 1] = want
+  return true
+end
+
+--- Removes the condition of the given type from obj.status.conditions.
+-- obj must be a mutable table. Returns true when obj changed.
+function M.remove_condition(obj, type_)
+  if type(obj) ~= 'table' then
+    error('remove_condition: obj must be a mutable table (views are read-only: use obj:copy())', 2)
+  end
+  local _, i = find(obj, type_)
+  if not i then return false end
+  table.remove(obj.status.conditions, i)
+  return true
+end
+
+return M

@@ -1,0 +1,79 @@
+--- Finalizers: the names in metadata.finalizers that hold an object's
+-- deletion until the controller that added them has cleaned up.
+-- Objects to change are mutable tables (obj:copy()); has_finalizer also
+-- reads views.
+local M = {}
+
+local array_mt = {}
+
+--- Sets the metatable that marks the lists these functions create as JSON
+-- arrays (the host's, so that a new list re-encodes as [] and not {}).
+function M.set_array_mt(mt) array_mt = mt end
+
+local function indexable(v)
+  local kind = type(v)
+  return kind == 'table' or (kind == 'userdata' and getmetatable(v) ~= nil)
+end
+
+local function check_name(fn, name)
+  if type(name) ~= 'string' or name == '' then
+    error(fn .. ": the finalizer name must be a non-empty string such as 'example.com/cleanup'", 3)
+  end
+end
+
+local function check_mutable(fn, obj)
+  if type(obj) ~= 'table' then
+    error(fn .. ': obj must be a mutable table (views are read-only: use obj:copy())', 3)
+  end
+end
+
+--- Whether obj's metadata.finalizers holds name. obj may be a view.
+function M.has_finalizer(obj, name)
+  check_name('has_finalizer', name)
+  local md = indexable(obj) and obj.metadata
+  local list = indexable(md) and md.finalizers
+  if not indexable(list) then return false end
+  local i = 1
+  while true do
+    local v = list[i]
+    if v == nil then return false end
+    if v == name then return true end
+    i = i + 1
+  end
+end
+
+--- Appends name to obj.metadata.finalizers unless it is there.
+-- Returns true when obj changed.
+function M.add_finalizer(obj, name)
+  check_mutable('add_finalizer', obj)
+  check_name('add_finalizer', name)
+  if M.has_finalizer(obj, name) then return false end
+  if type(obj.metadata) ~= 'table' then obj.metadata = {} end
+  if type(obj.metadata.finalizers) ~= 'table' then
+    obj.metadata.finalizers = setmetatable({}, array_mt)
+  end
+  local list = obj.metadata.finalizers
+  list[#list + 1] = name
+  return true
+end
+
+--- Removes every occurrence of name from obj.metadata.finalizers.
+-- Returns true when obj changed.
+function M.remove_finalizer(obj, name)
+  check_mutable('remove_finalizer', obj)
+  check_name('remove_finalizer', name)
+  local list = type(obj.metadata) == 'table' and obj.metadata.finalizers
+  if type(list) ~= 'table' then return false end
+  local kept = 0
+  local n = #list
+  for i = 1, n do
+    if list[i] ~= name then
+      kept = kept + 1
+      list[kept] = list[i]
+    end
+  end
+  for i = kept + 1, n do list[i] = nil end
+  return kept < n
+end
+
+return M

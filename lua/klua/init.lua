@@ -1,0 +1,108 @@
+--- The `klua` module, loaded for every script as the global `klua`.
+--
+-- Informers keep a local copy of a resource and call handlers on every
+-- change; timers run functions later; `klua.api` reads and writes the
+-- cluster. Objects handed to handlers and returned by the cache are
+-- read-only views: index them like tables, call `obj:copy()` for a mutable
+-- table.
+local core = require 'klua.core'
+local discovery = require 'klua.discovery'
+
+local klua = {}
+
+--- JSON encoding and decoding that keep integers, nulls and empty arrays.
+klua.json = core.json
+--- The value JSON null decodes to (the same as lua-cjson's `cjson.null`).
+klua.null = core.json.null
+--- The script's command-line arguments (also passed to the chunk as `...`).
+klua.args = core.args or {}
+
+local function format(fmt, ...)
+  if select('#', ...) == 0 then return tostring(fmt) end
+  return string.format(fmt, ...)
+end
+
+--- Logging to stderr: `klua.log.info("synced %d pods", n)`. Messages go
+-- through string.format when arguments follow the first.
+klua.log = {}
+for _, level in ipairs({ 'debug', 'info', 'warn', 'error' }) do
+  klua.log[level] = function(fmt, ...) core.log(level, format(fmt, ...)) end
+end
+
+local Timer = {}
+Timer.__index = Timer
+--- Cancels the timer; returns true if it had not fired (or, for
+-- `klua.every`, was still repeating).
+function Timer:cancel() return core.cancel(self.id) end
+
+--- Runs `fn` once, `seconds` from now. Returns a timer with `:cancel()`.
+function klua.after(seconds, fn) return setmetatable({ id = core.after(seconds, fn) }, Timer) end
+--- Runs `fn` every `seconds`. Returns a timer with `:cancel()`.
+function klua.every(seconds, fn) return setmetatable({ id = core.every(seconds, fn) }, Timer) end
+--- Suspends the calling handler or timer for `seconds` without blocking
+-- anything else.
+klua.sleep = core.sleep
+--- Ends the run with exit status `code` (default 0) once the current
+-- callback returns.
+klua.stop = core.stop
+--- Runs `fn` once, when every informer has listed its resource and handed
+-- the initial objects to its handlers.
+klua.on_synced = core.on_synced
+--- The namespace of the kubeconfig's current context ("default" if unset).
+klua.namespace = core.namespace
+--- Counters of the runtime: task_errors, lua_memory, suspended.
+klua.stats = core.stats
+
+local Informer = {}
+Informer.__index = Informer
+
+--- Registers a handler: "add" fn(obj, in_initial_list), "update" fn(old,
+-- new), "delete" fn(obj, final_state_unknown). Returns the informer.
+function Informer:on(event, fn)
+  self._c:on(event, fn)
+  return self
+end
+--- The cached object under "namespace/name" ("name" when cluster-scoped).
+function Informer:get(key) return self._c:get(key) end
+--- Every cached object.
+function Informer:list() return self._c:list() end
+--- Whether the first list is cached and was handed to the handlers.
+function Informer:synced() return self._c:synced() end
+--- The reflector's counters (lists, relists, watches, events, ...).
+function Informer:stats() return self._c:stats() end
+function Informer:__tostring() return tostring(self._c) end
+
+--- Creates and starts an informer.
+-- opts.resource: as kubectl names it ("pods", "po", "deployments.apps",
+--   "apps/v1/deployments", a CRD's plural or short name);
+-- opts.namespace: one namespace (default: all namespaces);
+-- opts.label_selector, opts.field_selector: server-side filters;
+-- opts.resync: seconds between resyncs that re-deliver every cached object
+--   as an update (default: none).
+function klua.informer(opts)
+  if type(opts) == 'string' then opts = { resource = opts } end
+  if type(opts) ~= 'table' then error('klua.informer takes a table such as {resource = "pods"}', 2) end
+  local r, err = discovery.resolve(opts.resource)
+  if not r then error(err, 2) end
+  if opts.namespace and not r.namespaced then
+    error(('%s is cluster-scoped: drop namespace = "%s"'):format(r.resource, opts.namespace), 2)
+  end
+  local name = r.resource .. (r.group ~= '' and ('.' .. r.group) or '')
+  if opts.namespace then name = name .. ' -n ' .. opts.namespace end
+  if opts.label_selector then name = name .. ' -l ' .. opts.label_selector end
+  local c = core.informer {
+    name = name,
+    path = discovery.collection_path(r, opts.namespace),
+    kind = r.kind,
+    label_selector = opts.label_selector,
+    field_selector = opts.field_selector,
+    resync = opts.resync,
+  }
+  return setmetatable({ _c = c, resource = r, namespace = opts.namespace }, Informer)
+end
+
+--- Resolves a resource name through discovery: {group=, version=,
+-- resource=, kind=, namespaced=, ...} or nil and a message.
+klua.resolve = discovery.resolve
+
+return klua

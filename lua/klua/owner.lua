@@ -1,0 +1,140 @@
+--- Owner references: which object controls which.
+--
+-- A controller marks what it creates with a controller reference to its
+-- owner, so the garbage collector deletes the children with the owner and
+-- the controller can find the owner of a child it sees change. These follow
+-- controller-runtime's controllerutil. Objects to change are mutable tables
+-- (obj:copy()); objects only read may be read-only views.
+local M = {}
+
+local array_mt = {}
+
+--- Sets the metatable that marks the lists these functions create as JSON
+-- arrays (the host's, so that a new list re-encodes as [] and not {}).
+function M.set_array_mt(mt) array_mt = mt end
+
+local function indexable(v)
+  local kind = type(v)
+  return kind == 'table' or (kind == 'userdata' and getmetatable(v) ~= nil)
+end
+
+local function field(t, key)
+  if indexable(t) then return t[key] end
+end
+
+local function non_empty(v) return type(v) == 'string' and v ~= '' end
+
+local function ns_of(obj)
+  local ns = field(field(obj, 'metadata'), 'namespace')
+  return non_empty(ns) and ns or ''
+end
+
+local error_mt = { __tostring = function(e) return e.message end }
+
+local function refusal(reason, fmt, ...)
+  return setmetatable({ reason = reason, message = fmt:format(...) }, error_mt)
+end
+
+-- The group of an apiVersion: "apps" for "apps/v1", "" for the core "v1".
+local function group_of(api_version)
+  return type(api_version) == 'string' and (api_version:match('^(.*)/') or '') or ''
+end
+
+-- Two references name the same object when group, kind and name agree: the
+-- version may differ between clients, and a recreated owner keeps its name.
+local function same_object(a, b)
+  return group_of(field(a, 'apiVersion')) == group_of(b.apiVersion)
+      and field(a, 'kind') == b.kind and field(a, 'name') == b.name
+end
+
+--- The ownerReferences entry of obj that has controller = true, or nil.
+-- obj may be a view.
+function M.get_controller_of(obj)
+  local refs = field(field(obj, 'metadata'), 'ownerReferences')
+  if not indexable(refs) then return nil end
+  local i = 1
+  while true do
+    local ref = refs[i]
+    if ref == nil then return nil end
+    if field(ref, 'controller') == true then return ref end
+    i = i + 1
+  end
+end
+
+--- Whether owner (by uid) is the controller of obj. Both may be views.
+function M.is_controlled_by(obj, owner)
+  local ref = M.get_controller_of(obj)
+  local uid = field(field(owner, 'metadata'), 'uid')
+  return ref ~= nil and uid ~= nil and field(ref, 'uid') == uid
+end
+
+local function owner_ref(owner, opts)
+  local md = field(owner, 'metadata')
+  local api_version = opts.api_version or field(owner, 'apiVersion')
+  local kind = opts.kind or field(owner, 'kind')
+  if not non_empty(api_version) or not non_empty(kind) then
+    error('set_controller_reference: the owner has no apiVersion/kind (objects from a list lack them);'
+      .. " pass them: set_controller_reference(owner, obj, {api_version = 'apps/v1', kind = 'Deployment'})", 3)
+  end
+  local name, uid = field(md, 'name'), field(md, 'uid')
+  if not non_empty(name) or not non_empty(uid) then
+    error('set_controller_reference: the owner needs metadata.name and metadata.uid;'
+      .. ' use the owner as read from the API or the cache', 3)
+  end
+  return { apiVersion = api_version, kind = kind, name = name, uid = uid,
+           controller = true, blockOwnerDeletion = true }
+end
+
+-- Namespaced owners may only own objects in their own namespace.
+local function check_scope(owner, obj)
+  local owner_ns, obj_ns = ns_of(owner), ns_of(obj)
+  if owner_ns == '' or owner_ns == obj_ns then return nil end
+  if obj_ns == '' then
+    return refusal('ClusterScopedWithNamespacedOwner',
+      "a cluster-scoped object must not have a namespaced owner (owner's namespace %s);"
+      .. ' if the object is namespaced, set obj.metadata.namespace first', owner_ns)
+  end
+  return refusal('CrossNamespaceOwner',
+    "cross-namespace owner references are disallowed: owner's namespace %s, object's namespace %s",
+    owner_ns, obj_ns)
+end
+
+--- Makes owner the controller of obj: adds to obj.metadata.ownerReferences
+-- {apiVersion, kind, name, uid, controller = true, blockOwnerDeletion = true},
+-- or replaces the entry that already refers to owner.
+-- owner may be a view; obj must be a mutable table. Objects from a list
+-- carry no apiVersion/kind: give them as opts = {api_version =, kind =}.
+-- Returns true, or nil and an error {reason, message} when obj already has
+-- another controller (reason 'AlreadyOwned') or the namespaces do not allow
+-- the reference.
+function M.set_controller_reference(owner, obj, opts)
+  if type(obj) ~= 'table' then
+    error('set_controller_reference: obj must be a mutable table (views are read-only: use obj:copy())', 2)
+  end
+  local ref = owner_ref(owner, opts or {})
+  local err = check_scope(owner, obj)
+  if err then return nil, err end
+  local current = M.get_controller_of(obj)
+  if current and not same_object(current, ref) then
+    local md = field(obj, 'metadata')
+    return nil, refusal('AlreadyOwned', 'Object %s/%s is already owned by another %s controller %s',
+      ns_of(obj), tostring(field(md, 'name') or ''), tostring(field(current, 'kind')),
+      tostring(field(current, 'name')))
+  end
+  if type(obj.metadata) ~= 'table' then obj.metadata = {} end
+  local refs = obj.metadata.ownerReferences
+  if type(refs) ~= 'table' then
+    refs = setmetatable({}, array_mt)
+    obj.metadata.ownerReferences = refs
+  end
+  for i = 1, #refs do
+    if same_object(refs[i], ref) then
+      refs[i] = ref
+      return true
+    end
+  end
+  refs[#refs + 1] = ref
+  return true
+end
+
+return M

@@ -1,0 +1,88 @@
+--- Scenarios (a) to (c): one update handler on every event of a watch stream.
+--
+--   klua run events.lua MODE COUNT
+--
+-- MODE read:    the handler reads metadata.name, metadata.namespace and status.phase of `new`;
+-- MODE copy:    the handler calls new:copy();
+-- MODE enqueue: the handler adds "namespace/name" to a controller's work queue.
+--
+-- The run ends after COUNT updates, or once the first watch stream has ended and everything it
+-- delivered has been handled (then fewer than COUNT updates arrived). Prints `bench synced` and
+-- `bench done` lines: times from klua.core's monotonic clock, CPU from os.clock().
+local core = require('klua.core')
+local report = require('report')
+
+local mode, count = ...
+count = tonumber(count)
+assert(count and count >= 2, 'usage: klua run events.lua read|copy|enqueue COUNT (COUNT >= 2)')
+
+--- The work queue of the "controller" handlers. A Lua table used as a set
+-- stands in for klua.controller's queue: to measure that queue, make add()
+-- call its add and len() its length.
+local function new_queue()
+  local pending, n = {}, 0
+  return {
+    add = function(key)
+      if not pending[key] then
+        pending[key] = true
+        n = n + 1
+      end
+    end,
+    len = function() return n end,
+  }
+end
+
+local queue = new_queue()
+local handlers = {
+  read = function(new)
+    local md = new.metadata
+    return md.name, md.namespace, new.status.phase
+  end,
+  copy = function(new) return new:copy() end,
+  enqueue = function(new)
+    local md = new.metadata
+    queue.add(md.namespace .. '/' .. md.name)
+  end,
+}
+local handle = handlers[mode]
+assert(handle, ('unknown mode %q: use read, copy or enqueue'):format(tostring(mode)))
+
+local started, cpu_started = core.now(), os.clock()
+local seen, first, cpu_first, last, cpu_last = 0, nil, nil, nil, nil
+local inf = klua.informer { resource = 'pods' }
+
+local function finish(reason)
+  local st, mem = inf:stats(), report.memory()
+  report.emit('done', {
+    reason = reason, seen = seen, first = first or 0, last = last or 0,
+    cpu_first = cpu_first or 0, cpu_last = cpu_last or 0,
+    cpu_total = os.clock() - cpu_started, elapsed = core.now() - started,
+    watches = st.watches, events = st.events, cached = st.cached, queued = queue.len(),
+    rss_kb = mem.VmRSS or 0, hwm_kb = mem.VmHWM or 0,
+  })
+  klua.stop()
+end
+
+inf:on('update', function(_, new)
+  handle(new)
+  seen = seen + 1
+  if seen == 1 then
+    first, cpu_first = core.now(), os.clock()
+  elseif seen == count then
+    last, cpu_last = core.now(), os.clock()
+    finish('count')
+  else
+    last, cpu_last = core.now(), os.clock()
+  end
+end)
+
+klua.on_synced(function()
+  report.emit('synced', { at = core.now() - started, cached = inf:stats().cached })
+end)
+
+-- A second watch means the first stream ended; once nothing it delivered is
+-- left to handle, no more of its events can come.
+klua.every(0.05, function()
+  local st = inf:stats()
+  if seen < count and st.watches >= 2 and st.pending == 0 then finish('stream-ended') end
+end)

@@ -1,0 +1,127 @@
+"""The benchmark report: machine facts, one table of scenarios, and the details behind each row."""
+import json
+import os
+import platform
+import subprocess
+import time
+
+PASS, FAIL, INFO, ERROR = "pass", "FAIL", "-", "error"
+
+
+class Row:
+    """One line of the table. ok is True, False or None (a reference point without a target);
+    rate, in events/s, is compared with kubectl's once every scenario has run."""
+
+    def __init__(self, scenario, result, target="-", ok=None, rate=None, details=()):
+        self.scenario, self.result, self.target = scenario, result, target
+        self.ok, self.rate, self.details = ok, rate, list(details)
+        self.vs_kubectl = "-"
+        self.error = False
+
+    @classmethod
+    def failed(cls, scenario, message, details=()):
+        row = cls(scenario, "error: " + message, details=details)
+        row.error = True
+        return row
+
+    @property
+    def verdict(self):
+        if self.error:
+            return ERROR
+        return INFO if self.ok is None else (PASS if self.ok else FAIL)
+
+
+def number(value, digits=0):
+    """12345.6 -> '12,346'."""
+    return "{:,.{}f}".format(value, digits)
+
+
+def ratio(value, reference):
+    return "%.1f×" % (value / reference) if value and reference else "-"
+
+
+def _first_line(argv):
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out.strip() else None
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_total():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return "%.1f GiB" % (int(line.split()[1]) / 1048576)
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _kubectl_version(kubectl):
+    if not kubectl:
+        return "not installed"
+    try:
+        out = subprocess.run([kubectl, "version", "--client", "-o", "json"], capture_output=True, text=True,
+                             timeout=20).stdout
+        return json.loads(out)["clientVersion"]["gitVersion"]
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+        return "unknown"
+
+
+def machine_facts(klua, kubectl):
+    """(name, value) pairs describing where and with what the benchmark ran."""
+    versions = []
+    try:
+        versions = subprocess.run([klua, "version"], capture_output=True, text=True, timeout=20).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return [
+        ("date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
+        ("cpu", "%s, nproc %d" % (_cpu_model(), os.cpu_count() or 0)),
+        ("memory", _memory_total()),
+        ("kernel", "%s %s" % (platform.system(), platform.release())),
+        ("klua", ", ".join(versions) or "unknown"),
+        ("kubectl", _kubectl_version(kubectl)),
+        ("python", platform.python_version()),
+    ]
+
+
+def _table(header, rows):
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+
+    def line(cells):
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    out = [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out.extend(line(r) for r in rows)
+    return out
+
+
+def render(facts, setup, rows):
+    """The whole report as Markdown text."""
+    out = ["## klua benchmark", ""]
+    out.extend("- %s: %s" % (k, v) for k, v in facts)
+    out.extend("- %s: %s" % (k, v) for k, v in setup)
+    out.append("")
+    out.extend(_table(["scenario", "result", "target", "pass/fail", "vs kubectl"],
+                      [[r.scenario, r.result, r.target, r.verdict, r.vs_kubectl] for r in rows]))
+    details = [r for r in rows if r.details]
+    if details:
+        out += ["", "Details:", ""]
+        for r in details:
+            out.append("- %s" % r.scenario)
+            out.extend("  - %s" % d for d in r.details)
+    return "\n".join(out) + "\n"

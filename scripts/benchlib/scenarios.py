@@ -1,0 +1,453 @@
+"""The benchmark scenarios, each a separate klua (or kubectl, or lua5.4) process against bench-server.
+
+Scenario ids, for --only:
+  server  how fast the server delivers the watch stream (socket reader and curl)
+  ref     lua-cjson decoding the same lines in plain lua5.4 (reference)
+  d       `klua watch pods -A -o name` against `kubectl get pods -A --watch-only -o name`
+  a       update handler reading three fields of every event
+  b       update handler calling new:copy()
+  c       "controller" update handler enqueuing namespace/name
+  e       initial sync of --pods Pods: time to synced and peak RSS (one page, and paged)
+  f       resident memory per cached Pod against its JSON size
+  scale   (a) and (f) at a tenth of the size: CPU per event and memory per object must stay flat
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+from . import data, procs
+from .report import Row, number, ratio
+
+ORDER = ["server", "ref", "d", "a", "b", "c", "e", "f", "scale"]
+LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
+MODES = {"a": ("read", "handler reads metadata.name, metadata.namespace, status.phase"),
+         "b": ("copy", "handler calls new:copy()"),
+         "c": ("enqueue", "controller handler enqueues namespace/name")}
+# Targets from klua's performance issue; the others follow from them (see docs/benchmarks.md).
+TARGET_READ = 100000
+TARGET_COPY = 25000
+TARGET_ENQUEUE = 100000
+TARGET_SYNC = 50000
+TARGET_MEMORY = 1.5
+TARGET_FLAT = 1.25
+TARGET_SERVER = 1e9
+# klua's own watch output has no target of its own: it must at least keep up with kubectl.
+TARGET_WATCH_VS_KUBECTL = 1.0
+QUIET = 3.0
+# The server's speed is measured over at least this much data, or this long.
+SPEED_BYTES = 512 << 20
+SPEED_SECONDS = 1.0
+LINE = re.compile(rb"^bench (\w[\w-]*)((?: [\w-]+=\S*)*)$")
+
+
+class ScenarioError(Exception):
+    """A scenario that could not produce its measurement; details say what the process printed."""
+
+    def __init__(self, message, details=()):
+        super().__init__(message)
+        self.details = list(details)
+
+
+def _us(seconds):
+    return "%.1f µs" % (seconds * 1e6)
+
+
+def _mb(kb):
+    return "%s MB" % number(kb / 1024, 1)
+
+
+class Bench:
+    """One benchmark run: the data set, the servers, and the measurements taken so far."""
+
+    def __init__(self, opts, root, klua, workdir, children):
+        self.opts, self.root, self.klua = opts, root, klua
+        self.workdir, self.children = workdir, children
+        self.kubectl = shutil.which("kubectl")
+        self.lua = shutil.which("lua5.4")
+        self.dataset = None
+        self.servers = {}
+        self.memo = {}
+        self.kubectl_rate = None
+        self.env = dict(os.environ)
+        path = os.path.join(LUA_DIR, "?.lua") + ";;"
+        self.env.update(LUA_PATH=path, LUA_PATH_5_4=path)
+
+    # --- set-up
+
+    def prepare(self):
+        o = self.opts
+        n_pods = max(o.pods, o.watch_pods)
+        self.log("generating %s Pods and %s MODIFIED events ..." % (number(n_pods), number(o.events)))
+        started = time.monotonic()
+        self.dataset = data.generate(os.path.join(self.workdir, "data"), n_pods, o.watch_pods, o.events)
+        self.log("  done in %.1f s: %s bytes per Pod on average, %s MB of events"
+                 % (time.monotonic() - started, number(self.dataset.average_pod_bytes()),
+                    number(self.dataset.meta["event_bytes"] / 1e6)))
+
+    def setup_facts(self):
+        o = self.opts
+        return [
+            ("data", "%s-byte Pods on average (compact JSON), %d namespaces; watch stream of %s MODIFIED events "
+                     "about %s Pods, %s MB" % (number(self.dataset.average_pod_bytes()), 50, number(o.events),
+                                               number(o.watch_pods), number(self.dataset.meta["event_bytes"] / 1e6))),
+            ("server", "scripts/bench-server over loopback, HTTP/1.1 chunked, sendfile; watch end: %s" % o.watch_end),
+        ]
+
+    def log(self, message):
+        print(message, file=sys.stderr, flush=True)
+
+    def server(self, pods, events, paginate="auto"):
+        """(url, kubeconfig) of a server listing `pods` Pods and streaming `events` events; started once."""
+        key = (pods, events, paginate)
+        if key in self.servers:
+            return self.servers[key]
+        name = "server-%d-%d-%s" % key
+        kubeconfig = os.path.join(self.workdir, name + ".kubeconfig")
+        child = self.children.spawn(name, [
+            sys.executable, os.path.join(self.root, "scripts", "bench-server"), "--data", self.dataset.directory,
+            "--pods", str(pods), "--events", str(events), "--paginate", paginate, "--watch-end",
+            self.opts.watch_end, "--kubeconfig", kubeconfig])
+        out = bytearray()
+        reason = procs.pump(child, lambda now, chunk: out.extend(chunk) or b"\n" in out, timeout=30)
+        m = re.match(rb"listening on (http://\S+)", bytes(out))
+        if reason != "done" or not m:
+            raise ScenarioError("bench-server did not start", child.log_tail())
+        self.servers[key] = (m.group(1).decode(), kubeconfig)
+        return self.servers[key]
+
+    # --- running klua
+
+    def klua_script(self, name, url, script, args, until):
+        """Runs `klua --server URL run SCRIPT ARGS` until it prints `bench UNTIL`; the child and its records."""
+        argv = [self.klua, "--server", url, "run", os.path.join(LUA_DIR, script)] + [str(a) for a in args]
+        child = self.children.spawn(name, argv, env=self.env)
+        records, pending = {}, bytearray()
+
+        def on_data(now, chunk):
+            pending.extend(chunk)
+            while b"\n" in pending:
+                line, _, rest = bytes(pending).partition(b"\n")
+                pending[:] = rest
+                m = LINE.match(line)
+                if m:
+                    fields = dict(kv.split("=", 1) for kv in m.group(2).decode().split())
+                    records[m.group(1).decode()] = (now, fields)
+            return until in records
+
+        reason = procs.pump(child, on_data, self.opts.timeout)
+        if reason != "done":
+            child.stop()
+            what = "timed out after %d s" % self.opts.timeout if reason == "timeout" else \
+                "exited with status %s" % child.usage.exit_code
+            raise ScenarioError("klua %s before printing `bench %s`" % (what, until),
+                                ["command: " + " ".join(argv)] + child.log_tail())
+        return child, records
+
+    def events_run(self, mode, count):
+        """Scenarios (a)-(c): a handler on `count` watch events. Memoised."""
+        key = ("events", mode, count)
+        if key not in self.memo:
+            url, _ = self.server(self.opts.watch_pods, count)
+            child, records = self.klua_script("events-%s-%d" % (mode, count), url, "events.lua", [mode, count], "done")
+            usage = child.reap(30) or child.stop()
+            self.memo[key] = EventsRun(count, records, usage, time.monotonic() - child.started)
+        return self.memo[key]
+
+    def sync_run(self, pods, paginate="auto"):
+        """Scenarios (e)-(f): sync `pods` Pods, then read the settled RSS. Memoised."""
+        key = ("sync", pods, paginate)
+        if key not in self.memo:
+            url, _ = self.server(pods, 0, paginate)
+            child, records = self.klua_script("sync-%d-%s" % (pods, paginate), url, "sync.lua",
+                                              [self.opts.timeout], "settled")
+            status = child.proc_status()
+            usage = child.stop()
+            self.memo[key] = SyncRun(pods, child, records, status, usage)
+        return self.memo[key]
+
+    def count_lines(self, name, argv, count, env=None):
+        """Runs a watch printer until it has printed `count` lines; a LinesRun."""
+        child = self.children.spawn(name, argv, env=env)
+        run = LinesRun(count, child.started)
+        reason = procs.pump(child, run.feed, self.opts.timeout, quiet=QUIET)
+        run.reason = reason
+        run.usage = child.stop()
+        if run.lines == 0:
+            raise ScenarioError("%s printed nothing (%s)" % (name, reason), ["command: " + " ".join(argv)]
+                                + child.log_tail())
+        return run
+
+
+class EventsRun:
+    """What events.lua reported."""
+
+    def __init__(self, count, records, usage, wall):
+        self.count, self.usage, self.wall = count, usage, wall
+        fields = records["done"][1]
+        self.reason = fields["reason"]
+        self.seen = int(fields["seen"])
+        self.watches = int(fields["watches"])
+        span = float(fields["last"]) - float(fields["first"])
+        cpu_span = float(fields["cpu_last"]) - float(fields["cpu_first"])
+        self.rate = (self.seen - 1) / span if self.seen >= 2 and span > 0 else 0.0
+        self.cpu_per_event = cpu_span / (self.seen - 1) if self.seen >= 2 else 0.0
+        self.hwm_kb = int(fields["hwm_kb"])
+        self.synced_at = float(records["synced"][1]["at"]) if "synced" in records else None
+
+    def details(self):
+        out = ["%s of %s updates handled; rate from the first to the last, klua's monotonic clock"
+               % (number(self.seen), number(self.count)),
+               "CPU per event %s (os.clock between the first and the last update)" % _us(self.cpu_per_event),
+               "whole process: %.2f s wall, %.2f s CPU, peak RSS %s"
+               % (self.wall, self.usage.cpu if self.usage else 0, _mb(self.hwm_kb))]
+        if self.seen < self.count:
+            out.append("the first watch stream ended (the server had sent all %s events) but only %s reached "
+                       "the handler before klua watched again" % (number(self.count), number(self.seen)))
+        return out
+
+
+class SyncRun:
+    """What sync.lua reported, and /proc/PID/status once it had settled."""
+
+    def __init__(self, pods, child, records, status, usage):
+        self.pods = pods
+        synced_at, synced = records["synced"]
+        self.wall = synced_at - child.started
+        self.script_seconds = float(synced["at"])
+        self.added = int(synced["added"])
+        self.cached = int(synced["cached"])
+        self.rss_kb = status.get("VmRSS") or int(records["settled"][1]["rss_kb"])
+        self.hwm_kb = status.get("VmHWM") or int(records["settled"][1]["hwm_kb"])
+        self.usage = usage
+
+
+class LinesRun:
+    """Lines a watch printer wrote: when the first and the last (up to count) arrived, and the count-th."""
+
+    def __init__(self, count, started):
+        self.count, self.started = count, started
+        self.lines, self.first, self.last_time = 0, None, None
+        self.partial = b""
+        self.final_line = None
+        self.reason = self.usage = None
+
+    def feed(self, now, chunk):
+        complete = (self.partial + chunk).split(b"\n")
+        self.partial = complete.pop()
+        new = min(len(complete), self.count - self.lines)
+        if new:
+            self.first = self.first or now
+            self.last_time = now
+            self.lines += new
+            if self.lines == self.count:
+                self.final_line = complete[new - 1].decode(errors="replace")
+        return self.lines >= self.count
+
+    @property
+    def rate(self):
+        span = (self.last_time or 0) - (self.first or 0)
+        return (self.lines - 1) / span if self.lines >= 2 and span > 0 else 0.0
+
+
+# --- scenarios: each returns a list of Rows
+
+
+def scenario_server(b):
+    url, _ = b.server(b.opts.watch_pods, b.opts.events)
+    path = "/api/v1/pods?watch=true&resourceVersion=%d" % data.LIST_RV
+    host, port = url[len("http://"):].split(":")
+    received, seconds = 0, 0.0
+    while received < SPEED_BYTES and seconds < SPEED_SECONDS:
+        n, t = _socket_read(host, int(port), path)
+        received, seconds = received + n, seconds + t
+    raw = received / seconds
+    rows = [Row("server: watch stream to a socket reader", "%.2f GB/s" % (raw / 1e9), "> 1 GB/s",
+                raw > TARGET_SERVER,
+                details=["the %s-byte stream read repeatedly (%s MB in all) with 4 MiB recv() calls, "
+                         "connection set-up included" % (number(b.dataset.meta["event_bytes"]),
+                                                         number(received / 1e6))])]
+    curl = shutil.which("curl")
+    if curl:
+        speeds = []
+        for _ in range(3):
+            out = subprocess.run([curl, "-s", "-o", "/dev/null", "-w", "%{speed_download}", url + path],
+                                 capture_output=True, text=True, timeout=b.opts.timeout).stdout
+            speeds.append(float(out or 0))
+        rows.append(Row("server: curl -o /dev/null speed_download", "%.2f GB/s" % (max(speeds) / 1e9),
+                        details=["best of 3; the curl tool writes its output in 16 KiB pieces, which bounds "
+                                 "what it can measure on a slow-syscall machine"]))
+    return rows
+
+
+def _socket_read(host, port, path):
+    """Reads one whole response; (bytes, seconds)."""
+    started = time.monotonic()
+    with socket.create_connection((host, port)) as s:
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path.encode(), host.encode()))
+        buf = bytearray(4 << 20)
+        received = 0
+        while True:
+            n = s.recv_into(buf)
+            if not n:
+                break
+            received += n
+    return received, time.monotonic() - started
+
+
+def scenario_ref(b):
+    if not b.lua:
+        return [Row("lua-cjson decode in lua5.4 (reference)", "skipped: lua5.4 not installed")]
+    argv = [b.lua, os.path.join(LUA_DIR, "cjson_decode.lua"), b.dataset.events_path, str(b.opts.events)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=b.opts.timeout)
+    m = re.search(r"bench done seen=(\d+) cpu=([\d.]+)", out.stdout)
+    if not m:
+        raise ScenarioError("lua5.4 with lua-cjson failed", out.stderr.splitlines()[-8:])
+    seen, cpu = int(m.group(1)), float(m.group(2))
+    rate = seen / cpu if cpu else 0.0
+    return [Row("lua-cjson decode in lua5.4 (reference)", "%s ev/s" % number(rate), rate=rate,
+                details=["cjson.decode of %s event lines and the same three fields as (a); CPU time"
+                         % number(seen)])]
+
+
+def scenario_d(b):
+    n = b.opts.events
+    url, kubeconfig = b.server(b.opts.watch_pods, n)
+    expected_last = "pod/" + b.dataset.pod_name((n - 1) % b.opts.watch_pods)
+    rows = []
+    if b.kubectl:
+        cache = os.path.join(b.workdir, "kube-cache")
+        argv = [b.kubectl, "--kubeconfig", kubeconfig, "--cache-dir", cache, "get", "pods", "-A", "--watch-only",
+                "-o", "name"]
+        env = dict(os.environ, HOME=b.workdir)
+        try:
+            run = b.count_lines("kubectl-watch", argv, n, env=env)
+            b.kubectl_rate = run.rate
+            rows.append(_watch_row("kubectl get pods -A --watch-only -o name (reference)", run, expected_last))
+        except ScenarioError as e:
+            rows.append(Row.failed("kubectl get pods -A --watch-only -o name (reference)", str(e), e.details))
+    else:
+        rows.append(Row("kubectl get pods -A --watch-only -o name (reference)", "skipped: kubectl not installed"))
+    argv = [b.klua, "--server", url, "watch", "pods", "-A", "-o", "name", "--watch-only"]
+    run = b.count_lines("klua-watch", argv, n)
+    row = _watch_row("d: klua watch pods -A -o name --watch-only", run, expected_last)
+    if b.kubectl_rate:
+        row.target = "≥ kubectl"
+        row.ok = run.lines >= n and run.rate >= TARGET_WATCH_VS_KUBECTL * b.kubectl_rate
+    rows.append(row)
+    return rows
+
+
+def _watch_row(name, run, expected_last):
+    details = ["%s of %s lines; rate between the first and the last of them as the harness read them"
+               % (number(run.lines), number(run.count)),
+               "process: %.2f s to the last line, %.2f s CPU, peak RSS %s"
+               % ((run.last_time or run.started) - run.started, run.usage.cpu, _mb(run.usage.maxrss_kb))]
+    if run.lines >= run.count:
+        got = run.final_line
+        if got != expected_last:
+            details.append("line %s is %r, expected %r" % (number(run.count), got, expected_last))
+    else:
+        details.append("output stopped (%s) before %s lines" % (run.reason, number(run.count)))
+    return Row(name, _rate_text(run.rate, run.lines, run.count, "lines"), rate=run.rate, details=details)
+
+
+def _rate_text(rate, seen, count, what):
+    text = "%s ev/s" % number(rate)
+    if seen < count:
+        text += " (only %s of %s %s)" % (number(seen), number(count), what)
+    return text
+
+
+def scenario_handler(letter):
+    mode, label = MODES[letter]
+    target = {"read": TARGET_READ, "copy": TARGET_COPY, "enqueue": TARGET_ENQUEUE}[mode]
+
+    def run(b):
+        r = b.events_run(mode, b.opts.events)
+        return [Row("%s: %s" % (letter, label), _rate_text(r.rate, r.seen, r.count, "events"),
+                    "≥ %s ev/s" % number(target),
+                    r.seen == r.count and r.rate >= target, r.rate, r.details())]
+    return run
+
+
+def scenario_e(b):
+    rows = []
+    for paginate, label in (("auto", "resourceVersion=0, one page"), ("always", "paged by 500")):
+        r = b.sync_run(b.opts.pods, paginate)
+        rate = r.pods / r.wall if r.wall > 0 else 0.0
+        json_mb = b.dataset.average_pod_bytes(r.pods) * r.pods / 1e6
+        rows.append(Row("e: initial sync of %s Pods (%s)" % (number(r.pods), label),
+                        "%.2f s (%s obj/s), peak RSS %s" % (r.wall, number(rate), _mb(r.hwm_kb)),
+                        "≥ %s obj/s" % number(TARGET_SYNC), r.cached == r.pods and rate >= TARGET_SYNC,
+                        details=["from process start to klua.on_synced (%.2f s from the script's start)"
+                                 % r.script_seconds,
+                                 "%s cached, %s add calls; the list is %s MB of JSON; peak RSS is VmHWM"
+                                 % (number(r.cached), number(r.added), number(json_mb, 1))]))
+    return rows
+
+
+def _memory_row(b, pods):
+    full, idle = b.sync_run(pods), b.sync_run(0)
+    per_object = (full.rss_kb - idle.rss_kb) * 1024 / pods
+    size = b.dataset.average_pod_bytes(pods)
+    return full, idle, per_object, size
+
+
+def scenario_f(b):
+    full, idle, per_object, size = _memory_row(b, b.opts.pods)
+    r = per_object / size
+    return [Row("f: memory per cached Pod (%s Pods)" % number(b.opts.pods),
+                "%s B = %.2f× its JSON (%s B)" % (number(per_object), r, number(size)),
+                "≤ %.1f×" % TARGET_MEMORY, full.cached == b.opts.pods and r <= TARGET_MEMORY,
+                details=["(VmRSS after sync - VmRSS of an idle klua) / Pods = (%s - %s) / %s, read from "
+                         "/proc/PID/status after a full Lua GC" % (_mb(full.rss_kb), _mb(idle.rss_kb),
+                                                                 number(b.opts.pods))])]
+
+
+def scenario_scale(b):
+    small_events = max(2, b.opts.events // 10)
+    small_pods = max(1, b.opts.pods // 10)
+    big, small = b.events_run("read", b.opts.events), b.events_run("read", small_events)
+    growth = big.cpu_per_event / small.cpu_per_event if small.cpu_per_event else 0.0
+    rows = [Row("scale: CPU per event, %s vs %s events (a)" % (number(small_events), number(b.opts.events)),
+                "%s vs %s (%.2f×)" % (_us(small.cpu_per_event), _us(big.cpu_per_event), growth),
+                "flat (≤ %.2f×)" % TARGET_FLAT, 0 < growth <= TARGET_FLAT and 1 / growth <= TARGET_FLAT,
+                details=small.details())]
+    _, _, big_obj, _ = _memory_row(b, b.opts.pods)
+    _, _, small_obj, _ = _memory_row(b, small_pods)
+    growth = big_obj / small_obj if small_obj > 0 else 0.0
+    rows.append(Row("scale: memory per Pod, %s vs %s Pods (f)" % (number(small_pods), number(b.opts.pods)),
+                    "%s B vs %s B (%.2f×)" % (number(small_obj), number(big_obj), growth),
+                    "flat (≤ %.2f×)" % TARGET_FLAT, 0 < growth <= TARGET_FLAT and 1 / growth <= TARGET_FLAT))
+    return rows
+
+
+SCENARIOS = {"server": scenario_server, "ref": scenario_ref, "d": scenario_d, "a": scenario_handler("a"),
+             "b": scenario_handler("b"), "c": scenario_handler("c"), "e": scenario_e, "f": scenario_f,
+             "scale": scenario_scale}
+
+
+def run(b, ids):
+    """Runs the scenarios in ORDER that are in ids; returns their rows."""
+    rows = []
+    for sid in ORDER:
+        if sid not in ids:
+            continue
+        b.log("scenario %s ..." % sid)
+        started = time.monotonic()
+        try:
+            rows.extend(SCENARIOS[sid](b))
+        except ScenarioError as e:
+            rows.append(Row.failed(sid, str(e), e.details))
+        except (KeyError, ValueError) as e:
+            rows.append(Row.failed(sid, "unexpected output from a benchmark process (%s: %s)"
+                                   % (type(e).__name__, e)))
+        b.log("  %.1f s" % (time.monotonic() - started))
+    for row in rows:
+        if row.rate is not None and b.kubectl_rate:
+            row.vs_kubectl = ratio(row.rate, b.kubectl_rate)
+    return rows

@@ -1,0 +1,302 @@
+"""A fake Kubernetes API server that is never the bottleneck.
+
+It serves just enough of the API for klua and kubectl to list and watch Pods: discovery, the
+PodList (all namespaces or one, paged or not), single Pods, and a watch stream of MODIFIED events.
+Bodies come from a pre-encoded data set (see data.py) and go out with sendfile(2) in large HTTP/1.1
+chunks, so the server spends almost no CPU per byte.
+
+A watch from resourceVersion R gets the events after R, then ends (or, with watch_end "hold",
+stays open); a watch with no events left stays open until timeoutSeconds or the client leaves.
+resourceVersion 0 or unset starts at the first event, without the synthetic ADDED events a real
+server would send first. Label and field selectors are ignored.
+"""
+import base64
+import binascii
+import json
+import os
+import re
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from . import data, pods
+
+CHUNK = 16 << 20
+# Items of one namespace are gathered into writes of about this size.
+GATHER = 1 << 20
+VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0", "gitCommit": "klua-bench",
+           "gitTreeState": "clean", "buildDate": "2024-12-11T00:00:00Z", "goVersion": "go1.23.3",
+           "compiler": "gc", "platform": "linux/amd64"}
+POD_RESOURCE = {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
+                "verbs": ["get", "list", "watch"], "shortNames": ["po"], "categories": ["all"]}
+NAMESPACED = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?$")
+
+
+def status(code, reason, message):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+
+
+def kubeconfig_text(url):
+    """A kubeconfig for url with no credentials at all."""
+    return ("apiVersion: v1\nkind: Config\nclusters:\n- name: bench\n  cluster:\n    server: %s\n"
+            "users:\n- name: bench\n  user: {}\ncontexts:\n- name: bench\n  context:\n    cluster: bench\n"
+            "    user: bench\n    namespace: default\ncurrent-context: bench\n" % url)
+
+
+class Selection:
+    """The Pods a request sees: all listed Pods, or those of one namespace."""
+
+    def __init__(self, dataset, n_pods, n_events, namespace):
+        self.dataset = dataset
+        self.contiguous = namespace is None
+        if self.contiguous:
+            self.items, self.events = range(n_pods), range(n_events)
+            return
+        ns = self._namespace_number(namespace)
+        if ns is None:
+            self.items, self.events = range(0), range(0)
+            return
+        watch_pods = dataset.watch_pods or 1
+        self.items = range(ns, n_pods, pods.NAMESPACES)
+        self.events = [k for k in range(n_events) if k % watch_pods % pods.NAMESPACES == ns]
+
+    @staticmethod
+    def _namespace_number(namespace):
+        m = re.fullmatch(r"team-(\d\d)", namespace)
+        return int(m.group(1)) if m and int(m.group(1)) < pods.NAMESPACES else None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Responses are written in several pieces; Nagle would hold the last one for a delayed ACK.
+    disable_nagle_algorithm = True
+    server_version = "klua-bench"
+
+    def log_message(self, format, *args):
+        pass
+
+    def do_GET(self):
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        path = url.path.rstrip("/") or "/"
+        try:
+            self._route(path, query)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _route(self, path, query):
+        cfg = self.server.config
+        if path == "/version":
+            return self._json(200, VERSION)
+        if path == "/api":
+            return self._json(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": "%s:%d" % self.server.server_address[:2]}]})
+        if path == "/api/v1":
+            return self._json(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [POD_RESOURCE]})
+        if path == "/apis":
+            return self._json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+        if path == "/api/v1/pods":
+            return self._collection(Selection(cfg.dataset, cfg.pods, cfg.events, None), query)
+        m = NAMESPACED.match(path)
+        if m and m.group(2):
+            return self._get_pod(m.group(1), m.group(2))
+        if m:
+            return self._collection(Selection(cfg.dataset, cfg.pods, cfg.events, m.group(1)), query)
+        return self._json(404, status(404, "NotFound", "the server could not find the requested resource"))
+
+    def _collection(self, sel, query):
+        if query.get("watch") in ("true", "1"):
+            return self._watch(sel, query)
+        return self._list(sel, query)
+
+    def _get_pod(self, namespace, name):
+        m = re.search(r"(\d+)$", name)
+        index = int(m.group(1)) if m else -1
+        cfg = self.server.config
+        if 0 <= index < cfg.pods and cfg.dataset.pod_name(index) == name and \
+                index % pods.NAMESPACES == Selection._namespace_number(namespace):
+            offset, length = cfg.dataset.item_span(index, index + 1)
+            return self._respond(200, os.pread(cfg.items_fd, length, offset))
+        return self._json(404, status(404, "NotFound", 'pods "%s" not found' % name))
+
+    # --- list
+
+    def _list(self, sel, query):
+        cfg = self.server.config
+        limit = int(query.get("limit") or 0)
+        start = 0
+        token = query.get("continue")
+        if token:
+            start = self._decode_continue(token)
+            if start is None or start > len(sel.items):
+                return self._json(410, status(410, "Expired", "the provided continue parameter is too old; "
+                                                              "list again without it"))
+        paged = limit > 0 and (cfg.paginate == "always" or query.get("resourceVersion") != "0")
+        end = min(len(sel.items), start + limit) if paged else len(sel.items)
+        meta = {"resourceVersion": str(data.LIST_RV)}
+        if end < len(sel.items):
+            meta["continue"] = base64.urlsafe_b64encode(b"%d" % end).decode()
+            meta["remainingItemCount"] = len(sel.items) - end
+        head = '{"kind":"PodList","apiVersion":"v1","metadata":%s,"items":[' % json.dumps(meta, separators=(",", ":"))
+        self._start_chunked(200)
+        self._chunk(head.encode())
+        self._send_items(sel, start, end)
+        self._chunk(b"]}")
+        self._end_chunked()
+
+    @staticmethod
+    def _decode_continue(token):
+        try:
+            return int(base64.urlsafe_b64decode(token.encode()))
+        except (ValueError, binascii.Error):
+            return None
+
+    def _send_items(self, sel, start, end):
+        cfg = self.server.config
+        if sel.contiguous:
+            self._chunk_file(cfg.items_fd, *cfg.dataset.item_span(start, end))
+            return
+        batch = []
+        size = 0
+        for n, i in enumerate(sel.items[start:end]):
+            offset, length = cfg.dataset.item_span(i, i + 1)
+            batch.append((b"," if n else b"") + os.pread(cfg.items_fd, length, offset))
+            size += length
+            if size >= GATHER:
+                self._chunk(b"".join(batch))
+                batch, size = [], 0
+        if batch:
+            self._chunk(b"".join(batch))
+
+    # --- watch
+
+    def _watch(self, sel, query):
+        cfg = self.server.config
+        rv = query.get("resourceVersion") or "0"
+        first = int(rv) - data.LIST_RV if rv.isdigit() and int(rv) > data.LIST_RV else 0
+        self._start_chunked(200)
+        if sel.contiguous:
+            sent = first < len(sel.events)
+            if sent:
+                self._chunk_file(cfg.events_fd, *cfg.dataset.event_span(first, len(sel.events)))
+        else:
+            sent = self._send_events(sel, first)
+        if not sent or cfg.watch_end == "hold":
+            self._hold_open(float(query.get("timeoutSeconds") or 0))
+        self._end_chunked()
+        self.close_connection = True
+
+    def _send_events(self, sel, first):
+        """Sends the selection's events from index first on; whether there were any."""
+        cfg = self.server.config
+        batch, size, sent = [], 0, False
+        for k in sel.events:
+            if k < first:
+                continue
+            offset, length = cfg.dataset.event_span(k, k + 1)
+            batch.append(os.pread(cfg.events_fd, length, offset))
+            size += length
+            sent = True
+            if size >= GATHER:
+                self._chunk(b"".join(batch))
+                batch, size = [], 0
+        if batch:
+            self._chunk(b"".join(batch))
+        return sent
+
+    def _hold_open(self, timeout):
+        """Waits, as a real watch with nothing to report does, until the client leaves or timeout passes."""
+        self.connection.settimeout(timeout or None)
+        try:
+            self.connection.recv(1)
+        except (socket.timeout, OSError):
+            pass
+        self.connection.settimeout(None)
+
+    # --- HTTP plumbing
+
+    def _json(self, code, body):
+        self._respond(code, json.dumps(body, separators=(",", ":")).encode())
+
+    def _respond(self, code, payload):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _start_chunked(self, code):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _chunk(self, payload):
+        if payload:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+
+    def _chunk_file(self, fd, offset, length):
+        while length > 0:
+            n = min(length, CHUNK)
+            self.wfile.write(b"%x\r\n" % n)
+            self._sendfile(fd, offset, n)
+            self.wfile.write(b"\r\n")
+            offset += n
+            length -= n
+
+    def _sendfile(self, fd, offset, count):
+        sock = self.connection.fileno()
+        while count > 0:
+            sent = os.sendfile(sock, fd, offset, count)
+            if sent == 0:
+                raise BrokenPipeError("client closed the connection")
+            offset += sent
+            count -= sent
+
+    def _end_chunked(self):
+        self.wfile.write(b"0\r\n\r\n")
+
+
+class Config:
+    """What one server serves: the first `pods` Pods of the data set and its first `events` events.
+
+    paginate: "auto" serves resourceVersion=0 lists in one page, "always" pages every list with a limit.
+    watch_end: "close" ends a watch once its events are sent, "hold" keeps it open like a quiet server.
+    """
+
+    def __init__(self, dataset, pods_count, events, paginate="auto", watch_end="close"):
+        if pods_count > dataset.pods or events > dataset.n_events:
+            raise ValueError("the data set has %d pods and %d events; asked for %d and %d"
+                             % (dataset.pods, dataset.n_events, pods_count, events))
+        if events and pods_count < dataset.watch_pods:
+            raise ValueError("events modify the first %d pods, so at least that many must be listed"
+                             % dataset.watch_pods)
+        self.dataset, self.pods, self.events, self.paginate = dataset, pods_count, events, paginate
+        self.watch_end = watch_end
+        self.items_fd = os.open(dataset.items_path, os.O_RDONLY)
+        self.events_fd = os.open(dataset.events_path, os.O_RDONLY)
+
+    def close(self):
+        os.close(self.items_fd)
+        os.close(self.events_fd)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 64
+
+    def __init__(self, config, host="127.0.0.1", port=0):
+        self.config = config
+        super().__init__((host, port), Handler)
+
+    @property
+    def url(self):
+        return "http://%s:%d" % self.server_address[:2]
+
+    def start(self):
+        """Serves on a background thread; returns the thread."""
+        thread = threading.Thread(target=self.serve_forever, name="bench-server", daemon=True)
+        thread.start()
+        return thread

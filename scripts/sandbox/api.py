@@ -1,0 +1,584 @@
+"""The REST verbs over the store: get, list, create, update, patch, delete and subresources.
+
+Every method takes a Request and returns (http_code, json_text); errors are ApiError.
+A write holds the store lock from read to commit, so writes are atomic like etcd's.
+"""
+import base64
+import binascii
+import copy
+import json
+
+from . import objects, protobuf
+from .objects import now
+from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from .selection import FieldSelector, LabelSelector
+from .status import (ApiError, Cause, already_exists, bad_request,
+                     conflict, forbidden, invalid, not_found,
+                     stale_conflict, success, too_large_resource_version,
+                     unsupported_media_type)
+from .store import Doc, dumps
+
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+APPLY = "application/apply-patch+yaml"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+CONTINUE_VERSION = "meta.k8s.io/v1"
+
+
+class Request:
+    """One parsed API call; params holds the first value of each query parameter."""
+
+    def __init__(self, verb, rtype, version, namespace, name, subresource, params, body,
+                 content_type, user):
+        self.verb = verb
+        self.rtype = rtype
+        self.version = version
+        self.namespace = namespace
+        self.name = name
+        self.subresource = subresource
+        self.params = params
+        self.body = body
+        self.content_type = content_type
+        self.user = user
+
+    def param(self, name, default=""):
+        return self.params.get(name, default)
+
+    def flag(self, name):
+        return self.params.get(name, "").lower() in ("true", "1")
+
+    def dry_run(self):
+        return self.param("dryRun") == "All"
+
+
+def render(rtype, version, data):
+    """JSON text of an object as served at version (custom resources change apiVersion only)."""
+    api_version = rtype.api_version(version)
+    if isinstance(data, Doc):
+        if data.data.get("apiVersion") == api_version or not rtype.crd_name:
+            return data.text()
+        data = data.data
+    if rtype.crd_name and data.get("apiVersion") != api_version:
+        data = dict(data, apiVersion=api_version)
+    return dumps(data)
+
+
+def decode_body(req):
+    try:
+        value = json.loads(req.body.decode("utf-8") or "null")
+    except (UnicodeDecodeError, ValueError) as err:
+        if req.content_type == APPLY:
+            raise bad_request("the sandbox accepts apply patches as JSON only (kubectl "
+                              "--server-side sends JSON): %s" % err) from None
+        raise bad_request("couldn't get version/kind; json parse error: %s" % err) from None
+    return value
+
+
+def decode_object(req):
+    if req.content_type not in ("", "application/json", PROTOBUF):
+        raise unsupported_media_type(["application/json", PROTOBUF])
+    obj = protobuf.decode(req.body) if req.content_type == PROTOBUF else decode_body(req)
+    if not isinstance(obj, dict):
+        raise bad_request("the request body must be a JSON object")
+    meta = obj.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        raise bad_request("metadata must be a JSON object")
+    return obj
+
+
+def check_kind(obj, kind, api_version):
+    if obj.get("apiVersion") and obj["apiVersion"] != api_version:
+        raise bad_request("the API version in the data (%s) does not match the expected API "
+                          "version (%s)" % (obj["apiVersion"], api_version))
+    if obj.get("kind") and obj["kind"] != kind:
+        raise bad_request("the kind in the data (%s) does not match the expected kind (%s)"
+                          % (obj["kind"], kind))
+    obj["apiVersion"] = api_version
+    obj["kind"] = kind
+
+
+def check_identity(req, obj):
+    meta = obj["metadata"]
+    if req.rtype.namespaced:
+        if meta.get("namespace") and meta["namespace"] != req.namespace:
+            raise bad_request("the namespace of the provided object does not match the "
+                              "namespace sent on the request")
+        meta["namespace"] = req.namespace
+    else:
+        meta.pop("namespace", None)
+    if req.name and meta.get("name") and meta["name"] != req.name:
+        raise bad_request("the name of the object (%s) does not match the name on the URL (%s)"
+                          % (meta["name"], req.name))
+    if req.name:
+        meta["name"] = req.name
+
+
+def parse_rv(text, what="resourceVersion"):
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_request("%s: Invalid value: \"%s\": must be an integer" % (what, text)) from None
+    if value < 0:
+        raise bad_request("%s: Invalid value: \"%s\": must be non-negative" % (what, text))
+    return value
+
+
+def encode_continue(rv, last_key):
+    token = json.dumps({"v": CONTINUE_VERSION, "rv": rv, "start": last_key + "\x00"},
+                       separators=(",", ":"))
+    return base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+
+
+def decode_continue(token):
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        data = json.loads(raw)
+        if data.get("v") != CONTINUE_VERSION or not isinstance(data.get("rv"), int):
+            raise ValueError("unknown continue token version")
+        return data["rv"], data["start"]
+    except (binascii.Error, ValueError, TypeError, AttributeError, KeyError) as err:
+        raise bad_request("continue key is not valid: %s" % err) from None
+
+
+def list_options_invalid(field, kind, detail, value=None):
+    return invalid("ListOptions", "meta.k8s.io", "", [Cause(field, kind, detail, value)])
+
+
+class Api:
+    """The verbs. rv_wait is how long a read waits for a resourceVersion not reached yet."""
+
+    def __init__(self, store, rv_wait=1.0):
+        self.store = store
+        self.rv_wait = rv_wait
+        self.defaulter = objects.Defaulter()
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, req):
+        with self.store.lock:
+            doc = self._existing_locked(req)
+            if req.subresource == "scale":
+                return 200, dumps(self._scale_view(req.rtype, doc.data))
+            return 200, render(req.rtype, req.version, doc)
+
+    @staticmethod
+    def _selectors(req):
+        return (LabelSelector(req.param("labelSelector")),
+                FieldSelector(req.param("fieldSelector"), req.rtype.fields))
+
+    def list(self, req):
+        if "sendInitialEvents" in req.params:
+            raise list_options_invalid("sendInitialEvents", "Forbidden",
+                                       "sendInitialEvents is forbidden for list")
+        labels, fields = self._selectors(req)
+        limit = parse_rv(req.param("limit") or "0", "limit")
+        with self.store.lock:
+            items, list_rv, start, limit = self._list_source_locked(req, limit)
+            page, next_key, remaining = self._page(req, items, start, limit, labels, fields)
+        meta = {"resourceVersion": str(list_rv)}
+        if next_key is not None:
+            meta["continue"] = encode_continue(list_rv, next_key)
+            if labels.empty() and fields.empty():
+                meta["remainingItemCount"] = remaining
+        head = dumps({"kind": req.rtype.list_kind, "apiVersion": req.rtype.api_version(req.version),
+                      "metadata": meta})
+        body = ",".join(render(req.rtype, req.version, doc) for doc in page)
+        return 200, head[:-1] + ',"items":[' + body + "]}"
+
+    def _list_source_locked(self, req, limit):
+        """(items by key, list resourceVersion, start key, limit) per the rv semantics table."""
+        rv, match, token = (req.param("resourceVersion"), req.param("resourceVersionMatch"),
+                            req.param("continue"))
+        if match and not rv:
+            raise list_options_invalid("resourceVersionMatch", "Forbidden",
+                                       "resourceVersionMatch is forbidden unless "
+                                       "resourceVersion is provided")
+        if match not in ("", "Exact", "NotOlderThan"):
+            raise list_options_invalid("resourceVersionMatch", "Unsupported value",
+                                       'supported values: "Exact", "NotOlderThan", ""', match)
+        if token:
+            if rv not in ("", "0"):
+                raise bad_request("specifying resource version is not allowed when using "
+                                  "continue")
+            token_rv, start = decode_continue(token)
+            return self.store.snapshot_locked(req.rtype, token_rv, True), token_rv, start, limit
+        if match == "Exact" and parse_rv(rv) == 0:
+            raise list_options_invalid("resourceVersionMatch", "Forbidden",
+                                       'resourceVersionMatch "exact" is forbidden for '
+                                       'resourceVersion "0"')
+        if rv == "0":
+            return self.store.items_locked(req.rtype), self.store.rv, "", 0
+        if rv:
+            wanted = parse_rv(rv)
+            self._wait_for_rv_locked(wanted)
+            if match == "Exact" or (not match and limit):
+                return self.store.snapshot_locked(req.rtype, wanted), wanted, "", limit
+        return self.store.items_locked(req.rtype), self.store.rv, "", limit
+
+    def _wait_for_rv_locked(self, wanted):
+        if not self.store.wait_for_rv_locked(wanted, self.rv_wait):
+            raise too_large_resource_version(wanted, self.store.rv)
+
+    def _page(self, req, items, start, limit, labels, fields):
+        prefix = req.namespace + "/" if req.rtype.namespaced and req.namespace else ""
+        keys = sorted(k for k in items if k >= start and k.startswith(prefix))
+        page = []
+        for n, key in enumerate(keys):
+            doc = items[key]
+            if labels.matches(doc.meta.get("labels")) and fields.matches(doc.data):
+                page.append(doc)
+                if limit and len(page) == limit:
+                    more = len(keys) - n - 1
+                    return page, (key if more else None), more
+        return page, None, 0
+
+    # -- create --------------------------------------------------------------------------
+
+    def create(self, req):
+        obj = decode_object(req)
+        check_kind(obj, req.rtype.kind, req.rtype.api_version(req.version))
+        check_identity(req, obj)
+        with self.store.lock:
+            doc = self._create_locked(req, obj)
+        return 201, render(req.rtype, req.version, doc)
+
+    def _create_locked(self, req, obj):
+        rtype, meta = req.rtype, obj["metadata"]
+        if rtype.namespaced:
+            self._check_namespace_locked(req, meta.get("name") or meta.get("generateName", ""))
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = self._generate_name_locked(rtype, req.namespace, meta["generateName"])
+        objects.validate(rtype, obj)
+        if self.store.get_locked(rtype, req.namespace, meta["name"]):
+            raise already_exists(rtype, meta["name"])
+        self.defaulter.on_create(rtype, obj)
+        if req.dry_run():
+            return Doc(obj)
+        doc = self.store.commit_locked(rtype, "ADDED", obj, None)
+        if rtype.key == objects.CRD_KEY:
+            self.store.registry.set_crd(doc.data)
+        return doc
+
+    def _generate_name_locked(self, rtype, namespace, prefix):
+        for _ in range(8):
+            name = objects.generated_name(prefix)
+            if not self.store.get_locked(rtype, namespace, name):
+                return name
+        raise already_exists(rtype, prefix)
+
+    def _check_namespace_locked(self, req, name):
+        ns_type = self.store.registry.lookup("", "v1", "namespaces")
+        ns = self.store.get_locked(ns_type, "", req.namespace)
+        if ns is None:
+            raise not_found(ns_type, req.namespace)
+        if ns.meta.get("deletionTimestamp"):
+            err = forbidden(req.rtype, name, "unable to create new content in namespace %s "
+                            "because it is being terminated" % req.namespace)
+            err.details["causes"] = [{"reason": "NamespaceTerminating",
+                                      "message": "namespace %s is being terminated"
+                                                 % req.namespace,
+                                      "field": "metadata.namespace"}]
+            raise err
+
+    # -- update and patch ----------------------------------------------------------------
+
+    def update(self, req):
+        if req.subresource == "scale":
+            return self._update_scale(req, None)
+        obj = decode_object(req)
+        check_kind(obj, req.rtype.kind, req.rtype.api_version(req.version))
+        check_identity(req, obj)
+        with self.store.lock:
+            cur = self._existing_locked(req)
+            doc = self._update_locked(req, cur, obj)
+        return 200, render(req.rtype, req.version, doc)
+
+    def _update_locked(self, req, cur, obj):
+        rtype = req.rtype
+        given_rv = obj["metadata"].get("resourceVersion", "")
+        if given_rv and given_rv != cur.meta["resourceVersion"]:
+            raise stale_conflict(rtype, cur.meta["name"])
+        if not given_rv and rtype.crd_name:
+            raise invalid(rtype.kind, rtype.group, cur.meta["name"],
+                          [Cause("metadata.resourceVersion", "Invalid value",
+                                 "must be specified for an update", 0)])
+        new = objects.carry_over(rtype, cur.data, obj, req.subresource)
+        new["metadata"]["resourceVersion"] = cur.meta["resourceVersion"]
+        objects.validate(rtype, new)
+        causes = objects.finalizer_causes(cur.data, new)
+        if causes:
+            raise invalid(rtype.kind, rtype.group, cur.meta["name"], causes)
+        if objects.spec_part(new) != objects.spec_part(cur.data):
+            new["metadata"]["generation"] = cur.meta.get("generation", 0) + 1
+        if new == cur.data or req.dry_run():
+            return Doc(new) if req.dry_run() else cur
+        if cur.meta.get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            return self._remove_locked(rtype, cur, new)
+        doc = self.store.commit_locked(rtype, "MODIFIED", new, cur)
+        if rtype.key == objects.CRD_KEY:
+            self.store.registry.set_crd(doc.data)
+        return doc
+
+    def patch(self, req):
+        ctype = req.content_type
+        accepted = [JSON_PATCH, MERGE, APPLY] + ([] if req.rtype.crd_name else [STRATEGIC])
+        if ctype not in accepted:
+            raise unsupported_media_type(accepted)
+        patch = decode_body(req)
+        if req.subresource == "scale":
+            return self._update_scale(req, (ctype, patch))
+        if ctype == APPLY:
+            return self._apply(req, patch)
+        with self.store.lock:
+            cur = self._existing_locked(req)
+            patched = self._patched(ctype, cur.data, patch)
+            doc = self._update_locked(req, cur, self._as_body(req, patched))
+        return 200, render(req.rtype, req.version, doc)
+
+    @staticmethod
+    def _patched(ctype, data, patch):
+        try:
+            if ctype == JSON_PATCH:
+                result = json_patch(data, patch)
+            elif ctype == STRATEGIC:
+                result = strategic_merge_patch(copy.deepcopy(data), patch)
+            else:
+                result = merge_patch(copy.deepcopy(data), patch)
+        except PatchError as err:
+            raise ApiError(422, "Invalid", "the server rejected our request due to an error "
+                           "in our request", {"causes": [{"message": str(err)}]}) from None
+        except (ValueError, TypeError, KeyError) as err:
+            raise bad_request(str(err)) from None
+        if not isinstance(result, dict) or not isinstance(result.get("metadata"), dict):
+            raise bad_request("the patch must leave an object with metadata")
+        return result
+
+    def _as_body(self, req, patched):
+        check_kind(patched, req.rtype.kind, req.rtype.api_version(req.version))
+        check_identity(req, patched)
+        return patched
+
+    def _apply(self, req, patch):
+        """Server-side apply, simplified: a merge patch that creates when missing."""
+        manager = req.param("fieldManager")
+        if not manager:
+            raise invalid("PatchOptions", "meta.k8s.io", "",
+                          [Cause("fieldManager", "Required value",
+                                 "is required for apply patch")])
+        if not isinstance(patch, dict):
+            raise bad_request("an apply patch must be a JSON object")
+        patch.setdefault("metadata", {})
+        check_kind(patch, req.rtype.kind, req.rtype.api_version(req.version))
+        check_identity(req, patch)
+        with self.store.lock:
+            cur = self.store.get_locked(req.rtype, req.namespace, req.name)
+            if cur is None and req.subresource:
+                raise not_found(req.rtype, req.name)
+            if cur is None:
+                record_manager(patch, manager, patch["apiVersion"])
+                return 201, render(req.rtype, req.version, self._create_locked(req, patch))
+            patched = merge_patch(copy.deepcopy(cur.data), patch)
+            if patched != cur.data:
+                record_manager(patched, manager, patch["apiVersion"])
+            doc = self._update_locked(req, cur, patched)
+        return 200, render(req.rtype, req.version, doc)
+
+    # -- scale ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _scale_view(rtype, obj):
+        """The autoscaling/v1 Scale of obj, built from the paths its type declares."""
+        if rtype.crd_name:
+            selector = objects.get_path(obj, rtype.scale.selector_path or ".status.selector")
+        else:
+            selector = objects.selector_string((obj.get("spec") or {}).get("selector"))
+        meta = {k: obj["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                                 "creationTimestamp") if k in obj["metadata"]}
+        status = {"replicas": objects.get_path(obj, rtype.scale.status_path) or 0}
+        if selector:
+            status["selector"] = selector
+        return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta,
+                "spec": {"replicas": objects.get_path(obj, rtype.scale.spec_path) or 0},
+                "status": status}
+
+    def _update_scale(self, req, patch):
+        body = None if patch else decode_object(req)
+        with self.store.lock:
+            cur = self._existing_locked(req)
+            view = self._scale_view(req.rtype, cur.data)
+            scale = self._patched(patch[0], view, patch[1]) if patch else body
+            replicas = (scale.get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+                raise invalid("Scale", "autoscaling", cur.meta["name"],
+                              [Cause("spec.replicas", "Invalid value",
+                                     "must be greater than or equal to 0", replicas)])
+            given_rv = (scale.get("metadata") or {}).get("resourceVersion")
+            if given_rv and given_rv != cur.meta["resourceVersion"]:
+                raise stale_conflict(req.rtype, cur.meta["name"])
+            new = copy.deepcopy(cur.data)
+            objects.set_path(new, req.rtype.scale.spec_path, replicas)
+            main = Request("update", req.rtype, req.version, req.namespace, req.name, "",
+                           req.params, b"", "", req.user)
+            doc = self._update_locked(main, cur, new)
+            return 200, dumps(self._scale_view(req.rtype, doc.data))
+
+    # -- delete --------------------------------------------------------------------------
+
+    def delete(self, req):
+        opts = self._delete_options(req)
+        with self.store.lock:
+            cur = self._existing_locked(req)
+            check_preconditions(req.rtype, cur, opts.get("preconditions") or {})
+            self._check_deletable(req.rtype, cur)
+            if req.dry_run():
+                return 200, render(req.rtype, req.version, cur)
+            doc, gone = self._delete_locked(req.rtype, cur)
+        # Like the real server: an object kept by finalizers comes back as it now is; pods
+        # come back even when gone; anything else gone answers with a Success Status.
+        if not gone or req.rtype.key == "pods":
+            return 200, render(req.rtype, req.version, doc)
+        return 200, dumps(success(doc.meta["name"], req.rtype, doc.meta.get("uid")))
+
+    def delete_collection(self, req):
+        labels, fields = self._selectors(req)
+        self._delete_options(req)
+        with self.store.lock:
+            items = self.store.items_locked(req.rtype)
+            page, _, _ = self._page(req, dict(items), "", 0, labels, fields)
+            for doc in page:
+                self._check_deletable(req.rtype, doc)
+            done = page if req.dry_run() else \
+                [self._delete_locked(req.rtype, doc)[0] for doc in page]
+        body = ",".join(render(req.rtype, req.version, d) for d in done)
+        head = dumps({"kind": req.rtype.list_kind, "apiVersion": req.rtype.api_version(req.version),
+                      "metadata": {"resourceVersion": str(self.store.rv)}})
+        return 200, head[:-1] + ',"items":[' + body + "]}"
+
+    @staticmethod
+    def _check_deletable(rtype, doc):
+        if rtype.key == "namespaces" and doc.meta["name"] in objects.PROTECTED_NAMESPACES:
+            raise forbidden(rtype, doc.meta["name"], "this namespace may not be deleted")
+
+    def _delete_options(self, req):
+        opts = {}
+        if req.body.strip():
+            opts = decode_body(req)
+            if not isinstance(opts, dict):
+                raise bad_request("DeleteOptions must be a JSON object")
+        policy = opts.get("propagationPolicy") or req.param("propagationPolicy")
+        if policy and policy not in ("Orphan", "Background", "Foreground"):
+            raise invalid("DeleteOptions", "meta.k8s.io", "",
+                          [Cause("propagationPolicy", "Unsupported value",
+                                 'supported values: "Foreground", "Background", "Orphan", '
+                                 '"nil"', policy)])
+        if "dryRun" in opts and opts["dryRun"] == ["All"]:
+            req.params["dryRun"] = "All"
+        return opts
+
+    def _delete_locked(self, rtype, cur):
+        """Deletes now, or marks for deletion while finalizers remain.
+
+        Returns (last state, whether the object is gone)."""
+        if rtype.key == "namespaces":
+            return self._delete_namespace_locked(cur)
+        if not cur.meta.get("finalizers"):
+            return self._remove_locked(rtype, cur), True
+        if cur.meta.get("deletionTimestamp"):
+            return cur, False
+        return self.store.commit_locked(rtype, "MODIFIED", mark_deleting(cur.data), cur), False
+
+    def _remove_locked(self, rtype, cur, final=None):
+        """Removes cur for good, then what depended on it (a CRD's objects, a namespace).
+
+        final is the last state to report when an update is what removes it."""
+        if rtype.key == objects.CRD_KEY:
+            self._drop_crd_locked(cur)
+        last = final if final is not None else copy.deepcopy(cur.data)
+        doc = self.store.commit_locked(rtype, "DELETED", last, cur)
+        namespace = cur.meta.get("namespace")
+        if namespace:
+            self._maybe_finalize_namespace_locked(namespace)
+        return doc
+
+    def _drop_crd_locked(self, crd):
+        rtype = self.store.registry.custom.get(crd.meta["name"])
+        if rtype is None:
+            return
+        for _, doc in sorted(self.store.items_locked(rtype).items()):
+            self.store.commit_locked(rtype, "DELETED", copy.deepcopy(doc.data), doc)
+        self.store.objects.pop(rtype.key, None)
+        self.store.registry.drop_crd(crd.meta["name"])
+        for watcher in list(self.store.watchers):
+            if watcher.rtype is rtype:
+                watcher.close(clean=True)
+
+    def _namespace_type(self):
+        return self.store.registry.lookup("", "v1", "namespaces")
+
+    def _delete_namespace_locked(self, ns):
+        ns_type = self._namespace_type()
+        name = ns.meta["name"]
+        if not ns.meta.get("deletionTimestamp"):
+            marked = mark_deleting(ns.data)
+            marked["status"] = {"phase": "Terminating"}
+            ns = self.store.commit_locked(ns_type, "MODIFIED", marked, ns)
+        for rtype in self.store.registry.all():
+            if not rtype.namespaced:
+                continue
+            for key, doc in sorted(self.store.items_locked(rtype).items()):
+                if key.startswith(name + "/"):
+                    self._delete_locked(rtype, doc)
+        self._maybe_finalize_namespace_locked(name)
+        now_there = self.store.get_locked(ns_type, "", name)
+        return now_there or ns, now_there is None
+
+    def _maybe_finalize_namespace_locked(self, name):
+        ns_type = self._namespace_type()
+        ns = self.store.get_locked(ns_type, "", name)
+        if ns is None or not ns.meta.get("deletionTimestamp") or ns.meta.get("finalizers"):
+            return
+        prefix = name + "/"
+        for rtype in self.store.registry.all():
+            if rtype.namespaced and any(k.startswith(prefix)
+                                        for k in self.store.items_locked(rtype)):
+                return
+        self.store.commit_locked(ns_type, "DELETED", copy.deepcopy(ns.data), ns)
+
+    # -- shared --------------------------------------------------------------------------
+
+    def _existing_locked(self, req):
+        doc = self.store.get_locked(req.rtype, req.namespace, req.name)
+        if doc is None:
+            raise not_found(req.rtype, req.name)
+        return doc
+
+
+def mark_deleting(data):
+    """A copy of data marked for deletion, as the real server marks objects with finalizers."""
+    new = copy.deepcopy(data)
+    meta = new["metadata"]
+    if meta.get("generation"):
+        meta["generation"] += 1
+    meta["deletionTimestamp"] = now()
+    meta["deletionGracePeriodSeconds"] = 0
+    return new
+
+
+def check_preconditions(rtype, cur, pre):
+    name = cur.meta["name"]
+    if pre.get("uid") and pre["uid"] != cur.meta.get("uid"):
+        raise conflict(rtype, name, "Precondition failed: UID in precondition: %s, UID in "
+                       "object meta: %s" % (pre["uid"], cur.meta.get("uid")))
+    if pre.get("resourceVersion") and pre["resourceVersion"] != cur.meta["resourceVersion"]:
+        raise conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: %s, "
+                       "ResourceVersion in object meta: %s"
+                       % (pre["resourceVersion"], cur.meta["resourceVersion"]))
+
+
+def record_manager(obj, manager, api_version):
+    entries = [e for e in obj["metadata"].get("managedFields") or []
+               if not (e.get("manager") == manager and e.get("operation") == "Apply")]
+    entries.append({"manager": manager, "operation": "Apply", "apiVersion": api_version,
+                    "time": now(), "fieldsType": "FieldsV1", "fieldsV1": {}})
+    obj["metadata"]["managedFields"] = entries

@@ -1,0 +1,183 @@
+"""Fault settings, their validation, and the counters GET /sandbox/v1/stats reports.
+
+Settings persist until changed or reset; actions (expire_watches, compact, ...) happen once,
+when posted. The same JSON object configures both at start (--faults) and at run time.
+"""
+import collections
+import random
+import re
+import threading
+
+from .status import bad_request, generic
+
+DEFAULT_OVERSIZE = 17 * 1024 * 1024
+VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection",
+         "discovery"}
+
+
+def _count(value, name, minimum=0):
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise bad_request("%s must be an integer >= %d or null" % (name, minimum))
+    return value
+
+
+def _number(value, name, maximum=None):
+    """A non-negative number; 0 and null switch the setting off."""
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 or \
+            (maximum is not None and value > maximum):
+        raise bad_request("%s must be a number in [0, %s]" % (name, maximum or "inf"))
+    return float(value) or None
+
+
+def _fail_rule(value):
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad_request('fail must be an object like {"count": 2, "code": 503}')
+    unknown = set(value) - {"count", "code", "retry_after", "verbs", "path"}
+    if unknown:
+        raise bad_request("unknown fail keys: %s" % ", ".join(sorted(unknown)))
+    code = _count(value.get("code", 500), "fail.code", 400)
+    verbs = value.get("verbs") or []
+    if not isinstance(verbs, list) or not set(verbs) <= VERBS:
+        raise bad_request("fail.verbs must be a list of: %s" % ", ".join(sorted(VERBS)))
+    try:
+        path = re.compile(value.get("path") or "")
+    except re.error as err:
+        raise bad_request("fail.path is not a regular expression: %s" % err) from None
+    return {"count": _count(value.get("count", 1), "fail.count", 1), "code": code,
+            "retry_after": _count(value.get("retry_after"), "fail.retry_after"),
+            "verbs": verbs, "path": path}
+
+
+def _forbid(value):
+    if value is None or value == {}:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise bad_request('forbid must be a list like ["secrets", "pods:list,watch"]')
+    rules = []
+    for entry in value:
+        resource, _, verbs = entry.partition(":")
+        rules.append((resource, set(verbs.split(",")) if verbs else None))
+    return rules
+
+
+SETTINGS = {
+    "watch_drop_after": lambda v: _count(v, "watch_drop_after"),
+    "watch_drop_probability": lambda v: _number(v, "watch_drop_probability", 1),
+    "watch_drop_mid_frame": lambda v: True if v else None,
+    "watch_stall_after": lambda v: _count(v, "watch_stall_after"),
+    "delay": lambda v: _number(v, "delay"),
+    "fail": _fail_rule,
+    "forbid": _forbid,
+}
+ACTIONS = {"expire_watches", "compact", "malformed_line", "unknown_event", "oversized_event",
+           "restart", "seed"}
+
+
+class Faults:
+    """The current fault settings. settings is replaced, never mutated, so reads need no lock."""
+
+    def __init__(self, seed=None):
+        self.lock = threading.Lock()
+        self.settings = {}
+        self.raw = {}
+        self.rng = random.Random(seed)
+
+    def update(self, body):
+        """Applies the settings in body; returns the actions it asks for."""
+        if not isinstance(body, dict):
+            raise bad_request("the faults body must be a JSON object")
+        unknown = set(body) - set(SETTINGS) - ACTIONS
+        if unknown:
+            raise bad_request("unknown fault keys: %s; known: %s" % (
+                ", ".join(sorted(unknown)), ", ".join(sorted(set(SETTINGS) | ACTIONS))))
+        parsed = {k: SETTINGS[k](v) for k, v in body.items() if k in SETTINGS}
+        actions = {k: v for k, v in body.items() if k in ACTIONS}
+        with self.lock:
+            if "seed" in actions:
+                self.rng.seed(actions.pop("seed"))
+            settings = dict(self.settings, **parsed)
+            self.settings = {k: v for k, v in settings.items() if v is not None and v != []}
+            self.raw = {k: v for k, v in dict(self.raw, **body).items()
+                        if k in self.settings}
+        return actions
+
+    def reset(self):
+        with self.lock:
+            self.settings = {}
+            self.raw = {}
+
+    def describe(self):
+        return dict(self.raw)
+
+    def should_drop(self, sent):
+        """Whether a watch that has sent `sent` events is dropped before the next one."""
+        settings = self.settings
+        after = settings.get("watch_drop_after")
+        if after is not None and sent >= after:
+            return True
+        probability = settings.get("watch_drop_probability")
+        if probability:
+            with self.lock:
+                return self.rng.random() < probability
+        return False
+
+    def take_failure(self, verb, target):
+        """The error the next matching request is answered with, consuming one count."""
+        with self.lock:
+            rule = self.settings.get("fail")
+            if not rule or (rule["verbs"] and verb not in rule["verbs"]) or \
+                    not rule["path"].search(target):
+                return None
+            remaining = rule["count"] - 1
+            settings = dict(self.settings)
+            if remaining:
+                settings["fail"] = dict(rule, count=remaining)
+                self.raw["fail"] = dict(self.raw["fail"], count=remaining)
+            else:
+                del settings["fail"]
+                self.raw.pop("fail", None)
+            self.settings = settings
+        return generic(rule["code"], rule["retry_after"])
+
+    def forbids(self, rtype, verb):
+        for resource, verbs in self.settings.get("forbid", []):
+            if resource in (rtype.key, rtype.plural) and (verbs is None or verb in verbs):
+                return True
+        return False
+
+
+class Stats:
+    """Request and fault counters, kept across restarts."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requests = collections.Counter()
+        self.by_resource = collections.defaultdict(collections.Counter)
+        self.faults = collections.Counter()
+        self.restarts = 0
+
+    def request(self, verb, resource=None):
+        with self.lock:
+            self.requests[verb] += 1
+            if resource:
+                self.by_resource[resource][verb] += 1
+
+    def fault(self, kind, count=1):
+        with self.lock:
+            self.faults[kind] += count
+
+    def restarted(self):
+        with self.lock:
+            self.restarts += 1
+
+    def snapshot(self):
+        with self.lock:
+            return {"requests": dict(self.requests),
+                    "resources": {k: dict(v) for k, v in self.by_resource.items()},
+                    "faults": dict(self.faults), "restarts": self.restarts}

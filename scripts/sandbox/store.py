@@ -1,0 +1,147 @@
+"""Objects, the global resourceVersion and the watch history, under one lock.
+
+Every change bumps one counter (like etcd's revision) and appends one event to the
+history, so history[i] always has resourceVersion compacted + 1 + i. Stored dicts are
+never mutated: a change stores a new dict, which lets history events share them.
+"""
+import collections
+import itertools
+import json
+import threading
+
+from .resources import Registry
+from .status import INCONSISTENT_CONTINUE, expired, too_old_resource_version
+
+
+TOP_ORDER = ("apiVersion", "kind", "metadata")
+META_ORDER = ("name", "generateName", "namespace", "uid", "resourceVersion", "generation",
+              "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+              "annotations", "ownerReferences", "finalizers", "managedFields")
+
+
+def _ordered(mapping, first):
+    out = {k: mapping[k] for k in first if k in mapping}
+    out.update((k, v) for k, v in mapping.items() if k not in out)
+    return out
+
+
+def canonical(obj):
+    """obj with its keys in the order the real server writes them, for readable output."""
+    ordered = _ordered(obj, TOP_ORDER)
+    ordered["metadata"] = _ordered(obj["metadata"], META_ORDER)
+    return ordered
+
+
+def dumps(obj):
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+class Doc:
+    """One stored version of an object and its JSON text, encoded at most once."""
+
+    __slots__ = ("data", "_text")
+
+    def __init__(self, data):
+        self.data = data
+        self._text = None
+
+    def text(self):
+        if self._text is None:
+            self._text = dumps(self.data)
+        return self._text
+
+    @property
+    def meta(self):
+        return self.data["metadata"]
+
+
+class Event:
+    """One history entry: the change that produced resourceVersion rv."""
+
+    __slots__ = ("rv", "type", "rkey", "key", "doc", "prev")
+
+    def __init__(self, rv, etype, rkey, key, doc, prev):
+        self.rv = rv
+        self.type = etype
+        self.rkey = rkey
+        self.key = key
+        self.doc = doc
+        self.prev = prev
+
+    @property
+    def namespace(self):
+        return self.doc.meta.get("namespace", "")
+
+
+def object_key(namespace, name):
+    """The store key, ordered like the real server's etcd keys: ns/name or name."""
+    return "%s/%s" % (namespace, name) if namespace else name
+
+
+class Store:
+    """The state of the sandbox cluster. Methods ending in _locked need self.lock held."""
+
+    def __init__(self, history_limit):
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.registry = Registry()
+        self.rv = 0
+        self.compacted = 0
+        self.history_limit = history_limit
+        self.history = collections.deque()
+        self.objects = collections.defaultdict(dict)
+        self.watchers = set()
+
+    def get_locked(self, rtype, namespace, name):
+        return self.objects[rtype.key].get(object_key(namespace, name))
+
+    def items_locked(self, rtype):
+        return self.objects[rtype.key]
+
+    def commit_locked(self, rtype, etype, obj, prev):
+        """Stores obj (now owned by the store) as the next revision; returns its Doc."""
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        doc = Doc(canonical(obj))
+        key = object_key(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        if etype == "DELETED":
+            self.objects[rtype.key].pop(key, None)
+        else:
+            self.objects[rtype.key][key] = doc
+        self.history.append(Event(self.rv, etype, rtype.key, key, doc, prev))
+        while len(self.history) > self.history_limit:
+            self.compacted = self.history.popleft().rv
+        self.changed.notify_all()
+        return doc
+
+    def compact_locked(self):
+        """Forgets all history: older resourceVersions can no longer be watched or listed."""
+        self.history.clear()
+        self.compacted = self.rv
+        self.changed.notify_all()
+
+    def events_after_locked(self, rv):
+        """Events with resourceVersion > rv; raises Expired when they are no longer known."""
+        if rv < self.compacted:
+            raise too_old_resource_version(rv, self.compacted)
+        return list(itertools.islice(self.history, rv - self.compacted, None))
+
+    def snapshot_locked(self, rtype, rv, for_continue=False):
+        """The objects of rtype as they were at resourceVersion rv, rebuilt from history."""
+        if rv < self.compacted:
+            if for_continue:
+                raise expired(INCONSISTENT_CONTINUE)
+            raise too_old_resource_version(rv, self.compacted)
+        items = dict(self.objects[rtype.key])
+        for event in reversed(self.events_after_locked(rv)):
+            if event.rkey != rtype.key:
+                continue
+            if event.type == "ADDED":
+                items.pop(event.key, None)
+            else:
+                items[event.key] = event.prev
+        return items
+
+    def wait_for_rv_locked(self, rv, timeout):
+        """Waits up to timeout for the store to reach rv; True when it has."""
+        return self.changed.wait_for(lambda: self.rv >= rv, timeout)

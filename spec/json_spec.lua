@@ -1,0 +1,241 @@
+-- klua.json turns JSON text into plain Lua values and back, keeping what
+-- Kubernetes cares about: integers stay integers, null survives as
+-- klua.null, and arrays stay arrays even when empty.
+local testing = require 'klua_testing'
+local reference = require 'fixtures.json.reference'
+local cjson = require 'cjson'
+
+local json, null = testing.json, testing.null
+
+-- Asserts that the decoded value c equals the reference value r, with
+-- integer subtypes, nulls and array marks. After an encode, integer-valued
+-- floats read back as integers (by design): reencoded says to allow that.
+local function assert_decoded_as(c, r, path, reencoded)
+  if type(r) == 'table' and r.kind == 'object' then
+    assert.equals('table', type(c), path)
+    assert.is_nil(getmetatable(c), path)
+    local n = 0
+    for k, x in pairs(c) do
+      n = n + 1
+      assert_decoded_as(x, r.values[k], path .. '.' .. k, reencoded)
+    end
+    assert.equals(#r.keys, n, path)
+  elseif type(r) == 'table' and r.kind == 'array' then
+    assert.equals(json.array_mt, getmetatable(c), path)
+    assert.equals(r.n, #c, path)
+    for i = 1, r.n do assert_decoded_as(c[i], r.items[i], path .. '[' .. i .. ']', reencoded) end
+  elseif r == reference.null then
+    assert.equals(null, c, path)
+  elseif reencoded and math.type(r) == 'float' and r == math.floor(r) and math.abs(r) < 2 ^ 63 then
+    assert.equals('integer', math.type(c), path)
+    assert.equals(r, c, path)
+  else
+    assert.equals(math.type(r), math.type(c), path)
+    assert.equals(r, c, path)
+  end
+end
+
+describe('klua.json.decode', function()
+  for _, name in ipairs(reference.all) do
+    it('decodes ' .. name .. ' with integers, nulls and marked arrays', function()
+      local text = reference.fixture(name)
+      assert_decoded_as(json.decode(text), reference.decode(text), name)
+    end)
+  end
+
+  it('decodes scalars at the top level', function()
+    assert.equals(42, json.decode('42'))
+    assert.equals('integer', math.type(json.decode('42')))
+    assert.equals('float', math.type(json.decode('42.0')))
+    assert.equals('x', json.decode(' "x" '))
+    assert.equals(false, json.decode('false'))
+    assert.equals(null, json.decode('null'))
+  end)
+
+  it('reads numbers beyond 64-bit integers as floats, as Lua does', function()
+    assert.equals(tonumber('123456789012345678901234567890'), json.decode('123456789012345678901234567890'))
+    assert.equals('float', math.type(json.decode('-9223372036854775809')))
+    assert.equals(math.mininteger, json.decode('-9223372036854775808'))
+  end)
+
+  it('gives nil and a message that says where the text goes wrong', function()
+    local cases = {
+      ['{"a":1,}'] = 'text is not valid JSON at byte 7: expected a string key',
+      ['{"a" 1}'] = "text is not valid JSON at byte 5: expected ':' after an object key",
+      ['[1 2]'] = "text is not valid JSON at byte 3: expected ',' or ']' after an array element",
+      ['"abc'] = 'text is not valid JSON at byte 0: unterminated string',
+      ['"\\x"'] = 'text is not valid JSON at byte 1: invalid escape in string',
+      ['"\\ud800"'] = 'text is not valid JSON at byte 1: unpaired surrogate in \\u escape',
+      ['"\\u12g4"'] = 'text is not valid JSON at byte 5: invalid hex digit in \\u escape',
+      ['01'] = 'text is not valid JSON at byte 1: unexpected data after the JSON value',
+      ['-'] = 'text is not valid JSON at byte 0: invalid number',
+      ['1.e5'] = 'text is not valid JSON at byte 0: invalid number',
+      ['1e400'] = 'text is not valid JSON at byte 0: number out of range',
+      ['"\xc3\x28"'] = 'text is not valid JSON at byte 1: invalid UTF-8',
+      ['"\xed\xa0\x80"'] = 'text is not valid JSON at byte 1: invalid UTF-8',
+      ['nul'] = 'text is not valid JSON at byte 0: invalid literal',
+      [''] = 'text is not valid JSON at byte 0: unexpected end of input',
+      ['[' .. string.rep('[', 1024) .. string.rep(']', 1025)] = 'text is not valid JSON at byte 1024: nested too deeply',
+    }
+    for text, message in pairs(cases) do
+      local v, err = json.decode(text)
+      assert.is_nil(v, text)
+      assert.equals(message, err, text)
+    end
+  end)
+
+  it('accepts nesting up to 1024 levels', function()
+    local deep = json.decode(string.rep('[', 1024) .. string.rep(']', 1024))
+    local depth = 0
+    while deep do
+      depth = depth + 1
+      deep = deep[1]
+    end
+    assert.equals(1024, depth)
+  end)
+
+  it('refuses a value that is not a string', function()
+    assert.has_error(function() json.decode({}) end)
+  end)
+end)
+
+describe('klua.json.encode', function()
+  it('prints integers without a fraction and integer-valued floats as integers', function()
+    assert.equals('[1,-7,0,9223372036854775807,-9223372036854775808]',
+      json.encode(json.array { 1, -7, 0, math.maxinteger, math.mininteger }))
+    assert.equals('[3,-2,0,1048576]', json.encode { 3.0, -2.0, 0.0, 2.0 ^ 20 })
+  end)
+
+  it('prints other floats with the fewest digits that read back exactly', function()
+    assert.equals('[0.1,0.75,3.141592653589793,1e+300,-2.5e-07,1e+20]', json.encode { 0.1, 0.75, math.pi, 1e300, -2.5e-7, 1e20 })
+    for _, x in ipairs { 0.1 + 0.2, 1 / 3, 2 ^ -1074, 1.7976931348623157e308, 123456.789 } do
+      assert.equals(x, json.decode(json.encode { x })[1])
+    end
+  end)
+
+  it('refuses NaN and infinities, naming the path', function()
+    assert.has_error(function() json.encode { spec = { ratio = 0 / 0 } } end,
+      'klua.json.encode: cannot encode NaN at spec.ratio')
+    assert.has_error(function() json.encode { math.huge } end, 'klua.json.encode: cannot encode an infinite number at [1]')
+  end)
+
+  it('escapes quotes, backslashes and control characters and passes UTF-8 through', function()
+    assert.equals('"a\\"b\\\\c\\nd\\te\\r\\b\\f\\u0000\\u001f\\u0001/\127"', json.encode('a"b\\c\nd\te\r\b\f\0\31\1/\127'))
+    assert.equals('"Grüße 日本 🚀"', json.encode('Grüße 日本 🚀'))
+  end)
+
+  it('refuses a string that is not valid UTF-8, naming the path', function()
+    assert.has_error(function() json.encode { metadata = { name = 'ab\xffc' } } end,
+      'klua.json.encode: cannot encode a string at metadata.name: it is not valid UTF-8 (at byte 2)')
+    assert.has_error(function() json.encode { ['\xc0\x80'] = 1 } end)
+    assert.has_error(function() json.encode('\xed\xa0\x80') end)
+  end)
+
+  it('encodes klua.null, which is cjson.null, as null', function()
+    assert.equals('[null,null]', json.encode { null, cjson.null })
+    assert.equals('null', json.encode(nil))
+  end)
+
+  it('encodes a table marked as an array as an array, even when empty', function()
+    assert.equals('[]', json.encode(json.array()))
+    assert.equals('[]', json.encode(setmetatable({}, json.array_mt)))
+    assert.equals('{"finalizers":[]}', json.encode { finalizers = json.array {} })
+    assert.equals('[1,2]', json.encode(json.array { 1, 2 }))
+  end)
+
+  it('encodes an empty unmarked table as an object and a sequence as an array', function()
+    assert.equals('{}', json.encode {})
+    assert.equals('["a","b","c"]', json.encode { 'a', 'b', 'c' })
+    assert.equals('{"k":"v"}', json.encode { k = 'v' })
+  end)
+
+  it('refuses tables that are neither arrays nor objects, naming the path', function()
+    local message = 'klua.json.encode: cannot encode a table at spec.containers: '
+      .. 'its keys must be all strings (an object) or exactly 1..n (an array)'
+    assert.has_error(function() json.encode { spec = { containers = { 1, 2, x = 3 } } } end, message)
+    assert.has_error(function() json.encode { [1] = 'a', [3] = 'c' } end)
+    assert.has_error(function() json.encode { [1.5] = 'a' } end)
+    assert.has_error(function() json.encode { [true] = 'a' } end)
+    assert.has_error(function() json.encode(json.array { 1, x = 2 }) end,
+      'klua.json.encode: cannot encode a table: it is marked as an array but its keys are not exactly 1..n')
+  end)
+
+  it('refuses functions, threads, userdata and cycles, naming the path', function()
+    assert.has_error(function() json.encode { spec = { template = print } } end,
+      'klua.json.encode: cannot encode a function at spec.template')
+    assert.has_error(function() json.encode { items = { 'x', coroutine.create(print) } } end,
+      'klua.json.encode: cannot encode a thread at items[2]')
+    assert.has_error(function() json.encode(io.stdout) end,
+      'klua.json.encode: cannot encode a userdata (only views from the cache are allowed)')
+    local t = { spec = {} }
+    t.spec.self = t
+    assert.has_error(function() json.encode(t) end, 'klua.json.encode: cannot encode a table at spec.self: it contains itself')
+  end)
+
+  it('encodes the same table twice side by side, which is not a cycle', function()
+    local shared = { a = 1 }
+    assert.equals('[{"a":1},{"a":1}]', json.encode { shared, shared })
+  end)
+
+  it('writes a view as its exact bytes, at the top level or inside a table', function()
+    local text = reference.fixture('numbers.json')
+    local v = testing.view(text)
+    assert.equals(text, json.encode(v))
+    assert.equals('{"floats":' .. tostring(v.floats) .. '}', json.encode { floats = v.floats })
+    assert.truthy(json.encode { v.floats }:find('1.0e0,0.1', 1, true))
+  end)
+
+  it('refuses a value argument that is missing', function()
+    assert.has_error(function() json.encode() end)
+  end)
+end)
+
+describe('a round trip through a copy', function()
+  for _, name in ipairs(reference.all) do
+    it('re-encodes ' .. name .. ' to JSON that decodes equal to the original', function()
+      local text = reference.fixture(name)
+      local again = json.encode(testing.view(text):copy())
+      assert_decoded_as(json.decode(again), reference.decode(text), name, true)
+    end)
+  end
+
+  it('keeps empty arrays, empty objects, nulls and integers when one field changes', function()
+    local text = reference.fixture('nulls-and-empties.json')
+    local c = testing.view(text):copy()
+    c.metadata.labels.changed = 'yes'
+    local out = json.encode(c)
+    local want = reference.decode(text)
+    want.values.metadata.values.labels = { kind = 'object', keys = { 'changed' }, values = { changed = 'yes' } }
+    assert_decoded_as(json.decode(out), want, 'nulls-and-empties.json', true)
+    assert.truthy(out:find('"finalizers":[]', 1, true))
+    assert.truthy(out:find('"nested":[[],[[]],{},[{}],[null],[null,null]]', 1, true))
+  end)
+
+  it('keeps every integer of a Deployment an integer after an edit', function()
+    local c = testing.view(reference.fixture('deployment.json')):copy()
+    c.spec.replicas = c.spec.replicas + 1
+    local out = json.decode(json.encode(c))
+    assert.equals(4, out.spec.replicas)
+    assert.equals('integer', math.type(out.spec.replicas))
+    assert.equals('integer', math.type(out.spec.template.spec.containers[1].ports[1].containerPort))
+    assert.equals(null, out.spec.template.metadata.creationTimestamp)
+    assert.equals(json.array_mt, getmetatable(out.spec.template.spec.tolerations))
+  end)
+end)
+
+describe('the klua.json table', function()
+  it('holds encode, decode, array, null and array_mt', function()
+    assert.equals('function', type(json.encode))
+    assert.equals('function', type(json.decode))
+    assert.equals('function', type(json.array))
+    assert.equals(cjson.null, json.null)
+    assert.equals('table', type(json.array_mt))
+  end)
+
+  it('array() marks a given table and returns it', function()
+    local t = { 1 }
+    assert.equals(t, json.array(t))
+    assert.equals(json.array_mt, getmetatable(t))
+    assert.has_error(function() json.array('x') end)
+  end)
+end)

@@ -1,0 +1,360 @@
+-- Objects reach Lua as lazy read-only views over their JSON bytes. For
+-- reading, a view is indistinguishable from the fully decoded object;
+-- writing needs obj:copy(), which gives a plain mutable table.
+local testing = require 'klua_testing'
+local reference = require 'fixtures.json.reference'
+local cjson = require 'cjson'
+
+local json, null = testing.json, testing.null
+
+-- Every way a handler or a cache lookup gets a view of an object's JSON.
+local makers = {
+  ['a cached object (parsed on first access)'] = function(text) return testing.view(text) end,
+  ['a watch event (reusing the event parse)'] = function(text)
+    return assert(testing.event_view('{"type":"ADDED","object":' .. text .. '}'))
+  end,
+}
+
+local function is_view(v) return type(v) == 'userdata' and v ~= null end
+
+-- Asserts that the view v reads exactly as the reference value r, through
+-- indexing, get, pairs, ipairs, # and tostring.
+local function assert_reads_as(v, r, path)
+  if type(r) == 'table' and r.kind == 'object' then
+    assert(is_view(v), path .. ': expected a view of an object')
+    assert.equals(0, #v, path)
+    local i = 0
+    for k, x in pairs(v) do
+      i = i + 1
+      assert.equals(r.keys[i], k, path .. ': member order')
+      assert_reads_as(x, r.values[k], path .. '.' .. k)
+    end
+    assert.equals(#r.keys, i, path .. ': member count')
+    for k, x in pairs(v) do assert.equals(x, v:get(k), path .. '.' .. k .. ': get') end
+    assert.same(r, reference.decode(tostring(v)), path .. ': tostring')
+  elseif type(r) == 'table' and r.kind == 'array' then
+    assert(is_view(v), path .. ': expected a view of an array')
+    assert.equals(r.n, #v, path .. ': length')
+    local n = 0
+    for i, x in ipairs(v) do
+      n = i
+      assert_reads_as(x, r.items[i], path .. '[' .. i .. ']')
+    end
+    assert.equals(r.n, n, path .. ': ipairs')
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    assert.equals(r.n, #keys, path .. ': pairs')
+    for i, x in pairs(v) do
+      assert.equals(keys[i], i, path .. ': pairs order')
+      assert.equals(x, v[i], path .. '[' .. i .. ']')
+    end
+    assert.is_nil(v[0], path)
+    assert.is_nil(v[r.n + 1], path)
+    assert.same(r, reference.decode(tostring(v)), path .. ': tostring')
+  elseif r == reference.null then
+    assert.equals(null, v, path)
+  else
+    assert.equals(type(r), type(v), path)
+    assert.equals(math.type(r), math.type(v), path .. ': number subtype')
+    assert.equals(r, v, path)
+  end
+end
+
+-- Asserts that the plain decoded value c (from copy or klua.json.decode)
+-- equals the reference value r, arrays marked with array_mt.
+local function assert_decoded_as(c, r, path)
+  if type(r) == 'table' and r.kind == 'object' then
+    assert.equals('table', type(c), path)
+    assert.is_nil(getmetatable(c), path)
+    local n = 0
+    for k, x in pairs(c) do
+      n = n + 1
+      assert_decoded_as(x, r.values[k], path .. '.' .. k)
+    end
+    assert.equals(#r.keys, n, path .. ': member count')
+  elseif type(r) == 'table' and r.kind == 'array' then
+    assert.equals('table', type(c), path)
+    assert.equals(json.array_mt, getmetatable(c), path .. ': array mark')
+    assert.equals(r.n, #c, path)
+    for i = 1, r.n do assert_decoded_as(c[i], r.items[i], path .. '[' .. i .. ']') end
+  elseif r == reference.null then
+    assert.equals(null, c, path)
+  else
+    assert.equals(math.type(r), math.type(c), path .. ': number subtype')
+    assert.equals(r, c, path)
+  end
+end
+
+-- Asserts that the view reads as lua-cjson decodes the same text: same
+-- structure, strings and numeric values (lua-cjson makes every number a
+-- float, so only values are compared).
+local function assert_like_cjson(v, c, path)
+  if type(c) == 'table' then
+    assert(is_view(v), path)
+    local n = 0
+    for k, x in pairs(v) do
+      n = n + 1
+      assert_like_cjson(x, c[k], path .. '.' .. tostring(k))
+    end
+    local m = 0
+    for _ in pairs(c) do m = m + 1 end
+    assert.equals(m, n, path)
+  elseif c == cjson.null then
+    assert.equals(null, v, path)
+  elseif type(c) == 'number' then
+    assert.equals(c, v + 0.0, path) -- as a float, like lua-cjson's
+  else
+    assert.equals(c, v, path)
+  end
+end
+
+for how, make in pairs(makers) do
+  describe('a view of ' .. how, function()
+    for _, name in ipairs(reference.objects) do
+      it('reads ' .. name .. ' exactly as the decoded JSON, in order and with integer subtypes', function()
+        local text = reference.fixture(name)
+        assert_reads_as(make(text), reference.decode(text), name)
+      end)
+
+      it('reads ' .. name .. ' as lua-cjson decodes it', function()
+        local text = reference.fixture(name)
+        assert_like_cjson(make(text), cjson.decode(text), name)
+      end)
+
+      it('copies ' .. name .. ' into plain tables equal to the decoded JSON', function()
+        local text = reference.fixture(name)
+        assert_decoded_as(make(text):copy(), reference.decode(text), name)
+      end)
+
+      it('gives the exact bytes of ' .. name .. ' from tostring and json()', function()
+        local text = reference.fixture(name)
+        local v = make(text)
+        assert.equals(text, tostring(v))
+        assert.equals(text, v:json())
+      end)
+    end
+
+    it('gives the exact bytes of a nested value, whitespace and escapes included', function()
+      local text = reference.fixture('pod-indented.json')
+      local v = make(text)
+      local s = tostring(v.metadata.ownerReferences)
+      assert.truthy(text:find(s, 1, true))
+      assert.equals('[', s:sub(1, 1))
+      assert.equals(']', s:sub(-1))
+      local e = make(reference.fixture('escapes.json'))
+      assert.truthy(tostring(e.metadata.annotations):find('"quote \\" backslash \\\\ slash \\/ done"', 1, true))
+      assert.equals(
+        '{"key with spaces":"v","dotted.key.name":"v2","\\"quoted\\" key":"v3","":"empty key","back\\\\slash":"\\\\"}',
+        tostring(e.data))
+    end)
+  end)
+end
+
+describe('a view', function()
+  local pod = reference.fixture('pod.json')
+
+  it('reads nested fields like a table', function()
+    local v = testing.view(pod)
+    assert.equals('Pod', v.kind)
+    assert.equals('default', v.metadata.namespace)
+    assert.equals('ReplicaSet', v.metadata.ownerReferences[1].kind)
+    assert.equals(8080, v.spec.containers[1].ports[1].containerPort)
+    assert.equals('integer', math.type(v.spec.containers[1].ports[1].containerPort))
+    assert.is_true(v.metadata.ownerReferences[1].controller)
+    assert.equals(null, v.status.conditions[1].lastProbeTime)
+  end)
+
+  it('gives nil for missing keys and for keys of the wrong kind', function()
+    local v = testing.view(pod)
+    assert.is_nil(v.nope)
+    assert.is_nil(v.metadata.labels.nope)
+    assert.is_nil(v[1])
+    assert.is_nil(v.spec.containers.name)
+    assert.is_nil(v.spec.containers['1'])
+    assert.is_nil(v.spec.containers[1.5])
+    assert.is_nil(v[true])
+  end)
+
+  it('accepts a float key with an integer value on arrays, as tables do', function()
+    local v = testing.view(pod)
+    assert.equals(v.spec.containers[1].name, v.spec.containers[1.0].name)
+  end)
+
+  it('walks an array in any order of indices', function()
+    local v = testing.view('[10,20,30,40,50]')
+    assert.same({ 50, 10, 30, 20, 40, 40, 10 }, { v[5], v[1], v[3], v[2], v[4], v[4], v[1] })
+  end)
+
+  it('reads a JSON null as klua.null, which is cjson.null, and keeps ipairs going past it', function()
+    local v = testing.view('[null,1,null]')
+    assert.equals(cjson.null, v[1])
+    local seen = {}
+    for i, x in ipairs(v) do seen[i] = x end
+    assert.same({ null, 1, null }, seen)
+  end)
+
+  it('compares equal to another view of the same value', function()
+    local v = testing.view(pod)
+    assert.equals(v.metadata, v.metadata)
+    assert.are_not.equal(v.metadata, v.spec)
+    assert.are_not.equal(v.metadata, testing.view(pod).metadata)
+  end)
+
+  it('reads integers beyond 64 bits and numbers with a fraction or exponent as floats', function()
+    local v = testing.view(reference.fixture('numbers.json'))
+    assert.equals('integer', math.type(v.ints[11]))
+    assert.equals(math.maxinteger, v.ints[11])
+    assert.equals(math.mininteger, v.ints[12])
+    assert.equals('float', math.type(v.beyond64[1]))
+    assert.equals(2.0 ^ 63, v.beyond64[1])
+    assert.equals(1.2345678901234568e29, v.beyond64[5])
+    assert.equals('float', math.type(v.floats[3]))
+    assert.equals(3.0, v.floats[3])
+    assert.equals('float', math.type(v.floats[10]))
+    assert.equals(100.0, v.floats[10])
+    assert.equals(1e20, v.mixed.big)
+  end)
+
+  describe('methods', function()
+    local text = reference.fixture('method-names.json')
+
+    it('take precedence over fields of the same name, which get() reads', function()
+      local v = testing.view(text)
+      assert.equals('function', type(v.copy))
+      assert.equals('function', type(v.json))
+      assert.equals('function', type(v.get))
+      assert.equals('a field named copy', v:get('copy'))
+      assert.is_true(v:get('json').nested)
+      assert.equals(3, #v:get('get'))
+      assert.equals(1, v.spec:get('copy'))
+    end)
+
+    it('leave fields that merely look special alone', function()
+      local v = testing.view(text)
+      assert.equals('not a metamethod', v.spec.__index)
+      assert.equals('string key one', v.spec['1'])
+      assert.is_nil(v.spec[1])
+    end)
+
+    it('get() reads array elements too', function()
+      local v = testing.view('[5,6]')
+      assert.equals(6, v:get(2))
+      assert.is_nil(v:get(3))
+    end)
+
+    it('refuse to run on something that is not a view', function()
+      local v = testing.view(text)
+      assert.has_error(function() v.copy({}) end)
+      assert.has_error(function() v.get(42, 'x') end)
+      assert.has_error(function() v.json('x') end)
+    end)
+  end)
+
+  describe('is read-only', function()
+    local message = "klua: cannot set field 'name': objects from the cache are read-only; "
+      .. 'use obj:copy() for a mutable table'
+
+    it('refuses writes with a message that says what to do', function()
+      local v = testing.view(pod)
+      local ok, err = pcall(function() v.metadata.name = 'x' end)
+      assert.is_false(ok)
+      assert.truthy(err:find(message, 1, true), err)
+      assert.equals('auth-b4ec5339db-0cc23', v.metadata.name)
+    end)
+
+    it('refuses new fields, array writes and rawset', function()
+      local v = testing.view(pod)
+      assert.has_error(function() v.newfield = 1 end)
+      assert.has_error(function() v.spec.containers[1] = {} end)
+      assert.has_error(function() v.spec.containers[2] = {} end)
+      assert.has_error(function() rawset(v, 'kind', 'x') end)
+      assert.has_error(function() table.insert(v.spec.containers, {}) end)
+      assert.equals('Pod', v.kind)
+    end)
+  end)
+
+  describe('copy()', function()
+    it('gives a mutable table independent of the view and of other copies', function()
+      local v = testing.view(pod)
+      local a, b = v:copy(), v:copy()
+      a.metadata.name = 'changed'
+      a.metadata.labels.extra = 'yes'
+      table.insert(a.spec.containers, { name = 'sidecar' })
+      assert.equals('auth-b4ec5339db-0cc23', b.metadata.name)
+      assert.is_nil(b.metadata.labels.extra)
+      assert.equals(1, #b.spec.containers)
+      assert.equals('auth-b4ec5339db-0cc23', v.metadata.name)
+      assert.equals(1, #v.spec.containers)
+    end)
+
+    it('copies a nested view on its own', function()
+      local v = testing.view(pod)
+      local c = v.metadata.labels:copy()
+      assert.same({ app = 'auth', ['pod-template-hash'] = 'b4ec5339db' }, c)
+      assert.is_nil(getmetatable(c))
+    end)
+
+    it('marks arrays, including empty ones, so they encode as arrays', function()
+      local c = testing.view(reference.fixture('nulls-and-empties.json')):copy()
+      assert.equals(json.array_mt, getmetatable(c.metadata.finalizers))
+      assert.equals(0, #c.metadata.finalizers)
+      assert.equals('[]', json.encode(c.metadata.finalizers))
+      assert.equals('{}', json.encode(c.metadata.labels))
+      assert.equals(null, c.metadata.annotations)
+    end)
+
+    it('is what kl_view_copy pushes', function()
+      local v = testing.view(pod)
+      assert.same(v:copy(), testing.view_copy(v))
+      assert.has_error(function() testing.view_copy({}) end)
+    end)
+  end)
+
+  describe('lifetime', function()
+    it('keeps its object readable after every other holder is gone', function()
+      local v = testing.view(pod) -- the helper has already dropped its own reference
+      collectgarbage()
+      collectgarbage()
+      assert.equals('auth-b4ec5339db-0cc23', v.metadata.name)
+      assert.equals(pod, tostring(v))
+    end)
+
+    it('keeps a nested view readable after its root is collected', function()
+      local labels = testing.view(pod).metadata.labels
+      collectgarbage()
+      collectgarbage()
+      assert.equals('auth', labels.app)
+      assert.equals('{"app":"auth","pod-template-hash":"b4ec5339db"}', tostring(labels))
+    end)
+
+    it('holds one reference on the object bytes, released when the last view is collected', function()
+      local v, probe = testing.view_probe(pod)
+      local spec = v.spec
+      assert.equals(1, probe())
+      v = nil
+      collectgarbage()
+      collectgarbage()
+      assert.equals(1, probe())
+      assert.equals('Always', spec.restartPolicy)
+      spec = nil
+      collectgarbage()
+      collectgarbage()
+      assert.equals(0, probe())
+    end)
+  end)
+
+  it('exposes its bytes to C through kl_view_json, and nothing for other values', function()
+    local v = testing.view(pod)
+    assert.equals(pod, testing.view_json(v))
+    assert.equals(tostring(v.status), testing.view_json(v.status))
+    assert.is_nil(testing.view_json({}))
+    assert.is_nil(testing.view_json('{}'))
+  end)
+
+  it('reports a stored object that is not valid JSON when it is first read', function()
+    local v = testing.view('{"metadata":{"name":"x"},}')
+    local ok, err = pcall(function() return v.metadata end)
+    assert.is_false(ok)
+    assert.truthy(err:find('a cached object is not valid JSON at byte 25', 1, true), err)
+  end)
+end)

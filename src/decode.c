@@ -1,0 +1,286 @@
+/* decode.c - watch frames and LIST bodies; see decode.h. */
+#include "decode.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A malloc'd copy of the string member key of the object at i, dflt when
+ * the member is missing or not a string (dflt NULL gives NULL). */
+static char *dup_member(const kl_json_tape *t, size_t i, const char *key, const char *dflt) {
+    size_t n;
+    const char *s = i ? kl_jt_get_string(t, i, key, &n) : NULL;
+    if (!s) return dflt ? strdup(dflt) : NULL;
+    char *c = malloc(n + 1);
+    if (c) {
+        memcpy(c, s, n);
+        c[n] = 0;
+    }
+    return c;
+}
+
+/* Fills o's identity from the object at i: metadata.namespace, .name and
+ * .resourceVersion. Returns 0, -1 on OOM. */
+static int read_identity(const kl_json_tape *t, size_t i, kl_obj *o) {
+    size_t md = kl_jt_get(t, i, "metadata");
+    if (md && kl_jt_type(t, md) != '{') md = 0;
+    o->ns = dup_member(t, md, "namespace", "");
+    o->name = dup_member(t, md, "name", "");
+    o->rv = dup_member(t, md, "resourceVersion", "");
+    return o->ns && o->name && o->rv ? 0 : -1;
+}
+
+static int parse_type(const char *s, size_t n, kl_ev_type *type) {
+    static const struct {
+        const char *name;
+        kl_ev_type type;
+    } types[] = {{"ADDED", KL_EV_ADDED},
+                 {"MODIFIED", KL_EV_MODIFIED},
+                 {"DELETED", KL_EV_DELETED},
+                 {"BOOKMARK", KL_EV_BOOKMARK},
+                 {"ERROR", KL_EV_ERROR}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        if (strlen(types[i].name) == n && memcmp(types[i].name, s, n) == 0) {
+            *type = types[i].type;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int initial_events_end(const kl_json_tape *t, size_t obj) {
+    size_t md = kl_jt_get(t, obj, "metadata");
+    size_t ann = md ? kl_jt_get(t, md, "annotations") : 0;
+    size_t n;
+    const char *v = ann ? kl_jt_get_string(t, ann, "k8s.io/initial-events-end", &n) : NULL;
+    return v && n == 4 && memcmp(v, "true", 4) == 0;
+}
+
+/* Fills code, reason and message from the Status object at i. */
+static int read_status(const kl_json_tape *t, size_t i, int *code, char **reason, char **message) {
+    size_t c = kl_jt_get(t, i, "code");
+    *code = c && kl_jt_type(t, c) == 'l' ? (int)kl_jt_int(t, c) : 0;
+    *reason = dup_member(t, i, "reason", NULL);
+    *message = dup_member(t, i, "message", NULL);
+    int oom = (!*reason && kl_jt_get_string(t, i, "reason", &(size_t){0})) ||
+              (!*message && kl_jt_get_string(t, i, "message", &(size_t){0}));
+    return oom ? -1 : 0;
+}
+
+static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* The byte span of the value at tape index v, a member of the root object
+ * of frame. The object is usually the root's last member, found from the
+ * end of the frame; otherwise its bytes are scanned. */
+static void object_span(const kl_blob *frame, const kl_json_tape *t, size_t v, size_t *off, size_t *len) {
+    const char *s = frame->data;
+    size_t root_off = 0;
+    while (root_off < frame->len && s[root_off] != '{') root_off++;
+    size_t start = kl_json_raw_seek(s, frame->len, root_off, 1, v), end;
+    if (kl_jt_next(t, v) == kl_jt_close(t, 1)) {
+        end = frame->len;
+        while (end > 0 && s[end - 1] != '}') end--; /* the root's '}' */
+        end--;
+        while (end > start && is_ws(s[end - 1])) end--;
+    } else {
+        end = kl_json_raw_skip(s, frame->len, start);
+    }
+    *off = start;
+    *len = end - start;
+}
+
+static int decode_error_event(const kl_json_tape *t, size_t obj, kl_event *ev, char *err, size_t errlen) {
+    if (read_status(t, obj, &ev->code, &ev->reason, &ev->message) < 0)
+        return fail(err, errlen, "out of memory decoding a watch event");
+    return 0;
+}
+
+static int check_kind(const kl_json_tape *t, size_t obj, const char *expect, char *err, size_t errlen) {
+    size_t n;
+    const char *kind = expect ? kl_jt_get_string(t, obj, "kind", &n) : NULL;
+    if (!kind || (strlen(expect) == n && memcmp(kind, expect, n) == 0)) return 0;
+    return fail(err, errlen, "watch event object is a %.*s, expected %s", (int)(n > 64 ? 64 : n), kind, expect);
+}
+
+static int decode_object_event(kl_blob *frame, const kl_json_tape *t, size_t obj, const char *expect_kind,
+                               kl_event *ev, char *err, size_t errlen) {
+    if (check_kind(t, obj, expect_kind, err, errlen) < 0) return -1;
+    if (read_identity(t, obj, &ev->obj) < 0) return fail(err, errlen, "out of memory decoding a watch event");
+    if (ev->type != KL_EV_BOOKMARK && !ev->obj.name[0])
+        return fail(err, errlen, "watch event object has no metadata.name");
+    if (ev->type == KL_EV_BOOKMARK) ev->initial_events_end = initial_events_end(t, obj);
+    object_span(frame, t, obj, &ev->obj.off, &ev->obj.len);
+    ev->obj.blob = kl_blob_ref(frame);
+    return 0;
+}
+
+/* Reads the parsed frame into ev and sets *objp to the object's tape index. */
+static int decode_parsed(kl_blob *frame, kl_json_doc *doc, const char *expect_kind, kl_event *ev, size_t *objp,
+                         char *err, size_t errlen) {
+    kl_json_tape t = kl_json_doc_tape(doc);
+    if (kl_jt_type(&t, 1) != '{') return fail(err, errlen, "watch event is not a JSON object");
+    size_t n;
+    const char *type = kl_jt_get_string(&t, 1, "type", &n);
+    if (!type) return fail(err, errlen, "watch event has no type");
+    if (parse_type(type, n, &ev->type) < 0)
+        return fail(err, errlen, "watch event has unknown type \"%.*s\"", (int)(n > 64 ? 64 : n), type);
+    size_t obj = kl_jt_get(&t, 1, "object");
+    if (!obj || kl_jt_type(&t, obj) != '{') return fail(err, errlen, "watch event has no object");
+    *objp = obj;
+    if (ev->type == KL_EV_ERROR) return decode_error_event(&t, obj, ev, err, errlen);
+    return decode_object_event(frame, &t, obj, expect_kind, ev, err, errlen);
+}
+
+int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char *err, size_t errlen) {
+    memset(ev, 0, sizeof *ev);
+    kl_json_error jerr;
+    kl_json_doc *doc = kl_json_parse(frame->data, frame->len, 1, &jerr);
+    if (!doc) {
+        kl_json_error_format(&jerr, "watch event", err, errlen);
+        return -1;
+    }
+    size_t obj = 0;
+    if (decode_parsed(frame, doc, expect_kind, ev, &obj, err, errlen) < 0) {
+        kl_json_free(doc);
+        kl_event_clear(ev);
+        return -1;
+    }
+    if (ev->type == KL_EV_ERROR) {
+        kl_json_free(doc);
+    } else {
+        kl_json_doc_select(doc, obj);
+        ev->parsed = doc;
+    }
+    return 0;
+}
+
+void kl_event_clear(kl_event *ev) {
+    kl_obj_clear(&ev->obj);
+    free(ev->reason);
+    free(ev->message);
+    kl_json_free(ev->parsed);
+    memset(ev, 0, sizeof *ev);
+}
+
+/* ---- LIST ---- */
+
+static int read_list_meta(const kl_json_tape *t, kl_list *out) {
+    size_t md = kl_jt_get(t, 1, "metadata");
+    if (md && kl_jt_type(t, md) != '{') md = 0;
+    out->rv = dup_member(t, md, "resourceVersion", "");
+    size_t n;
+    if (md && kl_jt_get_string(t, md, "continue", &n)) {
+        out->cont = dup_member(t, md, "continue", NULL);
+        if (!out->cont) return -1;
+    }
+    size_t rem = md ? kl_jt_get(t, md, "remainingItemCount") : 0;
+    out->remaining = rem && kl_jt_type(t, rem) == 'l' ? (long long)kl_jt_int(t, rem) : -1;
+    return out->rv ? 0 : -1;
+}
+
+/* Copies item k, the value at tape index i spanning body[off, end), into
+ * out->items[k]. */
+static int read_item(const char *body, size_t off, size_t end, const kl_json_tape *t, size_t i, kl_obj *o,
+                     size_t k, char *err, size_t errlen) {
+    if (kl_jt_type(t, i) != '{') return fail(err, errlen, "LIST item %zu is not an object", k + 1);
+    if (read_identity(t, i, o) < 0) return fail(err, errlen, "out of memory decoding a LIST response");
+    if (!o->name[0]) return fail(err, errlen, "LIST item %zu has no metadata.name", k + 1);
+    o->blob = kl_blob_new(body + off, end - off);
+    if (!o->blob) return fail(err, errlen, "out of memory decoding a LIST response");
+    o->off = 0;
+    o->len = end - off;
+    return 0;
+}
+
+static int read_items(const char *body, size_t len, const kl_json_tape *t, size_t items, kl_list *out, char *err,
+                      size_t errlen) {
+    size_t n = kl_jt_count(t, items);
+    out->items = calloc(n ? n : 1, sizeof *out->items);
+    if (!out->items) return fail(err, errlen, "out of memory decoding a LIST response");
+    size_t root_off = 0;
+    while (root_off < len && body[root_off] != '{') root_off++;
+    size_t off = kl_json_raw_seek(body, len, root_off, 1, items) + 1; /* past '[' */
+    size_t i = items + 1;
+    for (size_t k = 0; k < n; k++, i = kl_jt_next(t, i)) {
+        off = kl_json_raw_seek(body, len, off, i, i); /* skips separators */
+        size_t end = kl_json_raw_skip(body, len, off);
+        out->n = k + 1;
+        if (read_item(body, off, end, t, i, &out->items[k], k, err, errlen) < 0) return -1;
+        off = end;
+    }
+    return 0;
+}
+
+static int decode_list_tape(const char *body, size_t len, const kl_json_tape *t, kl_list *out, char *err,
+                            size_t errlen) {
+    if (kl_jt_type(t, 1) != '{') return fail(err, errlen, "LIST response is not a JSON object");
+    size_t items = kl_jt_get(t, 1, "items");
+    if (items && kl_jt_type(t, items) == 'n') items = 0;
+    if (items && kl_jt_type(t, items) != '[') return fail(err, errlen, "LIST response items is not an array");
+    if (read_list_meta(t, out) < 0) return fail(err, errlen, "out of memory decoding a LIST response");
+    if (!items) return 0;
+    return read_items(body, len, t, items, out, err, errlen);
+}
+
+int kl_decode_list(const char *body, size_t len, kl_list *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    out->remaining = -1;
+    kl_json_error jerr;
+    kl_json_doc *doc = kl_json_parse(body, len, 0, &jerr);
+    if (!doc) {
+        kl_json_error_format(&jerr, "LIST response", err, errlen);
+        return -1;
+    }
+    kl_json_tape t = kl_json_doc_tape(doc);
+    int rc = decode_list_tape(body, len, &t, out, err, errlen);
+    kl_json_free(doc);
+    if (rc < 0) kl_list_clear(out);
+    return rc;
+}
+
+void kl_list_clear(kl_list *l) {
+    for (size_t i = 0; i < l->n; i++) kl_obj_clear(&l->items[i]);
+    free(l->items);
+    free(l->rv);
+    free(l->cont);
+    memset(l, 0, sizeof *l);
+    l->remaining = -1;
+}
+
+int kl_decode_status(const char *body, size_t len, int *code, char **reason, char **message) {
+    kl_json_error jerr;
+    kl_json_doc *doc = kl_json_parse(body, len, 0, &jerr);
+    if (!doc) return -1;
+    kl_json_tape t = kl_json_doc_tape(doc);
+    size_t n;
+    const char *kind = kl_jt_type(&t, 1) == '{' ? kl_jt_get_string(&t, 1, "kind", &n) : NULL;
+    int rc = -1;
+    if (kind && n == 6 && memcmp(kind, "Status", 6) == 0) {
+        char *r, *m;
+        int c;
+        rc = read_status(&t, 1, &c, &r, &m);
+        if (rc == 0) {
+            *code = c;
+            *reason = r;
+            *message = m;
+        } else {
+            free(r);
+            free(m);
+        }
+    }
+    kl_json_free(doc);
+    return rc;
+}

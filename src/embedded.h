@@ -1,0 +1,17 @@
+/* embedded.h - klua's Lua library compiled into the binary (scripts/embed-lua). */
+#ifndef KLUA_EMBEDDED_H
+#define KLUA_EMBEDDED_H
+
+#include <stddef.h>
+
+typedef struct kl_embedded {
+    const char *module; /* "klua", "klua.api", ... */
+    const char *path;   /* source path, for tracebacks */
+    const char *src;
+    size_t len;
+} kl_embedded;
+
+/* Terminated by an entry whose module is NULL. */
+extern const kl_embedded kl_embedded_lua[];
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * loop.h - the one event loop: libcurl's multi handle, timers, deferred
+ * work and termination signals, all on one thread (Redis's ae.c is the
+ * model). Lua runs on this thread only; nothing here blocks except the
+ * wait for the next socket event, timer or signal.
+ */
+#ifndef KLUA_LOOP_H
+#define KLUA_LOOP_H
+
+#include <curl/curl.h>
+#include <stdint.h>
+
+typedef struct kl_loop kl_loop;
+typedef void (*kl_loop_fn)(kl_loop *loop, void *ud);
+/* Called for each transfer that finished; the callee removes and frees it. */
+typedef void (*kl_loop_done_fn)(kl_loop *loop, CURL *easy, CURLcode result);
+
+kl_loop *kl_loop_new(kl_loop_done_fn on_transfer_done);
+void kl_loop_free(kl_loop *loop);
+CURLM *kl_loop_multi(kl_loop *loop);
+
+/* Seconds on a monotonic clock. */
+double kl_now(void);
+
+/* Runs fn once, delay seconds from now. Returns an id > 0 for kl_loop_cancel,
+ * or 0 when out of memory. */
+uint64_t kl_loop_after(kl_loop *loop, double delay, kl_loop_fn fn, void *ud);
+/* Cancels a timer that has not fired; unknown or fired ids are ignored. */
+void kl_loop_cancel(kl_loop *loop, uint64_t id);
+
+/* Runs fn on the next iteration, before the loop waits again. Deferred work
+ * is how stages hand work to each other without re-entering one another. */
+int kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud);
+
+/* Runs until kl_loop_stop or SIGINT/SIGTERM. Returns 0, or the signal number
+ * that stopped it. */
+int kl_loop_run(kl_loop *loop);
+void kl_loop_stop(kl_loop *loop);
+int kl_loop_stopping(const kl_loop *loop);
+
+#endif

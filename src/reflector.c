@@ -1,0 +1,676 @@
+/* reflector.c - ListWatch as client-go's Reflector does it; see reflector.h. */
+#include "reflector.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "framer.h"
+#include "log.h"
+
+#define FRAMES_HIGH 512 /* queued frames at which the socket is paused */
+#define FRAMES_LOW 128  /* ...and resumed */
+#define PUMP_BATCH 256  /* frames per loop iteration, so sockets stay served */
+#define BACKOFF_BASE 0.8
+#define BACKOFF_CAP 30.0
+#define BACKOFF_RESET 120.0
+
+typedef enum { IDLE, LISTING, WATCHING, WAITING } phase;
+
+/* What to do once a watch has ended and its queued frames are delivered. */
+typedef enum {
+    END_REWATCH, /* clean end or idle restart: watch again at once */
+    END_BACKOFF, /* an error: wait, then watch again */
+    END_RETRY,   /* the server asked to wait (Retry-After) */
+    END_RELIST,  /* the stream can no longer be trusted: LIST(rv) */
+    END_FALLBACK /* WatchList gave no initial-events-end in time: LIST */
+} end_action;
+
+struct kl_reflector {
+    kl_loop *loop;
+    kl_http *http;
+    kl_reflector_opts o;
+    kl_reflector_sink sink;
+    void *ud;
+    kl_reflector_stats stats;
+    phase phase;
+    char *rv;
+    int rv_unavailable; /* the last rv got 410 on LIST: list from "" */
+    kl_http_req *req;
+    uint64_t timer, idle_timer, deadline_timer;
+    uint64_t rng;
+    double backoff, last_failure, retry_after;
+    /* LIST */
+    kl_list acc;
+    char *cont;
+    int page, unpaged;
+    /* WATCH */
+    kl_framer framer;
+    kl_blob **frames; /* FIFO ring of undelivered frames */
+    size_t fhead, nframes, fcap;
+    int paused, pump_scheduled, sink_full;
+    int finished; /* the request ended; act once frames are delivered */
+    int ending;   /* the stream is abandoned: drop its frames, then act */
+    end_action action;
+    int end_code;  /* how the request ended: 0 clean, else HTTP status or -1 */
+    char end_why[600];
+    double watch_started, last_activity;
+    unsigned long watch_events;
+    int initial; /* WatchList: collecting the initial state into acc */
+    int wait_for_watch; /* what WAITING leads to: WATCH, or else LIST */
+};
+
+static void start_list(kl_reflector *r);
+static void start_watch(kl_reflector *r);
+static void schedule_pump(kl_reflector *r);
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static double uniform(kl_reflector *r) {
+    r->rng ^= r->rng << 13;
+    r->rng ^= r->rng >> 7;
+    r->rng ^= r->rng << 17;
+    return (double)(r->rng >> 11) / (double)(1ULL << 53);
+}
+
+static void set_rv(kl_reflector *r, const char *rv) {
+    if (!rv || !rv[0] || (r->rv && strcmp(r->rv, rv) == 0)) return;
+    char *copy = strdup(rv);
+    if (!copy) return;
+    free(r->rv);
+    r->rv = copy;
+}
+
+const char *kl_reflector_rv(const kl_reflector *r) { return r->rv ? r->rv : ""; }
+const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r) { return &r->stats; }
+
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *p, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s) return;
+        b->s = s;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, p, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+/* Appends "&name=value" (or "?name=value" first) with value percent-encoded. */
+static void sb_param(sbuf *b, const char *name, const char *value) {
+    static const char hex[] = "0123456789ABCDEF";
+    sb_str(b, strchr(b->s ? b->s : "", '?') ? "&" : "?");
+    sb_str(b, name);
+    sb_str(b, "=");
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '_' || *p == '.' || *p == '~') {
+            sb_add(b, (const char *)p, 1);
+        } else {
+            char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+            sb_add(b, enc, 3);
+        }
+    }
+}
+
+static void sb_selectors(sbuf *b, const kl_reflector_opts *o) {
+    if (o->label_selector && o->label_selector[0]) sb_param(b, "labelSelector", o->label_selector);
+    if (o->field_selector && o->field_selector[0]) sb_param(b, "fieldSelector", o->field_selector);
+}
+
+static void cancel_timers(kl_reflector *r) {
+    kl_loop_cancel(r->loop, r->timer);
+    kl_loop_cancel(r->loop, r->idle_timer);
+    kl_loop_cancel(r->loop, r->deadline_timer);
+    r->timer = r->idle_timer = r->deadline_timer = 0;
+}
+
+/* ---- backoff ---------------------------------------------------------- */
+
+static double next_backoff(kl_reflector *r) {
+    double now = kl_now();
+    if (r->last_failure > 0 && now - r->last_failure > BACKOFF_RESET) r->backoff = 0;
+    r->backoff = r->backoff > 0 ? r->backoff * 2 : BACKOFF_BASE;
+    if (r->backoff > BACKOFF_CAP) r->backoff = BACKOFF_CAP;
+    r->last_failure = now;
+    return r->backoff * (1.0 + uniform(r));
+}
+
+static void on_wait_over(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_reflector *r = ud;
+    r->timer = 0;
+    if (r->phase != WAITING) return;
+    if (r->wait_for_watch) start_watch(r);
+    else start_list(r);
+}
+
+/* Waits before the next attempt; next_watch says whether it will WATCH or
+ * LIST again. why is one line for -v 2. */
+static void wait_then(kl_reflector *r, double secs, int next_watch, const char *why) {
+    r->phase = WAITING;
+    r->stats.backoffs++;
+    r->wait_for_watch = next_watch;
+    r->page = 0;
+    kl_vlog(2, r->o.name, "waiting %.1f s before %s: %s", secs, next_watch ? "WATCH" : "LIST", why);
+    r->timer = kl_loop_after(r->loop, secs, on_wait_over, r);
+}
+
+static void backoff_then(kl_reflector *r, int next_watch, const char *why) {
+    r->stats.errors++;
+    wait_then(r, next_backoff(r), next_watch, why);
+}
+
+/* A server's Retry-After is honoured but bounded, so a hostile value cannot
+ * park the reflector for hours. */
+static void retry_after_then(kl_reflector *r, double secs, int next_watch, const char *why) {
+    r->stats.errors++;
+    if (secs < 0) secs = next_backoff(r);
+    if (secs > BACKOFF_CAP) secs = BACKOFF_CAP;
+    wait_then(r, secs, next_watch, why);
+}
+
+/* ---- LIST ------------------------------------------------------------- */
+
+static int append_page(kl_list *acc, kl_list *page) {
+    if (page->n) {
+        kl_obj *items = realloc(acc->items, (acc->n + page->n) * sizeof *items);
+        if (!items) return -1;
+        memcpy(items + acc->n, page->items, page->n * sizeof *items);
+        acc->items = items;
+        acc->n += page->n;
+        free(page->items);
+        page->items = NULL;
+        page->n = 0;
+    }
+    free(acc->rv);
+    acc->rv = page->rv;
+    page->rv = NULL;
+    return 0;
+}
+
+static int is_too_large_rv(const kl_http_resp *resp, const char *message) {
+    return resp->status == 504 || (message && strstr(message, "Too large resource version"));
+}
+
+static void status_words(const kl_http_resp *resp, char *buf, size_t size, int *code) {
+    char *reason = NULL, *message = NULL;
+    *code = (int)resp->status;
+    if (resp->body && kl_decode_status(resp->body, resp->body_len, code, &reason, &message) == 0 && message)
+        snprintf(buf, size, "%ld %s: %s", resp->status, reason ? reason : "", message);
+    else if (resp->status)
+        snprintf(buf, size, "HTTP %ld", resp->status);
+    else
+        snprintf(buf, size, "%s", resp->error ? resp->error : "request failed");
+    if (!*code) *code = (int)resp->status;
+    free(reason);
+    free(message);
+}
+
+static void list_complete(kl_reflector *r) {
+    kl_vlog(2, r->o.name, "LIST complete: %zu objects at resourceVersion %s", r->acc.n,
+            r->acc.rv ? r->acc.rv : "?");
+    set_rv(r, r->acc.rv);
+    r->rv_unavailable = 0;
+    r->page = 0;
+    free(r->cont);
+    r->cont = NULL;
+    kl_list done = r->acc;
+    memset(&r->acc, 0, sizeof r->acc);
+    if (r->sink.replace(r->ud, &done)) r->sink_full = 1;
+    kl_list_clear(&done);
+    start_watch(r);
+}
+
+static void on_list_done(void *ud, const kl_http_resp *resp) {
+    kl_reflector *r = ud;
+    r->req = NULL;
+    char err[600];
+    if (resp->result == CURLE_OK && resp->status == 200) {
+        kl_list page;
+        memset(&page, 0, sizeof page);
+        if (kl_decode_list(resp->body ? resp->body : "", resp->body_len, &page, err, sizeof err) < 0) {
+            kl_list_clear(&page);
+            kl_list_clear(&r->acc);
+            backoff_then(r, 0, err);
+            return;
+        }
+        kl_vlog(2, r->o.name, "LIST page %d: %zu objects, resourceVersion %s%s", r->page, page.n,
+                page.rv ? page.rv : "?", page.cont && page.cont[0] ? ", more to come" : "");
+        int more = page.cont && page.cont[0] && !r->unpaged;
+        free(r->cont);
+        r->cont = more ? page.cont : NULL;
+        if (more) page.cont = NULL;
+        if (append_page(&r->acc, &page) < 0) {
+            kl_list_clear(&page);
+            kl_list_clear(&r->acc);
+            backoff_then(r, 0, "out of memory");
+            return;
+        }
+        kl_list_clear(&page);
+        if (more) {
+            r->page++;
+            start_list(r);
+        } else {
+            list_complete(r);
+        }
+        return;
+    }
+    int code;
+    status_words(resp, err, sizeof err, &code);
+    kl_list_clear(&r->acc);
+    int paging = r->cont != NULL;
+    free(r->cont);
+    r->cont = NULL;
+    r->page = 0;
+    if (code == 410 && paging) {
+        kl_vlog(2, r->o.name, "continue token expired (%s): listing again in one piece", err);
+        r->unpaged = 1;
+        start_list(r);
+    } else if ((code == 410 || is_too_large_rv(resp, err)) && r->rv && r->rv[0] && !r->rv_unavailable) {
+        kl_vlog(2, r->o.name, "resourceVersion %s is unavailable (%s): listing the latest state",
+                r->rv, err);
+        r->rv_unavailable = 1;
+        start_list(r);
+    } else if (code == 429 || resp->retry_after >= 0) {
+        retry_after_then(r, resp->retry_after, 0, err);
+    } else {
+        kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s", err);
+        backoff_then(r, 0, err);
+    }
+}
+
+static void start_list(kl_reflector *r) {
+    r->phase = LISTING;
+    r->initial = 0;
+    sbuf b = {0};
+    sb_str(&b, r->o.path);
+    const char *rv = r->rv_unavailable ? "" : (r->rv ? r->rv : "0");
+    char limit[24];
+    snprintf(limit, sizeof limit, "%d", r->o.page_size > 0 ? r->o.page_size : 500);
+    if (!r->unpaged) sb_param(&b, "limit", limit);
+    if (r->page == 0) {
+        r->stats.lists++;
+        if (r->rv) r->stats.relists++;
+        sb_param(&b, "resourceVersion", rv);
+        kl_vlog(2, r->o.name, "LIST from resourceVersion \"%s\"%s", rv, r->unpaged ? ", unpaged" : "");
+    } else {
+        sb_param(&b, "continue", r->cont);
+    }
+    sb_selectors(&b, &r->o);
+    kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = 300000};
+    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){NULL, on_list_done}, r) : NULL;
+    free(b.s);
+    if (!r->req) backoff_then(r, 0, "out of memory");
+}
+
+/* ---- WATCH ------------------------------------------------------------ */
+
+static void frames_push(kl_reflector *r, kl_blob *b) {
+    if (r->nframes == r->fcap) {
+        size_t cap = r->fcap ? r->fcap * 2 : 64;
+        kl_blob **f = malloc(cap * sizeof *f);
+        if (!f) {
+            kl_blob_unref(b);
+            r->ending = 1;
+            r->action = END_RELIST;
+            return;
+        }
+        for (size_t i = 0; i < r->nframes; i++) f[i] = r->frames[(r->fhead + i) % r->fcap];
+        free(r->frames);
+        r->frames = f;
+        r->fhead = 0;
+        r->fcap = cap;
+    }
+    r->frames[(r->fhead + r->nframes++) % r->fcap] = b;
+}
+
+static kl_blob *frames_pop(kl_reflector *r) {
+    kl_blob *b = r->frames[r->fhead];
+    r->fhead = (r->fhead + 1) % r->fcap;
+    r->nframes--;
+    return b;
+}
+
+static void frames_drop(kl_reflector *r) {
+    while (r->nframes) kl_blob_unref(frames_pop(r));
+}
+
+static void on_frame(void *ud, kl_blob *b) { frames_push(ud, b); }
+
+static void on_oversize(void *ud, size_t max) {
+    kl_reflector *r = ud;
+    r->stats.oversize++;
+    kl_log(KL_LOG_ERROR, r->o.name, "watch event larger than %zu bytes refused; relisting", max);
+    r->ending = 1;
+    r->action = END_RELIST;
+}
+
+static size_t on_watch_data(void *ud, const char *p, size_t n) {
+    kl_reflector *r = ud;
+    r->last_activity = kl_now();
+    if (r->ending) return 0;
+    if (r->nframes >= FRAMES_HIGH) {
+        r->paused = 1;
+        return KL_HTTP_PAUSE;
+    }
+    if (kl_framer_feed(&r->framer, p, n) < 0) {
+        r->ending = 1;
+        r->action = END_RELIST;
+    }
+    schedule_pump(r);
+    /* Returning less than n makes curl end the transfer: the stream is
+     * abandoned and the end action runs once queued frames are delivered. */
+    return r->ending ? 0 : n;
+}
+
+static void end_watch_now(kl_reflector *r, end_action a) {
+    r->ending = 1;
+    r->action = a;
+    if (r->req) {
+        kl_http_cancel(r->req);
+        r->req = NULL;
+        r->finished = 1;
+    }
+}
+
+static void deliver_event(kl_reflector *r, kl_event *ev) {
+    r->watch_events++;
+    r->stats.events++;
+    set_rv(r, ev->obj.rv);
+    if (r->initial) {
+        kl_obj *items = realloc(r->acc.items, (r->acc.n + 1) * sizeof *items);
+        if (ev->type == KL_EV_ADDED && items) {
+            r->acc.items = items;
+            items[r->acc.n++] = ev->obj;
+            memset(&ev->obj, 0, sizeof ev->obj);
+        } else if (items) {
+            r->acc.items = items;
+        }
+        return;
+    }
+    if (r->sink.event(r->ud, ev)) r->sink_full = 1;
+}
+
+static void initial_events_end(kl_reflector *r, const char *rv) {
+    kl_loop_cancel(r->loop, r->deadline_timer);
+    r->deadline_timer = 0;
+    r->initial = 0;
+    free(r->acc.rv);
+    r->acc.rv = rv ? strdup(rv) : NULL;
+    kl_vlog(2, r->o.name, "initial events end at resourceVersion %s: %zu objects", rv ? rv : "?", r->acc.n);
+    kl_list done = r->acc;
+    memset(&r->acc, 0, sizeof r->acc);
+    r->rv_unavailable = 0;
+    if (r->sink.replace(r->ud, &done)) r->sink_full = 1;
+    kl_list_clear(&done);
+}
+
+static void handle_frame(kl_reflector *r, kl_blob *frame) {
+    kl_event ev;
+    char err[512];
+    memset(&ev, 0, sizeof ev);
+    if (kl_decode_event(frame, r->o.kind, &ev, err, sizeof err) < 0) {
+        r->stats.malformed++;
+        kl_log(KL_LOG_ERROR, r->o.name, "%s; relisting", err);
+        end_watch_now(r, END_RELIST);
+    } else if (ev.type == KL_EV_BOOKMARK) {
+        r->stats.bookmarks++;
+        r->watch_events++;
+        set_rv(r, ev.obj.rv);
+        kl_vlog(2, r->o.name, "BOOKMARK at resourceVersion %s", kl_reflector_rv(r));
+        if (r->initial && ev.initial_events_end) initial_events_end(r, ev.obj.rv);
+    } else if (ev.type == KL_EV_ERROR) {
+        int gone = ev.code == 410;
+        kl_vlog(2, r->o.name, "watch ERROR %d %s: %s%s", ev.code, ev.reason ? ev.reason : "",
+                ev.message ? ev.message : "", gone ? "; relisting" : "");
+        if (!gone) kl_log(KL_LOG_WARN, r->o.name, "watch error %d: %s", ev.code, ev.message ? ev.message : "");
+        end_watch_now(r, gone ? END_RELIST : END_BACKOFF);
+    } else {
+        deliver_event(r, &ev);
+    }
+    kl_event_clear(&ev);
+}
+
+static void after_watch(kl_reflector *r);
+
+static void pump(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_reflector *r = ud;
+    r->pump_scheduled = 0;
+    for (int n = 0; n < PUMP_BATCH && r->nframes && !r->sink_full; n++) {
+        kl_blob *b = frames_pop(r);
+        if (!r->ending) handle_frame(r, b);
+        kl_blob_unref(b);
+    }
+    if (r->ending) frames_drop(r);
+    if (r->paused && r->nframes < FRAMES_LOW && r->req) {
+        r->paused = 0;
+        kl_http_resume(r->req);
+    }
+    if (r->nframes && !r->sink_full) schedule_pump(r);
+    if (!r->nframes && r->finished) after_watch(r);
+}
+
+static void schedule_pump(kl_reflector *r) {
+    if (r->pump_scheduled) return;
+    if (kl_loop_defer(r->loop, pump, r) == 0) r->pump_scheduled = 1;
+}
+
+void kl_reflector_kick(kl_reflector *r) {
+    r->sink_full = 0;
+    if (r->nframes || r->finished) schedule_pump(r);
+}
+
+static void on_idle_check(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_reflector *r = ud;
+    r->idle_timer = 0;
+    if (r->phase != WATCHING || r->finished) return;
+    double idle = r->o.idle_timeout > 0 ? r->o.idle_timeout : 150;
+    double quiet = kl_now() - r->last_activity;
+    if (quiet < idle || r->paused) {
+        r->idle_timer = kl_loop_after(r->loop, idle - (r->paused ? 0 : quiet) + 0.01, on_idle_check, r);
+        return;
+    }
+    r->stats.idle_restarts++;
+    kl_log(KL_LOG_WARN, r->o.name, "watch silent for %.0f s; restarting it", quiet);
+    end_watch_now(r, END_REWATCH);
+    if (!r->nframes) after_watch(r);
+}
+
+static void on_deadline(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_reflector *r = ud;
+    r->deadline_timer = 0;
+    if (!r->initial) return;
+    kl_log(KL_LOG_WARN, r->o.name,
+           "no initial-events-end bookmark within %.0f s; falling back to LIST for good",
+           r->o.watch_list_deadline > 0 ? r->o.watch_list_deadline : 10);
+    r->o.watch_list = 0;
+    r->initial = 0;
+    kl_list_clear(&r->acc);
+    end_watch_now(r, END_FALLBACK);
+    frames_drop(r);
+    after_watch(r);
+}
+
+/* Records how the request ended; the frames it delivered are handled
+ * first, then after_watch decides what comes next. */
+static void on_watch_done(void *ud, const kl_http_resp *resp) {
+    kl_reflector *r = ud;
+    r->req = NULL;
+    r->finished = 1;
+    r->retry_after = resp->retry_after;
+    if (resp->result == CURLE_OK && resp->status == 200) {
+        r->end_code = 0;
+    } else {
+        status_words(resp, r->end_why, sizeof r->end_why, &r->end_code);
+        if (!r->end_code) r->end_code = -1;
+    }
+    if (!r->nframes) after_watch(r);
+    else schedule_pump(r);
+}
+
+/* The next step after a stream that ended by itself. */
+static end_action classify_end(kl_reflector *r) {
+    if (r->end_code == 0) {
+        if (kl_now() - r->watch_started < 1.0 && r->watch_events == 0) {
+            kl_vlog(2, r->o.name, "watch ended in under a second without events");
+            return END_BACKOFF;
+        }
+        kl_vlog(2, r->o.name, "watch ended after %lu events", r->watch_events);
+        return END_REWATCH;
+    }
+    kl_vlog(2, r->o.name, "watch failed: %s", r->end_why);
+    if (r->end_code == 410) return END_RELIST;
+    if (r->end_code == 429 || r->retry_after >= 0) return END_RETRY;
+    if (r->end_code > 0 && r->end_code < 500) kl_log(KL_LOG_WARN, r->o.name, "watch failed: %s", r->end_why);
+    return END_BACKOFF;
+}
+
+static void after_watch(kl_reflector *r) {
+    if (r->phase != WATCHING) return;
+    kl_loop_cancel(r->loop, r->idle_timer);
+    kl_loop_cancel(r->loop, r->deadline_timer);
+    r->idle_timer = r->deadline_timer = 0;
+    if (!r->ending) r->action = classify_end(r);
+    kl_framer_reset(&r->framer);
+    frames_drop(r);
+    r->finished = 0;
+    r->ending = 0;
+    r->paused = 0;
+    if (r->initial) {
+        /* The initial state was cut short: start it again, after a pause. */
+        kl_list_clear(&r->acc);
+        if (r->action == END_REWATCH) r->action = END_BACKOFF;
+    }
+    switch (r->action) {
+    case END_REWATCH:
+        r->stats.rewatches++;
+        start_watch(r);
+        break;
+    case END_BACKOFF:
+        backoff_then(r, 1, "watch failed");
+        break;
+    case END_RETRY:
+        retry_after_then(r, r->retry_after, 1, "the server asked to retry later");
+        break;
+    case END_RELIST:
+    case END_FALLBACK:
+        r->page = 0;
+        r->unpaged = 0;
+        r->stats.relists += r->o.watch_list;
+        r->initial = r->o.watch_list;
+        if (r->o.watch_list) start_watch(r);
+        else start_list(r);
+        break;
+    }
+}
+
+static double watch_timeout(kl_reflector *r) {
+    double lo = r->o.watch_timeout_min > 0 ? r->o.watch_timeout_min : 300;
+    double hi = r->o.watch_timeout_max > lo ? r->o.watch_timeout_max : lo * 2;
+    return lo + uniform(r) * (hi - lo);
+}
+
+static void start_watch(kl_reflector *r) {
+    r->phase = WATCHING;
+    r->finished = r->ending = r->paused = 0;
+    r->watch_events = 0;
+    r->stats.watches++;
+    long timeout = (long)watch_timeout(r);
+    char t[24];
+    snprintf(t, sizeof t, "%ld", timeout);
+    sbuf b = {0};
+    sb_str(&b, r->o.path);
+    sb_param(&b, "watch", "true");
+    sb_param(&b, "allowWatchBookmarks", "true");
+    sb_param(&b, "timeoutSeconds", t);
+    if (r->initial) {
+        sb_param(&b, "sendInitialEvents", "true");
+        sb_param(&b, "resourceVersionMatch", "NotOlderThan");
+        sb_param(&b, "resourceVersion", "");
+        kl_vlog(2, r->o.name, "WATCH with initial events (timeout %ld s)", timeout);
+    } else {
+        sb_param(&b, "resourceVersion", kl_reflector_rv(r));
+        kl_vlog(2, r->o.name, "WATCH from resourceVersion %s (timeout %ld s)", kl_reflector_rv(r), timeout);
+    }
+    sb_selectors(&b, &r->o);
+    r->watch_started = r->last_activity = kl_now();
+    kl_http_opts ho = {.method = "GET", .path = b.s};
+    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){on_watch_data, on_watch_done}, r) : NULL;
+    free(b.s);
+    if (!r->req) {
+        backoff_then(r, 1, "out of memory");
+        return;
+    }
+    double idle = r->o.idle_timeout > 0 ? r->o.idle_timeout : 150;
+    r->idle_timer = kl_loop_after(r->loop, idle, on_idle_check, r);
+    if (r->initial) {
+        double d = r->o.watch_list_deadline > 0 ? r->o.watch_list_deadline : 10;
+        r->deadline_timer = kl_loop_after(r->loop, d, on_deadline, r);
+    }
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+kl_reflector *kl_reflector_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
+                               kl_reflector_sink sink, void *ud) {
+    kl_reflector *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->loop = loop;
+    r->http = http;
+    r->o = *o;
+    r->o.name = dup_or_null(o->name ? o->name : o->path);
+    r->o.path = dup_or_null(o->path);
+    r->o.kind = dup_or_null(o->kind);
+    r->o.label_selector = dup_or_null(o->label_selector);
+    r->o.field_selector = dup_or_null(o->field_selector);
+    r->sink = sink;
+    r->ud = ud;
+    r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)(kl_now() * 1e9) ^ 0x9e3779b97f4a7c15ULL;
+    if (!r->rng) r->rng = 1;
+    kl_framer_init(&r->framer, KL_FRAME_MAX_DEFAULT, (kl_framer_callbacks){on_frame, on_oversize}, r);
+    if (!r->o.name || !r->o.path) {
+        kl_reflector_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void kl_reflector_start(kl_reflector *r) {
+    r->initial = r->o.watch_list;
+    if (r->o.watch_list) start_watch(r);
+    else start_list(r);
+}
+
+void kl_reflector_free(kl_reflector *r) {
+    if (!r) return;
+    cancel_timers(r);
+    kl_http_cancel(r->req);
+    kl_framer_reset(&r->framer);
+    frames_drop(r);
+    free(r->frames);
+    kl_list_clear(&r->acc);
+    free(r->cont);
+    free(r->rv);
+    free((char *)r->o.name);
+    free((char *)r->o.path);
+    free((char *)r->o.kind);
+    free((char *)r->o.label_selector);
+    free((char *)r->o.field_selector);
+    free(r);
+}

@@ -1,0 +1,172 @@
+/* runtime.c - the Lua state, the loop and the script's lifetime; see runtime.h. */
+#include "runtime.h"
+
+#include <lauxlib.h>
+#include <lua-cjson.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "embedded.h"
+#include "log.h"
+#include "lua_klua.h"
+#include "task.h"
+#include "view.h"
+
+kl_rt *kl_rt_of(lua_State *L) {
+    void *ud;
+    lua_getallocf(L, &ud);
+    return ud;
+}
+
+/* The memory limit binds only while script code runs, so the host's own
+ * pushes (views, threads) can never fail outside a protected call. */
+static void *rt_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    kl_rt *rt = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        free(ptr);
+        rt->mem_used -= old;
+        return NULL;
+    }
+    if (rt->enforce_memory && rt->opts.memory_limit && nsize > old &&
+        rt->mem_used - old + nsize > rt->opts.memory_limit)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p) rt->mem_used = rt->mem_used - old + nsize;
+    return p;
+}
+
+/* package.searchers entry: klua's own Lua modules, compiled in. */
+static int search_embedded(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    for (const kl_embedded *e = kl_embedded_lua; e->module; e++) {
+        if (strcmp(e->module, name) != 0) continue;
+        char chunk[160];
+        snprintf(chunk, sizeof chunk, "@%s", e->path);
+        if (luaL_loadbuffer(L, e->src, e->len, chunk) != LUA_OK) return lua_error(L);
+        lua_pushstring(L, e->path);
+        return 2;
+    }
+    lua_pushfstring(L, "\n\tno module '%s' built into klua", name);
+    return 1;
+}
+
+static void add_searcher(lua_State *L) {
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchers");
+    lua_Integer n = (lua_Integer)luaL_len(L, -1);
+    for (lua_Integer i = n; i >= 2; i--) {
+        lua_rawgeti(L, -1, i);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_pushcfunction(L, search_embedded);
+    lua_rawseti(L, -2, 2);
+    lua_pop(L, 2);
+}
+
+static void preload(lua_State *L, const char *name, lua_CFunction open) {
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, open);
+    lua_setfield(L, -2, name);
+    lua_pop(L, 1);
+}
+
+static int open_state(lua_State *L) {
+    luaL_openlibs(L);
+    kl_view_open(L);
+    preload(L, "cjson", luaopen_cjson);
+    preload(L, "klua.core", kl_open_core);
+    add_searcher(L);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "klua");
+    lua_call(L, 1, 1);
+    lua_setglobal(L, "klua");
+    return 0;
+}
+
+kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
+    kl_rt *rt = calloc(1, sizeof *rt);
+    if (!rt) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    rt->opts = *opts;
+    rt->on_synced_ref = LUA_NOREF;
+    snprintf(rt->script_name, sizeof rt->script_name, "script");
+    rt->conn = kl_conn_load(&opts->conn, err, errlen);
+    if (!rt->conn) goto fail;
+    rt->loop = kl_loop_new(kl_http_transfer_done);
+    rt->http = rt->loop ? kl_http_new(rt->loop, rt->conn) : NULL;
+    rt->L = lua_newstate(rt_alloc, rt);
+    if (!rt->loop || !rt->http || !rt->L) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    lua_pushcfunction(rt->L, open_state);
+    if (lua_pcall(rt->L, 0, 0, 0) != LUA_OK) {
+        snprintf(err, errlen, "cannot start Lua: %s", lua_tostring(rt->L, -1));
+        goto fail;
+    }
+    return rt;
+fail:
+    kl_rt_free(rt);
+    return NULL;
+}
+
+void kl_rt_free(kl_rt *rt) {
+    if (!rt) return;
+    if (rt->L) {
+        kl_klua_close(rt);
+        kl_task_pool_free(rt);
+        lua_close(rt->L);
+    }
+    kl_http_free(rt->http);
+    kl_loop_free(rt->loop);
+    kl_conn_free(rt->conn);
+    free(rt);
+}
+
+void kl_rt_check_idle(kl_rt *rt) {
+    if (rt->running && rt->main_done && !rt->suspended && !rt->timers && !rt->informers)
+        kl_loop_stop(rt->loop);
+}
+
+static void on_main_done(void *ud, kl_task *t, int ok) {
+    (void)t;
+    kl_rt *rt = ud;
+    rt->main_done = 1;
+    if (!ok) {
+        rt->script_failed = 1;
+        kl_loop_stop(rt->loop);
+    }
+}
+
+static void set_script_name(kl_rt *rt, const char *path) {
+    const char *base = path ? strrchr(path, '/') : NULL;
+    snprintf(rt->script_name, sizeof rt->script_name, "%s", base ? base + 1 : path ? path : "script");
+}
+
+int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **argv) {
+    lua_State *L = rt->L;
+    set_script_name(rt, path ? path : "-e");
+    int st = chunk ? luaL_loadbuffer(L, chunk, strlen(chunk), path ? path : "=(command line)")
+                   : luaL_loadfile(L, path);
+    if (st != LUA_OK) {
+        fprintf(stderr, "klua: %s\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return 1;
+    }
+    kl_klua_set_args(rt, argc, argv);
+    for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
+    rt->running = 1;
+    kl_task_spawn(rt, "the script's main chunk", argc, on_main_done, rt);
+    if (!rt->script_failed) {
+        kl_rt_check_idle(rt);
+        if (!kl_loop_stopping(rt->loop)) kl_loop_run(rt->loop);
+    }
+    rt->running = 0;
+    if (rt->script_failed) return 1;
+    return rt->exit_code;
+}

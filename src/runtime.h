@@ -1,0 +1,74 @@
+/*
+ * runtime.h - one klua runtime: the Lua state, the event loop, the HTTP
+ * client and connection, and the tasks (coroutines) that run script code.
+ *
+ * Every piece of script code runs as a task: the main chunk, each handler
+ * call, each timer callback, each reconcile. A task that calls the API
+ * yields; the loop resumes it when the response arrives (lua-nginx-module's
+ * model), so no script code ever blocks the loop.
+ *
+ * The runtime is found from any lua_State through the allocator's userdata,
+ * and a task from its thread's extra space (NULL for threads the script
+ * created itself), so nothing here is global.
+ */
+#ifndef KLUA_RUNTIME_H
+#define KLUA_RUNTIME_H
+
+#include <lua.h>
+
+#include "config.h"
+#include "http.h"
+#include "loop.h"
+
+typedef struct kl_task kl_task;
+
+typedef struct kl_rt_opts {
+    kl_conn_opts conn;
+    long instruction_budget; /* per resume of a task; 0 = unlimited */
+    size_t memory_limit;     /* bytes for the Lua state; 0 = unlimited */
+    double idle_timeout;     /* watch idle limit, seconds; 0 = default */
+    double watch_timeout_min, watch_timeout_max; /* 0 = [300, 600) */
+    int watch_list;          /* informers use WatchList (sendInitialEvents) */
+    double watch_list_deadline; /* seconds for its initial state; 0 = 10 */
+    int page_size;           /* LIST limit; 0 = 500 */
+} kl_rt_opts;
+
+typedef struct kl_rt_timer kl_rt_timer;
+typedef struct lua_informer lua_informer;
+
+typedef struct kl_rt {
+    lua_State *L;
+    kl_loop *loop;
+    kl_conn *conn;
+    kl_http *http;
+    kl_rt_opts opts;
+    size_t mem_used;
+    int enforce_memory; /* the limit binds only while script code runs */
+    kl_task *tasks; /* every task alive, for the final clean-up */
+    kl_task **pool; /* finished tasks kept for reuse with their threads */
+    size_t npool, cappool;
+    size_t suspended;        /* tasks waiting on I/O or a timer */
+    unsigned long task_errors;
+    kl_rt_timer *timers;     /* klua.after / klua.every, live ones */
+    lua_Integer timer_serial;
+    lua_informer *informers; /* every informer the script made */
+    int on_synced_ref;       /* table of callbacks waiting for sync, or LUA_NOREF */
+    int exit_code;
+    int script_failed;
+    int main_done;
+    int running; /* inside kl_rt_run */
+    char script_name[64];
+} kl_rt;
+
+/* A runtime connected as opts says. NULL with a message in err. */
+kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen);
+void kl_rt_free(kl_rt *rt);
+/* Loads and starts a script (path, or chunk text when is_chunk) with its
+ * arguments, then runs the loop until the script has nothing left to wait
+ * for, calls klua.stop, or a signal arrives. Returns the exit code. */
+int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **argv);
+kl_rt *kl_rt_of(lua_State *L);
+/* Stops the loop when nothing is left that could run script code again. */
+void kl_rt_check_idle(kl_rt *rt);
+
+#endif
