@@ -150,6 +150,12 @@ describe('decoding a watch event', function()
     assert.equals(500, assert(testing.decode_event(frame('ERROR', '{"kind":"Status","code":500}'), 'Pod')).code)
   end)
 
+  it('keeps its parse for the view compact: about twice the object, not a whole parser', function()
+    local ev = assert(testing.decode_event(frame('MODIFIED', pod), 'Pod'))
+    assert.is_true(ev.parsed_bytes < 3 * #pod, ev.parsed_bytes)
+    assert.is_nil(assert(testing.decode_event(frame('ERROR', '{"kind":"Status","code":410}'))).parsed_bytes)
+  end)
+
   it('hands its parse to the view, which reads the same object', function()
     local f = '{"type":"ADDED","object":' .. pod .. '}'
     local v = assert(testing.event_view(f, 'Pod'))

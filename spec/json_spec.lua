@@ -172,6 +172,15 @@ describe('klua.json.encode', function()
     assert.has_error(function() json.encode(t) end, 'klua.json.encode: cannot encode a table at spec.self: it contains itself')
   end)
 
+  it('encodes nesting up to 1024 levels, as decode accepts, and refuses deeper', function()
+    local text = string.rep('[', 1024) .. string.rep(']', 1024)
+    assert.equals(text, json.encode(json.decode(text)))
+    local deeper = json.array { json.decode(text) }
+    local ok, err = pcall(json.encode, deeper)
+    assert.is_false(ok)
+    assert.truthy(err:find('nested deeper than 1024 levels', 1, true), err)
+  end)
+
   it('encodes the same table twice side by side, which is not a cycle', function()
     local shared = { a = 1 }
     assert.equals('[{"a":1},{"a":1}]', json.encode { shared, shared })

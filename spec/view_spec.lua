@@ -343,6 +343,20 @@ describe('a view', function()
     end)
   end)
 
+  it('counts the bytes it keeps alive, so that garbage views of big objects are collected promptly', function()
+    local big = '{"data":"' .. string.rep('x', 1024 * 1024) .. '"}'
+    local v, probe = testing.view_probe(big)
+    v = nil
+    collectgarbage()
+    collectgarbage()
+    assert.equals(0, probe())
+    for _ = 1, 100 do
+      local w = probe:view()
+      assert.equals('userdata', type(w))
+    end
+    assert.is_true(probe() < 50, probe())
+  end)
+
   it('exposes its bytes to C through kl_view_json, and nothing for other values', function()
     local v = testing.view(pod)
     assert.equals(pod, testing.view_json(v))

@@ -97,27 +97,32 @@ static int add_path(sources *s, const char *p, size_t len) {
     return 0;
 }
 
+static int kubeconfig_list(sources *s, const char *list) {
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ":");
+        if (len && add_path(s, p, len) < 0) return -1;
+        p += len + (p[len] == ':');
+    }
+    s->missing = kl_cfg_format("none of the files in KUBECONFIG (%s) exists", list);
+    return s->missing ? 0 : -1;
+}
+
+static int home_kubeconfig(sources *s, const char *home) {
+    char *p = kl_cfg_format("%s/.kube/config", home);
+    int rc = p ? add_path(s, p, strlen(p)) : -1;
+    if (rc == 0 && !(s->missing = kl_cfg_format("%s does not exist", p))) rc = -1;
+    free(p);
+    return rc;
+}
+
+/* 0, or -1 on OOM. */
 static int kubeconfig_sources(const kl_conn_opts *o, const kl_conn_hooks *h, sources *s) {
     const char *list = env_get(h, "KUBECONFIG"), *home = env_get(h, "HOME");
-    int rc = 0;
-    if (o->kubeconfig) {
-        rc = add_path(s, o->kubeconfig, strlen(o->kubeconfig));
-    } else if (list) {
-        for (const char *p = list; *p && rc == 0;) {
-            size_t len = strcspn(p, ":");
-            if (len) rc = add_path(s, p, len);
-            p += len + (p[len] == ':');
-        }
-        rc = rc ? rc : asprintf(&s->missing, "none of the files in KUBECONFIG (%s) exists", list) < 0;
-    } else if (home) {
-        char *p = NULL;
-        rc = asprintf(&p, "%s/.kube/config", home) < 0 || add_path(s, p, strlen(p)) < 0 ||
-             asprintf(&s->missing, "%s does not exist", p) < 0;
-        free(p);
-    } else {
-        rc = !(s->missing = strdup("$HOME is not set, so there is no ~/.kube/config"));
-    }
-    return rc ? -1 : 0;
+    if (o->kubeconfig) return add_path(s, o->kubeconfig, strlen(o->kubeconfig));
+    if (list) return kubeconfig_list(s, list);
+    if (home) return home_kubeconfig(s, home);
+    s->missing = strdup("$HOME is not set, so there is no ~/.kube/config");
+    return s->missing ? 0 : -1;
 }
 
 typedef struct {
@@ -156,13 +161,11 @@ static int in_cluster_detect(const kl_conn_hooks *h, in_cluster *ic) {
                    ? 0 : -1;
     if (!(ic->token_file = kl_cfg_path_join(dir, "token"))) return -1;
     if (kl_cfg_check_readable(ic->token_file) < 0)
-        return asprintf(&ic->why_not, "the service-account token %s is unreadable: %s",
-                        ic->token_file, strerror(errno)) < 0 ? -1 : 0;
+        return (ic->why_not = kl_cfg_format("the service-account token %s is unreadable: %s",
+                                            ic->token_file, strerror(errno))) ? 0 : -1;
     int v6 = strchr(host, ':') != NULL;
-    if (asprintf(&ic->server, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port) < 0) {
-        ic->server = NULL;
+    if (!(ic->server = kl_cfg_format("https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port)))
         return -1;
-    }
     /* Like client-go, a missing CA file leaves the system's CAs in charge. */
     if (!(ic->ca_file = kl_cfg_path_join(dir, "ca.crt"))) return -1;
     if (kl_cfg_check_readable(ic->ca_file) < 0) {
@@ -309,9 +312,9 @@ static int copy_str(char **dst, const char *src, char *err, size_t errlen) {
 }
 
 static int normalize_server(kl_conn *c, const char *in, char *err, size_t errlen) {
-    char *s = NULL;
     /* A bare host:port means https, as in client-go. */
-    if (strstr(in, "://") ? !(s = strdup(in)) : asprintf(&s, "https://%s", in) < 0) return oom(err, errlen);
+    char *s = strstr(in, "://") ? strdup(in) : kl_cfg_format("https://%s", in);
+    if (!s) return oom(err, errlen);
     c->server = s;
     size_t skip = !strncasecmp(s, "https://", 8) ? 8 : !strncasecmp(s, "http://", 7) ? 7 : 0;
     if (!skip || !s[skip] || s[skip] == '/' || kl_cfg_has_control(s) || strchr(s, ' '))
@@ -353,8 +356,7 @@ static char *redact_userinfo(const char *url) {
     size_t alen = strcspn(auth, "/?#");
     const char *at = memrchr(auth, '@', alen);
     if (!at) return strdup(url);
-    char *out = NULL;
-    return asprintf(&out, "%.*s<redacted>%s", (int)(auth - url), url, at) < 0 ? NULL : out;
+    return kl_cfg_format("%.*s<redacted>%s", (int)(auth - url), url, at);
 }
 
 static int build_tls(kl_conn *c, const plan *p, char *err, size_t errlen) {

@@ -20,6 +20,16 @@ int kl_cfg_fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
+char *kl_cfg_format(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    /* asprintf leaves s undefined on failure. */
+    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+    va_end(ap);
+    return s;
+}
+
 static int open_regular(const char *path, struct stat *st) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;

@@ -15,6 +15,9 @@
 int kl_cfg_fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A new string formatted like printf, or NULL on OOM. */
+char *kl_cfg_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Reads a whole file of at most max bytes into a new NUL-terminated buffer
  * (the caller frees it); *len gets its length. NULL with errno set on
  * failure (EFBIG when the file is larger than max). */

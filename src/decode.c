@@ -161,8 +161,11 @@ int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char 
     if (ev->type == KL_EV_ERROR) {
         kl_json_free(doc);
     } else {
+        /* Events may wait in a queue before a view reads them: keep the
+         * compact tape, not the parser (which goes back to the pool). */
         kl_json_doc_select(doc, obj);
-        ev->parsed = doc;
+        kl_json_doc *small = kl_json_compact(doc);
+        ev->parsed = small ? small : doc;
     }
     return 0;
 }

@@ -26,8 +26,10 @@ typedef struct kl_event {
     int code;               /* ERROR: Status.code (0 if absent) */
     char *reason;           /* ERROR: Status.reason (may be NULL) */
     char *message;          /* ERROR: Status.message (may be NULL) */
-    /* The parsed frame (a kl_json_doc with the object selected), for
-     * kl_view_push; owned by the event, NULL for ERROR. */
+    /* The parsed frame for kl_view_push: a compact kl_json_doc (about
+     * twice the frame's size; the parser itself is already back in its
+     * pool) with the object selected. Owned by the event, freed with
+     * kl_json_free; NULL for ERROR. */
     void *parsed;
 } kl_event;
 

@@ -31,11 +31,8 @@ static char *env_item(kl_ydoc *d, yaml_node_t *item, const char *who, char *err,
                     who, kl_ydoc_line(item));
         return NULL;
     }
-    char *s = NULL;
-    if (asprintf(&s, "%s=%s", name, value) < 0) {
-        kl_cfg_fail(err, errlen, "out of memory");
-        return NULL;
-    }
+    char *s = kl_cfg_format("%s=%s", name, value);
+    if (!s) kl_cfg_fail(err, errlen, "out of memory");
     return s;
 }
 
@@ -551,8 +548,8 @@ int kl_exec_run(const kl_exec_config *cfg, const kl_exec_cluster *cluster, int t
     memset(out, 0, sizeof *out);
     int interactive = 0;
     if (interactive_run(cfg, &interactive, err, errlen) < 0) return -1;
-    char *json = exec_info_json(cfg, cluster, interactive), *info = NULL;
-    if (!json || asprintf(&info, "KUBERNETES_EXEC_INFO=%s", json) < 0) info = NULL;
+    char *json = exec_info_json(cfg, cluster, interactive);
+    char *info = json ? kl_cfg_format("KUBERNETES_EXEC_INFO=%s", json) : NULL;
     free(json);
     char **envp = info ? child_env(cfg, info) : NULL;
     if (!envp) {

@@ -7,6 +7,7 @@
 #include <simdjson.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,12 +20,24 @@
 
 static_assert(KL_BLOB_PADDING >= simdjson::SIMDJSON_PADDING, "blobs must be padded for simdjson");
 
+struct parser_slot;
+
+// A parsed document: the tape of a pooled parser (slot set), or a compact
+// copy of the part of the tape in use, allocated with its words and strings
+// right after this struct (slot NULL).
 struct kl_json_doc {
+    parser_slot *slot;
+    kl_json_tape tape;
+    size_t nstrings; // bytes of the string buffer in use; SIZE_MAX until counted
+    size_t selected;
+};
+
+struct parser_slot {
     simdjson::dom::parser parser;
-    size_t selected = 1;
     // A padded copy of text that did not come padded, kept for reuse.
     std::unique_ptr<char[]> copy;
     size_t copy_cap = 0;
+    kl_json_doc doc{};
 };
 
 namespace {
@@ -38,21 +51,62 @@ constexpr size_t kPoolMax = 4;
 constexpr size_t kPoolCapacityMax = 256 * 1024;
 
 struct pool {
-    std::vector<kl_json_doc *> idle;
+    std::vector<parser_slot *> idle;
     ~pool() {
-        for (kl_json_doc *d : idle) delete d;
+        for (parser_slot *p : idle) delete p;
     }
 };
 thread_local pool parsers;
 
-kl_json_doc *take_doc() {
+parser_slot *take_slot() {
     if (!parsers.idle.empty()) {
-        kl_json_doc *d = parsers.idle.back();
+        parser_slot *p = parsers.idle.back();
         parsers.idle.pop_back();
-        d->selected = 1;
-        return d;
+        return p;
     }
-    return new (std::nothrow) kl_json_doc();
+    return new (std::nothrow) parser_slot();
+}
+
+void release_slot(parser_slot *p) {
+    try {
+        if (parsers.idle.size() < kPoolMax && p->parser.capacity() <= kPoolCapacityMax) {
+            if (p->copy_cap > kPoolCapacityMax) {
+                p->copy.reset();
+                p->copy_cap = 0;
+            }
+            parsers.idle.push_back(p);
+            return;
+        }
+    } catch (...) {
+    }
+    delete p;
+}
+
+// Bytes of t's string buffer in use: up to the end of its last string,
+// since strings are stored in tape order.
+size_t strings_size(const kl_json_tape *t) {
+    size_t last = SIZE_MAX;
+    for (size_t i = 1; i < t->nwords; i++) {
+        char type = kl_jt_type(t, i);
+        if (type == '"') last = i;
+        else if (type == 'l' || type == 'u' || type == 'd') i++;
+    }
+    if (last == SIZE_MAX) return 0;
+    size_t n;
+    const char *s = kl_jt_string(t, last, &n);
+    return (size_t)(s - (const char *)t->strings) + n + 1;
+}
+
+// The document a successful parse left in p.
+kl_json_doc *slot_doc(parser_slot *p) {
+    kl_json_doc *d = &p->doc;
+    d->slot = p;
+    d->tape.words = p->parser.doc.tape.get();
+    d->tape.strings = p->parser.doc.string_buf.get();
+    d->tape.nwords = (size_t)(d->tape.words[0] & KL_JT_PAYLOAD);
+    d->nstrings = SIZE_MAX;
+    d->selected = 1;
+    return d;
 }
 
 void set_error(kl_json_error *err, long long offset, const char *message) {
@@ -335,29 +389,29 @@ std::string widen_big_integers(const char *s, size_t len) {
     return out;
 }
 
-const char *padded_text(kl_json_doc *d, const char *text, size_t len) {
+const char *padded_text(parser_slot *p, const char *text, size_t len) {
     size_t need = len + simdjson::SIMDJSON_PADDING;
-    if (d->copy_cap < need) {
-        d->copy.reset(new (std::nothrow) char[need]);
-        d->copy_cap = d->copy ? need : 0;
-        if (!d->copy) return nullptr;
+    if (p->copy_cap < need) {
+        p->copy.reset(new (std::nothrow) char[need]);
+        p->copy_cap = p->copy ? need : 0;
+        if (!p->copy) return nullptr;
     }
-    memcpy(d->copy.get(), text, len);
-    memset(d->copy.get() + len, 0, simdjson::SIMDJSON_PADDING);
-    return d->copy.get();
+    memcpy(p->copy.get(), text, len);
+    memset(p->copy.get() + len, 0, simdjson::SIMDJSON_PADDING);
+    return p->copy.get();
 }
 
-simdjson::error_code parse_text(kl_json_doc *d, const char *text, size_t len, bool padded) {
+simdjson::error_code parse_text(parser_slot *p, const char *text, size_t len, bool padded) {
     if (!padded) {
-        text = padded_text(d, text, len);
+        text = padded_text(p, text, len);
         if (!text) return simdjson::MEMALLOC;
     }
-    return d->parser.parse(reinterpret_cast<const uint8_t *>(text), len, false).error();
+    return p->parser.parse(reinterpret_cast<const uint8_t *>(text), len, false).error();
 }
 
 // A failed parse: finds where the text goes wrong, or parses it again with
 // its big integers widened when that was the only problem.
-kl_json_doc *parse_failed(kl_json_doc *d, const char *text, size_t len, simdjson::error_code code,
+kl_json_doc *parse_failed(parser_slot *p, const char *text, size_t len, simdjson::error_code code,
                           kl_json_error *err) {
     const unsigned char *u = reinterpret_cast<const unsigned char *>(text);
     checker c{u, u, u + len};
@@ -365,13 +419,13 @@ kl_json_doc *parse_failed(kl_json_doc *d, const char *text, size_t len, simdjson
         set_error(err, (long long)(c.at - u), c.message);
     } else if (c.big_integer) {
         std::string wide = widen_big_integers(text, len);
-        code = parse_text(d, wide.data(), wide.size(), false);
-        if (code == simdjson::SUCCESS) return d;
+        code = parse_text(p, wide.data(), wide.size(), false);
+        if (code == simdjson::SUCCESS) return slot_doc(p);
         set_error(err, -1, simdjson::error_message(code));
     } else {
         set_error(err, -1, simdjson::error_message(code));
     }
-    kl_json_free(d);
+    release_slot(p);
     return nullptr;
 }
 
@@ -381,19 +435,19 @@ extern "C" {
 
 kl_json_doc *kl_json_parse(const char *text, size_t len, int padded, kl_json_error *err) {
     try {
-        kl_json_doc *d = take_doc();
-        if (!d) {
+        parser_slot *p = take_slot();
+        if (!p) {
             set_error(err, -1, "out of memory");
             return nullptr;
         }
-        simdjson::error_code code = parse_text(d, text, len, padded != 0);
-        if (code == simdjson::SUCCESS) return d;
+        simdjson::error_code code = parse_text(p, text, len, padded != 0);
+        if (code == simdjson::SUCCESS) return slot_doc(p);
         if (code == simdjson::MEMALLOC || code == simdjson::CAPACITY) {
             set_error(err, -1, code == simdjson::MEMALLOC ? "out of memory" : "document too large");
-            kl_json_free(d);
+            release_slot(p);
             return nullptr;
         }
-        return parse_failed(d, text, len, code, err);
+        return parse_failed(p, text, len, code, err);
     } catch (...) {
         set_error(err, -1, "out of memory");
         return nullptr;
@@ -402,44 +456,46 @@ kl_json_doc *kl_json_parse(const char *text, size_t len, int padded, kl_json_err
 
 void kl_json_free(kl_json_doc *d) {
     if (!d) return;
-    try {
-        if (parsers.idle.size() < kPoolMax && d->parser.capacity() <= kPoolCapacityMax) {
-            if (d->copy_cap > kPoolCapacityMax) {
-                d->copy.reset();
-                d->copy_cap = 0;
-            }
-            parsers.idle.push_back(d);
-            return;
-        }
-    } catch (...) {
-    }
-    delete d;
+    if (d->slot) release_slot(d->slot);
+    else free(d);
 }
 
-kl_json_tape kl_json_doc_tape(const kl_json_doc *d) {
-    kl_json_tape t;
-    t.words = d->parser.doc.tape.get();
-    t.strings = d->parser.doc.string_buf.get();
-    t.nwords = (size_t)(t.words[0] & KL_JT_PAYLOAD);
-    return t;
+kl_json_doc *kl_json_compact(kl_json_doc *d) {
+    if (!d->slot) return d;
+    size_t nwords = d->tape.nwords, nstrings = kl_json_doc_strings_size(d);
+    kl_json_doc *c = static_cast<kl_json_doc *>(malloc(sizeof *c + nwords * sizeof(uint64_t) + nstrings));
+    if (!c) return nullptr;
+    uint64_t *words = reinterpret_cast<uint64_t *>(c + 1);
+    memcpy(words, d->tape.words, nwords * sizeof(uint64_t));
+    memcpy(words + nwords, d->tape.strings, nstrings);
+    c->slot = nullptr;
+    c->tape.words = words;
+    c->tape.strings = reinterpret_cast<const uint8_t *>(words + nwords);
+    c->tape.nwords = nwords;
+    c->nstrings = nstrings;
+    c->selected = d->selected;
+    kl_json_free(d);
+    return c;
+}
+
+kl_json_tape kl_json_doc_tape(const kl_json_doc *d) { return d->tape; }
+
+size_t kl_json_doc_strings_size(kl_json_doc *d) {
+    if (d->nstrings == SIZE_MAX) d->nstrings = strings_size(&d->tape);
+    return d->nstrings;
+}
+
+size_t kl_json_doc_memory(const kl_json_doc *d) {
+    if (!d->slot) return sizeof *d + d->tape.nwords * sizeof(uint64_t) + d->nstrings;
+    // What simdjson 3.0 allocates per byte of capacity: 8 of tape, 4 of
+    // structural indexes, 5/3 of string buffer.
+    size_t cap = d->slot->parser.capacity();
+    return sizeof *d->slot + cap * 8 + cap * 4 + cap * 5 / 3 + d->slot->copy_cap;
 }
 
 size_t kl_json_doc_selected(const kl_json_doc *d) { return d->selected; }
 
 void kl_json_doc_select(kl_json_doc *d, size_t index) { d->selected = index; }
-
-size_t kl_jt_strings_size(const kl_json_tape *t) {
-    size_t last = SIZE_MAX;
-    for (size_t i = 1; i < t->nwords; i++) {
-        char type = kl_jt_type(t, i);
-        if (type == '"') last = i;
-        else if (type == 'l' || type == 'u' || type == 'd') i++;
-    }
-    if (last == SIZE_MAX) return 0;
-    size_t n;
-    const char *s = kl_jt_string(t, last, &n);
-    return (size_t)(s - (const char *)t->strings) + n + 1;
-}
 
 void kl_json_error_format(const kl_json_error *e, const char *what, char *buf, size_t size) {
     if (e->offset >= 0) snprintf(buf, size, "%s is not valid JSON at byte %lld: %s", what, e->offset, e->message);

@@ -53,8 +53,9 @@ typedef struct kl_json_tape {
     size_t nwords;         /* words in use, both root words included */
 } kl_json_tape;
 
-/* A parsed document. Documents come from a per-thread pool of parsers, so
- * that steady parsing does not allocate; kl_json_free returns one. */
+/* A parsed document. Parsing uses a per-thread pool of parsers, so that
+ * steady parsing does not allocate; a parsed document holds its parser until
+ * kl_json_free, or until kl_json_compact swaps it for a copy of its tape. */
 typedef struct kl_json_doc kl_json_doc;
 
 /*
@@ -63,18 +64,27 @@ typedef struct kl_json_doc kl_json_doc;
  * Returns a document, or NULL with *err filled.
  */
 kl_json_doc *kl_json_parse(const char *text, size_t len, int padded, kl_json_error *err);
-/* Returns d's parser to the pool. NULL is ignored. */
+/* Frees d, returning its parser to the pool. NULL is ignored. */
 void kl_json_free(kl_json_doc *d);
+/* A parser holds buffers sized for the largest text it has parsed (about 17
+ * times a Pod's JSON); the part of the tape a document uses is about 2
+ * times. Returns a document holding only a copy of that part, with the same
+ * selection, and frees d (its parser goes back to the pool); a document
+ * that is already compact is returned as it is. NULL when out of memory, d
+ * then untouched. For documents kept beyond the moment they were parsed. */
+kl_json_doc *kl_json_compact(kl_json_doc *d);
 /* d's tape; valid until kl_json_free(d). */
 kl_json_tape kl_json_doc_tape(const kl_json_doc *d);
+/* Bytes of d's string buffer in use (counted on first call). */
+size_t kl_json_doc_strings_size(kl_json_doc *d);
+/* Bytes of memory d holds: its compact copy, or its parser's buffers (an
+ * estimate from the parser's capacity). */
+size_t kl_json_doc_memory(const kl_json_doc *d);
 /* The tape index of the value a consumer of d should see: 1, the whole
  * document, unless kl_json_doc_select chose a value inside it (the decoder
  * selects a watch event's "object"). */
 size_t kl_json_doc_selected(const kl_json_doc *d);
 void kl_json_doc_select(kl_json_doc *d, size_t index);
-
-/* Bytes of t's string buffer in use (a scan of the tape), for copying it. */
-size_t kl_jt_strings_size(const kl_json_tape *t);
 
 /* Writes "<what> is not valid JSON at byte N: <message>" into buf. */
 void kl_json_error_format(const kl_json_error *e, const char *what, char *buf, size_t size);

@@ -326,7 +326,7 @@ static void encode_table(enc *e, int idx, const path *p, int depth) {
     const void *t = lua_topointer(L, idx);
     for (const path *q = p->up; q; q = q->up)
         if (q->table == t) enc_error(e, p, "a table", ": it contains itself");
-    if (depth > KL_JSON_MAX_DEPTH) enc_error(e, p, "a table", ": nested too deeply");
+    if (depth >= KL_JSON_MAX_DEPTH) enc_error(e, p, "a table", ": nested deeper than 1024 levels");
     luaL_checkstack(L, 4, "klua.json.encode: nested too deeply");
     path here = *p;
     here.table = t;

@@ -46,7 +46,8 @@ int kl_json_decode(lua_State *L, const char *s, size_t len);
 void kl_json_push_array_mt(lua_State *L);
 
 /* Pushes the value at tape index i fully decoded, as klua.json.decode
- * would; amt is the stack index of the array metatable. [-0, +1] */
+ * would; amt is the stack index of the array metatable (unused when the
+ * value is not a container). [-0, +1] */
 void kl_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int amt);
 
 /* Pushes a userdata holding a kl_json_doc pointer (initially NULL) that

@@ -6,6 +6,7 @@
 #include <lua.h>
 #include <lualib.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,11 +49,33 @@ typedef struct cli {
     int nargs;
 } cli;
 
+/* A flag the user named but got wrong: one line, as for a bad number. */
 static int bad_flag(const char *fmt, const char *arg) {
     fprintf(stderr, "klua: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nRun 'klua --help' for usage.\n");
+    fputc('\n', stderr);
     return -1;
+}
+
+/* A flag klua does not know: the usage is where to look for the right one. */
+static int unknown_flag(const char *arg) {
+    fprintf(stderr, "klua: unknown flag %s\nRun 'klua --help' for usage.\n", arg);
+    return -1;
+}
+
+/* Reports what ended a run before the script could start, in the log's
+ * format, so that a consumer of --log-format json can parse every line. */
+__attribute__((format(printf, 2, 3))) static void run_error(const cli *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (c->format == KL_LOG_JSON) {
+        kl_log_va(KL_LOG_ERROR, "klua", fmt, ap);
+    } else {
+        fputs("klua: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
+    va_end(ap);
 }
 
 static int parse_number(const char *flag, const char *s, double lo, double *out) {
@@ -154,10 +177,10 @@ static int parse(cli *c, int argc, char **argv) {
         const char *a = argv[i];
         if (!c->command) {
             if (!strcmp(a, "-h") || !strcmp(a, "--help") || !strcmp(a, "help")) c->command = "help";
-            else if (a[0] == '-') return bad_flag("unknown flag %s", a);
+            else if (a[0] == '-') return unknown_flag(a);
             else c->command = a;
         } else if (!strcmp(c->command, "run") && !c->script) {
-            if (a[0] == '-' && a[1]) return bad_flag("unknown flag %s", a);
+            if (a[0] == '-' && a[1]) return unknown_flag(a);
             c->script = a;
         } else {
             c->args[c->nargs++] = argv[i];
@@ -186,13 +209,13 @@ static const char watch_chunk[] = "return require('klua.watch').main(...)";
 static int run(cli *c) {
     kl_log_configure(c->verbosity, c->format);
     if (!strcmp(c->command, "run") && !c->script) {
-        fprintf(stderr, "klua: run needs a script: klua run SCRIPT.lua\n");
+        run_error(c, "run needs a script: klua run SCRIPT.lua");
         return 2;
     }
     if (!strcmp(c->command, "run") && c->script) {
         FILE *f = fopen(c->script, "r");
         if (!f) {
-            fprintf(stderr, "klua: cannot open %s: %s\n", c->script, strerror(errno));
+            run_error(c, "cannot open %s: %s", c->script, strerror(errno));
             return 1;
         }
         fclose(f);
@@ -200,7 +223,7 @@ static int run(cli *c) {
     char err[512];
     kl_rt *rt = kl_rt_new(&c->rt, err, sizeof err);
     if (!rt) {
-        fprintf(stderr, "klua: %s\n", err);
+        run_error(c, "%s", err);
         return 1;
     }
     int code = !strcmp(c->command, "run")

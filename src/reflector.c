@@ -516,7 +516,11 @@ static void on_watch_done(void *ud, const kl_http_resp *resp) {
         r->end_code = 0;
     } else {
         status_words(resp, r->end_why, sizeof r->end_why, &r->end_code);
-        if (!r->end_code) r->end_code = -1;
+        if (resp->result != CURLE_OK) {
+            /* A transport failure, even after a 200: name the failure. */
+            snprintf(r->end_why, sizeof r->end_why, "%s", resp->error ? resp->error : "connection lost");
+            r->end_code = -1;
+        }
     }
     if (!r->nframes) after_watch(r);
     else schedule_pump(r);
@@ -534,6 +538,9 @@ static end_action classify_end(kl_reflector *r) {
     }
     kl_vlog(2, r->o.name, "watch failed: %s", r->end_why);
     if (r->end_code == 410) return END_RELIST;
+    /* A stream cut after it made progress is resumed at once, as a clean
+     * end is; only a watch that achieved nothing waits. */
+    if (r->end_code == -1 && r->watch_events > 0) return END_REWATCH;
     if (r->end_code == 429 || r->retry_after >= 0) return END_RETRY;
     if (r->end_code > 0 && r->end_code < 500) kl_log(KL_LOG_WARN, r->o.name, "watch failed: %s", r->end_why);
     return END_BACKOFF;

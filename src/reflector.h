@@ -8,7 +8,8 @@
  *             other error                -> BACKOFF -> LIST(rv)
  *   WATCH(rv) event                      -> sink.event, rv = event rv
  *             BOOKMARK                   -> rv = bookmark rv (no event)
- *             clean end                  -> WATCH(rv)
+ *             clean end, or cut after
+ *             delivering events          -> WATCH(rv)
  *             end < 1 s without events,
  *             connect error, 5xx         -> BACKOFF -> WATCH(rv)
  *             429 / Retry-After          -> wait -> WATCH(rv)

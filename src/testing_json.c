@@ -4,12 +4,14 @@
  *   view(json)                 a view of json, parsed lazily (as the store's)
  *   view_probe(json)           a view and a probe: probe() is the number of
  *                              references on the view's blob besides the
- *                              probe's own
+ *                              probe's own; probe:view() is another view of
+ *                              the same blob
  *   event_view(frame, kind)    the view a handler gets for a watch event
  *                              (reusing the event's parse), or nil, err
  *   decode_event(frame, kind)  {type=, ns=, name=, rv=, object_json=, code=,
- *                              reason=, message=, initial_events_end=} or
- *                              nil, err
+ *                              reason=, message=, initial_events_end=,
+ *                              parsed_bytes= (memory the parse kept for the
+ *                              view holds)} or nil, err
  *   decode_list(body)          {items = {{ns=, name=, rv=, json=}...}, rv=,
  *                              continue=, remaining=} or nil, err
  *   decode_status(body)        {code=, reason=, message=} or nil
@@ -22,6 +24,7 @@
 #include <string.h>
 
 #include "decode.h"
+#include "json.h"
 #include "lua_json.h"
 #include "testing.h"
 #include "view.h"
@@ -66,6 +69,12 @@ static int probe_gc(lua_State *L) {
     return 0;
 }
 
+static int probe_view(lua_State *L) {
+    kl_blob **b = luaL_checkudata(L, 1, PROBE_MT);
+    push_view_of(L, *b);
+    return 1;
+}
+
 static int t_view_probe(lua_State *L) {
     kl_blob **probe = lua_newuserdatauv(L, sizeof *probe, 0);
     *probe = NULL;
@@ -98,6 +107,10 @@ static void push_event(lua_State *L, const kl_event *ev) {
     set_string(L, "message", ev->message);
     lua_pushboolean(L, ev->initial_events_end);
     lua_setfield(L, -2, "initial_events_end");
+    if (ev->parsed) {
+        lua_pushinteger(L, (lua_Integer)kl_json_doc_memory(ev->parsed));
+        lua_setfield(L, -2, "parsed_bytes");
+    }
 }
 
 /* Decodes the frame at 1 with the kind at 2; pushes nil, err on failure. */
@@ -212,6 +225,10 @@ void kl_testing_open_json(lua_State *L) {
         lua_setfield(L, -2, "__gc");
         lua_pushcfunction(L, probe_refs);
         lua_setfield(L, -2, "__call");
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, probe_view);
+        lua_setfield(L, -2, "view");
+        lua_setfield(L, -2, "__index");
     }
     lua_pop(L, 1);
     luaL_setfuncs(L, funcs, 0);

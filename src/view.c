@@ -56,7 +56,7 @@ static void parse_doc(lua_State *L, int di, vdoc *d) {
         luaL_error(L, "%s", msg);
     }
     kl_json_tape t = kl_json_doc_tape(*guard);
-    size_t nstrings = kl_jt_strings_size(&t);
+    size_t nstrings = kl_json_doc_strings_size(*guard);
     void *storage = lua_newuserdatauv(L, t.nwords * sizeof(uint64_t) + nstrings, 0);
     adopt_tape(d, storage, &t, nstrings, kl_json_doc_selected(*guard));
     lua_setiuservalue(L, di, 1);
@@ -91,29 +91,13 @@ static void push_child_view(lua_State *L, int vi, int mt, const view *parent, si
     lua_setiuservalue(L, -2, 1);
 }
 
-/* Pushes the value at tape index i (0: nil) of the view at vi. */
+/* Pushes the value at tape index i (0: nil) of the view at vi: a view for
+ * an object or array, the plain value otherwise. */
 static void push_member(lua_State *L, int vi, int mt, const view *v, size_t i) {
     const kl_json_tape *t = &v->doc->t;
-    size_t len;
-    const char *s;
-    if (!i) {
-        lua_pushnil(L);
-        return;
-    }
-    switch (kl_jt_type(t, i)) {
-    case '{':
-    case '[': push_child_view(L, vi, mt, v, i); break;
-    case '"':
-        s = kl_jt_string(t, i, &len);
-        lua_pushlstring(L, s, len);
-        break;
-    case 'l': lua_pushinteger(L, (lua_Integer)kl_jt_int(t, i)); break;
-    case 'u': lua_pushnumber(L, (lua_Number)kl_jt_uint(t, i)); break;
-    case 'd': lua_pushnumber(L, (lua_Number)kl_jt_double(t, i)); break;
-    case 't': lua_pushboolean(L, 1); break;
-    case 'f': lua_pushboolean(L, 0); break;
-    default: lua_pushlightuserdata(L, NULL); break;
-    }
+    if (!i) lua_pushnil(L);
+    else if (kl_jt_type(t, i) == '{' || kl_jt_type(t, i) == '[') push_child_view(L, vi, mt, v, i);
+    else kl_json_push_value(L, t, i, 0);
 }
 
 /* The tape index of element k (1-based) of the array at tape index at, or
@@ -345,7 +329,7 @@ void kl_view_push(lua_State *L, const kl_obj *o, void *parsed) {
     size_t nstrings = 0;
     if (pd) {
         t = kl_json_doc_tape(pd);
-        nstrings = kl_jt_strings_size(&t);
+        nstrings = kl_json_doc_strings_size(pd);
     }
     vdoc *d = lua_newuserdatauv(L, sizeof *d + t.nwords * sizeof(uint64_t) + nstrings, 1);
     memset(d, 0, sizeof *d);

@@ -14,8 +14,8 @@ local klua = {}
 klua.json = core.json
 --- The value JSON null decodes to (the same as lua-cjson's `cjson.null`).
 klua.null = core.json.null
---- The script's command-line arguments (also passed to the chunk as `...`).
-klua.args = core.args or {}
+--- `klua.api`: reads and writes the cluster (see lua/klua/api.lua).
+klua.api = require 'klua.api'
 
 local function format(fmt, ...)
   if select('#', ...) == 0 then return tostring(fmt) end
@@ -59,6 +59,9 @@ Informer.__index = Informer
 --- Registers a handler: "add" fn(obj, in_initial_list), "update" fn(old,
 -- new), "delete" fn(obj, final_state_unknown). Returns the informer.
 function Informer:on(event, fn)
+  if event ~= 'add' and event ~= 'update' and event ~= 'delete' then
+    error(('unknown event "%s": use "add", "update" or "delete"'):format(tostring(event)), 2)
+  end
   self._c:on(event, fn)
   return self
 end
@@ -104,5 +107,14 @@ end
 --- Resolves a resource name through discovery: {group=, version=,
 -- resource=, kind=, namespaced=, ...} or nil and a message.
 klua.resolve = discovery.resolve
+
+--- `klua.args`: the script's command-line arguments (also passed to the
+-- chunk as `...`). Looked up on each read, because the runtime sets them
+-- after this module has loaded.
+setmetatable(klua, {
+  __index = function(_, k)
+    if k == 'args' then return core.args or {} end
+  end,
+})
 
 return klua

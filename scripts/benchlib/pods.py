@@ -91,7 +91,8 @@ def _shape(v):
         },
         "spec": {
             "containers": [_container("app", v["image"], 8080, v["cpu"], "256Mi", pod_name_env),
-                           _container("sidecar", v["sidecar"], 9090, "50m", "64Mi", [{"name": "PORT", "value": "9090"}])],
+                           _container("sidecar", v["sidecar"], 9090, "50m", "64Mi",
+                                      [{"name": "PORT", "value": "9090"}])],
             "volumes": [{"name": "config", "configMap": {"name": v["app"] + "-config"}}],
             "restartPolicy": "Always", "nodeName": v["node"],
         },

@@ -20,6 +20,7 @@ import sys
 import time
 
 from . import data, procs
+from .pods import NAMESPACES
 from .report import Row, number, ratio
 
 ORDER = ["server", "ref", "d", "a", "b", "c", "e", "f", "scale"]
@@ -37,6 +38,7 @@ TARGET_FLAT = 1.25
 TARGET_SERVER = 1e9
 # klua's own watch output has no target of its own: it must at least keep up with kubectl.
 TARGET_WATCH_VS_KUBECTL = 1.0
+# A watch printer silent this long after its first line has stopped for good (events were lost).
 QUIET = 3.0
 # The server's speed is measured over at least this much data, or this long.
 SPEED_BYTES = 512 << 20
@@ -92,7 +94,7 @@ class Bench:
         o = self.opts
         return [
             ("data", "%s-byte Pods on average (compact JSON), %d namespaces; watch stream of %s MODIFIED events "
-                     "about %s Pods, %s MB" % (number(self.dataset.average_pod_bytes()), 50, number(o.events),
+                     "about %s Pods, %s MB" % (number(self.dataset.average_pod_bytes()), NAMESPACES, number(o.events),
                                                number(o.watch_pods), number(self.dataset.meta["event_bytes"] / 1e6))),
             ("server", "scripts/bench-server over loopback, HTTP/1.1 chunked, sendfile; watch end: %s" % o.watch_end),
         ]
@@ -100,17 +102,17 @@ class Bench:
     def log(self, message):
         print(message, file=sys.stderr, flush=True)
 
-    def server(self, pods, events, paginate="auto"):
+    def server(self, pods, events, paginate="auto", watch_end=None):
         """(url, kubeconfig) of a server listing `pods` Pods and streaming `events` events; started once."""
-        key = (pods, events, paginate)
+        key = (pods, events, paginate, watch_end or self.opts.watch_end)
         if key in self.servers:
             return self.servers[key]
-        name = "server-%d-%d-%s" % key
+        name = "server-%d-%d-%s-%s" % key
         kubeconfig = os.path.join(self.workdir, name + ".kubeconfig")
         child = self.children.spawn(name, [
             sys.executable, os.path.join(self.root, "scripts", "bench-server"), "--data", self.dataset.directory,
-            "--pods", str(pods), "--events", str(events), "--paginate", paginate, "--watch-end",
-            self.opts.watch_end, "--kubeconfig", kubeconfig])
+            "--pods", str(pods), "--events", str(events), "--paginate", paginate, "--watch-end", key[3],
+            "--kubeconfig", kubeconfig])
         out = bytearray()
         reason = procs.pump(child, lambda now, chunk: out.extend(chunk) or b"\n" in out, timeout=30)
         m = re.match(rb"listening on (http://\S+)", bytes(out))
@@ -142,7 +144,7 @@ class Bench:
         if reason != "done":
             child.stop()
             what = "timed out after %d s" % self.opts.timeout if reason == "timeout" else \
-                "exited with status %s" % child.usage.exit_code
+                "exited with status %s" % getattr(child.usage, "exit_code", "?")
             raise ScenarioError("klua %s before printing `bench %s`" % (what, until),
                                 ["command: " + " ".join(argv)] + child.log_tail())
         return child, records
@@ -153,7 +155,7 @@ class Bench:
         if key not in self.memo:
             url, _ = self.server(self.opts.watch_pods, count)
             child, records = self.klua_script("events-%s-%d" % (mode, count), url, "events.lua", [mode, count], "done")
-            usage = child.reap(30) or child.stop()
+            usage = child.reap(5) or child.stop()
             self.memo[key] = EventsRun(count, records, usage, time.monotonic() - child.started)
         return self.memo[key]
 
@@ -188,22 +190,20 @@ class EventsRun:
     def __init__(self, count, records, usage, wall):
         self.count, self.usage, self.wall = count, usage, wall
         fields = records["done"][1]
-        self.reason = fields["reason"]
         self.seen = int(fields["seen"])
-        self.watches = int(fields["watches"])
         span = float(fields["last"]) - float(fields["first"])
         cpu_span = float(fields["cpu_last"]) - float(fields["cpu_first"])
         self.rate = (self.seen - 1) / span if self.seen >= 2 and span > 0 else 0.0
         self.cpu_per_event = cpu_span / (self.seen - 1) if self.seen >= 2 else 0.0
         self.hwm_kb = int(fields["hwm_kb"])
-        self.synced_at = float(records["synced"][1]["at"]) if "synced" in records else None
+        self.synced_at = float(records["synced"][1]["at"]) if "synced" in records else 0.0
 
     def details(self):
-        out = ["%s of %s updates handled; rate from the first to the last, klua's monotonic clock"
-               % (number(self.seen), number(self.count)),
+        out = ["%s of %s updates handled; rate from the first to the last, klua's monotonic clock; synced "
+               "%.2f s after the script started" % (number(self.seen), number(self.count), self.synced_at),
                "CPU per event %s (os.clock between the first and the last update)" % _us(self.cpu_per_event),
-               "whole process: %.2f s wall, %.2f s CPU, peak RSS %s"
-               % (self.wall, self.usage.cpu if self.usage else 0, _mb(self.hwm_kb))]
+               "whole process: %.2f s wall, %.2f s CPU (wait4), peak RSS %s (VmHWM; ru_maxrss %s)"
+               % (self.wall, self.usage.cpu, _mb(self.hwm_kb), _mb(self.usage.maxrss_kb))]
         if self.seen < self.count:
             out.append("the first watch stream ended (the server had sent all %s events) but only %s reached "
                        "the handler before klua watched again" % (number(self.count), number(self.seen)))
@@ -257,7 +257,8 @@ class LinesRun:
 
 
 def scenario_server(b):
-    url, _ = b.server(b.opts.watch_pods, b.opts.events)
+    # Transfers are timed to their end, so the stream must end whatever --watch-end says.
+    url, _ = b.server(b.opts.watch_pods, b.opts.events, watch_end="close")
     path = "/api/v1/pods?watch=true&resourceVersion=%d" % data.LIST_RV
     host, port = url[len("http://"):].split(":")
     received, seconds = 0, 0.0
@@ -385,8 +386,10 @@ def scenario_e(b):
                         "≥ %s obj/s" % number(TARGET_SYNC), r.cached == r.pods and rate >= TARGET_SYNC,
                         details=["from process start to klua.on_synced (%.2f s from the script's start)"
                                  % r.script_seconds,
-                                 "%s cached, %s add calls; the list is %s MB of JSON; peak RSS is VmHWM"
-                                 % (number(r.cached), number(r.added), number(json_mb, 1))]))
+                                 "%s cached, %s add calls; the list is %s MB of JSON" % (
+                                     number(r.cached), number(r.added), number(json_mb, 1)),
+                                 "peak RSS is VmHWM once synced (ru_maxrss at exit %s); %.2f s CPU in all (wait4)"
+                                 % (_mb(r.usage.maxrss_kb), r.usage.cpu)]))
     return rows
 
 

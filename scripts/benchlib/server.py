@@ -38,6 +38,20 @@ def status(code, reason, message):
             "reason": reason, "code": code}
 
 
+def namespace_number(namespace):
+    """Which of the data set's namespaces ("team-NN") this is, or None."""
+    m = re.fullmatch(r"team-(\d\d)", namespace)
+    return int(m.group(1)) if m and int(m.group(1)) < pods.NAMESPACES else None
+
+
+def seconds(text):
+    """A timeoutSeconds parameter; 0 (no limit) when absent or not a number."""
+    try:
+        return max(0.0, float(text or 0))
+    except ValueError:
+        return 0.0
+
+
 def kubeconfig_text(url):
     """A kubeconfig for url with no credentials at all."""
     return ("apiVersion: v1\nkind: Config\nclusters:\n- name: bench\n  cluster:\n    server: %s\n"
@@ -54,18 +68,13 @@ class Selection:
         if self.contiguous:
             self.items, self.events = range(n_pods), range(n_events)
             return
-        ns = self._namespace_number(namespace)
+        ns = namespace_number(namespace)
         if ns is None:
             self.items, self.events = range(0), range(0)
             return
         watch_pods = dataset.watch_pods or 1
         self.items = range(ns, n_pods, pods.NAMESPACES)
         self.events = [k for k in range(n_events) if k % watch_pods % pods.NAMESPACES == ns]
-
-    @staticmethod
-    def _namespace_number(namespace):
-        m = re.fullmatch(r"team-(\d\d)", namespace)
-        return int(m.group(1)) if m and int(m.group(1)) < pods.NAMESPACES else None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -116,7 +125,7 @@ class Handler(BaseHTTPRequestHandler):
         index = int(m.group(1)) if m else -1
         cfg = self.server.config
         if 0 <= index < cfg.pods and cfg.dataset.pod_name(index) == name and \
-                index % pods.NAMESPACES == Selection._namespace_number(namespace):
+                index % pods.NAMESPACES == namespace_number(namespace):
             offset, length = cfg.dataset.item_span(index, index + 1)
             return self._respond(200, os.pread(cfg.items_fd, length, offset))
         return self._json(404, status(404, "NotFound", 'pods "%s" not found' % name))
@@ -184,7 +193,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             sent = self._send_events(sel, first)
         if not sent or cfg.watch_end == "hold":
-            self._hold_open(float(query.get("timeoutSeconds") or 0))
+            self._hold_open(seconds(query.get("timeoutSeconds")))
         self._end_chunked()
         self.close_connection = True
 
