@@ -42,7 +42,7 @@ extern "C" {
 
 /* Where and why a text is not valid JSON. */
 typedef struct kl_json_error {
-    long long offset; /* byte where the text goes wrong, or -1 when unknown */
+    long long offset; /* byte where the text goes wrong (from 0), or -1 when unknown */
     char message[96]; /* e.g. "expected ':' after an object key" */
 } kl_json_error;
 

@@ -252,6 +252,7 @@ void kl_klua_set_args(kl_rt *rt, int argc, char **argv) {
 void kl_klua_close(kl_rt *rt) {
     while (rt->timers) timer_free(rt->timers);
     kl_informers_close(rt);
+    kl_queues_close(rt);
 }
 
 int kl_open_core(lua_State *L) {
@@ -265,5 +266,6 @@ int kl_open_core(lua_State *L) {
     kl_json_push_module(L);
     lua_setfield(L, -2, "json");
     kl_informer_open(L);
+    kl_queue_open(L);
     return 1;
 }

@@ -26,4 +26,8 @@ void kl_informer_open(lua_State *L);
 int kl_informers_synced(kl_rt *rt);
 void kl_informers_close(kl_rt *rt);
 
+/* From lua_queue.c: adds `queue` to the core table on top. [-0, +0] */
+void kl_queue_open(lua_State *L);
+void kl_queues_close(kl_rt *rt);
+
 #endif

@@ -35,6 +35,7 @@ typedef struct kl_rt_opts {
 
 typedef struct kl_rt_timer kl_rt_timer;
 typedef struct lua_informer lua_informer;
+typedef struct lua_queue lua_queue;
 
 typedef struct kl_rt {
     lua_State *L;
@@ -52,6 +53,7 @@ typedef struct kl_rt {
     kl_rt_timer *timers;     /* klua.after / klua.every, live ones */
     lua_Integer timer_serial;
     lua_informer *informers; /* every informer the script made */
+    lua_queue *queues;       /* every work queue the script made */
     int on_synced_ref;       /* table of callbacks waiting for sync, or LUA_NOREF */
     int exit_code;
     int script_failed;

@@ -104,6 +104,31 @@ function klua.informer(opts)
   return setmetatable({ _c = c, resource = r, namespace = opts.namespace }, Informer)
 end
 
+local controller = require 'klua.controller'
+--- Creates and starts a controller: informers' changes become keys in a
+-- work queue that `workers` coroutines reconcile (see klua.controller docs).
+klua.controller = controller.new
+--- Reconcile results: process the key again after `seconds`, or after its
+-- rate-limited backoff.
+klua.requeue_after = controller.requeue_after
+klua.requeue = controller.requeue
+--- A work queue with client-go's semantics, for scripts that drive their
+-- own workers: q:add, add_after, add_rate_limited, get (suspends), done,
+-- forget, num_requeues, len, shutdown, stats.
+klua.queue = core.queue
+--- The REST API client (see lua/klua/api.lua).
+klua.api = require 'klua.api'
+--- Helpers for owner references, finalizers, conditions, events and
+-- update predicates (see lua/klua/helpers.lua).
+klua.helpers = require 'klua.helpers'
+klua.helpers.set_array_mt(core.json.array_mt)
+
+--- Records a core/v1 Event about obj (opts: type "Normal" or "Warning",
+-- reason, message, component). Returns the created Event or nil, err.
+function klua.record_event(obj, opts)
+  return klua.api.create('events', klua.helpers.event_for(obj, opts))
+end
+
 --- Resolves a resource name through discovery: {group=, version=,
 -- resource=, kind=, namespaced=, ...} or nil and a message.
 klua.resolve = discovery.resolve

@@ -93,6 +93,8 @@ def machine_facts(klua, kubectl):
         ("cpu", "%s, nproc %d" % (_cpu_model(), os.cpu_count() or 0)),
         ("memory", _memory_total()),
         ("kernel", "%s %s" % (platform.system(), platform.release())),
+        ("load average at the end", "%.2f %.2f %.2f (other work on the machine skews every number)"
+         % os.getloadavg()),
         ("klua", ", ".join(versions) or "unknown"),
         ("kubectl", _kubectl_version(kubectl)),
         ("python", platform.python_version()),

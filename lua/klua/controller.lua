@@ -1,0 +1,165 @@
+--- `klua.controller`: the controller pattern with client-go's work-queue
+-- semantics.
+--
+--   local c = klua.controller {
+--     name = 'podsets',
+--     watches = { podsets },         -- changes to these enqueue the object's own key
+--     owns = { pods },               -- changes to these enqueue their controller owner's key
+--     workers = 2,
+--     reconcile = function(key, ctx) ... end,
+--   }
+--
+-- Handlers only enqueue keys ("namespace/name"); `workers` coroutines take
+-- keys from the queue and call `reconcile(key, ctx)`. A key added twice
+-- before it is processed is processed once; a key is never reconciled by
+-- two workers at once (added again meanwhile, it is processed once more
+-- afterwards). reconcile's outcome decides what happens next:
+--   returns nothing (or true)           success: the key's failures are forgotten
+--   returns klua.requeue_after(sec)     processed again after `sec` seconds
+--   returns klua.requeue()              processed again after its backoff
+--   raises, or returns nil/false, err   logged; retried with per-key exponential
+--                                       backoff (5 ms doubling to 1000 s) under an
+--                                       overall limit of 10/s with bursts of 100
+local core = require 'klua.core'
+
+local M = {}
+
+local REQUEUE = {}
+
+--- A reconcile result: process the key again after `seconds`.
+function M.requeue_after(seconds)
+  assert(type(seconds) == 'number' and seconds >= 0, 'requeue_after needs a number of seconds')
+  return setmetatable({ after = seconds }, REQUEUE)
+end
+
+--- A reconcile result: process the key again after its rate-limited backoff.
+function M.requeue()
+  return setmetatable({}, REQUEUE)
+end
+
+local function key_of(obj)
+  local md = obj.metadata
+  if md.namespace and md.namespace ~= '' then return md.namespace .. '/' .. md.name end
+  return md.name
+end
+
+--- The key of obj's controller owner when that owner is of `kind`.
+local function owner_key(obj, kind)
+  local refs = obj.metadata.ownerReferences
+  if not refs then return nil end
+  for _, ref in ipairs(refs) do
+    if ref.controller == true and (kind == nil or ref.kind == kind) then
+      local ns = obj.metadata.namespace
+      if ns and ns ~= '' then return ns .. '/' .. ref.name end
+      return ref.name
+    end
+  end
+  return nil
+end
+
+local Controller = {}
+Controller.__index = Controller
+
+--- Enqueues a key by hand.
+function Controller:enqueue(key) self.queue:add(key) end
+
+--- Counters: depth, adds, retries, reconciles, successes, failures,
+-- requeues, and wait/work/reconcile durations {count, sum, max}.
+function Controller:stats()
+  local s = self.queue:stats()
+  s.reconciles, s.successes, s.failures, s.requeues = self.reconciles, self.successes, self.failures, self.requeues
+  return s
+end
+
+--- Stops taking keys: workers finish what they hold and end.
+function Controller:shutdown() self.queue:shutdown() end
+
+local function failed(c, key, why)
+  c.failures = c.failures + 1
+  core.log('error', ('%s: reconcile %s failed (attempt %d): %s'):format(
+    c.name, key, c.queue:num_requeues(key) + 1, tostring(why)))
+  c.queue:add_rate_limited(key)
+end
+
+local function process(c, key)
+  local started = core.now()
+  local ctx = { controller = c, attempt = c.queue:num_requeues(key) + 1 }
+  local ok, res, err = xpcall(c.reconcile, debug.traceback, key, ctx)
+  c.queue:observe(core.now() - started)
+  c.reconciles = c.reconciles + 1
+  if not ok then
+    failed(c, key, res)
+  elseif getmetatable(res) == REQUEUE then
+    c.requeues = c.requeues + 1
+    if res.after then
+      c.queue:forget(key)
+      c.queue:add_after(key, res.after)
+    else
+      c.queue:add_rate_limited(key)
+    end
+  elseif res == nil and err ~= nil or res == false then
+    failed(c, key, err or 'reconcile returned false')
+  else
+    c.successes = c.successes + 1
+    c.queue:forget(key)
+  end
+  c.queue:done(key)
+end
+
+local function worker(c)
+  while true do
+    local key = c.queue:get()
+    if key == nil then return end
+    process(c, key)
+  end
+end
+
+local function check_informers(list, what)
+  for i, inf in ipairs(list or {}) do
+    if type(inf) ~= 'table' or not inf._c then
+      error(('%s[%d] must be an informer made by klua.informer'):format(what, i), 3)
+    end
+  end
+  return list or {}
+end
+
+--- Creates and starts a controller; see the module comment.
+function M.new(opts)
+  if type(opts) ~= 'table' then error('klua.controller takes a table', 2) end
+  if type(opts.reconcile) ~= 'function' then error('klua.controller needs reconcile = function(key, ctx)', 2) end
+  local watches = check_informers(opts.watches, 'watches')
+  local owns = check_informers(opts.owns, 'owns')
+  if #watches == 0 then error('klua.controller needs at least one informer in watches', 2) end
+  local c = setmetatable({
+    name = opts.name or 'controller',
+    reconcile = opts.reconcile,
+    queue = core.queue(opts.rate_limit),
+    reconciles = 0, successes = 0, failures = 0, requeues = 0,
+  }, Controller)
+  local function enqueue(obj) c.queue:add(key_of(obj)) end
+  for _, inf in ipairs(watches) do
+    inf:on('add', enqueue)
+    inf:on('update', function(_, new) enqueue(new) end)
+    inf:on('delete', enqueue)
+  end
+  local kind = watches[1].resource.kind
+  local function enqueue_owner(obj)
+    local k = owner_key(obj, kind)
+    if k then c.queue:add(k) end
+  end
+  for _, inf in ipairs(owns) do
+    inf:on('add', enqueue_owner)
+    inf:on('update', function(old, new)
+      enqueue_owner(new)
+      local before = owner_key(old, kind)
+      if before and before ~= owner_key(new, kind) then c.queue:add(before) end
+    end)
+    inf:on('delete', enqueue_owner)
+  end
+  for i = 1, opts.workers or 1 do
+    core.after(0, function() worker(c) end)
+  end
+  return c
+end
+
+return M
