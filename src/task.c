@@ -83,7 +83,10 @@ static void report_failure(kl_task *t, int status) {
     lua_State *co = t->co;
     const char *msg = lua_tostring(co, -1);
     char buf[160];
-    if (!msg) {
+    if (!msg && luaL_getmetafield(co, -1, "__tostring") != LUA_TNIL) {
+        lua_pop(co, 1);
+        msg = luaL_tolstring(co, -1, NULL); /* an error table that reads well */
+    } else if (!msg) {
         snprintf(buf, sizeof buf, "(error object is a %s value)", luaL_typename(co, -1));
         msg = buf;
     }

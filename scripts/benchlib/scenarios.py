@@ -149,14 +149,22 @@ class Bench:
                                 ["command: " + " ".join(argv)] + child.log_tail())
         return child, records
 
+    def best(self, run):
+        """The fastest of --repeat calls of run(), which returns something with a rate."""
+        return max((run() for _ in range(self.opts.repeat)), key=lambda r: r.rate)
+
     def events_run(self, mode, count):
-        """Scenarios (a)-(c): a handler on `count` watch events. Memoised."""
+        """Scenarios (a)-(c): a handler on `count` watch events, best of --repeat runs. Memoised."""
         key = ("events", mode, count)
         if key not in self.memo:
             url, _ = self.server(self.opts.watch_pods, count)
-            child, records = self.klua_script("events-%s-%d" % (mode, count), url, "events.lua", [mode, count], "done")
-            usage = child.reap(5) or child.stop()
-            self.memo[key] = EventsRun(count, records, usage, time.monotonic() - child.started)
+
+            def once():
+                child, records = self.klua_script("events-%s-%d" % (mode, count), url, "events.lua", [mode, count],
+                                                  "done")
+                usage = child.reap(5) or child.stop()
+                return EventsRun(count, records, usage, time.monotonic() - child.started, self.opts.repeat)
+            self.memo[key] = self.best(once)
         return self.memo[key]
 
     def sync_run(self, pods, paginate="auto"):
@@ -187,8 +195,8 @@ class Bench:
 class EventsRun:
     """What events.lua reported."""
 
-    def __init__(self, count, records, usage, wall):
-        self.count, self.usage, self.wall = count, usage, wall
+    def __init__(self, count, records, usage, wall, runs):
+        self.count, self.usage, self.wall, self.runs = count, usage, wall, runs
         fields = records["done"][1]
         self.seen = int(fields["seen"])
         span = float(fields["last"]) - float(fields["first"])
@@ -196,11 +204,16 @@ class EventsRun:
         self.rate = (self.seen - 1) / span if self.seen >= 2 and span > 0 else 0.0
         self.cpu_per_event = cpu_span / (self.seen - 1) if self.seen >= 2 else 0.0
         self.hwm_kb = int(fields["hwm_kb"])
-        self.synced_at = float(records["synced"][1]["at"]) if "synced" in records else 0.0
+        self.synced = records["synced"][1] if "synced" in records else None
 
     def details(self):
-        out = ["%s of %s updates handled; rate from the first to the last, klua's monotonic clock; synced "
-               "%.2f s after the script started" % (number(self.seen), number(self.count), self.synced_at),
+        if self.synced:
+            sync = "klua.on_synced ran %.2f s after the script started, after %s updates" % (
+                float(self.synced["at"]), number(int(self.synced["updates"])))
+        else:
+            sync = "klua.on_synced had not run by the last update"
+        out = ["%s of %s updates handled; rate from the first to the last, klua's monotonic clock; best of %d runs"
+               % (number(self.seen), number(self.count), self.runs), sync,
                "CPU per event %s (os.clock between the first and the last update)" % _us(self.cpu_per_event),
                "whole process: %.2f s wall, %.2f s CPU (wait4), peak RSS %s (VmHWM; ru_maxrss %s)"
                % (self.wall, self.usage.cpu, _mb(self.hwm_kb), _mb(self.usage.maxrss_kb))]
@@ -333,8 +346,9 @@ def scenario_d(b):
     else:
         rows.append(Row("kubectl get pods -A --watch-only -o name (reference)", "skipped: kubectl not installed"))
     argv = [b.klua, "--server", url, "watch", "pods", "-A", "-o", "name", "--watch-only"]
-    run = b.count_lines("klua-watch", argv, n)
+    run = b.best(lambda: b.count_lines("klua-watch", argv, n))
     row = _watch_row("d: klua watch pods -A -o name --watch-only", run, expected_last)
+    row.details[0] += "; best of %d runs" % b.opts.repeat
     if b.kubectl_rate:
         row.target = "≥ kubectl"
         row.ok = run.lines >= n and run.rate >= TARGET_WATCH_VS_KUBECTL * b.kubectl_rate

@@ -77,7 +77,7 @@ inf:on('update', function(_, new)
 end)
 
 klua.on_synced(function()
-  report.emit('synced', { at = core.now() - started, cached = inf:stats().cached })
+  report.emit('synced', { at = core.now() - started, cached = inf:stats().cached, updates = seen })
 end)
 
 -- A second watch means the first stream ended; once nothing it delivered is

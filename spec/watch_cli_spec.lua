@@ -1,0 +1,372 @@
+-- `klua watch RESOURCE` prints one line per event, like `kubectl get -w`
+-- with Lua filtering: the initial list as ADDED, then every change. These
+-- specs run it against a sandbox while kubectl makes the changes. Each spec
+-- works in namespaces of its own, so they share one server.
+local cjson = require 'cjson'
+local sandbox = require 'support.sandbox'
+local K = require 'support.klua'
+
+local CRD = [[
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+]]
+
+local function lines(text)
+  local out = {}
+  for line in text:gmatch('[^\n]+') do out[#out + 1] = line end
+  return out
+end
+
+describe('klua watch', function()
+  local sb
+  local procs = {}
+
+  setup(function() sb = sandbox.start() end)
+  teardown(function() sb:stop() end)
+  after_each(function()
+    for _, p in ipairs(procs) do p:cleanup() end
+    procs = {}
+  end)
+
+  -- kubectl ARGS, which must succeed.
+  local function kubectl(args, stdin)
+    local out, ok, err = sb:kubectl(args, stdin)
+    assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
+    return out
+  end
+
+  local function namespace(name)
+    kubectl('create namespace ' .. name)
+    return name
+  end
+
+  local function pod(ns, name, labels)
+    kubectl(('run %s -n %s --image=nginx%s'):format(name, ns, labels and (' -l ' .. labels) or ''))
+  end
+
+  local function set_phase(ns, name, phase)
+    kubectl(('patch pod %s -n %s --subresource=status --type=merge -p \'{"status":{"phase":"%s"}}\'')
+      :format(name, ns, phase))
+  end
+
+  -- Starts `klua watch ARGS...` against the sandbox (flags first).
+  local function watch(args, kubeconfig)
+    local full = { '--kubeconfig', kubeconfig or sb.kubeconfig, 'watch' }
+    for _, a in ipairs(args) do full[#full + 1] = a end
+    local p = K.spawn(full)
+    procs[#procs + 1] = p
+    return p
+  end
+
+  -- Waits until the watcher has printed a line containing text.
+  local function expect(p, text)
+    local found = K.eventually(function() return p:output():find(text, 1, true) end, 10)
+    assert(found, ('klua watch never printed %q; stdout:\n%s\nstderr:\n%s'):format(text, p:output(), p:errors()))
+  end
+
+  -- The lines printed so far that mention one of the namespaces.
+  local function lines_in(p, ...)
+    local out = {}
+    for _, line in ipairs(lines(p:output())) do
+      for _, ns in ipairs({ ... }) do
+        if line:find(' ' .. ns .. '/', 1, true) then out[#out + 1] = line end
+      end
+    end
+    return out
+  end
+
+  -- Runs klua watch to completion (for the ones that fail at once).
+  local function run(args)
+    local full = { '--kubeconfig', sb.kubeconfig, 'watch' }
+    for _, a in ipairs(args) do full[#full + 1] = a end
+    return K.run(full, { timeout = 10 })
+  end
+
+  describe('prints', function()
+    it('ADDED for every existing object from the initial list, then ADDED, MODIFIED and DELETED as they happen', function()
+      local a, b = namespace('plain-a'), namespace('plain-b')
+      pod(a, 'old')
+      pod(b, 'other')
+      local p = watch({ 'pods', '-A' })
+      expect(p, 'plain-b/other')
+      pod(a, 'web')
+      expect(p, 'plain-a/web')
+      set_phase(a, 'web', 'Running')
+      expect(p, 'MODIFIED  plain-a/web  Running')
+      kubectl('delete pod web -n ' .. a)
+      expect(p, 'DELETED')
+      assert.same({
+        'ADDED     plain-a/old  Pending',
+        'ADDED     plain-b/other  Pending',
+        'ADDED     plain-a/web  Pending',
+        'MODIFIED  plain-a/web  Running',
+        'DELETED   plain-a/web  Running',
+      }, lines_in(p, a, b))
+    end)
+
+    it('pod/NAME per event with -o name, and KIND.GROUP/NAME for a resource in a group', function()
+      local ns = namespace('oname')
+      pod(ns, 'web')
+      kubectl('create deployment front --image=nginx -n ' .. ns)
+      local pods = watch({ 'pods', '-n', ns, '-o', 'name' })
+      local deploys = watch({ 'deployments', '-n', ns, '-o', 'name' })
+      expect(pods, 'pod/web')
+      expect(deploys, 'deployment.apps/front')
+      kubectl('label pod web -n ' .. ns .. ' tier=front')
+      expect(pods, 'pod/web\npod/web\n')
+      assert.equals('pod/web\npod/web\n', pods:output())
+      assert.equals('deployment.apps/front\n', deploys:output())
+    end)
+
+    it('one JSON object {"type":...,"object":{...}} per line with -o json, equal to the server\'s object', function()
+      local ns = namespace('ojson')
+      pod(ns, 'web', 'app=web')
+      local p = watch({ 'pods', '-n', ns, '-o', 'json' })
+      expect(p, '"ADDED"')
+      kubectl('label pod web -n ' .. ns .. ' tier=front')
+      expect(p, '"MODIFIED"')
+      local server = sb:kubectl_json('get pod web -n ' .. ns)
+      local out = lines(p:output())
+      assert.equals(2, #out)
+      local added, modified = cjson.decode(out[1]), cjson.decode(out[2])
+      assert.equals('ADDED', added.type)
+      assert.equals('MODIFIED', modified.type)
+      assert.same({ 'object', 'type' }, (function()
+        local keys = {}
+        for k in pairs(modified) do keys[#keys + 1] = k end
+        table.sort(keys)
+        return keys
+      end)())
+      assert.same(server, modified.object)
+      assert.equals('front', modified.object.metadata.labels.tier)
+      assert.is_nil(added.object.metadata.labels.tier)
+      -- Integers are printed as integers, as the server wrote them.
+      assert.truthy(out[2]:find('"generation":1[,}]'))
+    end)
+  end)
+
+  describe('chooses what to watch', function()
+    it('with -n NS: only that namespace', function()
+      local a, b = namespace('only-a'), namespace('only-b')
+      local p = watch({ 'pods', '-n', a })
+      pod(b, 'elsewhere')
+      pod(a, 'here')
+      expect(p, 'only-a/here')
+      -- The pod in only-b was created first, so it would have come first.
+      assert.equals('ADDED     only-a/here  Pending\n', p:output())
+    end)
+
+    it("without -n or -A: the namespace of the kubeconfig's context", function()
+      local ctx, other = namespace('ctx-ns'), namespace('ctx-other')
+      pod(other, 'elsewhere')
+      pod(ctx, 'here')
+      local kc = sb:tmpfile('kubeconfig')
+      K.write_file(kc, (K.read_file(sb.kubeconfig):gsub('namespace: default', 'namespace: ' .. ctx)))
+      local p = watch({ 'pods' }, kc)
+      expect(p, 'ctx-ns/here')
+      pod(other, 'later')
+      pod(ctx, 'later')
+      expect(p, 'ctx-ns/later')
+      assert.equals('ADDED     ctx-ns/here  Pending\nADDED     ctx-ns/later  Pending\n', p:output())
+    end)
+
+    it('with -A: every namespace', function()
+      local a, b = namespace('all-a'), namespace('all-b')
+      pod(a, 'one')
+      local p = watch({ 'pods', '--all-namespaces' })
+      expect(p, 'all-a/one')
+      pod(b, 'two')
+      expect(p, 'all-b/two')
+      assert.same({ 'ADDED     all-a/one  Pending', 'ADDED     all-b/two  Pending' }, lines_in(p, a, b))
+    end)
+
+    it('with a NAME: only that object', function()
+      local ns = namespace('by-name')
+      pod(ns, 'one')
+      pod(ns, 'two')
+      local p = watch({ 'pods', 'one', '-n', ns })
+      expect(p, 'by-name/one')
+      set_phase(ns, 'two', 'Running')
+      set_phase(ns, 'one', 'Failed')
+      expect(p, 'MODIFIED  by-name/one  Failed')
+      assert.equals('ADDED     by-name/one  Pending\nMODIFIED  by-name/one  Failed\n', p:output())
+    end)
+
+    it('with -l SEL: only objects whose labels match, filtered by the server', function()
+      local ns = namespace('by-label')
+      pod(ns, 'web-1', 'app=web')
+      pod(ns, 'db-1', 'app=db')
+      local p = watch({ 'pods', '-n', ns, '-l', 'app=web', '-v', '6' })
+      expect(p, 'by-label/web-1')
+      pod(ns, 'db-2', 'app=db')
+      pod(ns, 'web-2', 'app=web')
+      expect(p, 'by-label/web-2')
+      assert.equals('ADDED     by-label/web-1  Pending\nADDED     by-label/web-2  Pending\n', p:output())
+      assert.truthy(p:errors():find('GET /api/v1/namespaces/by-label/pods?limit=500&resourceVersion=0'
+        .. '&labelSelector=app%3Dweb -> 200', 1, true), p:errors())
+    end)
+
+    it('with --field-selector SEL: only objects whose fields match, arriving as ADDED once they do', function()
+      local ns = namespace('by-field')
+      pod(ns, 'running')
+      set_phase(ns, 'running', 'Running')
+      pod(ns, 'pending')
+      local p = watch({ 'pods', '-n', ns, '--field-selector', 'status.phase=Running', '-v', '6' })
+      expect(p, 'by-field/running')
+      set_phase(ns, 'pending', 'Running')
+      expect(p, 'by-field/pending')
+      assert.equals('ADDED     by-field/running  Running\nADDED     by-field/pending  Running\n', p:output())
+      assert.truthy(p:errors():find('GET /api/v1/namespaces/by-field/pods?limit=500&resourceVersion=0'
+        .. '&fieldSelector=status.phase%3DRunning -> 200', 1, true), p:errors())
+    end)
+
+    it('with --watch-only: only changes, not the objects that already exist', function()
+      local ns = namespace('watch-only')
+      pod(ns, 'existing')
+      local p = watch({ 'pods', '-n', ns, '--watch-only', '-v', '2' })
+      assert.truthy(p:wait_for('synced', 10, 'err'), p:errors())
+      pod(ns, 'new')
+      expect(p, 'watch-only/new')
+      assert.equals('ADDED     watch-only/new  Pending\n', p:output())
+    end)
+  end)
+
+  describe('with -e', function()
+    it('prints only the events for which an expression is true', function()
+      local ns = namespace('expr-filter')
+      pod(ns, 'web', 'app=web')
+      pod(ns, 'db', 'app=db')
+      pod(ns, 'web-2', 'app=web')
+      local p = watch({ 'pods', '-n', ns, '-e', 'obj.metadata.labels.app == "web"' })
+      expect(p, 'expr-filter/web-2')
+      assert.equals('ADDED     expr-filter/web  Pending\nADDED     expr-filter/web-2  Pending\n', p:output())
+    end)
+
+    it('runs a chunk with return, printing a string as it is and a table as JSON', function()
+      local ns = namespace('expr-chunk')
+      pod(ns, 'web', 'app=web')
+      local text = watch({ 'pods', '-n', ns, '-e',
+        'local n = obj.metadata.name\nif type == "ADDED" then return "new " .. n:upper() end' })
+      local tbl = watch({ 'pods', '-n', ns, '-e', '{name = obj.metadata.name, app = obj.metadata.labels.app, t = type}' })
+      expect(text, 'new WEB')
+      expect(tbl, '}')
+      assert.equals('new WEB\n', text:output())
+      assert.same({ name = 'web', app = 'web', t = 'ADDED' }, cjson.decode(tbl:output()))
+    end)
+
+    it('has type, obj and, on MODIFIED, old in scope', function()
+      local ns = namespace('expr-old')
+      kubectl('run web -n ' .. ns .. ' --image=nginx -l v=1')
+      local p = watch({ 'pods', '-n', ns, '-e',
+        'return type .. " " .. (old and (old.metadata.labels.v .. "->") or "") .. obj.metadata.labels.v' })
+      expect(p, 'ADDED 1')
+      kubectl('label pod web v=2 --overwrite -n ' .. ns)
+      expect(p, 'MODIFIED 1->2')
+      kubectl('delete pod web -n ' .. ns)
+      expect(p, 'DELETED 2')
+      assert.equals('ADDED 1\nMODIFIED 1->2\nDELETED 2\n', p:output())
+    end)
+
+    it('refuses an expression that does not compile with exit status 2, naming -e', function()
+      local out, err, code = run({ 'pods', '-e', 'obj.metadata.name ==' })
+      assert.equals(2, code)
+      assert.equals('', out)
+      local first = lines(err)[1]
+      assert.truthy(first:find('klua watch: -e: ', 1, true), err)
+      assert.truthy(first:find('(-e):1:', 1, true), err)
+    end)
+
+    it('logs an expression that fails on an event with the handler name and goes on with the next events', function()
+      local ns = namespace('expr-error')
+      pod(ns, 'a-unlabelled')
+      pod(ns, 'b-labelled', 'app=web')
+      local p = watch({ 'pods', '-n', ns, '-e', 'obj.metadata.labels.app:upper() == "WEB"' })
+      expect(p, 'expr-error/b-labelled')
+      pod(ns, 'c-labelled', 'app=web')
+      expect(p, 'expr-error/c-labelled')
+      assert.equals('ADDED     expr-error/b-labelled  Pending\nADDED     expr-error/c-labelled  Pending\n', p:output())
+      local err = p:errors()
+      assert.truthy(err:find('add handler of pods -n expr-error failed: (-e):1: attempt to index a nil value', 1, true), err)
+      assert.is_nil(p:exit_code())
+    end)
+  end)
+
+  describe('refuses', function()
+    local USAGE = 'usage: klua watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL] '
+      .. '[-e LUA] [-o line|json|name] [--watch-only]\n'
+
+    it('an unknown flag with exit status 2, the message and the usage', function()
+      local out, err, code = run({ 'pods', '--frobnicate' })
+      assert.equals(2, code)
+      assert.equals('', out)
+      assert.equals('klua watch: unknown flag --frobnicate\n' .. USAGE, err)
+    end)
+
+    it('-n together with -A', function()
+      local _, err, code = run({ 'pods', '-n', 'default', '-A' })
+      assert.equals(2, code)
+      assert.equals('klua watch: -n and -A cannot be combined\n' .. USAGE, err)
+    end)
+
+    it('a missing resource', function()
+      local _, err, code = run({})
+      assert.equals(2, code)
+      assert.equals('klua watch: a resource is needed, such as "pods"\n' .. USAGE, err)
+    end)
+
+    it('a resource the server does not have, as kubectl words it', function()
+      local out, err, code = run({ 'podz' })
+      assert.is_true(code ~= 0)
+      assert.equals('', out)
+      assert.equals('klua watch: the server doesn\'t have a resource type "podz"\n', err)
+    end)
+
+    it('-o yaml', function()
+      local _, err, code = run({ 'pods', '-o', 'yaml' })
+      assert.equals(2, code)
+      assert.equals('klua watch: -o must be line, json or name, not "yaml"\n' .. USAGE, err)
+    end)
+  end)
+
+  describe('names resources as kubectl does', function()
+    it('by short name, plural with group, and group/version/plural', function()
+      local ns = namespace('names')
+      pod(ns, 'web')
+      kubectl('create deployment front --image=nginx -n ' .. ns)
+      local cases = {
+        { 'po', 'pod/web' },
+        { 'deploy', 'deployment.apps/front' },
+        { 'deployments.apps', 'deployment.apps/front' },
+        { 'apps/v1/deployments', 'deployment.apps/front' },
+      }
+      local ps = {}
+      for i, c in ipairs(cases) do ps[i] = watch({ c[1], '-n', ns, '-o', 'name' }) end
+      for i, c in ipairs(cases) do
+        expect(ps[i], c[2])
+        assert.equals(c[2] .. '\n', ps[i]:output(), c[1])
+      end
+    end)
+
+    it('a custom resource created with kubectl, by plural and by short name', function()
+      local ns = namespace('crd')
+      kubectl('apply -f -', CRD)
+      kubectl('apply -n ' .. ns .. ' -f -', 'apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: gear}\nspec: {size: 3}\n')
+      local plural = watch({ 'widgets', '-n', ns })
+      local short = watch({ 'wd', '-n', ns, '-o', 'name' })
+      expect(plural, 'crd/gear')
+      expect(short, 'widget.example.com/gear')
+      assert.equals('ADDED     crd/gear\n', plural:output())
+      assert.equals('widget.example.com/gear\n', short:output())
+    end)
+  end)
+end)
