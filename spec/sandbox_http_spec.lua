@@ -208,7 +208,7 @@ describe('sandbox API server over HTTP', function()
     it('forgets a watch whose client hung up', function()
       local before = sb:stats().open_watches
       local w = sb:watch(CM:format('default') .. '?watch=1&resourceVersion=' .. current_rv())
-      assert.equals(before + 1, sb:stats().open_watches)
+      assert.truthy(sandbox.wait_until(function() return sb:stats().open_watches == before + 1 end))
       w.stop()
       assert.truthy(sandbox.wait_until(function() return sb:stats().open_watches == before end))
     end)
