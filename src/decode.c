@@ -254,6 +254,31 @@ int kl_decode_list(const char *body, size_t len, kl_list *out, char *err, size_t
     return rc;
 }
 
+int kl_decode_item(kl_blob *item, kl_obj *o, char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    kl_json_error jerr;
+    kl_json_doc *doc = kl_json_parse(item->data, item->len, 1, &jerr);
+    if (!doc) {
+        kl_json_error_format(&jerr, "object", err, errlen);
+        return -1;
+    }
+    kl_json_tape t = kl_json_doc_tape(doc);
+    int rc;
+    if (kl_jt_type(&t, 1) != '{') rc = fail(err, errlen, "not an object");
+    else if (read_identity(&t, 1, o) < 0) rc = fail(err, errlen, "out of memory");
+    else if (!o->name[0]) rc = fail(err, errlen, "no metadata.name");
+    else rc = 0;
+    kl_json_free(doc);
+    if (rc < 0) {
+        kl_obj_clear(o);
+        return -1;
+    }
+    o->blob = kl_blob_ref(item);
+    o->off = 0;
+    o->len = item->len;
+    return 0;
+}
+
 void kl_list_clear(kl_list *l) {
     for (size_t i = 0; i < l->n; i++) kl_obj_clear(&l->items[i]);
     free(l->items);

@@ -57,6 +57,10 @@ typedef struct kl_list {
     long long remaining;     /* metadata.remainingItemCount, -1 when absent */
 } kl_list;
 
+/* Decodes one object (a LIST item) held alone in item: o becomes an owner
+ * of item with its identity. Returns 0, or -1 with err and o left empty. */
+int kl_decode_item(kl_blob *item, kl_obj *o, char *err, size_t errlen);
+
 /* Decodes a LIST response body (e.g. a PodList). Every item needs a
  * metadata.name. Returns 0, or -1 with err and out left empty. */
 int kl_decode_list(const char *body, size_t len, kl_list *out, char *err, size_t errlen);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "framer.h"
+#include "list_stream.h"
 #include "log.h"
 
 #define FRAMES_HIGH 512 /* queued frames at which the socket is paused */
@@ -42,6 +43,8 @@ struct kl_reflector {
     uint64_t rng;
     double backoff, last_failure, retry_after;
     /* LIST */
+    kl_list_stream stream; /* the page being received */
+    kl_list body;          /* ...and what it decoded so far */
     kl_list acc;
     char *cont;
     int page, unpaged;
@@ -232,19 +235,29 @@ static void list_complete(kl_reflector *r) {
     start_watch(r);
 }
 
+static size_t on_list_data(void *ud, const char *p, size_t n) {
+    kl_reflector *r = ud;
+    return kl_list_stream_feed(&r->stream, p, n) < 0 ? 0 : n;
+}
+
 static void on_list_done(void *ud, const kl_http_resp *resp) {
     kl_reflector *r = ud;
     r->req = NULL;
     char err[600];
+    int streamed = resp->status >= 200 && resp->status < 300;
+    if (streamed && (r->stream.failed || (resp->result == CURLE_OK && kl_list_stream_finish(&r->stream) < 0))) {
+        snprintf(err, sizeof err, "%s", r->stream.err);
+        kl_list_stream_free(&r->stream);
+        kl_list_clear(&r->body);
+        kl_list_clear(&r->acc);
+        kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s", err);
+        backoff_then(r, 0, err);
+        return;
+    }
+    kl_list_stream_free(&r->stream);
     if (resp->result == CURLE_OK && resp->status == 200) {
-        kl_list page;
-        memset(&page, 0, sizeof page);
-        if (kl_decode_list(resp->body ? resp->body : "", resp->body_len, &page, err, sizeof err) < 0) {
-            kl_list_clear(&page);
-            kl_list_clear(&r->acc);
-            backoff_then(r, 0, err);
-            return;
-        }
+        kl_list page = r->body;
+        memset(&r->body, 0, sizeof r->body);
         kl_vlog(2, r->o.name, "LIST page %d: %zu objects, resourceVersion %s%s", r->page, page.n,
                 page.rv ? page.rv : "?", page.cont && page.cont[0] ? ", more to come" : "");
         int more = page.cont && page.cont[0] && !r->unpaged;
@@ -268,6 +281,7 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     }
     int code;
     status_words(resp, err, sizeof err, &code);
+    kl_list_clear(&r->body);
     kl_list_clear(&r->acc);
     int paging = r->cont != NULL;
     free(r->cont);
@@ -309,7 +323,8 @@ static void start_list(kl_reflector *r) {
     }
     sb_selectors(&b, &r->o);
     kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = 300000};
-    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){NULL, on_list_done}, r) : NULL;
+    kl_list_stream_init(&r->stream, &r->body, KL_FRAME_MAX_DEFAULT);
+    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){on_list_data, on_list_done}, r) : NULL;
     free(b.s);
     if (!r->req) backoff_then(r, 0, "out of memory");
 }
@@ -671,6 +686,8 @@ void kl_reflector_free(kl_reflector *r) {
     kl_framer_reset(&r->framer);
     frames_drop(r);
     free(r->frames);
+    kl_list_stream_free(&r->stream);
+    kl_list_clear(&r->body);
     kl_list_clear(&r->acc);
     free(r->cont);
     free(r->rv);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "decode.h"
+#include "list_stream.h"
 #include "json.h"
 #include "lua_json.h"
 #include "testing.h"
@@ -155,6 +156,8 @@ static void push_item(lua_State *L, const kl_obj *o) {
     lua_setfield(L, -2, "json");
 }
 
+static int push_list(lua_State *L, kl_list *list);
+
 static int t_decode_list(lua_State *L) {
     size_t len;
     const char *body = luaL_checklstring(L, 1, &len);
@@ -165,6 +168,39 @@ static int t_decode_list(lua_State *L) {
         lua_pushstring(L, err);
         return 2;
     }
+    return push_list(L, &list);
+}
+
+/* decode_list_stream({chunk, ...} [, max_item]): the streaming decoder fed
+ * the chunks in order; the same result as decode_list. */
+static int t_decode_list_stream(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer max = luaL_optinteger(L, 2, 16 << 20);
+    kl_list list;
+    kl_list_stream s;
+    kl_list_stream_init(&s, &list, (size_t)max);
+    lua_Integer n = (lua_Integer)luaL_len(L, 1);
+    int rc = 0;
+    for (lua_Integer i = 1; i <= n && rc == 0; i++) {
+        size_t len;
+        lua_rawgeti(L, 1, i);
+        const char *chunk = luaL_checklstring(L, -1, &len);
+        rc = kl_list_stream_feed(&s, chunk, len);
+        lua_pop(L, 1);
+    }
+    if (rc == 0) rc = kl_list_stream_finish(&s);
+    kl_list_stream_free(&s);
+    if (rc < 0) {
+        kl_list_clear(&list);
+        lua_pushnil(L);
+        lua_pushstring(L, s.err);
+        return 2;
+    }
+    return push_list(L, &list);
+}
+
+static int push_list(lua_State *L, kl_list *l) {
+    kl_list list = *l;
     lua_newtable(L);
     lua_createtable(L, (int)list.n, 0);
     for (size_t i = 0; i < list.n; i++) {
@@ -215,6 +251,7 @@ void kl_testing_open_json(lua_State *L) {
                                      {"event_view", t_event_view},
                                      {"decode_event", t_decode_event},
                                      {"decode_list", t_decode_list},
+                                     {"decode_list_stream", t_decode_list_stream},
                                      {"decode_status", t_decode_status},
                                      {"view_json", t_view_json},
                                      {"view_copy", t_view_copy},

@@ -1,0 +1,74 @@
+-- A LIST response is decoded as it arrives: each item is copied once into
+-- its own buffer and decoded alone, whatever the chunking, so a huge list
+-- never sits in memory twice.
+local testing = require 'klua_testing'
+
+local BODY = '{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"42",' ..
+  '"continue":"tok","remainingItemCount":3},"items":[' ..
+  '{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"data":{"x":"[{\\"}]"}},\n' ..
+  ' {"metadata":{"name":"b","namespace":"ns","resourceVersion":"8"},"data":{"items":"]"}}' ..
+  ']}'
+
+local function chunks(s, size)
+  local out = {}
+  for i = 1, #s, size do out[#out + 1] = s:sub(i, i + size - 1) end
+  return out
+end
+
+describe('the streaming LIST decoder', function()
+  it('gives the same result as decoding the whole body, for every chunk size', function()
+    local whole = assert(testing.decode_list(BODY))
+    for size = 1, #BODY do
+      local got = assert(testing.decode_list_stream(chunks(BODY, size)))
+      assert.same(whole, got)
+    end
+  end)
+
+  it('keeps each item exactly as the server sent it', function()
+    local got = assert(testing.decode_list_stream({ BODY }))
+    assert.equals('{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"data":{"x":"[{\\"}]"}}', got.items[1].json)
+    assert.equals('b', got.items[2].name)
+    assert.equals('8', got.items[2].rv)
+    assert.equals('42', got.rv)
+    assert.equals('tok', got.continue)
+    assert.equals(3, got.remaining)
+  end)
+
+  it('decodes a list whose metadata follows its items', function()
+    local got = assert(testing.decode_list_stream({ '{"items":[{"metadata":{"name":"z"}}],"metadata":{"resourceVersion":"9"}}' }))
+    assert.equals(1, #got.items)
+    assert.equals('9', got.rv)
+  end)
+
+  it('decodes an empty list and a list without items', function()
+    assert.equals(0, #assert(testing.decode_list_stream({ '{"metadata":{"resourceVersion":"1"},"items":[]}' })).items)
+    assert.equals(0, #assert(testing.decode_list_stream({ '{"metadata":{"resourceVersion":"1"},"items":null}' })).items)
+  end)
+
+  it('refuses an item that is not an object, or has no name, naming the item', function()
+    local _, err = testing.decode_list_stream({ '{"items":[{"metadata":{"name":"a"}},42]}' })
+    assert.matches('LIST item 2 is not an object', err)
+    _, err = testing.decode_list_stream({ '{"items":[{"metadata":{}}]}' })
+    assert.matches('LIST item 1: no metadata.name', err)
+  end)
+
+  it('refuses an item larger than its limit without holding more of it', function()
+    local _, err = testing.decode_list_stream({ '{"items":[{"metadata":{"name":"' .. string.rep('x', 100) .. '"}}]}' }, 64)
+    assert.matches('LIST item 1 is larger than 64 bytes', err)
+  end)
+
+  it('reports a body that ends early or is not JSON', function()
+    local _, err = testing.decode_list_stream({ '{"items":[{"metadata":{"name":"a"}}' })
+    assert.matches('ended early', err)
+    _, err = testing.decode_list_stream({ '}}' })
+    assert.matches('not valid JSON', err)
+    _, err = testing.decode_list_stream({ '{"items":[{"metadata":{"name":"a"}}],"metadata":{"resourceVersion":}' })
+    assert.is_string(err)
+  end)
+
+  it('reports an item nested deeper than the parser allows', function()
+    local deep = string.rep('[', 10000) .. string.rep(']', 10000)
+    local _, err = testing.decode_list_stream({ '{"items":[{"metadata":{"name":"a"},"x":' .. deep .. '}]}' })
+    assert.matches('LIST item 1', err)
+  end)
+end)

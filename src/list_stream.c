@@ -1,0 +1,205 @@
+/* list_stream.c - LIST responses decoded item by item; see list_stream.h. */
+#include "list_stream.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
+    memset(s, 0, sizeof *s);
+    memset(out, 0, sizeof *out);
+    out->remaining = -1;
+    s->out = out;
+    s->max_item = max_item;
+}
+
+void kl_list_stream_free(kl_list_stream *s) {
+    free(s->scratch);
+    free(s->env);
+    s->scratch = NULL;
+    s->env = NULL;
+}
+
+static int fail(kl_list_stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(kl_list_stream *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    s->failed = 1;
+    return -1;
+}
+
+static int env_add(kl_list_stream *s, const char *p, size_t n) {
+    if (!n) return 0;
+    if (s->envlen + n > KL_LIST_ENVELOPE_MAX)
+        return fail(s, "LIST response has more than %zu bytes outside its items", KL_LIST_ENVELOPE_MAX);
+    if (s->envlen + n + 1 > s->envcap) {
+        size_t cap = s->envcap ? s->envcap * 2 : 1024;
+        while (cap < s->envlen + n + 1) cap *= 2;
+        char *e = realloc(s->env, cap);
+        if (!e) return fail(s, "out of memory decoding a LIST response");
+        s->env = e;
+        s->envcap = cap;
+    }
+    memcpy(s->env + s->envlen, p, n);
+    s->envlen += n;
+    return 0;
+}
+
+/* Keeps the start of an element that continues in the next read. */
+static int item_add(kl_list_stream *s, const char *p, size_t n) {
+    if (s->scratch_len + n > s->max_item)
+        return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
+    if (s->scratch_len + n > s->scratch_cap) {
+        size_t cap = s->scratch_cap ? s->scratch_cap : 16384;
+        while (cap < s->scratch_len + n) cap *= 2;
+        char *b = realloc(s->scratch, cap);
+        if (!b) return fail(s, "out of memory decoding a LIST response");
+        s->scratch = b;
+        s->scratch_cap = cap;
+    }
+    memcpy(s->scratch + s->scratch_len, p, n);
+    s->scratch_len += n;
+    return 0;
+}
+
+/* The element ends with p[0, n): decode it and append it to the list. */
+static int item_end(kl_list_stream *s, const char *p, size_t n) {
+    size_t len = s->scratch_len + n;
+    if (len > s->max_item) return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
+    kl_blob *b = kl_blob_alloc(len);
+    if (!b) return fail(s, "out of memory decoding a LIST response");
+    memcpy(b->data, s->scratch, s->scratch_len);
+    memcpy(b->data + s->scratch_len, p, n);
+    s->scratch_len = 0;
+    s->collecting = 0;
+    kl_list *l = s->out;
+    if (l->n == s->items_cap) {
+        size_t cap = s->items_cap ? s->items_cap * 2 : 64;
+        kl_obj *items = realloc(l->items, cap * sizeof *items);
+        if (!items) {
+            free(b);
+            return fail(s, "out of memory decoding a LIST response");
+        }
+        l->items = items;
+        s->items_cap = cap;
+    }
+    char err[200];
+    kl_obj *o = &l->items[l->n];
+    int rc = kl_decode_item(b, o, err, sizeof err);
+    kl_blob_unref(b);
+    if (rc < 0) return fail(s, "LIST item %zu: %s", l->n + 1, err);
+    l->n++;
+    return 0;
+}
+
+/* Follows one byte outside strings; returns -1 on a structural error. */
+static int structure(kl_list_stream *s, char c) {
+    switch (c) {
+    case '"':
+        s->in_string = 1;
+        if (s->depth == 1 && s->expect_key) {
+            s->reading_key = 1;
+            s->keylen = 0;
+        }
+        break;
+    case '{':
+    case '[':
+        if (s->depth == 1 && c == '[' && s->key_is_items) s->in_items = 1;
+        s->key_is_items = 0;
+        if (++s->depth == 1) s->expect_key = 1;
+        if (s->depth > 1000000) return fail(s, "LIST response nests too deep");
+        break;
+    case '}':
+    case ']':
+        if (s->depth == 2 && s->in_items && c == ']') s->in_items = 0;
+        if (--s->depth < 0) return fail(s, "LIST response is not valid JSON");
+        break;
+    case ',':
+        if (s->depth == 1) s->expect_key = 1;
+        break;
+    case ':':
+        if (s->depth == 1) {
+            s->expect_key = 0;
+            s->key_is_items = s->keylen == 5 && memcmp(s->key, "items", 5) == 0;
+        }
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static void string_byte(kl_list_stream *s, char c) {
+    if (s->escape) {
+        s->escape = 0;
+    } else if (c == '\\') {
+        s->escape = 1;
+    } else if (c == '"') {
+        s->in_string = 0;
+        s->reading_key = 0;
+        return;
+    }
+    if (s->reading_key) {
+        if (s->keylen < sizeof s->key) s->key[s->keylen] = c;
+        s->keylen++;
+    }
+}
+
+int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n) {
+    if (s->failed) return -1;
+    size_t start = 0; /* first byte of p not yet copied where it belongs */
+    for (size_t i = 0; i < n; i++) {
+        if (s->in_string) {
+            if (!s->reading_key && !s->escape) {
+                /* Most bytes are inside strings: skip to what matters. */
+                while (i < n && p[i] != '"' && p[i] != '\\') i++;
+                if (i == n) break;
+            }
+            string_byte(s, p[i]);
+            continue;
+        }
+        char c = p[i];
+        int collecting = s->collecting;
+        if (!collecting && s->in_items && s->depth == 2) {
+            /* Between elements: separators stay out of the envelope. */
+            if (c == '{') {
+                if (env_add(s, p + start, i - start) < 0) return -1;
+                start = i;
+                s->collecting = 1;
+                s->depth++;
+                continue;
+            }
+            if (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+                if (env_add(s, p + start, i - start) < 0) return -1;
+                start = i + 1;
+                continue;
+            }
+            if (c != ']') return fail(s, "LIST item %zu is not an object", s->out->n + 1);
+        }
+        if (structure(s, c) < 0) return -1;
+        if (collecting && s->depth == 2) {
+            if (item_end(s, p + start, i + 1 - start) < 0) return -1;
+            start = i + 1;
+        }
+    }
+    return s->collecting ? item_add(s, p + start, n - start) : env_add(s, p + start, n - start);
+}
+
+int kl_list_stream_finish(kl_list_stream *s) {
+    if (s->failed) return -1;
+    if (s->collecting || s->depth != 0) return fail(s, "LIST response ended early");
+    kl_list meta;
+    char err[200];
+    if (kl_decode_list(s->env ? s->env : "", s->envlen, &meta, err, sizeof err) < 0)
+        return fail(s, "%s", err);
+    kl_list *l = s->out;
+    l->rv = meta.rv;
+    l->cont = meta.cont;
+    l->remaining = meta.remaining;
+    meta.rv = meta.cont = NULL;
+    kl_list_clear(&meta);
+    return 0;
+}
