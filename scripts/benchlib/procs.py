@@ -112,6 +112,7 @@ class Children:
     def spawn(self, name, argv, env=None):
         """Starts argv with stdout on a pipe and stderr in LOG_DIR/name.log."""
         log_path = os.path.join(self.log_dir, "%s.log" % name)
+        # A session of its own keeps a terminal's Ctrl-C away from the child: the harness ends it.
         with open(log_path, "ab") as log:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env=env,
                                      start_new_session=True)

@@ -52,6 +52,11 @@ def seconds(text):
         return 0.0
 
 
+def count(text):
+    """A limit parameter; 0 (no limit) when absent or not a whole number."""
+    return int(text) if text and text.isdigit() else 0
+
+
 def kubeconfig_text(url):
     """A kubeconfig for url with no credentials at all."""
     return ("apiVersion: v1\nkind: Config\nclusters:\n- name: bench\n  cluster:\n    server: %s\n"
@@ -63,7 +68,6 @@ class Selection:
     """The Pods a request sees: all listed Pods, or those of one namespace."""
 
     def __init__(self, dataset, n_pods, n_events, namespace):
-        self.dataset = dataset
         self.contiguous = namespace is None
         if self.contiguous:
             self.items, self.events = range(n_pods), range(n_events)
@@ -134,7 +138,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _list(self, sel, query):
         cfg = self.server.config
-        limit = int(query.get("limit") or 0)
+        limit = count(query.get("limit"))
         start = 0
         token = query.get("continue")
         if token:
@@ -255,14 +259,14 @@ class Handler(BaseHTTPRequestHandler):
             offset += n
             length -= n
 
-    def _sendfile(self, fd, offset, count):
+    def _sendfile(self, fd, offset, length):
         sock = self.connection.fileno()
-        while count > 0:
-            sent = os.sendfile(sock, fd, offset, count)
+        while length > 0:
+            sent = os.sendfile(sock, fd, offset, length)
             if sent == 0:
                 raise BrokenPipeError("client closed the connection")
             offset += sent
-            count -= sent
+            length -= sent
 
     def _end_chunked(self):
         self.wfile.write(b"0\r\n\r\n")

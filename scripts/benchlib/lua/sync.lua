@@ -9,22 +9,18 @@ local core = require('klua.core')
 local report = require('report')
 
 local hold = tonumber((...)) or 30
-local started, cpu_started = core.now(), os.clock()
+local started = core.now()
 local added = 0
 local inf = klua.informer { resource = 'pods' }
 inf:on('add', function() added = added + 1 end)
 
 klua.on_synced(function()
-  local mem = report.memory()
-  report.emit('synced', {
-    at = core.now() - started, cpu = os.clock() - cpu_started, added = added,
-    cached = inf:stats().cached, rss_kb = mem.VmRSS or 0, hwm_kb = mem.VmHWM or 0,
-  })
+  report.emit('synced', { at = core.now() - started, added = added, cached = inf:stats().cached,
+                          hwm_kb = report.memory().VmHWM or 0 })
   collectgarbage()
   klua.after(0.5, function()
     local settled = report.memory()
-    report.emit('settled', { rss_kb = settled.VmRSS or 0, hwm_kb = settled.VmHWM or 0,
-                             lua_kb = collectgarbage('count') // 1 })
+    report.emit('settled', { rss_kb = settled.VmRSS or 0, hwm_kb = settled.VmHWM or 0 })
     klua.after(hold, function() klua.stop() end)
   end)
 end)
