@@ -142,13 +142,18 @@ static void check_synced(lua_informer *li) {
     kl_klua_check_synced(li->rt);
 }
 
+/* Delivers up to a batch of notifications. Nothing is delivered while the
+ * script's main chunk runs: it may still be registering handlers (and
+ * waiting on discovery meanwhile), and every handler registered at load
+ * time must see every notification, the initial list included. */
 static void drain(kl_loop *loop, void *ud) {
     (void)loop;
     lua_informer *li = ud;
     li->drain_scheduled = 0;
-    for (int n = 0; n < DISPATCH_BATCH && !li->busy && li->inf;) {
+    if (!li->rt->main_done) return;
+    for (int n = 0; !li->busy;) {
         if (!li->has_cur) {
-            if (!kl_informer_pop(li->inf, &li->cur)) break;
+            if (n == DISPATCH_BATCH || !kl_informer_pop(li->inf, &li->cur)) break;
             li->has_cur = 1;
             li->hidx = 0;
             n++;
@@ -156,9 +161,12 @@ static void drain(kl_loop *loop, void *ud) {
         if (li->hidx >= li->nhandlers[li->cur.type]) finish_notification(li);
         else call_handler(li);
     }
-    if (!li->inf) return;
     if (!li->busy && (li->has_cur || kl_informer_pending(li->inf))) schedule_drain(li);
     check_synced(li);
+}
+
+void kl_informers_start_dispatch(kl_rt *rt) {
+    for (lua_informer *li = rt->informers; li; li = li->next) schedule_drain(li);
 }
 
 static void on_resync(kl_loop *loop, void *ud) {

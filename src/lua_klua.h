@@ -25,6 +25,8 @@ void kl_informer_open(lua_State *L);
 /* Whether every informer has synced (vacuously true with none). */
 int kl_informers_synced(kl_rt *rt);
 void kl_informers_close(kl_rt *rt);
+/* Starts delivering notifications: called once the main chunk returned. */
+void kl_informers_start_dispatch(kl_rt *rt);
 
 /* From lua_queue.c: adds `queue` to the core table on top. [-0, +0] */
 void kl_queue_open(lua_State *L);

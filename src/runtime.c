@@ -137,6 +137,7 @@ static void on_main_done(void *ud, kl_task *t, int ok) {
     (void)t;
     kl_rt *rt = ud;
     rt->main_done = 1;
+    kl_informers_start_dispatch(rt);
     if (!ok) {
         rt->script_failed = 1;
         kl_loop_stop(rt->loop);
