@@ -9,11 +9,12 @@
 --     reconcile = function(key, ctx) ... end,
 --   }
 --
--- Handlers only enqueue keys ("namespace/name"); `workers` coroutines take
--- keys from the queue and call `reconcile(key, ctx)`. A key added twice
--- before it is processed is processed once; a key is never reconciled by
--- two workers at once (added again meanwhile, it is processed once more
--- afterwards). reconcile's outcome decides what happens next:
+-- Handlers only enqueue keys ("namespace/name"); once every informer has
+-- synced, `workers` coroutines take keys from the queue and call
+-- `reconcile(key, ctx)`. A key added twice before it is processed is
+-- processed once; a key is never reconciled by two workers at once (added
+-- again meanwhile, it is processed once more afterwards). reconcile's
+-- outcome decides what happens next:
 --   returns nothing (or true)           success: the key's failures are forgotten
 --   returns klua.requeue_after(sec)     processed again after `sec` seconds
 --   returns klua.requeue()              processed again after its backoff
@@ -156,9 +157,25 @@ function M.new(opts)
     end)
     inf:on('delete', enqueue_owner)
   end
-  for i = 1, opts.workers or 1 do
-    core.after(0, function() worker(c) end)
+  -- An informer starts when it is made, and the script may have waited
+  -- (for discovery, say) before making this controller: objects already
+  -- delivered would never reach these handlers. Enqueue what the caches
+  -- hold, as client-go replays its cache to a handler added late.
+  for _, inf in ipairs(watches) do
+    for _, obj in ipairs(inf:list()) do enqueue(obj) end
   end
+  for _, inf in ipairs(owns) do
+    for _, obj in ipairs(inf:list()) do enqueue_owner(obj) end
+  end
+  -- Workers start once every informer has handed over its first list, as
+  -- client-go's controllers wait for their caches to sync: a reconcile
+  -- reading a half-filled cache would take objects not listed yet for
+  -- objects that do not exist, and create or delete them again.
+  core.on_synced(function()
+    for _ = 1, opts.workers or 1 do
+      core.after(0, function() worker(c) end)
+    end
+  end)
   return c
 end
 
