@@ -1,0 +1,75 @@
+-- Over TLS klua speaks HTTP/2, so every list and watch of the process share
+-- one connection. nghttpx (Debian's nghttp2-proxy) terminates HTTP/2 in
+-- front of the sandbox, which speaks HTTP/1.1.
+local sandbox = require 'support.sandbox'
+local K = require 'support.klua'
+
+local function free_port()
+  return tonumber(K.run_command([[python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])']]))
+end
+
+--- Connections from pid to port, from the kernel's socket tables.
+local function connections(pid, port)
+  local inodes = {}
+  for fd in K.run_command('ls -l /proc/' .. pid .. '/fd 2>/dev/null'):gmatch('socket:%[(%d+)%]') do inodes[fd] = true end
+  local n = 0
+  for _, table_ in ipairs({ '/proc/net/tcp', '/proc/net/tcp6' }) do
+    for line in K.read_file(table_):gmatch('[^\n]+') do
+      local rem, state, inode = line:match('^%s*%d+: %x+:%x+ %x+:(%x+) (%x+) %x+:%x+ %x+:%x+ %x+ +%d+ +%d+ (%d+)')
+      if rem and tonumber(rem, 16) == port and state == '01' and inodes[inode] then n = n + 1 end
+    end
+  end
+  return n
+end
+
+describe('klua over HTTP/2', function()
+  local sb, dir, proxy_pid, port
+  setup(function()
+    sb = sandbox.start {}
+    dir = K.tmpdir()
+    os.execute(('openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/key.pem -out %s/cert.pem -days 2 ' ..
+      '-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null'):format(dir, dir))
+    port = free_port()
+    proxy_pid = tonumber(K.run_command(("nghttpx -f'127.0.0.1,%d' -b'127.0.0.1,%d' %s/key.pem %s/cert.pem " ..
+      '--workers=1 --no-ocsp --frontend-read-timeout=1h --backend-read-timeout=1h ' ..
+      '--accesslog-file=%s/access.log --errorlog-file=%s/error.log > /dev/null 2>&1 & echo $!'):format(
+      port, sb.port, dir, dir, dir, dir)))
+    K.write_file(dir .. '/kubeconfig', ([[
+apiVersion: v1
+kind: Config
+clusters:
+- name: h2
+  cluster: {server: "https://127.0.0.1:%d", certificate-authority: %s/cert.pem}
+users:
+- name: anonymous
+  user: {}
+contexts:
+- name: h2
+  context: {cluster: h2, user: anonymous}
+current-context: h2
+]]):format(port, dir))
+    assert(K.eventually(function()
+      return K.run_command(('curl -s -o /dev/null -w %%{http_code} --cacert %s/cert.pem https://127.0.0.1:%d/version'):format(dir, port)) == '200'
+    end, 10), 'nghttpx did not start: ' .. K.read_file(dir .. '/error.log'))
+  end)
+  teardown(function()
+    if proxy_pid then os.execute('kill ' .. proxy_pid) end
+    sb:stop()
+  end)
+
+  it('lists and watches three resources through a single connection', function()
+    local script = K.script([[
+      for _, r in ipairs({ 'configmaps', 'pods', 'namespaces' }) do klua.informer { resource = r } end
+      klua.on_synced(function() print('synced') end)
+    ]])
+    local p = K.spawn({ '--kubeconfig', dir .. '/kubeconfig', 'run', script })
+    assert.truthy(p:wait_for('synced', 10), p:errors())
+    assert.truthy(K.eventually(function() return sb:stats().open_watches == 3 end, 10))
+    local n = connections(p.pid, port)
+    p:cleanup()
+    assert.equals(1, n)
+    local log = K.read_file(dir .. '/access.log')
+    assert.truthy(log:find('GET /api/v1/pods%?limit=500&resourceVersion=0 HTTP/2'))
+    assert.truthy(log:find('GET /api/v1/configmaps%?limit=500&resourceVersion=0 HTTP/2'))
+  end)
+end)
