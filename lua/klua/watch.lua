@@ -86,8 +86,8 @@ local function default_line(output, r, type_, obj)
     return klua.json.encode({ type = type_, object = obj })
   end
   local status = obj.status
-  local phase = type(status) == 'userdata' or type(status) == 'table' and status.phase or nil
-  if type(status) == 'userdata' then phase = status.phase end
+  local readable = type(status) == 'table' or (type(status) == 'userdata' and status ~= klua.null)
+  local phase = readable and status.phase or nil
   if type(phase) ~= 'string' then phase = nil end
   return ('%-9s %s%s'):format(type_, key_of(obj), phase and ('  ' .. phase) or '')
 end
