@@ -53,9 +53,11 @@ describe('klua version', function()
   it('prints the versions of klua, Lua, libcurl and lua-cjson, one per line', function()
     local out, err, code = K.run({ 'version' })
     assert.equals(0, code, err)
+    local root = os.getenv('KLUA_ROOT') or '.'
+    local version = K.read_file(root .. '/src/version.h'):match('KLUA_VERSION "([^"]+)"')
     local curl = K.run_command('pkg-config --modversion libcurl')
     local lua = K.run_command('lua5.4 -v'):match('^(Lua %d+%.%d+%.%d+)')
-    assert.same({ 'klua 0.1.0', lua, 'libcurl ' .. curl, 'lua-cjson ' .. cjson._VERSION:match('[%d.]+$') },
+    assert.same({ 'klua ' .. version, lua, 'libcurl ' .. curl, 'lua-cjson ' .. cjson._VERSION:match('[%d.]+$') },
       lines(out))
   end)
 end)

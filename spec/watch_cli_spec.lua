@@ -104,7 +104,7 @@ describe('klua watch', function()
       set_phase(a, 'web', 'Running')
       expect(p, 'MODIFIED  plain-a/web  Running')
       kubectl('delete pod web -n ' .. a)
-      expect(p, 'DELETED')
+      expect(p, 'DELETED   plain-a/web')
       assert.same({
         'ADDED     plain-a/old  Pending',
         'ADDED     plain-b/other  Pending',

@@ -18,6 +18,7 @@ void kl_log_configure(int verbosity, kl_log_format format) {
 }
 
 int kl_log_verbosity(void) { return sink.verbosity; }
+int kl_log_format_json(void) { return sink.format == KL_LOG_JSON; }
 
 static void json_string(FILE *f, const char *s) {
     fputc('"', f);

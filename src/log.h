@@ -19,6 +19,8 @@ typedef enum { KL_LOG_TEXT, KL_LOG_JSON } kl_log_format;
 
 void kl_log_configure(int verbosity, kl_log_format format);
 int kl_log_verbosity(void);
+/* Whether the log is JSON: messages that bypass it must follow suit. */
+int kl_log_format_json(void);
 /* component names the stage ("reflector pods", "http", "lua"). */
 void kl_log(kl_log_level level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

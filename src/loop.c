@@ -163,6 +163,7 @@ static void run_timers(kl_loop *loop) {
 static void run_deferred(kl_loop *loop) {
     size_t n = loop->nwork;
     for (size_t i = 0; i < n && !loop->stop; i++) loop->work[i].fn(loop, loop->work[i].ud);
+    if (n == 0) return;
     memmove(loop->work, loop->work + n, (loop->nwork - n) * sizeof *loop->work);
     loop->nwork -= n;
 }

@@ -222,7 +222,7 @@ static int l_stats(lua_State *L) {
 }
 
 void kl_klua_check_synced(kl_rt *rt) {
-    if (rt->on_synced_ref == LUA_NOREF || !kl_informers_synced(rt)) return;
+    if (!rt->main_done || rt->on_synced_ref == LUA_NOREF || !kl_informers_synced(rt)) return;
     lua_State *L = rt->L;
     int ref = rt->on_synced_ref;
     rt->on_synced_ref = LUA_NOREF;

@@ -104,6 +104,9 @@ kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    /* Threads copy the main thread's extra space: NULL marks them (and the
+     * coroutines a script creates) as no task of ours. */
+    *(kl_task **)lua_getextraspace(rt->L) = NULL;
     lua_pushcfunction(rt->L, open_state);
     if (lua_pcall(rt->L, 0, 0, 0) != LUA_OK) {
         snprintf(err, errlen, "cannot start Lua: %s", lua_tostring(rt->L, -1));
@@ -138,6 +141,7 @@ static void on_main_done(void *ud, kl_task *t, int ok) {
     kl_rt *rt = ud;
     rt->main_done = 1;
     kl_informers_start_dispatch(rt);
+    if (ok) kl_klua_check_synced(rt);
     if (!ok) {
         rt->script_failed = 1;
         kl_loop_stop(rt->loop);
@@ -155,7 +159,8 @@ int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **a
     int st = chunk ? luaL_loadbuffer(L, chunk, strlen(chunk), path ? path : "=(command line)")
                    : luaL_loadfile(L, path);
     if (st != LUA_OK) {
-        fprintf(stderr, "klua: %s\n", lua_tostring(L, -1));
+        if (kl_log_format_json()) kl_log(KL_LOG_ERROR, "klua", "%s", lua_tostring(L, -1));
+        else fprintf(stderr, "klua: %s\n", lua_tostring(L, -1));
         lua_pop(L, 1);
         return 1;
     }

@@ -72,8 +72,8 @@ void kl_task_pool_free(kl_rt *rt) {
 
 static void budget_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
-    kl_task *t = kl_task_current(L);
-    lua_Integer budget = t ? (lua_Integer)t->rt->opts.instruction_budget : 0;
+    /* Coroutines a script creates inherit the hook but are no tasks. */
+    lua_Integer budget = (lua_Integer)kl_rt_of(L)->opts.instruction_budget;
     luaL_error(L, "stopped after running past its instruction budget of %I instructions "
                   "(raise it with --instruction-budget)", budget);
 }

@@ -14,8 +14,6 @@ local klua = {}
 klua.json = core.json
 --- The value JSON null decodes to (the same as lua-cjson's `cjson.null`).
 klua.null = core.json.null
---- `klua.api`: reads and writes the cluster (see lua/klua/api.lua).
-klua.api = require 'klua.api'
 
 local function format(fmt, ...)
   if select('#', ...) == 0 then return tostring(fmt) end
