@@ -80,8 +80,7 @@ end
 
 local function default_line(output, r, type_, obj)
   if output == 'name' then
-    local kind = r.kind:lower() .. (r.group ~= '' and ('.' .. r.group) or '')
-    return kind .. '/' .. ((obj.metadata or {}).name or '?')
+    return r.name_prefix .. ((obj.metadata or {}).name or '?')
   elseif output == 'json' then
     return klua.json.encode({ type = type_, object = obj })
   end
@@ -112,6 +111,7 @@ function M.main(...)
     io.stderr:write('klua watch: ', err, '\n')
     return klua.stop(1)
   end
+  r.name_prefix = r.kind:lower() .. (r.group ~= '' and ('.' .. r.group) or '') .. '/'
   local ns
   if r.namespaced and not o.all_namespaces then ns = o.namespace or klua.namespace() end
   local fs = o.field_selector
@@ -119,7 +119,11 @@ function M.main(...)
     local by_name = 'metadata.name=' .. o.name
     fs = fs and (fs .. ',' .. by_name) or by_name
   end
-  io.stdout:setvbuf('line')
+  -- Lines are flushed every 50 ms rather than one write per line: a burst
+  -- of events costs one write per buffer, and a person at a terminal or a
+  -- pipe still sees each line at once.
+  io.stdout:setvbuf('full', 65536)
+  klua.every(0.05, function() io.stdout:flush() end)
 
   local function emit(type_, obj, old)
     local out = true

@@ -23,16 +23,13 @@ assert(count and count >= 2, 'usage: klua run events.lua read|copy|enqueue COUNT
 --- The work queue of the "controller" handlers. A Lua table used as a set
 -- stands in for klua.controller's queue: to measure that queue, make add()
 -- call its add and len() its length.
+-- The controller's work queue (klua.queue, what klua.controller uses): it
+-- dedupes keys, so it ends up holding one key per Pod.
 local function new_queue()
-  local pending, n = {}, 0
+  local q = klua.queue()
   return {
-    add = function(key)
-      if not pending[key] then
-        pending[key] = true
-        n = n + 1
-      end
-    end,
-    len = function() return n end,
+    add = function(key) q:add(key) end,
+    len = function() return q:len() end,
   }
 end
 
