@@ -295,6 +295,7 @@ static int l_informer(lua_State *L) {
         .watch_timeout_max = rt->opts.watch_timeout_max,
         .watch_list = rt->opts.watch_list,
         .watch_list_deadline = rt->opts.watch_list_deadline,
+        .list_timeout = rt->opts.request_timeout,
     };
     double resync = opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");

@@ -61,7 +61,7 @@ static int l_request(lua_State *L) {
         .path = luaL_checkstring(L, 2),
         .body = luaL_optlstring(L, 3, NULL, &blen),
         .content_type = luaL_optstring(L, 4, NULL),
-        .timeout_ms = 60000,
+        .timeout_ms = rt->opts.request_timeout > 0 ? (long)(rt->opts.request_timeout * 1000) : 60000,
     };
     o.body_len = blen;
     luaL_argcheck(L, o.path[0] == '/', 2, "path must start with '/'");

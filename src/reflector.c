@@ -16,6 +16,7 @@
 #define BACKOFF_BASE 0.8
 #define BACKOFF_CAP 30.0
 #define BACKOFF_RESET 120.0
+#define WATCH_GRACE 5L /* seconds past timeoutSeconds before klua ends a watch */
 
 typedef enum { IDLE, LISTING, WATCHING, WAITING } phase;
 
@@ -322,7 +323,7 @@ static void start_list(kl_reflector *r) {
         sb_param(&b, "continue", r->cont);
     }
     sb_selectors(&b, &r->o);
-    kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = 300000};
+    kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (long)(r->o.list_timeout * 1000)};
     kl_list_stream_init(&r->stream, &r->body, KL_FRAME_MAX_DEFAULT);
     r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){on_list_data, on_list_done}, r) : NULL;
     free(b.s);
@@ -527,7 +528,8 @@ static void on_watch_done(void *ud, const kl_http_resp *resp) {
     r->req = NULL;
     r->finished = 1;
     r->retry_after = resp->retry_after;
-    if (resp->result == CURLE_OK && resp->status == 200) {
+    if (resp->status == 200 && (resp->result == CURLE_OK || resp->result == CURLE_OPERATION_TIMEDOUT)) {
+        /* Ended by the server's timeout or, failing that, by klua's own. */
         r->end_code = 0;
     } else {
         status_words(resp, r->end_why, sizeof r->end_why, &r->end_code);
@@ -630,7 +632,10 @@ static void start_watch(kl_reflector *r) {
     }
     sb_selectors(&b, &r->o);
     r->watch_started = r->last_activity = kl_now();
-    kl_http_opts ho = {.method = "GET", .path = b.s};
+    /* The server ends the watch at timeoutSeconds; the same deadline, with
+     * some grace, also holds on this side, so a server that trickles bytes
+     * forever cannot keep a watch (and with it the cache) stale. */
+    kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (timeout + WATCH_GRACE) * 1000};
     r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){on_watch_data, on_watch_done}, r) : NULL;
     free(b.s);
     if (!r->req) {
@@ -656,6 +661,7 @@ kl_reflector *kl_reflector_new(kl_loop *loop, kl_http *http, const kl_reflector_
     r->loop = loop;
     r->http = http;
     r->o = *o;
+    if (r->o.list_timeout <= 0) r->o.list_timeout = 300;
     r->o.name = dup_or_null(o->name ? o->name : o->path);
     r->o.path = dup_or_null(o->path);
     r->o.kind = dup_or_null(o->kind);

@@ -14,7 +14,8 @@
  *             connect error, 5xx         -> BACKOFF -> WATCH(rv)
  *             429 / Retry-After          -> wait -> WATCH(rv)
  *             410 (status or ERROR)      -> LIST(rv)
- *             silent past the idle limit -> WATCH(rv)
+ *             silent past the idle limit,
+ *             or past timeoutSeconds     -> WATCH(rv)
  *             oversize / malformed frame -> LIST(rv)
  *   BACKOFF   uniform in [d, 2d); d = 0.8 s doubling to 30 s, reset after
  *             2 minutes without a failure.
@@ -57,6 +58,7 @@ typedef struct kl_reflector_opts {
     double watch_timeout_min, watch_timeout_max; /* 0 = [300, 600) */
     int watch_list;         /* use sendInitialEvents instead of LIST */
     double watch_list_deadline; /* 0 = 10 s */
+    double list_timeout;    /* seconds a LIST may take; 0 = 300 s */
 } kl_reflector_opts;
 
 typedef struct kl_reflector_stats {

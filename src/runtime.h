@@ -31,6 +31,7 @@ typedef struct kl_rt_opts {
     int watch_list;          /* informers use WatchList (sendInitialEvents) */
     double watch_list_deadline; /* seconds for its initial state; 0 = 10 */
     int page_size;           /* LIST limit; 0 = 500 */
+    double request_timeout;  /* seconds for a LIST or an API call; 0 = 300 and 60 */
 } kl_rt_opts;
 
 typedef struct kl_rt_timer kl_rt_timer;

@@ -1,0 +1,290 @@
+-- klua against servers that misbehave on purpose (scripts/hostile-server):
+-- whatever bytes arrive, klua says what is wrong, keeps its memory bounded
+-- and does not crash; once the server behaves again, its cache holds the
+-- server's known state, with no event lost and none delivered out of order.
+--
+-- The hostile server's history (see its --help): obj-0..obj-4 listed at
+-- resourceVersion 5, then four events released by the first WATCH. Its bad
+-- responses come first, good ones after.
+local K = require 'support.klua'
+local I = require 'support.informer'
+local cjson = require 'cjson'
+
+local ROOT = os.getenv('KLUA_ROOT') or '.'
+local MiB = 1024 * 1024
+
+local Server = {}
+Server.__index = Server
+
+local function wait_until(fn, timeout)
+  return K.eventually(fn, timeout or 10, 0.1)
+end
+
+--- Starts scripts/hostile-server with flags (a list); returns a handle.
+local function start_server(flags)
+  local s = setmetatable({ dir = K.tmpdir() }, Server)
+  local args = { 'python3', ROOT .. '/scripts/hostile-server', '--owner-pid', K.run_command('echo $PPID') }
+  for _, f in ipairs(flags) do args[#args + 1] = f end
+  local quoted = {}
+  for i, a in ipairs(args) do quoted[i] = K.quote(a) end
+  s.pid = tonumber(K.run_command(('%s > %s/stdout 2> %s/stderr & echo $!'):format(
+    table.concat(quoted, ' '), s.dir, s.dir)))
+  s.url = wait_until(function() return K.read_file(s.dir .. '/stdout'):match('listening on (%S+)') end)
+  assert(s.url, 'hostile-server did not start: ' .. K.read_file(s.dir .. '/stderr'))
+  return s
+end
+
+function Server:get(path)
+  local curl = io.popen(('curl -sk --max-time 10 %s'):format(K.quote(self.url .. path)))
+  local body = curl:read('a')
+  curl:close()
+  return body
+end
+
+--- The final state the server serves once it behaves: "KEY RV" lines, sorted.
+function Server:state() return self:get('/hostile/v1/state') end
+
+--- {bad_served = n, requests = {{method, path, authorization}...}}.
+function Server:stats() return cjson.decode(self:get('/hostile/v1/stats')) end
+
+function Server:stop()
+  os.execute('kill ' .. self.pid .. ' 2>/dev/null')
+  os.execute('rm -rf ' .. K.quote(self.dir))
+end
+
+--- A kubeconfig for url; opts.ca (a CA file) and opts.token.
+local function kubeconfig(dir, url, opts)
+  opts = opts or {}
+  local path = dir .. '/kubeconfig'
+  local cluster = '{server: "' .. url .. '"' .. (opts.ca and (', certificate-authority: "' .. opts.ca .. '"') or '') .. '}'
+  local user = opts.token and ('{token: "' .. opts.token .. '"}') or '{}'
+  K.write_file(path, table.concat({
+    'apiVersion: v1', 'kind: Config',
+    'clusters:', '- name: hostile', '  cluster: ' .. cluster,
+    'users:', '- name: hostile', '  user: ' .. user,
+    'contexts:', '- name: hostile', '  context: {cluster: hostile, user: hostile, namespace: default}',
+    'current-context: hostile', '' }, '\n'))
+  return path
+end
+
+--- Starts spec/scripts/recorder.lua on configmaps against server s.
+local function recorder(s, flags, opts)
+  opts = opts or {}
+  local args = { '--kubeconfig', opts.kubeconfig or kubeconfig(s.dir, s.url), '--watch-idle-timeout', '2' }
+  for _, f in ipairs(flags or {}) do args[#args + 1] = f end
+  local dump = s.dir .. '/cache'
+  for _, a in ipairs({ 'run', I.RECORDER, 'configmaps', dump, '' }) do args[#args + 1] = a end
+  local p = K.spawn(args)
+  p.dump = dump
+  return p
+end
+
+--- Waits until p's cache equals the server's final state; returns both.
+local function converge(s, p)
+  local want, cache = s:state(), nil
+  wait_until(function()
+    if p:exit_code() then return true end
+    cache = I.cache(p)
+    return cache == want
+  end, 20)
+  return cache, want
+end
+
+--- The peak resident memory of a running process, in bytes.
+local function peak_rss(pid)
+  local status = K.read_file('/proc/' .. pid .. '/status')
+  local kib = status:match('VmHWM:%s*(%d+) kB')
+  return kib and tonumber(kib) * 1024
+end
+
+local function log_of(p) return p:errors() end
+
+--- Waits until klua's log holds text (plain text, or a Lua pattern when pattern is true).
+local function logged(p, text, pattern)
+  return wait_until(function() return p:errors():find(text, 1, not pattern) ~= nil end, 10)
+end
+
+describe('klua against a hostile server', function()
+  local s, p, others, dirs
+
+  before_each(function() others, dirs = {}, {} end)
+
+  after_each(function()
+    if p then p:cleanup() end
+    if s then s:stop() end
+    for _, x in ipairs(others) do x:stop() end
+    for _, d in ipairs(dirs) do os.execute('rm -rf ' .. K.quote(d)) end
+    p, s = nil, nil
+  end)
+
+  -- A directory removed after the spec, for certificates made before a server starts.
+  local function scratch()
+    dirs[#dirs + 1] = K.tmpdir()
+    return dirs[#dirs]
+  end
+
+  -- A script file in the server's directory.
+  local function script(text)
+    local path = s.dir .. '/script.lua'
+    K.write_file(path, text)
+    return path
+  end
+
+  -- The common ending: alive, converged, nothing stale, the bad responses served.
+  local function behaves_again(bad)
+    wait_until(function() return s:stats().bad_served >= bad or p:exit_code() end)
+    local cache, want = converge(s, p)
+    assert.is_nil(p:exit_code(), 'klua exited: ' .. log_of(p))
+    assert.equals(want, cache, log_of(p))
+    assert.equals(0, I.stale(p))
+    assert.equals(bad, s:stats().bad_served)
+  end
+
+  it('re-watches from the last event after a watch body ends in the middle of a chunk', function()
+    s = start_server { '--mode', 'truncated-chunk', '--bad', '2' }
+    p = recorder(s, { '-v', '2' })
+    behaves_again(2)
+    assert.truthy(logged(p, 'watch failed: transfer closed with outstanding read data remaining'), log_of(p))
+    assert.truthy(logged(p, 'WATCH from resourceVersion 6'), log_of(p))
+  end)
+
+  it('refuses a 100 MiB line past 16 MiB without buffering it, then relists', function()
+    s = start_server { '--mode', 'huge-line' }
+    p = recorder(s)
+    behaves_again(1)
+    assert.truthy(logged(p, 'watch event larger than 16777216 bytes refused; relisting'), log_of(p))
+    local peak = peak_rss(p.pid)
+    assert.is_true(peak < 48 * MiB, ('peak RSS %.1f MiB'):format(peak / MiB))
+  end)
+
+  it('refuses a watch event nested 10,000 arrays deep, then relists', function()
+    s = start_server { '--mode', 'deep-watch' }
+    p = recorder(s)
+    behaves_again(1)
+    assert.truthy(logged(p, 'watch event is not valid JSON at byte %d+: nested too deeply; relisting', true), log_of(p))
+  end)
+
+  it('refuses a LIST with an item nested 10,000 arrays deep, says so, and lists again', function()
+    s = start_server { '--mode', 'deep-list' }
+    p = recorder(s)
+    behaves_again(1)
+    assert.truthy(logged(p, 'LIST[^\n]*nested too deeply', true), log_of(p))
+  end)
+
+  it('refuses watch events with invalid UTF-8 in their strings and never hands them to a handler', function()
+    s = start_server { '--mode', 'bad-utf8', '--bad', '2' }
+    p = recorder(s)
+    behaves_again(2)
+    assert.truthy(logged(p, 'watch event is not valid JSON at byte %d+: invalid UTF%-8; relisting', true), log_of(p))
+    assert.is_nil(p:output():find('bad-', 1, true))
+  end)
+
+  it('refuses a raw NUL byte inside a string, and passes an escaped one (\\u0000) through intact', function()
+    s = start_server { '--mode', 'nul-byte' }
+    p = recorder(s)
+    behaves_again(1)
+    assert.truthy(logged(p, 'watch event is not valid JSON at byte %d+: control character in string', true), log_of(p))
+    assert.is_nil(p:output():find('nul-byte', 1, true))
+    local nul = script([[
+      local inf = klua.informer { resource = 'configmaps' }
+      klua.every(0.05, function()
+        local o = inf:get('default/late-0')
+        if o and o.metadata.resourceVersion == '9' then
+          print(#o.data.nul, o.data.nul == 'a\0b')
+          klua.stop()
+        end
+      end)
+    ]])
+    local out, err, code = K.run({ '--kubeconfig', s.dir .. '/kubeconfig', 'run', nul })
+    assert.equals(0, code, err)
+    assert.equals('3\ttrue\n', out)
+  end)
+
+  it('refuses events of an unknown type, without a type, or with an object that is not one', function()
+    s = start_server { '--mode', 'unknown-type', '--bad', '3' }
+    p = recorder(s)
+    behaves_again(3)
+    assert.truthy(logged(p, 'watch event has unknown type "BOGUS"; relisting'), log_of(p))
+    assert.truthy(logged(p, 'watch event has no type; relisting'), log_of(p))
+    assert.truthy(logged(p, 'watch event has no object; relisting'), log_of(p))
+  end)
+
+  it('backs off and lists again after a 500 whose body is an HTML page', function()
+    s = start_server { '--mode', 'html-500', '--bad', '2' }
+    p = recorder(s)
+    behaves_again(2)
+    assert.truthy(logged(p, 'LIST failed: HTTP 500'), log_of(p))
+  end)
+
+  it('backs off and watches again after a 401 with a text/plain body', function()
+    s = start_server { '--mode', 'text-401', '--bad', '2' }
+    p = recorder(s)
+    behaves_again(2)
+    assert.truthy(logged(p, 'watch failed: HTTP 401'), log_of(p))
+  end)
+
+  it('restarts a watch whose 200 never sends a byte once --watch-idle-timeout passes', function()
+    s = start_server { '--mode', 'silent-watch', '--bad', '2' }
+    p = recorder(s)
+    behaves_again(2)
+    assert.truthy(logged(p, 'watch silent for 2 s; restarting it'), log_of(p))
+    assert.is_true(I.stats(p).idle >= 2)
+  end)
+
+  it('abandons a LIST whose 200 never sends a byte once --request-timeout passes, and lists again', function()
+    s = start_server { '--mode', 'silent-list' }
+    p = recorder(s, { '--request-timeout', '3' })
+    behaves_again(1)
+  end)
+
+  it('gives up on a watch that drips one byte a second past the timeout it asked for, and watches again', function()
+    s = start_server { '--mode', 'drip' }
+    p = recorder(s, { '--watch-timeout', '2:3' })
+    behaves_again(1)
+    local peak = peak_rss(p.pid)
+    assert.is_true(peak < 48 * MiB, ('peak RSS %.1f MiB'):format(peak / MiB))
+  end)
+
+  it('refuses a TLS certificate made for another host name, with a clear TLS error', function()
+    local certs = scratch()
+    s = start_server { '--tls', '--tls-name', 'wrong.example', '--cert-dir', certs }
+    local kc = kubeconfig(s.dir, s.url, { ca = certs .. '/ca.crt', token = 'hostile-spec-token' })
+    local _, err, code = K.run({ '--kubeconfig', kc, 'run', I.RECORDER, 'configmaps' })
+    assert.equals(1, code)
+    assert.truthy(err:find("no alternative certificate subject name matches target host name '127.0.0.1'", 1, true), err)
+    assert.same({}, s:stats().requests)
+    assert.is_nil(err:find('hostile-spec-token', 1, true))
+  end)
+
+  it('does not follow a redirect to another host, so its credentials never reach it', function()
+    local elsewhere = start_server { '--host', '127.0.0.2' }
+    others[1] = elsewhere
+    local certs = scratch()
+    s = start_server { '--mode', 'redirect', '--bad', '2', '--redirect-to', elsewhere.url,
+      '--tls', '--tls-name', '127.0.0.1', '--cert-dir', certs }
+    local kc = kubeconfig(s.dir, s.url, { ca = certs .. '/ca.crt', token = 'hostile-spec-token' })
+    p = recorder(s, nil, { kubeconfig = kc })
+    behaves_again(2)
+    assert.truthy(logged(p, 'LIST failed: HTTP 302'), log_of(p))
+    assert.same({}, elsewhere:stats().requests)
+    for _, r in ipairs(s:stats().requests) do assert.equals('Bearer hostile-spec-token', r.authorization) end
+  end)
+
+  it('lists 100,000 objects from one unpaged response and syncs, with memory bounded (under 300 MiB)', function()
+    s = start_server { '--items', '100000' }
+    local sync = script([[
+      local inf = klua.informer { resource = 'configmaps' }
+      klua.on_synced(function() print('synced', #inf:list()); io.stdout:flush() end)
+      klua.every(0.1, function()
+        local late = inf:get('default/late-0')
+        if late and late.metadata.resourceVersion == '100004' then print('cached', #inf:list()); io.stdout:flush() end
+      end)
+    ]])
+    p = K.spawn({ '--kubeconfig', kubeconfig(s.dir, s.url), 'run', sync })
+    assert.truthy(p:wait_for('cached', 60), p:errors())
+    local peak = peak_rss(p.pid)
+    assert.truthy(p:output():find('synced\t100000\n', 1, true))
+    assert.truthy(p:output():find('cached\t100000\n', 1, true))
+    assert.is_true(peak < 300 * MiB, ('peak RSS %.1f MiB'):format(peak / MiB))
+  end)
+end)
