@@ -22,7 +22,7 @@ CORE_OBJ  := $(CSRC:src/%.c=$(BUILD)/%.o) $(CXXSRC:src/%.cc=$(BUILD)/%.o) $(BUIL
 TEST_OBJ  := $(TESTSRC:src/%.c=$(BUILD)/%.o)
 DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/main.d
 
-.PHONY: all test demo bench soak fuzz test-asan clean bootstrap
+.PHONY: all test demo bench soak fuzz fuzz-smoke test-asan clean bootstrap
 
 all: $(BUILD)/klua $(BUILD)/klua_testing.so
 
@@ -59,6 +59,27 @@ test-asan: bootstrap
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 	@KLUA_BUILD=build-asan KLUA_ASAN=1 sh scripts/run-specs $(SPEC)
 
+# libFuzzer targets, one per fuzz/fuzz_*.c (fuzz/README.md): built with clang
+# into build-fuzz/, each run for SECONDS on a copy of its corpus; a crash fails.
+SECONDS   ?= 60
+FUZZ      := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+DEPS      += $(FUZZ:%=$(BUILD)/%.d)
+
+fuzz: bootstrap
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang CXX=clang++ OPT=-O1 \
+	  SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZ:%=build-fuzz/%)
+	@sh fuzz/run build-fuzz $(SECONDS) $(FUZZ)
+
+fuzz-smoke:
+	@$(MAKE) --no-print-directory fuzz SECONDS=10
+
+$(BUILD)/fuzz_%.o: fuzz/fuzz_%.c | $(BUILD)
+	$(CC) $(CFLAGS) -Isrc -MMD -MP -c $< -o $@
+
+$(BUILD)/fuzz_%: $(BUILD)/fuzz_%.o $(CORE_OBJ)
+	$(CXX) $(SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
 demo: bootstrap
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo
@@ -67,7 +88,14 @@ bench: bootstrap
 	@$(MAKE) --no-print-directory all
 	@python3 scripts/bench $(BENCH_ARGS)
 
+# The chaos soak (docs/reliability.md): DURATION seconds of random changes and faults.
+DURATION  ?= 600
+
+soak: bootstrap
+	@$(MAKE) --no-print-directory all
+	@python3 scripts/soak --duration $(DURATION) --klua $(BUILD)/klua
+
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 -include $(DEPS)

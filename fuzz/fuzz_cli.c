@@ -1,0 +1,161 @@
+/*
+ * fuzz_cli.c - libFuzzer target for klua's command-line parsers: the global
+ * flag parser (src/cli.c) and the `klua watch` flag parser
+ * (require('klua.watch').parse in lua/klua/watch.lua).
+ *
+ * The input is an argument list, the words separated by NUL bytes (so
+ * "watch\0pods\0-n\0default" is `klua watch pods -n default`); at most 64
+ * words are taken. kl_cli_parse gets them after argv[0] = "klua", and
+ * klua.watch's parse gets them as its argument table. Rejecting a line is
+ * fine; a parse that succeeds must describe the line it was given:
+ *   kl_cli_parse: the command, script and arguments are words of argv (or
+ *   "help"), in order, and the numeric settings are within their bounds;
+ *   klua.watch parse: returns options or nil and a message, never raises,
+ *   and the options have a resource, an output of line, json or name, and
+ *   not both -n and -A.
+ * The watch module is the copy compiled into klua (lua_embedded.c), loaded
+ * on its own: parse needs nothing else of the runtime.
+ */
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "embedded.h"
+
+#define MAX_WORDS 64
+
+static struct {
+    lua_State *L;  /* stack: klua.watch's parse */
+    FILE *devnull; /* where kl_cli_parse's complaints go */
+} g;
+
+static void die(const char *what, const char *detail) {
+    fprintf(stderr, "fuzz_cli: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+    abort();
+}
+
+/* Pushes the klua.watch module table from the embedded library. */
+static void push_watch_module(lua_State *L) {
+    for (const kl_embedded *e = kl_embedded_lua; e->module; e++) {
+        if (strcmp(e->module, "klua.watch") != 0) continue;
+        if (luaL_loadbuffer(L, e->src, e->len, "@lua/klua/watch.lua") != LUA_OK || lua_pcall(L, 0, 1, 0) != LUA_OK)
+            die("cannot load klua.watch", lua_tostring(L, -1));
+        return;
+    }
+    die("klua.watch is not in the embedded library", NULL);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    g.devnull = fopen("/dev/null", "w");
+    g.L = luaL_newstate();
+    if (!g.devnull || !g.L) die("cannot set up", NULL);
+    luaL_openlibs(g.L);
+    push_watch_module(g.L);
+    lua_getfield(g.L, -1, "parse");
+    if (!lua_isfunction(g.L, -1)) die("klua.watch has no parse function", NULL);
+    lua_remove(g.L, -2);
+    return 0;
+}
+
+/* Splits data at NULs into argv[1..]; returns argc. The words live in buf. */
+static int split(const uint8_t *data, size_t size, char *buf, char **argv) {
+    memcpy(buf, data, size);
+    buf[size] = 0;
+    int argc = 0;
+    argv[argc++] = "klua";
+    for (size_t i = 0; i <= size && argc <= MAX_WORDS;) {
+        argv[argc++] = buf + i;
+        i += strlen(buf + i) + 1;
+    }
+    argv[argc] = NULL;
+    return argc;
+}
+
+static int is_word(char **argv, int argc, const char *s) {
+    for (int i = 1; i < argc; i++)
+        if (argv[i] == s) return 1;
+    return 0;
+}
+
+static void check_cli(int argc, char **argv) {
+    kl_cli c;
+    if (kl_cli_parse(&c, argc, argv, g.devnull) == 0) {
+        if (c.command && strcmp(c.command, "help") != 0 && !is_word(argv, argc, c.command))
+            die("the command is not a word of the line", NULL);
+        if (c.script && (!c.command || strcmp(c.command, "run") != 0 || !is_word(argv, argc, c.script)))
+            die("a script was taken outside `run SCRIPT`", NULL);
+        if (c.nargs < 0 || c.nargs > argc - 1) die("more arguments than words", NULL);
+        for (int i = 0; i < c.nargs; i++)
+            if (!is_word(argv, argc, c.args[i]) || (i && c.args[i] <= c.args[i - 1]))
+                die("the arguments are not words of the line in order", NULL);
+        if (c.verbosity < 0 || c.rt.instruction_budget < 0 || c.rt.page_size < 0 || c.rt.idle_timeout < 0 ||
+            c.rt.watch_list_deadline < 0)
+            die("a setting is out of its bounds", NULL);
+        if (c.rt.watch_timeout_min && !(c.rt.watch_timeout_max > c.rt.watch_timeout_min))
+            die("--watch-timeout gives an empty range", NULL);
+    }
+    kl_cli_free(&c);
+}
+
+/* Field key of the options table at -1 is nil or a string. */
+static int string_or_nil(lua_State *L, const char *key) {
+    int t = lua_getfield(L, -1, key);
+    lua_pop(L, 1);
+    return t == LUA_TNIL || t == LUA_TSTRING;
+}
+
+static void check_watch(int argc, char **argv) {
+    lua_State *L = g.L;
+    lua_pushvalue(L, 1);
+    lua_createtable(L, argc - 1, 0);
+    for (int i = 1; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i);
+    }
+    if (lua_pcall(L, 1, 2, 0) != LUA_OK) die("klua.watch parse raised", lua_tostring(L, -1));
+    if (lua_isnil(L, -2)) {
+        if (!lua_isstring(L, -1)) die("klua.watch parse failed without a message", NULL);
+    } else {
+        lua_pop(L, 1);
+        if (!lua_istable(L, -1)) die("klua.watch parse returned neither options nor nil", NULL);
+        if (lua_getfield(L, -1, "resource") != LUA_TSTRING) die("options without a resource", NULL);
+        lua_pop(L, 1);
+        lua_getfield(L, -1, "output");
+        const char *out = lua_tostring(L, -1);
+        if (!out || (strcmp(out, "line") && strcmp(out, "json") && strcmp(out, "name")))
+            die("options with an output that is not line, json or name", out);
+        lua_pop(L, 1);
+        if (!string_or_nil(L, "namespace") || !string_or_nil(L, "name") || !string_or_nil(L, "selector") ||
+            !string_or_nil(L, "field_selector") || !string_or_nil(L, "expr"))
+            die("an option that is not a string", NULL);
+        lua_getfield(L, -1, "all_namespaces");
+        lua_getfield(L, -2, "namespace");
+        if (lua_toboolean(L, -2) && !lua_isnil(L, -1)) die("options with both -n and -A", NULL);
+        lua_pop(L, 2);
+        lua_pushnil(L);
+    }
+    lua_pop(L, 2);
+    lua_gc(L, LUA_GCSTEP, 0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char *buf = malloc(size + 1);
+    char *argv[MAX_WORDS + 2];
+    if (!buf) die("out of memory", NULL);
+    int argc = split(data, size, buf, argv);
+    check_cli(argc, argv);
+    check_watch(argc, argv);
+    free(buf);
+    return 0;
+}
