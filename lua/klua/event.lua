@@ -9,16 +9,10 @@ local clock = os.time
 -- the Unix epoch (os.time by default).
 function M.set_clock(fn) clock = fn end
 
-local function indexable(v)
-  local kind = type(v)
-  return kind == 'table' or (kind == 'userdata' and getmetatable(v) ~= nil)
-end
-
-local function field(t, key)
-  if indexable(t) then return t[key] end
-end
-
-local function non_empty(v) return type(v) == 'string' and v ~= '' end
+local util = require 'klua.objutil'
+local indexable = util.indexable
+local field = util.field
+local non_empty = util.non_empty
 
 local TYPES = { Normal = true, Warning = true }
 

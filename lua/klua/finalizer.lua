@@ -10,10 +10,8 @@ local array_mt = {}
 -- arrays (the host's, so that a new list re-encodes as [] and not {}).
 function M.set_array_mt(mt) array_mt = mt end
 
-local function indexable(v)
-  local kind = type(v)
-  return kind == 'table' or (kind == 'userdata' and getmetatable(v) ~= nil)
-end
+local util = require 'klua.objutil'
+local indexable = util.indexable
 
 local function check_name(fn, name)
   if type(name) ~= 'string' or name == '' then

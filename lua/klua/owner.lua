@@ -13,16 +13,10 @@ local array_mt = {}
 -- arrays (the host's, so that a new list re-encodes as [] and not {}).
 function M.set_array_mt(mt) array_mt = mt end
 
-local function indexable(v)
-  local kind = type(v)
-  return kind == 'table' or (kind == 'userdata' and getmetatable(v) ~= nil)
-end
-
-local function field(t, key)
-  if indexable(t) then return t[key] end
-end
-
-local function non_empty(v) return type(v) == 'string' and v ~= '' end
+local util = require 'klua.objutil'
+local indexable = util.indexable
+local field = util.field
+local non_empty = util.non_empty
 
 local function ns_of(obj)
   local ns = field(field(obj, 'metadata'), 'namespace')

@@ -3,14 +3,9 @@
 -- read: old and new may be read-only views or tables.
 local M = {}
 
-local function indexable(v)
-  local kind = type(v)
-  return kind == 'table' or (kind == 'userdata' and getmetatable(v) ~= nil)
-end
-
-local function field(t, key)
-  if indexable(t) then return t[key] end
-end
+local util = require 'klua.objutil'
+local indexable = util.indexable
+local field = util.field
 
 local EMPTY = {}
 
