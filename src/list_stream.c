@@ -71,7 +71,7 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     if (len > s->max_item) return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
     kl_blob *b = kl_blob_alloc(len);
     if (!b) return fail(s, "out of memory decoding a LIST response");
-    memcpy(b->data, s->scratch, s->scratch_len);
+    if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
     memcpy(b->data + s->scratch_len, p, n);
     s->scratch_len = 0;
     s->collecting = 0;
