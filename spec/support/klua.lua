@@ -51,8 +51,7 @@ function M.script(text)
 end
 
 local function command(args, env)
-  -- klua itself links its sanitizers: the interpreter's preload is not for it.
-  local parts = { 'env', '-u', 'LD_PRELOAD' }
+  local parts = { 'env' }
   for k, v in pairs(env or {}) do parts[#parts + 1] = k .. '=' .. shell_quote(v) end
   local child_asan = os.getenv('KLUA_CHILD_ASAN_OPTIONS')
   if child_asan then parts[#parts + 1] = 'ASAN_OPTIONS=' .. shell_quote(child_asan) end
