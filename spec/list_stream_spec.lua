@@ -40,6 +40,20 @@ describe('the streaming LIST decoder', function()
     assert.equals('9', got.rv)
   end)
 
+  it('reads the items member as a JSON parser does: the first of duplicates, escapes decoded', function()
+    for _, body in ipairs({
+      '{"items":[],"items":[1]}',
+      '{"items":[{"metadata":{"name":"a"}}],"items":[{"metadata":{"name":"b"}}]}',
+      '{"it\\u0065ms":[{"metadata":{"name":"a"}}]}',
+      '{"items":null,"items":[{"metadata":{"name":"a"}}]}',
+    }) do
+      local whole, werr = testing.decode_list(body)
+      local streamed, serr = testing.decode_list_stream({ body })
+      assert.same(whole, streamed, body)
+      assert.equals(werr, serr, body)
+    end
+  end)
+
   it('decodes an empty list and a list without items', function()
     assert.equals(0, #assert(testing.decode_list_stream({ '{"metadata":{"resourceVersion":"1"},"items":[]}' })).items)
     assert.equals(0, #assert(testing.decode_list_stream({ '{"metadata":{"resourceVersion":"1"},"items":null}' })).items)

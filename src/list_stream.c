@@ -95,6 +95,32 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     return 0;
 }
 
+/* Whether a member name, as written (escapes included), reads "items". */
+static int names_items(const char *raw, size_t n) {
+    char name[5];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = raw[i];
+        if (c == '\\') {
+            /* Only \u00XX can spell a letter; every other escape cannot. */
+            if (i + 5 >= n + 1 || raw[i + 1] != 'u') return 0;
+            unsigned v = 0;
+            for (int d = 2; d < 6; d++) {
+                char h = raw[i + d];
+                v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0'
+                                        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                        : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 999);
+            }
+            if (v > 0x7f) return 0;
+            c = (char)v;
+            i += 5;
+        }
+        if (k == sizeof name) return 0;
+        name[k++] = c;
+    }
+    return k == 5 && memcmp(name, "items", 5) == 0;
+}
+
 /* Follows one byte outside strings; returns -1 on a structural error. */
 static int structure(kl_list_stream *s, char c) {
     switch (c) {
@@ -107,7 +133,7 @@ static int structure(kl_list_stream *s, char c) {
         break;
     case '{':
     case '[':
-        if (s->depth == 1 && c == '[' && s->key_is_items) s->in_items = 1;
+        if (s->depth == 1 && c == '[' && s->key_is_items) s->in_items = s->items_seen = 1;
         s->key_is_items = 0;
         if (++s->depth == 1) s->expect_key = 1;
         if (s->depth > 1000000) return fail(s, "LIST response nests too deep");
@@ -123,7 +149,8 @@ static int structure(kl_list_stream *s, char c) {
     case ':':
         if (s->depth == 1) {
             s->expect_key = 0;
-            s->key_is_items = s->keylen == 5 && memcmp(s->key, "items", 5) == 0;
+            s->key_is_items = !s->items_seen && s->keylen <= sizeof s->key && names_items(s->key, s->keylen);
+            if (s->key_is_items) s->items_seen = 1;
         }
         break;
     default:

@@ -26,9 +26,11 @@ typedef struct kl_list_stream {
     int depth, in_string, escape;
     int expect_key;     /* at depth 1, the next string is a member name */
     int key_is_items;   /* the member whose value comes next is "items" */
+    int items_seen;     /* the first "items" member was met: later ones are
+                         * ignored, as a JSON parser keeps the first */
     int in_items;       /* inside the top-level items array */
     int reading_key;
-    char key[8];        /* enough to recognise "items" */
+    char key[64];       /* raw member name: enough for "items" however escaped */
     size_t keylen;
     int collecting;     /* inside an element */
     char *scratch;      /* the part of an element that came in earlier reads */
