@@ -6,6 +6,10 @@ local M = {}
 
 M.bin = os.getenv('KLUA_BIN') or './build/klua'
 
+--- Under make test-asan klua runs several times slower and its allocator
+-- holds redzones and a quarantine: waits and memory bounds scale by this.
+M.slowdown = os.getenv('KLUA_ASAN') and 3 or 1
+
 local function shell_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
@@ -66,7 +70,7 @@ function M.run(args, opts)
   opts = opts or {}
   local d = tmpdir()
   local cmd = ('timeout -s TERM %s %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code'):format(
-    opts.timeout or 20, command(args, opts.env), d, d, d)
+    opts.timeout or 20 * M.slowdown, command(args, opts.env), d, d, d)
   os.execute(cmd)
   local out, err = read_file(d .. '/out'), read_file(d .. '/err')
   local code = tonumber(read_file(d .. '/code'))
