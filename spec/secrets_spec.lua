@@ -27,7 +27,9 @@ end
 local SCRIPT = [[
 local secrets = klua.informer { resource = 'secrets' }
 klua.informer { resource = 'configmaps' }
-local stamp = tostring(math.random(1, 1 << 30))
+-- Unique per run (a clock, not math.random, whose seed may repeat): the
+-- patch below must change the Secret, or no update would come.
+local stamp = string.format('%.0f', require('klua.core').now() * 1e6)
 secrets:on('update', function(_, new)
   if new.metadata.name == 'klua-marker' and new.metadata.labels and new.metadata.labels.seen == stamp then
     print('seen update of', new.metadata.name, #new.data.marker)
