@@ -48,18 +48,11 @@ local function probe(flags, env)
   env = env or {}
   if env.HOME == nil then env.HOME = tmpdir() end
   if env.KUBECONFIG == nil then env.KUBECONFIG = '' end
-  local asan = os.getenv('KLUA_CHILD_ASAN_OPTIONS')
-  if asan then env.ASAN_OPTIONS, env.LD_PRELOAD = asan, '' end
-  local parts = { 'env' }
-  for k, v in pairs(env) do parts[#parts + 1] = K.quote(k .. '=' .. v) end
-  parts[#parts + 1] = K.quote(K.bin)
-  for _, f in ipairs(flags) do parts[#parts + 1] = K.quote(f) end
-  parts[#parts + 1] = 'run'
-  parts[#parts + 1] = K.quote(probe_path)
-  local d = tmpdir()
-  os.execute(('timeout -s TERM 20 %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code')
-    :format(table.concat(parts, ' '), d, d, d))
-  return K.read_file(d .. '/out'), K.read_file(d .. '/err'), tonumber(K.read_file(d .. '/code'))
+  local args = {}
+  for _, f in ipairs(flags) do args[#args + 1] = f end
+  args[#args + 1] = 'run'
+  args[#args + 1] = probe_path
+  return K.run(args, { env = env })
 end
 
 -- Writes a kubeconfig with one cluster, user and context; returns its path.

@@ -25,18 +25,7 @@ end
 -- Runs klua to completion with variables added to its environment; returns
 -- stdout, stderr and the exit status, like K.run.
 local function run_env(env, args)
-  local d = K.tmpdir()
-  local parts = { 'env' }
-  local asan = os.getenv('KLUA_CHILD_ASAN_OPTIONS')
-  if asan then env.ASAN_OPTIONS, env.LD_PRELOAD = asan, '' end
-  for k, v in pairs(env) do parts[#parts + 1] = K.quote(k .. '=' .. v) end
-  parts[#parts + 1] = K.quote(K.bin)
-  for _, a in ipairs(args) do parts[#parts + 1] = K.quote(a) end
-  os.execute(('timeout -s TERM 20 %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code')
-    :format(table.concat(parts, ' '), d, d, d))
-  local out, err, code = K.read_file(d .. '/out'), K.read_file(d .. '/err'), tonumber(K.read_file(d .. '/code'))
-  os.execute('rm -rf ' .. K.quote(d))
-  return out, err, code
+  return K.run(args, { env = env })
 end
 
 local function lines(text)

@@ -57,8 +57,6 @@ end
 local function command(args, env)
   local parts = { 'env' }
   for k, v in pairs(env or {}) do parts[#parts + 1] = k .. '=' .. shell_quote(v) end
-  local child_asan = os.getenv('KLUA_CHILD_ASAN_OPTIONS')
-  if child_asan then parts[#parts + 1] = 'ASAN_OPTIONS=' .. shell_quote(child_asan) end
   parts[#parts + 1] = shell_quote(M.bin)
   for _, a in ipairs(args) do parts[#parts + 1] = shell_quote(a) end
   return table.concat(parts, ' ')
