@@ -45,13 +45,27 @@ describe('an informer under faults', function()
     settle()
   end)
 
-  it('relists when an ERROR event says the resourceVersion expired', function()
-    p = I.start(sb, 'configmaps')
+  it('relists at once when an ERROR event says the resourceVersion expired', function()
+    p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
     changes(sb, 'before', 10)
     sb:fault { expire_watches = true }
     changes(sb, 'after', 10)
     local s = settle()
     assert.is_true(s.relists >= 1)
+    -- The watch had delivered events: its successor LIST does not wait.
+    assert.falsy(p:errors():find('before LIST', 1, true), p:errors())
+  end)
+
+  it('waits a backoff before relisting when a watch is refused with 410 before delivering anything', function()
+    p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
+    sb:fault { fail = { count = 2, code = 410, verbs = { 'watch' } } }
+    sb:fault { expire_watches = true }
+    assert.truthy(K.eventually(function() return sb:stats().faults.fail_410 == 2 end, 15 * K.slowdown))
+    local waited = 'waiting [%d.]+ s before LIST: the resourceVersion expired before the watch delivered anything'
+    assert.truthy(p:wait_for(waited .. '.*' .. waited, 15 * K.slowdown, 'err'), p:errors())
+    changes(sb, 'expired', 5)
+    local s = settle()
+    assert.is_true(s.relists >= 2)
   end)
 
   it('relists from the latest state when the history was compacted past its resourceVersion', function()

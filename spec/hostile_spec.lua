@@ -211,6 +211,34 @@ describe('klua against a hostile server', function()
     assert.truthy(logged(p, 'watch event has no object; relisting'), log_of(p))
   end)
 
+  it('waits a backoff, doubling each time, before relisting after a stream it cannot read', function()
+    s = start_server { '--mode', 'unknown-type', '--bad', '3' }
+    p = recorder(s, { '-v', '2' })
+    behaves_again(3)
+    assert.truthy(logged(p, 'waiting %d+%.%d s before LIST: the watch stream could not be read', true), log_of(p))
+    -- Each bad WATCH is followed by a LIST no sooner than the backoff:
+    -- at least 0.8 s, then 1.6 s, then 3.2 s (client-go's 800 ms doubling).
+    local function gaps()
+      local found, watched_at = {}, nil
+      for _, r in ipairs(s:stats().requests) do
+        if r.path:find('/configmaps', 1, true) then
+          if r.path:find('watch=true', 1, true) then
+            watched_at = r.time
+          elseif watched_at then
+            found[#found + 1] = r.time - watched_at
+            watched_at = nil
+          end
+        end
+      end
+      return found
+    end
+    local relists = wait_until(function() local g = gaps(); return #g == 3 and g end, 15 * K.slowdown)
+    assert.truthy(relists, log_of(p))
+    for i, least in ipairs({ 0.8, 1.6, 3.2 }) do
+      assert.is_true(relists[i] >= least, ('relist %d came %.2f s after its watch'):format(i, relists[i]))
+    end
+  end)
+
   it('backs off and lists again after a 500 whose body is an HTML page', function()
     s = start_server { '--mode', 'html-500', '--bad', '2' }
     p = recorder(s)

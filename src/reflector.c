@@ -25,7 +25,8 @@ typedef enum {
     END_REWATCH, /* clean end or idle restart: watch again at once */
     END_BACKOFF, /* an error: wait, then watch again */
     END_RETRY,   /* the server asked to wait (Retry-After) */
-    END_RELIST,  /* the stream can no longer be trusted: LIST(rv) */
+    END_RELIST,  /* 410: LIST(rv), at once if the watch made progress */
+    END_CORRUPT, /* bytes that cannot be read: wait, then LIST(rv) */
     END_FALLBACK /* WatchList gave no initial-events-end in time: LIST */
 } end_action;
 
@@ -339,7 +340,7 @@ static void frames_push(kl_reflector *r, kl_blob *b) {
         if (!f) {
             kl_blob_unref(b);
             r->ending = 1;
-            r->action = END_RELIST;
+            r->action = END_CORRUPT;
             return;
         }
         for (size_t i = 0; i < r->nframes; i++) f[i] = r->frames[(r->fhead + i) % r->fcap];
@@ -369,7 +370,7 @@ static void on_oversize(void *ud, size_t max) {
     r->stats.oversize++;
     kl_log(KL_LOG_ERROR, r->o.name, "watch event larger than %zu bytes refused; relisting", max);
     r->ending = 1;
-    r->action = END_RELIST;
+    r->action = END_CORRUPT;
 }
 
 static size_t on_watch_data(void *ud, const char *p, size_t n) {
@@ -382,7 +383,7 @@ static size_t on_watch_data(void *ud, const char *p, size_t n) {
     }
     if (kl_framer_feed(&r->framer, p, n) < 0) {
         r->ending = 1;
-        r->action = END_RELIST;
+        r->action = END_CORRUPT;
     }
     schedule_pump(r);
     /* Returning less than n makes curl end the transfer: the stream is
@@ -439,7 +440,7 @@ static void handle_frame(kl_reflector *r, kl_blob *frame) {
     if (kl_decode_event(frame, r->o.kind, &ev, err, sizeof err) < 0) {
         r->stats.malformed++;
         kl_log(KL_LOG_ERROR, r->o.name, "%s; relisting", err);
-        end_watch_now(r, END_RELIST);
+        end_watch_now(r, END_CORRUPT);
     } else if (ev.type == KL_EV_BOOKMARK) {
         r->stats.bookmarks++;
         r->watch_events++;
@@ -563,6 +564,27 @@ static end_action classify_end(kl_reflector *r) {
     return END_BACKOFF;
 }
 
+/* Starts the LIST (or, with --watch-list, the initial-events WATCH) that
+ * follows a stream klua stopped trusting. A server that answers every
+ * watch with bytes klua cannot read, or with 410 before anything else,
+ * would otherwise be met with a tight loop of relists; as in client-go,
+ * such relists wait a backoff first. */
+static void relist(kl_reflector *r, end_action why) {
+    r->page = 0;
+    r->unpaged = 0;
+    r->stats.relists += r->o.watch_list;
+    r->initial = r->o.watch_list;
+    if (why == END_CORRUPT) {
+        backoff_then(r, r->o.watch_list, "the watch stream could not be read");
+    } else if (why == END_RELIST && r->watch_events == 0) {
+        backoff_then(r, r->o.watch_list, "the resourceVersion expired before the watch delivered anything");
+    } else if (r->o.watch_list) {
+        start_watch(r);
+    } else {
+        start_list(r);
+    }
+}
+
 static void after_watch(kl_reflector *r) {
     if (r->phase != WATCHING) return;
     kl_loop_cancel(r->loop, r->idle_timer);
@@ -591,13 +613,9 @@ static void after_watch(kl_reflector *r) {
         retry_after_then(r, r->retry_after, 1, "the server asked to retry later");
         break;
     case END_RELIST:
+    case END_CORRUPT:
     case END_FALLBACK:
-        r->page = 0;
-        r->unpaged = 0;
-        r->stats.relists += r->o.watch_list;
-        r->initial = r->o.watch_list;
-        if (r->o.watch_list) start_watch(r);
-        else start_list(r);
+        relist(r, r->action);
         break;
     }
 }
