@@ -83,6 +83,17 @@ local function up_to_date(current, want)
   return same(current.data, want.data) and same(current.binaryData, want.binaryData)
 end
 
+-- Objects in a copy's way, by "namespace/name uid": each is reported once,
+-- not at every reconcile of its source.
+local reported = {}
+
+local function report_once(obj, fmt, ...)
+  local id = key_of(obj) .. ' ' .. obj.metadata.uid
+  if reported[id] then return end
+  reported[id] = true
+  klua.log.warn(fmt, ...)
+end
+
 -- Called when creating a copy found an object of that name that the cache
 -- does not hold: either a copy made a moment ago whose add event has not
 -- arrived yet (that event enqueues the source again), or a ConfigMap that
@@ -91,7 +102,7 @@ local function check_existing(source, key)
   local existing, err = klua.api.get('configmaps', key)
   if not existing then return nil, err end
   if source_key_of(existing) ~= key_of(source) then
-    klua.log.warn('%s exists and is not a copy of %s: left alone', key, key_of(source))
+    report_once(existing, '%s exists and is not a copy of %s: left alone', key, key_of(source))
   end
   return true
 end
@@ -108,7 +119,7 @@ local function ensure_copy(source, ns)
     return true
   end
   if source_key_of(current) ~= key_of(source) then
-    klua.log.warn('%s is a copy of %s, not of %s: left alone',
+    report_once(current, '%s is a copy of %s, not of %s: left alone',
       key_of(current), source_key_of(current), key_of(source))
     return true
   end

@@ -157,6 +157,9 @@ describe('examples/configmap-sync.lua', function()
 
     kubectl(sb, 'create namespace team-c')
     copies_become('default=green kube-public=green kube-system=green team-c=green')
+    -- Three reconciles met the ConfigMap in team-b; it was reported once.
+    local _, reports = p:errors():gsub('team%-b/settings exists and is not a copy', '')
+    assert.equals(1, reports, p:errors())
 
     -- A copy deleted by hand comes back.
     local uid = sb:kubectl_json('get configmap settings -n default').metadata.uid
