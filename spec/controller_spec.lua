@@ -128,6 +128,25 @@ describe('a controller', function()
     assert.equals('default/boss default/boss\n', out)
   end)
 
+  it('made after its informers synced, reconciles every object they already hold', function()
+    for _, name in ipairs({ 'late-1', 'late-2' }) do
+      assert.equals(201, sb:json('POST', '/api/v1/namespaces/default/configmaps',
+        { metadata = { name = name, labels = { role = 'late' } } }))
+    end
+    local out = run(sb, [[
+      local cms = klua.informer { resource = 'configmaps', namespace = 'default', label_selector = 'role=late' }
+      klua.on_synced(function()
+        local keys = {}
+        klua.controller { watches = { cms }, reconcile = function(key) keys[#keys + 1] = key end }
+        klua.sleep(0.5)
+        table.sort(keys)
+        print(table.concat(keys, ' '))
+        klua.stop()
+      end)
+    ]])
+    assert.equals('default/late-1 default/late-2\n', out)
+  end)
+
   it('counts queue depth, adds, retries and reconcile durations', function()
     local out = run(sb, [[
       local cms = klua.informer { resource = 'configmaps', namespace = 'default', label_selector = 'never=matches' }

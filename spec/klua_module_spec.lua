@@ -191,6 +191,58 @@ describe('an informer', function()
     assert.equals('chained\ttrue\nadd\texisting\ttrue\nadd\tnew\tfalse\nupdate\t1\t2\ndelete\tnew\tfalse\n', out)
   end)
 
+  it('gives an add handler added after the sync every cached object, with in_initial_list true, then the changes after it', function()
+    local ns = namespace('inf-late')
+    configmap(ns, 'a')
+    configmap(ns, 'b')
+    local out = run_ok([[
+      local ns = ...
+      local inf = klua.informer { resource = 'configmaps', namespace = ns }
+      klua.on_synced(function()
+        local seen = {}
+        inf:on('add', function(o, initial)
+          seen[#seen + 1] = o.metadata.name .. '=' .. tostring(initial)
+          if o.metadata.name == 'c' then
+            table.sort(seen)
+            print(table.concat(seen, ' '))
+            klua.stop()
+          end
+        end)
+        assert(klua.api.create('configmaps', { metadata = { name = 'c', namespace = ns } }))
+      end)
+    ]], { args = { ns } })
+    assert.equals('a=true b=true c=false\n', out)
+  end)
+
+  it('gives a handler added by another handler, while notifications wait, each cached object once', function()
+    local ns = namespace('inf-nested')
+    for i = 1, 30 do configmap(ns, ('cm-%02d'):format(i)) end
+    local out = run_ok([[
+      local ns = ...
+      local inf = klua.informer { resource = 'configmaps', namespace = ns }
+      local seen, count = 0, {}
+      inf:on('add', function()
+        -- Registered halfway through the initial list: ten objects were
+        -- handed out already, the rest are queued and already cached.
+        seen = seen + 1
+        if seen ~= 10 then return end
+        klua.sleep(0.1)
+        inf:on('add', function(obj) count[obj.metadata.name] = (count[obj.metadata.name] or 0) + 1 end)
+      end)
+      klua.on_synced(function()
+        klua.sleep(0.2)
+        local names, twice = 0, 0
+        for _, n in pairs(count) do
+          names = names + 1
+          if n > 1 then twice = twice + 1 end
+        end
+        print(names, twice)
+        klua.stop()
+      end)
+    ]], { args = { ns } })
+    assert.equals('30\t0\n', out)
+  end)
+
   it('refuses an unknown event name in :on, saying which names exist, at the line of the call', function()
     local _, err, code, path = run('local inf = klua.informer("configmaps")\ninf:on("added", print)\n')
     assert.equals(1, code)

@@ -20,6 +20,7 @@ struct kl_informer {
     int held;              /* told the reflector it is full */
     int listed;            /* the first LIST has been stored */
     size_t initial_left;   /* notifications of the first list not yet taken */
+    uint64_t seq;          /* of the last notification queued */
 };
 
 void kl_notif_clear(kl_notif *n) {
@@ -52,6 +53,7 @@ static int push(kl_informer *inf, kl_notif *n) {
         inf->head = 0;
         inf->cap = cap;
     }
+    n->seq = ++inf->seq;
     inf->q[(inf->head + inf->n++) % inf->cap] = *n;
     if (inf->n == 1) inf->ready(inf->ud, inf);
     return 0;
@@ -166,6 +168,21 @@ const kl_reflector_stats *kl_informer_stats(const kl_informer *inf) {
     return kl_reflector_get_stats(inf->reflector);
 }
 const char *kl_informer_rv(const kl_informer *inf) { return kl_reflector_rv(inf->reflector); }
+
+uint64_t kl_informer_seq(const kl_informer *inf) { return inf->seq; }
+
+void kl_informer_replay(kl_informer *inf, int handler) {
+    size_t cur = 0;
+    const kl_obj *o;
+    while ((o = kl_store_next(inf->store, &cur))) {
+        kl_notif n;
+        memset(&n, 0, sizeof n);
+        n.type = KL_CHANGE_ADD;
+        n.only = handler;
+        share_bytes(&n.cur, o);
+        push(inf, &n);
+    }
+}
 
 void kl_informer_resync(kl_informer *inf) {
     size_t cur = 0;

@@ -10,6 +10,8 @@
 #ifndef KLUA_INFORMER_H
 #define KLUA_INFORMER_H
 
+#include <stdint.h>
+
 #include "reflector.h"
 #include "store.h"
 
@@ -20,6 +22,8 @@ typedef struct kl_notif {
     int unknown; /* DELETE: missed while relisting; cur is the last state seen */
     int initial; /* ADD: part of the first list */
     void *parsed; /* the watch event's parsed form of cur, or NULL; owned */
+    uint64_t seq; /* 1, 2, ...: the order notifications were queued in */
+    int only;     /* a replayed ADD for this add handler (1-based) alone, or 0 */
 } kl_notif;
 
 typedef struct kl_informer kl_informer;
@@ -44,6 +48,14 @@ int kl_informer_synced(const kl_informer *inf);
 /* Queues an update (old = new) for every cached object, as client-go's
  * periodic resync does. */
 void kl_informer_resync(kl_informer *inf);
+/* The seq of the last notification queued (0 before the first): a handler
+ * added now takes the notifications after it. */
+uint64_t kl_informer_seq(const kl_informer *inf);
+/* Queues an ADD of every cached object for add handler `handler` alone, as
+ * client-go replays its cache to a handler added to a running informer.
+ * The cache already holds what the queued notifications say, so the
+ * replay, queued after them, is all that handler needs of the past. */
+void kl_informer_replay(kl_informer *inf, int handler);
 const kl_reflector_stats *kl_informer_stats(const kl_informer *inf);
 const char *kl_informer_rv(const kl_informer *inf);
 

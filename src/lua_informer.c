@@ -29,7 +29,10 @@ struct lua_informer {
     lua_informer *prev, *next;
     int ud_ref; /* the script's handle, kept for the runtime's lifetime */
     char name[160];
-    int nhandlers[3];
+    /* Per event type: the handlers, and for each the seq of the first
+     * notification it takes (0 for handlers added before dispatch began). */
+    uint64_t *since[3];
+    int nhandlers[3], cap[3];
     kl_notif cur; /* the notification being dispatched */
     int has_cur, hidx, views_made;
     int busy;      /* a handler of cur is suspended */
@@ -107,15 +110,26 @@ static void finish_notification(lua_informer *li) {
     }
 }
 
-/* Calls the next handler of the current notification as a task. */
-static void call_handler(lua_informer *li) {
+/* The next handler (1-based) to call for the current notification, or 0:
+ * a replayed ADD goes to the handler it was queued for alone; any other
+ * notification to each handler added before it was queued. */
+static int next_handler(const lua_informer *li) {
+    int type = (int)li->cur.type;
+    if (li->cur.only) return li->hidx < li->cur.only ? li->cur.only : 0;
+    int h = li->hidx + 1;
+    return h <= li->nhandlers[type] && li->since[type][h - 1] <= li->cur.seq ? h : 0;
+}
+
+/* Calls handler h of the current notification as a task. */
+static void call_handler(lua_informer *li, int h) {
     lua_State *L = li->rt->L;
     int type = (int)li->cur.type;
     if (!li->views_made) make_views(li);
+    li->hidx = h;
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref);
     lua_getiuservalue(L, -1, 1);
     lua_getfield(L, -1, event_names[type]);
-    lua_rawgeti(L, -1, ++li->hidx);
+    lua_rawgeti(L, -1, h);
     lua_replace(L, -4);
     lua_pop(L, 2);
     push_state(L, li);
@@ -124,7 +138,7 @@ static void call_handler(lua_informer *li) {
         lua_rawgeti(L, -2, 2);
         lua_insert(L, -2); /* update(old, new) */
     } else {
-        lua_pushboolean(L, type == KL_CHANGE_ADD ? li->cur.initial : li->cur.unknown);
+        lua_pushboolean(L, type == KL_CHANGE_ADD ? li->cur.initial || li->cur.only : li->cur.unknown);
     }
     lua_remove(L, -3);
     char name[200];
@@ -158,8 +172,9 @@ static void drain(kl_loop *loop, void *ud) {
             li->hidx = 0;
             n++;
         }
-        if (li->hidx >= li->nhandlers[li->cur.type]) finish_notification(li);
-        else call_handler(li);
+        int h = next_handler(li);
+        if (h) call_handler(li, h);
+        else finish_notification(li);
     }
     if (!li->busy && (li->has_cur || kl_informer_pending(li->inf))) schedule_drain(li);
     check_synced(li);
@@ -177,8 +192,26 @@ static void on_resync(kl_loop *loop, void *ud) {
 
 /* ---- methods ---------------------------------------------------------- */
 
+/* Appends a handler of type that takes the notifications after seq `after`;
+ * returns its 1-based index, or 0 when out of memory. */
+static int add_handler(lua_informer *li, int type, uint64_t after) {
+    if (li->nhandlers[type] == li->cap[type]) {
+        int cap = li->cap[type] ? li->cap[type] * 2 : 4;
+        uint64_t *since = realloc(li->since[type], (size_t)cap * sizeof *since);
+        if (!since) return 0;
+        li->since[type] = since;
+        li->cap[type] = cap;
+    }
+    li->since[type][li->nhandlers[type]] = after + 1;
+    return ++li->nhandlers[type];
+}
+
 /* inf:on(event, fn) -> inf. event is "add" (fn(obj, in_initial_list)),
- * "update" (fn(old, new)) or "delete" (fn(obj, final_state_unknown)). */
+ * "update" (fn(old, new)) or "delete" (fn(obj, final_state_unknown)).
+ * A handler added once the script's main chunk has returned, when earlier
+ * notifications may have been handed out already, takes the changes from
+ * now on; an add handler first gets every cached object, with
+ * in_initial_list true, as client-go does for a handler added late. */
 static int l_on(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const char *ev = luaL_checkstring(L, 2);
@@ -187,11 +220,15 @@ static int l_on(lua_State *L) {
         if (strcmp(ev, event_names[i]) == 0) type = i;
     if (type < 0) return luaL_error(L, "unknown event \"%s\": use \"add\", \"update\" or \"delete\"", ev);
     luaL_checktype(L, 3, LUA_TFUNCTION);
+    int late = li->rt->main_done;
+    int h = add_handler(li, type, late ? kl_informer_seq(li->inf) : 0);
+    if (!h) return luaL_error(L, "out of memory");
     lua_getiuservalue(L, 1, 1);
     lua_getfield(L, -1, ev);
     lua_pushvalue(L, 3);
-    lua_rawseti(L, -2, ++li->nhandlers[type]);
+    lua_rawseti(L, -2, h);
     lua_settop(L, 1);
+    if (late && type == KL_CHANGE_ADD) kl_informer_replay(li->inf, h);
     return 1;
 }
 
@@ -344,6 +381,7 @@ void kl_informers_close(kl_rt *rt) {
         rt->informers = li->next;
         kl_loop_cancel(rt->loop, li->resync_timer);
         if (li->has_cur) kl_notif_clear(&li->cur);
+        for (int i = 0; i < 3; i++) free(li->since[i]);
         kl_informer_free(li->inf);
         li->inf = NULL;
         lua_rawgeti(rt->L, LUA_REGISTRYINDEX, li->ud_ref);

@@ -157,16 +157,6 @@ function M.new(opts)
     end)
     inf:on('delete', enqueue_owner)
   end
-  -- An informer starts when it is made, and the script may have waited
-  -- (for discovery, say) before making this controller: objects already
-  -- delivered would never reach these handlers. Enqueue what the caches
-  -- hold, as client-go replays its cache to a handler added late.
-  for _, inf in ipairs(watches) do
-    for _, obj in ipairs(inf:list()) do enqueue(obj) end
-  end
-  for _, inf in ipairs(owns) do
-    for _, obj in ipairs(inf:list()) do enqueue_owner(obj) end
-  end
   -- Workers start once every informer has handed over its first list, as
   -- client-go's controllers wait for their caches to sync: a reconcile
   -- reading a half-filled cache would take objects not listed yet for

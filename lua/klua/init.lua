@@ -56,6 +56,9 @@ Informer.__index = Informer
 
 --- Registers a handler: "add" fn(obj, in_initial_list), "update" fn(old,
 -- new), "delete" fn(obj, final_state_unknown). Returns the informer.
+-- Handlers added while the main chunk runs see every notification; one
+-- added later sees the changes from then on, and an add handler first
+-- gets every cached object (in_initial_list true).
 function Informer:on(event, fn)
   if event ~= 'add' and event ~= 'update' and event ~= 'delete' then
     error(('unknown event "%s": use "add", "update" or "delete"'):format(tostring(event)), 2)
