@@ -37,10 +37,11 @@ static char *dup_member(const kl_json_tape *t, size_t i, const char *key, const 
 static int read_identity(const kl_json_tape *t, size_t i, kl_obj *o) {
     size_t md = kl_jt_get(t, i, "metadata");
     if (md && kl_jt_type(t, md) != '{') md = 0;
-    o->ns = dup_member(t, md, "namespace", "");
-    o->name = dup_member(t, md, "name", "");
-    o->rv = dup_member(t, md, "resourceVersion", "");
-    return o->ns && o->name && o->rv ? 0 : -1;
+    size_t nsn = 0, namen = 0, rvn = 0;
+    const char *ns = md ? kl_jt_get_string(t, md, "namespace", &nsn) : NULL;
+    const char *name = md ? kl_jt_get_string(t, md, "name", &namen) : NULL;
+    const char *rv = md ? kl_jt_get_string(t, md, "resourceVersion", &rvn) : NULL;
+    return kl_obj_set_identity(o, ns, ns ? nsn : 0, name, name ? namen : 0, rv, rv ? rvn : 0);
 }
 
 static int parse_type(const char *s, size_t n, kl_ev_type *type) {

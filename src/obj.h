@@ -13,6 +13,8 @@
 typedef struct kl_obj {
     kl_blob *blob;   /* one reference, owned by whoever holds the kl_obj */
     size_t off, len; /* the object's JSON is blob->data[off, off+len) */
+    /* The identity, in one allocation that starts at ns (one malloc per
+     * object, not three: objects arrive by the hundred thousand). */
     char *ns;        /* metadata.namespace; "" for cluster-scoped objects */
     char *name;      /* metadata.name */
     char *rv;        /* metadata.resourceVersion; "" when absent */
@@ -20,6 +22,10 @@ typedef struct kl_obj {
 
 /* Releases what o owns and zeroes it. */
 void kl_obj_clear(kl_obj *o);
+/* Sets o's identity from three strings of the given lengths (NULL for "").
+ * 0, or -1 on OOM with o's identity left unset. */
+int kl_obj_set_identity(kl_obj *o, const char *ns, size_t nsn, const char *name, size_t namen,
+                        const char *rv, size_t rvn);
 /* dst becomes a second owner of src's blob, with copies of its strings. 0 or -1 on OOM. */
 int kl_obj_copy(kl_obj *dst, const kl_obj *src);
 /* Writes the cache key, "ns/name" or "name", into buf; returns its length
