@@ -63,9 +63,9 @@ end
 local function pods_of(ns, name, ps)
   local uid = ps and ps.metadata.uid
   local owned, strays = {}, {}
-  for _, pod in ipairs(pods:list()) do
+  for _, pod in ipairs(pods:list { namespace = ns }) do
     local ref = klua.helpers.get_controller_of(pod)
-    if pod.metadata.namespace == ns and ref and ref.kind == 'PodSet' and ref.name == name
+    if ref and ref.kind == 'PodSet' and ref.name == name
         and not terminating(pod) then
       if ref.uid == uid then owned[#owned + 1] = pod else strays[#strays + 1] = pod end
     end

@@ -14,7 +14,8 @@
  *   and the options have a resource, an output of line, json or name, and
  *   not both -n and -A.
  * The watch module is the copy compiled into klua (lua_embedded.c), loaded
- * on its own: parse needs nothing else of the runtime.
+ * with what it requires (klua.selector checks -l) and nothing else of the
+ * runtime.
  */
 #include <lauxlib.h>
 #include <lua.h>
@@ -26,6 +27,7 @@
 
 #include "cli.h"
 #include "embedded.h"
+#include "lua_coverage.h"
 
 #define MAX_WORDS 64
 
@@ -39,17 +41,6 @@ static void die(const char *what, const char *detail) {
     abort();
 }
 
-/* Pushes the klua.watch module table from the embedded library. */
-static void push_watch_module(lua_State *L) {
-    for (const kl_embedded *e = kl_embedded_lua; e->module; e++) {
-        if (strcmp(e->module, "klua.watch") != 0) continue;
-        if (luaL_loadbuffer(L, e->src, e->len, "@lua/klua/watch.lua") != LUA_OK || lua_pcall(L, 0, 1, 0) != LUA_OK)
-            die("cannot load klua.watch", lua_tostring(L, -1));
-        return;
-    }
-    die("klua.watch is not in the embedded library", NULL);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -59,7 +50,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     g.L = luaL_newstate();
     if (!g.devnull || !g.L) die("cannot set up", NULL);
     luaL_openlibs(g.L);
-    push_watch_module(g.L);
+    kl_embedded_add_searcher(g.L);
+    lua_coverage_start(g.L);
+    lua_getglobal(g.L, "require");
+    lua_pushstring(g.L, "klua.watch");
+    if (lua_pcall(g.L, 1, 1, 0) != LUA_OK) die("cannot load klua.watch", lua_tostring(g.L, -1));
     lua_getfield(g.L, -1, "parse");
     if (!lua_isfunction(g.L, -1)) die("klua.watch has no parse function", NULL);
     lua_remove(g.L, -2);

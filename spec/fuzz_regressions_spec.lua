@@ -214,6 +214,15 @@ local function replay_cli(data)
   end
 end
 
+-- ---- fuzz_selector: a label selector and labels --------------------------
+
+local selector_check = dofile(ROOT .. '/fuzz/selector_check.lua')
+local selector = require 'klua.selector'
+
+local function replay_selector(data)
+  selector_check(data, selector, function(msg) error(msg, 2) end)
+end
+
 local targets = {
   { 'fuzz_framer', replay_framer },
   { 'fuzz_decode', replay_decode },
@@ -221,6 +230,7 @@ local targets = {
   { 'fuzz_view', replay_view },
   { 'fuzz_kubeconfig', replay_kubeconfig },
   { 'fuzz_cli', replay_cli },
+  { 'fuzz_selector', replay_selector },
 }
 
 for _, t in ipairs(targets) do

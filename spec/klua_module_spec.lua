@@ -289,6 +289,50 @@ describe('an informer', function()
     assert.equals('5\tcm-1 cm-2 cm-3 cm-4 cm-5\n', out)
   end)
 
+  it('answers :list{namespace=, label_selector=} with the cached objects in that namespace whose labels match', function()
+    local a, b = namespace('inf-filter-a'), namespace('inf-filter-b')
+    configmap(a, 'web', { app = 'web', tier = 'front' })
+    configmap(a, 'db', { app = 'db' })
+    configmap(b, 'web', { app = 'web', tier = 'back' })
+    configmap(b, 'bare')
+    local out = run_ok([[
+      local a, b = ...
+      local inf = klua.informer { resource = 'configmaps', label_selector = 'klua-spec!=skip' }
+      local function keys(opts)
+        local found = {}
+        for _, cm in ipairs(inf:list(opts)) do
+          local ns = cm.metadata.namespace
+          if ns == a or ns == b then found[#found + 1] = ns .. '/' .. cm.metadata.name end
+        end
+        table.sort(found)
+        return table.concat(found, ' ')
+      end
+      klua.on_synced(function()
+        print(keys { namespace = a })
+        print(keys { label_selector = 'app=web' })
+        print(keys { namespace = b, label_selector = '!app' })
+        print(keys { label_selector = klua.labels.parse('tier in (front,back),app') })
+        print(pcall(inf.list, inf, { label_selector = 'app in web' }))
+        klua.stop()
+      end)
+    ]], { args = { a, b } })
+    assert.equals(table.concat({
+      'inf-filter-a/db inf-filter-a/web',
+      'inf-filter-a/web inf-filter-b/web',
+      'inf-filter-b/bare',
+      'inf-filter-a/web inf-filter-b/web',
+      [[false	label selector "app in web": found 'web', expected '(']],
+    }, '\n') .. '\n', out)
+  end)
+
+  it('refuses a label_selector that does not parse, at the line of the call, before asking the server', function()
+    local _, err, code, path = run('local inf = klua.informer { resource = "pods", label_selector = "app in web" }\n',
+      { kubeconfig = sb.kubeconfig, flags = { '--server', 'http://127.0.0.1:1' } })
+    assert.equals(1, code)
+    assert.truthy(err:find(path .. [[:1: label selector "app in web": found 'web', expected '(']], 1, true), err)
+    assert.is_nil(err:find('cannot reach', 1, true), err)
+  end)
+
   it('reports :synced false until its first list was handed to the handlers, true after', function()
     local out = run_ok([[
       local inf = klua.informer('configmaps')

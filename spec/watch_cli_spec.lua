@@ -318,6 +318,12 @@ describe('klua watch', function()
       assert.equals('klua watch: -n and -A cannot be combined\n' .. USAGE, err)
     end)
 
+    it('a label selector that does not parse, before asking the server', function()
+      local _, err, code = run({ 'pods', '-l', 'app in web' })
+      assert.equals(2, code)
+      assert.equals([[klua watch: label selector "app in web": found 'web', expected '(']] .. '\n' .. USAGE, err)
+    end)
+
     it('a missing resource', function()
       local _, err, code = run({})
       assert.equals(2, code)

@@ -2,6 +2,7 @@
 #ifndef KLUA_EMBEDDED_H
 #define KLUA_EMBEDDED_H
 
+#include <lua.h>
 #include <stddef.h>
 
 typedef struct kl_embedded {
@@ -13,5 +14,9 @@ typedef struct kl_embedded {
 
 /* Terminated by an entry whose module is NULL. */
 extern const kl_embedded kl_embedded_lua[];
+
+/* Makes `require` find these modules, before any file on package.path:
+ * a script cannot shadow klua's own library by accident. [-0, +0] */
+void kl_embedded_add_searcher(lua_State *L);
 
 #endif

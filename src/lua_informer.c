@@ -242,15 +242,19 @@ static int l_get(lua_State *L) {
     return 1;
 }
 
-/* inf:list() -> every cached object, as an array of read-only views. */
+/* inf:list([namespace]) -> the cached objects (those in namespace when
+ * given), as an array of read-only views. The namespace is compared with
+ * each object's decoded identity, so no object is parsed to filter it. */
 static int l_list(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
+    const char *ns = luaL_optstring(L, 2, NULL);
     kl_store *s = kl_informer_store(li->inf);
-    lua_createtable(L, (int)kl_store_len(s), 0);
+    lua_createtable(L, ns ? 0 : (int)kl_store_len(s), 0);
     size_t cur = 0;
     lua_Integer i = 0;
     const kl_obj *o;
     while ((o = kl_store_next(s, &cur))) {
+        if (ns && strcmp(ns, o->ns ? o->ns : "") != 0) continue;
         kl_view_push(L, o, NULL);
         lua_rawseti(L, -2, ++i);
     }

@@ -38,34 +38,6 @@ static void *rt_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return p;
 }
 
-/* package.searchers entry: klua's own Lua modules, compiled in. */
-static int search_embedded(lua_State *L) {
-    const char *name = luaL_checkstring(L, 1);
-    for (const kl_embedded *e = kl_embedded_lua; e->module; e++) {
-        if (strcmp(e->module, name) != 0) continue;
-        char chunk[160];
-        snprintf(chunk, sizeof chunk, "@%s", e->path);
-        if (luaL_loadbuffer(L, e->src, e->len, chunk) != LUA_OK) return lua_error(L);
-        lua_pushstring(L, e->path);
-        return 2;
-    }
-    lua_pushfstring(L, "\n\tno module '%s' built into klua", name);
-    return 1;
-}
-
-static void add_searcher(lua_State *L) {
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "searchers");
-    lua_Integer n = (lua_Integer)luaL_len(L, -1);
-    for (lua_Integer i = n; i >= 2; i--) {
-        lua_rawgeti(L, -1, i);
-        lua_rawseti(L, -2, i + 1);
-    }
-    lua_pushcfunction(L, search_embedded);
-    lua_rawseti(L, -2, 2);
-    lua_pop(L, 2);
-}
-
 static void preload(lua_State *L, const char *name, lua_CFunction open) {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, open);
@@ -78,7 +50,7 @@ static int open_state(lua_State *L) {
     kl_view_open(L);
     preload(L, "cjson", luaopen_cjson);
     preload(L, "klua.core", kl_open_core);
-    add_searcher(L);
+    kl_embedded_add_searcher(L);
     lua_getglobal(L, "require");
     lua_pushstring(L, "klua");
     lua_call(L, 1, 1);

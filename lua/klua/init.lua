@@ -7,6 +7,7 @@
 -- table.
 local core = require 'klua.core'
 local discovery = require 'klua.discovery'
+local selector = require 'klua.selector'
 
 local klua = {}
 
@@ -68,8 +69,23 @@ function Informer:on(event, fn)
 end
 --- The cached object under "namespace/name" ("name" when cluster-scoped).
 function Informer:get(key) return self._c:get(key) end
---- Every cached object.
-function Informer:list() return self._c:list() end
+--- The cached objects: every one, or with opts those in opts.namespace
+-- whose labels match opts.label_selector (a string or a klua.labels
+-- selector), as client-go's listers filter.
+function Informer:list(opts)
+  if opts == nil then return self._c:list() end
+  if type(opts) ~= 'table' then error('list takes nothing or a table such as {namespace = "default"}', 2) end
+  local sel, err = selector.of(opts.label_selector)
+  if not sel then error(err, 2) end
+  if opts.namespace ~= nil and type(opts.namespace) ~= 'string' then error('namespace must be a string', 2) end
+  local all = self._c:list(opts.namespace)
+  if sel:empty() then return all end
+  local out = {}
+  for _, obj in ipairs(all) do
+    if sel:matches(obj) then out[#out + 1] = obj end
+  end
+  return out
+end
 --- Whether the first list is cached and was handed to the handlers.
 function Informer:synced() return self._c:synced() end
 --- The reflector's counters (lists, relists, watches, events, ...).
@@ -86,6 +102,8 @@ function Informer:__tostring() return tostring(self._c) end
 function klua.informer(opts)
   if type(opts) == 'string' then opts = { resource = opts } end
   if type(opts) ~= 'table' then error('klua.informer takes a table such as {resource = "pods"}', 2) end
+  local valid, bad = selector.parse(opts.label_selector)
+  if not valid then error(bad, 2) end
   local r, err = discovery.resolve(opts.resource)
   if not r then error(err, 2) end
   if opts.namespace and not r.namespaced then
@@ -119,6 +137,10 @@ klua.requeue = controller.requeue
 klua.queue = core.queue
 --- The REST API client (see lua/klua/api.lua).
 klua.api = require 'klua.api'
+--- Label selectors on the client, as apimachinery parses and matches them:
+-- klua.labels.parse(text) -> selector (sel:matches(obj_or_labels),
+-- tostring(sel)) or nil and a message.
+klua.labels = { parse = selector.parse }
 --- Helpers for owner references, finalizers, conditions, events and
 -- update predicates (see lua/klua/helpers.lua).
 klua.helpers = require 'klua.helpers'

@@ -8,6 +8,8 @@
 -- "MODIFIED", "DELETED"), `obj` and `old` (on MODIFIED) in scope; nil or
 -- false drops the event, true prints the default line, a string is printed
 -- as it is and a table as JSON.
+local selector = require 'klua.selector'
+
 local M = {}
 
 local USAGE = 'usage: klua watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL] ' ..
@@ -57,6 +59,8 @@ function M.parse(args)
   if not ({ line = true, json = true, name = true })[o.output] then
     return nil, ('-o must be line, json or name, not "%s"'):format(o.output)
   end
+  local valid, bad = selector.parse(o.selector)
+  if not valid then return nil, bad end
   return o
 end
 
