@@ -265,6 +265,7 @@ describe('klua against a hostile server', function()
     s = start_server { '--mode', 'silent-list' }
     p = recorder(s, { '--request-timeout', '3' })
     behaves_again(1)
+    assert.truthy(logged(p, 'LIST failed: Operation timed out after %d+ milliseconds', true), log_of(p))
   end)
 
   it('gives up on a watch that drips one byte a second past the timeout it asked for, and watches again', function()

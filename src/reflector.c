@@ -208,9 +208,17 @@ static int is_too_large_rv(const kl_http_resp *resp, const char *message) {
     return resp->status == 504 || (message && strstr(message, "Too large resource version"));
 }
 
+/* One line saying why a request failed, and the code to act on: the
+ * transport's error when there was no answer or it broke off after a 2xx
+ * (a timeout, say, where "HTTP 200" would mislead), else the Status. */
 static void status_words(const kl_http_resp *resp, char *buf, size_t size, int *code) {
     char *reason = NULL, *message = NULL;
     *code = (int)resp->status;
+    if (resp->result != CURLE_OK && (resp->status == 0 || (resp->status >= 200 && resp->status < 300))) {
+        *code = 0;
+        snprintf(buf, size, "%s", resp->error ? resp->error : "request failed");
+        return;
+    }
     if (resp->body && kl_decode_status(resp->body, resp->body_len, code, &reason, &message) == 0 && message)
         snprintf(buf, size, "%ld %s: %s", resp->status, reason ? reason : "", message);
     else if (resp->status)
