@@ -171,28 +171,22 @@ const char *kl_informer_rv(const kl_informer *inf) { return kl_reflector_rv(inf-
 
 uint64_t kl_informer_seq(const kl_informer *inf) { return inf->seq; }
 
-void kl_informer_replay(kl_informer *inf, int handler) {
+/* Queues a notification of type for every cached object: an ADD for add
+ * handler `only` alone, or an UPDATE with old = new for every handler. */
+static void queue_cache(kl_informer *inf, kl_change type, int only) {
     size_t cur = 0;
     const kl_obj *o;
     while ((o = kl_store_next(inf->store, &cur))) {
         kl_notif n;
         memset(&n, 0, sizeof n);
-        n.type = KL_CHANGE_ADD;
-        n.only = handler;
+        n.type = type;
+        n.only = only;
+        if (type == KL_CHANGE_UPDATE) share_bytes(&n.old, o);
         share_bytes(&n.cur, o);
         push(inf, &n);
     }
 }
 
-void kl_informer_resync(kl_informer *inf) {
-    size_t cur = 0;
-    const kl_obj *o;
-    while ((o = kl_store_next(inf->store, &cur))) {
-        kl_notif n;
-        memset(&n, 0, sizeof n);
-        n.type = KL_CHANGE_UPDATE;
-        share_bytes(&n.old, o);
-        share_bytes(&n.cur, o);
-        push(inf, &n);
-    }
-}
+void kl_informer_replay(kl_informer *inf, int handler) { queue_cache(inf, KL_CHANGE_ADD, handler); }
+
+void kl_informer_resync(kl_informer *inf) { queue_cache(inf, KL_CHANGE_UPDATE, 0); }
