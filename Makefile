@@ -27,7 +27,7 @@ CORE_OBJ  := $(CSRC:src/%.c=$(BUILD)/%.o) $(CXXSRC:src/%.cc=$(BUILD)/%.o) $(BUIL
 TEST_OBJ  := $(TESTSRC:src/%.c=$(BUILD)/%.o)
 DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/main.d
 
-.PHONY: all test demo bench soak fuzz fuzz-smoke test-asan clean bootstrap pkgcheck
+.PHONY: all test demo bench soak fuzz fuzz-smoke test-asan clean bootstrap pkgcheck install uninstall
 
 all: pkgcheck $(BUILD)/klua $(BUILD)/klua_testing.so
 
@@ -114,6 +114,24 @@ soak:
 	@sh scripts/bootstrap test
 	@$(MAKE) --no-print-directory all
 	@python3 scripts/soak --duration $(DURATION) --klua $(BUILD)/klua
+
+# `make install` (PREFIX, DESTDIR as usual): the binary, which carries its
+# Lua library inside and reads nothing from this tree; kubectl-klua beside
+# it, so that `kubectl klua ...` finds it as a plugin; the examples.
+PREFIX    ?= /usr/local
+BINDIR    := $(PREFIX)/bin
+DOCDIR    := $(PREFIX)/share/doc/klua
+INSTALLED := $(DESTDIR)$(BINDIR)/klua $(DESTDIR)$(BINDIR)/kubectl-klua $(DESTDIR)$(DOCDIR)
+
+install: pkgcheck $(BUILD)/klua
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/examples
+	install -m 755 $(BUILD)/klua $(DESTDIR)$(BINDIR)/klua
+	ln -sf klua $(DESTDIR)$(BINDIR)/kubectl-klua
+	install -m 644 examples/*.lua examples/*.yaml examples/README.md $(DESTDIR)$(DOCDIR)/examples
+	install -m 644 README.md $(DESTDIR)$(DOCDIR)
+
+uninstall:
+	rm -rf $(INSTALLED)
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -54,21 +54,24 @@ function M.script(text)
   return path
 end
 
-local function command(args, env)
+local function command(args, env, bin)
   local parts = { 'env' }
   for k, v in pairs(env or {}) do parts[#parts + 1] = k .. '=' .. shell_quote(v) end
-  parts[#parts + 1] = shell_quote(M.bin)
+  parts[#parts + 1] = shell_quote(bin or M.bin)
   for _, a in ipairs(args) do parts[#parts + 1] = shell_quote(a) end
   return table.concat(parts, ' ')
 end
 
 --- Runs klua with args until it exits or `timeout` seconds pass (then it is
--- killed). Returns stdout, stderr, exit code (124 on timeout).
+-- killed). Returns stdout, stderr, exit code (124 on timeout). opts: env
+-- (variables to add), timeout, bin (another klua binary, or a command that
+-- runs one), cwd (the directory to run it in).
 function M.run(args, opts)
   opts = opts or {}
   local d = tmpdir()
-  local cmd = ('timeout -s TERM %s %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code'):format(
-    opts.timeout or 20 * M.slowdown, command(args, opts.env), d, d, d)
+  local cmd = ('cd %s && timeout -s TERM %s %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code'):format(
+    shell_quote(opts.cwd or '.'), opts.timeout or 20 * M.slowdown, command(args, opts.env, opts.bin),
+    d, d, d)
   os.execute(cmd)
   local out, err = read_file(d .. '/out'), read_file(d .. '/err')
   local code = tonumber(read_file(d .. '/code'))

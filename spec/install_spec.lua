@@ -1,0 +1,72 @@
+-- `make install` and `make uninstall`: the installed klua carries its Lua
+-- library and reads nothing from the source tree, so it runs a controller
+-- from any directory; kubectl finds it as the plugin `kubectl klua`.
+local sandbox = require 'support.sandbox'
+local K = require 'support.klua'
+
+local root = os.getenv('KLUA_ROOT') or '.'
+local build = os.getenv('KLUA_BUILD') or 'build'
+
+-- A script that waits for its ConfigMap informer to sync and prints the names.
+local LIST_CONFIGMAPS = [[
+local klua = require 'klua'
+local cms = klua.informer { resource = 'configmaps', namespace = 'install-spec' }
+klua.on_synced(function()
+  local names = {}
+  for _, cm in ipairs(cms:list()) do names[#names + 1] = cm.metadata.name end
+  table.sort(names)
+  print(table.concat(names, ','))
+  klua.stop()
+end)
+]]
+
+describe('make install', function()
+  local sb, dest, script
+
+  setup(function()
+    sb = sandbox.start()
+    sb:kubectl('create namespace install-spec')
+    sb:kubectl('-n install-spec create configmap installed-a --from-literal=k=v')
+    sb:kubectl('-n install-spec create configmap installed-b --from-literal=k=v')
+    dest = K.tmpdir()
+    script = K.script(LIST_CONFIGMAPS)
+    local out = K.run_command(('make -s -C %s install BUILD=%s DESTDIR=%s PREFIX=/usr 2>&1; echo "status $?"')
+      :format(K.quote(root), K.quote(build), K.quote(dest)))
+    assert.matches('status 0$', out)
+  end)
+
+  teardown(function()
+    sb:stop()
+    os.execute('rm -rf ' .. K.quote(dest) .. ' ' .. K.quote(script:match('^(.*)/[^/]+$')))
+  end)
+
+  it('puts the binary, the kubectl plugin link and the examples under PREFIX in DESTDIR', function()
+    assert.truthy(K.read_file(dest .. '/usr/bin/klua') ~= '')
+    assert.are.equal('klua', K.run_command('readlink ' .. K.quote(dest .. '/usr/bin/kubectl-klua')))
+    assert.matches('klua.informer', K.read_file(dest .. '/usr/share/doc/klua/examples/pod-logger.lua'))
+  end)
+
+  it('gives a klua that runs a controller from another directory', function()
+    local out, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run', script },
+      { bin = dest .. '/usr/bin/klua', cwd = '/' })
+    assert.are.equal(0, code, err)
+    assert.are.equal('installed-a,installed-b\n', out)
+  end)
+
+  it('gives a plugin kubectl runs as `kubectl klua`', function()
+    local out, err, code = K.run({ 'klua', '--kubeconfig', sb.kubeconfig, 'run', script }, {
+      bin = 'kubectl', cwd = '/',
+      env = { PATH = dest .. '/usr/bin:' .. os.getenv('PATH') },
+    })
+    assert.are.equal(0, code, err)
+    assert.are.equal('installed-a,installed-b\n', out)
+  end)
+
+  it('is undone by make uninstall', function()
+    local other = K.tmpdir()
+    K.run_command(('make -s -C %s install uninstall BUILD=%s DESTDIR=%s PREFIX=/opt/k 2>&1')
+      :format(K.quote(root), K.quote(build), K.quote(other)))
+    assert.are.equal('', K.run_command('find ' .. K.quote(other) .. ' -type f -o -type l'))
+    os.execute('rm -rf ' .. K.quote(other))
+  end)
+end)
