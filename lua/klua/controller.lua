@@ -22,6 +22,7 @@
 --                                       backoff (5 ms doubling to 1000 s) under an
 --                                       overall limit of 10/s with bursts of 100
 local core = require 'klua.core'
+local leader = require 'klua.leader'
 
 local M = {}
 
@@ -161,10 +162,14 @@ function M.new(opts)
   -- client-go's controllers wait for their caches to sync: a reconcile
   -- reading a half-filled cache would take objects not listed yet for
   -- objects that do not exist, and create or delete them again.
+  -- With leader election they also wait to lead: informers sync on
+  -- every replica, so a new leader starts with a warm cache.
   core.on_synced(function()
-    for _ = 1, opts.workers or 1 do
-      core.after(0, function() worker(c) end)
-    end
+    leader.on_leading(function()
+      for _ = 1, opts.workers or 1 do
+        core.after(0, function() worker(c) end)
+      end
+    end)
   end)
   return c
 end

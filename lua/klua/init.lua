@@ -123,6 +123,22 @@ function klua.informer(opts)
   return setmetatable({ _c = c, resource = r, namespace = opts.namespace }, Informer)
 end
 
+local leader = require 'klua.leader'
+--- Starts leader election on a coordination.k8s.io/v1 Lease, as client-go's
+-- leaderelection does (see lua/klua/leader.lua); `klua run --leader-elect`
+-- does the same from flags. opts: name (the Lease), namespace (default:
+-- the context's), identity (default: host name and a random suffix),
+-- lease_duration (15 s), renew_deadline (10 s), retry_period (2 s),
+-- on_started_leading, on_stopped_leading, on_new_leader(identity),
+-- release_on_stop (default true). Losing the Lease ends klua with status 1.
+-- Returns the election: e:is_leader(), e:stop() (releases the Lease).
+klua.leader_election = leader.elect
+--- Whether this process leads: true without leader election.
+klua.leader = leader.leading
+--- Runs fn once this process leads (at once without leader election).
+-- Controllers start their workers this way.
+klua.on_leading = leader.on_leading
+
 local controller = require 'klua.controller'
 --- Creates and starts a controller: informers' changes become keys in a
 -- work queue that `workers` coroutines reconcile (see klua.controller docs).

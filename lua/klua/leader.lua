@@ -1,0 +1,291 @@
+--- Leader election on a coordination.k8s.io/v1 Lease, with the semantics of
+-- client-go's tools/leaderelection:
+--
+-- * A candidate tries to take the Lease every retry period (jittered by up
+--   to 1.2 periods, as wait.JitterUntil does) until it holds it.
+-- * Another holder's Lease counts as expired once it has not changed for
+--   its leaseDurationSeconds by the candidate's own clock: the time the
+--   candidate last saw the record change, not the renewTime written in
+--   it, so clocks need not agree between replicas.
+-- * The leader renews every retry period; when no renewal has succeeded
+--   within the renew deadline it has lost the Lease and stops leading.
+-- * A conflict (409) on create or update is the normal race between
+--   candidates, not an error.
+-- * Releasing (on a clean stop) writes an empty holder with a one-second
+--   duration, so another candidate takes over at its next try.
+--
+-- Scripts use it through `klua.leader_election`, `klua.leader()` and
+-- `klua.on_leading(fn)`; `klua run --leader-elect` starts one election for
+-- the script.
+local core = require 'klua.core'
+local api = require 'klua.api'
+
+local M = {}
+
+local LEASES = 'leases.coordination.k8s.io'
+-- client-go's JitterFactor for the acquire loop.
+local JITTER = 1.2
+
+local Elector = {}
+Elector.__index = Elector
+
+local function micro_time(t)
+  return os.date('!%Y-%m-%dT%H:%M:%S.000000Z', t)
+end
+
+--- The identity client-go's examples use: the host name (a Pod's name in a
+-- cluster) and a random suffix, so two processes on one host differ.
+function M.default_identity()
+  local f = io.open('/proc/sys/kernel/hostname', 'r')
+  local host = f and f:read('l') or os.getenv('HOSTNAME') or 'klua'
+  if f then f:close() end
+  local suffix = {}
+  for i = 1, 8 do suffix[i] = string.format('%x', math.random(0, 15)) end
+  return host .. '_' .. table.concat(suffix)
+end
+
+local function positive(opts, field, default)
+  local v = opts[field]
+  if v == nil then return default end
+  if type(v) ~= 'number' or v <= 0 then
+    error(('leader election: %s must be a positive number of seconds'):format(field), 3)
+  end
+  return v
+end
+
+--- Checks the settings as client-go's NewLeaderElector does; returns an
+-- elector that has not started.
+function M.new(opts)
+  if type(opts) ~= 'table' then error('leader election takes a table such as {name = "my-controller"}', 2) end
+  if type(opts.name) ~= 'string' or opts.name == '' then
+    error('leader election needs name = "<lease name>"', 2)
+  end
+  local e = setmetatable({
+    name = opts.name,
+    namespace = opts.namespace or core.namespace(),
+    identity = opts.identity or M.default_identity(),
+    lease_duration = positive(opts, 'lease_duration', 15),
+    renew_deadline = positive(opts, 'renew_deadline', 10),
+    retry_period = positive(opts, 'retry_period', 2),
+    release_on_stop = opts.release_on_stop ~= false,
+    on_started = opts.on_started_leading,
+    on_stopped = opts.on_stopped_leading,
+    on_new_leader = opts.on_new_leader,
+    leading = false,
+    stopped = false,
+  }, Elector)
+  if e.lease_duration <= e.renew_deadline then
+    error(('leader election: lease_duration (%g s) must be greater than renew_deadline (%g s)')
+      :format(e.lease_duration, e.renew_deadline), 2)
+  end
+  if e.renew_deadline <= JITTER * e.retry_period then
+    error(('leader election: renew_deadline (%g s) must be greater than %g × retry_period (%g s)')
+      :format(e.renew_deadline, JITTER, e.retry_period), 2)
+  end
+  return e
+end
+
+function Elector:key() return self.namespace .. '/' .. self.name end
+
+-- Remembers the record last read or written, and when it changed: the
+-- clock that judges expiry. Announces a new holder once.
+function Elector:observe(spec, raw)
+  if raw ~= self.observed_raw then
+    self.observed, self.observed_raw, self.observed_time = spec, raw, core.now()
+    local holder = spec.holderIdentity or ''
+    if holder ~= '' and holder ~= self.reported_leader then
+      self.reported_leader = holder
+      if holder ~= self.identity then core.log('info', ('lease %s: new leader elected: %s'):format(self:key(), holder)) end
+      if self.on_new_leader then self.on_new_leader(holder) end
+    end
+  end
+end
+
+function Elector:holds()
+  return self.observed ~= nil and self.observed.holderIdentity == self.identity
+end
+
+local function record(e, now)
+  return {
+    holderIdentity = e.identity,
+    leaseDurationSeconds = math.ceil(e.lease_duration),
+    acquireTime = micro_time(now),
+    renewTime = micro_time(now),
+  }
+end
+
+-- client-go's tryAcquireOrRenew: true when this candidate holds the Lease
+-- after the call.
+function Elector:try_acquire_or_renew()
+  local now = os.time()
+  local rec = record(self, now)
+  local lease, err = api.get(LEASES, self:key())
+  if not lease then
+    if not api.is_not_found(err) then
+      core.log('error', ('lease %s: cannot read it: %s'):format(self:key(), tostring(err)))
+      return false
+    end
+    rec.leaseTransitions = 0
+    local created
+    created, err = api.create(LEASES, {
+      apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
+      metadata = { name = self.name, namespace = self.namespace }, spec = rec,
+    })
+    if not created then
+      if not api.is_already_exists(err) then
+        core.log('error', ('lease %s: cannot create it: %s'):format(self:key(), tostring(err)))
+      end
+      return false
+    end
+    self:observe(created.spec, core.json.encode(created.spec))
+    return true
+  end
+  local old = lease.spec or {}
+  self:observe(old, core.json.encode(old))
+  local holder = old.holderIdentity or ''
+  if holder ~= '' and not self:holds()
+      and self.observed_time + (old.leaseDurationSeconds or 0) > core.now() then
+    return false
+  end
+  if self:holds() then
+    rec.acquireTime = old.acquireTime or rec.acquireTime
+    rec.leaseTransitions = old.leaseTransitions or 0
+  else
+    rec.leaseTransitions = (old.leaseTransitions or 0) + 1
+  end
+  lease.spec = rec
+  local updated
+  updated, err = api.update(LEASES, lease)
+  if not updated then
+    if not api.is_conflict(err) then
+      core.log('error', ('lease %s: cannot update it: %s'):format(self:key(), tostring(err)))
+    end
+    return false
+  end
+  self:observe(updated.spec, core.json.encode(updated.spec))
+  return true
+end
+
+local function jittered(period) return period + math.random() * JITTER * period end
+
+-- Renews until a renewal fails for the whole renew deadline, as client-go's
+-- renew loop polls within a deadline every retry period.
+function Elector:renew_loop()
+  while not self.stopped do
+    core.sleep(self.retry_period)
+    if self.stopped then return true end
+    local deadline = core.now() + self.renew_deadline
+    local renewed = false
+    while not self.stopped do
+      renewed = self:try_acquire_or_renew() and core.now() <= deadline
+      if renewed or core.now() + self.retry_period > deadline then break end
+      core.sleep(self.retry_period)
+    end
+    if self.stopped then return true end
+    if not renewed then return false end
+  end
+  return true
+end
+
+function Elector:stop_leading(why)
+  if not self.leading then return end
+  self.leading = false
+  core.log('warn', ('lease %s: leader election lost: %s'):format(self:key(), why))
+  if self.on_stopped then self.on_stopped() end
+end
+
+--- Runs the election in its own task: acquire, lead, renew, until the
+-- Lease is lost or `stop` is called.
+function Elector:start()
+  core.after(0, function()
+    core.log('info', ('lease %s: attempting to acquire the leader lease as %s'):format(self:key(), self.identity))
+    while not self.stopped and not self:try_acquire_or_renew() do
+      core.sleep(jittered(self.retry_period))
+    end
+    if self.stopped then return end
+    self.leading = true
+    core.log('info', ('lease %s: successfully acquired the lease as %s'):format(self:key(), self.identity))
+    if self.on_started then core.after(0, self.on_started) end
+    if not self:renew_loop() then
+      self:stop_leading(('no renewal within %g s'):format(self.renew_deadline))
+    end
+  end)
+  return self
+end
+
+--- Whether this process holds the Lease now.
+function Elector:is_leader() return self.leading end
+
+--- Stops taking part; a leader releases the Lease (unless release_on_stop
+-- is false) so that another candidate takes over at its next try.
+function Elector:stop()
+  if self.stopped then return end
+  self.stopped = true
+  local was_leading = self.leading
+  self.leading = false
+  if not (was_leading and self.release_on_stop and self:holds()) then return end
+  local lease = api.get(LEASES, self:key())
+  if not lease or not lease.spec or lease.spec.holderIdentity ~= self.identity then return end
+  local now = os.time()
+  lease.spec = {
+    holderIdentity = '', leaseDurationSeconds = 1,
+    acquireTime = micro_time(now), renewTime = micro_time(now),
+    leaseTransitions = lease.spec.leaseTransitions or 0,
+  }
+  local _, err = api.update(LEASES, lease)
+  if err then
+    core.log('warn', ('lease %s: could not release it: %s'):format(self:key(), tostring(err)))
+  else
+    core.log('info', ('lease %s: released'):format(self:key()))
+  end
+end
+
+-- The process's election: at most one, started by --leader-elect or by
+-- the script; hooks wait for it to lead.
+local election
+local leading_hooks = {}
+
+local function run_hooks()
+  local hooks = leading_hooks
+  leading_hooks = {}
+  for _, fn in ipairs(hooks) do core.after(0, fn) end
+end
+
+--- Starts the process's leader election (see klua.leader_election).
+function M.elect(opts)
+  if election then error('leader election is already running for lease ' .. election:key(), 2) end
+  local stopped = opts.on_stopped_leading
+  local e = M.new(opts)
+  e.on_started = function()
+    if opts.on_started_leading then opts.on_started_leading() end
+    run_hooks()
+  end
+  -- As client-go's users do by default: a replica that lost the Lease
+  -- exits, so that its Deployment restarts it as a fresh candidate rather
+  -- than leave it running work another replica now owns.
+  e.on_stopped = function()
+    if stopped then stopped() end
+    core.log('error', 'stopping: the leader lease was lost')
+    core.stop(1)
+  end
+  election = e
+  return e:start()
+end
+
+--- Whether this process leads: always true without an election.
+function M.leading() return election == nil or election:is_leader() end
+
+--- Runs fn (as its own task) once this process leads: at once without an
+-- election. The check waits for the loop's next turn, so an election the
+-- script starts later in its main chunk still counts.
+function M.on_leading(fn)
+  if type(fn) ~= 'function' then error('klua.on_leading takes a function', 2) end
+  core.after(0, function()
+    if M.leading() then core.after(0, fn) else leading_hooks[#leading_hooks + 1] = fn end
+  end)
+end
+
+--- The process's election, or nil.
+function M.current() return election end
+
+return M
