@@ -61,7 +61,7 @@ local function bootstrap(target, path, dir)
 end
 
 local BUILD = { 'gcc', 'g++', 'make', 'pkg-config', 'python3', 'liblua5.4-dev', 'lua-cjson-dev',
-  'libcurl4-openssl-dev', 'libyaml-dev', 'libsimdjson-dev' }
+  'libcurl4-openssl-dev', 'libyaml-dev', 'libsimdjson-dev', 'libmicrohttpd-dev' }
 
 local function with(list, ...)
   local out = { table.unpack(list) }
@@ -82,7 +82,7 @@ describe('scripts/bootstrap', function()
     local dir = stubs { installed = BUILD, kubectl = true }
     local err, status, log = bootstrap('demo', dir, dir)
     assert.are.equal(0, status)
-    assert.matches('install %-y %-qq openssl\n$', log)
+    assert.matches('install %-y %-qq %-%-no%-install%-recommends openssl\n$', log)
     assert.matches('openssl +the sandbox API server', err)
     for _, p in ipairs({ 'busted', 'clang', 'nghttp2' }) do assert.is_nil(log:find(p, 1, true)) end
   end)
@@ -91,7 +91,7 @@ describe('scripts/bootstrap', function()
     local dir = stubs { installed = with(BUILD, 'openssl') }
     local err, status, log = bootstrap('test', dir, dir)
     assert.are.equal(0, status)
-    local install = log:match('install %-y %-qq ([^\n]*)')
+    local install = log:match('install %-y %-qq %-%-no%-install%-recommends ([^\n]*)')
     for _, p in ipairs({ 'lua5.4', 'lua-busted', 'curl', 'nghttp2-proxy', 'kubernetes-client' }) do
       assert.truthy(install:find(p, 1, true), p .. ' in: ' .. install)
     end
@@ -107,7 +107,7 @@ describe('scripts/bootstrap', function()
     local _, waits = err:gsub('holds the dpkg lock', '')
     assert.are.equal(1, waits)
     assert.matches('update %-qq\n', log)
-    assert.matches('install %-y %-qq g%+%+ ', log)
+    assert.matches('install %-y %-qq %-%-no%-install%-recommends g%+%+ ', log)
   end)
 
   it('on a machine without apt prints the packages to install by hand', function()

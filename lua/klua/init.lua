@@ -123,6 +123,11 @@ function klua.informer(opts)
   return setmetatable({ _c = c, resource = r, namespace = opts.namespace }, Informer)
 end
 
+--- Prometheus metrics of the script's own (see lua/klua/metrics.lua):
+-- klua.metrics.counter/gauge/histogram{name=, help=, labels=}, served on
+-- /metrics beside klua's own with --metrics-bind-address.
+klua.metrics = require 'klua.metrics'
+
 local leader = require 'klua.leader'
 --- Starts leader election on a coordination.k8s.io/v1 Lease, as client-go's
 -- leaderelection does (see lua/klua/leader.lua); `klua run --leader-elect`
