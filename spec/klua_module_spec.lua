@@ -672,7 +672,7 @@ describe('klua.api', function()
         assert(klua.api.update('gadgets', fetched))
         local inf = klua.informer { resource = 'gadgets', namespace = ns }
         klua.on_synced(function()
-          local copy = inf:get(ns .. '/cached'):copy()
+          local copy = klua.copy(inf:get(ns .. '/cached'))
           copy.metadata.labels = { touched = 'yes' }
           assert(klua.api.update('gadgets', copy))
           klua.stop()
