@@ -166,9 +166,14 @@ klua.helpers = require 'klua.helpers'
 klua.helpers.set_array_mt(core.json.array_mt)
 
 --- Records a core/v1 Event about obj (opts: type "Normal" or "Warning",
--- reason, message, component). Returns the created Event or nil, err.
+-- reason, message, component; see klua.helpers.event_for). Returns the
+-- created Event, or nil, err: err from event_for when obj lacks
+-- metadata.name or kind ({reason, message}), else from klua.api.create.
+-- Raises when opts is not valid, a mistake in the call.
 function klua.record_event(obj, opts)
-  return klua.api.create('events', klua.helpers.event_for(obj, opts))
+  local ev, err = klua.helpers.event_for(obj, opts)
+  if not ev then return nil, err end
+  return klua.api.create('events', ev)
 end
 
 --- Resolves a resource name through discovery: {group=, version=,
