@@ -166,6 +166,12 @@ describe('klua.informer', function()
     assert.equals(1, code)
     assert.truthy(err:find(path .. ':1: the server doesn\'t have a resource type "podz"', 1, true), err)
   end)
+
+  it('refuses a field_selector that is not a string, naming the option', function()
+    local _, err, code = run('klua.informer { resource = "configmaps", field_selector = { "a=b" } }\n')
+    assert.equals(1, code)
+    assert.truthy(err:find('informer option field_selector must be a string, not a table', 1, true), err)
+  end)
 end)
 
 describe('an informer', function()
