@@ -96,7 +96,8 @@ local function new_pod(ps)
         or { containers = { { name = 'main', image = 'registry.k8s.io/pause:3.10' } } },
   }
   pod.metadata.labels[PODSET_LABEL] = ps.metadata.name
-  assert(klua.helpers.set_controller_reference(ps, pod))
+  local ok, err = klua.helpers.set_controller_reference(ps, pod)
+  if not ok then return nil, err end
   return pod
 end
 
@@ -116,7 +117,8 @@ local function new_changes()
 end
 
 local function create_pod(ps, changes)
-  local pod, err = klua.api.create('pods', new_pod(ps))
+  local pod, err = new_pod(ps)
+  if pod then pod, err = klua.api.create('pods', pod) end
   if not pod then
     changes.err = changes.err or err
     return
