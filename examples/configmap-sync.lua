@@ -61,7 +61,8 @@ local function copies_of(key)
 end
 
 -- The copy of source in namespace ns as it should be. Views are
--- read-only: :copy() turns the source's data into tables we may send.
+-- read-only: klua.copy turns the source's data into tables we may send
+-- (and gives nil for a part the source does not have).
 local function desired_copy(source, ns)
   return {
     apiVersion = 'v1',
@@ -72,8 +73,8 @@ local function desired_copy(source, ns)
       labels = { [COPY_LABEL] = 'true' },
       annotations = { [SOURCE_ANNOTATION] = key_of(source) },
     },
-    data = source.data and source.data:copy(),
-    binaryData = source.binaryData and source.binaryData:copy(),
+    data = klua.copy(source.data),
+    binaryData = klua.copy(source.binaryData),
   }
 end
 
@@ -127,7 +128,7 @@ local function ensure_copy(source, ns)
   -- Update the cached copy rather than a fresh object: it carries the
   -- resourceVersion, so a concurrent change makes this fail with a
   -- conflict instead of being overwritten.
-  local updated = current:copy()
+  local updated = klua.copy(current)
   updated.data, updated.binaryData = want.data, want.binaryData
   local _, err = klua.api.update('configmaps', updated)
   if err then return nil, err end

@@ -72,11 +72,11 @@ local function reconcile(key)
     -- never ours to do): the deletion completes without us.
     if not helpers.has_finalizer(cached, FINALIZER) then return end
     ok, err = clean_up(cached)
-    if ok then ok, err = remove_finalizer(cached:copy()) end
+    if ok then ok, err = remove_finalizer(klua.copy(cached)) end
   elseif not helpers.has_finalizer(cached, FINALIZER) then
     -- The finalizer goes on before anything else happens to the object, so
     -- that its deletion cannot be missed from then on.
-    local obj = cached:copy()
+    local obj = klua.copy(cached)
     helpers.add_finalizer(obj, FINALIZER)
     ok, err = klua.api.update('configmaps', obj)
     if ok then klua.log.info('%s: added finalizer %s', key, FINALIZER) end

@@ -78,25 +78,26 @@ local function desired(ps)
   return ps.spec and ps.spec.replicas or 1
 end
 
--- A new pod for ps, from its template. Views are read-only: :copy() makes
--- the template's parts into tables that can be changed and sent.
+-- A new pod for ps, from its template. Views are read-only: klua.copy makes
+-- the template's parts into tables that can be changed and sent (klua.get
+-- reads nil where the template leaves a part out, and klua.copy(nil) is nil).
 local function new_pod(ps)
-  local template = ps.spec and ps.spec.template
-  local tmeta = template and template.metadata
+  local template = klua.get(ps, 'spec', 'template')
   local pod = {
     apiVersion = 'v1',
     kind = 'Pod',
     metadata = {
       generateName = ps.metadata.name .. '-',
       namespace = ps.metadata.namespace,
-      labels = tmeta and tmeta.labels and tmeta.labels:copy() or {},
-      annotations = tmeta and tmeta.annotations and tmeta.annotations:copy() or nil,
+      labels = klua.copy(klua.get(template, 'metadata', 'labels')) or {},
+      annotations = klua.copy(klua.get(template, 'metadata', 'annotations')),
     },
-    spec = template and template.spec and template.spec:copy()
+    spec = klua.copy(klua.get(template, 'spec'))
         or { containers = { { name = 'main', image = 'registry.k8s.io/pause:3.10' } } },
   }
   pod.metadata.labels[PODSET_LABEL] = ps.metadata.name
-  assert(klua.helpers.set_controller_reference(ps, pod))
+  local ok, err = klua.helpers.set_controller_reference(ps, pod)
+  if not ok then return nil, err end
   return pod
 end
 
@@ -116,7 +117,8 @@ local function new_changes()
 end
 
 local function create_pod(ps, changes)
-  local pod, err = klua.api.create('pods', new_pod(ps))
+  local pod, err = new_pod(ps)
+  if pod then pod, err = klua.api.create('pods', pod) end
   if not pod then
     changes.err = changes.err or err
     return
@@ -208,7 +210,7 @@ local function update_status(ps, owned)
   for _, pod in ipairs(owned) do
     if is_ready(pod) then ready = ready + 1 end
   end
-  local obj = ps:copy()
+  local obj = klua.copy(ps)
   obj.status = obj.status or {}
   local changed = set_field(obj.status, 'replicas', #owned)
   changed = set_field(obj.status, 'readyReplicas', ready) or changed

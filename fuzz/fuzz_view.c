@@ -28,7 +28,8 @@
 #include "lua_json.h"
 #include "view.h"
 
-/* The state every input is walked in; its stack holds walk and klua.json. */
+/* The state every input is walked in; its stack holds walk and the table of
+ * klua's object functions (copy, get, type and json, as in klua). */
 static lua_State *state;
 
 static void die(const char *what, const char *detail) {
@@ -74,7 +75,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (luaL_loadbuffer(state, src, len, "@fuzz/view_walk.lua") != LUA_OK || lua_pcall(state, 0, 1, 0) != LUA_OK)
         die("cannot load the walk script", lua_tostring(state, -1));
     free(src);
+    lua_newtable(state);
+    kl_view_set_functions(state);
     kl_json_push_module(state);
+    lua_setfield(state, -2, "json");
     return 0;
 }
 
@@ -85,12 +89,12 @@ static int l_fail(lua_State *L) {
     return 0;
 }
 
-/* Calls walk(view, json, fail) for the view on top of the stack, which it
+/* Calls walk(view, klua, fail) for the view on top of the stack, which it
  * pops. [-1, +0] */
 static void walk(lua_State *L) {
     lua_pushvalue(L, 1); /* walk */
     lua_insert(L, -2);
-    lua_pushvalue(L, 2); /* json */
+    lua_pushvalue(L, 2); /* klua */
     lua_pushcfunction(L, l_fail);
     if (lua_pcall(L, 3, 0, 0) != LUA_OK) die("the walk raised an error", lua_tostring(L, -1));
 }

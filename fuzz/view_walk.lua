@@ -1,21 +1,23 @@
 -- What fuzz_view does with a view, and what spec/fuzz_regressions_spec.lua
 -- replays: every way a script can read a view, checked against klua.json.
 --
---   walk(view, json, fail)
+--   walk(view, klua, fail)
 --
--- view is a view over arbitrary bytes, json the klua.json table, and fail a
+-- view is a view over arbitrary bytes, klua a table with klua's functions
+-- for objects (copy, get, type and json, the klua.json table), and fail a
 -- function that reports a broken promise and does not return (the fuzzer
 -- aborts, the spec raises). When the view's bytes are not JSON, reading it
 -- must raise a Lua error and nothing worse. When they are, nothing may
--- raise, and these must agree: view:copy(), klua.json.decode of the view's
--- bytes (tostring), the members pairs() walks, indexing, #, and the
--- klua.json.encode round trip of the copy.
+-- raise, and these must agree: klua.copy(view), klua.json.decode of the
+-- view's bytes (tostring), the members pairs() walks, indexing and
+-- klua.get (whatever a member's name: views have no methods), klua.type,
+-- #, and the klua.json.encode round trip of the copy.
 
 -- Walking a huge or deep value costs a decode per sub-view: these bound a
 -- fuzz input's time without narrowing what small inputs reach.
 local MAX_VIEWS, MAX_DEPTH = 300, 48
-local METHODS = { copy = true, json = true, get = true }
 local null -- klua.null, a light userdata like the views but not one
+local copy, get, type_of -- klua.copy, klua.get, klua.type
 
 local function is_view(v) return type(v) == 'userdata' and v ~= null end
 
@@ -41,17 +43,18 @@ local function poke(view)
     function() return view.metadata end,
     function() return view[1] end,
     function() return #view end,
-    function() return view:copy() end,
+    function() return copy(view) end,
     function() for _ in pairs(view) do end end,
-    function() return view:get('x') end,
+    function() return get(view, 'x') end,
+    function() return type_of(view) end,
   }
   for _, read in ipairs(reads) do pcall(read) end
-  return tostring(view), view:json()
+  return tostring(view)
 end
 
-local function check_encode(view, copy, json, fail, text)
+local function check_encode(view, c, json, fail, text)
   if json.encode(view) ~= text then fail('json.encode(view) is not the view\'s own bytes') end
-  local ok, encoded = pcall(json.encode, copy)
+  local ok, encoded = pcall(json.encode, c)
   if not ok then
     -- A copy nested past the encoder's limit is the one thing it refuses.
     if not tostring(encoded):find('nested deeper than', 1, true) then fail('json.encode(copy) failed: ' .. tostring(encoded)) end
@@ -59,13 +62,13 @@ local function check_encode(view, copy, json, fail, text)
   end
   local back, err = json.decode(encoded)
   if back == nil then fail('json.decode(json.encode(copy)) failed: ' .. tostring(err)) end
-  if not same(back, copy, false) then fail('the encode/decode round trip of a copy changed it') end
+  if not same(back, c, false) then fail('the encode/decode round trip of a copy changed it') end
 end
 
 -- A member of the view (v, from pairs) against the decoded value: for
 -- scalars the value itself, for views their copy.
 local function check_member(v, want, fail)
-  local got = is_view(v) and v:copy() or v
+  local got = copy(v)
   if not same(got, want, true) then fail('a member of a view disagrees with the decoded value') end
 end
 
@@ -75,7 +78,7 @@ local function check_array(view, expect, walk_child, fail)
   for i, v in pairs(view) do
     count = count + 1
     if i ~= count then fail('pairs(view) of an array skipped or repeated an index') end
-    if view[i] ~= v or view:get(i) ~= v then fail('view[i] disagrees with pairs(view)') end
+    if view[i] ~= v or get(view, i) ~= v then fail('view[i] disagrees with pairs(view)') end
     check_member(v, expect[i], fail)
     if is_view(v) then walk_child(v) end
   end
@@ -90,7 +93,8 @@ local function check_object(view, expect, walk_child, fail)
   local members, seen = {}, {}
   for k, v in pairs(view) do
     if type(k) ~= 'string' or expect[k] == nil then fail('pairs(view) gave a key the decoded value lacks') end
-    if view:get(k) == nil or (not METHODS[k] and view[k] == nil) then fail('view[key] misses a member pairs(view) gave') end
+    if view[k] == nil or get(view, k) == nil then fail('view[key] misses a member pairs(view) gave') end
+    if type(view[k]) == 'function' then fail('view[key] gave a function, which JSON has not') end
     members[#members + 1] = { k, v }
     seen[k] = (seen[k] or 0) + 1
   end
@@ -105,8 +109,9 @@ local function check_object(view, expect, walk_child, fail)
   end
 end
 
-return function(view, json, fail)
-  null = json.null
+return function(view, klua, fail)
+  local json = klua.json
+  null, copy, get, type_of = json.null, klua.copy, klua.get, klua.type
   local budget = MAX_VIEWS
   local text = tostring(view)
   local value = json.decode(text)
@@ -117,13 +122,15 @@ return function(view, json, fail)
   local function walk(v, depth)
     budget = budget - 1
     local bytes = tostring(v)
-    if v:json() ~= bytes then fail('view:json() differs from tostring(view)') end
     local expect, err = json.decode(bytes)
     if expect == nil then fail('a view\'s bytes are not the JSON of its value: ' .. tostring(err)) end
-    local copy = v:copy()
-    if not same(copy, expect, true) then fail('view:copy() differs from decoding the view\'s bytes') end
+    local c = copy(v)
+    if not same(c, expect, true) then fail('klua.copy(view) differs from decoding the view\'s bytes') end
+    if not same(copy(c), c, true) then fail('klua.copy of a copy differs from it') end
+    if type_of(v) ~= type_of(expect) then fail('klua.type(view) differs from klua.type of its decoded value') end
+    if get(v) ~= v then fail('klua.get(view) without keys is not the view') end
     if pcall(function() v.written = true end) then fail('writing to a view did not raise') end
-    check_encode(v, copy, json, fail, bytes)
+    check_encode(v, c, json, fail, bytes)
     if type(expect) ~= 'table' then
       if #v ~= 0 or v[1] ~= nil or v.x ~= nil then fail('a scalar view has members') end
       for _ in pairs(v) do fail('pairs() of a scalar view gave a member') end

@@ -125,11 +125,11 @@ end
 local function fail(msg) error(msg, 2) end
 
 local function replay_view(data)
-  walk(testing.view(data), json, fail)
+  walk(testing.view(data), testing, fail)
   local ev = testing.decode_event(data)
   if ev and ev.type ~= 'ERROR' then
-    walk(testing.event_view(data), json, fail)
-    walk(testing.view(ev.object_json), json, fail)
+    walk(testing.event_view(data), testing, fail)
+    walk(testing.view(ev.object_json), testing, fail)
   end
 end
 

@@ -1,29 +1,16 @@
 -- klua.helpers: owner references, finalizers, conditions, events and
 -- update predicates for controllers. Functions that change an object take a
--- mutable table (what obj:copy() returns); functions that only read also
--- take read-only views.
+-- mutable table (what klua.copy(obj) returns); functions that only read also
+-- take read-only views. A mistake in the call raises; a problem with an
+-- object's data returns nil and an error {reason, message}.
 local helpers = require 'klua.helpers'
+local testing = require 'klua_testing'
 
 local T0 = 1700000000 -- 2023-11-14T22:13:20Z
 local now
 
--- A read-only stand-in for a host view: it answers only through __index
--- and __pairs, and refuses writes.
-local function view(t)
-  if type(t) ~= 'table' then return t end
-  return setmetatable({}, {
-    __index = function(_, k) return view(t[k]) end,
-    __newindex = function() error('read-only view') end,
-    __pairs = function()
-      local k
-      return function()
-        local v
-        k, v = next(t, k)
-        return k, view(v)
-      end
-    end,
-  })
-end
+-- The view a handler would get of t: the host's read-only view of t's JSON.
+local function view(t) return testing.view(testing.json.encode(t)) end
 
 local array_mt = { __name = 'json array' }
 
@@ -112,13 +99,17 @@ describe('owner references', function()
     assert.is_true(helpers.set_controller_reference(ns_owner, replica_set()))
   end)
 
-  it('take apiVersion and kind from opts when the owner came from a list', function()
+  it('take apiVersion and kind from opts when the owner came from a list, and return an error without', function()
     local owner = deployment()
     owner.apiVersion, owner.kind = nil, nil
     local rs = replica_set()
-    assert.has_error(function() helpers.set_controller_reference(owner, rs) end,
-      "set_controller_reference: the owner has no apiVersion/kind (objects from a list lack them);"
-      .. " pass them: set_controller_reference(owner, obj, {api_version = 'apps/v1', kind = 'Deployment'})")
+    local ok, err = helpers.set_controller_reference(owner, rs)
+    assert.is_nil(ok)
+    assert.equals('MissingKind', err.reason)
+    assert.equals("set_controller_reference: the owner has no apiVersion/kind (objects from a list lack them);"
+      .. " pass them: set_controller_reference(owner, obj, {api_version = 'apps/v1', kind = 'Deployment'})",
+      tostring(err))
+    assert.is_nil(rs.metadata.ownerReferences)
     assert.is_true(helpers.set_controller_reference(owner, rs, { api_version = 'apps/v1', kind = 'Deployment' }))
     assert.equals('Deployment', rs.metadata.ownerReferences[1].kind)
   end)
@@ -129,14 +120,30 @@ describe('owner references', function()
     assert.equals('uid-web', rs.metadata.ownerReferences[1].uid)
     local no_uid = deployment()
     no_uid.metadata.uid = nil
-    assert.has_error(function() helpers.set_controller_reference(no_uid, replica_set()) end,
-      'set_controller_reference: the owner needs metadata.name and metadata.uid;'
-      .. ' use the owner as read from the API or the cache')
+    local ok, err = helpers.set_controller_reference(view(no_uid), replica_set())
+    assert.is_nil(ok)
+    assert.equals('MissingUID', err.reason)
+    assert.equals('set_controller_reference: the owner needs metadata.name and metadata.uid;'
+      .. ' use the owner as read from the API or the cache', err.message)
+    ok, err = helpers.set_controller_reference(nil, replica_set())
+    assert.is_nil(ok)
+    assert.equals('MissingKind', err.reason)
   end)
 
-  it('refuse to write into something that is not a mutable table', function()
+  it('refuse to write into something that is not a mutable table, or with opts that are not a table', function()
     assert.has_error(function() helpers.set_controller_reference(deployment(), 'web-1') end,
-      'set_controller_reference: obj must be a mutable table (views are read-only: use obj:copy())')
+      'set_controller_reference: obj must be a mutable table (views are read-only: use klua.copy(obj))')
+    assert.has_error(function() helpers.set_controller_reference(deployment(), view(replica_set())) end,
+      'set_controller_reference: obj must be a mutable table (views are read-only: use klua.copy(obj))')
+    assert.has_error(function() helpers.set_controller_reference(deployment(), replica_set(), 'apps/v1') end,
+      "set_controller_reference: opts must be a table such as {api_version = 'apps/v1', kind = 'Deployment'}")
+  end)
+
+  it('refuse to replace a view held inside a table, which would drop its members', function()
+    local rs = { metadata = view(replica_set()).metadata }
+    assert.has_error(function() helpers.set_controller_reference(deployment(), rs) end,
+      'set_controller_reference: obj.metadata is a read-only view: pass klua.copy(obj), a mutable table throughout')
+    assert.equals('web-1', rs.metadata.name)
   end)
 
   it('find the controller reference of an object, also through a view', function()
@@ -213,6 +220,20 @@ describe('finalizers', function()
   it('are not removed from objects that have none', function()
     assert.is_false(helpers.remove_finalizer({}, 'mine/f'))
     assert.is_false(helpers.remove_finalizer({ metadata = {} }, 'mine/f'))
+  end)
+
+  it('refuse a view to change, also one held inside a table, leaving it as it was', function()
+    local v = view { metadata = { name = 'web', finalizers = { 'mine/f' } } }
+    assert.has_error(function() helpers.add_finalizer(v, 'x/y') end,
+      'add_finalizer: obj must be a mutable table (views are read-only: use klua.copy(obj))')
+    local obj = { metadata = v.metadata }
+    assert.has_error(function() helpers.add_finalizer(obj, 'x/y') end,
+      'add_finalizer: obj.metadata is a read-only view: pass klua.copy(obj), a mutable table throughout')
+    obj = { metadata = { finalizers = v.metadata.finalizers } }
+    assert.has_error(function() helpers.remove_finalizer(obj, 'mine/f') end,
+      'remove_finalizer: obj.metadata.finalizers is a read-only view: pass klua.copy(obj), a mutable table throughout')
+    assert.equals('mine/f', obj.metadata.finalizers[1])
+    assert.is_true(helpers.remove_finalizer(testing.copy(v), 'mine/f'))
   end)
 
   it('need a name', function()
@@ -311,6 +332,21 @@ describe('conditions', function()
     assert.is_false(helpers.is_condition_true({ status = { conditions = {} } }, 'Ready'))
   end)
 
+  it('refuse to replace a view held inside a table, which would drop its members', function()
+    local v = view { status = { phase = 'Running', conditions = { { type = 'Ready', status = 'True' } } } }
+    local obj = { status = v.status }
+    assert.has_error(function() helpers.set_condition(obj, ready('True')) end,
+      'set_condition: obj.status is a read-only view: pass klua.copy(obj), a mutable table throughout')
+    assert.has_error(function() helpers.remove_condition(obj, 'Ready') end,
+      'remove_condition: obj.status is a read-only view: pass klua.copy(obj), a mutable table throughout')
+    assert.has_error(function() helpers.set_condition(v, ready('True')) end,
+      'set_condition: obj must be a mutable table (views are read-only: use klua.copy(obj))')
+    assert.equals('Running', obj.status.phase)
+    local c = testing.copy(v)
+    assert.is_true(helpers.remove_condition(c, 'Ready'))
+    assert.equals('Running', c.status.phase)
+  end)
+
   it('are removed by type', function()
     local obj = deployment()
     helpers.set_condition(obj, ready('True'))
@@ -357,23 +393,35 @@ describe('events', function()
       { ev.type, ev.message, ev.source.component, ev.action, ev.reportingInstance })
   end)
 
-  it('take kind and apiVersion from opts for objects from a list', function()
+  it('take kind and apiVersion from opts for objects from a list, and return an error without', function()
     local obj = { metadata = { name = 'web', namespace = 'shop' } }
-    assert.has_error(function() helpers.event_for(obj, { reason = 'Synced' }) end,
-      "event_for: the object has no kind (objects from a list lack it); pass it: "
-      .. "event_for(obj, {kind = 'Pod', api_version = 'v1', ...})")
+    local ev, err = helpers.event_for(view(obj), { reason = 'Synced' })
+    assert.is_nil(ev)
+    assert.equals('MissingKind', err.reason)
+    assert.equals("event_for: the object has no kind (objects from a list lack it); pass it: "
+      .. "event_for(obj, {kind = 'Pod', api_version = 'v1', ...})", tostring(err))
     local ev = helpers.event_for(obj, { reason = 'Synced', kind = 'Deployment', api_version = 'apps/v1' })
     assert.same({ 'apps/v1', 'Deployment' }, { ev.involvedObject.apiVersion, ev.involvedObject.kind })
   end)
 
-  it('refuse an unknown type, a missing reason and a nameless object', function()
+  it('refuse an unknown type and a missing reason, mistakes in the call, with an error', function()
     local pod = { kind = 'Pod', metadata = { name = 'p' } }
     assert.has_error(function() helpers.event_for(pod, { type = 'Error', reason = 'X' }) end,
       "event_for: type must be 'Normal' or 'Warning' (got Error)")
     assert.has_error(function() helpers.event_for(pod, { message = 'no reason' }) end,
       "event_for: reason must be a non-empty CamelCase word such as 'Created'")
-    assert.has_error(function() helpers.event_for({ kind = 'Pod' }, { reason = 'X' }) end,
-      'event_for: the object needs metadata.name')
+    assert.has_error(function() helpers.event_for(pod) end,
+      'event_for: pass the event as a table {type =, reason =, message =, component =}')
+  end)
+
+  it('return an error for a nameless object, a problem with the data', function()
+    local objs = { { kind = 'Pod' }, view { kind = 'Pod', metadata = { name = '' } }, nil, 'pod' }
+    for i = 1, 4 do
+      local ev, err = helpers.event_for(objs[i], { reason = 'X' })
+      assert.is_nil(ev)
+      assert.equals('MissingName', err.reason)
+      assert.equals('event_for: the object needs metadata.name', tostring(err))
+    end
   end)
 end)
 

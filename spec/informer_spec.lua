@@ -111,7 +111,7 @@ describe('an informer', function()
         print('list', #inf:list())
         local ok, err = pcall(function() cm.data.greeting = 'bye' end)
         print('write', ok, err:match('read%-only') ~= nil)
-        local copy = cm:copy()
+        local copy = klua.copy(cm)
         copy.data.greeting = 'bye'
         print('copy', copy.data.greeting, cm.data.greeting)
         klua.stop()

@@ -166,6 +166,12 @@ describe('klua.informer', function()
     assert.equals(1, code)
     assert.truthy(err:find(path .. ':1: the server doesn\'t have a resource type "podz"', 1, true), err)
   end)
+
+  it('refuses a field_selector that is not a string, naming the option', function()
+    local _, err, code = run('klua.informer { resource = "configmaps", field_selector = { "a=b" } }\n')
+    assert.equals(1, code)
+    assert.truthy(err:find('informer option field_selector must be a string, not a table', 1, true), err)
+  end)
 end)
 
 describe('an informer', function()
@@ -564,6 +570,44 @@ describe('the script', function()
   end)
 end)
 
+describe('klua.record_event', function()
+  it('creates a core/v1 Event about an object, a cached view included', function()
+    local ns = namespace('record-event')
+    configmap(ns, 'cfg')
+    local out = run_ok([[
+      local ns = ...
+      local cms = klua.informer { resource = 'configmaps', namespace = ns }
+      klua.on_synced(function()
+        local cm = cms:get(ns .. '/cfg')
+        local ev = assert(klua.record_event(cm, { reason = 'Synced', message = 'copied', kind = 'ConfigMap',
+          api_version = 'v1', component = 'spec' }))
+        local got = assert(klua.api.get('events', ns .. '/' .. ev.metadata.name))
+        print(got.reason, got.message, got.involvedObject.kind, got.involvedObject.name, got.source.component)
+        klua.stop()
+      end)
+    ]], { args = { ns } })
+    assert.equals('Synced\tcopied\tConfigMap\tcfg\tspec\n', out)
+  end)
+
+  it('returns nil and an error, without a request, for an object without name or kind', function()
+    local out, err = run_ok([[
+      local ev, err = klua.record_event({ kind = 'Pod', metadata = {} }, { reason = 'Synced' })
+      print(ev, err.reason, tostring(err))
+      ev, err = klua.record_event({ metadata = { name = 'web' } }, { reason = 'Synced' })
+      print(ev, err.reason)
+    ]], { flags = { '-v', '6' } })
+    assert.equals('nil\tMissingName\tevent_for: the object needs metadata.name\nnil\tMissingKind\n', out)
+    assert.is_nil(err:find('/events', 1, true), err)
+  end)
+
+  it('raises for options that are a mistake in the call, naming the fix', function()
+    local out = run_ok([[
+      print(pcall(klua.record_event, { kind = 'Pod', metadata = { name = 'web' } }, { type = 'Error', reason = 'X' }))
+    ]])
+    assert.truthy(out:find("^false\t.*event_for: type must be 'Normal' or 'Warning' %(got Error%)"), out)
+  end)
+end)
+
 describe('klua.resolve', function()
   it('resolves the names kubectl accepts to group, version, resource, kind and scope', function()
     kubectl('apply -f -', CRD)
@@ -672,7 +716,7 @@ describe('klua.api', function()
         assert(klua.api.update('gadgets', fetched))
         local inf = klua.informer { resource = 'gadgets', namespace = ns }
         klua.on_synced(function()
-          local copy = inf:get(ns .. '/cached'):copy()
+          local copy = klua.copy(inf:get(ns .. '/cached'))
           copy.metadata.labels = { touched = 'yes' }
           assert(klua.api.update('gadgets', copy))
           klua.stop()

@@ -1,11 +1,15 @@
 -- Objects reach Lua as lazy read-only views over their JSON bytes. For
 -- reading, a view is indistinguishable from the fully decoded object;
--- writing needs obj:copy(), which gives a plain mutable table.
+-- writing needs klua.copy(obj), which gives a plain mutable table. Views have
+-- no methods: every member reads as itself, whatever its name, and what a
+-- script does beyond reading is a function of the klua module (here the same
+-- functions as testing.copy, testing.get and testing.type).
 local testing = require 'klua_testing'
 local reference = require 'fixtures.json.reference'
 local cjson = require 'cjson'
 
 local json, null = testing.json, testing.null
+local copy, get = testing.copy, testing.get
 
 -- Every way a handler or a cache lookup gets a view of an object's JSON.
 local makers = {
@@ -18,7 +22,7 @@ local makers = {
 local function is_view(v) return type(v) == 'userdata' and v ~= null end
 
 -- Asserts that the view v reads exactly as the reference value r, through
--- indexing, get, pairs, ipairs, # and tostring.
+-- indexing, klua.get, pairs, ipairs, # and tostring.
 local function assert_reads_as(v, r, path)
   if type(r) == 'table' and r.kind == 'object' then
     assert(is_view(v), path .. ': expected a view of an object')
@@ -30,7 +34,10 @@ local function assert_reads_as(v, r, path)
       assert_reads_as(x, r.values[k], path .. '.' .. k)
     end
     assert.equals(#r.keys, i, path .. ': member count')
-    for k, x in pairs(v) do assert.equals(x, v:get(k), path .. '.' .. k .. ': get') end
+    for k, x in pairs(v) do
+      assert.equals(x, v[k], path .. '.' .. k .. ': index')
+      assert.equals(x, get(v, k), path .. '.' .. k .. ': klua.get')
+    end
     assert.same(r, reference.decode(tostring(v)), path .. ': tostring')
   elseif type(r) == 'table' and r.kind == 'array' then
     assert(is_view(v), path .. ': expected a view of an array')
@@ -123,14 +130,14 @@ for how, make in pairs(makers) do
 
       it('copies ' .. name .. ' into plain tables equal to the decoded JSON', function()
         local text = reference.fixture(name)
-        assert_decoded_as(make(text):copy(), reference.decode(text), name)
+        assert_decoded_as(copy(make(text)), reference.decode(text), name)
       end)
 
-      it('gives the exact bytes of ' .. name .. ' from tostring and json()', function()
+      it('gives the exact bytes of ' .. name .. ' from tostring and klua.json.encode', function()
         local text = reference.fixture(name)
         local v = make(text)
         assert.equals(text, tostring(v))
-        assert.equals(text, v:json())
+        assert.equals(text, json.encode(v))
       end)
     end
 
@@ -215,18 +222,32 @@ describe('a view', function()
     assert.equals(1e20, v.mixed.big)
   end)
 
-  describe('methods', function()
+  describe('members named like operations', function()
     local text = reference.fixture('method-names.json')
 
-    it('take precedence over fields of the same name, which get() reads', function()
+    it('read as the members, whatever their name', function()
       local v = testing.view(text)
-      assert.equals('function', type(v.copy))
-      assert.equals('function', type(v.json))
-      assert.equals('function', type(v.get))
-      assert.equals('a field named copy', v:get('copy'))
-      assert.is_true(v:get('json').nested)
-      assert.equals(3, #v:get('get'))
-      assert.equals(1, v.spec:get('copy'))
+      assert.equals('a field named copy', v.copy)
+      assert.is_true(v.json.nested)
+      assert.equals(3, #v.get)
+      assert.equals(1, v.spec.copy)
+      assert.equals(2, v.spec.json)
+      assert.equals(3, v.spec.get)
+    end)
+
+    it('read nil when missing, not a function', function()
+      local v = testing.view(pod)
+      assert.is_nil(v.copy)
+      assert.is_nil(v.json)
+      assert.is_nil(v.get)
+      assert.is_nil(v.metadata.labels.copy)
+    end)
+
+    it('let a label copy=yes be seen (a controller acting on it)', function()
+      local v = testing.view('{"metadata":{"labels":{"copy":"yes","get":"no","json":"1"}}}')
+      assert.equals('yes', v.metadata.labels.copy)
+      assert.equals('no', v.metadata.labels.get)
+      assert.equals('1', v.metadata.labels.json)
     end)
 
     it('leave fields that merely look special alone', function()
@@ -236,23 +257,20 @@ describe('a view', function()
       assert.is_nil(v.spec[1])
     end)
 
-    it('get() reads array elements too', function()
-      local v = testing.view('[5,6]')
-      assert.equals(6, v:get(2))
-      assert.is_nil(v:get(3))
-    end)
-
-    it('refuse to run on something that is not a view', function()
-      local v = testing.view(text)
-      assert.has_error(function() v.copy({}) end)
-      assert.has_error(function() v.get(42, 'x') end)
-      assert.has_error(function() v.json('x') end)
+    it('make a call in the old method style fail as a call of the member, with Lua\'s own message', function()
+      local v = testing.view(pod)
+      local ok, err = pcall(function() return v:copy() end)
+      assert.is_false(ok)
+      assert.truthy(err:find("attempt to call a nil value (method 'copy')", 1, true), err)
+      ok, err = pcall(function() return testing.view(text).spec:json() end)
+      assert.is_false(ok)
+      assert.truthy(err:find("attempt to call a number value (method 'json')", 1, true), err)
     end)
   end)
 
   describe('is read-only', function()
     local message = "klua: cannot set field 'name': objects from the cache are read-only; "
-      .. 'use obj:copy() for a mutable table'
+      .. 'use klua.copy(obj) for a mutable table'
 
     it('refuses writes with a message that says what to do', function()
       local v = testing.view(pod)
@@ -273,10 +291,10 @@ describe('a view', function()
     end)
   end)
 
-  describe('copy()', function()
+  describe('klua.copy', function()
     it('gives a mutable table independent of the view and of other copies', function()
       local v = testing.view(pod)
-      local a, b = v:copy(), v:copy()
+      local a, b = copy(v), copy(v)
       a.metadata.name = 'changed'
       a.metadata.labels.extra = 'yes'
       table.insert(a.spec.containers, { name = 'sidecar' })
@@ -289,13 +307,19 @@ describe('a view', function()
 
     it('copies a nested view on its own', function()
       local v = testing.view(pod)
-      local c = v.metadata.labels:copy()
+      local c = copy(v.metadata.labels)
       assert.same({ app = 'auth', ['pod-template-hash'] = 'b4ec5339db' }, c)
       assert.is_nil(getmetatable(c))
     end)
 
+    it('copies members named like operations as members', function()
+      local c = copy(testing.view(reference.fixture('method-names.json')))
+      assert.equals('a field named copy', c.copy)
+      assert.same({ copy = 1, json = 2, get = 3, __index = 'not a metamethod', ['1'] = 'string key one' }, c.spec)
+    end)
+
     it('marks arrays, including empty ones, so they encode as arrays', function()
-      local c = testing.view(reference.fixture('nulls-and-empties.json')):copy()
+      local c = copy(testing.view(reference.fixture('nulls-and-empties.json')))
       assert.equals(json.array_mt, getmetatable(c.metadata.finalizers))
       assert.equals(0, #c.metadata.finalizers)
       assert.equals('[]', json.encode(c.metadata.finalizers))
@@ -305,8 +329,120 @@ describe('a view', function()
 
     it('is what kl_view_copy pushes', function()
       local v = testing.view(pod)
-      assert.same(v:copy(), testing.view_copy(v))
+      assert.same(copy(v), testing.view_copy(v))
       assert.has_error(function() testing.view_copy({}) end)
+    end)
+
+    it('deep-copies a plain table as it copies a view: the copy of a copy equals it and is independent', function()
+      local v = testing.view(pod)
+      local a = copy(v)
+      local b = copy(a)
+      assert.same(a, b)
+      assert.are_not.equal(a.metadata, b.metadata)
+      assert.equals(json.array_mt, getmetatable(b.spec.containers))
+      b.metadata.labels.app = 'changed'
+      assert.equals('auth', a.metadata.labels.app)
+    end)
+
+    it('decodes views held inside a table, keeps shared parts shared and copies cycles', function()
+      local v = testing.view(pod)
+      local shared = { n = 1 }
+      local t = { labels = v.metadata.labels, a = shared, b = shared }
+      t.self = t
+      local c = copy(t)
+      assert.equals('table', type(c.labels))
+      assert.equals('auth', c.labels.app)
+      assert.equals(c.a, c.b)
+      assert.are_not.equal(shared, c.a)
+      assert.equals(c, c.self)
+    end)
+
+    it('gives any other value back as it is', function()
+      assert.equals('x', copy('x'))
+      assert.equals(3, copy(3))
+      assert.equals(null, copy(null))
+      assert.is_nil(copy(nil))
+      assert.is_false(copy(false))
+      assert.equals(print, copy(print))
+      assert.has_error(function() copy() end)
+    end)
+
+    it('refuses a table nested deeper than 1024 levels', function()
+      local t = {}
+      for _ = 1, 1100 do t = { t } end
+      local ok, err = pcall(copy, t)
+      assert.is_false(ok)
+      assert.truthy(err:find('klua.copy: a table nested deeper than 1024 levels', 1, true), err)
+    end)
+  end)
+
+  describe('klua.get', function()
+    local v = testing.view(pod)
+
+    it('reads a nested member of a view or a table alike', function()
+      assert.equals('auth', get(v, 'metadata', 'labels', 'app'))
+      assert.equals('auth', get(copy(v), 'metadata', 'labels', 'app'))
+      assert.equals(v.spec.containers[1].name, get(v, 'spec', 'containers', 1, 'name'))
+      assert.equals(v.spec.containers[1].name, get(copy(v), 'spec', 'containers', 1, 'name'))
+    end)
+
+    it('gives nil, never an error, as soon as a step is missing or has no members', function()
+      assert.is_nil(get(v, 'metadata', 'nope', 'app'))
+      assert.is_nil(get(v, 'metadata', 'name', 'len')) -- a string has no members (not string.len)
+      assert.is_nil(get(testing.view('{"a":null}'), 'a', 'b'))
+      assert.is_nil(get(nil, 'a'))
+      assert.is_nil(get(42, 'a'))
+      assert.is_nil(get(v, 'spec', 'containers', 9, 'name'))
+      assert.is_nil(get(v, 'metadata', {}))
+      assert.is_nil(get({}, nil))
+    end)
+
+    it('reads members named like operations', function()
+      local w = testing.view(reference.fixture('method-names.json'))
+      assert.equals('a field named copy', get(w, 'copy'))
+      assert.equals(3, get(w, 'spec', 'get'))
+    end)
+
+    it('gives the value itself without keys', function()
+      assert.equals(v, get(v))
+      assert.equals(7, get(7))
+    end)
+  end)
+
+  describe('klua.type', function()
+    local type_of = testing.type
+
+    it('names the JSON type of a view and of the plain value alike', function()
+      local text = '{"o":{},"a":[],"s":"x","n":1.5,"i":2,"t":true,"f":false,"z":null}'
+      local v, t = testing.view(text), json.decode(text)
+      for _, x in ipairs { v, t } do
+        assert.equals('object', type_of(x))
+        assert.equals('object', type_of(x.o))
+        assert.equals('array', type_of(x.a))
+        assert.equals('string', type_of(x.s))
+        assert.equals('number', type_of(x.n))
+        assert.equals('number', type_of(x.i))
+        assert.equals('boolean', type_of(x.t))
+        assert.equals('boolean', type_of(x.f))
+        assert.equals('null', type_of(x.z))
+        assert.equals('nil', type_of(x.missing))
+      end
+      assert.equals('array', type_of(testing.view('[1]')))
+      assert.equals('string', type_of(testing.view('"top"')))
+    end)
+
+    it('names a table as klua.json.encode would write it, and Lua\'s type for the rest', function()
+      assert.equals('array', type_of({ 1, 2 }))
+      assert.equals('array', type_of(json.array()))
+      assert.equals('object', type_of({}))
+      assert.equals('object', type_of({ a = 1 }))
+      assert.equals('table', type_of({ 1, a = 2 }))
+      assert.equals('function', type_of(print))
+      assert.has_error(function() type_of() end)
+    end)
+
+    it('is needed because type(view) is "userdata"', function()
+      assert.equals('userdata', type(testing.view(pod)))
     end)
   end)
 

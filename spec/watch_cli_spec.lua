@@ -50,8 +50,11 @@ describe('klua watch', function()
     return name
   end
 
-  local function pod(ns, name, labels)
-    kubectl(('run %s -n %s --image=nginx%s'):format(name, ns, labels and (' -l ' .. labels) or ''))
+  -- A pod; without labels kubectl gives it run=NAME, and annotations only
+  -- when asked (so most pods have no metadata.annotations at all).
+  local function pod(ns, name, labels, annotations)
+    kubectl(('run %s -n %s --image=nginx%s%s'):format(name, ns, labels and (' -l ' .. labels) or '',
+      annotations and (' --annotations=' .. annotations) or ''))
   end
 
   local function set_phase(ns, name, phase)
@@ -256,19 +259,19 @@ describe('klua watch', function()
       local ns = namespace('expr-chunk')
       pod(ns, 'web', 'app=web')
       local text = watch({ 'pods', '-n', ns, '-e',
-        'local n = obj.metadata.name\nif type == "ADDED" then return "new " .. n:upper() end' })
-      local tbl = watch({ 'pods', '-n', ns, '-e', '{name = obj.metadata.name, app = obj.metadata.labels.app, t = type}' })
+        'local n = obj.metadata.name\nif event == "ADDED" then return "new " .. n:upper() end' })
+      local tbl = watch({ 'pods', '-n', ns, '-e', '{name = obj.metadata.name, app = obj.metadata.labels.app, t = event}' })
       expect(text, 'new WEB')
       expect(tbl, '}')
       assert.equals('new WEB\n', text:output())
       assert.same({ name = 'web', app = 'web', t = 'ADDED' }, cjson.decode(tbl:output()))
     end)
 
-    it('has type, obj and, on MODIFIED, old in scope', function()
+    it('has event, obj and, on MODIFIED, old in scope', function()
       local ns = namespace('expr-old')
       kubectl('run web -n ' .. ns .. ' --image=nginx -l v=1')
       local p = watch({ 'pods', '-n', ns, '-e',
-        'return type .. " " .. (old and (old.metadata.labels.v .. "->") or "") .. obj.metadata.labels.v' })
+        'return event .. " " .. (old and (old.metadata.labels.v .. "->") or "") .. obj.metadata.labels.v' })
       expect(p, 'ADDED 1')
       kubectl('label pod web v=2 --overwrite -n ' .. ns)
       expect(p, 'MODIFIED 1->2')
@@ -286,18 +289,69 @@ describe('klua watch', function()
       assert.truthy(first:find('(-e):1:', 1, true), err)
     end)
 
-    it('logs an expression that fails on an event with the handler name and goes on with the next events', function()
+    it('keeps Lua\'s standard functions visible: type(obj) is "userdata" for a view, klua.type(obj) "object"', function()
+      local ns = namespace('expr-type')
+      pod(ns, 'web', 'app=web')
+      local p = watch({ 'pods', '-n', ns, '-e',
+        'return table.concat({type(obj), klua.type(obj), tostring(type(obj) == "table"), string.upper(event)}, " ")' })
+      expect(p, 'userdata object false ADDED')
+      assert.equals('userdata object false ADDED\n', p:output())
+      assert.equals('', p:errors())
+    end)
+
+    it('reaches nested fields nil-safely with get, a missing step reading nil', function()
+      local ns = namespace('expr-get')
+      pod(ns, 'a-plain')
+      pod(ns, 'b-annotated', nil, 'team=web')
+      local p = watch({ 'pods', '-n', ns, '-e', 'get(obj, "metadata", "annotations", "team") == "web"' })
+      pod(ns, 'c-annotated', nil, 'team=web')
+      expect(p, 'expr-get/c-annotated')
+      assert.equals('ADDED     expr-get/b-annotated  Pending\nADDED     expr-get/c-annotated  Pending\n', p:output())
+      assert.equals('', p:errors())
+    end)
+
+    it('refuses an expression that uses type as the event type, as -e once had it, naming event', function()
+      for _, expr in ipairs { 'type == "ADDED"', 'return type .. obj.metadata.name', '{t = type}' } do
+        local out, err, code = run({ 'pods', '-e', expr })
+        assert.equals(2, code)
+        assert.equals('', out)
+        assert.equals('klua watch: -e: `type` is Lua\'s type() here; the event type is `event`: write event == "ADDED"',
+          lines(err)[1])
+      end
+    end)
+
+    it('reports an expression that fails once per distinct error, then counts it, and goes on with the next events', function()
       local ns = namespace('expr-error')
-      pod(ns, 'a-unlabelled')
-      pod(ns, 'b-labelled', 'app=web')
-      local p = watch({ 'pods', '-n', ns, '-e', 'obj.metadata.labels.app:upper() == "WEB"' })
-      expect(p, 'expr-error/b-labelled')
-      pod(ns, 'c-labelled', 'app=web')
-      expect(p, 'expr-error/c-labelled')
-      assert.equals('ADDED     expr-error/b-labelled  Pending\nADDED     expr-error/c-labelled  Pending\n', p:output())
-      local err = p:errors()
-      assert.truthy(err:find('add handler of pods -n expr-error failed: (-e):1: attempt to index a nil value', 1, true), err)
-      assert.is_nil(p:exit_code())
+      pod(ns, 'a-plain')
+      pod(ns, 'b-annotated', nil, 'team=web')
+      local p = watch({ 'pods', '-n', ns, '-e', 'obj.metadata.annotations.team == "web"' })
+      expect(p, 'expr-error/b-annotated')
+      pod(ns, 'c-plain')
+      pod(ns, 'd-annotated', nil, 'team=web')
+      expect(p, 'expr-error/d-annotated')
+      assert.equals('ADDED     expr-error/b-annotated  Pending\nADDED     expr-error/d-annotated  Pending\n', p:output())
+      local message = "(-e):1: attempt to index a nil value (field 'annotations')"
+      local first = 'klua watch: -e failed on ADDED expr-error/a-plain, which is not printed: ' .. message
+        .. ' (further events failing the same way are counted)\n'
+      assert.equals(first, p:errors())
+      -- The count, every 10 s while it grows...
+      assert.truthy(p:wait_for('%-e error %(x2%)', 20, 'err'), p:errors())
+      pod(ns, 'e-plain')
+      pod(ns, 'f-annotated', nil, 'team=web')
+      expect(p, 'expr-error/f-annotated')
+      -- ... and at exit.
+      assert.equals(0, p:stop())
+      assert.equals(first .. 'klua watch: -e error (x2): ' .. message .. '\n'
+        .. 'klua watch: -e error (x3): ' .. message .. '\n', p:errors())
+    end)
+
+    it('describes -e in --help', function()
+      local out, err, code = run({ '--help' })
+      assert.equals(0, code)
+      assert.equals('', err)
+      assert.truthy(out:find('usage: klua watch RESOURCE', 1, true), out)
+      assert.truthy(out:find('event   "ADDED", "MODIFIED" or "DELETED"', 1, true), out)
+      assert.truthy(out:find("get(obj, 'metadata', 'labels', 'app')", 1, true), out)
     end)
   end)
 

@@ -305,11 +305,15 @@ static int l_tostring(lua_State *L) {
 
 /* ---- creation --------------------------------------------------------- */
 
+/* The string field of the table at idx, or NULL when absent. The value
+ * stays pushed so that the string lives until the caller returns: a number
+ * converted by lua_tolstring exists only in that stack slot. [-0, +1, e] */
 static const char *opt_string(lua_State *L, int idx, const char *field) {
-    lua_getfield(L, idx, field);
-    const char *s = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
-    lua_pop(L, 1);
-    return s;
+    int t = lua_getfield(L, idx, field);
+    if (t == LUA_TNIL) return NULL;
+    if (t != LUA_TSTRING && t != LUA_TNUMBER)
+        luaL_error(L, "informer option %s must be a string, not a %s", field, lua_typename(L, t));
+    return lua_tostring(L, -1);
 }
 
 static double opt_number(lua_State *L, int idx, const char *field) {

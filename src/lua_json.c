@@ -290,6 +290,23 @@ static table_shape table_shape_of(lua_State *L, int idx, int marked, lua_Integer
     return strings && !others && ints == 0 ? AS_OBJECT : AS_INVALID;
 }
 
+int kl_json_table_kind(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    kl_json_push_array_mt(L);
+    int marked = 0;
+    if (lua_getmetatable(L, idx)) {
+        marked = lua_rawequal(L, -1, -2);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_Integer n;
+    switch (table_shape_of(L, idx, marked, &n)) {
+    case AS_ARRAY: return '[';
+    case AS_OBJECT: return '{';
+    default: return 0;
+    }
+}
+
 static void encode_array(enc *e, int idx, lua_Integer n, const path *p, int depth) {
     putc_(e, '[');
     for (lua_Integer i = 1; i <= n; i++) {

@@ -1,7 +1,7 @@
 /*
  * lua_json.h - the klua.json table: JSON text to Lua values and back.
  *
- * Decoding gives plain tables, exactly as view:copy() does: JSON integers
+ * Decoding gives plain tables, exactly as klua.copy(view) does: JSON integers
  * that fit 64 bits are Lua integers, other numbers floats, null is
  * klua.null (the light userdata NULL, the same value as cjson.null), and
  * every array carries the shared metatable klua.json.array_mt so that it
@@ -37,9 +37,13 @@ void kl_json_push_module(lua_State *L);
  * their raw bytes. [-0, +1, e] */
 void kl_json_encode(lua_State *L, int idx);
 
-/* Decodes s into a value as view:copy() would. Returns 1 with the value
+/* Decodes s into a value as klua.copy(view) would. Returns 1 with the value
  * pushed, or pushes nil and a message and returns 2. [-0, +1|+2] */
 int kl_json_decode(lua_State *L, const char *s, size_t len);
+
+/* How klua.json.encode writes the table at idx: '[' an array, '{' an
+ * object, 0 neither (mixed or sparse keys). [-0, +0] */
+int kl_json_table_kind(lua_State *L, int idx);
 
 /* Pushes the metatable that marks tables as JSON arrays, creating it on
  * first use. [-0, +1] */

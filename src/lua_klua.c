@@ -14,6 +14,7 @@
 #include "log.h"
 #include "lua_json.h"
 #include "task.h"
+#include "view.h"
 
 struct kl_rt_timer {
     kl_rt *rt;
@@ -263,6 +264,7 @@ int kl_open_core(lua_State *L) {
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {NULL, NULL}};
     luaL_newlib(L, fns);
+    kl_view_set_functions(L);
     kl_json_push_module(L);
     lua_setfield(L, -2, "json");
     kl_informer_open(L);

@@ -25,19 +25,6 @@ int kl_obj_set_identity(kl_obj *o, const char *ns, size_t nsn, const char *name,
     return 0;
 }
 
-static size_t len0(const char *s) { return s ? strlen(s) : 0; }
-
-int kl_obj_copy(kl_obj *dst, const kl_obj *src) {
-    memset(dst, 0, sizeof *dst);
-    if (kl_obj_set_identity(dst, src->ns, len0(src->ns), src->name, len0(src->name), src->rv,
-                            len0(src->rv)) < 0)
-        return -1;
-    dst->blob = src->blob ? kl_blob_ref(src->blob) : NULL;
-    dst->off = src->off;
-    dst->len = src->len;
-    return 0;
-}
-
 size_t kl_obj_key(const kl_obj *o, char *buf, size_t size) {
     int n = (o->ns && o->ns[0]) ? snprintf(buf, size, "%s/%s", o->ns, o->name)
                                 : snprintf(buf, size, "%s", o->name);

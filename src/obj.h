@@ -26,8 +26,6 @@ void kl_obj_clear(kl_obj *o);
  * 0, or -1 on OOM with o's identity left unset. */
 int kl_obj_set_identity(kl_obj *o, const char *ns, size_t nsn, const char *name, size_t namen,
                         const char *rv, size_t rvn);
-/* dst becomes a second owner of src's blob, with copies of its strings. 0 or -1 on OOM. */
-int kl_obj_copy(kl_obj *dst, const kl_obj *src);
 /* Writes the cache key, "ns/name" or "name", into buf; returns its length
  * (truncated like snprintf). */
 size_t kl_obj_key(const kl_obj *o, char *buf, size_t size);

@@ -19,7 +19,7 @@ typedef enum { KL_CHANGE_ADD, KL_CHANGE_UPDATE, KL_CHANGE_DELETE } kl_change;
 
 /* One change found by replace(). old is handed over: the callee owns it
  * (NULL on add). new_obj is the stored object, borrowed for the call (NULL
- * on delete); kl_obj_copy keeps it. */
+ * on delete). */
 typedef void (*kl_store_change_fn)(void *ud, kl_change change, kl_obj *old, kl_obj *new_obj);
 
 kl_store *kl_store_new(void);

@@ -17,6 +17,7 @@
  *   decode_status(body)        {code=, reason=, message=} or nil
  *   view_json(v)               kl_view_json: the bytes of a view, or nil
  *   view_copy(v)               kl_view_copy
+ *   copy, get, type            klua.copy, klua.get and klua.type
  *   json, null                 the klua.json table and klua.null
  */
 #include <lauxlib.h>
@@ -269,6 +270,7 @@ void kl_testing_open_json(lua_State *L) {
     }
     lua_pop(L, 1);
     luaL_setfuncs(L, funcs, 0);
+    kl_view_set_functions(L);
     kl_json_push_module(L);
     lua_setfield(L, -2, "json");
     lua_pushlightuserdata(L, NULL);

@@ -131,10 +131,9 @@ static size_t lookup(lua_State *L, int vi, view *v, int ki) {
     return isint ? element(v, at, k) : 0;
 }
 
-/* ---- metamethods and methods; upvalue 1 is the view metatable ---- */
+/* ---- metamethods; upvalue 1 is the view metatable ---- */
 
 #define MT_UPVALUE lua_upvalueindex(1)
-#define METHODS_UPVALUE lua_upvalueindex(2)
 
 static int is_view(lua_State *L, int i) {
     if (lua_type(L, i) != LUA_TUSERDATA || !lua_getmetatable(L, i)) return 0;
@@ -148,31 +147,12 @@ static view *check_view(lua_State *L, int i) {
     return lua_touserdata(L, i);
 }
 
-static int is_method(const char *k, size_t n) {
-    return (n == 3 && memcmp(k, "get", 3) == 0) || (n == 4 && (memcmp(k, "copy", 4) == 0 || memcmp(k, "json", 4) == 0));
-}
-
-/* view[key]: a member, an element, or one of the methods copy/json/get. */
+/* view[key]: the member key, or element key of an array, whatever its name.
+ * Views have no methods: a method's name would hide a member of that name
+ * (a label "copy", a ConfigMap key "get"), so the operations on objects are
+ * functions of the klua module instead. */
 static int view_index(lua_State *L) {
     view *v = check_view(L, 1);
-    if (lua_type(L, 2) == LUA_TSTRING) {
-        size_t n;
-        const char *k = lua_tolstring(L, 2, &n);
-        if (is_method(k, n)) {
-            lua_pushvalue(L, 2);
-            lua_rawget(L, METHODS_UPVALUE);
-            return 1;
-        }
-    }
-    push_member(L, 1, MT_UPVALUE, v, lookup(L, 1, v, 2));
-    return 1;
-}
-
-/* view:get(key) -> the member key (or element key of an array), even when
- * its name is one of the methods'. */
-static int view_get(lua_State *L) {
-    view *v = check_view(L, 1);
-    luaL_checkany(L, 2);
     push_member(L, 1, MT_UPVALUE, v, lookup(L, 1, v, 2));
     return 1;
 }
@@ -181,9 +161,9 @@ static int view_newindex(lua_State *L) {
     check_view(L, 1);
     if (lua_type(L, 2) == LUA_TSTRING)
         return luaL_error(L, "klua: cannot set field '%s': objects from the cache are read-only; "
-                             "use obj:copy() for a mutable table", lua_tostring(L, 2));
-    return luaL_error(L, "klua: cannot set %s: objects from the cache are read-only; use obj:copy() for a mutable table",
-                      luaL_typename(L, 2));
+                             "use klua.copy(obj) for a mutable table", lua_tostring(L, 2));
+    return luaL_error(L, "klua: cannot set %s: objects from the cache are read-only; "
+                         "use klua.copy(obj) for a mutable table", luaL_typename(L, 2));
 }
 
 /* #view: an array's length; 0 for an object. */
@@ -253,21 +233,12 @@ static const char *view_bytes(view *v, size_t *len) {
     return d->blob->data + v->raw_off;
 }
 
-/* tostring(view), view:json() -> the value's JSON text, its exact bytes. */
-static int view_json(lua_State *L) {
+/* tostring(view) -> the value's JSON text, its exact bytes. */
+static int view_tostring(lua_State *L) {
     view *v = check_view(L, 1);
     size_t len;
     const char *s = view_bytes(v, &len);
     lua_pushlstring(L, s, len);
-    return 1;
-}
-
-/* view:copy() -> a plain, mutable, fully decoded table. */
-static int view_copy(lua_State *L) {
-    view *v = check_view(L, 1);
-    size_t at = view_at(L, 1, v);
-    kl_json_push_array_mt(L);
-    kl_json_push_value(L, &v->doc->t, at, lua_gettop(L));
     return 1;
 }
 
@@ -290,10 +261,9 @@ static int doc_gc(lua_State *L) {
 }
 
 void kl_view_open(lua_State *L) {
-    static const luaL_Reg methods[] = {{"copy", view_copy}, {"json", view_json}, {"get", view_get}, {NULL, NULL}};
     static const luaL_Reg metamethods[] = {{"__index", view_index}, {"__newindex", view_newindex},
                                            {"__len", view_len},     {"__pairs", view_pairs},
-                                           {"__tostring", view_json}, {"__eq", view_eq},
+                                           {"__tostring", view_tostring}, {"__eq", view_eq},
                                            {NULL, NULL}};
     if (luaL_newmetatable(L, DOC_MT)) {
         lua_pushcfunction(L, doc_gc);
@@ -304,12 +274,8 @@ void kl_view_open(lua_State *L) {
         lua_pop(L, 1);
         return;
     }
-    lua_newtable(L); /* mt methods */
-    lua_pushvalue(L, -2);
-    luaL_setfuncs(L, methods, 1); /* each method gets the metatable as upvalue */
-    lua_pushvalue(L, -2);
-    lua_insert(L, -2); /* mt mt methods */
-    luaL_setfuncs(L, metamethods, 2);
+    lua_pushvalue(L, -1);
+    luaL_setfuncs(L, metamethods, 1); /* each gets the metatable as upvalue */
     lua_pop(L, 1);
     kl_json_push_array_mt(L);
     lua_pop(L, 1);
@@ -359,4 +325,115 @@ void kl_view_copy(lua_State *L, int idx) {
     kl_json_push_array_mt(L);
     kl_json_push_value(L, &v->doc->t, at, lua_gettop(L));
     lua_remove(L, -2);
+}
+
+/* ---- klua.copy, klua.get, klua.type ---- */
+
+static void copy_value(lua_State *L, int idx, int seen, int amt, int depth);
+
+/* Pushes a deep copy of the table at idx; seen maps each table already
+ * copied to its copy, so that shared parts stay shared and cycles end. */
+static void copy_table(lua_State *L, int idx, int seen, int amt, int depth) {
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, seen) != LUA_TNIL) return;
+    lua_pop(L, 1);
+    if (depth >= KL_JSON_MAX_DEPTH) luaL_error(L, "klua.copy: a table nested deeper than %d levels", KL_JSON_MAX_DEPTH);
+    luaL_checkstack(L, 6, "klua.copy: nested too deeply");
+    lua_newtable(L);
+    int copy = lua_gettop(L);
+    lua_pushvalue(L, idx);
+    lua_pushvalue(L, copy);
+    lua_rawset(L, seen);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pushvalue(L, -2);                                   /* key value key */
+        copy_value(L, lua_gettop(L) - 1, seen, amt, depth + 1); /* key value key copy */
+        lua_rawset(L, copy);
+        lua_pop(L, 1);
+    }
+    if (lua_getmetatable(L, idx)) lua_setmetatable(L, copy);
+}
+
+static void copy_value(lua_State *L, int idx, int seen, int amt, int depth) {
+    view *v = luaL_testudata(L, idx, VIEW_MT);
+    if (v) kl_json_push_value(L, &v->doc->t, view_at(L, idx, v), amt);
+    else if (lua_type(L, idx) == LUA_TTABLE) copy_table(L, idx, seen, amt, depth);
+    else lua_pushvalue(L, idx);
+}
+
+/* klua.copy(v) -> a plain, mutable, fully decoded copy of a view (as
+ * klua.json.decode would build it), a deep copy of a table (views inside
+ * decoded too, metatables kept), or v itself for any other value. */
+static int l_copy(lua_State *L) {
+    luaL_checkany(L, 1);
+    lua_settop(L, 1);
+    lua_newtable(L);
+    kl_json_push_array_mt(L);
+    copy_value(L, 1, 2, 3, 0);
+    return 1;
+}
+
+/* klua.get(v, k1, ..., kn) -> v[k1][k2]...[kn], or nil as soon as a step is
+ * missing or reaches a value without members (a string, a number,
+ * klua.null). Views and tables alike; a table's members are read raw. */
+static int l_get(lua_State *L) {
+    int n = lua_gettop(L);
+    luaL_checkany(L, 1);
+    luaL_getmetatable(L, VIEW_MT);
+    int mt = n + 1;
+    lua_pushvalue(L, 1);
+    for (int k = 2; k <= n; k++) {
+        int cur = lua_gettop(L);
+        view *v = luaL_testudata(L, cur, VIEW_MT);
+        if (v) {
+            push_member(L, cur, mt, v, lookup(L, cur, v, k));
+        } else if (lua_type(L, cur) == LUA_TTABLE) {
+            lua_pushvalue(L, k);
+            lua_rawget(L, cur);
+        } else {
+            lua_pushnil(L);
+        }
+        lua_remove(L, cur);
+    }
+    return 1;
+}
+
+static const char *tape_type_name(char c) {
+    switch (c) {
+    case '{': return "object";
+    case '[': return "array";
+    case '"': return "string";
+    case 't':
+    case 'f': return "boolean";
+    case 'n': return "null";
+    default: return "number";
+    }
+}
+
+/* klua.type(v) -> the JSON type of v as klua reads and writes it: "object",
+ * "array", "string", "number", "boolean" or "null", for a view and for a
+ * plain value alike (a table as klua.json.encode would write it); Lua's
+ * type() name for a value without a JSON form ("nil", "function", "table"
+ * for a table with mixed keys, ...). */
+static int l_type(lua_State *L) {
+    luaL_checkany(L, 1);
+    view *v = luaL_testudata(L, 1, VIEW_MT);
+    const char *name;
+    if (v) {
+        name = tape_type_name(kl_jt_type(&v->doc->t, view_at(L, 1, v)));
+    } else if (lua_type(L, 1) == LUA_TTABLE) {
+        int kind = kl_json_table_kind(L, 1);
+        name = kind == '[' ? "array" : kind == '{' ? "object" : "table";
+    } else if (lua_type(L, 1) == LUA_TLIGHTUSERDATA && !lua_touserdata(L, 1)) {
+        name = "null";
+    } else {
+        name = luaL_typename(L, 1);
+    }
+    lua_pushstring(L, name);
+    return 1;
+}
+
+void kl_view_set_functions(lua_State *L) {
+    static const luaL_Reg funcs[] = {{"copy", l_copy}, {"get", l_get}, {"type", l_type}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
 }

@@ -16,14 +16,17 @@
  *   pairs(view) walks an object's members in JSON order or an array's
  *     elements 1..n; ipairs works on arrays. #view is an array's length and
  *     0 for an object (as for a table without an array part).
- *   tostring(view) and view:json() give the value's JSON, its exact bytes.
- *   view:copy() gives a plain, mutable, fully decoded table (as
- *     klua.json.decode would: arrays carry klua.json.array_mt).
- *   view:get(key) reads a member whatever its name: the method names copy,
- *     json and get take precedence in view.key, so a JSON field named
- *     "copy" is read as obj:get('copy').
+ *   A member reads as itself whatever its name: views have no methods
+ *     (obj.metadata.labels.copy is the label "copy", nil when missing).
+ *     The operations are functions of the klua module, which work alike
+ *     on views and on plain tables: klua.copy(v) a plain, mutable, fully
+ *     decoded table (as klua.json.decode would build it: arrays carry
+ *     klua.json.array_mt); klua.get(v, k1, k2, ...) a nested member or nil
+ *     when a step is missing; klua.type(v) "object", "array", ...
+ *   tostring(view) and klua.json.encode(view) give the value's JSON, its
+ *     exact bytes. type(view) is "userdata".
  *   Writes raise "klua: cannot set field 'x': objects from the cache are
- *     read-only; use obj:copy() for a mutable table".
+ *     read-only; use klua.copy(obj) for a mutable table".
  *   Two views of the same value compare equal (==).
  *
  * Lifetime: a view holds a reference on its object's blob, so it stays
@@ -52,7 +55,11 @@ void kl_view_push(lua_State *L, const kl_obj *o, void *parsed);
 const char *kl_view_json(lua_State *L, int idx, size_t *len);
 
 /* Pushes a plain, mutable, fully decoded copy of the view at idx (as
- * obj:copy()). Raises an error if idx is not a view. [-0, +1, e] */
+ * klua.copy(obj)). Raises an error if idx is not a view. [-0, +1, e] */
 void kl_view_copy(lua_State *L, int idx);
+
+/* Sets the functions copy, get and type (klua.copy, klua.get, klua.type)
+ * in the table on top of the stack; kl_view_open must have run. [-0, +0] */
+void kl_view_set_functions(lua_State *L);
 
 #endif

@@ -1,8 +1,10 @@
 --- Conditions: status.conditions entries in the shape of metav1.Condition
 -- {type, status, observedGeneration, lastTransitionTime, reason, message},
 -- updated the way apimachinery's meta.SetStatusCondition does.
--- Objects to change are mutable tables (obj:copy()); the getters also read
--- views.
+-- Objects to change are mutable tables (klua.copy(obj)); the getters also
+-- read views. A mistake in the call (a view to change, a condition without
+-- type, status or reason) raises, as klua.helpers' convention has it; the
+-- object's data never makes these fail.
 local M = {}
 
 local array_mt = {}
@@ -72,11 +74,8 @@ local function check_condition(c)
 end
 
 local function conditions_of(obj)
-  if type(obj.status) ~= 'table' then obj.status = {} end
-  if type(obj.status.conditions) ~= 'table' then
-    obj.status.conditions = setmetatable({}, array_mt)
-  end
-  return obj.status.conditions
+  local status = util.subtable('set_condition', obj, 'status', 'obj.status')
+  return util.subtable('set_condition', status, 'conditions', 'obj.status.conditions', array_mt)
 end
 
 local function update(existing, want)
@@ -104,7 +103,7 @@ end
 -- obj must be a mutable table. Returns true when obj changed.
 function M.set_condition(obj, c)
   if type(obj) ~= 'table' then
-    error('set_condition: obj must be a mutable table (views are read-only: use obj:copy())', 2)
+    error('set_condition: obj must be a mutable table (views are read-only: use klua.copy(obj))', 2)
   end
   check_condition(c)
   local generation = c.observed_generation
@@ -125,11 +124,12 @@ end
 -- obj must be a mutable table. Returns true when obj changed.
 function M.remove_condition(obj, type_)
   if type(obj) ~= 'table' then
-    error('remove_condition: obj must be a mutable table (views are read-only: use obj:copy())', 2)
+    error('remove_condition: obj must be a mutable table (views are read-only: use klua.copy(obj))', 2)
   end
   local _, i = find(obj, type_)
   if not i then return false end
-  table.remove(obj.status.conditions, i)
+  local status = util.subtable('remove_condition', obj, 'status', 'obj.status')
+  table.remove(util.subtable('remove_condition', status, 'conditions', 'obj.status.conditions'), i)
   return true
 end
 

@@ -13,6 +13,7 @@ local util = require 'klua.objutil'
 local indexable = util.indexable
 local field = util.field
 local non_empty = util.non_empty
+local refusal = util.refusal
 
 local TYPES = { Normal = true, Warning = true }
 
@@ -35,11 +36,11 @@ local function involved_object(obj, o)
   local md = field(obj, 'metadata')
   local name, kind = field(md, 'name'), o.kind or field(obj, 'kind')
   if not non_empty(name) then
-    error('event_for: the object needs metadata.name', 3)
+    return nil, refusal('MissingName', '%s', 'event_for: the object needs metadata.name')
   end
   if not non_empty(kind) then
-    error("event_for: the object has no kind (objects from a list lack it); pass it: "
-      .. "event_for(obj, {kind = 'Pod', api_version = 'v1', ...})", 3)
+    return nil, refusal('MissingKind', '%s', "event_for: the object has no kind (objects from a list lack it);"
+      .. " pass it: event_for(obj, {kind = 'Pod', api_version = 'v1', ...})")
   end
   local ns = field(md, 'namespace')
   return {
@@ -59,10 +60,13 @@ end
 -- kind and api_version are only needed when obj lacks them, as list items do.
 -- The event lives in obj's namespace ('default' for cluster-scoped objects)
 -- and is named by the server from generateName "<obj name>.".
--- obj may be a view.
+-- obj may be a view. Returns the Event, or nil and an error {reason,
+-- message} when obj lacks metadata.name ('MissingName') or a kind
+-- ('MissingKind'). Raises when opts is not valid (a mistake in the call).
 function M.event_for(obj, opts)
   check_opts(opts)
-  local ref = involved_object(obj, opts)
+  local ref, err = involved_object(obj, opts)
+  if not ref then return nil, err end
   local now = os.date('!%Y-%m-%dT%H:%M:%SZ', math.floor(clock()))
   local component = opts.component or 'klua'
   return {

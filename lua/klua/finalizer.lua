@@ -1,7 +1,9 @@
 --- Finalizers: the names in metadata.finalizers that hold an object's
 -- deletion until the controller that added them has cleaned up.
--- Objects to change are mutable tables (obj:copy()); has_finalizer also
--- reads views.
+-- Objects to change are mutable tables (klua.copy(obj)); has_finalizer also
+-- reads views. A mistake in the call (a view to change, a name that is not a
+-- string) raises, as klua.helpers' convention has it; the object's data
+-- never makes these fail.
 local M = {}
 
 local array_mt = {}
@@ -21,7 +23,7 @@ end
 
 local function check_mutable(fn, obj)
   if type(obj) ~= 'table' then
-    error(fn .. ': obj must be a mutable table (views are read-only: use obj:copy())', 3)
+    error(fn .. ': obj must be a mutable table (views are read-only: use klua.copy(obj))', 3)
   end
 end
 
@@ -46,11 +48,8 @@ function M.add_finalizer(obj, name)
   check_mutable('add_finalizer', obj)
   check_name('add_finalizer', name)
   if M.has_finalizer(obj, name) then return false end
-  if type(obj.metadata) ~= 'table' then obj.metadata = {} end
-  if type(obj.metadata.finalizers) ~= 'table' then
-    obj.metadata.finalizers = setmetatable({}, array_mt)
-  end
-  local list = obj.metadata.finalizers
+  local md = util.subtable('add_finalizer', obj, 'metadata', 'obj.metadata')
+  local list = util.subtable('add_finalizer', md, 'finalizers', 'obj.metadata.finalizers', array_mt)
   list[#list + 1] = name
   return true
 end
@@ -60,8 +59,9 @@ end
 function M.remove_finalizer(obj, name)
   check_mutable('remove_finalizer', obj)
   check_name('remove_finalizer', name)
-  local list = type(obj.metadata) == 'table' and obj.metadata.finalizers
-  if type(list) ~= 'table' then return false end
+  if not M.has_finalizer(obj, name) then return false end
+  local md = util.subtable('remove_finalizer', obj, 'metadata', 'obj.metadata')
+  local list = util.subtable('remove_finalizer', md, 'finalizers', 'obj.metadata.finalizers')
   local kept = 0
   local n = #list
   for i = 1, n do

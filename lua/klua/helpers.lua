@@ -1,10 +1,21 @@
 --- klua.helpers: what every controller otherwise writes by hand, in one
 -- module: owner references, finalizers, conditions, events and update
--- predicates. Each concept also stands alone as klua.owner, klua.finalizer,
--- klua.condition, klua.event and klua.predicate.
+-- predicates. Each concept lives in its own module (lua/klua/owner.lua,
+-- finalizer.lua, condition.lua, event.lua, predicate.lua, loaded as
+-- require 'klua.owner' and so on); klua.helpers gathers their functions.
 --
--- Functions that change an object take a mutable table (obj:copy()); those
--- that only read also accept read-only views.
+-- Functions that change an object take a mutable table (klua.copy(obj));
+-- those that only read also accept read-only views.
+--
+-- Errors: a mistake in the call raises an error that names the fix (a view
+-- where a mutable table is needed, an option of the wrong type or missing,
+-- such as a condition without reason): it fails the same way every time and
+-- is fixed in the script. A problem with an object's data, which the script
+-- cannot rule out (an object without metadata.name or kind, an owner without
+-- uid, another controller already) returns nil and an error {reason,
+-- message} (tostring(err) is the message), so that a reconcile can report it
+-- and go on. Readers and predicates never fail on data: a missing part reads
+-- as absent.
 local owner = require 'klua.owner'
 local finalizer = require 'klua.finalizer'
 local condition = require 'klua.condition'

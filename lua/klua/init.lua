@@ -3,8 +3,8 @@
 -- Informers keep a local copy of a resource and call handlers on every
 -- change; timers run functions later; `klua.api` reads and writes the
 -- cluster. Objects handed to handlers and returned by the cache are
--- read-only views: index them like tables, call `obj:copy()` for a mutable
--- table.
+-- read-only views: index them like tables, call `klua.copy(obj)` for a
+-- mutable table.
 local core = require 'klua.core'
 local discovery = require 'klua.discovery'
 local selector = require 'klua.selector'
@@ -15,6 +15,25 @@ local klua = {}
 klua.json = core.json
 --- The value JSON null decodes to (the same as lua-cjson's `cjson.null`).
 klua.null = core.json.null
+
+-- Views have no methods, so that every member reads as itself whatever its
+-- name (a label "copy", a ConfigMap key "get"): what a script does with an
+-- object beyond reading it is a function here, alike for views and tables.
+
+--- A plain, mutable, fully decoded copy of a view (as `klua.json.decode`
+-- builds tables: arrays carry `klua.json.array_mt`), a deep copy of a table
+-- (views inside decoded, metatables kept), or `v` itself for a string,
+-- number, boolean, `klua.null` or any other value.
+klua.copy = core.copy
+--- `klua.get(obj, 'metadata', 'labels', 'app')`: the nested member, or nil
+-- as soon as one step is missing or reaches a value without members
+-- (a string, a number, `klua.null`). Never raises; reads views and tables.
+klua.get = core.get
+--- The JSON type of a view or value: "object", "array", "string",
+-- "number", "boolean" or "null"; Lua's `type()` name for a value without a
+-- JSON form ("nil", "function", "table" for mixed keys). `type(view)` is
+-- "userdata", since a view is not a table.
+klua.type = core.type
 
 local function format(fmt, ...)
   if select('#', ...) == 0 then return tostring(fmt) end
@@ -168,9 +187,14 @@ klua.helpers = require 'klua.helpers'
 klua.helpers.set_array_mt(core.json.array_mt)
 
 --- Records a core/v1 Event about obj (opts: type "Normal" or "Warning",
--- reason, message, component). Returns the created Event or nil, err.
+-- reason, message, component; see klua.helpers.event_for). Returns the
+-- created Event, or nil, err: err from event_for when obj lacks
+-- metadata.name or kind ({reason, message}), else from klua.api.create.
+-- Raises when opts is not valid, a mistake in the call.
 function klua.record_event(obj, opts)
-  return klua.api.create('events', klua.helpers.event_for(obj, opts))
+  local ev, err = klua.helpers.event_for(obj, opts)
+  if not ev then return nil, err end
+  return klua.api.create('events', ev)
 end
 
 --- Resolves a resource name through discovery: {group=, version=,

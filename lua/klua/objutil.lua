@@ -1,5 +1,5 @@
---- Readers shared by the helper modules: each works alike on plain tables
--- and on read-only views (userdata with a metatable).
+--- What the helper modules share: readers that work alike on plain tables
+-- and on read-only views (userdata with a metatable), and the error value.
 local M = {}
 
 --- Whether v can be indexed as an object: a table or a view.
@@ -11,6 +11,28 @@ end
 --- t[key] when t can be indexed, else nil.
 function M.field(t, key)
   if M.indexable(t) then return t[key] end
+end
+
+--- The table t[key] of the mutable table t, made (with metatable mt, if
+-- given) when absent or not a table. Raises, naming fn and path, when it is
+-- a read-only view: replacing it would drop its members, and the fix is in
+-- the script (pass klua.copy(obj), whose parts are all tables).
+function M.subtable(fn, t, key, path, mt)
+  local v = t[key]
+  if type(v) == 'table' then return v end
+  if M.indexable(v) then
+    error(('%s: %s is a read-only view: pass klua.copy(obj), a mutable table throughout'):format(fn, path), 3)
+  end
+  v = setmetatable({}, mt)
+  t[key] = v
+  return v
+end
+
+--- An error value of the helpers: err.reason is a CamelCase word for code
+-- to test, err.message (also tostring(err)) a sentence for people.
+local error_mt = { __tostring = function(e) return e.message end }
+function M.refusal(reason, fmt, ...)
+  return setmetatable({ reason = reason, message = fmt:format(...) }, error_mt)
 end
 
 --- Whether v is a string with at least one character.

@@ -4,7 +4,9 @@
 -- owner, so the garbage collector deletes the children with the owner and
 -- the controller can find the owner of a child it sees change. These follow
 -- controller-runtime's controllerutil. Objects to change are mutable tables
--- (obj:copy()); objects only read may be read-only views.
+-- (klua.copy(obj)); objects only read may be read-only views. Errors follow
+-- klua.helpers' convention: a mistake in the call raises, a problem with the
+-- objects' data returns nil and an error {reason, message}.
 local M = {}
 
 local array_mt = {}
@@ -17,16 +19,11 @@ local util = require 'klua.objutil'
 local indexable = util.indexable
 local field = util.field
 local non_empty = util.non_empty
+local refusal = util.refusal
 
 local function ns_of(obj)
   local ns = field(field(obj, 'metadata'), 'namespace')
   return non_empty(ns) and ns or ''
-end
-
-local error_mt = { __tostring = function(e) return e.message end }
-
-local function refusal(reason, fmt, ...)
-  return setmetatable({ reason = reason, message = fmt:format(...) }, error_mt)
 end
 
 -- The group of an apiVersion: "apps" for "apps/v1", "" for the core "v1".
@@ -67,13 +64,14 @@ local function owner_ref(owner, opts)
   local api_version = opts.api_version or field(owner, 'apiVersion')
   local kind = opts.kind or field(owner, 'kind')
   if not non_empty(api_version) or not non_empty(kind) then
-    error('set_controller_reference: the owner has no apiVersion/kind (objects from a list lack them);'
-      .. " pass them: set_controller_reference(owner, obj, {api_version = 'apps/v1', kind = 'Deployment'})", 3)
+    return nil, refusal('MissingKind', '%s',
+      'set_controller_reference: the owner has no apiVersion/kind (objects from a list lack them);'
+      .. " pass them: set_controller_reference(owner, obj, {api_version = 'apps/v1', kind = 'Deployment'})")
   end
   local name, uid = field(md, 'name'), field(md, 'uid')
   if not non_empty(name) or not non_empty(uid) then
-    error('set_controller_reference: the owner needs metadata.name and metadata.uid;'
-      .. ' use the owner as read from the API or the cache', 3)
+    return nil, refusal('MissingUID', '%s', 'set_controller_reference: the owner needs metadata.name and'
+      .. ' metadata.uid; use the owner as read from the API or the cache')
   end
   return { apiVersion = api_version, kind = kind, name = name, uid = uid,
            controller = true, blockOwnerDeletion = true }
@@ -99,14 +97,20 @@ end
 -- owner may be a view; obj must be a mutable table. Objects from a list
 -- carry no apiVersion/kind: give them as opts = {api_version =, kind =}.
 -- Returns true, or nil and an error {reason, message} when obj already has
--- another controller (reason 'AlreadyOwned') or the namespaces do not allow
--- the reference.
+-- another controller (reason 'AlreadyOwned'), the namespaces do not allow
+-- the reference ('CrossNamespaceOwner', 'ClusterScopedWithNamespacedOwner'),
+-- or the owner lacks apiVersion/kind ('MissingKind') or name/uid
+-- ('MissingUID'). Raises when obj is not a mutable table or opts not a table.
 function M.set_controller_reference(owner, obj, opts)
   if type(obj) ~= 'table' then
-    error('set_controller_reference: obj must be a mutable table (views are read-only: use obj:copy())', 2)
+    error('set_controller_reference: obj must be a mutable table (views are read-only: use klua.copy(obj))', 2)
   end
-  local ref = owner_ref(owner, opts or {})
-  local err = check_scope(owner, obj)
+  if opts ~= nil and type(opts) ~= 'table' then
+    error("set_controller_reference: opts must be a table such as {api_version = 'apps/v1', kind = 'Deployment'}", 2)
+  end
+  local ref, err = owner_ref(owner, opts or {})
+  if not ref then return nil, err end
+  err = check_scope(owner, obj)
   if err then return nil, err end
   local current = M.get_controller_of(obj)
   if current and not same_object(current, ref) then
@@ -115,12 +119,9 @@ function M.set_controller_reference(owner, obj, opts)
       ns_of(obj), tostring(field(md, 'name') or ''), tostring(field(current, 'kind')),
       tostring(field(current, 'name')))
   end
-  if type(obj.metadata) ~= 'table' then obj.metadata = {} end
-  local refs = obj.metadata.ownerReferences
-  if type(refs) ~= 'table' then
-    refs = setmetatable({}, array_mt)
-    obj.metadata.ownerReferences = refs
-  end
+  local md = util.subtable('set_controller_reference', obj, 'metadata', 'obj.metadata')
+  local refs = util.subtable('set_controller_reference', md, 'ownerReferences', 'obj.metadata.ownerReferences',
+    array_mt)
   for i = 1, #refs do
     if same_object(refs[i], ref) then
       refs[i] = ref

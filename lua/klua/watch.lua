@@ -3,17 +3,37 @@
 --   klua watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL]
 --              [-e LUA] [-o line|json|name] [--watch-only]
 --
--- Prints one line per event. `-e` is a Lua expression, or a chunk with
--- `return`, compiled once and evaluated per event with `type` ("ADDED",
--- "MODIFIED", "DELETED"), `obj` and `old` (on MODIFIED) in scope; nil or
--- false drops the event, true prints the default line, a string is printed
--- as it is and a table as JSON.
+-- Prints one line per event; M.HELP says what -e sees and does.
 local selector = require 'klua.selector'
 
 local M = {}
 
 local USAGE = 'usage: klua watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL] ' ..
   '[-e LUA] [-o line|json|name] [--watch-only]'
+
+--- What `klua watch --help` prints after the usage line.
+M.HELP = [[
+Prints one line per event: ADDED, MODIFIED or DELETED, namespace/name and phase.
+
+  -n NS, -A            one namespace (default: the context's), or all of them
+  -l SEL               label selector, as kubectl -l takes it
+  --field-selector SEL field selector, as kubectl's
+  -o line|json|name    the default line, {"type":..., "object":...} per line, or kind/name
+  --watch-only         only changes, not the objects that exist at the start
+  -e LUA               a Lua expression, or a chunk with return, run for every event with
+                       these in scope:
+                         event   "ADDED", "MODIFIED" or "DELETED"
+                         obj     the object (a read-only view); old: the previous one on MODIFIED
+                         get     klua.get: get(obj, 'metadata', 'labels', 'app') is nil, not an
+                                 error, when a step is missing
+                       and Lua's standard functions and klua, as in scripts (type(obj) is
+                       "userdata" for a view; klua.type(obj) is "object").
+                       nil or false drops the event, true prints the default line, a string is
+                       printed as it is, a table as JSON. An expression that raises drops the
+                       event; each distinct error is reported once when it first happens, then
+                       counted ("-e error (x17): ...") every 10 s and at exit.
+
+Example: klua watch pods -A -e 'get(obj, "metadata", "labels", "app") == "web"']]
 
 local VALUED = {
   ['-n'] = 'namespace', ['--namespace'] = 'namespace',
@@ -64,35 +84,118 @@ function M.parse(args)
   return o
 end
 
---- Compiles the -e expression once. Returns a function(type, obj, old).
+-- src with its comments and string literals each replaced by "", so that
+-- what remains is code only.
+local function code_of(src)
+  local out, i, n = {}, 1, #src
+  while i <= n do
+    local c = src:sub(i, i)
+    local long = src:match('^%-%-%[(=*)%[', i) or (c == '[' and src:match('^%[(=*)%[', i))
+    if long then
+      local _, e = src:find(']' .. long .. ']', i, true)
+      out[#out + 1] = '""'
+      i = (e or n) + 1
+    elseif src:find('^%-%-', i) then
+      i = src:find('\n', i, true) or n + 1
+    elseif c == '"' or c == "'" then
+      local j = i + 1
+      while j <= n and src:sub(j, j) ~= c do j = j + (src:sub(j, j) == '\\' and 2 or 1) end
+      out[#out + 1] = '""'
+      i = j + 1
+    else
+      out[#out + 1] = c
+      i = i + 1
+    end
+  end
+  return table.concat(out)
+end
+
+-- Whether the -e code uses the name `type` other than as a call, as
+-- expressions written when it held the event type do (type == "ADDED"):
+-- compared with a string, the function would drop every event silently.
+local function uses_type_as_value(src)
+  local code = code_of(src)
+  for pos, after in code:gmatch('()%f[%w_]type%f[^%w_]%s*(.?)') do
+    local before = code:sub(1, pos - 1)
+    local field = before:match('[^.]%.%s*$') or before:match(':%s*$') or before == '.'
+    local declared = before:match('%f[%w_]local%s+$') or before:match('%f[%w_]function%s+$')
+    if not field and not declared and not (after ~= '' and ('("\'{['):find(after, 1, true)) then return true end
+  end
+  return false
+end
+
+--- Compiles the -e expression once. Returns a function(event, obj, old),
+-- or nil and a message.
 function M.compile(expr)
-  local env = setmetatable({}, { __index = _G })
+  if uses_type_as_value(expr) then
+    return nil, '`type` is Lua\'s type() here; the event type is `event`: write event == "ADDED"'
+  end
+  local env = setmetatable({ get = klua.get }, { __index = _G })
   local chunk, err = load('return ' .. expr, '=(-e)', 't', env)
   if not chunk then chunk, err = load(expr, '=(-e)', 't', env) end
   if not chunk then return nil, err end
-  return function(type_, obj, old)
-    env.type, env.obj, env.old = type_, obj, old
+  return function(event, obj, old)
+    env.event, env.obj, env.old = event, obj, old
     return chunk()
   end
 end
 
-local function key_of(obj)
-  local md = obj.metadata or {}
-  if md.namespace and md.namespace ~= '' then return md.namespace .. '/' .. (md.name or '?') end
-  return md.name or '?'
+local function text_at(obj, ...)
+  local v = klua.get(obj, ...)
+  return type(v) == 'string' and v or nil
 end
 
-local function default_line(output, r, type_, obj)
+local function key_of(obj)
+  local ns, name = text_at(obj, 'metadata', 'namespace'), text_at(obj, 'metadata', 'name') or '?'
+  if ns and ns ~= '' then return ns .. '/' .. name end
+  return name
+end
+
+local function default_line(output, r, event, obj)
   if output == 'name' then
-    return r.name_prefix .. ((obj.metadata or {}).name or '?')
+    return r.name_prefix .. (text_at(obj, 'metadata', 'name') or '?')
   elseif output == 'json' then
-    return klua.json.encode({ type = type_, object = obj })
+    return klua.json.encode({ type = event, object = obj })
   end
-  local status = obj.status
-  local readable = type(status) == 'table' or (type(status) == 'userdata' and status ~= klua.null)
-  local phase = readable and status.phase or nil
-  if type(phase) ~= 'string' then phase = nil end
-  return ('%-9s %s%s'):format(type_, key_of(obj), phase and ('  ' .. phase) or '')
+  local phase = text_at(obj, 'status', 'phase')
+  return ('%-9s %s%s'):format(event, key_of(obj), phase and ('  ' .. phase) or '')
+end
+
+-- The errors of the -e code, each reported when it first happens and then
+-- counted, so that a filter failing on most objects (a label they lack)
+-- writes a few lines, not one traceback per event.
+local Failures = {}
+Failures.__index = Failures
+
+local function new_failures()
+  local f = setmetatable({ by_message = {}, order = {} }, Failures)
+  -- The summary at exit: the finalizer runs when the Lua state is closed.
+  f.at_exit = setmetatable({}, { __gc = function() f:report() end })
+  return f
+end
+
+function Failures:add(message, event, obj)
+  local e = self.by_message[message]
+  if e then
+    e.count = e.count + 1
+    return
+  end
+  self.by_message[message] = { count = 1, reported = 1 }
+  self.order[#self.order + 1] = message
+  io.stderr:write(('klua watch: -e failed on %s %s, which is not printed: %s '
+    .. '(further events failing the same way are counted)\n'):format(event, key_of(obj), message))
+end
+
+--- Writes "-e error (xN): message" for each error that happened again since
+-- it was last reported.
+function Failures:report()
+  for _, message in ipairs(self.order) do
+    local e = self.by_message[message]
+    if e.count > e.reported then
+      io.stderr:write(('klua watch: -e error (x%d): %s\n'):format(e.count, message))
+      e.reported = e.count
+    end
+  end
 end
 
 local function fail(msg)
@@ -102,12 +205,19 @@ end
 
 --- Entry point: `klua watch ARGS...`.
 function M.main(...)
-  local o, err = M.parse({ ... })
+  local args = { ... }
+  if args[1] == '-h' or args[1] == '--help' then
+    io.stdout:write(USAGE, '\n\n', M.HELP, '\n')
+    return
+  end
+  local o, err = M.parse(args)
   if not o then return fail(err) end
-  local filter
+  local filter, failures
   if o.expr then
     filter, err = M.compile(o.expr)
     if not filter then return fail('-e: ' .. err) end
+    failures = new_failures()
+    klua.every(10, function() failures:report() end)
   end
   local r
   r, err = klua.resolve(o.resource)
@@ -129,12 +239,13 @@ function M.main(...)
   io.stdout:setvbuf('full', 65536)
   klua.every(0.05, function() io.stdout:flush() end)
 
-  local function emit(type_, obj, old)
-    local out = true
-    if filter then out = filter(type_, obj, old) end
+  local function emit(event, obj, old)
+    local ok, out = true, true
+    if filter then ok, out = pcall(filter, event, obj, old) end
+    if not ok then return failures:add(tostring(out), event, obj) end
     if not out then return end
     if out == true then
-      out = default_line(o.output, r, type_, obj)
+      out = default_line(o.output, r, event, obj)
     elseif type(out) == 'table' or type(out) == 'userdata' then
       out = klua.json.encode(out)
     else

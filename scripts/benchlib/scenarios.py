@@ -5,7 +5,7 @@ Scenario ids, for --only:
   ref     lua-cjson decoding the same lines in plain lua5.4 (reference)
   d       `klua watch pods -A -o name` against `kubectl get pods -A --watch-only -o name`
   a       update handler reading three fields of every event
-  b       update handler calling new:copy()
+  b       update handler calling klua.copy(new)
   c       "controller" update handler enqueuing namespace/name
   e       initial sync of --pods Pods: time to synced and peak RSS (one page, and paged)
   f       resident memory per cached Pod against its JSON size
@@ -26,7 +26,7 @@ from .report import Row, number, ratio
 ORDER = ["server", "ref", "d", "a", "b", "c", "e", "f", "scale"]
 LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
 MODES = {"a": ("read", "handler reads metadata.name, metadata.namespace, status.phase"),
-         "b": ("copy", "handler calls new:copy()"),
+         "b": ("copy", "handler calls klua.copy(new)"),
          "c": ("enqueue", "controller handler enqueues namespace/name")}
 # Targets from klua's performance issue; the others follow from them (see docs/benchmarks.md).
 TARGET_READ = 100000

@@ -59,7 +59,7 @@ end
 local function data_of(o)
   local d = o and o.data
   if d == nil or d == klua.null then return {} end
-  return type(d) == 'table' and d or d:copy()
+  return type(d) == 'table' and d or klua.copy(d)
 end
 
 local function same_data(a, b)
@@ -119,7 +119,7 @@ local function reconcile(key)
   if controller_uid(copy) == src.metadata.uid and same_data(data_of(copy), data_of(src)) then
     return true
   end
-  local update = copy:copy()
+  local update = klua.copy(copy)
   update.data = want.data
   update.metadata.ownerReferences = want.metadata.ownerReferences
   local _, err = klua.api.update('configmaps', update)

@@ -3,7 +3,7 @@
 --   klua run events.lua MODE COUNT
 --
 -- MODE read:    the handler reads metadata.name, metadata.namespace and status.phase of `new`;
--- MODE copy:    the handler calls new:copy();
+-- MODE copy:    the handler calls klua.copy(new);
 -- MODE enqueue: the handler adds "namespace/name" to a controller's work queue.
 --
 -- The run ends after COUNT updates, or once the first watch stream has ended and everything it
@@ -39,7 +39,7 @@ local handlers = {
     local md = new.metadata
     return md.name, md.namespace, new.status.phase
   end,
-  copy = function(new) return new:copy() end,
+  copy = function(new) return klua.copy(new) end,
   enqueue = function(new)
     local md = new.metadata
     queue.add(md.namespace .. '/' .. md.name)
