@@ -2,8 +2,9 @@
  * testing_framer.c - `klua_testing.framer(max)` for the specs.
  *
  * Returns a framer object whose :feed(bytes) returns the list of events the
- * bytes completed, each {frame = "..."} or {oversize = max}, and whose
- * :pending() tells how many bytes of an unfinished frame it holds.
+ * bytes completed, each {frame = "..."} or {oversize = max}, whose
+ * :pending() tells how many bytes of an unfinished frame it holds, and whose
+ * :reset() drops them and starts over between values.
  */
 #include <lauxlib.h>
 #include <string.h>
@@ -57,6 +58,12 @@ static int t_pending(lua_State *L) {
     return 1;
 }
 
+static int t_reset(lua_State *L) {
+    test_framer *t = luaL_checkudata(L, 1, FRAMER_MT);
+    kl_framer_reset(&t->f);
+    return 0;
+}
+
 static int t_gc(lua_State *L) {
     test_framer *t = luaL_checkudata(L, 1, FRAMER_MT);
     kl_framer_reset(&t->f);
@@ -75,7 +82,7 @@ static int t_new(lua_State *L) {
 
 void kl_testing_open_framer(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"feed", t_feed}, {"pending", t_pending}, {"__gc", t_gc}, {NULL, NULL}};
+        {"feed", t_feed}, {"pending", t_pending}, {"reset", t_reset}, {"__gc", t_gc}, {NULL, NULL}};
     if (luaL_newmetatable(L, FRAMER_MT)) {
         luaL_setfuncs(L, methods, 0);
         lua_pushvalue(L, -1);
