@@ -73,11 +73,10 @@ local function framer_model(s, max)
   return out, 0
 end
 
-local function replay_framer(data)
-  if #data < 2 then return end
+local function replay_framer_with(data, portable)
   local max, state = data:byte(1) + 1, data:byte(2)
   local most, stream = 1 + state % 64, data:sub(3)
-  local f, got, off = testing.framer(max), {}, 1
+  local f, got, off = testing.framer(max, portable), {}, 1
   while off <= #stream do
     state = (state * 1103515245 + 12345) & 0xffffffff
     local n = 1 + (state >> 16) % most
@@ -95,6 +94,12 @@ local function replay_framer(data)
   local want, pending = framer_model(stream, max)
   assert.same(want, got)
   assert.equals(pending, f:pending())
+end
+
+local function replay_framer(data)
+  if #data < 2 then return end
+  replay_framer_with(data, false)
+  replay_framer_with(data, true)
 end
 
 -- ---- fuzz_decode: one frame or body through every decoder --------------

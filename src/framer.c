@@ -4,15 +4,19 @@
  * Why a block scanner: finding where a value ends means looking at every
  * byte, since a newline proves nothing ('{"a":1}{"b":2}' is one line, a
  * pretty-printed event is many) and a bracket inside a string does not
- * count. A byte-at-a-time state machine runs at about a byte a cycle, well
+ * count. Even checking that a line memchr found is exactly one value takes
+ * that scan (the depth, counted outside strings, must first reach zero at
+ * the line's end), so newline-delimited streams get no cheaper path than a
+ * fast scan. A byte-at-a-time state machine runs at about a byte a cycle, far
  * behind the memchr the newline framer used. Instead each 64-byte block is
  * turned into bit masks of its quotes, backslashes, opening and closing
- * brackets (SSE2 compares, 16 bytes at a time); the escaped bytes follow
- * from the backslashes (rare outside annotations), the bytes inside strings
- * from a prefix XOR of the unescaped quotes, and the depth from popcounts of
- * the brackets outside strings. Only a block in which the depth could reach
- * zero is walked bracket by bracket. So the cost per byte is a few vector
- * operations whether the events come one a line, back to back or indented;
+ * brackets (vector compares: AVX2 where the CPU has it, else SSE2); the
+ * escaped bytes follow from the backslashes by carry arithmetic (skipped in
+ * the many blocks without any), the bytes inside strings from a prefix XOR
+ * of the unescaped quotes, and the depth from counts of the brackets outside
+ * strings. Only a block in which the depth could reach zero is walked
+ * bracket by bracket. So the cost per byte is a few vector operations
+ * whether the events come one a line, back to back or indented;
  * docs/benchmarks.md has the measurement against the newline framer.
  *
  * The rules the masks encode, which fuzz/fuzz_framer.c checks against a
@@ -31,15 +35,24 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 enum { BETWEEN, IN_VALUE, IN_JUNK };
+
+static kl_framer_scan *best_scan(void);
+static kl_framer_scan scan_base;
 
 void kl_framer_init(kl_framer *f, size_t max, kl_framer_callbacks cb, void *ud) {
     memset(f, 0, sizeof *f);
     f->max = max;
     f->cb = cb;
     f->ud = ud;
+    f->scan = best_scan();
 }
+
+void kl_framer_use_portable(kl_framer *f) { f->scan = scan_base; }
 
 void kl_framer_reset(kl_framer *f) {
     free(f->partial);
@@ -59,7 +72,7 @@ typedef struct {
 
 /* '[' and '{' differ only in bit 0x20, as do ']' and '}'. */
 #ifdef __SSE2__
-static block_bits classify(const unsigned char *p) {
+static inline block_bits classify_base(const unsigned char *p) {
     const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
     const __m128i open = _mm_set1_epi8('{'), close = _mm_set1_epi8('}'), fold = _mm_set1_epi8(0x20);
     block_bits b = {0, 0, 0, 0};
@@ -74,7 +87,7 @@ static block_bits classify(const unsigned char *p) {
     return b;
 }
 #else
-static block_bits classify(const unsigned char *p) {
+static inline block_bits classify_base(const unsigned char *p) {
     block_bits b = {0, 0, 0, 0};
     for (int k = 0; k < 64; k++) {
         uint64_t bit = (uint64_t)1 << k;
@@ -88,23 +101,8 @@ static block_bits classify(const unsigned char *p) {
 }
 #endif
 
-/* The bytes escaped by a backslash that is not itself escaped; *carry says
- * that byte 0 is escaped on entry, and that byte 64 is on return. */
-static uint64_t escaped_bits(uint64_t backslash, int *carry) {
-    uint64_t escaped = (uint64_t)*carry;
-    backslash &= ~escaped;
-    *carry = 0;
-    while (backslash) {
-        uint64_t bit = backslash & (0 - backslash), next = bit << 1;
-        if (!next) *carry = 1;
-        escaped |= next;
-        backslash &= ~(bit | next);
-    }
-    return escaped;
-}
-
 /* Bit i: the parity of the set bits 0..i. */
-static uint64_t prefix_xor(uint64_t x) {
+static inline uint64_t prefix_xor_base(uint64_t x) {
     x ^= x << 1;
     x ^= x << 2;
     x ^= x << 4;
@@ -114,12 +112,45 @@ static uint64_t prefix_xor(uint64_t x) {
     return x;
 }
 
+/* x86-64's baseline has no popcount instruction, and the library call the
+ * builtin becomes there costs more than the rest of the scan. */
+static inline size_t bit_count_base(uint64_t x) {
+    x -= (x >> 1) & 0x5555555555555555u;
+    x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fu;
+    return (size_t)((x * 0x0101010101010101u) >> 56);
+}
+
+/*
+ * The quotes and brackets escaped by a backslash; *carry says that byte 0 is
+ * escaped on entry, and that byte 64 is on return. A byte is escaped when
+ * the run of backslashes before it has odd length. Adding a run's first bit
+ * to the run carries through it to the byte after it, so (b + starts) & ~b
+ * marks the byte after each run; the run's length is odd when that byte's
+ * position differs in parity from the run's start, so runs starting at even
+ * and at odd positions are added separately. A run still going at byte 63
+ * overflows the addition instead. (Escaped backslashes are not marked: they
+ * are neither quotes nor brackets.)
+ */
+static inline uint64_t escaped_bits(uint64_t backslash, uint64_t *carry) {
+    const uint64_t even = 0x5555555555555555u;
+    if (!(backslash | *carry)) return 0;
+    uint64_t b = backslash & ~*carry, starts = b & ~(b << 1), even_ends, odd_ends;
+    even_ends = (b + (starts & even)) & ~b;
+    int out = __builtin_add_overflow(b, starts & ~even, &odd_ends);
+    odd_ends &= ~b;
+    uint64_t escaped = *carry | (even_ends & ~even) | (odd_ends & even);
+    *carry = (uint64_t)out;
+    return escaped;
+}
+
 /* Applies a block's brackets to *depth; returns the position of the one that
  * brings it to zero, or 64. */
-static unsigned close_position(size_t *depth, uint64_t open, uint64_t close) {
-    size_t closes = (size_t)__builtin_popcountll(close);
+static inline __attribute__((always_inline)) unsigned close_position(size_t *depth, uint64_t open, uint64_t close,
+                                                                     size_t (*bit_count)(uint64_t)) {
+    size_t closes = bit_count(close);
     if (closes < *depth) {
-        *depth += (size_t)__builtin_popcountll(open);
+        *depth += bit_count(open);
         *depth -= closes;
         return 64;
     }
@@ -135,32 +166,86 @@ static unsigned close_position(size_t *depth, uint64_t open, uint64_t close) {
 }
 
 /* Scans n bytes of the current value, carrying its state in f; returns how
- * many belong to it and sets *done when the last of them closes it. */
-static size_t scan_value(kl_framer *f, const char *p, size_t n, int *done) {
+ * many belong to it and sets *done when the last of them closes it. Inlined
+ * into each scanner below with its own primitives. */
+static inline __attribute__((always_inline)) size_t scan_blocks(kl_framer *f, const char *p, size_t n, int *done,
+                                                                block_bits (*classify)(const unsigned char *),
+                                                                uint64_t (*prefix_xor)(uint64_t),
+                                                                size_t (*bit_count)(uint64_t)) {
+    size_t depth = f->depth;
+    uint64_t in_string = 0 - (uint64_t)f->in_string, carry = (uint64_t)f->escaped;
     for (size_t off = 0; off < n; off += 64) {
         size_t k = n - off < 64 ? n - off : 64;
-        block_bits b;
-        if (k == 64) {
-            b = classify((const unsigned char *)p + off);
-        } else {
-            unsigned char tail[64] = {0};
-            memcpy(tail, p + off, k);
-            b = classify(tail);
+        unsigned char tail[64];
+        const unsigned char *block = (const unsigned char *)p + off;
+        if (k < 64) {
+            memset(tail, 0, sizeof tail);
+            memcpy(tail, block, k);
+            block = tail;
         }
-        uint64_t escaped = escaped_bits(b.backslash, &f->escaped);
-        uint64_t strings = prefix_xor(b.quote & ~escaped) ^ (0 - (uint64_t)f->in_string);
+        block_bits b = classify(block);
+        uint64_t escaped = escaped_bits(b.backslash, &carry);
+        uint64_t strings = prefix_xor(b.quote & ~escaped) ^ in_string;
         uint64_t plain = ~(strings | escaped);
-        unsigned end = close_position(&f->depth, b.open & plain, b.close & plain);
+        unsigned end = close_position(&depth, b.open & plain, b.close & plain, bit_count);
         if (end < k) {
             *done = 1;
             return off + end + 1;
         }
-        f->in_string = (int)((strings >> (k - 1)) & 1);
-        if (k < 64) f->escaped = (int)((escaped >> k) & 1);
+        in_string = 0 - ((strings >> (k - 1)) & 1);
+        if (k < 64) carry = (escaped >> k) & 1;
     }
+    f->depth = depth;
+    f->in_string = (int)(in_string & 1);
+    f->escaped = (int)carry;
     *done = 0;
     return n;
 }
+
+static size_t scan_base(kl_framer *f, const char *p, size_t n, int *done) {
+    return scan_blocks(f, p, n, done, classify_base, prefix_xor_base, bit_count_base);
+}
+
+/* Where the CPU has them (checked at run time, since klua is built for the
+ * x86-64 baseline), AVX2 classifies a block in half the instructions, a
+ * carry-less multiply by all ones is the prefix XOR, and POPCNT counts. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KL_X86 __attribute__((target("avx2,pclmul,popcnt")))
+
+static inline KL_X86 block_bits classify_x86(const unsigned char *p) {
+    const __m256i quote = _mm256_set1_epi8('"'), backslash = _mm256_set1_epi8('\\');
+    const __m256i open = _mm256_set1_epi8('{'), close = _mm256_set1_epi8('}'), fold = _mm256_set1_epi8(0x20);
+    block_bits b = {0, 0, 0, 0};
+    for (int k = 0; k < 64; k += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(p + k));
+        __m256i folded = _mm256_or_si256(v, fold);
+        b.quote |= (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, quote)) << k;
+        b.backslash |= (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, backslash)) << k;
+        b.open |= (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(folded, open)) << k;
+        b.close |= (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(folded, close)) << k;
+    }
+    return b;
+}
+
+static inline KL_X86 uint64_t prefix_xor_x86(uint64_t x) {
+    __m128i ones = _mm_set1_epi8(-1), v = _mm_set_epi64x(0, (long long)x);
+    return (uint64_t)_mm_cvtsi128_si64(_mm_clmulepi64_si128(v, ones, 0));
+}
+
+static inline KL_X86 size_t bit_count_x86(uint64_t x) { return (size_t)__builtin_popcountll(x); }
+
+static KL_X86 size_t scan_x86(kl_framer *f, const char *p, size_t n, int *done) {
+    return scan_blocks(f, p, n, done, classify_x86, prefix_xor_x86, bit_count_x86);
+}
+
+static kl_framer_scan *best_scan(void) {
+    __builtin_cpu_init();
+    int fast = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("popcnt");
+    return fast ? scan_x86 : scan_base;
+}
+#else
+static kl_framer_scan *best_scan(void) { return scan_base; }
+#endif
 
 /* ---- frames ----------------------------------------------------------- */
 
@@ -245,7 +330,7 @@ int kl_framer_feed(kl_framer *f, const char *data, size_t len) {
             used = between(f, data, len);
         } else {
             if (f->state == IN_VALUE) {
-                used = n = scan_value(f, data, len, &done);
+                used = n = f->scan(f, data, len, &done);
             } else {
                 const char *nl = memchr(data, '\n', len);
                 n = nl ? (size_t)(nl - data) : len;

@@ -39,6 +39,10 @@ typedef struct kl_framer_callbacks {
     void (*oversize)(void *ud, size_t max);
 } kl_framer_callbacks;
 
+struct kl_framer;
+/* A value scanner: see scan_blocks in framer.c. */
+typedef size_t kl_framer_scan(struct kl_framer *f, const char *p, size_t n, int *done);
+
 typedef struct kl_framer {
     size_t max;
     kl_framer_callbacks cb;
@@ -50,9 +54,13 @@ typedef struct kl_framer {
     size_t depth;     /* brackets open in the current value */
     int in_string;    /* the value's last scanned byte is inside a string */
     int escaped;      /* the value's next byte is escaped by a backslash */
+    kl_framer_scan *scan; /* the fastest this CPU runs */
 } kl_framer;
 
 void kl_framer_init(kl_framer *f, size_t max, kl_framer_callbacks cb, void *ud);
+/* Makes f scan with the portable scanner, the one CPUs without AVX2 run,
+ * so that tests cover it too. Call it right after init. */
+void kl_framer_use_portable(kl_framer *f);
 /* Frees the unfinished frame, if any, and starts over between values. */
 void kl_framer_reset(kl_framer *f);
 /* Consumes data; returns 0, or -1 when out of memory. */

@@ -1,6 +1,7 @@
 /*
- * testing_framer.c - `klua_testing.framer(max)` for the specs.
+ * testing_framer.c - `klua_testing.framer(max, portable)` for the specs.
  *
+ * With portable true it runs the scanner of CPUs without AVX2.
  * Returns a framer object whose :feed(bytes) returns the list of events the
  * bytes completed, each {frame = "..."} or {oversize = max}, whose
  * :pending() tells how many bytes of an unfinished frame it holds, and whose
@@ -73,9 +74,11 @@ static int t_gc(lua_State *L) {
 static int t_new(lua_State *L) {
     lua_Integer max = luaL_optinteger(L, 1, (lua_Integer)KL_FRAME_MAX_DEFAULT);
     luaL_argcheck(L, max > 0, 1, "max must be positive");
+    int portable = lua_toboolean(L, 2);
     test_framer *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
     kl_framer_init(&t->f, (size_t)max, (kl_framer_callbacks){on_frame, on_oversize}, t);
+    if (portable) kl_framer_use_portable(&t->f);
     luaL_setmetatable(L, FRAMER_MT);
     return 1;
 }
