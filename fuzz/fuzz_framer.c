@@ -9,7 +9,7 @@
  *   bytes 2..  the stream
  *
  * Fed in one read and fed in those reads, with the scanner this CPU runs
- * best and with the portable one, the framer must emit exactly what
+ * best and with each other scanner it can run, the framer must emit exactly what
  * a plain byte-at-a-time model computes from the whole stream (the rules
  * are in the comment atop src/framer.c): between values whitespace is
  * skipped; '{' or '[' starts a value, which ends at the bracket that brings
@@ -151,13 +151,22 @@ static void compare(const events *got, const events *want, const char *how) {
     }
 }
 
-/* Feeds s in reads of 1..most bytes (most 0: in one read), with the portable
- * scanner or the one this CPU runs best; returns pending(). */
-static size_t feed(const uint8_t *s, size_t len, size_t max, uint32_t seed, uint32_t most, int portable,
+/* Every scanner is checked wherever the CPU runs it. */
+static const char *const scanners[] = {"avx512", "avx2", "portable"};
+
+static int runs(const char *scanner) {
+    kl_framer f;
+    kl_framer_init(&f, 1, (kl_framer_callbacks){on_frame, on_oversize}, NULL);
+    return kl_framer_use_scanner(&f, scanner) == 0;
+}
+
+/* Feeds s in reads of 1..most bytes (most 0: in one read), with the named
+ * scanner or (NULL) the fastest this CPU runs; returns pending(). */
+static size_t feed(const uint8_t *s, size_t len, size_t max, uint32_t seed, uint32_t most, const char *scanner,
                    events *got) {
     kl_framer f;
     kl_framer_init(&f, max, (kl_framer_callbacks){on_frame, on_oversize}, got);
-    if (portable) kl_framer_use_portable(&f);
+    if (scanner && kl_framer_use_scanner(&f, scanner) < 0) die("kl_framer_use_scanner failed");
     for (size_t off = 0; off < len;) {
         size_t n = most ? 1 + next_rand(&seed) % most : len;
         if (n > len - off) n = len - off;
@@ -200,7 +209,7 @@ static void reframe_valid(const events *got, const uint8_t *sep, size_t nsep, ui
         memcpy(s + at, valid.ev[i].data, valid.ev[i].len);
         at += valid.ev[i].len;
     }
-    if (feed(s, at, again.max, seed, 1 + seed % 16, seed & 1, &again) != 0) die("a valid value was left pending");
+    if (feed(s, at, again.max, seed, 1 + seed % 16, NULL, &again) != 0) die("a valid value was left pending");
     compare(&again, &valid, "valid values again");
     free(s);
     free(valid.ev);
@@ -215,21 +224,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *s = data + 2;
     size_t len = size - 2;
 
-    events want = {.max = max}, whole = {.max = max}, split = {.max = max}, portable = {.max = max};
+    events want = {.max = max}, whole = {.max = max}, split = {.max = max};
     size_t pending = model(s, len, max, &want);
-    if (feed(s, len, max, 0, 0, 0, &whole) != pending) die("pending() differs from the model's (one read)");
+    if (feed(s, len, max, 0, 0, NULL, &whole) != pending) die("pending() differs from the model's (one read)");
     compare(&whole, &want, "in one read");
     uint32_t most = 1 + data[1] % 64u;
-    if (feed(s, len, max, data[1], most, 0, &split) != pending) die("pending() differs from the model's (many reads)");
+    if (feed(s, len, max, data[1], most, NULL, &split) != pending)
+        die("pending() differs from the model's (many reads)");
     compare(&split, &want, "in many reads");
-    if (feed(s, len, max, data[1], most, 1, &portable) != pending)
-        die("pending() differs from the model's (portable scanner)");
-    compare(&portable, &want, "to the portable scanner");
+    for (size_t i = 0; i < sizeof scanners / sizeof scanners[0]; i++) {
+        events other = {.max = max};
+        if (!runs(scanners[i])) continue;
+        if (feed(s, len, max, data[1], most, scanners[i], &other) != pending)
+            die("pending() differs from the model's (a named scanner)");
+        compare(&other, &want, scanners[i]);
+        free_events(&other);
+    }
     reframe_valid(&split, s, len, data[1]);
 
     free(want.ev);
     free_events(&whole);
     free_events(&split);
-    free_events(&portable);
     return 0;
 }

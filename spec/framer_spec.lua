@@ -13,10 +13,15 @@ local function frames(events)
   return out
 end
 
--- Every spec runs with the scanner this CPU runs best and with the portable
--- one that CPUs without AVX2 run.
-for _, portable in ipairs { false, true } do
-  local function framer(max) return testing.framer(max, portable) end
+-- Every spec runs with the scanner klua picks for this CPU, and with each
+-- scanner this CPU can run (the portable one runs everywhere).
+local scanners = { false }
+for _, name in ipairs { 'avx512', 'avx2', 'portable' } do
+  if testing.framer(nil, name) then scanners[#scanners + 1] = name end
+end
+
+for _, scanner in ipairs(scanners) do
+  local function framer(max) return testing.framer(max, scanner or nil) end
 
   -- The frames of body fed in the given pieces.
   local function feed(pieces, max)
@@ -43,7 +48,7 @@ for _, portable in ipairs { false, true } do
     end
   end
 
-  describe(portable and 'framer (portable scanner)' or 'framer', function()
+  describe(scanner and 'framer (' .. scanner .. ' scanner)' or 'framer', function()
     it('emits every event of a newline-delimited stream that arrives in one read', function()
       local f = framer()
       assert.same({ '{"a":1}', '{"b":2}', '{"c":3}' }, frames(f:feed('{"a":1}\n{"b":2}\n{"c":3}\n')))

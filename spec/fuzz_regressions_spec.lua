@@ -73,10 +73,10 @@ local function framer_model(s, max)
   return out, 0
 end
 
-local function replay_framer_with(data, portable)
+local function replay_framer_with(data, scanner)
   local max, state = data:byte(1) + 1, data:byte(2)
   local most, stream = 1 + state % 64, data:sub(3)
-  local f, got, off = testing.framer(max, portable), {}, 1
+  local f, got, off = assert(testing.framer(max, scanner)), {}, 1
   while off <= #stream do
     state = (state * 1103515245 + 12345) & 0xffffffff
     local n = 1 + (state >> 16) % most
@@ -98,8 +98,10 @@ end
 
 local function replay_framer(data)
   if #data < 2 then return end
-  replay_framer_with(data, false)
-  replay_framer_with(data, true)
+  replay_framer_with(data, nil)
+  for _, scanner in ipairs { 'avx512', 'avx2', 'portable' } do
+    if testing.framer(1, scanner) then replay_framer_with(data, scanner) end
+  end
 end
 
 -- ---- fuzz_decode: one frame or body through every decoder --------------

@@ -10,13 +10,13 @@
  * fast scan. A byte-at-a-time state machine runs at about a byte a cycle, far
  * behind the memchr the newline framer used. Instead each 64-byte block is
  * turned into bit masks of its quotes, backslashes, opening and closing
- * brackets (vector compares: AVX2 where the CPU has it, else SSE2); the
- * escaped bytes follow from the backslashes by carry arithmetic (skipped in
- * the many blocks without any), the bytes inside strings from a prefix XOR
- * of the unescaped quotes, and the depth from counts of the brackets outside
- * strings. Only a block in which the depth could reach zero is walked
- * bracket by bracket. So the cost per byte is a few vector operations
- * whether the events come one a line, back to back or indented;
+ * brackets (vector compares: AVX-512 or AVX2 where the CPU has them, else
+ * SSE2); the escaped bytes follow from the backslashes by carry arithmetic
+ * (skipped in the many blocks without any), the bytes inside strings from a
+ * prefix XOR of the unescaped quotes, and the depth from counts of the
+ * brackets outside strings. Only a block in which the depth could reach
+ * zero is walked bracket by bracket. So the cost per byte is a few vector
+ * operations whether the events come one a line, back to back or indented;
  * docs/benchmarks.md has the measurement against the newline framer.
  *
  * The rules the masks encode, which fuzz/fuzz_framer.c checks against a
@@ -42,7 +42,6 @@
 enum { BETWEEN, IN_VALUE, IN_JUNK };
 
 static kl_framer_scan *best_scan(void);
-static kl_framer_scan scan_base;
 
 void kl_framer_init(kl_framer *f, size_t max, kl_framer_callbacks cb, void *ud) {
     memset(f, 0, sizeof *f);
@@ -51,8 +50,6 @@ void kl_framer_init(kl_framer *f, size_t max, kl_framer_callbacks cb, void *ud) 
     f->ud = ud;
     f->scan = best_scan();
 }
-
-void kl_framer_use_portable(kl_framer *f) { f->scan = scan_base; }
 
 void kl_framer_reset(kl_framer *f) {
     free(f->partial);
@@ -207,12 +204,14 @@ static size_t scan_base(kl_framer *f, const char *p, size_t n, int *done) {
 }
 
 /* Where the CPU has them (checked at run time, since klua is built for the
- * x86-64 baseline), AVX2 classifies a block in half the instructions, a
- * carry-less multiply by all ones is the prefix XOR, and POPCNT counts. */
+ * x86-64 baseline), AVX2 classifies a block in half the instructions and
+ * AVX-512 in a quarter, a carry-less multiply by all ones is the prefix XOR,
+ * and POPCNT counts. */
 #if defined(__x86_64__) && defined(__GNUC__)
-#define KL_X86 __attribute__((target("avx2,pclmul,popcnt")))
+#define KL_AVX2 __attribute__((target("avx2,pclmul,popcnt")))
+#define KL_AVX512 __attribute__((target("avx512f,avx512bw,avx2,pclmul,popcnt")))
 
-static inline KL_X86 block_bits classify_x86(const unsigned char *p) {
+static inline KL_AVX2 block_bits classify_avx2(const unsigned char *p) {
     const __m256i quote = _mm256_set1_epi8('"'), backslash = _mm256_set1_epi8('\\');
     const __m256i open = _mm256_set1_epi8('{'), close = _mm256_set1_epi8('}'), fold = _mm256_set1_epi8(0x20);
     block_bits b = {0, 0, 0, 0};
@@ -227,25 +226,71 @@ static inline KL_X86 block_bits classify_x86(const unsigned char *p) {
     return b;
 }
 
-static inline KL_X86 uint64_t prefix_xor_x86(uint64_t x) {
+static inline KL_AVX512 block_bits classify_avx512(const unsigned char *p) {
+    __m512i v = _mm512_loadu_si512((const void *)p), folded = _mm512_or_si512(v, _mm512_set1_epi8(0x20));
+    block_bits b;
+    b.quote = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('"'));
+    b.backslash = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\\'));
+    b.open = _mm512_cmpeq_epi8_mask(folded, _mm512_set1_epi8('{'));
+    b.close = _mm512_cmpeq_epi8_mask(folded, _mm512_set1_epi8('}'));
+    return b;
+}
+
+static inline KL_AVX2 uint64_t prefix_xor_clmul(uint64_t x) {
     __m128i ones = _mm_set1_epi8(-1), v = _mm_set_epi64x(0, (long long)x);
     return (uint64_t)_mm_cvtsi128_si64(_mm_clmulepi64_si128(v, ones, 0));
 }
 
-static inline KL_X86 size_t bit_count_x86(uint64_t x) { return (size_t)__builtin_popcountll(x); }
+static inline KL_AVX2 size_t bit_count_popcnt(uint64_t x) { return (size_t)__builtin_popcountll(x); }
 
-static KL_X86 size_t scan_x86(kl_framer *f, const char *p, size_t n, int *done) {
-    return scan_blocks(f, p, n, done, classify_x86, prefix_xor_x86, bit_count_x86);
+static KL_AVX2 size_t scan_avx2(kl_framer *f, const char *p, size_t n, int *done) {
+    return scan_blocks(f, p, n, done, classify_avx2, prefix_xor_clmul, bit_count_popcnt);
+}
+
+static KL_AVX512 size_t scan_avx512(kl_framer *f, const char *p, size_t n, int *done) {
+    return scan_blocks(f, p, n, done, classify_avx512, prefix_xor_clmul, bit_count_popcnt);
+}
+
+static int runs_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("popcnt");
+}
+
+static int runs_avx512(void) {
+    return runs_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+#endif
+
+static int runs_always(void) { return 1; }
+
+/* Fastest first. */
+static const struct {
+    const char *name;
+    kl_framer_scan *scan;
+    int (*runs)(void);
+} scanners[] = {
+#if defined(__x86_64__) && defined(__GNUC__)
+    {"avx512", scan_avx512, runs_avx512},
+    {"avx2", scan_avx2, runs_avx2},
+#endif
+    {"portable", scan_base, runs_always},
+};
+
+int kl_framer_use_scanner(kl_framer *f, const char *name) {
+    for (size_t i = 0; i < sizeof scanners / sizeof scanners[0]; i++) {
+        if (strcmp(scanners[i].name, name) != 0) continue;
+        if (!scanners[i].runs()) return -1;
+        f->scan = scanners[i].scan;
+        return 0;
+    }
+    return -1;
 }
 
 static kl_framer_scan *best_scan(void) {
-    __builtin_cpu_init();
-    int fast = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("popcnt");
-    return fast ? scan_x86 : scan_base;
+    size_t i = 0;
+    while (!scanners[i].runs()) i++;
+    return scanners[i].scan;
 }
-#else
-static kl_framer_scan *best_scan(void) { return scan_base; }
-#endif
 
 /* ---- frames ----------------------------------------------------------- */
 

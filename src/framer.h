@@ -58,9 +58,11 @@ typedef struct kl_framer {
 } kl_framer;
 
 void kl_framer_init(kl_framer *f, size_t max, kl_framer_callbacks cb, void *ud);
-/* Makes f scan with the portable scanner, the one CPUs without AVX2 run,
- * so that tests cover it too. Call it right after init. */
-void kl_framer_use_portable(kl_framer *f);
+/* Makes f scan with the named scanner instead of the fastest this CPU runs,
+ * so that tests cover each: "avx512", "avx2" (x86-64 only) or "portable".
+ * Returns 0, or -1 when this build or CPU has no such scanner. Call it
+ * right after init. */
+int kl_framer_use_scanner(kl_framer *f, const char *name);
 /* Frees the unfinished frame, if any, and starts over between values. */
 void kl_framer_reset(kl_framer *f);
 /* Consumes data; returns 0, or -1 when out of memory. */

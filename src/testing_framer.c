@@ -1,7 +1,8 @@
 /*
- * testing_framer.c - `klua_testing.framer(max, portable)` for the specs.
+ * testing_framer.c - `klua_testing.framer(max, scanner)` for the specs.
  *
- * With portable true it runs the scanner of CPUs without AVX2.
+ * With scanner ("avx512", "avx2" or "portable") it runs that one instead of
+ * the fastest this CPU runs, or returns nil and a message when it cannot.
  * Returns a framer object whose :feed(bytes) returns the list of events the
  * bytes completed, each {frame = "..."} or {oversize = max}, whose
  * :pending() tells how many bytes of an unfinished frame it holds, and whose
@@ -74,11 +75,15 @@ static int t_gc(lua_State *L) {
 static int t_new(lua_State *L) {
     lua_Integer max = luaL_optinteger(L, 1, (lua_Integer)KL_FRAME_MAX_DEFAULT);
     luaL_argcheck(L, max > 0, 1, "max must be positive");
-    int portable = lua_toboolean(L, 2);
+    const char *scanner = luaL_optstring(L, 2, NULL);
     test_framer *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
     kl_framer_init(&t->f, (size_t)max, (kl_framer_callbacks){on_frame, on_oversize}, t);
-    if (portable) kl_framer_use_portable(&t->f);
+    if (scanner && kl_framer_use_scanner(&t->f, scanner) < 0) {
+        luaL_pushfail(L);
+        lua_pushfstring(L, "this CPU or build has no %s scanner", scanner);
+        return 2;
+    }
     luaL_setmetatable(L, FRAMER_MT);
     return 1;
 }
