@@ -276,6 +276,34 @@ describe('klua against a hostile server', function()
     assert.is_true(peak < 48 * MiB * BOUND, ('peak RSS %.1f MiB'):format(peak / MiB))
   end)
 
+  -- client-go frames a watch body with a json.Decoder, so kube-apiserver's one event a line
+  -- is not something a client may rely on: events back to back, indented over many lines or
+  -- with CRLF and spaces between them are the same stream.
+  it('reads watch events written back to back or indented over many lines, without relisting', function()
+    s = start_server { '--mode', 'unframed' }
+    p = recorder(s, { '-v', '2' })
+    behaves_again(1)
+    assert.truthy(logged(p, 'BOOKMARK at resourceVersion 9'), log_of(p))
+    local lists, watches = 0, 0
+    for _, r in ipairs(s:stats().requests) do
+      if r.path:find('/configmaps', 1, true) then
+        if r.path:find('watch=true', 1, true) then watches = watches + 1 else lists = lists + 1 end
+      end
+    end
+    assert.equals(1, lists, log_of(p))
+    assert.equals(1, watches, log_of(p))
+    assert.is_nil(log_of(p):find('relisting', 1, true), log_of(p))
+    assert.equals(0, I.stats(p).malformed)
+  end)
+
+  it('refuses a line of text between watch events as a malformed event, then relists', function()
+    s = start_server { '--mode', 'junk-between' }
+    p = recorder(s)
+    behaves_again(1)
+    assert.truthy(logged(p, 'watch event is not valid JSON at byte 0: [^\n]*; relisting', true), log_of(p))
+    assert.equals(1, I.stats(p).malformed)
+  end)
+
   it('refuses a TLS certificate made for another host name, with a clear TLS error', function()
     local certs = scratch()
     s = start_server { '--tls', '--tls-name', 'wrong.example', '--cert-dir', certs }

@@ -1,9 +1,12 @@
 /*
- * testing_framer.c - `klua_testing.framer(max)` for the specs.
+ * testing_framer.c - `klua_testing.framer(max, scanner)` for the specs.
  *
+ * With scanner ("avx512", "avx2" or "portable") it runs that one instead of
+ * the fastest this CPU runs, or returns nil and a message when it cannot.
  * Returns a framer object whose :feed(bytes) returns the list of events the
- * bytes completed, each {frame = "..."} or {oversize = max}, and whose
- * :pending() tells how many bytes of an unfinished frame it holds.
+ * bytes completed, each {frame = "..."} or {oversize = max}, whose
+ * :pending() tells how many bytes of an unfinished frame it holds, and whose
+ * :reset() drops them and starts over between values.
  */
 #include <lauxlib.h>
 #include <string.h>
@@ -57,6 +60,12 @@ static int t_pending(lua_State *L) {
     return 1;
 }
 
+static int t_reset(lua_State *L) {
+    test_framer *t = luaL_checkudata(L, 1, FRAMER_MT);
+    kl_framer_reset(&t->f);
+    return 0;
+}
+
 static int t_gc(lua_State *L) {
     test_framer *t = luaL_checkudata(L, 1, FRAMER_MT);
     kl_framer_reset(&t->f);
@@ -66,16 +75,22 @@ static int t_gc(lua_State *L) {
 static int t_new(lua_State *L) {
     lua_Integer max = luaL_optinteger(L, 1, (lua_Integer)KL_FRAME_MAX_DEFAULT);
     luaL_argcheck(L, max > 0, 1, "max must be positive");
+    const char *scanner = luaL_optstring(L, 2, NULL);
     test_framer *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
     kl_framer_init(&t->f, (size_t)max, (kl_framer_callbacks){on_frame, on_oversize}, t);
+    if (scanner && kl_framer_use_scanner(&t->f, scanner) < 0) {
+        luaL_pushfail(L);
+        lua_pushfstring(L, "this CPU or build has no %s scanner", scanner);
+        return 2;
+    }
     luaL_setmetatable(L, FRAMER_MT);
     return 1;
 }
 
 void kl_testing_open_framer(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"feed", t_feed}, {"pending", t_pending}, {"__gc", t_gc}, {NULL, NULL}};
+        {"feed", t_feed}, {"pending", t_pending}, {"reset", t_reset}, {"__gc", t_gc}, {NULL, NULL}};
     if (luaL_newmetatable(L, FRAMER_MT)) {
         luaL_setfuncs(L, methods, 0);
         lua_pushvalue(L, -1);
