@@ -204,9 +204,12 @@ local function replay_cli(data)
   local args = words(data)
   local o, err = cli.parse(args)
   if o then check_cli_options(o, args) else assert.matches('^klua: ', err) end
-  local w, why = watch.parse(args)
+  local w, why, suggestion = watch.parse(args, cli.suggest)
   if not w then
     assert.is_string(why)
+    assert(suggestion == nil or suggestion:match('^%-'), 'a suggestion that is not a flag')
+  elseif w.help then
+    assert.is_true(w.help)
   else
     assert.is_string(w.resource)
     assert(w.output == 'line' or w.output == 'json' or w.output == 'name', 'an output that is not line, json or name')

@@ -302,14 +302,31 @@ describe('klua watch', function()
   end)
 
   describe('refuses', function()
-    local USAGE = 'usage: klua watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL] '
-      .. '[-e LUA] [-o line|json|name] [--watch-only]\n'
+    local USAGE = "Run 'klua watch --help' for usage.\n"
 
-    it('an unknown flag with exit status 2, the message and the usage', function()
+    it('an unknown flag with exit status 2, the message and where to read the usage', function()
       local out, err, code = run({ 'pods', '--frobnicate' })
       assert.equals(2, code)
       assert.equals('', out)
-      assert.equals('klua watch: unknown flag --frobnicate\n' .. USAGE, err)
+      assert.equals('klua watch: unknown flag: --frobnicate\n' .. USAGE, err)
+    end)
+
+    it('a mistyped flag, its own or a global one, suggesting the nearest as kubectl does', function()
+      for typed, meant in pairs({ ['--namspace'] = '--namespace', ['--watch-onyl'] = '--watch-only',
+        ['--kubconfig'] = '--kubeconfig', ['--fieldselector'] = '--field-selector' }) do
+        local _, err, code = run({ 'pods', typed, 'x' })
+        assert.equals(2, code, typed)
+        assert.equals('klua watch: unknown flag: ' .. typed .. '\n\nDid you mean this?\n\t' .. meant .. '\n\n' .. USAGE, err)
+      end
+    end)
+
+    it('bad words before it connects, so that they need no kubeconfig', function()
+      local home = K.tmpdir()
+      local out, err, code = K.run({ 'watch', 'pods', '-o', 'yaml' }, { env = { HOME = home, KUBECONFIG = '' } })
+      os.execute('rm -rf ' .. K.quote(home))
+      assert.equals(2, code)
+      assert.equals('', out)
+      assert.equals('klua watch: -o must be line, json or name, not "yaml"\n' .. USAGE, err)
     end)
 
     it('-n together with -A', function()

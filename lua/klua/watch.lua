@@ -8,45 +8,122 @@
 -- "MODIFIED", "DELETED"), `obj` and `old` (on MODIFIED) in scope; nil or
 -- false drops the event, true prints the default line, a string is printed
 -- as it is and a table as JSON.
+--
+-- This module owns watch's flags: FLAGS below drives the parser, the usage
+-- line and `klua watch --help`, whose lines have the layout of klua's global
+-- flags (src/cli.c), which klua prints after them.
 local selector = require 'klua.selector'
 
 local M = {}
 
-local USAGE = 'usage: klua watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL] ' ..
-  '[-e LUA] [-o line|json|name] [--watch-only]'
-
-local VALUED = {
-  ['-n'] = 'namespace', ['--namespace'] = 'namespace',
-  ['-l'] = 'selector', ['--selector'] = 'selector',
-  ['--field-selector'] = 'field_selector',
-  ['-e'] = 'expr', ['--expr'] = 'expr',
-  ['-o'] = 'output', ['--output'] = 'output',
+-- Every flag of `klua watch`, with the option it sets (a flag with an arg
+-- takes a value, the others are switches) and its one line of help.
+local FLAGS = {
+  { short = '-n', long = '--namespace', arg = 'NS', key = 'namespace',
+    help = "watch this namespace (default: the kubeconfig context's)" },
+  { short = '-A', long = '--all-namespaces', key = 'all_namespaces', help = 'watch every namespace' },
+  { short = '-l', long = '--selector', arg = 'SEL', key = 'selector',
+    help = 'only objects whose labels match, filtered by the server' },
+  { long = '--field-selector', arg = 'SEL', key = 'field_selector',
+    help = 'only objects whose fields match, filtered by the server' },
+  { short = '-e', long = '--expr', arg = 'LUA', key = 'expr',
+    help = 'print what this Lua expression or chunk returns per event' },
+  { short = '-o', long = '--output', arg = 'line|json|name', key = 'output', help = 'format of a line (default line)' },
+  { long = '--watch-only', key = 'watch_only', help = 'print only changes, not the objects that exist already' },
+  { short = '-h', long = '--help', key = 'help', help = 'print this help' },
 }
-local SWITCHES = {
-  ['-A'] = 'all_namespaces', ['--all-namespaces'] = 'all_namespaces',
-  ['--watch-only'] = 'watch_only',
+
+local BY_NAME, NAMES = {}, {}
+for _, f in ipairs(FLAGS) do
+  BY_NAME[f.long] = f
+  NAMES[#NAMES + 1] = f.long
+  if f.short then
+    BY_NAME[f.short] = f
+    NAMES[#NAMES + 1] = f.short
+  end
+end
+
+-- The usage line, made from FLAGS: -n and -A exclude each other.
+local function usage()
+  local words = { 'usage: klua [flags] watch RESOURCE [NAME]' }
+  for _, f in ipairs(FLAGS) do
+    local name = f.short or f.long
+    if f.key == 'namespace' then
+      words[#words + 1] = '[' .. name .. ' ' .. f.arg .. ' | -A]'
+    elseif f.key ~= 'all_namespaces' and f.key ~= 'help' then
+      words[#words + 1] = '[' .. name .. (f.arg and (' ' .. f.arg) or '') .. ']'
+    end
+  end
+  return table.concat(words, ' ')
+end
+
+--- The help of `klua watch`: its usage, what it prints and its flags, one
+-- line each ("  -n, --namespace NS" or "      --field-selector SEL", padded
+-- to 34 columns, then the help), as klua's global flags are printed.
+function M.help()
+  local out = { usage(), '', [[
+Prints one line per event, like kubectl get -w: ADDED for each object of the
+initial list, then ADDED, MODIFIED and DELETED as they happen. RESOURCE is
+named as kubectl names it (pods, po, deployments.apps, apps/v1/deployments, a
+CRD's plural or short name); NAME watches that object alone. -e is a Lua
+expression, or a chunk with return, run per event with type, obj and old (on
+MODIFIED) in scope: nil or false drops the event, true prints the default
+line, a string is printed as it is and a table as JSON.]], '', 'Flags:' }
+  for _, f in ipairs(FLAGS) do
+    local left = (f.short and (f.short .. ', ') or '    ') .. f.long .. (f.arg and (' ' .. f.arg) or '')
+    out[#out + 1] = ('  %-32s %s'):format(left, f.help)
+  end
+  return table.concat(out, '\n') .. '\n'
+end
+
+-- A switch is on alone, or as its value says (--watch-only=false), as pflag
+-- reads it.
+local SWITCH_VALUES = {
+  ['1'] = true, t = true, T = true, ['true'] = true, TRUE = true, True = true,
+  ['0'] = false, f = false, F = false, ['false'] = false, FALSE = false, False = false,
 }
 
---- Parses the arguments after `watch`. Returns options or nil and a message.
-function M.parse(args)
+-- The flag a word names and the value written in it, as pflag reads them:
+-- "--output=json", "-o=json" and "-ojson" carry one; "-o" does not.
+local function split_flag(a)
+  if BY_NAME[a] then return a, nil end
+  local short = a:match('^%-[^-]')
+  local f = short and BY_NAME[short]
+  if f and #a > 2 then
+    local rest = a:sub(3)
+    if rest:sub(1, 1) == '=' then return short, rest:sub(2) end
+    if f.arg then return short, rest end
+  end
+  local name, value = a:match('^(%-%-[^=]+)=(.*)$')
+  if name then return name, value end
+  return a, nil
+end
+
+--- Parses the arguments after `watch`. Returns the options (`{help = true}`
+-- as soon as -h or --help comes), or nil, a message and, for an unknown
+-- flag, the nearest known one when `suggest(word, names)` is given (klua
+-- passes one that also knows its global flags).
+function M.parse(args, suggest)
   local o, positional, i = { output = 'line' }, {}, 1
   while i <= #args do
     local a = args[i]
-    local flag, value = a:match('^(%-%-?[%w-]+)=(.*)$')
-    flag = flag or a
-    if VALUED[flag] then
+    local name, value = split_flag(a)
+    local f = BY_NAME[name]
+    if f and f.arg then
       if not value then
         i = i + 1
         value = args[i]
-        if value == nil then return nil, ('flag %s needs a value'):format(flag) end
+        if value == nil then return nil, ('flag %s needs a value'):format(name) end
       end
-      o[VALUED[flag]] = value
-    elseif SWITCHES[a] then
-      o[SWITCHES[a]] = true
-    elseif a:match('^%-n.') then
-      o.namespace = a:sub(3)
+      o[f.key] = value
+    elseif f then
+      local on = true
+      if value then on = SWITCH_VALUES[value] end
+      if on == nil then return nil, ('%s is a switch: true or false, not "%s"'):format(name, value) end
+      if f.key == 'help' and on then return { help = true } end
+      o[f.key] = on or nil
     elseif a:match('^%-') and a ~= '-' then
-      return nil, ('unknown flag %s'):format(a)
+      return nil, ('unknown flag: %s'):format(name), suggest and suggest(name, NAMES) or nil
     else
       positional[#positional + 1] = a
     end
@@ -96,7 +173,7 @@ local function default_line(output, r, type_, obj)
 end
 
 local function fail(msg)
-  io.stderr:write('klua watch: ', msg, '\n', USAGE, '\n')
+  io.stderr:write('klua watch: ', msg, "\nRun 'klua watch --help' for usage.\n")
   klua.stop(2)
 end
 
@@ -104,6 +181,10 @@ end
 function M.main(...)
   local o, err = M.parse({ ... })
   if not o then return fail(err) end
+  if o.help then
+    io.stdout:write(M.help())
+    return klua.stop(0)
+  end
   local filter
   if o.expr then
     filter, err = M.compile(o.expr)
