@@ -85,12 +85,15 @@ describe('klua watch', function()
     return out
   end
 
-  -- Runs klua watch to completion (for the ones that fail at once).
-  local function run(args)
+  -- Runs klua watch to completion with K.run's options (stdout, pipe).
+  local function run_with(args, opts)
     local full = { '--kubeconfig', sb.kubeconfig, 'watch' }
     for _, a in ipairs(args) do full[#full + 1] = a end
-    return K.run(full, { timeout = 10 })
+    return K.run(full, opts)
   end
+
+  -- Runs klua watch to completion (for the ones that fail at once).
+  local function run(args) return run_with(args, { timeout = 10 }) end
 
   describe('prints', function()
     it('ADDED for every existing object from the initial list, then ADDED, MODIFIED and DELETED as they happen', function()
@@ -298,6 +301,30 @@ describe('klua watch', function()
       local err = p:errors()
       assert.truthy(err:find('add handler of pods -n expr-error failed: (-e):1: attempt to index a nil value', 1, true), err)
       assert.is_nil(p:exit_code())
+    end)
+  end)
+
+  describe('ends when its output does', function()
+    -- kubectl get -w | head -1 ends once head has gone: Go's runtime lets
+    -- SIGPIPE kill kubectl at its next write to stdout, which the shell shows
+    -- as status 141 (128 + 13). klua ends with that status too, quietly, and
+    -- without waiting for a next event: here none comes after the initial
+    -- list, so only stdout itself can tell that its reader has gone.
+    it('with status 141 and nothing on stderr when its reader goes away, as in klua watch pods | head -1', function()
+      local ns = namespace('head-one')
+      for i = 1, 5 do pod(ns, 'p' .. i) end
+      local out, err, code = run_with({ 'pods', '-n', ns }, { pipe = 'head -1' })
+      assert.equals(141, code, err)
+      assert.equals('', err)
+      assert.matches('^ADDED     head%-one/p%d  Pending\n$', out)
+    end)
+
+    it('with status 1 and one line saying why when stdout cannot be written', function()
+      local ns = namespace('full-disk')
+      pod(ns, 'web')
+      local _, err, code = run_with({ 'pods', '-n', ns }, { stdout = '/dev/full' })
+      assert.equals(1, code, err)
+      assert.equals('klua watch: cannot write to stdout: No space left on device\n', err)
     end)
   end)
 

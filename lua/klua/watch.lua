@@ -68,7 +68,9 @@ named as kubectl names it (pods, po, deployments.apps, apps/v1/deployments, a
 CRD's plural or short name); NAME watches that object alone. -e is a Lua
 expression, or a chunk with return, run per event with type, obj and old (on
 MODIFIED) in scope: nil or false drops the event, true prints the default
-line, a string is printed as it is and a table as JSON.]], '', 'Flags:' }
+line, a string is printed as it is and a table as JSON. When stdout's reader
+goes away (klua watch pods | head -1), klua watch ends with exit status 141,
+as kubectl get -w does when SIGPIPE ends it.]], '', 'Flags:' }
   for _, f in ipairs(FLAGS) do
     local left = (f.short and (f.short .. ', ') or '    ') .. f.long .. (f.arg and (' ' .. f.arg) or '')
     out[#out + 1] = ('  %-32s %s'):format(left, f.help)
@@ -177,6 +179,41 @@ local function fail(msg)
   klua.stop(2)
 end
 
+-- errno of a write to a pipe that nobody reads any more (Linux).
+local EPIPE = 32
+
+-- Lines are flushed every 50 ms rather than one write per line: a burst of
+-- events costs one write per buffer, and a person at a terminal or a pipe
+-- still sees each line at once. When stdout's reader goes away (`klua watch
+-- pods | head -1`), klua watch ends with status 141 and says nothing, as
+-- kubectl get -w, which SIGPIPE kills at its next write (the shell shows
+-- 128 + 13). klua notices at the next flush of a pending line, and, with no
+-- line pending, from stdout itself: each tick polls it, and a pipe or socket
+-- whose reader has closed reports POLLERR or POLLHUP. Any other failed write
+-- (a full disk) is reported, with status 1. Returns write(line).
+local function output(core)
+  local failed = false
+  local function fail_write(err, code)
+    if failed then return end
+    failed = true
+    if code ~= EPIPE then io.stderr:write('klua watch: cannot write to stdout: ', err, '\n') end
+    klua.stop(code == EPIPE and 141 or 1)
+  end
+  io.stdout:setvbuf('full', 65536)
+  local timer
+  timer = klua.every(0.05, function()
+    local ok, err, code = io.stdout:flush()
+    if not ok then fail_write(err, code)
+    elseif core.stdout_closed() then fail_write(nil, EPIPE) end
+    if failed then timer:cancel() end
+  end)
+  return function(line)
+    if failed then return end
+    local ok, err, code = io.stdout:write(line, '\n')
+    if not ok then fail_write(err, code) end
+  end
+end
+
 --- Entry point: `klua watch ARGS...`.
 function M.main(...)
   local o, err = M.parse({ ... })
@@ -204,11 +241,7 @@ function M.main(...)
     local by_name = 'metadata.name=' .. o.name
     fs = fs and (fs .. ',' .. by_name) or by_name
   end
-  -- Lines are flushed every 50 ms rather than one write per line: a burst
-  -- of events costs one write per buffer, and a person at a terminal or a
-  -- pipe still sees each line at once.
-  io.stdout:setvbuf('full', 65536)
-  klua.every(0.05, function() io.stdout:flush() end)
+  local write = output(require 'klua.core')
 
   local function emit(type_, obj, old)
     local out = true
@@ -221,7 +254,7 @@ function M.main(...)
     else
       out = tostring(out)
     end
-    if not io.stdout:write(out, '\n') then klua.stop(0) end
+    write(out)
   end
 
   local inf = klua.informer {

@@ -63,12 +63,22 @@ local function command(args, env)
 end
 
 --- Runs klua with args until it exits or `timeout` seconds pass (then it is
--- killed). Returns stdout, stderr, exit code (124 on timeout).
+-- killed). Returns stdout, stderr, exit code (124 on timeout). With
+-- opts.stdout (a path such as /dev/full) klua writes there instead, and
+-- the stdout returned is empty; with opts.pipe (a shell command such as
+-- "head -1") klua writes into that command, and the stdout returned is
+-- what the command printed.
 function M.run(args, opts)
   opts = opts or {}
   local d = tmpdir()
-  local cmd = ('timeout -s TERM %s %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code'):format(
-    opts.timeout or 20 * M.slowdown, command(args, opts.env), d, d, d)
+  local klua = ('timeout -s TERM %s %s 2> %s/err < /dev/null; echo $? > %s/code'):format(
+    opts.timeout or 20 * M.slowdown, command(args, opts.env), d, d)
+  local cmd
+  if opts.pipe then
+    cmd = ('{ %s; } | %s > %s/out'):format(klua, opts.pipe, d)
+  else
+    cmd = ('{ %s; } > %s'):format(klua, shell_quote(opts.stdout or (d .. '/out')))
+  end
   os.execute(cmd)
   local out, err = read_file(d .. '/out'), read_file(d .. '/err')
   local code = tonumber(read_file(d .. '/code'))
