@@ -9,7 +9,7 @@
  * klua.watch's parse gets them as its argument table. Rejecting a line is
  * fine; a parse that succeeds must describe the line it was given:
  *   kl_cli_parse: the command, script and arguments are words of argv (or
- *   "help"), in order, and the numeric settings are within their bounds;
+ *   "help" or "version"), in order, and the numeric settings are within their bounds;
  *   kl_cli_answer (help, unknown commands, watch's words checked by
  *   klua.watch, all written to /dev/null) leaves to main() only run, watch
  *   and version, and otherwise gives an exit status of 0, 1 or 2;
@@ -88,7 +88,8 @@ static int is_word(char **argv, int argc, const char *s) {
 static void check_cli(int argc, char **argv) {
     kl_cli c;
     if (kl_cli_parse(&c, argc, argv, g.devnull) == 0) {
-        if (c.command && strcmp(c.command, "help") != 0 && !is_word(argv, argc, c.command))
+        /* --help and --version stand for the commands help and version. */
+        if (c.command && strcmp(c.command, "help") && strcmp(c.command, "version") && !is_word(argv, argc, c.command))
             die("the command is not a word of the line", NULL);
         if (c.script && (!c.command || strcmp(c.command, "run") != 0 || !is_word(argv, argc, c.script)))
             die("a script was taken outside `run SCRIPT`", NULL);

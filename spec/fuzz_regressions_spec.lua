@@ -190,7 +190,8 @@ end
 local function check_cli_options(o, args)
   local seen = {}
   for _, a in ipairs(args) do seen[a] = true end
-  assert(o.command == nil or o.command == 'help' or seen[o.command], 'the command is not a word of the line')
+  assert(o.command == nil or o.command == 'help' or o.command == 'version' or seen[o.command],
+    'the command is not a word of the line')
   assert(o.script == nil or (o.command == 'run' and seen[o.script]), 'a script outside `run SCRIPT`')
   for _, a in ipairs(o.args) do assert(seen[a], 'an argument that is not a word of the line') end
   for _, k in ipairs { 'verbosity', 'instruction_budget', 'memory_limit', 'idle_timeout', 'page_size',

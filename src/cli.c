@@ -1,6 +1,7 @@
 /* cli.c - parsing the klua command line and printing its help; see cli.h. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -183,8 +184,8 @@ typedef struct flag {
     const char *alias;   /* "-v", or NULL */
     const char *arg;     /* "FILE"; NULL for a switch */
     const char *help;    /* one line */
-    flag_setter set;     /* NULL: the flag names a command (command) */
-    const char *command; /* "help" or "version" */
+    flag_setter set;     /* NULL for a flag that stands for a command */
+    const char *command; /* that command: "help" or "version" */
 } flag;
 
 static const flag flags[] = {
@@ -285,7 +286,7 @@ static size_t distance(const char *a, const char *b) {
         row[0] = i;
         for (size_t j = 1; j <= lb; j++) {
             size_t up = row[j];
-            int same = (a[i - 1] | 0x20) == (b[j - 1] | 0x20);
+            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
             size_t best = diag + !same;
             if (up + 1 < best) best = up + 1;
             if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
