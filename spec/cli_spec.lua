@@ -251,6 +251,18 @@ describe('klua refuses', function()
     end
   end)
 
+  it('a --context that the kubeconfig does not define, naming the file and the contexts it has', function()
+    local home = no_kubeconfig().HOME
+    local path = home .. '/config'
+    K.write_file(path, 'current-context: a\nclusters:\n- name: k\n  cluster: {server: "https://127.0.0.1:1"}\n'
+      .. 'contexts:\n- name: a\n  context: {cluster: k}\n- name: b\n  context: {cluster: k}\n')
+    local out, err, code = K.run({ '--kubeconfig', path, '--context', 'nope', 'watch', 'pods' })
+    assert.equals(1, code)
+    assert.equals('', out)
+    assert.equals('klua: context "nope" not found in ' .. path .. ' (contexts: a, b); choose one with --context '
+      .. 'or set current-context\n', err)
+  end)
+
   it('a flag without its value with exit status 2', function()
     local _, err, code = K.run({ 'version', '--kubeconfig' })
     assert.equals(2, code)
