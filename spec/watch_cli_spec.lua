@@ -343,7 +343,8 @@ describe('klua watch', function()
         ['--kubconfig'] = '--kubeconfig', ['--fieldselector'] = '--field-selector' }) do
         local _, err, code = run({ 'pods', typed, 'x' })
         assert.equals(2, code, typed)
-        assert.equals('klua watch: unknown flag: ' .. typed .. '\n\nDid you mean this?\n\t' .. meant .. '\n\n' .. USAGE, err)
+        assert.equals('klua watch: unknown flag: ' .. typed .. '\n\nDid you mean this?\n\t' .. meant .. '\n\n'
+          .. USAGE, err)
       end
     end)
 

@@ -294,7 +294,8 @@ static int choose(plan *p, const kl_conn_opts *o, const kl_conn_hooks *h, load_s
                   char *err, size_t errlen) {
     if (o->kubeconfig && ls->kc.files_found == 0)
         return kl_cfg_fail(err, errlen, "kubeconfig %s (from --kubeconfig) does not exist", o->kubeconfig);
-    if (ls->kc.files_found && !kl_kubeconfig_empty(&ls->kc)) return from_kubeconfig(p, o, &ls->kc, &ls->src, err, errlen);
+    if (ls->kc.files_found && !kl_kubeconfig_empty(&ls->kc))
+        return from_kubeconfig(p, o, &ls->kc, &ls->src, err, errlen);
     const char *missing = ls->kc.files_found || !ls->src.missing ? "the kubeconfig is empty" : ls->src.missing;
     if (o->context)
         return kl_cfg_fail(err, errlen, "context \"%s\" not found in kubeconfig: %s", o->context, missing);
