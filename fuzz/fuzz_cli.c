@@ -9,10 +9,14 @@
  * klua.watch's parse gets them as its argument table. Rejecting a line is
  * fine; a parse that succeeds must describe the line it was given:
  *   kl_cli_parse: the command, script and arguments are words of argv (or
- *   "help"), in order, and the numeric settings are within their bounds;
- *   klua.watch parse: returns options or nil and a message, never raises,
- *   and the options have a resource, an output of line, json or name, and
- *   not both -n and -A.
+ *   "help" or "version"), in order, and the numeric settings are within their bounds;
+ *   kl_cli_answer (help, unknown commands, watch's words checked by
+ *   klua.watch, all written to /dev/null) leaves to main() only run, watch
+ *   and version, and otherwise gives an exit status of 0, 1 or 2;
+ *   klua.watch parse, given klua's suggest function: returns options or
+ *   nil, a message and a suggestion that is a flag, never raises, and the
+ *   options ask for help or have a resource, an output of line, json or
+ *   name, and not both -n and -A.
  * The watch module is the copy compiled into klua (lua_embedded.c), loaded
  * with what it requires (klua.selector checks -l) and nothing else of the
  * runtime.
@@ -84,7 +88,8 @@ static int is_word(char **argv, int argc, const char *s) {
 static void check_cli(int argc, char **argv) {
     kl_cli c;
     if (kl_cli_parse(&c, argc, argv, g.devnull) == 0) {
-        if (c.command && strcmp(c.command, "help") != 0 && !is_word(argv, argc, c.command))
+        /* --help and --version stand for the commands help and version. */
+        if (c.command && strcmp(c.command, "help") && strcmp(c.command, "version") && !is_word(argv, argc, c.command))
             die("the command is not a word of the line", NULL);
         if (c.script && (!c.command || strcmp(c.command, "run") != 0 || !is_word(argv, argc, c.script)))
             die("a script was taken outside `run SCRIPT`", NULL);
@@ -97,6 +102,10 @@ static void check_cli(int argc, char **argv) {
             die("a setting is out of its bounds", NULL);
         if (c.rt.watch_timeout_min && !(c.rt.watch_timeout_max > c.rt.watch_timeout_min))
             die("--watch-timeout gives an empty range", NULL);
+        int code = kl_cli_answer(&c, g.devnull, g.devnull);
+        int to_run = c.command && (!strcmp(c.command, "run") || !strcmp(c.command, "watch") ||
+                                   !strcmp(c.command, "version"));
+        if (code < 0 ? !to_run : code > 2) die("kl_cli_answer gave a status it should not", c.command);
     }
     kl_cli_free(&c);
 }
@@ -108,37 +117,51 @@ static int string_or_nil(lua_State *L, const char *key) {
     return t == LUA_TNIL || t == LUA_TSTRING;
 }
 
+/* The options at -1 (a table), checked. [-0, +0] */
+static void check_watch_options(lua_State *L) {
+    if (lua_getfield(L, -1, "help") != LUA_TNIL) {
+        if (!lua_toboolean(L, -1)) die("options with help that is not true", NULL);
+        lua_pop(L, 1);
+        return;
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, -1, "resource") != LUA_TSTRING) die("options without a resource", NULL);
+    lua_pop(L, 1);
+    lua_getfield(L, -1, "output");
+    const char *out = lua_tostring(L, -1);
+    if (!out || (strcmp(out, "line") && strcmp(out, "json") && strcmp(out, "name")))
+        die("options with an output that is not line, json or name", out);
+    lua_pop(L, 1);
+    if (!string_or_nil(L, "namespace") || !string_or_nil(L, "name") || !string_or_nil(L, "selector") ||
+        !string_or_nil(L, "field_selector") || !string_or_nil(L, "expr"))
+        die("an option that is not a string", NULL);
+    lua_getfield(L, -1, "all_namespaces");
+    lua_getfield(L, -2, "namespace");
+    if (lua_toboolean(L, -2) && !lua_isnil(L, -1)) die("options with both -n and -A", NULL);
+    lua_pop(L, 2);
+}
+
 static void check_watch(int argc, char **argv) {
     lua_State *L = g.L;
+    int base = lua_gettop(L);
     lua_pushvalue(L, 1);
     lua_createtable(L, argc - 1, 0);
     for (int i = 1; i < argc; i++) {
         lua_pushstring(L, argv[i]);
         lua_rawseti(L, -2, i);
     }
-    if (lua_pcall(L, 1, 2, 0) != LUA_OK) die("klua.watch parse raised", lua_tostring(L, -1));
-    if (lua_isnil(L, -2)) {
-        if (!lua_isstring(L, -1)) die("klua.watch parse failed without a message", NULL);
+    kl_cli_push_suggest(L);
+    if (lua_pcall(L, 2, 3, 0) != LUA_OK) die("klua.watch parse raised", lua_tostring(L, -1));
+    if (lua_isnil(L, -3)) {
+        if (!lua_isstring(L, -2)) die("klua.watch parse failed without a message", NULL);
+        if (!lua_isnil(L, -1) && (!lua_isstring(L, -1) || lua_tostring(L, -1)[0] != '-'))
+            die("klua.watch parse suggested something that is not a flag", NULL);
     } else {
-        lua_pop(L, 1);
-        if (!lua_istable(L, -1)) die("klua.watch parse returned neither options nor nil", NULL);
-        if (lua_getfield(L, -1, "resource") != LUA_TSTRING) die("options without a resource", NULL);
-        lua_pop(L, 1);
-        lua_getfield(L, -1, "output");
-        const char *out = lua_tostring(L, -1);
-        if (!out || (strcmp(out, "line") && strcmp(out, "json") && strcmp(out, "name")))
-            die("options with an output that is not line, json or name", out);
-        lua_pop(L, 1);
-        if (!string_or_nil(L, "namespace") || !string_or_nil(L, "name") || !string_or_nil(L, "selector") ||
-            !string_or_nil(L, "field_selector") || !string_or_nil(L, "expr"))
-            die("an option that is not a string", NULL);
-        lua_getfield(L, -1, "all_namespaces");
-        lua_getfield(L, -2, "namespace");
-        if (lua_toboolean(L, -2) && !lua_isnil(L, -1)) die("options with both -n and -A", NULL);
         lua_pop(L, 2);
-        lua_pushnil(L);
+        if (!lua_istable(L, -1)) die("klua.watch parse returned neither options nor nil", NULL);
+        check_watch_options(L);
     }
-    lua_pop(L, 2);
+    lua_settop(L, base);
     lua_gc(L, LUA_GCSTEP, 0);
 }
 

@@ -51,19 +51,54 @@ describe('klua version', function()
   end)
 end)
 
+describe('klua --version', function()
+  it('and -V print what klua version prints', function()
+    local version = K.run({ 'version' })
+    for _, flag in ipairs({ '--version', '-V' }) do
+      local out, err, code = K.run({ flag })
+      assert.equals(0, code, err)
+      assert.equals(version, out)
+    end
+  end)
+end)
+
+-- The flag lines of a help text, as cli.h promises them: "  -s, --long ARG"
+-- or "      --long ARG" padded to 34 columns, a space, then the help.
+local function flag_lines(text)
+  local out = {}
+  for line in text:gmatch('[^\n]+') do
+    if line:match('^  %-') or line:match('^      %-%-') then
+      assert(line:sub(35, 35) == ' ' and line:sub(36, 36):match('%S'), 'the help does not start at column 36: ' .. line)
+      local left = line:sub(1, 34):gsub('%s+$', '')
+      local short, long, arg = left:match('^  (%-%a), (%-%-[%w-]+) ?(%S*)$')
+      if not short then long, arg = left:match('^      (%-%-[%w-]+) ?(%S*)$') end
+      assert.truthy(long, 'not a flag line: ' .. line)
+      out[#out + 1] = { short = short, long = long, arg = arg ~= '' and arg or nil, help = line:sub(36) }
+    end
+  end
+  return out
+end
+
 describe('klua --help', function()
-  it('prints the usage of run, watch and version and every flag on stdout', function()
+  it('lists the commands and every global flag, one line each, on stdout', function()
     local out, err, code = K.run({ '--help' })
     assert.equals(0, code)
     assert.equals('', err)
-    assert.truthy(out:find('klua [flags] run SCRIPT.lua [script args...]', 1, true))
-    assert.truthy(out:find('klua [flags] watch RESOURCE [NAME]', 1, true))
-    assert.truthy(out:find('klua version', 1, true))
-    for _, flag in ipairs({ '--kubeconfig', '--context', '--server', '--token', '--insecure-skip-tls-verify',
-      '--allow-insecure-credentials', '-v N', '--log-format', '--instruction-budget', '--memory-limit',
-      '--watch-idle-timeout', '--watch-timeout', '--page-size', '--watch-list', '--watch-list-deadline' }) do
-      assert.truthy(out:find(flag, 1, true), 'the usage does not mention ' .. flag)
+    assert.truthy(out:find('^usage: klua %[flags%] COMMAND %[args%.%.%.%]\n'))
+    for _, cmd in ipairs({ 'run SCRIPT.lua [args...]', 'watch RESOURCE [NAME]', 'version ', 'help [COMMAND]' }) do
+      assert.truthy(out:find('\n  ' .. cmd, 1, true), 'the help does not list ' .. cmd)
     end
+    local listed = {}
+    for _, f in ipairs(flag_lines(out)) do listed[f.long] = f end
+    for _, flag in ipairs({ '--kubeconfig', '--context', '--server', '--token', '--insecure-skip-tls-verify',
+      '--allow-insecure-credentials', '--v', '--log-format', '--instruction-budget', '--memory-limit',
+      '--watch-idle-timeout', '--watch-timeout', '--page-size', '--watch-list', '--watch-list-deadline',
+      '--request-timeout', '--help', '--version' }) do
+      assert.truthy(listed[flag], 'the help does not list ' .. flag)
+    end
+    assert.equals('-v', listed['--v'].short)
+    assert.equals('-h', listed['--help'].short)
+    assert.equals('-V', listed['--version'].short)
   end)
 
   it('is also shown by -h and help', function()
@@ -76,7 +111,81 @@ describe('klua --help', function()
     local out, err, code = K.run({})
     assert.equals(2, code)
     assert.equals('', out)
-    assert.truthy(err:find('^usage: klua'))
+    assert.equals((K.run({ '--help' })), err)
+  end)
+end)
+
+describe('the help of a command', function()
+  local cli = require 'klua_testing.cli'
+  local watch = require 'klua.watch'
+
+  it('is shown by COMMAND --help and by klua help COMMAND, without a kubeconfig', function()
+    for _, cmd in ipairs({ 'run', 'watch', 'version', 'help' }) do
+      local out, err, code = run_env(no_kubeconfig(), { cmd, '--help' })
+      assert.equals(0, code, err)
+      assert.equals('', err)
+      assert.truthy(out:find('^usage: klua'), out)
+      assert.equals(out, (run_env(no_kubeconfig(), { 'help', cmd })))
+      assert.equals(out, (run_env(no_kubeconfig(), { cmd, '-h' })))
+    end
+  end)
+
+  it('of watch lists each of its flags on one line, then the global flags', function()
+    local out = K.run({ 'watch', '--help' })
+    assert.truthy(out:find('^usage: klua %[flags%] watch RESOURCE %[NAME%] %[%-n NS | %-A%] %[%-l SEL%] '
+      .. '%[%-%-field%-selector SEL%] %[%-e LUA%] %[%-o line|json|name%] %[%-%-watch%-only%]\n'), out)
+    local own, global = out:match('\nFlags:\n(.-)\nGlobal flags:\n(.*)$')
+    assert.truthy(own, out)
+    local got = {}
+    for _, f in ipairs(flag_lines(own)) do got[#got + 1] = (f.short or '') .. ' ' .. f.long .. ' ' .. (f.arg or '') end
+    assert.same({ '-n --namespace NS', '-A --all-namespaces ', '-l --selector SEL', ' --field-selector SEL',
+      '-e --expr LUA', '-o --output line|json|name', ' --watch-only ', '-h --help ' }, got)
+    assert.truthy(global:find('      --kubeconfig FILE', 1, true))
+    -- The flags that stand for a command belong to klua alone.
+    assert.is_nil(global:find('--version', 1, true))
+  end)
+
+  it('of run says that every word after the script is the script\'s and lists the global flags', function()
+    local out = K.run({ 'run', '--help' })
+    assert.truthy(out:find('^usage: klua %[flags%] run SCRIPT%.lua %[script args%.%.%.%]\n'))
+    assert.truthy(out:find('run has\nno flags of its own', 1, true), out)
+    assert.truthy(out:find('\nGlobal flags:\n', 1, true))
+    assert.truthy(out:find('      --kubeconfig FILE', 1, true))
+  end)
+
+  it('lists only flags that the parsers take, with or without a value as the help says', function()
+    -- A value of each kind the help names.
+    local VALUES = { FILE = 'f', NAME = 'n', URL = 'http://x', TOKEN = 't', N = '5', MIB = '5', SEC = '5',
+      ['text|json'] = 'json', ['MIN[:MAX]'] = '300:600', DURATION = '30s' }
+    for _, f in ipairs(flag_lines(K.run({ '--help' }))) do
+      if f.long ~= '--help' and f.long ~= '--version' then
+        assert(not f.arg or VALUES[f.arg], 'no value for ' .. f.long .. ' ' .. tostring(f.arg))
+        for _, name in ipairs({ f.long, f.short }) do
+          local args = { name, 'version' }
+          if f.arg then table.insert(args, 2, VALUES[f.arg]) end
+          local o, err = cli.parse(args)
+          assert.truthy(o, name .. ': ' .. tostring(err))
+          assert.equals('version', o.command, name)
+        end
+      end
+    end
+    local own = K.run({ 'watch', '--help' }):match('\nFlags:\n(.-)\nGlobal flags:\n')
+    for _, f in ipairs(flag_lines(own)) do
+      local value = ({ ['line|json|name'] = 'json', SEL = 'app=web', LUA = 'true', NS = 'default' })[f.arg]
+      for _, name in ipairs({ f.long, f.short }) do
+        local args = { 'pods', name }
+        if f.arg then args[3] = value end
+        local o, err = watch.parse(args)
+        assert.truthy(o, name .. ': ' .. tostring(err))
+      end
+    end
+  end)
+
+  it('of watch is what -h asks for, but not a -e expression that reads --help', function()
+    local w = assert(watch.parse({ 'pods', '-e', '--help' }))
+    assert.equals('--help', w.expr)
+    assert.is_nil(w.help)
+    assert.is_true(assert(watch.parse({ 'pods', '-n', 'x', '-h', '--frobnicate' })).help)
   end)
 end)
 
@@ -88,19 +197,49 @@ describe('klua refuses', function()
     assert.equals('klua: unknown command "frobnicate"\nRun \'klua --help\' for usage.\n', err)
   end)
 
+  it('a mistyped command, suggesting the nearest one as kubectl does', function()
+    for typed, meant in pairs({ wacth = 'watch', rnu = 'run', verison = 'version', wat = 'watch' }) do
+      local _, err, code = K.run({ typed })
+      assert.equals(2, code)
+      assert.equals('klua: unknown command "' .. typed .. '"\n\nDid you mean this?\n\t' .. meant
+        .. '\n\nRun \'klua --help\' for usage.\n', err)
+    end
+  end)
+
+  it('an unknown help topic, suggesting the nearest command', function()
+    local out, err, code = K.run({ 'help', 'wach' })
+    assert.equals(2, code)
+    assert.equals('', out)
+    assert.equals('klua: unknown help topic "wach"\n\nDid you mean this?\n\twatch\n\nRun \'klua --help\' for usage.\n',
+      err)
+  end)
+
   it('an unknown flag with exit status 2, pointing to --help', function()
     local _, err, code = K.run({ '--frobnicate', 'version' })
     assert.equals(2, code)
-    assert.equals('klua: unknown flag --frobnicate\nRun \'klua --help\' for usage.\n', err)
+    assert.equals('klua: unknown flag: --frobnicate\nRun \'klua --help\' for usage.\n', err)
+  end)
+
+  it('a mistyped flag, suggesting the nearest one, and the help of the command it follows', function()
+    local _, err, code = K.run({ '--kubconfig', 'k', 'version' })
+    assert.equals(2, code)
+    assert.equals('klua: unknown flag: --kubconfig\n\nDid you mean this?\n\t--kubeconfig\n\n'
+      .. 'Run \'klua --help\' for usage.\n', err)
+    _, err, code = K.run({ 'run', '--page-sise', '5', 'script.lua' })
+    assert.equals(2, code)
+    assert.equals('klua: unknown flag: --page-sise\n\nDid you mean this?\n\t--page-size\n\n'
+      .. 'Run \'klua run --help\' for usage.\n', err)
   end)
 
   it('a bad flag value with exit status 2 and one line naming the flag and the value', function()
     local cases = {
       { { '--log-format', 'xml' }, 'klua: --log-format must be text or json, not "xml"' },
       { { '-v', 'abc' }, 'klua: -v needs a number of at least 0, not "abc"' },
+      { { '-vabc' }, 'klua: -v needs a number of at least 0, not "abc"' },
       { { '--watch-timeout', '0' }, 'klua: --watch-timeout needs a number of at least 1, not "0"' },
       { { '--memory-limit=0' }, 'klua: --memory-limit needs a number of at least 1, not "0"' },
       { { '--page-size', '10x' }, 'klua: --page-size needs a number of at least 1, not "10x"' },
+      { { '--watch-list=maybe' }, 'klua: --watch-list is a switch: true or false, not "maybe"' },
     }
     for _, c in ipairs(cases) do
       local args = { table.unpack(c[1]) }
@@ -112,10 +251,35 @@ describe('klua refuses', function()
     end
   end)
 
+  it('a --context that the kubeconfig does not define, naming the file and the contexts it has', function()
+    local home = no_kubeconfig().HOME
+    local path = home .. '/config'
+    K.write_file(path, 'current-context: a\nclusters:\n- name: k\n  cluster: {server: "https://127.0.0.1:1"}\n'
+      .. 'contexts:\n- name: a\n  context: {cluster: k}\n- name: b\n  context: {cluster: k}\n')
+    local out, err, code = K.run({ '--kubeconfig', path, '--context', 'nope', 'watch', 'pods' })
+    assert.equals(1, code)
+    assert.equals('', out)
+    assert.equals('klua: context "nope" not found in ' .. path .. ' (contexts: a, b); choose one with --context '
+      .. 'or set current-context\n', err)
+  end)
+
   it('a flag without its value with exit status 2', function()
     local _, err, code = K.run({ 'version', '--kubeconfig' })
     assert.equals(2, code)
     assert.equals('klua: flag --kubeconfig needs a value\n', err)
+  end)
+end)
+
+describe('klua takes flags as kubectl writes them', function()
+  local cli = require 'klua_testing.cli'
+
+  it('a switch alone or with true or false, a short flag with its value joined', function()
+    assert.is_true(cli.parse({ '--insecure-skip-tls-verify', 'version' }).insecure_skip_tls_verify)
+    assert.is_true(cli.parse({ '--insecure-skip-tls-verify=true', 'version' }).insecure_skip_tls_verify)
+    assert.is_false(cli.parse({ '--insecure-skip-tls-verify=false', 'version' }).insecure_skip_tls_verify)
+    assert.equals(4, cli.parse({ '-v4', 'version' }).verbosity)
+    assert.equals(7, cli.parse({ '-v=7', 'version' }).verbosity)
+    assert.equals(12, cli.parse({ '--v', '12', 'version' }).verbosity)
   end)
 end)
 

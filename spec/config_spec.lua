@@ -167,7 +167,8 @@ describe('configuration sources', function()
     local c = assert(load { kubeconfig = flag_path, env = { HOME = dir, KUBECONFIG = env_path } })
     assert.equals('flag', c.context)
     local _, err = load { kubeconfig = flag_path, context = 'env', env = { KUBECONFIG = env_path } }
-    assert.equals('context "env" not found in kubeconfig', err)
+    assert.equals('context "env" not found in ' .. flag_path .. ' (contexts: flag); choose one with --context or '
+      .. 'set current-context', err)
   end)
 
   it('fails when the --kubeconfig file does not exist, even if others do', function()
@@ -328,9 +329,23 @@ contexts:
     assert.equals('https://b.example:6443', assert(load { kubeconfig = path, context = 'b' }).server)
   end)
 
-  it('reports an unknown context', function()
-    local _, err = load { kubeconfig = kubeconfig('two.yaml', two), context = 'x' }
-    assert.equals('context "x" not found in kubeconfig', err)
+  it('reports an unknown context with the files read, the contexts they define and how to choose one', function()
+    local path = kubeconfig('two.yaml', two)
+    local _, err = load { kubeconfig = path, context = 'x' }
+    assert.equals('context "x" not found in ' .. path .. ' (contexts: a, b, no-cluster, bad-cluster, bad-user); '
+      .. 'choose one with --context or set current-context', err)
+  end)
+
+  it('names only the KUBECONFIG files that exist, and says so when they define no context', function()
+    local first = kubeconfig('first.yaml', 'current-context: gone\nclusters:\n- name: k\n  cluster: {server: x}\n')
+    local second = kubeconfig('second.yaml', 'contexts:\n- name: kept\n  context: {cluster: k}\n')
+    local list = first .. ':' .. dir .. '/missing.yaml:' .. second
+    local _, err = load { env = { KUBECONFIG = list } }
+    assert.equals('current-context "gone" not found in ' .. first .. ', ' .. second .. ' (contexts: kept); '
+      .. 'choose one with --context or set current-context', err)
+    _, err = load { kubeconfig = first }
+    assert.equals('current-context "gone" not found in ' .. first .. ' (no contexts); '
+      .. 'choose one with --context or set current-context', err)
   end)
 
   it('reports a context that refers to a missing cluster or user', function()

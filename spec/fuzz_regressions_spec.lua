@@ -222,7 +222,8 @@ end
 local function check_cli_options(o, args)
   local seen = {}
   for _, a in ipairs(args) do seen[a] = true end
-  assert(o.command == nil or o.command == 'help' or seen[o.command], 'the command is not a word of the line')
+  assert(o.command == nil or o.command == 'help' or o.command == 'version' or seen[o.command],
+    'the command is not a word of the line')
   assert(o.script == nil or (o.command == 'run' and seen[o.script]), 'a script outside `run SCRIPT`')
   for _, a in ipairs(o.args) do assert(seen[a], 'an argument that is not a word of the line') end
   for _, k in ipairs { 'verbosity', 'instruction_budget', 'memory_limit', 'idle_timeout', 'page_size',
@@ -236,9 +237,12 @@ local function replay_cli(data)
   local args = words(data)
   local o, err = cli.parse(args)
   if o then check_cli_options(o, args) else assert.matches('^klua: ', err) end
-  local w, why = watch.parse(args)
+  local w, why, suggestion = watch.parse(args, cli.suggest)
   if not w then
     assert.is_string(why)
+    assert(suggestion == nil or suggestion:match('^%-'), 'a suggestion that is not a flag')
+  elseif w.help then
+    assert.is_true(w.help)
   else
     assert.is_string(w.resource)
     assert(w.output == 'line' or w.output == 'json' or w.output == 'name', 'an output that is not line, json or name')

@@ -88,12 +88,15 @@ describe('klua watch', function()
     return out
   end
 
-  -- Runs klua watch to completion (for the ones that fail at once).
-  local function run(args)
+  -- Runs klua watch to completion with K.run's options (stdout, pipe).
+  local function run_with(args, opts)
     local full = { '--kubeconfig', sb.kubeconfig, 'watch' }
     for _, a in ipairs(args) do full[#full + 1] = a end
-    return K.run(full, { timeout = 10 })
+    return K.run(full, opts)
   end
+
+  -- Runs klua watch to completion (for the ones that fail at once).
+  local function run(args) return run_with(args, { timeout = 10 }) end
 
   describe('prints', function()
     it('ADDED for every existing object from the initial list, then ADDED, MODIFIED and DELETED as they happen', function()
@@ -355,15 +358,57 @@ describe('klua watch', function()
     end)
   end)
 
-  describe('refuses', function()
-    local USAGE = 'usage: klua watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL] '
-      .. '[-e LUA] [-o line|json|name] [--watch-only]\n'
+  describe('ends when its output does', function()
+    -- kubectl get -w | head -1 ends once head has gone: Go's runtime lets
+    -- SIGPIPE kill kubectl at its next write to stdout, which the shell shows
+    -- as status 141 (128 + 13). klua ends with that status too, quietly, and
+    -- without waiting for a next event: here none comes after the initial
+    -- list, so only stdout itself can tell that its reader has gone.
+    it('with status 141 and nothing on stderr when its reader goes away, as in klua watch pods | head -1', function()
+      local ns = namespace('head-one')
+      for i = 1, 5 do pod(ns, 'p' .. i) end
+      local out, err, code = run_with({ 'pods', '-n', ns }, { pipe = 'head -1' })
+      assert.equals(141, code, err)
+      assert.equals('', err)
+      assert.matches('^ADDED     head%-one/p%d  Pending\n$', out)
+    end)
 
-    it('an unknown flag with exit status 2, the message and the usage', function()
+    it('with status 1 and one line saying why when stdout cannot be written', function()
+      local ns = namespace('full-disk')
+      pod(ns, 'web')
+      local _, err, code = run_with({ 'pods', '-n', ns }, { stdout = '/dev/full' })
+      assert.equals(1, code, err)
+      assert.equals('klua watch: cannot write to stdout: No space left on device\n', err)
+    end)
+  end)
+
+  describe('refuses', function()
+    local USAGE = "Run 'klua watch --help' for usage.\n"
+
+    it('an unknown flag with exit status 2, the message and where to read the usage', function()
       local out, err, code = run({ 'pods', '--frobnicate' })
       assert.equals(2, code)
       assert.equals('', out)
-      assert.equals('klua watch: unknown flag --frobnicate\n' .. USAGE, err)
+      assert.equals('klua watch: unknown flag: --frobnicate\n' .. USAGE, err)
+    end)
+
+    it('a mistyped flag, its own or a global one, suggesting the nearest as kubectl does', function()
+      for typed, meant in pairs({ ['--namspace'] = '--namespace', ['--watch-onyl'] = '--watch-only',
+        ['--kubconfig'] = '--kubeconfig', ['--fieldselector'] = '--field-selector' }) do
+        local _, err, code = run({ 'pods', typed, 'x' })
+        assert.equals(2, code, typed)
+        assert.equals('klua watch: unknown flag: ' .. typed .. '\n\nDid you mean this?\n\t' .. meant .. '\n\n'
+          .. USAGE, err)
+      end
+    end)
+
+    it('bad words before it connects, so that they need no kubeconfig', function()
+      local home = K.tmpdir()
+      local out, err, code = K.run({ 'watch', 'pods', '-o', 'yaml' }, { env = { HOME = home, KUBECONFIG = '' } })
+      os.execute('rm -rf ' .. K.quote(home))
+      assert.equals(2, code)
+      assert.equals('', out)
+      assert.equals('klua watch: -o must be line, json or name, not "yaml"\n' .. USAGE, err)
     end)
 
     it('-n together with -A', function()

@@ -216,7 +216,39 @@ static void plan_user(plan *p, const kl_kc_user *u) {
     p->impersonates = u->impersonates;
 }
 
-static int from_kubeconfig(plan *p, const kl_conn_opts *o, const kl_kubeconfig *kc, char *err,
+/* Appends word to the list in buf ("a, b"), or counts it in *more once the
+ * list is full, so that a long list leaves room for the rest of a message. */
+static void append_name(char *buf, size_t len, const char *word, size_t *more) {
+    size_t used = strlen(buf);
+    if (*more || used + strlen(word) + 2 >= len) {
+        (*more)++;
+        return;
+    }
+    snprintf(buf + used, len - used, "%s%s", used ? ", " : "", word);
+}
+
+static void end_names(char *buf, size_t len, size_t more) {
+    size_t used = strlen(buf);
+    if (more) snprintf(buf + used, len - used, " and %zu more", more);
+}
+
+/* A context that no file defines: which files were read, which contexts
+ * they define, and how to choose one. */
+static int no_such_context(const kl_conn_opts *o, const kl_kubeconfig *kc, const sources *src, const char *name,
+                           char *err, size_t errlen) {
+    char files[200] = "", names[200] = "";
+    size_t more = 0;
+    for (size_t i = 0; i < kc->files_found; i++) append_name(files, sizeof files, src->paths[kc->found[i]], &more);
+    end_names(files, sizeof files, more);
+    more = 0;
+    for (size_t i = 0; i < kc->ncontexts; i++) append_name(names, sizeof names, kc->contexts[i].head.name, &more);
+    end_names(names, sizeof names, more);
+    return kl_cfg_fail(err, errlen, "%s \"%s\" not found in %s (%s%s); choose one with --context or set "
+                       "current-context", o->context ? "context" : "current-context", name, files,
+                       kc->ncontexts ? "contexts: " : "no contexts", names);
+}
+
+static int from_kubeconfig(plan *p, const kl_conn_opts *o, const kl_kubeconfig *kc, const sources *src, char *err,
                            size_t errlen) {
     const char *name = o->context ? o->context : kc->current_context;
     if (!name && o->server) {
@@ -225,7 +257,7 @@ static int from_kubeconfig(plan *p, const kl_conn_opts *o, const kl_kubeconfig *
     }
     if (!name) return kl_cfg_fail(err, errlen, "kubeconfig has no current-context; pass --context NAME");
     const kl_kc_context *ctx = kl_kubeconfig_context(kc, name);
-    if (!ctx) return kl_cfg_fail(err, errlen, "context \"%s\" not found in kubeconfig", name);
+    if (!ctx) return no_such_context(o, kc, src, name, err, errlen);
     p->source = SRC_KUBECONFIG;
     p->context = name;
     p->namespace = ctx->namespace;
@@ -262,7 +294,8 @@ static int choose(plan *p, const kl_conn_opts *o, const kl_conn_hooks *h, load_s
                   char *err, size_t errlen) {
     if (o->kubeconfig && ls->kc.files_found == 0)
         return kl_cfg_fail(err, errlen, "kubeconfig %s (from --kubeconfig) does not exist", o->kubeconfig);
-    if (ls->kc.files_found && !kl_kubeconfig_empty(&ls->kc)) return from_kubeconfig(p, o, &ls->kc, err, errlen);
+    if (ls->kc.files_found && !kl_kubeconfig_empty(&ls->kc))
+        return from_kubeconfig(p, o, &ls->kc, &ls->src, err, errlen);
     const char *missing = ls->kc.files_found || !ls->src.missing ? "the kubeconfig is empty" : ls->src.missing;
     if (o->context)
         return kl_cfg_fail(err, errlen, "context \"%s\" not found in kubeconfig: %s", o->context, missing);

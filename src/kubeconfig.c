@@ -276,10 +276,11 @@ static int load_file(kl_kubeconfig *kc, const char *path, size_t index, char *er
 
 int kl_kubeconfig_load(kl_kubeconfig *kc, char *const *paths, size_t n, char *err, size_t errlen) {
     memset(kc, 0, sizeof *kc);
+    if (n && !(kc->found = calloc(n, sizeof *kc->found))) return kl_cfg_fail(err, errlen, "out of memory");
     for (size_t i = 0; i < n; i++) {
         int rc = load_file(kc, paths[i], i, err, errlen);
         if (rc < 0) return -1;
-        kc->files_found += (size_t)rc;
+        if (rc) kc->found[kc->files_found++] = i;
     }
     return 0;
 }
@@ -292,6 +293,7 @@ void kl_kubeconfig_free(kl_kubeconfig *kc) {
     free(kc->users);
     free(kc->contexts);
     free(kc->current_context);
+    free(kc->found);
     memset(kc, 0, sizeof *kc);
 }
 

@@ -62,6 +62,7 @@ typedef struct kl_kubeconfig {
     size_t nclusters, nusers, ncontexts;
     char *current_context;
     size_t files_found; /* files of the list that existed */
+    size_t *found;      /* their indices in the list, for messages */
 } kl_kubeconfig;
 
 /* Loads and merges paths[0..n) into kc (zeroed first). A file that does not

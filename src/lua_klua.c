@@ -8,8 +8,10 @@
 #include "lua_klua.h"
 
 #include <lauxlib.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "lua_json.h"
@@ -193,6 +195,15 @@ static int l_namespace(lua_State *L) {
     return 1;
 }
 
+/* core.stdout_closed() -> true once stdout's reader has gone: a pipe or
+ * socket whose other end closed reports POLLERR or POLLHUP, so klua watch
+ * can tell without a line to write. Never blocks. */
+static int l_stdout_closed(lua_State *L) {
+    struct pollfd p = {.fd = STDOUT_FILENO, .events = 0};
+    lua_pushboolean(L, poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)));
+    return 1;
+}
+
 /* core.on_synced(fn): fn runs once every informer has synced. */
 static int l_on_synced(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
@@ -262,7 +273,7 @@ int kl_open_core(lua_State *L) {
         {"cancel", l_cancel},   {"sleep", l_sleep},         {"stop", l_stop},
         {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now},
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
-        {NULL, NULL}};
+        {"stdout_closed", l_stdout_closed}, {NULL, NULL}};
     luaL_newlib(L, fns);
     kl_view_set_functions(L);
     kl_json_push_module(L);

@@ -17,32 +17,6 @@
 #include "runtime.h"
 #include "version.h"
 
-static const char usage[] =
-    "usage: klua [flags] run SCRIPT.lua [script args...]\n"
-    "       klua [flags] watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL]\n"
-    "                          [-e LUA] [-o line|json|name] [--watch-only]\n"
-    "       klua version\n"
-    "\n"
-    "Connection (as kubectl):\n"
-    "  --kubeconfig FILE            kubeconfig file (default: $KUBECONFIG, ~/.kube/config)\n"
-    "  --context NAME               kubeconfig context to use\n"
-    "  --server URL, --token TOKEN  connect without a kubeconfig\n"
-    "  --insecure-skip-tls-verify   do not verify the server's certificate\n"
-    "  --allow-insecure-credentials send credentials over plain http\n"
-    "Diagnostics:\n"
-    "  -v N                         verbosity: 2 narrates every reflector, 6 every request\n"
-    "  --log-format text|json       format of the log on stderr\n"
-    "Limits and tuning:\n"
-    "  --instruction-budget N       instructions a handler may run in one go (default 100000000)\n"
-    "  --memory-limit MIB           memory cap of the Lua state (default: none)\n"
-    "  --watch-idle-timeout SEC     restart a watch silent this long (default 150)\n"
-    "  --watch-timeout MIN[:MAX]    server-side watch timeout range (default 300:600)\n"
-    "  --page-size N                objects per LIST page (default 500)\n"
-    "  --watch-list                 stream the initial state (sendInitialEvents) instead of LIST\n"
-    "  --watch-list-deadline SEC    fall back to LIST when the initial state takes longer (default 10)\n"
-    "  --request-timeout DURATION   give up on a LIST or an API call after this long (30s, 2m;\n"
-    "                               default 5m for a LIST, 1m for an API call)\n";
-
 /* Reports what ended a run before the script could start, in the log's
  * format, so that a consumer of --log-format json can parse every line. */
 __attribute__((format(printf, 2, 3))) static void run_error(const kl_cli *c, const char *fmt, ...) {
@@ -113,15 +87,8 @@ int main(int argc, char **argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int code;
     if (kl_cli_parse(&c, argc, argv, stderr) < 0) code = 2;
-    else if (!c.command || !strcmp(c.command, "help")) {
-        fputs(usage, c.command ? stdout : stderr);
-        code = c.command ? 0 : 2;
-    } else if (!strcmp(c.command, "version")) code = cmd_version();
-    else if (!strcmp(c.command, "run") || !strcmp(c.command, "watch")) code = run(&c);
-    else {
-        fprintf(stderr, "klua: unknown command \"%s\"\nRun 'klua --help' for usage.\n", c.command);
-        code = 2;
-    }
+    else if ((code = kl_cli_answer(&c, stdout, stderr)) < 0)
+        code = !strcmp(c.command, "version") ? cmd_version() : run(&c);
     kl_cli_free(&c);
     curl_global_cleanup();
     return code;

@@ -4,8 +4,10 @@
  *
  *   cli.parse{'-v', '4', 'watch', 'pods'} -> options, or nil and the message
  *   klua would print (without its trailing newline)
+ *   cli.suggest(word, names) -> the nearest of names and klua's global flags,
+ *   or nil: what klua passes to klua.watch's parse for its suggestions
  *
- * options: command, script, args (a list), verbosity, log_format ("text" or
+ * options: command, script, args (a list), help (COMMAND --help), verbosity, log_format ("text" or
  * "json"), kubeconfig, context, server, token, insecure_skip_tls_verify,
  * allow_insecure_credentials, instruction_budget, memory_limit (bytes),
  * idle_timeout, watch_timeout_min, watch_timeout_max, page_size,
@@ -49,6 +51,7 @@ static void push_options(lua_State *L, const kl_cli *c) {
     lua_createtable(L, 0, 20);
     set_string(L, "command", c->command);
     set_string(L, "script", c->script);
+    set_boolean(L, "help", c->help);
     lua_createtable(L, c->nargs, 0);
     for (int i = 0; i < c->nargs; i++) {
         lua_pushstring(L, c->args[i]);
@@ -116,5 +119,7 @@ static int t_parse(lua_State *L) {
 int luaopen_klua_testing_cli(lua_State *L) {
     static const luaL_Reg funcs[] = {{"parse", t_parse}, {NULL, NULL}};
     luaL_newlib(L, funcs);
+    kl_cli_push_suggest(L);
+    lua_setfield(L, -2, "suggest");
     return 1;
 }

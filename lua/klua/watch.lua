@@ -3,70 +3,137 @@
 --   klua watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL]
 --              [-e LUA] [-o line|json|name] [--watch-only]
 --
--- Prints one line per event; M.HELP says what -e sees and does.
+-- Prints one line per event; M.help() says what -e sees and does.
+--
+-- This module owns watch's flags: FLAGS below drives the parser, the usage
+-- line and `klua watch --help`, whose lines have the layout of klua's global
+-- flags (src/cli.c), which klua prints after them.
 local selector = require 'klua.selector'
 
 local M = {}
 
-local USAGE = 'usage: klua watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL] ' ..
-  '[-e LUA] [-o line|json|name] [--watch-only]'
-
---- What `klua watch --help` prints after the usage line.
-M.HELP = [[
-Prints one line per event: ADDED, MODIFIED or DELETED, namespace/name and phase.
-
-  -n NS, -A            one namespace (default: the context's), or all of them
-  -l SEL               label selector, as kubectl -l takes it
-  --field-selector SEL field selector, as kubectl's
-  -o line|json|name    the default line, {"type":..., "object":...} per line, or kind/name
-  --watch-only         only changes, not the objects that exist at the start
-  -e LUA               a Lua expression, or a chunk with return, run for every event with
-                       these in scope:
-                         event   "ADDED", "MODIFIED" or "DELETED"
-                         obj     the object (a read-only view); old: the previous one on MODIFIED
-                         get     klua.get: get(obj, 'metadata', 'labels', 'app') is nil, not an
-                                 error, when a step is missing
-                       and Lua's standard functions and klua, as in scripts (type(obj) is
-                       "userdata" for a view; klua.type(obj) is "object").
-                       nil or false drops the event, true prints the default line, a string is
-                       printed as it is, a table as JSON. An expression that raises drops the
-                       event; each distinct error is reported once when it first happens, then
-                       counted ("-e error (x17): ...") every 10 s and at exit.
-
-Example: klua watch pods -A -e 'get(obj, "metadata", "labels", "app") == "web"']]
-
-local VALUED = {
-  ['-n'] = 'namespace', ['--namespace'] = 'namespace',
-  ['-l'] = 'selector', ['--selector'] = 'selector',
-  ['--field-selector'] = 'field_selector',
-  ['-e'] = 'expr', ['--expr'] = 'expr',
-  ['-o'] = 'output', ['--output'] = 'output',
-}
-local SWITCHES = {
-  ['-A'] = 'all_namespaces', ['--all-namespaces'] = 'all_namespaces',
-  ['--watch-only'] = 'watch_only',
+-- Every flag of `klua watch`, with the option it sets (a flag with an arg
+-- takes a value, the others are switches) and its one line of help.
+local FLAGS = {
+  { short = '-n', long = '--namespace', arg = 'NS', key = 'namespace',
+    help = "watch this namespace (default: the kubeconfig context's)" },
+  { short = '-A', long = '--all-namespaces', key = 'all_namespaces', help = 'watch every namespace' },
+  { short = '-l', long = '--selector', arg = 'SEL', key = 'selector',
+    help = 'only objects whose labels match, filtered by the server' },
+  { long = '--field-selector', arg = 'SEL', key = 'field_selector',
+    help = 'only objects whose fields match, filtered by the server' },
+  { short = '-e', long = '--expr', arg = 'LUA', key = 'expr',
+    help = 'print what this Lua expression or chunk returns per event' },
+  { short = '-o', long = '--output', arg = 'line|json|name', key = 'output', help = 'format of a line (default line)' },
+  { long = '--watch-only', key = 'watch_only', help = 'print only changes, not the objects that exist already' },
+  { short = '-h', long = '--help', key = 'help', help = 'print this help' },
 }
 
---- Parses the arguments after `watch`. Returns options or nil and a message.
-function M.parse(args)
+local BY_NAME, NAMES = {}, {}
+for _, f in ipairs(FLAGS) do
+  BY_NAME[f.long] = f
+  NAMES[#NAMES + 1] = f.long
+  if f.short then
+    BY_NAME[f.short] = f
+    NAMES[#NAMES + 1] = f.short
+  end
+end
+
+-- The usage line, made from FLAGS: -n and -A exclude each other.
+local function usage()
+  local words = { 'usage: klua [flags] watch RESOURCE [NAME]' }
+  for _, f in ipairs(FLAGS) do
+    local name = f.short or f.long
+    if f.key == 'namespace' then
+      words[#words + 1] = '[' .. name .. ' ' .. f.arg .. ' | -A]'
+    elseif f.key ~= 'all_namespaces' and f.key ~= 'help' then
+      words[#words + 1] = '[' .. name .. (f.arg and (' ' .. f.arg) or '') .. ']'
+    end
+  end
+  return table.concat(words, ' ')
+end
+
+--- The help of `klua watch`: its usage, what it prints and its flags, one
+-- line each ("  -n, --namespace NS" or "      --field-selector SEL", padded
+-- to 34 columns, then the help), as klua's global flags are printed.
+function M.help()
+  local out = { usage(), '', [[
+Prints one line per event, like kubectl get -w: ADDED for each object of the
+initial list, then ADDED, MODIFIED and DELETED as they happen. RESOURCE is
+named as kubectl names it (pods, po, deployments.apps, apps/v1/deployments, a
+CRD's plural or short name); NAME watches that object alone. When stdout's
+reader goes away (klua watch pods | head -1), klua watch ends with exit
+status 141, as kubectl get -w does when SIGPIPE ends it.
+
+-e LUA is a Lua expression, or a chunk with return, run for every event with
+these in scope:
+  event   "ADDED", "MODIFIED" or "DELETED"
+  obj     the object (a read-only view); old: the previous one on MODIFIED
+  get     klua.get: get(obj, 'metadata', 'labels', 'app') is nil, not an
+          error, when a step is missing
+and Lua's standard functions and klua, as in scripts (type(obj) is
+"userdata" for a view; klua.type(obj) is "object"). nil or false drops the
+event, true prints the default line, a string is printed as it is, a table
+as JSON. An expression that raises drops the event; each distinct error is
+reported once when it first happens, then counted ("-e error (x17): ...")
+every 10 s and at exit.
+
+Example: klua watch pods -A -e 'get(obj, "metadata", "labels", "app") == "web"']], '', 'Flags:' }
+  for _, f in ipairs(FLAGS) do
+    local left = (f.short and (f.short .. ', ') or '    ') .. f.long .. (f.arg and (' ' .. f.arg) or '')
+    out[#out + 1] = ('  %-32s %s'):format(left, f.help)
+  end
+  return table.concat(out, '\n') .. '\n'
+end
+
+-- A switch is on alone, or as its value says (--watch-only=false), as pflag
+-- reads it.
+local SWITCH_VALUES = {
+  ['1'] = true, t = true, T = true, ['true'] = true, TRUE = true, True = true,
+  ['0'] = false, f = false, F = false, ['false'] = false, FALSE = false, False = false,
+}
+
+-- The flag a word names and the value written in it, as pflag reads them:
+-- "--output=json", "-o=json" and "-ojson" carry one; "-o" does not.
+local function split_flag(a)
+  if BY_NAME[a] then return a, nil end
+  local short = a:match('^%-[^-]')
+  local f = short and BY_NAME[short]
+  if f and #a > 2 then
+    local rest = a:sub(3)
+    if rest:sub(1, 1) == '=' then return short, rest:sub(2) end
+    if f.arg then return short, rest end
+  end
+  local name, value = a:match('^(%-%-[^=]+)=(.*)$')
+  if name then return name, value end
+  return a, nil
+end
+
+--- Parses the arguments after `watch`. Returns the options (`{help = true}`
+-- as soon as -h or --help comes), or nil, a message and, for an unknown
+-- flag, the nearest known one when `suggest(word, names)` is given (klua
+-- passes one that also knows its global flags).
+function M.parse(args, suggest)
   local o, positional, i = { output = 'line' }, {}, 1
   while i <= #args do
     local a = args[i]
-    local flag, value = a:match('^(%-%-?[%w-]+)=(.*)$')
-    flag = flag or a
-    if VALUED[flag] then
+    local name, value = split_flag(a)
+    local f = BY_NAME[name]
+    if f and f.arg then
       if not value then
         i = i + 1
         value = args[i]
-        if value == nil then return nil, ('flag %s needs a value'):format(flag) end
+        if value == nil then return nil, ('flag %s needs a value'):format(name) end
       end
-      o[VALUED[flag]] = value
-    elseif SWITCHES[a] then
-      o[SWITCHES[a]] = true
-    elseif a:match('^%-n.') then
-      o.namespace = a:sub(3)
+      o[f.key] = value
+    elseif f then
+      local on = true
+      if value then on = SWITCH_VALUES[value] end
+      if on == nil then return nil, ('%s is a switch: true or false, not "%s"'):format(name, value) end
+      if f.key == 'help' and on then return { help = true } end
+      o[f.key] = on or nil
     elseif a:match('^%-') and a ~= '-' then
-      return nil, ('unknown flag %s'):format(a)
+      return nil, ('unknown flag: %s'):format(name), suggest and suggest(name, NAMES) or nil
     else
       positional[#positional + 1] = a
     end
@@ -199,19 +266,54 @@ function Failures:report()
 end
 
 local function fail(msg)
-  io.stderr:write('klua watch: ', msg, '\n', USAGE, '\n')
+  io.stderr:write('klua watch: ', msg, "\nRun 'klua watch --help' for usage.\n")
   klua.stop(2)
+end
+
+-- errno of a write to a pipe that nobody reads any more (Linux).
+local EPIPE = 32
+
+-- Lines are flushed every 50 ms rather than one write per line: a burst of
+-- events costs one write per buffer, and a person at a terminal or a pipe
+-- still sees each line at once. When stdout's reader goes away (`klua watch
+-- pods | head -1`), klua watch ends with status 141 and says nothing, as
+-- kubectl get -w, which SIGPIPE kills at its next write (the shell shows
+-- 128 + 13). klua notices at the next flush of a pending line, and, with no
+-- line pending, from stdout itself: each tick polls it, and a pipe or socket
+-- whose reader has closed reports POLLERR or POLLHUP. Any other failed write
+-- (a full disk) is reported, with status 1. Returns write(line).
+local function output(core)
+  local failed = false
+  local function fail_write(err, code)
+    if failed then return end
+    failed = true
+    if code ~= EPIPE then io.stderr:write('klua watch: cannot write to stdout: ', err, '\n') end
+    klua.stop(code == EPIPE and 141 or 1)
+  end
+  io.stdout:setvbuf('full', 65536)
+  local timer
+  timer = klua.every(0.05, function()
+    local ok, err, code = io.stdout:flush()
+    if not ok then fail_write(err, code)
+    elseif core.stdout_closed() then fail_write(nil, EPIPE) end
+    if failed then timer:cancel() end
+  end)
+  return function(line)
+    if failed then return end
+    local ok, err, code = io.stdout:write(line, '\n')
+    if not ok then fail_write(err, code) end
+  end
 end
 
 --- Entry point: `klua watch ARGS...`.
 function M.main(...)
   local args = { ... }
-  if args[1] == '-h' or args[1] == '--help' then
-    io.stdout:write(USAGE, '\n\n', M.HELP, '\n')
-    return
-  end
   local o, err = M.parse(args)
   if not o then return fail(err) end
+  if o.help then
+    io.stdout:write(M.help())
+    return klua.stop(0)
+  end
   local filter, failures
   if o.expr then
     filter, err = M.compile(o.expr)
@@ -233,11 +335,7 @@ function M.main(...)
     local by_name = 'metadata.name=' .. o.name
     fs = fs and (fs .. ',' .. by_name) or by_name
   end
-  -- Lines are flushed every 50 ms rather than one write per line: a burst
-  -- of events costs one write per buffer, and a person at a terminal or a
-  -- pipe still sees each line at once.
-  io.stdout:setvbuf('full', 65536)
-  klua.every(0.05, function() io.stdout:flush() end)
+  local write = output(require 'klua.core')
 
   local function emit(event, obj, old)
     local ok, out = true, true
@@ -251,7 +349,7 @@ function M.main(...)
     else
       out = tostring(out)
     end
-    if not io.stdout:write(out, '\n') then klua.stop(0) end
+    write(out)
   end
 
   local inf = klua.informer {

@@ -65,13 +65,21 @@ end
 --- Runs klua with args until it exits or `timeout` seconds pass (then it is
 -- killed). Returns stdout, stderr, exit code (124 on timeout). opts: env
 -- (variables to add), timeout, bin (another klua binary, or a command that
--- runs one), cwd (the directory to run it in).
+-- runs one), cwd (the directory to run it in), stdout (a path such as
+-- /dev/full for klua to write to; the stdout returned is then empty), pipe
+-- (a shell command such as "head -1" klua writes into; the stdout returned
+-- is what the command printed).
 function M.run(args, opts)
   opts = opts or {}
   local d = tmpdir()
-  local cmd = ('cd %s && timeout -s TERM %s %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code'):format(
-    shell_quote(opts.cwd or '.'), opts.timeout or 20 * M.slowdown, command(args, opts.env, opts.bin),
-    d, d, d)
+  local klua = ('cd %s && timeout -s TERM %s %s 2> %s/err < /dev/null; echo $? > %s/code'):format(
+    shell_quote(opts.cwd or '.'), opts.timeout or 20 * M.slowdown, command(args, opts.env, opts.bin), d, d)
+  local cmd
+  if opts.pipe then
+    cmd = ('{ %s; } | %s > %s/out'):format(klua, opts.pipe, d)
+  else
+    cmd = ('{ %s; } > %s'):format(klua, shell_quote(opts.stdout or (d .. '/out')))
+  end
   os.execute(cmd)
   local out, err = read_file(d .. '/out'), read_file(d .. '/err')
   local code = tonumber(read_file(d .. '/code'))
