@@ -10,12 +10,11 @@
 #include "version.h"
 
 #define ERROR_BODY_MAX ((size_t)1 << 20)
-#define DEFAULT_BODY_MAX ((size_t)1 << 30)
+#define BODY_MAX ((size_t)1 << 30) /* a buffered 2xx body */
 
 struct kl_http {
     kl_loop *loop;
     kl_conn *conn;
-    size_t max_body;
     kl_http_req *reqs; /* every running request, so free can cancel them */
 };
 
@@ -30,7 +29,9 @@ struct kl_http_req {
     void *ud;
     char *buf; /* buffered body */
     size_t len, cap;
-    int too_big;
+    int too_big;      /* a buffered 2xx body went past BODY_MAX */
+    int stopped;      /* the data callback refused a streamed body's bytes */
+    int started_told; /* cb.started was called */
     double retry_after;
     int retried_401;
     double started;
@@ -43,11 +44,21 @@ kl_http *kl_http_new(kl_loop *loop, kl_conn *conn) {
     if (!h) return NULL;
     h->loop = loop;
     h->conn = conn;
-    h->max_body = DEFAULT_BODY_MAX;
     return h;
 }
 
-void kl_http_set_max_body(kl_http *h, size_t max) { h->max_body = max; }
+const char *kl_http_outcome_name(kl_http_outcome o) {
+    static const char *const names[] = {
+        [KL_HTTP_OK] = "OK",
+        [KL_HTTP_STATUS] = "Status",
+        [KL_HTTP_TRANSPORT] = "TransportError",
+        [KL_HTTP_TIMEOUT] = "Timeout",
+        [KL_HTTP_TOO_LARGE] = "TooLarge",
+        [KL_HTTP_CONFIG] = "ConfigError",
+        [KL_HTTP_ABANDONED] = "Abandoned",
+    };
+    return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "TransportError";
+}
 
 static void release(kl_http_req *r) {
     if (r->easy) {
@@ -84,11 +95,10 @@ static long response_status(kl_http_req *r) {
     return status;
 }
 
+static int is_2xx(long status) { return status >= 200 && status < 300; }
+
 static int buffer(kl_http_req *r, const char *p, size_t n, size_t max) {
-    if (r->len + n > max) {
-        r->too_big = 1;
-        return -1;
-    }
+    if (r->len + n > max) return -1;
     if (r->len + n + 1 > r->cap) {
         size_t cap = r->cap ? r->cap : 16384;
         while (cap < r->len + n + 1) cap *= 2;
@@ -106,18 +116,32 @@ static int buffer(kl_http_req *r, const char *p, size_t n, size_t max) {
 static size_t on_write(char *p, size_t size, size_t n, void *ud) {
     kl_http_req *r = ud;
     size_t bytes = size * n;
-    long status = response_status(r);
-    int ok = status >= 200 && status < 300;
-    if (ok && r->cb.data) return r->cb.data(r->ud, p, bytes);
-    if (buffer(r, p, bytes, ok ? r->h->max_body : ERROR_BODY_MAX) < 0)
-        return ok ? 0 : bytes; /* an oversized error body is cut, not fatal */
+    int ok = is_2xx(response_status(r));
+    if (ok && r->cb.data) {
+        size_t taken = r->cb.data(r->ud, p, bytes);
+        if (taken != bytes && taken != KL_HTTP_PAUSE) r->stopped = 1;
+        return taken;
+    }
+    if (buffer(r, p, bytes, ok ? BODY_MAX : ERROR_BODY_MAX) < 0) {
+        if (!ok) return bytes; /* an oversized error body is cut, not fatal */
+        r->too_big = 1;
+        return 0;
+    }
     return bytes;
+}
+
+/* The blank line that ends a response's headers: a 2xx is announced. */
+static void headers_end(kl_http_req *r) {
+    if (r->started_told || !r->cb.started || !is_2xx(response_status(r))) return;
+    r->started_told = 1;
+    r->cb.started(r->ud);
 }
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     kl_http_req *r = ud;
     size_t bytes = size * n;
     static const char name[] = "retry-after:";
+    if ((bytes == 2 && p[0] == '\r' && p[1] == '\n') || (bytes == 1 && p[0] == '\n')) headers_end(r);
     if (bytes > sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0) {
         char v[32];
         size_t vl = bytes - (sizeof name - 1);
@@ -132,21 +156,18 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     return bytes;
 }
 
-static void report(kl_http_req *r, CURLcode result, const char *error) {
+static void report(kl_http_req *r, kl_http_outcome outcome, const char *error) {
     kl_http_resp resp = {
-        .result = result,
-        .status = r->easy && result == CURLE_OK ? response_status(r) : 0,
+        .outcome = outcome,
+        .status = r->easy ? response_status(r) : 0,
         .error = error,
         .body = r->buf,
         .body_len = r->len,
         .retry_after = r->retry_after,
     };
-    if (r->easy && result != CURLE_OK) {
-        long status = response_status(r);
-        if (status) resp.status = status;
-    }
-    kl_vlog(6, "http", "%s %s -> %ld (%.0f ms)%s%s", r->o.method, r->path, resp.status,
-            (kl_now() - r->started) * 1000, error ? ": " : "", error ? error : "");
+    kl_vlog(6, "http", "%s %s -> %ld %s (%.0f ms)%s%s", r->o.method, r->path, resp.status,
+            kl_http_outcome_name(outcome), (kl_now() - r->started) * 1000, error ? ": " : "",
+            error ? error : "");
     r->cb.done(r->ud, &resp);
     release(r);
 }
@@ -154,7 +175,7 @@ static void report(kl_http_req *r, CURLcode result, const char *error) {
 static void report_prepare_error(kl_loop *loop, void *ud) {
     (void)loop;
     kl_http_req *r = ud;
-    report(r, CURLE_FAILED_INIT, r->err);
+    report(r, KL_HTTP_CONFIG, r->err);
 }
 
 static int setup(kl_http_req *r) {
@@ -203,6 +224,8 @@ static int setup(kl_http_req *r) {
     curl_easy_setopt(r->easy, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(r->easy, CURLOPT_ACCEPT_ENCODING, "");
     if (r->o.timeout_ms > 0) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, r->o.timeout_ms);
+    /* A Content-Length over the limit fails before any byte is read. */
+    if (!r->cb.data) curl_easy_setopt(r->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)BODY_MAX);
     r->started = kl_now();
     r->retry_after = -1;
     if (curl_multi_add_handle(kl_loop_multi(r->h->loop), r->easy) != CURLM_OK) {
@@ -255,14 +278,35 @@ static int retry_unauthorized(kl_http_req *r, CURLcode result) {
     r->headers = NULL;
     r->len = 0;
     r->retried_401 = 1;
-    if (setup(r) < 0) report(r, CURLE_FAILED_INIT, r->err);
+    if (setup(r) < 0) report(r, KL_HTTP_CONFIG, r->err);
     return 1;
 }
 
-static const char *describe(kl_http_req *r, CURLcode result) {
-    if (result == CURLE_OK) return r->too_big ? "response body too large" : NULL;
-    if (result == CURLE_WRITE_ERROR && r->too_big) return "response body too large";
-    return r->errbuf[0] ? r->errbuf : curl_easy_strerror(result);
+/* A non-2xx status is the server's answer even if its body broke off;
+ * otherwise the transport's result decides, so that a timeout or a cut
+ * after a 200 is never mistaken for a response. */
+static kl_http_outcome decide(kl_http_req *r, CURLcode result) {
+    long status = response_status(r);
+    if (status && !is_2xx(status)) return KL_HTTP_STATUS;
+    if (r->too_big || result == CURLE_FILESIZE_EXCEEDED) return KL_HTTP_TOO_LARGE;
+    if (r->stopped) return KL_HTTP_ABANDONED;
+    if (result == CURLE_OPERATION_TIMEDOUT) return KL_HTTP_TIMEOUT;
+    return result == CURLE_OK ? KL_HTTP_OK : KL_HTTP_TRANSPORT;
+}
+
+static const char *describe(kl_http_req *r, kl_http_outcome outcome, CURLcode result) {
+    switch (outcome) {
+    case KL_HTTP_OK:
+    case KL_HTTP_STATUS:
+        return NULL;
+    case KL_HTTP_TOO_LARGE:
+        snprintf(r->err, sizeof r->err, "response body larger than %zu bytes", BODY_MAX);
+        return r->err;
+    case KL_HTTP_ABANDONED:
+        return "the response was not read to its end";
+    default:
+        return r->errbuf[0] ? r->errbuf : curl_easy_strerror(result);
+    }
 }
 
 void kl_http_transfer_done(kl_loop *loop, CURL *easy, CURLcode result) {
@@ -270,6 +314,6 @@ void kl_http_transfer_done(kl_loop *loop, CURL *easy, CURLcode result) {
     kl_http_req *r = NULL;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
     if (!r || retry_unauthorized(r, result)) return;
-    if (result == CURLE_OK && r->too_big) result = CURLE_WRITE_ERROR;
-    report(r, result, describe(r, result));
+    kl_http_outcome outcome = decide(r, result);
+    report(r, outcome, describe(r, outcome, result));
 }

@@ -37,10 +37,11 @@ static kl_task *need_task(lua_State *L, const char *what) {
 static void on_request_done(void *ud, const kl_http_resp *resp) {
     kl_task *t = ud;
     lua_State *co = kl_task_thread(t);
-    if (resp->status == 0) {
+    if (resp->outcome != KL_HTTP_OK && resp->outcome != KL_HTTP_STATUS) {
         lua_pushnil(co);
+        lua_pushstring(co, kl_http_outcome_name(resp->outcome));
         lua_pushstring(co, resp->error ? resp->error : "request failed");
-        kl_task_resume(t, 2);
+        kl_task_resume(t, 3);
         return;
     }
     lua_pushinteger(co, resp->status);
@@ -51,7 +52,8 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
 }
 
 /* core.request(method, path [, body [, content_type]]) -> status, body, retry_after
- * | nil, message. Yields until the response has arrived. */
+ * when the server answered (any status), | nil, outcome, message when it did not
+ * (outcome: kl_http_outcome_name). Yields until the request has ended. */
 static int l_request(lua_State *L) {
     kl_task *t = need_task(L, "an API call");
     kl_rt *rt = kl_rt_of(L);
@@ -65,7 +67,7 @@ static int l_request(lua_State *L) {
     };
     o.body_len = blen;
     luaL_argcheck(L, o.path[0] == '/', 2, "path must start with '/'");
-    if (!kl_http_start(rt->http, &o, (kl_http_cb){NULL, on_request_done}, t))
+    if (!kl_http_start(rt->http, &o, (kl_http_cb){.done = on_request_done}, t))
         return luaL_error(L, "out of memory starting a request");
     kl_task_suspend(t);
     return lua_yield(L, 0);

@@ -209,23 +209,21 @@ static int is_too_large_rv(const kl_http_resp *resp, const char *message) {
 }
 
 /* One line saying why a request failed, and the code to act on: the
- * transport's error when there was no answer or it broke off after a 2xx
- * (a timeout, say, where "HTTP 200" would mislead), else the Status. */
+ * Status of a KL_HTTP_STATUS answer, else -1 and the outcome in words (a
+ * timeout after a 200, say, where "HTTP 200" would mislead). */
 static void status_words(const kl_http_resp *resp, char *buf, size_t size, int *code) {
     char *reason = NULL, *message = NULL;
-    *code = (int)resp->status;
-    if (resp->result != CURLE_OK && (resp->status == 0 || (resp->status >= 200 && resp->status < 300))) {
-        *code = 0;
-        snprintf(buf, size, "%s", resp->error ? resp->error : "request failed");
+    if (resp->outcome != KL_HTTP_STATUS) {
+        *code = -1;
+        snprintf(buf, size, "%s", resp->error ? resp->error : kl_http_outcome_name(resp->outcome));
         return;
     }
+    *code = (int)resp->status;
     if (resp->body && kl_decode_status(resp->body, resp->body_len, code, &reason, &message) == 0 && message)
         snprintf(buf, size, "%ld %s: %s", resp->status, reason ? reason : "", message);
-    else if (resp->status)
-        snprintf(buf, size, "HTTP %ld", resp->status);
     else
-        snprintf(buf, size, "%s", resp->error ? resp->error : "request failed");
-    if (!*code) *code = (int)resp->status;
+        snprintf(buf, size, "HTTP %ld", resp->status);
+    if (*code <= 0) *code = (int)resp->status;
     free(reason);
     free(message);
 }
@@ -254,8 +252,7 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     kl_reflector *r = ud;
     r->req = NULL;
     char err[600];
-    int streamed = resp->status >= 200 && resp->status < 300;
-    if (streamed && (r->stream.failed || (resp->result == CURLE_OK && kl_list_stream_finish(&r->stream) < 0))) {
+    if (r->stream.failed || (resp->outcome == KL_HTTP_OK && kl_list_stream_finish(&r->stream) < 0)) {
         snprintf(err, sizeof err, "%s", r->stream.err);
         kl_list_stream_free(&r->stream);
         kl_list_clear(&r->body);
@@ -265,7 +262,7 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
         return;
     }
     kl_list_stream_free(&r->stream);
-    if (resp->result == CURLE_OK && resp->status == 200) {
+    if (resp->outcome == KL_HTTP_OK) {
         kl_list page = r->body;
         memset(&r->body, 0, sizeof r->body);
         kl_vlog(2, r->o.name, "LIST page %d: %zu objects, resourceVersion %s%s", r->page, page.n,
@@ -334,7 +331,7 @@ static void start_list(kl_reflector *r) {
     sb_selectors(&b, &r->o);
     kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (long)(r->o.list_timeout * 1000)};
     kl_list_stream_init(&r->stream, &r->body, KL_FRAME_MAX_DEFAULT);
-    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){on_list_data, on_list_done}, r) : NULL;
+    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){.data = on_list_data, .done = on_list_done}, r) : NULL;
     free(b.s);
     if (!r->req) backoff_then(r, 0, "out of memory");
 }
@@ -537,16 +534,11 @@ static void on_watch_done(void *ud, const kl_http_resp *resp) {
     r->req = NULL;
     r->finished = 1;
     r->retry_after = resp->retry_after;
-    if (resp->status == 200 && (resp->result == CURLE_OK || resp->result == CURLE_OPERATION_TIMEDOUT)) {
+    if (resp->outcome == KL_HTTP_OK || (resp->outcome == KL_HTTP_TIMEOUT && resp->status)) {
         /* Ended by the server's timeout or, failing that, by klua's own. */
         r->end_code = 0;
     } else {
         status_words(resp, r->end_why, sizeof r->end_why, &r->end_code);
-        if (resp->result != CURLE_OK) {
-            /* A transport failure, even after a 200: name the failure. */
-            snprintf(r->end_why, sizeof r->end_why, "%s", resp->error ? resp->error : "connection lost");
-            r->end_code = -1;
-        }
     }
     if (!r->nframes) after_watch(r);
     else schedule_pump(r);
@@ -662,7 +654,7 @@ static void start_watch(kl_reflector *r) {
      * some grace, also holds on this side, so a server that trickles bytes
      * forever cannot keep a watch (and with it the cache) stale. */
     kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (timeout + WATCH_GRACE) * 1000};
-    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){on_watch_data, on_watch_done}, r) : NULL;
+    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){.data = on_watch_data, .done = on_watch_done}, r) : NULL;
     free(b.s);
     if (!r->req) {
         backoff_then(r, 1, "out of memory");
