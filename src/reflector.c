@@ -44,6 +44,10 @@ struct kl_reflector {
     uint64_t timer, idle_timer, deadline_timer;
     uint64_t rng;
     double backoff, last_failure, retry_after;
+    /* An outage: when attempts began failing, what failed, how many did. */
+    double down_since;
+    const char *down_what;
+    unsigned long down_failures;
     /* LIST */
     kl_list_stream stream; /* the page being received */
     kl_list body;          /* ...and what it decoded so far */
@@ -171,6 +175,32 @@ static void wait_then(kl_reflector *r, double secs, int next_watch, const char *
     r->timer = kl_loop_after(r->loop, secs, on_wait_over, r);
 }
 
+/* An attempt failed and will be retried. A failure the server will keep
+ * giving until someone acts (a 4xx: a bad selector, a missing resource, a
+ * permission not granted yet) is logged at error level at every attempt,
+ * one backoff step apart. An outage (no answer, a timeout, 5xx, 429) is
+ * logged once, when it starts; note_recovered logs its end. */
+static void note_failure(kl_reflector *r, const char *what, int code, const char *why) {
+    int persistent = code >= 400 && code < 500 && code != 408 && code != 429;
+    if (!r->down_since) {
+        r->down_since = kl_now();
+        r->down_what = what;
+        r->down_failures = 0;
+        if (!persistent) kl_log(KL_LOG_WARN, r->o.name, "%s failed: %s; retrying with backoff", what, why);
+    }
+    r->down_failures++;
+    if (persistent) kl_log(KL_LOG_ERROR, r->o.name, "%s failed: %s", what, why);
+}
+
+/* A request the failing ones were retrying got its answer. */
+static void note_recovered(kl_reflector *r) {
+    if (!r->down_since) return;
+    kl_log(KL_LOG_INFO, r->o.name, "%s recovered after %.1f s and %lu %s", r->down_what,
+           kl_now() - r->down_since, r->down_failures, r->down_failures == 1 ? "retry" : "retries");
+    r->down_since = 0;
+    r->down_failures = 0;
+}
+
 static void backoff_then(kl_reflector *r, int next_watch, const char *why) {
     r->stats.errors++;
     wait_then(r, next_backoff(r), next_watch, why);
@@ -263,6 +293,7 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     }
     kl_list_stream_free(&r->stream);
     if (resp->outcome == KL_HTTP_OK) {
+        note_recovered(r);
         kl_list page = r->body;
         memset(&r->body, 0, sizeof r->body);
         kl_vlog(2, r->o.name, "LIST page %d: %zu objects, resourceVersion %s%s", r->page, page.n,
@@ -304,9 +335,10 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
         r->rv_unavailable = 1;
         start_list(r);
     } else if (code == 429 || resp->retry_after >= 0) {
+        note_failure(r, "LIST", code, err);
         retry_after_then(r, resp->retry_after, 0, err);
     } else {
-        kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s", err);
+        note_failure(r, "LIST", code, err);
         backoff_then(r, 0, err);
     }
 }
@@ -527,6 +559,8 @@ static void on_deadline(kl_loop *loop, void *ud) {
     after_watch(r);
 }
 
+static void on_watch_started(void *ud) { note_recovered(ud); }
+
 /* Records how the request ended; the frames it delivered are handled
  * first, then after_watch decides what comes next. */
 static void on_watch_done(void *ud, const kl_http_resp *resp) {
@@ -559,8 +593,8 @@ static end_action classify_end(kl_reflector *r) {
     /* A stream cut after it made progress is resumed at once, as a clean
      * end is; only a watch that achieved nothing waits. */
     if (r->end_code == -1 && r->watch_events > 0) return END_REWATCH;
+    note_failure(r, "watch", r->end_code, r->end_why);
     if (r->end_code == 429 || r->retry_after >= 0) return END_RETRY;
-    if (r->end_code > 0 && r->end_code < 500) kl_log(KL_LOG_WARN, r->o.name, "watch failed: %s", r->end_why);
     return END_BACKOFF;
 }
 
@@ -654,7 +688,7 @@ static void start_watch(kl_reflector *r) {
      * some grace, also holds on this side, so a server that trickles bytes
      * forever cannot keep a watch (and with it the cache) stale. */
     kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (timeout + WATCH_GRACE) * 1000};
-    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){.data = on_watch_data, .done = on_watch_done}, r) : NULL;
+    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){.data = on_watch_data, .started = on_watch_started, .done = on_watch_done}, r) : NULL;
     free(b.s);
     if (!r->req) {
         backoff_then(r, 1, "out of memory");

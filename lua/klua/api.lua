@@ -131,7 +131,8 @@ end
 
 --- api.list(resource, opts) -> {items = {...}, metadata = {...}} with every
 -- page fetched. opts: namespace (default all), label_selector,
--- field_selector, limit (page size).
+-- field_selector, limit (page size), one_page (fetch the first page only;
+-- its metadata.continue says whether more would follow).
 function api.list(resource, opts)
   opts = opts or {}
   local r, err = resolve(resource)
@@ -147,7 +148,7 @@ function api.list(resource, opts)
     if not page then return nil, err end
     for _, it in ipairs(page.items or {}) do items[#items + 1] = it end
     result = page
-    cont = page.metadata and page.metadata.continue
+    cont = not opts.one_page and page.metadata and page.metadata.continue
   until not cont or cont == '' or cont == json.null
   result.items = setmetatable(items, getmetatable(result.items) or json.array_mt)
   return result

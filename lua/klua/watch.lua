@@ -123,6 +123,15 @@ function M.main(...)
     local by_name = 'metadata.name=' .. o.name
     fs = fs and (fs .. ',' .. by_name) or by_name
   end
+  -- A selector the server refuses, a resource it does not serve or may not
+  -- be listed by these credentials: retrying will not help, so say so and
+  -- exit, as kubectl does. (klua run retries these: permissions may come.)
+  local _, lerr = klua.api.list(r, { namespace = ns, label_selector = o.selector,
+    field_selector = fs, limit = 1, one_page = true })
+  if lerr and (lerr.code == 400 or lerr.code == 403 or lerr.code == 404) then
+    io.stderr:write('klua watch: ', lerr.message or tostring(lerr), '\n')
+    return klua.stop(1)
+  end
   -- Lines are flushed every 50 ms rather than one write per line: a burst
   -- of events costs one write per buffer, and a person at a terminal or a
   -- pipe still sees each line at once.
