@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "version.h"
+#include "xalloc.h"
 
 #define ERROR_BODY_MAX ((size_t)1 << 20)
 #define BODY_MAX ((size_t)1 << 30) /* a buffered 2xx body */
@@ -23,8 +24,11 @@ struct kl_http_req {
     kl_http_req *prev, *next;
     CURL *easy;
     struct curl_slist *headers;
-    kl_http_opts o; /* copies of path and body are owned below */
-    char *path, *body;
+    /* Copies of the caller's options: a 401 retry prepares the request
+     * again after kl_http_start has returned. */
+    char *method, *path, *body, *content_type;
+    size_t body_len;
+    long timeout_ms;
     kl_http_cb cb;
     void *ud;
     char *buf; /* buffered body */
@@ -40,8 +44,7 @@ struct kl_http_req {
 };
 
 kl_http *kl_http_new(kl_loop *loop, kl_conn *conn) {
-    kl_http *h = calloc(1, sizeof *h);
-    if (!h) return NULL;
+    kl_http *h = kl_xcalloc(1, sizeof *h);
     h->loop = loop;
     h->conn = conn;
     return h;
@@ -69,8 +72,10 @@ static void release(kl_http_req *r) {
     else if (r->h->reqs == r) r->h->reqs = r->next;
     if (r->next) r->next->prev = r->prev;
     curl_slist_free_all(r->headers);
+    free(r->method);
     free(r->path);
     free(r->body);
+    free(r->content_type);
     free(r->buf);
     free(r);
 }
@@ -102,9 +107,7 @@ static int buffer(kl_http_req *r, const char *p, size_t n, size_t max) {
     if (r->len + n + 1 > r->cap) {
         size_t cap = r->cap ? r->cap : 16384;
         while (cap < r->len + n + 1) cap *= 2;
-        char *b = realloc(r->buf, cap);
-        if (!b) return -1;
-        r->buf = b;
+        r->buf = kl_xrealloc(r->buf, cap);
         r->cap = cap;
     }
     memcpy(r->buf + r->len, p, n);
@@ -165,7 +168,7 @@ static void report(kl_http_req *r, kl_http_outcome outcome, const char *error) {
         .body_len = r->len,
         .retry_after = r->retry_after,
     };
-    kl_vlog(6, "http", "%s %s -> %ld %s (%.0f ms)%s%s", r->o.method, r->path, resp.status,
+    kl_vlog(6, "http", "%s %s -> %ld %s (%.0f ms)%s%s", r->method, r->path, resp.status,
             kl_http_outcome_name(outcome), (kl_now() - r->started) * 1000, error ? ": " : "",
             error ? error : "");
     r->cb.done(r->ud, &resp);
@@ -178,35 +181,36 @@ static void report_prepare_error(kl_loop *loop, void *ud) {
     report(r, KL_HTTP_CONFIG, r->err);
 }
 
+/* curl_slist_append returns NULL when out of memory, and the list it was
+ * given would be lost with its Authorization header: abort instead. */
+static void add_header(kl_http_req *r, const char *line) {
+    struct curl_slist *l = curl_slist_append(r->headers, line);
+    if (!l) kl_oom(strlen(line));
+    r->headers = l;
+}
+
 static int setup(kl_http_req *r) {
     r->easy = curl_easy_init();
-    if (!r->easy) {
-        snprintf(r->err, sizeof r->err, "out of memory");
-        return -1;
-    }
+    if (!r->easy) kl_oom(sizeof(CURL *));
     if (kl_conn_prepare(r->h->conn, r->easy, &r->headers, r->err, sizeof r->err) < 0) return -1;
     size_t n = strlen(kl_conn_server(r->h->conn)) + strlen(r->path) + 1;
-    char *url = malloc(n);
-    if (!url) {
-        snprintf(r->err, sizeof r->err, "out of memory");
-        return -1;
-    }
+    char *url = kl_xmalloc(n);
     snprintf(url, n, "%s%s", kl_conn_server(r->h->conn), r->path);
     curl_easy_setopt(r->easy, CURLOPT_URL, url);
     free(url);
-    r->headers = curl_slist_append(r->headers, "Accept: application/json");
-    if (r->o.content_type) {
+    add_header(r, "Accept: application/json");
+    if (r->content_type) {
         char ct[160];
-        snprintf(ct, sizeof ct, "Content-Type: %s", r->o.content_type);
-        r->headers = curl_slist_append(r->headers, ct);
+        snprintf(ct, sizeof ct, "Content-Type: %s", r->content_type);
+        add_header(r, ct);
     }
     curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
     curl_easy_setopt(r->easy, CURLOPT_USERAGENT, "klua/" KLUA_VERSION);
-    curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, r->o.method);
-    if (strcmp(r->o.method, "GET") == 0) curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, NULL);
+    curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, r->method);
+    if (strcmp(r->method, "GET") == 0) curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, NULL);
     if (r->body) {
         curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body);
-        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->o.body_len);
+        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
     }
     curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
@@ -223,7 +227,7 @@ static int setup(kl_http_req *r) {
     curl_easy_setopt(r->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(r->easy, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(r->easy, CURLOPT_ACCEPT_ENCODING, "");
-    if (r->o.timeout_ms > 0) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, r->o.timeout_ms);
+    if (r->timeout_ms > 0) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, r->timeout_ms);
     /* A Content-Length over the limit fails before any byte is read. */
     if (!r->cb.data) curl_easy_setopt(r->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)BODY_MAX);
     r->started = kl_now();
@@ -232,25 +236,20 @@ static int setup(kl_http_req *r) {
         snprintf(r->err, sizeof r->err, "cannot start the request");
         return -1;
     }
-    kl_vlog(8, "http", "%s %s", r->o.method, r->path);
+    kl_vlog(8, "http", "%s %s", r->method, r->path);
     return 0;
 }
 
 kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, void *ud) {
-    kl_http_req *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
+    kl_http_req *r = kl_xcalloc(1, sizeof *r);
     r->h = h;
-    r->o = *o;
-    if (!r->o.method) r->o.method = "GET";
-    r->path = strdup(o->path);
-    r->body = o->body ? malloc(o->body_len + 1) : NULL;
-    if (!r->path || (o->body && !r->body)) {
-        free(r->path);
-        free(r->body);
-        free(r);
-        return NULL;
-    }
-    if (r->body) {
+    r->method = kl_xstrdup(o->method ? o->method : "GET");
+    r->path = kl_xstrdup(o->path);
+    r->content_type = o->content_type ? kl_xstrdup(o->content_type) : NULL;
+    r->body_len = o->body_len;
+    r->timeout_ms = o->timeout_ms;
+    if (o->body) {
+        r->body = kl_xmalloc(o->body_len + 1);
         memcpy(r->body, o->body, o->body_len);
         r->body[o->body_len] = '\0';
     }
@@ -259,10 +258,7 @@ kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, voi
     r->next = h->reqs;
     if (h->reqs) h->reqs->prev = r;
     h->reqs = r;
-    if (setup(r) < 0 && kl_loop_defer(h->loop, report_prepare_error, r) < 0) {
-        release(r);
-        return NULL;
-    }
+    if (setup(r) < 0) kl_loop_defer(h->loop, report_prepare_error, r);
     return r;
 }
 

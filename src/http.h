@@ -53,7 +53,8 @@ typedef struct kl_http_cb {
      * bytes again after kl_http_resume. NULL buffers the body instead. */
     size_t (*data)(void *ud, const char *p, size_t n);
     /* The headers of a 2xx response arrived, before any of its body; may
-     * be NULL. For a watch, the moment the server is known to answer. */
+     * be NULL. For a watch, the moment the server is known to answer. It
+     * must not cancel the request. */
     void (*started)(void *ud);
     /* The request ended; it is freed when this returns. */
     void (*done)(void *ud, const kl_http_resp *resp);
@@ -73,8 +74,8 @@ void kl_http_free(kl_http *h); /* cancels every request still running */
 /* The loop's transfer-done callback for handles started here. */
 void kl_http_transfer_done(kl_loop *loop, CURL *easy, CURLcode result);
 
-/* Starts a request. NULL when it could not start (out of memory); a request
- * that fails later, even at once, reports through cb.done instead. */
+/* Starts a request, copying what o points to. A request that fails, even
+ * at once, reports through cb.done, never before this returns. */
 kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, void *ud);
 /* Aborts a request; cb.done is not called. */
 void kl_http_cancel(kl_http_req *r);

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "lua_json.h"
 #include "task.h"
+#include "xalloc.h"
 
 struct kl_rt_timer {
     kl_rt *rt;
@@ -67,8 +68,7 @@ static int l_request(lua_State *L) {
     };
     o.body_len = blen;
     luaL_argcheck(L, o.path[0] == '/', 2, "path must start with '/'");
-    if (!kl_http_start(rt->http, &o, (kl_http_cb){.done = on_request_done}, t))
-        return luaL_error(L, "out of memory starting a request");
+    kl_http_start(rt->http, &o, (kl_http_cb){.done = on_request_done}, t);
     kl_task_suspend(t);
     return lua_yield(L, 0);
 }
@@ -107,8 +107,7 @@ static int add_timer(lua_State *L, double interval) {
     luaL_checktype(L, 2, LUA_TFUNCTION);
     luaL_argcheck(L, secs >= 0, 1, "seconds must not be negative");
     luaL_argcheck(L, interval == 0 || secs > 0, 1, "the interval must be positive");
-    kl_rt_timer *tm = calloc(1, sizeof *tm);
-    if (!tm) return luaL_error(L, "out of memory");
+    kl_rt_timer *tm = kl_xcalloc(1, sizeof *tm);
     tm->rt = rt;
     tm->interval = interval > 0 ? secs : 0;
     lua_pushvalue(L, 2);
@@ -152,7 +151,7 @@ static void on_sleep_over(kl_loop *loop, void *ud) {
 static int l_sleep(lua_State *L) {
     kl_task *t = need_task(L, "klua.sleep");
     lua_Number secs = luaL_checknumber(L, 1);
-    if (!kl_loop_after(kl_rt_of(L)->loop, secs, on_sleep_over, t)) return luaL_error(L, "out of memory");
+    kl_loop_after(kl_rt_of(L)->loop, secs, on_sleep_over, t);
     kl_task_suspend(t);
     return lua_yield(L, 0);
 }

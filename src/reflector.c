@@ -9,6 +9,7 @@
 #include "framer.h"
 #include "list_stream.h"
 #include "log.h"
+#include "xalloc.h"
 
 #define FRAMES_HIGH 512 /* queued frames at which the socket is paused */
 #define FRAMES_LOW 128  /* ...and resumed */
@@ -33,7 +34,10 @@ typedef enum {
 struct kl_reflector {
     kl_loop *loop;
     kl_http *http;
-    kl_reflector_opts o;
+    kl_reflector_opts o; /* its strings point into owned */
+    struct {
+        char *name, *path, *kind, *label_selector, *field_selector;
+    } owned;
     kl_reflector_sink sink;
     void *ud;
     kl_reflector_stats stats;
@@ -85,10 +89,8 @@ static double uniform(kl_reflector *r) {
 
 static void set_rv(kl_reflector *r, const char *rv) {
     if (!rv || !rv[0] || (r->rv && strcmp(r->rv, rv) == 0)) return;
-    char *copy = strdup(rv);
-    if (!copy) return;
     free(r->rv);
-    r->rv = copy;
+    r->rv = kl_xstrdup(rv);
 }
 
 const char *kl_reflector_rv(const kl_reflector *r) { return r->rv ? r->rv : ""; }
@@ -103,9 +105,7 @@ static void sb_add(sbuf *b, const char *p, size_t n) {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 256;
         while (cap < b->len + n + 1) cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) return;
-        b->s = s;
+        b->s = kl_xrealloc(b->s, cap);
         b->cap = cap;
     }
     memcpy(b->s + b->len, p, n);
@@ -182,14 +182,16 @@ static void wait_then(kl_reflector *r, double secs, int next_watch, const char *
  * logged once, when it starts; note_recovered logs its end. */
 static void note_failure(kl_reflector *r, const char *what, int code, const char *why) {
     int persistent = code >= 400 && code < 500 && code != 408 && code != 429;
-    if (!r->down_since) {
+    int first = !r->down_since;
+    if (first) {
         r->down_since = kl_now();
         r->down_what = what;
         r->down_failures = 0;
-        if (!persistent) kl_log(KL_LOG_WARN, r->o.name, "%s failed: %s; retrying with backoff", what, why);
     }
     r->down_failures++;
     if (persistent) kl_log(KL_LOG_ERROR, r->o.name, "%s failed: %s", what, why);
+    else if (first) kl_log(KL_LOG_WARN, r->o.name, "%s failed: %s; retrying with backoff", what, why);
+    else kl_vlog(2, r->o.name, "%s failed: %s", what, why);
 }
 
 /* A request the failing ones were retrying got its answer. */
@@ -217,12 +219,10 @@ static void retry_after_then(kl_reflector *r, double secs, int next_watch, const
 
 /* ---- LIST ------------------------------------------------------------- */
 
-static int append_page(kl_list *acc, kl_list *page) {
+static void append_page(kl_list *acc, kl_list *page) {
     if (page->n) {
-        kl_obj *items = realloc(acc->items, (acc->n + page->n) * sizeof *items);
-        if (!items) return -1;
-        memcpy(items + acc->n, page->items, page->n * sizeof *items);
-        acc->items = items;
+        acc->items = kl_xrealloc(acc->items, (acc->n + page->n) * sizeof *acc->items);
+        memcpy(acc->items + acc->n, page->items, page->n * sizeof *acc->items);
         acc->n += page->n;
         free(page->items);
         page->items = NULL;
@@ -231,7 +231,6 @@ static int append_page(kl_list *acc, kl_list *page) {
     free(acc->rv);
     acc->rv = page->rv;
     page->rv = NULL;
-    return 0;
 }
 
 static int is_too_large_rv(const kl_http_resp *resp, const char *message) {
@@ -302,12 +301,7 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
         free(r->cont);
         r->cont = more ? page.cont : NULL;
         if (more) page.cont = NULL;
-        if (append_page(&r->acc, &page) < 0) {
-            kl_list_clear(&page);
-            kl_list_clear(&r->acc);
-            backoff_then(r, 0, "out of memory");
-            return;
-        }
+        append_page(&r->acc, &page);
         kl_list_clear(&page);
         if (more) {
             r->page++;
@@ -363,9 +357,8 @@ static void start_list(kl_reflector *r) {
     sb_selectors(&b, &r->o);
     kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (long)(r->o.list_timeout * 1000)};
     kl_list_stream_init(&r->stream, &r->body, KL_FRAME_MAX_DEFAULT);
-    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){.data = on_list_data, .done = on_list_done}, r) : NULL;
+    r->req = kl_http_start(r->http, &ho, (kl_http_cb){.data = on_list_data, .done = on_list_done}, r);
     free(b.s);
-    if (!r->req) backoff_then(r, 0, "out of memory");
 }
 
 /* ---- WATCH ------------------------------------------------------------ */
@@ -373,13 +366,7 @@ static void start_list(kl_reflector *r) {
 static void frames_push(kl_reflector *r, kl_blob *b) {
     if (r->nframes == r->fcap) {
         size_t cap = r->fcap ? r->fcap * 2 : 64;
-        kl_blob **f = malloc(cap * sizeof *f);
-        if (!f) {
-            kl_blob_unref(b);
-            r->ending = 1;
-            r->action = END_CORRUPT;
-            return;
-        }
+        kl_blob **f = kl_xmalloc(cap * sizeof *f);
         for (size_t i = 0; i < r->nframes; i++) f[i] = r->frames[(r->fhead + i) % r->fcap];
         free(r->frames);
         r->frames = f;
@@ -443,13 +430,11 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
     r->stats.events++;
     set_rv(r, ev->obj.rv);
     if (r->initial) {
-        kl_obj *items = realloc(r->acc.items, (r->acc.n + 1) * sizeof *items);
-        if (ev->type == KL_EV_ADDED && items) {
-            r->acc.items = items;
-            items[r->acc.n++] = ev->obj;
+        /* The initial state comes as ADDED events only. */
+        if (ev->type == KL_EV_ADDED) {
+            r->acc.items = kl_xrealloc(r->acc.items, (r->acc.n + 1) * sizeof *r->acc.items);
+            r->acc.items[r->acc.n++] = ev->obj;
             memset(&ev->obj, 0, sizeof ev->obj);
-        } else if (items) {
-            r->acc.items = items;
         }
         return;
     }
@@ -461,7 +446,7 @@ static void initial_events_end(kl_reflector *r, const char *rv) {
     r->deadline_timer = 0;
     r->initial = 0;
     free(r->acc.rv);
-    r->acc.rv = rv ? strdup(rv) : NULL;
+    r->acc.rv = rv ? kl_xstrdup(rv) : NULL;
     kl_vlog(2, r->o.name, "initial events end at resourceVersion %s: %zu objects", rv ? rv : "?", r->acc.n);
     kl_list done = r->acc;
     memset(&r->acc, 0, sizeof r->acc);
@@ -518,7 +503,8 @@ static void pump(kl_loop *loop, void *ud) {
 
 static void schedule_pump(kl_reflector *r) {
     if (r->pump_scheduled) return;
-    if (kl_loop_defer(r->loop, pump, r) == 0) r->pump_scheduled = 1;
+    kl_loop_defer(r->loop, pump, r);
+    r->pump_scheduled = 1;
 }
 
 void kl_reflector_kick(kl_reflector *r) {
@@ -588,11 +574,12 @@ static end_action classify_end(kl_reflector *r) {
         kl_vlog(2, r->o.name, "watch ended after %lu events", r->watch_events);
         return END_REWATCH;
     }
-    kl_vlog(2, r->o.name, "watch failed: %s", r->end_why);
-    if (r->end_code == 410) return END_RELIST;
     /* A stream cut after it made progress is resumed at once, as a clean
      * end is; only a watch that achieved nothing waits. */
-    if (r->end_code == -1 && r->watch_events > 0) return END_REWATCH;
+    if (r->end_code == 410 || (r->end_code == -1 && r->watch_events > 0)) {
+        kl_vlog(2, r->o.name, "watch failed: %s", r->end_why);
+        return r->end_code == 410 ? END_RELIST : END_REWATCH;
+    }
     note_failure(r, "watch", r->end_code, r->end_why);
     if (r->end_code == 429 || r->retry_after >= 0) return END_RETRY;
     return END_BACKOFF;
@@ -688,12 +675,9 @@ static void start_watch(kl_reflector *r) {
      * some grace, also holds on this side, so a server that trickles bytes
      * forever cannot keep a watch (and with it the cache) stale. */
     kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (timeout + WATCH_GRACE) * 1000};
-    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){.data = on_watch_data, .started = on_watch_started, .done = on_watch_done}, r) : NULL;
+    r->req = kl_http_start(r->http, &ho,
+                           (kl_http_cb){.data = on_watch_data, .started = on_watch_started, .done = on_watch_done}, r);
     free(b.s);
-    if (!r->req) {
-        backoff_then(r, 1, "out of memory");
-        return;
-    }
     double idle = r->o.idle_timeout > 0 ? r->o.idle_timeout : 150;
     r->idle_timer = kl_loop_after(r->loop, idle, on_idle_check, r);
     if (r->initial) {
@@ -704,30 +688,25 @@ static void start_watch(kl_reflector *r) {
 
 /* ---- lifecycle -------------------------------------------------------- */
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+static char *dup_or_null(const char *s) { return s ? kl_xstrdup(s) : NULL; }
 
 kl_reflector *kl_reflector_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
                                kl_reflector_sink sink, void *ud) {
-    kl_reflector *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
+    kl_reflector *r = kl_xcalloc(1, sizeof *r);
     r->loop = loop;
     r->http = http;
     r->o = *o;
     if (r->o.list_timeout <= 0) r->o.list_timeout = 300;
-    r->o.name = dup_or_null(o->name ? o->name : o->path);
-    r->o.path = dup_or_null(o->path);
-    r->o.kind = dup_or_null(o->kind);
-    r->o.label_selector = dup_or_null(o->label_selector);
-    r->o.field_selector = dup_or_null(o->field_selector);
+    r->o.name = r->owned.name = kl_xstrdup(o->name ? o->name : o->path);
+    r->o.path = r->owned.path = kl_xstrdup(o->path);
+    r->o.kind = r->owned.kind = dup_or_null(o->kind);
+    r->o.label_selector = r->owned.label_selector = dup_or_null(o->label_selector);
+    r->o.field_selector = r->owned.field_selector = dup_or_null(o->field_selector);
     r->sink = sink;
     r->ud = ud;
     r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)(kl_now() * 1e9) ^ 0x9e3779b97f4a7c15ULL;
     if (!r->rng) r->rng = 1;
     kl_framer_init(&r->framer, KL_FRAME_MAX_DEFAULT, (kl_framer_callbacks){on_frame, on_oversize}, r);
-    if (!r->o.name || !r->o.path) {
-        kl_reflector_free(r);
-        return NULL;
-    }
     return r;
 }
 
@@ -749,10 +728,10 @@ void kl_reflector_free(kl_reflector *r) {
     kl_list_clear(&r->acc);
     free(r->cont);
     free(r->rv);
-    free((char *)r->o.name);
-    free((char *)r->o.path);
-    free((char *)r->o.kind);
-    free((char *)r->o.label_selector);
-    free((char *)r->o.field_selector);
+    free(r->owned.name);
+    free(r->owned.path);
+    free(r->owned.kind);
+    free(r->owned.label_selector);
+    free(r->owned.field_selector);
     free(r);
 }
