@@ -40,7 +40,7 @@ struct kl_http_req {
     int retried_401;
     double started;
     char errbuf[CURL_ERROR_SIZE];
-    char err[512]; /* set when the request could not be prepared */
+    char err[512]; /* why it could not be prepared, or its body was too large */
 };
 
 kl_http *kl_http_new(kl_loop *loop, kl_conn *conn) {
