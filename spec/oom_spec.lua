@@ -10,13 +10,21 @@
 -- prints the complete result.
 local K = require 'support.klua'
 
+-- Under make test-asan the spec module is instrumented: the interpreter that
+-- loads it needs the sanitizer runtime preloaded, as busted's own does
+-- (leak checks stay off for an interpreter that is not ours).
+local PRELOAD = os.getenv('LD_PRELOAD')
+local SANITIZED = PRELOAD and ('LD_PRELOAD=%s ASAN_OPTIONS=%s '):format(K.quote(PRELOAD),
+  K.quote((os.getenv('KLUA_CHILD_ASAN_OPTIONS') or '') .. ':detect_leaks=0')) or ''
+
 --- Runs code in a fresh lua5.4 with the k-th allocation failing; returns
 -- stdout, stderr and the exit status.
 local function run_failing(k, code)
   local dir = K.tmpdir()
   K.write_file(dir .. '/run.lua', ('local testing = require "klua_testing"\n' ..
     'testing.fail_allocation_after(%d)\n%s\n'):format(k, code))
-  local status = K.run_command(('lua5.4 %s/run.lua > %s/out 2> %s/err; echo $?'):format(dir, dir, dir))
+  local status = K.run_command(('%slua5.4 %s/run.lua > %s/out 2> %s/err; echo $?'):format(
+    SANITIZED, dir, dir, dir))
   local out, err = K.read_file(dir .. '/out'), K.read_file(dir .. '/err')
   os.execute('rm -rf ' .. K.quote(dir))
   return out, err, tonumber(status)
