@@ -8,6 +8,12 @@
 -- "MODIFIED", "DELETED"), `obj` and `old` (on MODIFIED) in scope; nil or
 -- false drops the event, true prints the default line, a string is printed
 -- as it is and a table as JSON.
+--
+-- Exit status 2 for a usage error found before any request; 1, with the
+-- server's words, for a resource it does not serve or a first LIST it
+-- refuses with 400, 403 or 404 (a field selector it does not know, a
+-- resource these credentials may not list). Later failures are retried,
+-- as informers do.
 local selector = require 'klua.selector'
 
 local M = {}
