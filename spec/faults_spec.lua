@@ -149,6 +149,48 @@ describe('an informer under faults', function()
     assert.truthy(p:errors():find('larger than 16777216 bytes refused', 1, true))
   end)
 
+  -- An outage is told at the default verbosity, once when it starts and once
+  -- when it ends, however many retries it took; never a line per retry.
+  it('says once that the watch is failing and once that it recovered, with how long and how many retries', function()
+    p = I.start(sb, 'configmaps')
+    sb:restart(5)
+    assert.truthy(p:wait_for('recovered after', 40 * K.slowdown, 'err'), p:errors())
+    local log = p:errors()
+    local _, warnings = log:gsub(' warn  %[[^]]*%] [^\n]*failed: ', '')
+    assert.equals(1, warnings, log)
+    local secs, retries = log:match(' info  %[[^]]*%] watch recovered after ([%d.]+) s and (%d+) retries')
+    assert.truthy(secs, log)
+    assert.is_true(tonumber(secs) >= 4, log)
+    assert.is_true(tonumber(retries) >= 2, log)
+    changes(sb, 'after-outage', 5)
+    settle()
+  end)
+
+  -- A LIST the server refuses for good (here a field kube-apiserver does not
+  -- know) is retried, since in klua run it may be fixed from outside (a
+  -- permission granted, a CRD created), and each attempt is an error line,
+  -- one backoff step after the last.
+  it('retries a LIST refused with 400 with backoff, logging each attempt at error level', function()
+    local script = K.script [[klua.informer { resource = 'pods', field_selector = 'status.phse=Failed' }]]
+    p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script })
+    local line = ' error %[[^]]*%] LIST failed: 400 BadRequest: field label not supported: status.phse'
+    local function attempts()
+      local times = {}
+      for h, m, sec in p:errors():gmatch('T(%d+):(%d+):([%d.]+)Z' .. line) do
+        times[#times + 1] = tonumber(h) * 3600 + tonumber(m) * 60 + tonumber(sec)
+      end
+      return times
+    end
+    assert.truthy(K.eventually(function() return #attempts() >= 4 end, 30 * K.slowdown), p:errors())
+    assert.is_nil(p:exit_code())
+    local t = attempts()
+    for i = 2, #t do
+      -- The wait before attempt i is uniform in [d, 2d), d = 0.8 s doubling.
+      assert.is_true(t[i] - t[i - 1] >= 0.8 * 2 ^ (i - 2) - 0.01, p:errors())
+    end
+    assert.falsy(p:errors():find(' warn ', 1, true), p:errors())
+  end)
+
   it('reconnects after the server restarts', function()
     p = I.start(sb, 'configmaps')
     sb:restart(1)

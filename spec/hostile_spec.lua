@@ -268,6 +268,45 @@ describe('klua against a hostile server', function()
     assert.truthy(logged(p, 'LIST failed: Operation timed out after %d+ milliseconds', true), log_of(p))
   end)
 
+  -- klua.api reads a request that got no complete answer as what it is, never
+  -- as a response with a bad body ("InvalidResponse"): err.code is 0 and
+  -- err.reason names the outcome, and the next call, answered, succeeds.
+  local function api_list_twice(mode, flags)
+    s = start_server { '--mode', mode }
+    local path = script [[
+      for _ = 1, 2 do
+        local list, err = klua.api.list('configmaps', { namespace = 'default' })
+        if list then print('listed ' .. #list.items)
+        else print(('%d %s: %s'):format(err.code, err.reason, err.message)) end
+      end
+      klua.stop(0)
+    ]]
+    local args = { '--kubeconfig', kubeconfig(s.dir, s.url) }
+    for _, f in ipairs(flags or {}) do args[#args + 1] = f end
+    args[#args + 1] = 'run'
+    args[#args + 1] = path
+    local out, err, code = K.run(args)
+    assert.equals(0, code, err)
+    local first, second = out:match('^([^\n]*)\n([^\n]*)\n$')
+    assert.equals('listed 5', second, out .. err)
+    return first
+  end
+
+  it('tells a klua.api call that timed out after the headers came: reason Timeout', function()
+    local first = api_list_twice('silent-list', { '--request-timeout', '2' })
+    assert.truthy(first:match('^0 Timeout: Operation timed out after %d+ milliseconds'), first)
+  end)
+
+  it('tells a klua.api call whose body was cut off after the headers: reason TransportError', function()
+    local first = api_list_twice('cut-list')
+    assert.truthy(first:match('^0 TransportError: transfer closed with %d+ bytes remaining'), first)
+  end)
+
+  it('tells a klua.api call whose body is over the limit: reason TooLarge, without reading it', function()
+    local first = api_list_twice('huge-list')
+    assert.equals('0 TooLarge: response body larger than 1073741824 bytes', first)
+  end)
+
   it('gives up on a watch that drips one byte a second past the timeout it asked for, and watches again', function()
     s = start_server { '--mode', 'drip' }
     p = recorder(s, { '--watch-timeout', '2:3' })

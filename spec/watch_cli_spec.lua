@@ -436,6 +436,30 @@ describe('klua watch', function()
       assert.equals('klua watch: the server doesn\'t have a resource type "podz"\n', err)
     end)
 
+    -- kube-apiserver answers a field its conversion function does not know with
+    -- 400 BadRequest "field label not supported: F" (pods, events, secrets...),
+    -- or, for kinds without one, apimachinery's DefaultMetaV1FieldSelectorConversion
+    -- words. Retrying cannot help: the first LIST's 400 ends klua watch at once.
+    it('a field selector the server refuses, with the server\'s message and exit status 1', function()
+      local out, err, code = run({ 'pods', '--field-selector', 'status.phse=Failed' })
+      assert.equals(1, code)
+      assert.equals('', out)
+      assert.equals('klua watch: field label not supported: status.phse\n', err)
+      _, err, code = run({ 'configmaps', '--field-selector', 'status.phase=Failed' })
+      assert.equals(1, code)
+      assert.equals('klua watch: "status.phase" is not a known field selector: only "metadata.name", '
+        .. '"metadata.namespace"\n', err)
+    end)
+
+    it('a resource these credentials may not list (403), with the server\'s message and exit status 1', function()
+      local strict = sandbox.start { args = { '--forbid', 'secrets:list' } }
+      local out, err, code = K.run({ '--kubeconfig', strict.kubeconfig, 'watch', 'secrets' }, { timeout = 10 })
+      strict:stop()
+      assert.equals(1, code)
+      assert.equals('', out)
+      assert.matches('^klua watch: secrets is forbidden: .*cannot list resource "secrets"', err)
+    end)
+
     it('-o yaml', function()
       local _, err, code = run({ 'pods', '-o', 'yaml' })
       assert.equals(2, code)

@@ -4,10 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 kl_blob *kl_blob_alloc(size_t len) {
-    if (len > (size_t)-1 - sizeof(kl_blob) - KL_BLOB_PADDING) return NULL;
-    kl_blob *b = malloc(sizeof(kl_blob) + len + KL_BLOB_PADDING);
-    if (!b) return NULL;
+    if (len > (size_t)-1 - sizeof(kl_blob) - KL_BLOB_PADDING) kl_oom(len);
+    kl_blob *b = kl_xmalloc(sizeof(kl_blob) + len + KL_BLOB_PADDING);
     b->refs = 1;
     b->len = len;
     memset(b->data + len, 0, KL_BLOB_PADDING);
@@ -16,7 +17,7 @@ kl_blob *kl_blob_alloc(size_t len) {
 
 kl_blob *kl_blob_new(const char *data, size_t len) {
     kl_blob *b = kl_blob_alloc(len);
-    if (b && len) memcpy(b->data, data, len);
+    if (len) memcpy(b->data, data, len);
     return b;
 }
 

@@ -21,7 +21,7 @@ typedef struct kl_blob {
     char data[]; /* len bytes, then KL_BLOB_PADDING zero bytes */
 } kl_blob;
 
-/* A new blob holding a copy of data[0..len), with one reference. NULL on OOM. */
+/* A new blob holding a copy of data[0..len), with one reference. */
 kl_blob *kl_blob_new(const char *data, size_t len);
 /* A blob of len uninitialised bytes (padding zeroed), for callers that fill it. */
 kl_blob *kl_blob_alloc(size_t len);

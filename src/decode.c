@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "xalloc.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -23,25 +24,23 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
 static char *dup_member(const kl_json_tape *t, size_t i, const char *key, const char *dflt) {
     size_t n;
     const char *s = i ? kl_jt_get_string(t, i, key, &n) : NULL;
-    if (!s) return dflt ? strdup(dflt) : NULL;
-    char *c = malloc(n + 1);
-    if (c) {
-        memcpy(c, s, n);
-        c[n] = 0;
-    }
+    if (!s) return dflt ? kl_xstrdup(dflt) : NULL;
+    char *c = kl_xmalloc(n + 1);
+    memcpy(c, s, n);
+    c[n] = 0;
     return c;
 }
 
 /* Fills o's identity from the object at i: metadata.namespace, .name and
- * .resourceVersion. Returns 0, -1 on OOM. */
-static int read_identity(const kl_json_tape *t, size_t i, kl_obj *o) {
+ * .resourceVersion. */
+static void read_identity(const kl_json_tape *t, size_t i, kl_obj *o) {
     size_t md = kl_jt_get(t, i, "metadata");
     if (md && kl_jt_type(t, md) != '{') md = 0;
     size_t nsn = 0, namen = 0, rvn = 0;
     const char *ns = md ? kl_jt_get_string(t, md, "namespace", &nsn) : NULL;
     const char *name = md ? kl_jt_get_string(t, md, "name", &namen) : NULL;
     const char *rv = md ? kl_jt_get_string(t, md, "resourceVersion", &rvn) : NULL;
-    return kl_obj_set_identity(o, ns, ns ? nsn : 0, name, name ? namen : 0, rv, rv ? rvn : 0);
+    kl_obj_set_identity(o, ns, ns ? nsn : 0, name, name ? namen : 0, rv, rv ? rvn : 0);
 }
 
 static int parse_type(const char *s, size_t n, kl_ev_type *type) {
@@ -71,14 +70,11 @@ static int initial_events_end(const kl_json_tape *t, size_t obj) {
 }
 
 /* Fills code, reason and message from the Status object at i. */
-static int read_status(const kl_json_tape *t, size_t i, int *code, char **reason, char **message) {
+static void read_status(const kl_json_tape *t, size_t i, int *code, char **reason, char **message) {
     size_t c = kl_jt_get(t, i, "code");
     *code = c && kl_jt_type(t, c) == 'l' ? (int)kl_jt_int(t, c) : 0;
     *reason = dup_member(t, i, "reason", NULL);
     *message = dup_member(t, i, "message", NULL);
-    int oom = (!*reason && kl_jt_get_string(t, i, "reason", &(size_t){0})) ||
-              (!*message && kl_jt_get_string(t, i, "message", &(size_t){0}));
-    return oom ? -1 : 0;
 }
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
@@ -103,9 +99,8 @@ static void object_span(const kl_blob *frame, const kl_json_tape *t, size_t v, s
     *len = end - start;
 }
 
-static int decode_error_event(const kl_json_tape *t, size_t obj, kl_event *ev, char *err, size_t errlen) {
-    if (read_status(t, obj, &ev->code, &ev->reason, &ev->message) < 0)
-        return fail(err, errlen, "out of memory decoding a watch event");
+static int decode_error_event(const kl_json_tape *t, size_t obj, kl_event *ev) {
+    read_status(t, obj, &ev->code, &ev->reason, &ev->message);
     return 0;
 }
 
@@ -119,7 +114,7 @@ static int check_kind(const kl_json_tape *t, size_t obj, const char *expect, cha
 static int decode_object_event(kl_blob *frame, const kl_json_tape *t, size_t obj, const char *expect_kind,
                                kl_event *ev, char *err, size_t errlen) {
     if (check_kind(t, obj, expect_kind, err, errlen) < 0) return -1;
-    if (read_identity(t, obj, &ev->obj) < 0) return fail(err, errlen, "out of memory decoding a watch event");
+    read_identity(t, obj, &ev->obj);
     if (ev->type != KL_EV_BOOKMARK && !ev->obj.name[0])
         return fail(err, errlen, "watch event object has no metadata.name");
     if (ev->type == KL_EV_BOOKMARK) ev->initial_events_end = initial_events_end(t, obj);
@@ -141,7 +136,7 @@ static int decode_parsed(kl_blob *frame, kl_json_doc *doc, const char *expect_ki
     size_t obj = kl_jt_get(&t, 1, "object");
     if (!obj || kl_jt_type(&t, obj) != '{') return fail(err, errlen, "watch event has no object");
     *objp = obj;
-    if (ev->type == KL_EV_ERROR) return decode_error_event(&t, obj, ev, err, errlen);
+    if (ev->type == KL_EV_ERROR) return decode_error_event(&t, obj, ev);
     return decode_object_event(frame, &t, obj, expect_kind, ev, err, errlen);
 }
 
@@ -165,8 +160,7 @@ int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char 
         /* Events may wait in a queue before a view reads them: keep the
          * compact tape, not the parser (which goes back to the pool). */
         kl_json_doc_select(doc, obj);
-        kl_json_doc *small = kl_json_compact(doc);
-        ev->parsed = small ? small : doc;
+        ev->parsed = kl_json_compact(doc);
     }
     return 0;
 }
@@ -181,18 +175,14 @@ void kl_event_clear(kl_event *ev) {
 
 /* ---- LIST ---- */
 
-static int read_list_meta(const kl_json_tape *t, kl_list *out) {
+static void read_list_meta(const kl_json_tape *t, kl_list *out) {
     size_t md = kl_jt_get(t, 1, "metadata");
     if (md && kl_jt_type(t, md) != '{') md = 0;
     out->rv = dup_member(t, md, "resourceVersion", "");
     size_t n;
-    if (md && kl_jt_get_string(t, md, "continue", &n)) {
-        out->cont = dup_member(t, md, "continue", NULL);
-        if (!out->cont) return -1;
-    }
+    if (md && kl_jt_get_string(t, md, "continue", &n)) out->cont = dup_member(t, md, "continue", NULL);
     size_t rem = md ? kl_jt_get(t, md, "remainingItemCount") : 0;
     out->remaining = rem && kl_jt_type(t, rem) == 'l' ? (long long)kl_jt_int(t, rem) : -1;
-    return out->rv ? 0 : -1;
 }
 
 /* Copies item k, the value at tape index i spanning body[off, end), into
@@ -200,10 +190,9 @@ static int read_list_meta(const kl_json_tape *t, kl_list *out) {
 static int read_item(const char *body, size_t off, size_t end, const kl_json_tape *t, size_t i, kl_obj *o,
                      size_t k, char *err, size_t errlen) {
     if (kl_jt_type(t, i) != '{') return fail(err, errlen, "LIST item %zu is not an object", k + 1);
-    if (read_identity(t, i, o) < 0) return fail(err, errlen, "out of memory decoding a LIST response");
+    read_identity(t, i, o);
     if (!o->name[0]) return fail(err, errlen, "LIST item %zu has no metadata.name", k + 1);
     o->blob = kl_blob_new(body + off, end - off);
-    if (!o->blob) return fail(err, errlen, "out of memory decoding a LIST response");
     o->off = 0;
     o->len = end - off;
     return 0;
@@ -212,8 +201,7 @@ static int read_item(const char *body, size_t off, size_t end, const kl_json_tap
 static int read_items(const char *body, size_t len, const kl_json_tape *t, size_t items, kl_list *out, char *err,
                       size_t errlen) {
     size_t n = kl_jt_count(t, items);
-    out->items = calloc(n ? n : 1, sizeof *out->items);
-    if (!out->items) return fail(err, errlen, "out of memory decoding a LIST response");
+    out->items = kl_xcalloc(n ? n : 1, sizeof *out->items);
     size_t root_off = 0;
     while (root_off < len && body[root_off] != '{') root_off++;
     size_t off = kl_json_raw_seek(body, len, root_off, 1, items) + 1; /* past '[' */
@@ -234,7 +222,7 @@ static int decode_list_tape(const char *body, size_t len, const kl_json_tape *t,
     size_t items = kl_jt_get(t, 1, "items");
     if (items && kl_jt_type(t, items) == 'n') items = 0;
     if (items && kl_jt_type(t, items) != '[') return fail(err, errlen, "LIST response items is not an array");
-    if (read_list_meta(t, out) < 0) return fail(err, errlen, "out of memory decoding a LIST response");
+    read_list_meta(t, out);
     if (!items) return 0;
     return read_items(body, len, t, items, out, err, errlen);
 }
@@ -266,9 +254,10 @@ int kl_decode_item(kl_blob *item, kl_obj *o, char *err, size_t errlen) {
     kl_json_tape t = kl_json_doc_tape(doc);
     int rc;
     if (kl_jt_type(&t, 1) != '{') rc = fail(err, errlen, "not an object");
-    else if (read_identity(&t, 1, o) < 0) rc = fail(err, errlen, "out of memory");
-    else if (!o->name[0]) rc = fail(err, errlen, "no metadata.name");
-    else rc = 0;
+    else {
+        read_identity(&t, 1, o);
+        rc = o->name[0] ? 0 : fail(err, errlen, "no metadata.name");
+    }
     kl_json_free(doc);
     if (rc < 0) {
         kl_obj_clear(o);
@@ -298,17 +287,8 @@ int kl_decode_status(const char *body, size_t len, int *code, char **reason, cha
     const char *kind = kl_jt_type(&t, 1) == '{' ? kl_jt_get_string(&t, 1, "kind", &n) : NULL;
     int rc = -1;
     if (kind && n == 6 && memcmp(kind, "Status", 6) == 0) {
-        char *r, *m;
-        int c;
-        rc = read_status(&t, 1, &c, &r, &m);
-        if (rc == 0) {
-            *code = c;
-            *reason = r;
-            *message = m;
-        } else {
-            free(r);
-            free(m);
-        }
+        read_status(&t, 1, code, reason, message);
+        rc = 0;
     }
     kl_json_free(doc);
     return rc;

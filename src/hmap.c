@@ -7,6 +7,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "xalloc.h"
+
 #define MIN_CAP 16
 
 typedef struct slot {
@@ -72,13 +74,8 @@ static void seed_keys(kl_hmap *m) {
 }
 
 kl_hmap *kl_hmap_new(void) {
-    kl_hmap *m = calloc(1, sizeof *m);
-    if (!m) return NULL;
-    m->slots = calloc(MIN_CAP, sizeof *m->slots);
-    if (!m->slots) {
-        free(m);
-        return NULL;
-    }
+    kl_hmap *m = kl_xcalloc(1, sizeof *m);
+    m->slots = kl_xcalloc(MIN_CAP, sizeof *m->slots);
     m->cap = MIN_CAP;
     seed_keys(m);
     return m;
@@ -102,10 +99,9 @@ static slot *probe(const kl_hmap *m, const char *key, uint64_t h) {
     }
 }
 
-/* Moves every entry into a table of new_cap slots. -1 when out of memory. */
-static int resize(kl_hmap *m, size_t new_cap) {
-    slot *fresh = calloc(new_cap, sizeof *fresh);
-    if (!fresh) return -1;
+/* Moves every entry into a table of new_cap slots. */
+static void resize(kl_hmap *m, size_t new_cap) {
+    slot *fresh = kl_xcalloc(new_cap, sizeof *fresh);
     size_t mask = new_cap - 1;
     for (size_t i = 0; i < m->cap; i++) {
         slot *s = &m->slots[i];
@@ -117,7 +113,6 @@ static int resize(kl_hmap *m, size_t new_cap) {
     free(m->slots);
     m->slots = fresh;
     m->cap = new_cap;
-    return 0;
 }
 
 static int over_full(size_t len, size_t cap) { return len * 4 > cap * 3; }
@@ -130,14 +125,10 @@ int kl_hmap_put(kl_hmap *m, const char *key, void *value) {
         s->value = value;
         return 0;
     }
-    char *copy = malloc(n + 1);
-    if (!copy) return -1;
+    char *copy = kl_xmalloc(n + 1);
     memcpy(copy, key, n + 1);
     if (over_full(m->len + 1, m->cap)) {
-        if (resize(m, m->cap * 2) < 0) {
-            free(copy);
-            return -1;
-        }
+        resize(m, m->cap * 2);
         s = probe(m, key, h);
     }
     *s = (slot){h, copy, value};
@@ -177,8 +168,7 @@ static void maybe_shrink(kl_hmap *m) {
     if (m->cap <= MIN_CAP || m->len * 8 >= m->cap) return;
     size_t cap = MIN_CAP;
     while (over_full(m->len * 2, cap)) cap *= 2;
-    /* Failing to shrink costs memory, not correctness. */
-    (void)resize(m, cap);
+    resize(m, cap);
 }
 
 int kl_hmap_del(kl_hmap *m, const char *key, void **value) {

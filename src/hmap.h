@@ -21,7 +21,7 @@
 
 typedef struct kl_hmap kl_hmap;
 
-/* An empty map, or NULL when out of memory. */
+/* An empty map. */
 kl_hmap *kl_hmap_new(void);
 /* Frees the map and its key copies; values are untouched. NULL is ignored. */
 void kl_hmap_free(kl_hmap *m);
@@ -29,8 +29,7 @@ void kl_hmap_free(kl_hmap *m);
 size_t kl_hmap_len(const kl_hmap *m);
 
 /* Maps key to value, copying key when it is new. Returns 1 when key was
- * added, 0 when the value of a present key was replaced, and -1 when out
- * of memory (the map is then unchanged). */
+ * added, 0 when the value of a present key was replaced. */
 int kl_hmap_put(kl_hmap *m, const char *key, void *value);
 
 /* The value stored under key, or NULL when key is absent. */

@@ -6,6 +6,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "xalloc.h"
 
 #define QUEUE_HIGH 1024 /* notifications at which the reflector is held */
 #define QUEUE_LOW 256   /* ...and released */
@@ -38,15 +39,10 @@ static void share_bytes(kl_obj *dst, const kl_obj *src) {
     dst->len = src->len;
 }
 
-static int push(kl_informer *inf, kl_notif *n) {
+static void push(kl_informer *inf, kl_notif *n) {
     if (inf->n == inf->cap) {
         size_t cap = inf->cap ? inf->cap * 2 : 256;
-        kl_notif *q = malloc(cap * sizeof *q);
-        if (!q) {
-            kl_log(KL_LOG_ERROR, "informer", "out of memory queueing a notification");
-            kl_notif_clear(n);
-            return -1;
-        }
+        kl_notif *q = kl_xmalloc(cap * sizeof *q);
         for (size_t i = 0; i < inf->n; i++) q[i] = inf->q[(inf->head + i) % inf->cap];
         free(inf->q);
         inf->q = q;
@@ -56,7 +52,6 @@ static int push(kl_informer *inf, kl_notif *n) {
     n->seq = ++inf->seq;
     inf->q[(inf->head + inf->n++) % inf->cap] = *n;
     if (inf->n == 1) inf->ready(inf->ud, inf);
-    return 0;
 }
 
 static void on_change(void *ud, kl_change change, kl_obj *old, kl_obj *now) {
@@ -72,7 +67,8 @@ static void on_change(void *ud, kl_change change, kl_obj *old, kl_obj *now) {
         share_bytes(&n.cur, now);
         n.initial = !inf->listed;
     }
-    if (push(inf, &n) == 0 && n.initial) inf->initial_left++;
+    push(inf, &n);
+    if (n.initial) inf->initial_left++;
 }
 
 static int full(kl_informer *inf) {
@@ -82,8 +78,7 @@ static int full(kl_informer *inf) {
 
 static int sink_replace(void *ud, kl_list *list) {
     kl_informer *inf = ud;
-    if (kl_store_replace(inf->store, list, on_change, inf) < 0)
-        kl_log(KL_LOG_ERROR, "informer", "out of memory storing a list");
+    kl_store_replace(inf->store, list, on_change, inf);
     inf->listed = 1;
     /* An empty list queues nothing, yet the dispatcher must see the sync. */
     if (!inf->n) inf->ready(inf->ud, inf);
@@ -105,11 +100,6 @@ static int sink_event(void *ud, kl_event *ev) {
         kl_obj shared;
         share_bytes(&shared, &ev->obj);
         int had = kl_store_put(inf->store, &ev->obj, &n.old);
-        if (had < 0) {
-            kl_obj_clear(&shared);
-            kl_log(KL_LOG_ERROR, "informer", "out of memory storing an event");
-            return full(inf);
-        }
         n.type = had ? KL_CHANGE_UPDATE : KL_CHANGE_ADD;
         n.cur = shared;
     }
@@ -121,16 +111,11 @@ static int sink_event(void *ud, kl_event *ev) {
 
 kl_informer *kl_informer_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
                              kl_informer_ready_fn ready, void *ud) {
-    kl_informer *inf = calloc(1, sizeof *inf);
-    if (!inf) return NULL;
+    kl_informer *inf = kl_xcalloc(1, sizeof *inf);
     inf->ready = ready;
     inf->ud = ud;
     inf->store = kl_store_new();
     inf->reflector = kl_reflector_new(loop, http, o, (kl_reflector_sink){sink_replace, sink_event}, inf);
-    if (!inf->store || !inf->reflector) {
-        kl_informer_free(inf);
-        return NULL;
-    }
     return inf;
 }
 

@@ -4,6 +4,10 @@
 // of json.h, and no exception leaves them.
 #include "json.h"
 
+extern "C" {
+#include "xalloc.h"
+}
+
 #include <simdjson.h>
 
 #include <cerrno>
@@ -393,8 +397,8 @@ const char *padded_text(parser_slot *p, const char *text, size_t len) {
     size_t need = len + simdjson::SIMDJSON_PADDING;
     if (p->copy_cap < need) {
         p->copy.reset(new (std::nothrow) char[need]);
-        p->copy_cap = p->copy ? need : 0;
-        if (!p->copy) return nullptr;
+        if (!p->copy) kl_oom(need);
+        p->copy_cap = need;
     }
     memcpy(p->copy.get(), text, len);
     memset(p->copy.get() + len, 0, simdjson::SIMDJSON_PADDING);
@@ -402,10 +406,7 @@ const char *padded_text(parser_slot *p, const char *text, size_t len) {
 }
 
 simdjson::error_code parse_text(parser_slot *p, const char *text, size_t len, bool padded) {
-    if (!padded) {
-        text = padded_text(p, text, len);
-        if (!text) return simdjson::MEMALLOC;
-    }
+    if (!padded) text = padded_text(p, text, len);
     return p->parser.parse(reinterpret_cast<const uint8_t *>(text), len, false).error();
 }
 
@@ -436,21 +437,19 @@ extern "C" {
 kl_json_doc *kl_json_parse(const char *text, size_t len, int padded, kl_json_error *err) {
     try {
         parser_slot *p = take_slot();
-        if (!p) {
-            set_error(err, -1, "out of memory");
-            return nullptr;
-        }
+        if (!p) kl_oom(sizeof(parser_slot));
         simdjson::error_code code = parse_text(p, text, len, padded != 0);
         if (code == simdjson::SUCCESS) return slot_doc(p);
-        if (code == simdjson::MEMALLOC || code == simdjson::CAPACITY) {
-            set_error(err, -1, code == simdjson::MEMALLOC ? "out of memory" : "document too large");
+        if (code == simdjson::MEMALLOC) kl_oom(len);
+        if (code == simdjson::CAPACITY) {
+            set_error(err, -1, "document too large");
             release_slot(p);
             return nullptr;
         }
         return parse_failed(p, text, len, code, err);
     } catch (...) {
-        set_error(err, -1, "out of memory");
-        return nullptr;
+        /* Only std::string's growth (widening big integers) can throw. */
+        kl_oom(len);
     }
 }
 
@@ -463,8 +462,7 @@ void kl_json_free(kl_json_doc *d) {
 kl_json_doc *kl_json_compact(kl_json_doc *d) {
     if (!d->slot) return d;
     size_t nwords = d->tape.nwords, nstrings = kl_json_doc_strings_size(d);
-    kl_json_doc *c = static_cast<kl_json_doc *>(malloc(sizeof *c + nwords * sizeof(uint64_t) + nstrings));
-    if (!c) return nullptr;
+    kl_json_doc *c = static_cast<kl_json_doc *>(kl_xmalloc(sizeof *c + nwords * sizeof(uint64_t) + nstrings));
     uint64_t *words = reinterpret_cast<uint64_t *>(c + 1);
     memcpy(words, d->tape.words, nwords * sizeof(uint64_t));
     memcpy(words + nwords, d->tape.strings, nstrings);

@@ -70,8 +70,8 @@ void kl_json_free(kl_json_doc *d);
  * times a Pod's JSON); the part of the tape a document uses is about 2
  * times. Returns a document holding only a copy of that part, with the same
  * selection, and frees d (its parser goes back to the pool); a document
- * that is already compact is returned as it is. NULL when out of memory, d
- * then untouched. For documents kept beyond the moment they were parsed. */
+ * that is already compact is returned as it is. For documents kept beyond
+ * the moment they were parsed. */
 kl_json_doc *kl_json_compact(kl_json_doc *d);
 /* d's tape; valid until kl_json_free(d). */
 kl_json_tape kl_json_doc_tape(const kl_json_doc *d);

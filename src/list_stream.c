@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
     memset(s, 0, sizeof *s);
     memset(out, 0, sizeof *out);
@@ -38,9 +40,7 @@ static int env_add(kl_list_stream *s, const char *p, size_t n) {
     if (s->envlen + n + 1 > s->envcap) {
         size_t cap = s->envcap ? s->envcap * 2 : 1024;
         while (cap < s->envlen + n + 1) cap *= 2;
-        char *e = realloc(s->env, cap);
-        if (!e) return fail(s, "out of memory decoding a LIST response");
-        s->env = e;
+        s->env = kl_xrealloc(s->env, cap);
         s->envcap = cap;
     }
     memcpy(s->env + s->envlen, p, n);
@@ -55,9 +55,7 @@ static int item_add(kl_list_stream *s, const char *p, size_t n) {
     if (s->scratch_len + n > s->scratch_cap) {
         size_t cap = s->scratch_cap ? s->scratch_cap : 16384;
         while (cap < s->scratch_len + n) cap *= 2;
-        char *b = realloc(s->scratch, cap);
-        if (!b) return fail(s, "out of memory decoding a LIST response");
-        s->scratch = b;
+        s->scratch = kl_xrealloc(s->scratch, cap);
         s->scratch_cap = cap;
     }
     memcpy(s->scratch + s->scratch_len, p, n);
@@ -70,7 +68,6 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     size_t len = s->scratch_len + n;
     if (len > s->max_item) return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
     kl_blob *b = kl_blob_alloc(len);
-    if (!b) return fail(s, "out of memory decoding a LIST response");
     if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
     memcpy(b->data + s->scratch_len, p, n);
     s->scratch_len = 0;
@@ -78,12 +75,7 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     kl_list *l = s->out;
     if (l->n == s->items_cap) {
         size_t cap = s->items_cap ? s->items_cap * 2 : 64;
-        kl_obj *items = realloc(l->items, cap * sizeof *items);
-        if (!items) {
-            free(b);
-            return fail(s, "out of memory decoding a LIST response");
-        }
-        l->items = items;
+        l->items = kl_xrealloc(l->items, cap * sizeof *l->items);
         s->items_cap = cap;
     }
     char err[200];

@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "xalloc.h"
+
 typedef struct timer {
     double when;
     uint64_t id;
@@ -110,9 +112,7 @@ static void heap_remove(kl_loop *loop, size_t i) {
 uint64_t kl_loop_after(kl_loop *loop, double delay, kl_loop_fn fn, void *ud) {
     if (loop->ntimers == loop->captimers) {
         size_t cap = loop->captimers ? loop->captimers * 2 : 16;
-        timer *h = realloc(loop->heap, cap * sizeof *h);
-        if (!h) return 0;
-        loop->heap = h;
+        loop->heap = kl_xrealloc(loop->heap, cap * sizeof *loop->heap);
         loop->captimers = cap;
     }
     timer *t = &loop->heap[loop->ntimers];
@@ -137,9 +137,7 @@ void kl_loop_cancel(kl_loop *loop, uint64_t id) {
 int kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud) {
     if (loop->nwork == loop->capwork) {
         size_t cap = loop->capwork ? loop->capwork * 2 : 16;
-        deferred *w = realloc(loop->work, cap * sizeof *w);
-        if (!w) return -1;
-        loop->work = w;
+        loop->work = kl_xrealloc(loop->work, cap * sizeof *loop->work);
         loop->capwork = cap;
     }
     loop->work[loop->nwork++] = (deferred){fn, ud};

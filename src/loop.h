@@ -22,14 +22,14 @@ CURLM *kl_loop_multi(kl_loop *loop);
 /* Seconds on a monotonic clock. */
 double kl_now(void);
 
-/* Runs fn once, delay seconds from now. Returns an id > 0 for kl_loop_cancel,
- * or 0 when out of memory. */
+/* Runs fn once, delay seconds from now. Returns an id > 0 for kl_loop_cancel. */
 uint64_t kl_loop_after(kl_loop *loop, double delay, kl_loop_fn fn, void *ud);
 /* Cancels a timer that has not fired; unknown or fired ids are ignored. */
 void kl_loop_cancel(kl_loop *loop, uint64_t id);
 
 /* Runs fn on the next iteration, before the loop waits again. Deferred work
- * is how stages hand work to each other without re-entering one another. */
+ * is how stages hand work to each other without re-entering one another.
+ * Returns 0: it cannot fail (out of memory aborts, see xalloc.h). */
 int kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud);
 
 /* Runs until kl_loop_stop or SIGINT/SIGTERM. Returns 0, or the signal number

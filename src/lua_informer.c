@@ -17,6 +17,7 @@
 #include "lua_klua.h"
 #include "task.h"
 #include "view.h"
+#include "xalloc.h"
 
 #define INFORMER_MT "klua.informer"
 #define DISPATCH_BATCH 256 /* notifications per loop iteration */
@@ -193,13 +194,11 @@ static void on_resync(kl_loop *loop, void *ud) {
 /* ---- methods ---------------------------------------------------------- */
 
 /* Appends a handler of type that takes the notifications after seq `after`;
- * returns its 1-based index, or 0 when out of memory. */
+ * returns its 1-based index. */
 static int add_handler(lua_informer *li, int type, uint64_t after) {
     if (li->nhandlers[type] == li->cap[type]) {
         int cap = li->cap[type] ? li->cap[type] * 2 : 4;
-        uint64_t *since = realloc(li->since[type], (size_t)cap * sizeof *since);
-        if (!since) return 0;
-        li->since[type] = since;
+        li->since[type] = kl_xrealloc(li->since[type], (size_t)cap * sizeof *li->since[type]);
         li->cap[type] = cap;
     }
     li->since[type][li->nhandlers[type]] = after + 1;
@@ -222,7 +221,6 @@ static int l_on(lua_State *L) {
     luaL_checktype(L, 3, LUA_TFUNCTION);
     int late = li->rt->main_done;
     int h = add_handler(li, type, late ? kl_informer_seq(li->inf) : 0);
-    if (!h) return luaL_error(L, "out of memory");
     lua_getiuservalue(L, 1, 1);
     lua_getfield(L, -1, ev);
     lua_pushvalue(L, 3);
@@ -344,15 +342,10 @@ static int l_informer(lua_State *L) {
     };
     double resync = opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");
-    lua_informer *li = calloc(1, sizeof *li);
-    if (!li) return luaL_error(L, "out of memory");
+    lua_informer *li = kl_xcalloc(1, sizeof *li);
     li->rt = rt;
     snprintf(li->name, sizeof li->name, "%s", o.name ? o.name : o.path);
     li->inf = kl_informer_new(rt->loop, rt->http, &o, on_ready, li);
-    if (!li->inf) {
-        free(li);
-        return luaL_error(L, "out of memory");
-    }
     box *b = lua_newuserdatauv(L, sizeof *b, 2);
     b->li = li;
     luaL_setmetatable(L, INFORMER_MT);

@@ -17,6 +17,7 @@
 #include "lua_json.h"
 #include "task.h"
 #include "view.h"
+#include "xalloc.h"
 
 struct kl_rt_timer {
     kl_rt *rt;
@@ -40,10 +41,11 @@ static kl_task *need_task(lua_State *L, const char *what) {
 static void on_request_done(void *ud, const kl_http_resp *resp) {
     kl_task *t = ud;
     lua_State *co = kl_task_thread(t);
-    if (resp->status == 0) {
+    if (resp->outcome != KL_HTTP_OK && resp->outcome != KL_HTTP_STATUS) {
         lua_pushnil(co);
+        lua_pushstring(co, kl_http_outcome_name(resp->outcome));
         lua_pushstring(co, resp->error ? resp->error : "request failed");
-        kl_task_resume(t, 2);
+        kl_task_resume(t, 3);
         return;
     }
     lua_pushinteger(co, resp->status);
@@ -54,7 +56,8 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
 }
 
 /* core.request(method, path [, body [, content_type]]) -> status, body, retry_after
- * | nil, message. Yields until the response has arrived. */
+ * when the server answered (any status), | nil, outcome, message when it did not
+ * (outcome: kl_http_outcome_name). Yields until the request has ended. */
 static int l_request(lua_State *L) {
     kl_task *t = need_task(L, "an API call");
     kl_rt *rt = kl_rt_of(L);
@@ -68,8 +71,7 @@ static int l_request(lua_State *L) {
     };
     o.body_len = blen;
     luaL_argcheck(L, o.path[0] == '/', 2, "path must start with '/'");
-    if (!kl_http_start(rt->http, &o, (kl_http_cb){NULL, on_request_done}, t))
-        return luaL_error(L, "out of memory starting a request");
+    kl_http_start(rt->http, &o, (kl_http_cb){.done = on_request_done}, t);
     kl_task_suspend(t);
     return lua_yield(L, 0);
 }
@@ -108,8 +110,7 @@ static int add_timer(lua_State *L, double interval) {
     luaL_checktype(L, 2, LUA_TFUNCTION);
     luaL_argcheck(L, secs >= 0, 1, "seconds must not be negative");
     luaL_argcheck(L, interval == 0 || secs > 0, 1, "the interval must be positive");
-    kl_rt_timer *tm = calloc(1, sizeof *tm);
-    if (!tm) return luaL_error(L, "out of memory");
+    kl_rt_timer *tm = kl_xcalloc(1, sizeof *tm);
     tm->rt = rt;
     tm->interval = interval > 0 ? secs : 0;
     lua_pushvalue(L, 2);
@@ -153,7 +154,7 @@ static void on_sleep_over(kl_loop *loop, void *ud) {
 static int l_sleep(lua_State *L) {
     kl_task *t = need_task(L, "klua.sleep");
     lua_Number secs = luaL_checknumber(L, 1);
-    if (!kl_loop_after(kl_rt_of(L)->loop, secs, on_sleep_over, t)) return luaL_error(L, "out of memory");
+    kl_loop_after(kl_rt_of(L)->loop, secs, on_sleep_over, t);
     kl_task_suspend(t);
     return lua_yield(L, 0);
 }

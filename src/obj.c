@@ -5,24 +5,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 void kl_obj_clear(kl_obj *o) {
     kl_blob_unref(o->blob);
     free(o->ns);
     memset(o, 0, sizeof *o);
 }
 
-int kl_obj_set_identity(kl_obj *o, const char *ns, size_t nsn, const char *name, size_t namen,
-                        const char *rv, size_t rvn) {
-    char *p = malloc(nsn + namen + rvn + 3);
-    if (!p) return -1;
-    o->ns = p;
+void kl_obj_set_identity(kl_obj *o, const char *ns, size_t nsn, const char *name, size_t namen,
+                         const char *rv, size_t rvn) {
+    o->ns = kl_xmalloc(nsn + namen + rvn + 3);
     o->name = o->ns + nsn + 1;
     o->rv = o->name + namen + 1;
     if (nsn) memcpy(o->ns, ns, nsn);
     if (namen) memcpy(o->name, name, namen);
     if (rvn) memcpy(o->rv, rv, rvn);
     o->ns[nsn] = o->name[namen] = o->rv[rvn] = 0;
-    return 0;
 }
 
 size_t kl_obj_key(const kl_obj *o, char *buf, size_t size) {

@@ -22,10 +22,9 @@ typedef struct kl_obj {
 
 /* Releases what o owns and zeroes it. */
 void kl_obj_clear(kl_obj *o);
-/* Sets o's identity from three strings of the given lengths (NULL for "").
- * 0, or -1 on OOM with o's identity left unset. */
-int kl_obj_set_identity(kl_obj *o, const char *ns, size_t nsn, const char *name, size_t namen,
-                        const char *rv, size_t rvn);
+/* Sets o's identity from three strings of the given lengths (NULL for ""). */
+void kl_obj_set_identity(kl_obj *o, const char *ns, size_t nsn, const char *name, size_t namen,
+                         const char *rv, size_t rvn);
 /* Writes the cache key, "ns/name" or "name", into buf; returns its length
  * (truncated like snprintf). */
 size_t kl_obj_key(const kl_obj *o, char *buf, size_t size);

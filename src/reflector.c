@@ -9,6 +9,7 @@
 #include "framer.h"
 #include "list_stream.h"
 #include "log.h"
+#include "xalloc.h"
 
 #define FRAMES_HIGH 512 /* queued frames at which the socket is paused */
 #define FRAMES_LOW 128  /* ...and resumed */
@@ -33,7 +34,10 @@ typedef enum {
 struct kl_reflector {
     kl_loop *loop;
     kl_http *http;
-    kl_reflector_opts o;
+    kl_reflector_opts o; /* its strings point into owned */
+    struct {
+        char *name, *path, *kind, *label_selector, *field_selector;
+    } owned;
     kl_reflector_sink sink;
     void *ud;
     kl_reflector_stats stats;
@@ -44,6 +48,10 @@ struct kl_reflector {
     uint64_t timer, idle_timer, deadline_timer;
     uint64_t rng;
     double backoff, last_failure, retry_after;
+    /* An outage: when attempts began failing, what failed, how many did. */
+    double down_since;
+    const char *down_what;
+    unsigned long down_failures;
     /* LIST */
     kl_list_stream stream; /* the page being received */
     kl_list body;          /* ...and what it decoded so far */
@@ -81,10 +89,8 @@ static double uniform(kl_reflector *r) {
 
 static void set_rv(kl_reflector *r, const char *rv) {
     if (!rv || !rv[0] || (r->rv && strcmp(r->rv, rv) == 0)) return;
-    char *copy = strdup(rv);
-    if (!copy) return;
     free(r->rv);
-    r->rv = copy;
+    r->rv = kl_xstrdup(rv);
 }
 
 const char *kl_reflector_rv(const kl_reflector *r) { return r->rv ? r->rv : ""; }
@@ -99,9 +105,7 @@ static void sb_add(sbuf *b, const char *p, size_t n) {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 256;
         while (cap < b->len + n + 1) cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) return;
-        b->s = s;
+        b->s = kl_xrealloc(b->s, cap);
         b->cap = cap;
     }
     memcpy(b->s + b->len, p, n);
@@ -171,6 +175,34 @@ static void wait_then(kl_reflector *r, double secs, int next_watch, const char *
     r->timer = kl_loop_after(r->loop, secs, on_wait_over, r);
 }
 
+/* An attempt failed and will be retried. A failure the server will keep
+ * giving until someone acts (a 4xx: a bad selector, a missing resource, a
+ * permission not granted yet) is logged at error level at every attempt,
+ * one backoff step apart. An outage (no answer, a timeout, 5xx, 429) is
+ * logged once, when it starts; note_recovered logs its end. */
+static void note_failure(kl_reflector *r, const char *what, int code, const char *why) {
+    int persistent = code >= 400 && code < 500 && code != 408 && code != 429;
+    int first = !r->down_since;
+    if (first) {
+        r->down_since = kl_now();
+        r->down_what = what;
+        r->down_failures = 0;
+    }
+    r->down_failures++;
+    if (persistent) kl_log(KL_LOG_ERROR, r->o.name, "%s failed: %s", what, why);
+    else if (first) kl_log(KL_LOG_WARN, r->o.name, "%s failed: %s; retrying with backoff", what, why);
+    else kl_vlog(2, r->o.name, "%s failed: %s", what, why);
+}
+
+/* A request the failing ones were retrying got its answer. */
+static void note_recovered(kl_reflector *r) {
+    if (!r->down_since) return;
+    kl_log(KL_LOG_INFO, r->o.name, "%s recovered after %.1f s and %lu %s", r->down_what,
+           kl_now() - r->down_since, r->down_failures, r->down_failures == 1 ? "retry" : "retries");
+    r->down_since = 0;
+    r->down_failures = 0;
+}
+
 static void backoff_then(kl_reflector *r, int next_watch, const char *why) {
     r->stats.errors++;
     wait_then(r, next_backoff(r), next_watch, why);
@@ -187,12 +219,10 @@ static void retry_after_then(kl_reflector *r, double secs, int next_watch, const
 
 /* ---- LIST ------------------------------------------------------------- */
 
-static int append_page(kl_list *acc, kl_list *page) {
+static void append_page(kl_list *acc, kl_list *page) {
     if (page->n) {
-        kl_obj *items = realloc(acc->items, (acc->n + page->n) * sizeof *items);
-        if (!items) return -1;
-        memcpy(items + acc->n, page->items, page->n * sizeof *items);
-        acc->items = items;
+        acc->items = kl_xrealloc(acc->items, (acc->n + page->n) * sizeof *acc->items);
+        memcpy(acc->items + acc->n, page->items, page->n * sizeof *acc->items);
         acc->n += page->n;
         free(page->items);
         page->items = NULL;
@@ -201,7 +231,6 @@ static int append_page(kl_list *acc, kl_list *page) {
     free(acc->rv);
     acc->rv = page->rv;
     page->rv = NULL;
-    return 0;
 }
 
 static int is_too_large_rv(const kl_http_resp *resp, const char *message) {
@@ -209,23 +238,21 @@ static int is_too_large_rv(const kl_http_resp *resp, const char *message) {
 }
 
 /* One line saying why a request failed, and the code to act on: the
- * transport's error when there was no answer or it broke off after a 2xx
- * (a timeout, say, where "HTTP 200" would mislead), else the Status. */
+ * Status of a KL_HTTP_STATUS answer, else -1 and the outcome in words (a
+ * timeout after a 200, say, where "HTTP 200" would mislead). */
 static void status_words(const kl_http_resp *resp, char *buf, size_t size, int *code) {
     char *reason = NULL, *message = NULL;
-    *code = (int)resp->status;
-    if (resp->result != CURLE_OK && (resp->status == 0 || (resp->status >= 200 && resp->status < 300))) {
-        *code = 0;
-        snprintf(buf, size, "%s", resp->error ? resp->error : "request failed");
+    if (resp->outcome != KL_HTTP_STATUS) {
+        *code = -1;
+        snprintf(buf, size, "%s", resp->error ? resp->error : kl_http_outcome_name(resp->outcome));
         return;
     }
+    *code = (int)resp->status;
     if (resp->body && kl_decode_status(resp->body, resp->body_len, code, &reason, &message) == 0 && message)
         snprintf(buf, size, "%ld %s: %s", resp->status, reason ? reason : "", message);
-    else if (resp->status)
-        snprintf(buf, size, "HTTP %ld", resp->status);
     else
-        snprintf(buf, size, "%s", resp->error ? resp->error : "request failed");
-    if (!*code) *code = (int)resp->status;
+        snprintf(buf, size, "HTTP %ld", resp->status);
+    if (*code <= 0) *code = (int)resp->status;
     free(reason);
     free(message);
 }
@@ -254,8 +281,7 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     kl_reflector *r = ud;
     r->req = NULL;
     char err[600];
-    int streamed = resp->status >= 200 && resp->status < 300;
-    if (streamed && (r->stream.failed || (resp->result == CURLE_OK && kl_list_stream_finish(&r->stream) < 0))) {
+    if (r->stream.failed || (resp->outcome == KL_HTTP_OK && kl_list_stream_finish(&r->stream) < 0)) {
         snprintf(err, sizeof err, "%s", r->stream.err);
         kl_list_stream_free(&r->stream);
         kl_list_clear(&r->body);
@@ -265,7 +291,8 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
         return;
     }
     kl_list_stream_free(&r->stream);
-    if (resp->result == CURLE_OK && resp->status == 200) {
+    if (resp->outcome == KL_HTTP_OK) {
+        note_recovered(r);
         kl_list page = r->body;
         memset(&r->body, 0, sizeof r->body);
         kl_vlog(2, r->o.name, "LIST page %d: %zu objects, resourceVersion %s%s", r->page, page.n,
@@ -274,12 +301,7 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
         free(r->cont);
         r->cont = more ? page.cont : NULL;
         if (more) page.cont = NULL;
-        if (append_page(&r->acc, &page) < 0) {
-            kl_list_clear(&page);
-            kl_list_clear(&r->acc);
-            backoff_then(r, 0, "out of memory");
-            return;
-        }
+        append_page(&r->acc, &page);
         kl_list_clear(&page);
         if (more) {
             r->page++;
@@ -307,9 +329,10 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
         r->rv_unavailable = 1;
         start_list(r);
     } else if (code == 429 || resp->retry_after >= 0) {
+        note_failure(r, "LIST", code, err);
         retry_after_then(r, resp->retry_after, 0, err);
     } else {
-        kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s", err);
+        note_failure(r, "LIST", code, err);
         backoff_then(r, 0, err);
     }
 }
@@ -334,9 +357,8 @@ static void start_list(kl_reflector *r) {
     sb_selectors(&b, &r->o);
     kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (long)(r->o.list_timeout * 1000)};
     kl_list_stream_init(&r->stream, &r->body, KL_FRAME_MAX_DEFAULT);
-    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){on_list_data, on_list_done}, r) : NULL;
+    r->req = kl_http_start(r->http, &ho, (kl_http_cb){.data = on_list_data, .done = on_list_done}, r);
     free(b.s);
-    if (!r->req) backoff_then(r, 0, "out of memory");
 }
 
 /* ---- WATCH ------------------------------------------------------------ */
@@ -344,13 +366,7 @@ static void start_list(kl_reflector *r) {
 static void frames_push(kl_reflector *r, kl_blob *b) {
     if (r->nframes == r->fcap) {
         size_t cap = r->fcap ? r->fcap * 2 : 64;
-        kl_blob **f = malloc(cap * sizeof *f);
-        if (!f) {
-            kl_blob_unref(b);
-            r->ending = 1;
-            r->action = END_CORRUPT;
-            return;
-        }
+        kl_blob **f = kl_xmalloc(cap * sizeof *f);
         for (size_t i = 0; i < r->nframes; i++) f[i] = r->frames[(r->fhead + i) % r->fcap];
         free(r->frames);
         r->frames = f;
@@ -414,13 +430,11 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
     r->stats.events++;
     set_rv(r, ev->obj.rv);
     if (r->initial) {
-        kl_obj *items = realloc(r->acc.items, (r->acc.n + 1) * sizeof *items);
-        if (ev->type == KL_EV_ADDED && items) {
-            r->acc.items = items;
-            items[r->acc.n++] = ev->obj;
+        /* The initial state comes as ADDED events only. */
+        if (ev->type == KL_EV_ADDED) {
+            r->acc.items = kl_xrealloc(r->acc.items, (r->acc.n + 1) * sizeof *r->acc.items);
+            r->acc.items[r->acc.n++] = ev->obj;
             memset(&ev->obj, 0, sizeof ev->obj);
-        } else if (items) {
-            r->acc.items = items;
         }
         return;
     }
@@ -432,7 +446,7 @@ static void initial_events_end(kl_reflector *r, const char *rv) {
     r->deadline_timer = 0;
     r->initial = 0;
     free(r->acc.rv);
-    r->acc.rv = rv ? strdup(rv) : NULL;
+    r->acc.rv = rv ? kl_xstrdup(rv) : NULL;
     kl_vlog(2, r->o.name, "initial events end at resourceVersion %s: %zu objects", rv ? rv : "?", r->acc.n);
     kl_list done = r->acc;
     memset(&r->acc, 0, sizeof r->acc);
@@ -489,7 +503,8 @@ static void pump(kl_loop *loop, void *ud) {
 
 static void schedule_pump(kl_reflector *r) {
     if (r->pump_scheduled) return;
-    if (kl_loop_defer(r->loop, pump, r) == 0) r->pump_scheduled = 1;
+    kl_loop_defer(r->loop, pump, r);
+    r->pump_scheduled = 1;
 }
 
 void kl_reflector_kick(kl_reflector *r) {
@@ -530,6 +545,8 @@ static void on_deadline(kl_loop *loop, void *ud) {
     after_watch(r);
 }
 
+static void on_watch_started(void *ud) { note_recovered(ud); }
+
 /* Records how the request ended; the frames it delivered are handled
  * first, then after_watch decides what comes next. */
 static void on_watch_done(void *ud, const kl_http_resp *resp) {
@@ -537,16 +554,11 @@ static void on_watch_done(void *ud, const kl_http_resp *resp) {
     r->req = NULL;
     r->finished = 1;
     r->retry_after = resp->retry_after;
-    if (resp->status == 200 && (resp->result == CURLE_OK || resp->result == CURLE_OPERATION_TIMEDOUT)) {
+    if (resp->outcome == KL_HTTP_OK || (resp->outcome == KL_HTTP_TIMEOUT && resp->status)) {
         /* Ended by the server's timeout or, failing that, by klua's own. */
         r->end_code = 0;
     } else {
         status_words(resp, r->end_why, sizeof r->end_why, &r->end_code);
-        if (resp->result != CURLE_OK) {
-            /* A transport failure, even after a 200: name the failure. */
-            snprintf(r->end_why, sizeof r->end_why, "%s", resp->error ? resp->error : "connection lost");
-            r->end_code = -1;
-        }
     }
     if (!r->nframes) after_watch(r);
     else schedule_pump(r);
@@ -562,13 +574,14 @@ static end_action classify_end(kl_reflector *r) {
         kl_vlog(2, r->o.name, "watch ended after %lu events", r->watch_events);
         return END_REWATCH;
     }
-    kl_vlog(2, r->o.name, "watch failed: %s", r->end_why);
-    if (r->end_code == 410) return END_RELIST;
     /* A stream cut after it made progress is resumed at once, as a clean
      * end is; only a watch that achieved nothing waits. */
-    if (r->end_code == -1 && r->watch_events > 0) return END_REWATCH;
+    if (r->end_code == 410 || (r->end_code == -1 && r->watch_events > 0)) {
+        kl_vlog(2, r->o.name, "watch failed: %s", r->end_why);
+        return r->end_code == 410 ? END_RELIST : END_REWATCH;
+    }
+    note_failure(r, "watch", r->end_code, r->end_why);
     if (r->end_code == 429 || r->retry_after >= 0) return END_RETRY;
-    if (r->end_code > 0 && r->end_code < 500) kl_log(KL_LOG_WARN, r->o.name, "watch failed: %s", r->end_why);
     return END_BACKOFF;
 }
 
@@ -662,12 +675,9 @@ static void start_watch(kl_reflector *r) {
      * some grace, also holds on this side, so a server that trickles bytes
      * forever cannot keep a watch (and with it the cache) stale. */
     kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (timeout + WATCH_GRACE) * 1000};
-    r->req = b.s ? kl_http_start(r->http, &ho, (kl_http_cb){on_watch_data, on_watch_done}, r) : NULL;
+    r->req = kl_http_start(r->http, &ho,
+                           (kl_http_cb){.data = on_watch_data, .started = on_watch_started, .done = on_watch_done}, r);
     free(b.s);
-    if (!r->req) {
-        backoff_then(r, 1, "out of memory");
-        return;
-    }
     double idle = r->o.idle_timeout > 0 ? r->o.idle_timeout : 150;
     r->idle_timer = kl_loop_after(r->loop, idle, on_idle_check, r);
     if (r->initial) {
@@ -678,30 +688,25 @@ static void start_watch(kl_reflector *r) {
 
 /* ---- lifecycle -------------------------------------------------------- */
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+static char *dup_or_null(const char *s) { return s ? kl_xstrdup(s) : NULL; }
 
 kl_reflector *kl_reflector_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
                                kl_reflector_sink sink, void *ud) {
-    kl_reflector *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
+    kl_reflector *r = kl_xcalloc(1, sizeof *r);
     r->loop = loop;
     r->http = http;
     r->o = *o;
     if (r->o.list_timeout <= 0) r->o.list_timeout = 300;
-    r->o.name = dup_or_null(o->name ? o->name : o->path);
-    r->o.path = dup_or_null(o->path);
-    r->o.kind = dup_or_null(o->kind);
-    r->o.label_selector = dup_or_null(o->label_selector);
-    r->o.field_selector = dup_or_null(o->field_selector);
+    r->o.name = r->owned.name = kl_xstrdup(o->name ? o->name : o->path);
+    r->o.path = r->owned.path = kl_xstrdup(o->path);
+    r->o.kind = r->owned.kind = dup_or_null(o->kind);
+    r->o.label_selector = r->owned.label_selector = dup_or_null(o->label_selector);
+    r->o.field_selector = r->owned.field_selector = dup_or_null(o->field_selector);
     r->sink = sink;
     r->ud = ud;
     r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)(kl_now() * 1e9) ^ 0x9e3779b97f4a7c15ULL;
     if (!r->rng) r->rng = 1;
     kl_framer_init(&r->framer, KL_FRAME_MAX_DEFAULT, (kl_framer_callbacks){on_frame, on_oversize}, r);
-    if (!r->o.name || !r->o.path) {
-        kl_reflector_free(r);
-        return NULL;
-    }
     return r;
 }
 
@@ -723,10 +728,10 @@ void kl_reflector_free(kl_reflector *r) {
     kl_list_clear(&r->acc);
     free(r->cont);
     free(r->rv);
-    free((char *)r->o.name);
-    free((char *)r->o.path);
-    free((char *)r->o.kind);
-    free((char *)r->o.label_selector);
-    free((char *)r->o.field_selector);
+    free(r->owned.name);
+    free(r->owned.path);
+    free(r->owned.kind);
+    free(r->owned.label_selector);
+    free(r->owned.field_selector);
     free(r);
 }

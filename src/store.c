@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hmap.h"
+#include "xalloc.h"
 
 typedef struct entry {
     kl_obj obj;
@@ -17,13 +18,8 @@ struct kl_store {
 };
 
 kl_store *kl_store_new(void) {
-    kl_store *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
+    kl_store *s = kl_xcalloc(1, sizeof *s);
     s->map = kl_hmap_new();
-    if (!s->map) {
-        free(s);
-        return NULL;
-    }
     return s;
 }
 
@@ -61,14 +57,10 @@ int kl_store_put(kl_store *s, kl_obj *o, kl_obj *old) {
         memset(o, 0, sizeof *o);
         return 1;
     }
-    e = malloc(sizeof *e);
-    if (!e) return -1;
+    e = kl_xmalloc(sizeof *e);
     e->obj = *o;
     e->seen = s->gen;
-    if (kl_hmap_put(s->map, key, e) < 0) {
-        free(e);
-        return -1;
-    }
+    kl_hmap_put(s->map, key, e);
     memset(o, 0, sizeof *o);
     return 0;
 }
@@ -82,7 +74,7 @@ int kl_store_delete(kl_store *s, const char *key, kl_obj *old) {
 }
 
 /* Deletes every entry replace() did not see, reporting each. */
-static int sweep(kl_store *s, kl_store_change_fn fn, void *ud) {
+static void sweep(kl_store *s, kl_store_change_fn fn, void *ud) {
     size_t n = 0, cap = 0, cur = 0;
     char **gone = NULL;
     const char *key;
@@ -91,12 +83,9 @@ static int sweep(kl_store *s, kl_store_change_fn fn, void *ud) {
         if (((entry *)v)->seen == s->gen) continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
-            char **g = realloc(gone, cap * sizeof *g);
-            if (!g) goto oom;
-            gone = g;
+            gone = kl_xrealloc(gone, cap * sizeof *gone);
         }
-        if (!(gone[n] = strdup(key))) goto oom;
-        n++;
+        gone[n++] = kl_xstrdup(key);
     }
     for (size_t i = 0; i < n; i++) {
         kl_obj old;
@@ -104,14 +93,9 @@ static int sweep(kl_store *s, kl_store_change_fn fn, void *ud) {
         free(gone[i]);
     }
     free(gone);
-    return 0;
-oom:
-    for (size_t i = 0; i < n; i++) free(gone[i]);
-    free(gone);
-    return -1;
 }
 
-int kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *ud) {
+void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *ud) {
     s->gen++;
     for (size_t i = 0; i < list->n; i++) {
         kl_obj *o = &list->items[i];
@@ -133,11 +117,10 @@ int kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *ud
         }
         kl_obj old;
         int r = kl_store_put(s, o, &old);
-        if (r < 0) return -1;
         kl_obj *now = &((entry *)kl_hmap_get(s->map, key))->obj;
         fn(ud, r ? KL_CHANGE_UPDATE : KL_CHANGE_ADD, r ? &old : NULL, now);
     }
-    return sweep(s, fn, ud);
+    sweep(s, fn, ud);
 }
 
 const kl_obj *kl_store_next(const kl_store *s, size_t *cursor) {

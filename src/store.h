@@ -31,15 +31,15 @@ const kl_obj *kl_store_get(const kl_store *s, const char *key);
 
 /* Stores *o under its key, taking over what it owns (*o is zeroed). When the
  * key held an object, that object moves into *old and 1 is returned; 0 when
- * the key is new; -1 when out of memory (*o is left untouched). */
+ * the key is new. */
 int kl_store_put(kl_store *s, kl_obj *o, kl_obj *old);
 
 /* Removes key; its object moves into *old. 1 when present, 0 when not. */
 int kl_store_delete(kl_store *s, const char *key, kl_obj *old);
 
 /* Makes list the store's whole contents, reporting each change to fn.
- * Takes over the list's items (they are zeroed). 0, or -1 when out of memory. */
-int kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *ud);
+ * Takes over the list's items (they are zeroed). */
+void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *ud);
 
 /* Iterates: *cursor = 0 first; returns NULL at the end. The store must not
  * change during an iteration. */

@@ -16,5 +16,6 @@ void kl_testing_open_framer(lua_State *L);
 void kl_testing_open_config(lua_State *L);
 void kl_testing_open_queue(lua_State *L);
 void kl_testing_open_json(lua_State *L);
+void kl_testing_open_xalloc(lua_State *L);
 
 #endif

@@ -8,8 +8,25 @@
 -- namespaced ones, in the context's namespace).
 --
 -- Every call returns its result, or nil and an error table
--- {code=, reason=, message=, details=} (a Kubernetes Status); tostring(err)
--- reads well in a log line.
+-- {code=, reason=, message=, details=, retry_after=}; tostring(err) reads
+-- well in a log line, and err.reason is what a script branches on.
+--
+-- When the server answered, err is its Status: code is the HTTP status,
+-- reason kube's ("NotFound", "Conflict", "Forbidden", "TooManyRequests",
+-- ...), retry_after the seconds of a Retry-After header. When it did not,
+-- code is 0 and reason says why:
+--
+--   "Timeout"         no complete answer within --request-timeout (60 s
+--                     unless set), whether or not its headers had come
+--   "TransportError"  no answer, or one broken off: connection refused or
+--                     reset, DNS, TLS, a body cut short
+--   "TooLarge"        a response body over 1 GiB
+--   "ConfigError"     not sent: the credentials or TLS settings could not
+--                     be used (an exec plugin failed, a CA file is unreadable)
+--
+-- These are worth retrying later (a controller's reconcile can return the
+-- error and be requeued with backoff); so is a Status with code >= 500 or
+-- 429. A 2xx answer whose body is not JSON is reason "InvalidResponse".
 local core = require 'klua.core'
 local discovery = require 'klua.discovery'
 local json = core.json
@@ -77,7 +94,9 @@ local function decode_error(status, body, retry_after)
   return e
 end
 
---- Sends one request; returns the decoded body or nil, err.
+--- api.request(method, path [, body [, content_type]]) -> the decoded
+-- body, or nil, err. body is a string sent as it is, or a table sent as
+-- JSON (content_type "application/json" unless given).
 local function call(method, path, body, content_type)
   local payload
   if body ~= nil then
@@ -85,7 +104,8 @@ local function call(method, path, body, content_type)
   end
   local status, resp, retry_after = core.request(method, path, payload,
     payload and (content_type or 'application/json') or nil)
-  if not status then return nil, new_error(0, 'ConnectionError', resp) end
+  -- Without an answer, resp is the outcome's name and retry_after its words.
+  if not status then return nil, new_error(0, resp, retry_after) end
   if status < 200 or status > 299 then return nil, decode_error(status, resp, retry_after) end
   local obj, err = json.decode(resp)
   if obj == nil then return nil, new_error(status, 'InvalidResponse', 'invalid JSON from the server: ' .. tostring(err)) end
@@ -111,7 +131,8 @@ end
 
 --- api.list(resource, opts) -> {items = {...}, metadata = {...}} with every
 -- page fetched. opts: namespace (default all), label_selector,
--- field_selector, limit (page size).
+-- field_selector, limit (page size), one_page (fetch the first page only;
+-- its metadata.continue says whether more would follow).
 function api.list(resource, opts)
   opts = opts or {}
   local r, err = resolve(resource)
@@ -127,7 +148,7 @@ function api.list(resource, opts)
     if not page then return nil, err end
     for _, it in ipairs(page.items or {}) do items[#items + 1] = it end
     result = page
-    cont = page.metadata and page.metadata.continue
+    cont = not opts.one_page and page.metadata and page.metadata.continue
   until not cont or cont == '' or cont == json.null
   result.items = setmetatable(items, getmetatable(result.items) or json.array_mt)
   return result

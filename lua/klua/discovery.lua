@@ -14,9 +14,9 @@ local M = {}
 local cache = { groups = nil, lists = {} }
 
 local function get_json(path)
-  local status, body = core.request('GET', path)
+  local status, body, why = core.request('GET', path)
   if not status then
-    return nil, ('cannot reach the API server: %s'):format(body)
+    return nil, ('cannot reach the API server: %s'):format(why)
   end
   if status ~= 200 then
     local obj = json.decode(body)

@@ -8,6 +8,12 @@
 -- This module owns watch's flags: FLAGS below drives the parser, the usage
 -- line and `klua watch --help`, whose lines have the layout of klua's global
 -- flags (src/cli.c), which klua prints after them.
+--
+-- Exit status 2 for a usage error found before any request; 1, with the
+-- server's words, for a resource it does not serve or a first LIST it
+-- refuses with 400, 403 or 404 (a field selector it does not know, a
+-- resource these credentials may not list); 141 when stdout's reader goes
+-- away. Later failures are retried, as informers do.
 local selector = require 'klua.selector'
 
 local M = {}
@@ -334,6 +340,15 @@ function M.main(...)
   if o.name then
     local by_name = 'metadata.name=' .. o.name
     fs = fs and (fs .. ',' .. by_name) or by_name
+  end
+  -- A selector the server refuses, a resource it does not serve or may not
+  -- be listed by these credentials: retrying will not help, so say so and
+  -- exit, as kubectl does. (klua run retries these: permissions may come.)
+  local _, lerr = klua.api.list(r, { namespace = ns, label_selector = o.selector,
+    field_selector = fs, limit = 1, one_page = true })
+  if lerr and (lerr.code == 400 or lerr.code == 403 or lerr.code == 404) then
+    io.stderr:write('klua watch: ', lerr.message or tostring(lerr), '\n')
+    return klua.stop(1)
   end
   local write = output(require 'klua.core')
 

@@ -1,6 +1,8 @@
 """The resource types the sandbox serves: the built-in ones and those CRDs define."""
 import re
 
+from .selection import SelectableFields
+
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 SUB_VERBS = ["get", "patch", "update"]
 
@@ -61,7 +63,8 @@ class ResourceType:
         self.scale = scale
         self.categories = list(categories)
         self.crd_name = crd_name
-        self.fields = {"metadata.name": _field("metadata.name")}
+        self.fields = SelectableFields(bool(crd_name) or plural in EXTRA_FIELDS)
+        self.fields["metadata.name"] = _field("metadata.name")
         if namespaced:
             self.fields["metadata.namespace"] = _field("metadata.namespace")
         for path in EXTRA_FIELDS.get(plural, []) if not crd_name else []:

@@ -195,6 +195,24 @@ def _unescape(text):
     return re.sub(r"\\(.)", r"\1", text)
 
 
+class SelectableFields(dict):
+    """Field path -> getter for the fields a kind's field selectors may name.
+
+    A kind with its own field label conversion function (pods, events, CRDs...) refuses
+    any other field as "field label not supported: F"; the others fall back to
+    apimachinery's DefaultMetaV1FieldSelectorConversion, which words it differently.
+    """
+
+    def __init__(self, own_conversion):
+        super().__init__()
+        self.own_conversion = own_conversion
+
+    def refusal(self, field):
+        if self.own_conversion:
+            return "field label not supported: " + field
+        return '"%s" is not a known field selector: only "metadata.name", "metadata.namespace"' % field
+
+
 class FieldSelector:
     """A parsed fieldSelector over the fields a resource type supports."""
 
@@ -211,7 +229,7 @@ class FieldSelector:
             raise bad_request("invalid selector: '%s'; can't understand '%s'" % (term, term))
         field, op, value = m.group(1).strip(), m.group(2), _unescape(m.group(3))
         if field not in fields:
-            raise bad_request("field label not supported: " + field)
+            raise bad_request(fields.refusal(field))
         return (fields[field], op == "!=", value)
 
     def empty(self):
