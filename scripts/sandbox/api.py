@@ -8,7 +8,7 @@ import binascii
 import copy
 import json
 
-from . import objects, protobuf
+from . import defaults, fields, objects, protobuf
 from .objects import now
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from .selection import FieldSelector, LabelSelector
@@ -41,6 +41,7 @@ class Request:
         self.body = body
         self.content_type = content_type
         self.user = user
+        self.warnings = []
 
     def param(self, name, default=""):
         return self.params.get(name, default)
@@ -249,6 +250,8 @@ class Api:
             self._check_namespace_locked(req, meta.get("name") or meta.get("generateName", ""))
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self._generate_name_locked(rtype, req.namespace, meta["generateName"])
+        fields.admit(self.store, req, obj)
+        fields.check_schema(self.store, req, obj)
         objects.validate(rtype, obj)
         if self.store.get_locked(rtype, req.namespace, meta["name"]):
             raise already_exists(rtype, meta["name"])
@@ -303,13 +306,16 @@ class Api:
             raise invalid(rtype.kind, rtype.group, cur.meta["name"],
                           [Cause("metadata.resourceVersion", "Invalid value",
                                  "must be specified for an update", 0)])
+        fields.admit(self.store, req, obj)
         new = objects.carry_over(rtype, cur.data, obj, req.subresource)
         new["metadata"]["resourceVersion"] = cur.meta["resourceVersion"]
-        objects.validate(rtype, new)
+        fields.check_schema(self.store, req, new)
+        objects.validate(rtype, new, cur.data)
         causes = objects.finalizer_causes(cur.data, new)
         if causes:
             raise invalid(rtype.kind, rtype.group, cur.meta["name"], causes)
-        if objects.spec_part(new) != objects.spec_part(cur.data):
+        if defaults.has_generation(rtype) and \
+                objects.spec_part(new) != objects.spec_part(cur.data):
             new["metadata"]["generation"] = cur.meta.get("generation", 0) + 1
         if new == cur.data or req.dry_run():
             return Doc(new) if req.dry_run() else cur

@@ -6,6 +6,7 @@ import re
 import time
 import uuid
 
+from . import defaults, validation
 from .selection import label_key_problem, label_value_problem
 from .status import Cause, invalid
 
@@ -103,12 +104,17 @@ def crd_causes(crd):
     return causes
 
 
-def validate(rtype, obj):
-    """Raises 422 Invalid for what the real server's validation would reject."""
+def validate(rtype, obj, old=None):
+    """Raises 422 Invalid for what the real server's validation would reject.
+
+    old is the stored object when obj is the new state of an update."""
     meta = obj["metadata"]
     causes = name_causes(rtype, meta) + label_causes(meta)
     if rtype.key == CRD_KEY:
         causes += crd_causes(obj)
+    causes += validation.kind_causes(rtype, obj)
+    if old is not None:
+        causes += validation.update_causes(rtype, obj, old)
     if causes:
         raise invalid(rtype.kind, rtype.group, meta.get("name", ""), causes)
 
@@ -131,7 +137,11 @@ class Defaulter:
             meta.pop(field, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now()
-        meta["generation"] = 1
+        if defaults.has_generation(rtype):
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        defaults.on_create(rtype, obj)
         handler = getattr(self, "_" + rtype.plural, None) if not rtype.crd_name else None
         if handler:
             handler(obj)
@@ -144,13 +154,6 @@ class Defaulter:
         labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj["status"] = {"phase": "Active"}
-
-    @staticmethod
-    def _pods(obj):
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("schedulerName", "default-scheduler")
-        obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
 
     def _services(self, obj):
         spec = obj.setdefault("spec", {})
