@@ -17,6 +17,7 @@ from http.server import ThreadingHTTPServer
 from . import tls
 from .api import Api
 from .faults import Faults, Stats
+from .gc import GarbageCollector
 from .handler import Handler
 from .status import ApiError
 from .store import Store
@@ -31,6 +32,7 @@ class Context:
         self.verbosity = args.verbose
         self.store = Store(args.history)
         self.api = Api(self.store)
+        self.gc = GarbageCollector(self.store)
         self.faults = Faults(args.seed)
         self.stats = Stats()
         self.bookmark_interval = args.bookmark_interval
@@ -229,6 +231,7 @@ def main(argv):
             tls.make_pki(pki_dir, args.tls_san)
             ssl_context = tls.server_context(pki_dir, args.auth == "cert")
         seed_cluster(ctx)
+        ctx.gc.start()
 
         def announce(port):
             host = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
