@@ -319,7 +319,8 @@ class Api:
             new["metadata"]["generation"] = cur.meta.get("generation", 0) + 1
         if new == cur.data or req.dry_run():
             return Doc(new) if req.dry_run() else cur
-        if cur.meta.get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+        if cur.meta.get("deletionTimestamp") and not new["metadata"].get("finalizers") and \
+                not cur.meta.get("deletionGracePeriodSeconds"):
             deletion.remove_locked(self.store, rtype, cur)
             return Doc(new)
         doc = self.store.commit_locked(rtype, "MODIFIED", new, cur)
@@ -440,8 +441,9 @@ class Api:
             self._check_deletable(req.rtype, cur)
             if req.dry_run():
                 return 200, render(req.rtype, req.version, cur)
+            grace = opts.get("gracePeriodSeconds", req.param("gracePeriodSeconds") or None)
             doc, gone = self._delete_locked(req.rtype, cur, opts.get("propagationPolicy") or
-                                            req.param("propagationPolicy"))
+                                            req.param("propagationPolicy"), grace)
         # Like the real server: an object kept by finalizers comes back as it now is; pods
         # come back even when gone; anything else gone answers with a Success Status.
         if not gone or req.rtype.key == "pods":
@@ -484,8 +486,8 @@ class Api:
             req.params["dryRun"] = "All"
         return opts
 
-    def _delete_locked(self, rtype, cur, policy=None):
-        return deletion.delete_locked(self.store, rtype, cur, policy)
+    def _delete_locked(self, rtype, cur, policy=None, grace=None):
+        return deletion.delete_locked(self.store, rtype, cur, policy, grace)
 
     # -- shared --------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@
 Functions ending in _locked need the store lock held.
 """
 import copy
+import time
 
 from .objects import CRD_KEY, now
 
@@ -51,13 +52,38 @@ def _set_finalizers(meta, finalizers):
         meta.pop("finalizers", None)
 
 
-def delete_locked(store, rtype, cur, policy=None):
-    """Deletes now, or marks for deletion while finalizers remain.
+def pod_grace(store, rtype, cur, grace):
+    """CheckGracefulDelete: the seconds a Pod is given to stop, 0 to delete it now.
+
+    A Pod not bound to a node, or finished, goes at once; one bound to a Node that exists
+    waits for that node's kubelet (see nodes.py)."""
+    if rtype.key != "pods":
+        return 0
+    spec, status = cur.data.get("spec") or {}, cur.data.get("status") or {}
+    node_type = store.registry.lookup("", "v1", "nodes")
+    if not spec.get("nodeName") or status.get("phase") in ("Failed", "Succeeded") or \
+            store.get_locked(node_type, "", spec["nodeName"]) is None:
+        return 0
+    if grace is None:
+        grace = spec.get("terminationGracePeriodSeconds", 30)
+    return max(int(grace), 0)
+
+
+def delete_locked(store, rtype, cur, policy=None, grace=None):
+    """Deletes now, or marks for deletion while finalizers or a Pod's grace period remain.
 
     Returns (the object's state now, whether it is gone)."""
     if rtype.key == "namespaces":
         return _delete_namespace_locked(store, rtype, cur)
     finalizers = gc_finalizers(cur.meta.get("finalizers") or [], policy)
+    seconds = pod_grace(store, rtype, cur, grace)
+    if seconds and not cur.meta.get("deletionTimestamp"):
+        new = mark_deleting(cur.data)
+        new["metadata"]["deletionTimestamp"] = time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds))
+        new["metadata"]["deletionGracePeriodSeconds"] = seconds
+        _set_finalizers(new["metadata"], finalizers)
+        return store.commit_locked(rtype, "MODIFIED", new, cur), False
     if not finalizers:
         return remove_locked(store, rtype, cur), True
     if cur.meta.get("deletionTimestamp"):
@@ -80,7 +106,7 @@ def remove_locked(store, rtype, cur):
 def write_locked(store, rtype, cur, new):
     """A controller's update of cur to new; removing the last finalizer deletes."""
     if cur.meta.get("deletionTimestamp") and not new["metadata"].get("finalizers") and \
-            rtype.key != "namespaces":
+            not cur.meta.get("deletionGracePeriodSeconds") and rtype.key != "namespaces":
         return remove_locked(store, rtype, cur)
     return store.commit_locked(rtype, "MODIFIED", new, cur)
 
