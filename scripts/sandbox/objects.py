@@ -19,8 +19,14 @@ SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alph
 LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
              "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
              "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-# Kinds whose names must be DNS labels rather than subdomains.
-LABEL_NAMED = {"namespaces", "services"}
+# Kinds whose names must be DNS labels rather than subdomains (ValidateNamespaceName);
+# Service names are DNS-1035 labels (ValidateServiceName: they start with a letter).
+LABEL_NAMED = {"namespaces"}
+DNS1035_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_MSG = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+               "start with an alphabetic character, and end with an alphanumeric character "
+               "(e.g. 'my-name',  or 'abc-123', regex used for validation is "
+               "'[a-z]([-a-z0-9]*[a-z0-9])?')")
 GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 PROTECTED_NAMESPACES = {"default", "kube-system", "kube-public"}
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
@@ -56,7 +62,9 @@ def name_causes(rtype, meta):
     name = meta.get("name")
     if not name:
         return [Cause("metadata.name", "Required value", "name or generateName is required")]
-    if rtype.plural in LABEL_NAMED:
+    if rtype.plural == "services" and not rtype.group:
+        ok, msg = len(name) <= 63 and DNS1035_RE.match(name), DNS1035_MSG
+    elif rtype.plural in LABEL_NAMED and not rtype.group:
         ok, msg = len(name) <= 63 and LABEL_RE.match(name), LABEL_MSG
     else:
         ok, msg = len(name) <= 253 and SUBDOMAIN_RE.match(name), SUBDOMAIN_MSG
