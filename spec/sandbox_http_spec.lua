@@ -295,7 +295,8 @@ describe('sandbox API server over HTTP', function()
       local path = '/apis/apps/v1/namespaces/' .. ns .. '/deployments'
       local status, d = sb:json('POST', path, { metadata = { name = 'gen' },
         spec = { selector = { matchLabels = { a = 'b' } },
-          template = { metadata = { labels = { a = 'b' } } } } })
+          template = { metadata = { labels = { a = 'b' } },
+            spec = { containers = { { name = 'web', image = 'nginx' } } } } } })
       assert.equals(201, status)
       assert.equals(1, d.metadata.generation)
       d.metadata.labels = { touched = 'yes' }

@@ -2,8 +2,10 @@
 
 Three sources, applied where the real server applies them:
 - decode defaults, pkg/apis/core/v1/defaults.go (SetDefaults_Pod, SetDefaults_PodSpec,
-  SetDefaults_Container, ...): every create and update body gets them, so a PUT of a
-  manifest without them does not look like a spec change;
+  SetDefaults_Container, ...) and pkg/apis/apps/v1/defaults.go (SetDefaults_Deployment,
+  SetDefaults_ReplicaSet; pod templates get the PodSpec and Container defaults): every
+  create and update body gets them, so a PUT of a manifest without them does not look
+  like a spec change;
 - the pod strategy's PrepareForCreate (pkg/registry/core/pod/strategy.go): status phase
   Pending and the QoS class (pkg/apis/core/helper/qos GetPodQOS);
 - admission plugins every cluster runs on create: Priority (priority 0,
@@ -34,12 +36,44 @@ def has_generation(rtype):
 
 def decode_defaults(rtype, obj):
     """The defaults decoding sets; called on create and update bodies."""
-    if rtype.group or rtype.crd_name:
+    if rtype.crd_name:
         return
-    spec = obj.setdefault("spec", {}) if rtype.plural == "pods" else None
-    if isinstance(spec, dict):
+    spec = obj.setdefault("spec", {}) if rtype.key in ("pods", "deployments.apps",
+                                                        "replicasets.apps") else None
+    if not isinstance(spec, dict):
+        return
+    if rtype.key == "pods":
         _pod_spec(spec)
+        # SetDefaults_Pod, not SetDefaults_PodSpec: Pods get these, pod templates do not.
         spec.setdefault("enableServiceLinks", True)
+        for ctr in _containers(spec):
+            _requests_from_limits(ctr)
+        return
+    spec.setdefault("replicas", 1)
+    if rtype.key == "deployments.apps":
+        # SetDefaults_Deployment (apps/v1).
+        strategy = spec.setdefault("strategy", {})
+        if isinstance(strategy, dict):
+            strategy.setdefault("type", "RollingUpdate")
+            if strategy["type"] == "RollingUpdate":
+                rolling = strategy.setdefault("rollingUpdate", {})
+                rolling.setdefault("maxUnavailable", "25%")
+                rolling.setdefault("maxSurge", "25%")
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+    template = spec.setdefault("template", {})
+    if isinstance(template, dict):
+        # A zero metav1.Time is written as null, so every template shows this.
+        meta = template.setdefault("metadata", {})
+        if isinstance(meta, dict):
+            meta.setdefault("creationTimestamp", None)
+        if isinstance(template.setdefault("spec", {}), dict):
+            _pod_spec(template["spec"])
+
+
+def _containers(spec):
+    return [c for f in ("initContainers", "containers") for c in spec.get(f) or []
+            if isinstance(c, dict)]
 
 
 def _pod_spec(spec):
@@ -48,20 +82,21 @@ def _pod_spec(spec):
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("securityContext", {})
     spec.setdefault("schedulerName", "default-scheduler")
-    for field in ("initContainers", "containers"):
-        for ctr in spec.get(field) or []:
-            if isinstance(ctr, dict):
-                _container(ctr)
+    for ctr in _containers(spec):
+        _container(ctr)
+
+
+def _requests_from_limits(ctr):
+    """SetDefaults_Pod: requests default to the limits."""
+    resources = ctr.get("resources")
+    if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
+        requests = resources.setdefault("requests", {})
+        for name, value in resources["limits"].items():
+            requests.setdefault(name, copy.deepcopy(value))
 
 
 def _container(ctr):
-    resources = ctr.setdefault("resources", {})
-    if isinstance(resources, dict) and resources.get("limits") and "requests" not in resources:
-        # SetDefaults_Pod: requests default to the limits.
-        resources["requests"] = copy.deepcopy(resources["limits"])
-    elif isinstance(resources, dict) and resources.get("limits"):
-        for name, value in resources["limits"].items():
-            resources["requests"].setdefault(name, value)
+    ctr.setdefault("resources", {})
     ctr.setdefault("terminationMessagePath", "/dev/termination-log")
     ctr.setdefault("terminationMessagePolicy", "File")
     ctr.setdefault("imagePullPolicy", pull_policy(ctr.get("image") or ""))
@@ -126,9 +161,7 @@ def quantity(text):
 def qos_class(spec):
     """GetPodQOS: Guaranteed, Burstable or BestEffort from the cpu and memory resources."""
     requests, limits, any_set, guaranteed = {}, {}, False, True
-    containers = [c for f in ("initContainers", "containers") for c in spec.get(f) or []
-                  if isinstance(c, dict)]
-    for ctr in containers:
+    for ctr in _containers(spec):
         res = ctr.get("resources") or {}
         ctr_limits = set()
         for name, value in (res.get("requests") or {}).items():

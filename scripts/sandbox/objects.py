@@ -181,7 +181,6 @@ class Defaulter:
 
     @staticmethod
     def _deployments(obj):
-        obj.setdefault("spec", {}).setdefault("replicas", 1)
         obj["status"] = {}
 
     _replicasets = _deployments

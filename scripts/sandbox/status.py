@@ -98,7 +98,7 @@ def quote_value(value):
     if value is None:
         return "null"
     # Like field.Error: numbers and booleans as Go prints them, anything else as JSON.
-    return json.dumps(value, separators=(",", ":"))
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def invalid(kind, group, name, causes):

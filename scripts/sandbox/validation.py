@@ -277,8 +277,56 @@ def spec_diff(old, new, path="spec"):
     return lines
 
 
+def _selector_matches(selector, labels):
+    """metav1.LabelSelectorAsSelector(selector).Matches(labels)."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op = expr.get("key"), expr.get("operator")
+        values = expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def workload_causes(kind, obj):
+    """ValidateDeploymentSpec / ValidateReplicaSetSpec: replicas, selector, pod template."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    causes = []
+    replicas = spec.get("replicas")
+    if isinstance(replicas, int) and replicas < 0:
+        causes.append(Cause("spec.replicas", "Invalid value",
+                            "must be greater than or equal to 0", replicas))
+    selector = spec.get("selector")
+    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if not isinstance(selector, dict):
+        causes.append(Cause("spec.selector", "Required value", ""))
+    elif not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        causes.append(Cause("spec.selector", "Invalid value", "empty selector is invalid for "
+                            "%s" % kind.lower(), selector))
+    elif not _selector_matches(selector, labels):
+        causes.append(Cause("spec.template.metadata.labels", "Invalid value",
+                            "`selector` does not match template `labels`", labels))
+    causes += pod_spec_causes(template.get("spec"), "spec.template.spec")
+    policy = (template.get("spec") or {}).get("restartPolicy")
+    if policy is not None and policy != "Always":
+        causes.append(Cause("spec.template.spec.restartPolicy", "Unsupported value",
+                            'supported values: "Always"', policy))
+    return causes
+
+
 def kind_causes(rtype, obj):
     """The per-kind checks for a create or the new state of an update."""
+    if rtype.key in ("deployments.apps", "replicasets.apps"):
+        return workload_causes(rtype.kind, obj)
     if rtype.group or rtype.crd_name:
         return []
     if rtype.plural == "configmaps":
@@ -292,6 +340,12 @@ def kind_causes(rtype, obj):
 
 def update_causes(rtype, new, old):
     """The checks only an update has (immutability)."""
+    if rtype.key in ("deployments.apps", "replicasets.apps"):
+        # apps/v1 ValidateDeploymentUpdate / ValidateReplicaSetUpdate: the selector stays.
+        if (new.get("spec") or {}).get("selector") != (old.get("spec") or {}).get("selector"):
+            return [Cause("spec.selector", "Invalid value", "field is immutable",
+                          (new.get("spec") or {}).get("selector"))]
+        return []
     if rtype.group or rtype.crd_name:
         return []
     if rtype.plural == "pods":
