@@ -323,6 +323,35 @@ def workload_causes(kind, obj):
     return causes
 
 
+SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
+
+
+def service_causes(obj):
+    """ValidateService: ports (unless headless or ExternalName), their numbers, the type."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    causes = []
+    kind = spec.get("type", "ClusterIP")
+    if kind not in SERVICE_TYPES:
+        causes.append(Cause("spec.type", "Unsupported value", _supported(SERVICE_TYPES), kind))
+    ports = spec.get("ports") or []
+    if not ports and spec.get("clusterIP") != "None" and kind != "ExternalName":
+        causes.append(Cause("spec.ports", "Required value", ""))
+    names = set()
+    for i, port in enumerate(ports if isinstance(ports, list) else []):
+        port = port if isinstance(port, dict) else {}
+        number = port.get("port")
+        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= 65535:
+            causes.append(Cause("spec.ports[%d].port" % i, "Invalid value",
+                                "must be between 1 and 65535, inclusive", number))
+        if len(ports) > 1 and not port.get("name"):
+            causes.append(Cause("spec.ports[%d].name" % i, "Required value", ""))
+        elif port.get("name") in names:
+            causes.append(Cause("spec.ports[%d].name" % i, "Duplicate value", "",
+                                port.get("name")))
+        names.add(port.get("name"))
+    return causes
+
+
 def kind_causes(rtype, obj):
     """The per-kind checks for a create or the new state of an update."""
     if rtype.key in ("deployments.apps", "replicasets.apps"):
@@ -335,6 +364,8 @@ def kind_causes(rtype, obj):
         return secret_causes(obj)
     if rtype.plural == "pods":
         return pod_spec_causes(obj.get("spec"))
+    if rtype.plural == "services":
+        return service_causes(obj)
     return []
 
 
