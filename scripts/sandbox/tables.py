@@ -1,7 +1,7 @@
 """Table output (Accept: application/json;as=Table;g=meta.k8s.io;v=v1), as kubectl get asks.
 
 Columns and cells follow pkg/printers/internalversion/printers.go (pods, configmaps,
-secrets, namespaces, nodes), the CRD table convertor of apiextensions-apiserver
+secrets, namespaces, nodes, services, deployments, replicasets), the CRD table convertor of apiextensions-apiserver
 (additionalPrinterColumns, or Name and Age) and the default convertor for the rest
 (Name and Created At). Rows carry a PartialObjectMetadata unless includeObject=Object
 (None leaves it out), as the real server does.
@@ -149,6 +149,81 @@ def _node_cells(node):
             (status.get("nodeInfo") or {}).get("kubeletVersion", "")]
 
 
+def _template_columns(obj):
+    """The wide columns of workloads: containers, images and the selector."""
+    spec = obj.get("spec") or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    selector = spec.get("selector") or {}
+    parts = ["%s=%s" % kv for kv in sorted((selector.get("matchLabels") or {}).items())]
+    return [",".join(c.get("name", "") for c in containers),
+            ",".join(c.get("image", "") for c in containers), ",".join(parts) or "<none>"]
+
+
+WIDE_WORKLOAD = [_col("Containers", priority=1, description="Names of each container in the "
+                      "template."),
+                 _col("Images", priority=1, description="Images referenced by each container "
+                      "in the template."),
+                 _col("Selector", priority=1, description="Label selector for pods.")]
+
+
+def _deployment_cells(obj):
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return ["%d/%d" % (status.get("readyReplicas", 0), spec.get("replicas", 0)),
+            status.get("updatedReplicas", 0), status.get("availableReplicas", 0),
+            age(obj["metadata"].get("creationTimestamp"))] + _template_columns(obj)
+
+
+def _replicaset_cells(obj):
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return [spec.get("replicas", 0), status.get("replicas", 0),
+            status.get("readyReplicas", 0),
+            age(obj["metadata"].get("creationTimestamp"))] + _template_columns(obj)
+
+
+def _service_cells(obj):
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    kind = spec.get("type", "ClusterIP")
+    external = ",".join(spec.get("externalIPs") or [])
+    if kind == "ExternalName":
+        external = spec.get("externalName", "")
+    elif kind == "LoadBalancer":
+        ingress = (status.get("loadBalancer") or {}).get("ingress") or []
+        external = ",".join(i.get("ip") or i.get("hostname", "") for i in ingress) or \
+            external or "<pending>"
+    ports = []
+    for p in spec.get("ports") or []:
+        text = "%s/%s" % (p.get("port"), p.get("protocol", "TCP"))
+        if p.get("nodePort"):
+            text = "%s:%s/%s" % (p.get("port"), p["nodePort"], p.get("protocol", "TCP"))
+        ports.append(text)
+    selector = ",".join("%s=%s" % kv for kv in sorted((spec.get("selector") or {}).items()))
+    return [kind, spec.get("clusterIP") or "<none>", external or "<none>",
+            ",".join(ports) or "<none>", age(obj["metadata"].get("creationTimestamp")),
+            selector or "<none>"]
+
+
+BUILTIN_GROUPED = {
+    "deployments.apps": ([_col("Ready", description="Number of the pod with ready state"),
+                          _col("Up-to-date", "integer", description="Total number of non-"
+                               "terminated pods targeted by this deployment that have the "
+                               "desired template spec."),
+                          _col("Available", "integer", description="Total number of available "
+                               "pods (ready for at least minReadySeconds) targeted by this "
+                               "deployment."), AGE] + WIDE_WORKLOAD, _deployment_cells),
+    "replicasets.apps": ([_col("Desired", "integer", description="Number of desired pods."),
+                          _col("Current", "integer", description="Number of actual replicas."),
+                          _col("Ready", "integer", description="The number of ready replicas "
+                               "for this replica set."), AGE] + WIDE_WORKLOAD,
+                         _replicaset_cells),
+    "services": ([_col("Type", description="The type of the service."),
+                  _col("Cluster-IP", description="The IP address of the service."),
+                  _col("External-IP", description="The list of external IP addresses."),
+                  _col("Port(s)", description="The ports the service exposes."), AGE,
+                  _col("Selector", priority=1, description="Route service traffic to pods "
+                       "with label keys and values matching this selector.")],
+                 _service_cells),
+}
+
 BUILTIN = {
     "pods": (POD_COLUMNS, _pod_cells),
     "configmaps": ([_col("Data", "integer", description="Data contains the configuration "
@@ -212,6 +287,9 @@ class Converter:
                 _col(c["name"], c.get("type", "string"), c.get("priority", 0),
                      c.get("description", ""), c.get("format", "")) for c in columns]
             self.cells = lambda o: [_crd_cell(o, c) for c in columns]
+        elif rtype.key in BUILTIN_GROUPED:
+            columns, self.cells = BUILTIN_GROUPED[rtype.key]
+            self.columns = [dict(NAME)] + columns
         elif rtype.plural in BUILTIN and not rtype.group:
             columns, self.cells = BUILTIN[rtype.plural]
             self.columns = [dict(NAME)] + columns
