@@ -295,7 +295,8 @@ describe('sandbox API server over HTTP', function()
       local path = '/apis/apps/v1/namespaces/' .. ns .. '/deployments'
       local status, d = sb:json('POST', path, { metadata = { name = 'gen' },
         spec = { selector = { matchLabels = { a = 'b' } },
-          template = { metadata = { labels = { a = 'b' } } } } })
+          template = { metadata = { labels = { a = 'b' } },
+            spec = { containers = { { name = 'web', image = 'nginx' } } } } } })
       assert.equals(201, status)
       assert.equals(1, d.metadata.generation)
       d.metadata.labels = { touched = 'yes' }
@@ -321,7 +322,7 @@ describe('sandbox API server over HTTP', function()
       assert.equals(409, status)
       assert.matches('Precondition failed', body.message)
       status, body = sb:json('DELETE', CM:format(ns) .. '/precious',
-        { propagationPolicy = 'Foreground' })
+        { propagationPolicy = 'Background' })
       assert.equals(200, status)
       assert.equals('Success', body.status)
       status, body = sb:json('DELETE', CM:format(ns) .. '/precious')
@@ -368,11 +369,19 @@ describe('sandbox API server over HTTP', function()
         body.message)
     end)
 
-    it('deletes the objects of a namespace with the namespace', function()
+    -- pkg/registry/core/namespace/storage Delete marks the namespace Terminating and answers
+    -- with it; the namespace controller then deletes its objects and finalizes it.
+    it('deletes the objects of a namespace, then the namespace, Terminating meanwhile', function()
       local ns = namespace()
       create(ns, 'doomed')
-      assert.equals(200, (sb:json('DELETE', '/api/v1/namespaces/' .. ns)))
-      assert.equals(404, (sb:json('GET', '/api/v1/namespaces/' .. ns)))
+      local status, body = sb:json('DELETE', '/api/v1/namespaces/' .. ns)
+      assert.equals(200, status)
+      assert.equals('Namespace', body.kind)
+      assert.equals('Terminating', body.status.phase)
+      assert.truthy(body.metadata.deletionTimestamp)
+      assert.truthy(sandbox.wait_until(function()
+        return sb:json('GET', '/api/v1/namespaces/' .. ns) == 404
+      end))
       assert.equals(404, (sb:json('GET', CM:format(ns) .. '/doomed')))
     end)
   end)

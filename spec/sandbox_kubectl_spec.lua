@@ -84,7 +84,9 @@ describe('sandbox API server used by kubectl', function()
     kubectl_ok('create -f -', yaml_configmap('settings', 'default', { color = 'blue' }))
     local cm = sb:kubectl_json('get configmap settings')
     assert.equals('blue', cm.data.color)
-    assert.equals(1, cm.metadata.generation)
+    -- The ConfigMap strategy sets no generation; only kinds with a spec (Deployments,
+    -- ReplicaSets, CRDs, custom resources) get one.
+    assert.is_nil(cm.metadata.generation)
     assert.truthy(cm.metadata.uid)
     assert.matches('^%d+$', cm.metadata.resourceVersion)
     assert.matches('^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$', cm.metadata.creationTimestamp)

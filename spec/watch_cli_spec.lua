@@ -156,8 +156,9 @@ describe('klua watch', function()
       assert.same(server, modified.object)
       assert.equals('front', modified.object.metadata.labels.tier)
       assert.is_nil(added.object.metadata.labels.tier)
-      -- Integers are printed as integers, as the server wrote them.
-      assert.truthy(out[2]:find('"generation":1[,}]'))
+      -- Integers are printed as integers, as the server wrote them (a Pod has no
+      -- metadata.generation in kube-apiserver 1.32; terminationGracePeriodSeconds is defaulted).
+      assert.truthy(out[2]:find('"terminationGracePeriodSeconds":30[,}]'))
     end)
   end)
 

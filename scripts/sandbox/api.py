@@ -8,7 +8,7 @@ import binascii
 import copy
 import json
 
-from . import objects, protobuf
+from . import defaults, deletion, fields, objects, protobuf
 from .objects import now
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from .selection import FieldSelector, LabelSelector
@@ -41,6 +41,7 @@ class Request:
         self.body = body
         self.content_type = content_type
         self.user = user
+        self.warnings = []
 
     def param(self, name, default=""):
         return self.params.get(name, default)
@@ -249,6 +250,8 @@ class Api:
             self._check_namespace_locked(req, meta.get("name") or meta.get("generateName", ""))
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self._generate_name_locked(rtype, req.namespace, meta["generateName"])
+        fields.admit(self.store, req, obj)
+        fields.check_schema(self.store, req, obj)
         objects.validate(rtype, obj)
         if self.store.get_locked(rtype, req.namespace, meta["name"]):
             raise already_exists(rtype, meta["name"])
@@ -303,18 +306,23 @@ class Api:
             raise invalid(rtype.kind, rtype.group, cur.meta["name"],
                           [Cause("metadata.resourceVersion", "Invalid value",
                                  "must be specified for an update", 0)])
+        fields.admit(self.store, req, obj)
         new = objects.carry_over(rtype, cur.data, obj, req.subresource)
         new["metadata"]["resourceVersion"] = cur.meta["resourceVersion"]
-        objects.validate(rtype, new)
+        fields.check_schema(self.store, req, new)
+        objects.validate(rtype, new, cur.data)
         causes = objects.finalizer_causes(cur.data, new)
         if causes:
             raise invalid(rtype.kind, rtype.group, cur.meta["name"], causes)
-        if objects.spec_part(new) != objects.spec_part(cur.data):
+        if defaults.has_generation(rtype) and \
+                objects.spec_part(new) != objects.spec_part(cur.data):
             new["metadata"]["generation"] = cur.meta.get("generation", 0) + 1
         if new == cur.data or req.dry_run():
             return Doc(new) if req.dry_run() else cur
-        if cur.meta.get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            return self._remove_locked(rtype, cur, new)
+        if cur.meta.get("deletionTimestamp") and not new["metadata"].get("finalizers") and \
+                not cur.meta.get("deletionGracePeriodSeconds"):
+            deletion.remove_locked(self.store, rtype, cur)
+            return Doc(new)
         doc = self.store.commit_locked(rtype, "MODIFIED", new, cur)
         if rtype.key == objects.CRD_KEY:
             self.store.registry.set_crd(doc.data)
@@ -433,7 +441,9 @@ class Api:
             self._check_deletable(req.rtype, cur)
             if req.dry_run():
                 return 200, render(req.rtype, req.version, cur)
-            doc, gone = self._delete_locked(req.rtype, cur)
+            grace = opts.get("gracePeriodSeconds", req.param("gracePeriodSeconds") or None)
+            doc, gone = self._delete_locked(req.rtype, cur, opts.get("propagationPolicy") or
+                                            req.param("propagationPolicy"), grace)
         # Like the real server: an object kept by finalizers comes back as it now is; pods
         # come back even when gone; anything else gone answers with a Success Status.
         if not gone or req.rtype.key == "pods":
@@ -476,74 +486,8 @@ class Api:
             req.params["dryRun"] = "All"
         return opts
 
-    def _delete_locked(self, rtype, cur):
-        """Deletes now, or marks for deletion while finalizers remain.
-
-        Returns (last state, whether the object is gone)."""
-        if rtype.key == "namespaces":
-            return self._delete_namespace_locked(cur)
-        if not cur.meta.get("finalizers"):
-            return self._remove_locked(rtype, cur), True
-        if cur.meta.get("deletionTimestamp"):
-            return cur, False
-        return self.store.commit_locked(rtype, "MODIFIED", mark_deleting(cur.data), cur), False
-
-    def _remove_locked(self, rtype, cur, final=None):
-        """Removes cur for good, then what depended on it (a CRD's objects, a namespace).
-
-        final is the last state to report when an update is what removes it."""
-        if rtype.key == objects.CRD_KEY:
-            self._drop_crd_locked(cur)
-        last = final if final is not None else copy.deepcopy(cur.data)
-        doc = self.store.commit_locked(rtype, "DELETED", last, cur)
-        namespace = cur.meta.get("namespace")
-        if namespace:
-            self._maybe_finalize_namespace_locked(namespace)
-        return doc
-
-    def _drop_crd_locked(self, crd):
-        rtype = self.store.registry.custom.get(crd.meta["name"])
-        if rtype is None:
-            return
-        for _, doc in sorted(self.store.items_locked(rtype).items()):
-            self.store.commit_locked(rtype, "DELETED", copy.deepcopy(doc.data), doc)
-        self.store.objects.pop(rtype.key, None)
-        self.store.registry.drop_crd(crd.meta["name"])
-        for watcher in list(self.store.watchers):
-            if watcher.rtype is rtype:
-                watcher.close(clean=True)
-
-    def _namespace_type(self):
-        return self.store.registry.lookup("", "v1", "namespaces")
-
-    def _delete_namespace_locked(self, ns):
-        ns_type = self._namespace_type()
-        name = ns.meta["name"]
-        if not ns.meta.get("deletionTimestamp"):
-            marked = mark_deleting(ns.data)
-            marked["status"] = {"phase": "Terminating"}
-            ns = self.store.commit_locked(ns_type, "MODIFIED", marked, ns)
-        for rtype in self.store.registry.all():
-            if not rtype.namespaced:
-                continue
-            for key, doc in sorted(self.store.items_locked(rtype).items()):
-                if key.startswith(name + "/"):
-                    self._delete_locked(rtype, doc)
-        self._maybe_finalize_namespace_locked(name)
-        now_there = self.store.get_locked(ns_type, "", name)
-        return now_there or ns, now_there is None
-
-    def _maybe_finalize_namespace_locked(self, name):
-        ns_type = self._namespace_type()
-        ns = self.store.get_locked(ns_type, "", name)
-        if ns is None or not ns.meta.get("deletionTimestamp") or ns.meta.get("finalizers"):
-            return
-        prefix = name + "/"
-        for rtype in self.store.registry.all():
-            if rtype.namespaced and any(k.startswith(prefix)
-                                        for k in self.store.items_locked(rtype)):
-                return
-        self.store.commit_locked(ns_type, "DELETED", copy.deepcopy(ns.data), ns)
+    def _delete_locked(self, rtype, cur, policy=None, grace=None):
+        return deletion.delete_locked(self.store, rtype, cur, policy, grace)
 
     # -- shared --------------------------------------------------------------------------
 
@@ -552,17 +496,6 @@ class Api:
         if doc is None:
             raise not_found(req.rtype, req.name)
         return doc
-
-
-def mark_deleting(data):
-    """A copy of data marked for deletion, as the real server marks objects with finalizers."""
-    new = copy.deepcopy(data)
-    meta = new["metadata"]
-    if meta.get("generation"):
-        meta["generation"] += 1
-    meta["deletionTimestamp"] = now()
-    meta["deletionGracePeriodSeconds"] = 0
-    return new
 
 
 def check_preconditions(rtype, cur, pre):

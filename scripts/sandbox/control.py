@@ -28,6 +28,12 @@ def handle(handler, method, path, body):
         actions = ctx.faults.update(request)
         done = run_actions(handler, actions)
         return 200, dumps({"faults": ctx.faults.describe(), "injected": done})
+    if path == "/sandbox/v1/pods/fail" and method == "POST":
+        try:
+            request = json.loads(body.decode("utf-8") or "{}")
+        except ValueError as err:
+            raise bad_request("the body is not JSON: %s" % err) from None
+        return 200, dumps(ctx.nodes.fail(request))
     if path == "/sandbox/v1/reset" and method == "POST":
         ctx.faults.reset()
         return 200, dumps({"faults": {}})

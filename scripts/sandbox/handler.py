@@ -8,7 +8,7 @@ import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 
-from . import control, discovery, routes
+from . import control, discovery, fields, routes, tables
 from .api import Request
 from .status import ApiError, bad_request, internal_error, path_not_found, rbac_forbidden, \
     unauthorized
@@ -111,7 +111,11 @@ class Handler(BaseHTTPRequestHandler):
         handlers = {"get": ctx.api.get, "list": ctx.api.list, "create": ctx.api.create,
                     "update": ctx.api.update, "patch": ctx.api.patch, "delete": ctx.api.delete,
                     "deletecollection": ctx.api.delete_collection}
-        self.send_json(*handlers[req.verb](req))
+        code, text = handlers[req.verb](req)
+        table = tables.wanted_version(self.headers.get("Accept"))
+        if table and code == 200 and req.verb in ("get", "list") and not req.subresource:
+            text = tables.convert(ctx.store, req, table, text)
+        self.send_json(code, text, fields.warning_header(req.warnings))
 
     def authenticate(self):
         """The user name, or 401. Tokens are compared in constant time and never logged."""

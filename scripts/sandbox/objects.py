@@ -6,6 +6,7 @@ import re
 import time
 import uuid
 
+from . import defaults, validation
 from .selection import label_key_problem, label_value_problem
 from .status import Cause, invalid
 
@@ -18,8 +19,14 @@ SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alph
 LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
              "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
              "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-# Kinds whose names must be DNS labels rather than subdomains.
-LABEL_NAMED = {"namespaces", "services"}
+# Kinds whose names must be DNS labels rather than subdomains (ValidateNamespaceName);
+# Service names are DNS-1035 labels (ValidateServiceName: they start with a letter).
+LABEL_NAMED = {"namespaces"}
+DNS1035_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_MSG = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+               "start with an alphabetic character, and end with an alphanumeric character "
+               "(e.g. 'my-name',  or 'abc-123', regex used for validation is "
+               "'[a-z]([-a-z0-9]*[a-z0-9])?')")
 GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 PROTECTED_NAMESPACES = {"default", "kube-system", "kube-public"}
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
@@ -55,7 +62,9 @@ def name_causes(rtype, meta):
     name = meta.get("name")
     if not name:
         return [Cause("metadata.name", "Required value", "name or generateName is required")]
-    if rtype.plural in LABEL_NAMED:
+    if rtype.plural == "services" and not rtype.group:
+        ok, msg = len(name) <= 63 and DNS1035_RE.match(name), DNS1035_MSG
+    elif rtype.plural in LABEL_NAMED and not rtype.group:
         ok, msg = len(name) <= 63 and LABEL_RE.match(name), LABEL_MSG
     else:
         ok, msg = len(name) <= 253 and SUBDOMAIN_RE.match(name), SUBDOMAIN_MSG
@@ -103,12 +112,17 @@ def crd_causes(crd):
     return causes
 
 
-def validate(rtype, obj):
-    """Raises 422 Invalid for what the real server's validation would reject."""
+def validate(rtype, obj, old=None):
+    """Raises 422 Invalid for what the real server's validation would reject.
+
+    old is the stored object when obj is the new state of an update."""
     meta = obj["metadata"]
     causes = name_causes(rtype, meta) + label_causes(meta)
     if rtype.key == CRD_KEY:
         causes += crd_causes(obj)
+    causes += validation.kind_causes(rtype, obj)
+    if old is not None:
+        causes += validation.update_causes(rtype, obj, old)
     if causes:
         raise invalid(rtype.kind, rtype.group, meta.get("name", ""), causes)
 
@@ -131,7 +145,11 @@ class Defaulter:
             meta.pop(field, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now()
-        meta["generation"] = 1
+        if defaults.has_generation(rtype):
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        defaults.on_create(rtype, obj)
         handler = getattr(self, "_" + rtype.plural, None) if not rtype.crd_name else None
         if handler:
             handler(obj)
@@ -144,13 +162,6 @@ class Defaulter:
         labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj["status"] = {"phase": "Active"}
-
-    @staticmethod
-    def _pods(obj):
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("schedulerName", "default-scheduler")
-        obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
 
     def _services(self, obj):
         spec = obj.setdefault("spec", {})
@@ -170,7 +181,6 @@ class Defaulter:
 
     @staticmethod
     def _deployments(obj):
-        obj.setdefault("spec", {}).setdefault("replicas", 1)
         obj["status"] = {}
 
     _replicasets = _deployments

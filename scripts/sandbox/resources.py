@@ -110,6 +110,7 @@ def builtin_types():
     return [
         ResourceType("", ["v1"], "namespaces", "Namespace", False, ["ns"], status=True),
         ResourceType("", ["v1"], "pods", "Pod", True, ["po"], status=True, categories=["all"]),
+        ResourceType("", ["v1"], "nodes", "Node", False, ["no"], status=True),
         ResourceType("", ["v1"], "configmaps", "ConfigMap", True, ["cm"]),
         ResourceType("", ["v1"], "secrets", "Secret", True),
         ResourceType("", ["v1"], "services", "Service", True, ["svc"], status=True,

@@ -17,6 +17,8 @@ from http.server import ThreadingHTTPServer
 from . import tls
 from .api import Api
 from .faults import Faults, Stats
+from .gc import GarbageCollector
+from .nodes import Nodes
 from .handler import Handler
 from .status import ApiError
 from .store import Store
@@ -31,6 +33,8 @@ class Context:
         self.verbosity = args.verbose
         self.store = Store(args.history)
         self.api = Api(self.store)
+        self.gc = GarbageCollector(self.store)
+        self.nodes = Nodes(self.store, args.nodes)
         self.faults = Faults(args.seed)
         self.stats = Stats()
         self.bookmark_interval = args.bookmark_interval
@@ -124,6 +128,8 @@ def parse_args(argv):
                    help="events kept for watch replay (the watch cache window)")
     p.add_argument("--bookmark-interval", type=float, default=10.0, metavar="SEC",
                    help="seconds between BOOKMARK events on watches that allow them")
+    p.add_argument("--nodes", type=int, default=0, metavar="N",
+                   help="simulate N nodes that schedule and run pods (default 0: none)")
     p.add_argument("--owner-pid", type=int, help="exit when this process is gone")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="log one line per request to stderr")
@@ -229,6 +235,8 @@ def main(argv):
             tls.make_pki(pki_dir, args.tls_san)
             ssl_context = tls.server_context(pki_dir, args.auth == "cert")
         seed_cluster(ctx)
+        ctx.gc.start()
+        ctx.nodes.start(ctx.api.defaulter)
 
         def announce(port):
             host = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host

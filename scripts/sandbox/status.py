@@ -1,4 +1,5 @@
 """metav1.Status bodies with the codes, reasons and messages kube-apiserver uses."""
+import json
 
 
 class ApiError(Exception):
@@ -71,7 +72,8 @@ class Cause:
 
     REASONS = {"Invalid value": "FieldValueInvalid", "Required value": "FieldValueRequired",
                "Forbidden": "FieldValueForbidden", "Unsupported value": "FieldValueNotSupported",
-               "Duplicate value": "FieldValueDuplicate"}
+               "Duplicate value": "FieldValueDuplicate", "Too long": "FieldValueTooLong",
+               "Too many": "FieldValueTooMany"}
 
     def __init__(self, field, kind, detail, value=None):
         self.field = field
@@ -80,10 +82,11 @@ class Cause:
         self.value = value
 
     def body(self):
-        if self.kind in ("Invalid value", "Unsupported value", "Duplicate value"):
+        if self.kind in ("Invalid value", "Unsupported value", "Duplicate value", "Too many"):
             text = '%s: %s' % (self.kind, quote_value(self.value))
             return text + (": " + self.detail if self.detail else "")
-        return "%s: %s" % (self.kind, self.detail)
+        # field.Error.ErrorBody: a Required or Forbidden error without detail is just its type.
+        return "%s: %s" % (self.kind, self.detail) if self.detail else self.kind
 
     def message(self):
         return "%s: %s" % (self.field, self.body())
@@ -94,7 +97,8 @@ def quote_value(value):
         return '"%s"' % value
     if value is None:
         return "null"
-    return str(value)
+    # Like field.Error: numbers and booleans as Go prints them, anything else as JSON.
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def invalid(kind, group, name, causes):

@@ -7,6 +7,7 @@ LIVENESS_SECONDS to notice a client that hung up.
 import select
 import time
 
+from . import tables
 from .api import list_options_invalid, parse_rv, render
 from .selection import FieldSelector, LabelSelector
 from .status import ApiError, too_large_resource_version, too_old_resource_version
@@ -38,6 +39,7 @@ class Watcher:
         self.injected = []
         self.closed = None
         self.cursor = 0
+        self.table = None
 
     def close(self, clean):
         """Ends the watch at its next wake-up; the caller notifies the store condition."""
@@ -65,6 +67,8 @@ class Watcher:
         return None
 
     def encode(self, etype, obj):
+        if self.table:
+            return self.table.encode(etype, render(self.rtype, self.version, obj))
         return '{"type":"%s","object":%s}\n' % (etype, render(self.rtype, self.version, obj))
 
     def bookmark(self, rv, initial_end=False):
@@ -131,6 +135,9 @@ class WatchStream:
         self.watcher = Watcher(req.rtype, req.version, req.namespace if req.rtype.namespaced
                                else "", LabelSelector(req.param("labelSelector")),
                                FieldSelector(req.param("fieldSelector"), req.rtype.fields))
+        table = tables.wanted_version(handler.headers.get("Accept"))
+        if table:
+            self.watcher.table = tables.WatchTables(ctx.store, req, table)
         self.sent = 0
         self.started = time.monotonic()
         self.deadline = self.started + self.opts.timeout
