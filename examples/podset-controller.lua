@@ -21,10 +21,11 @@
 -- writes status.replicas, status.readyReplicas and a Ready condition
 -- through the status subresource, and records an Event when it scales.
 --
--- Deleting a PodSet: in a real cluster the garbage collector deletes the
--- pods whose owner is gone. The sandbox API server has no garbage
--- collector, so this controller deletes them itself when it reconciles a
--- PodSet that no longer exists. No finalizer is needed for that, because
+-- Deleting a PodSet: the garbage collector (a cluster's, and the sandbox
+-- API server's) deletes the pods whose owner is gone. This controller also
+-- deletes them itself when it reconciles a PodSet that no longer exists, so
+-- the clean-up does not wait for the collector; the two race harmlessly, a
+-- 404 for the loser being ignored. No finalizer is needed for that, because
 -- reconciling is level-based: a pod whose PodSet was deleted while the
 -- controller was down is still in the pod cache when it starts again, and
 -- its owner's key is reconciled like any other. (A finalizer is for
