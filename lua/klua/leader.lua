@@ -120,6 +120,9 @@ function Elector:try_acquire_or_renew()
   local now = os.time()
   local rec = record(self, now)
   local lease, err = api.get(LEASES, self:key())
+  -- Stopped while the read was under way: write nothing, or a released
+  -- Lease would be taken again.
+  if self.stopped then return false end
   if not lease then
     if not api.is_not_found(err) then
       core.log('error', ('lease %s: cannot read it: %s'):format(self:key(), tostring(err)))
@@ -224,68 +227,28 @@ function Elector:stop()
   local was_leading = self.leading
   self.leading = false
   if not (was_leading and self.release_on_stop and self:holds()) then return end
-  local lease = api.get(LEASES, self:key())
-  if not lease or not lease.spec or lease.spec.holderIdentity ~= self.identity then return end
-  local now = os.time()
-  lease.spec = {
-    holderIdentity = '', leaseDurationSeconds = 1,
-    acquireTime = micro_time(now), renewTime = micro_time(now),
-    leaseTransitions = lease.spec.leaseTransitions or 0,
-  }
-  local _, err = api.update(LEASES, lease)
-  if err then
-    core.log('warn', ('lease %s: could not release it: %s'):format(self:key(), tostring(err)))
-  else
-    core.log('info', ('lease %s: released'):format(self:key()))
+  -- A renewal under way when the election stopped may write between this
+  -- read and the release: its conflict is retried from a fresh read.
+  for _ = 1, 3 do
+    local lease = api.get(LEASES, self:key())
+    if not lease or not lease.spec or lease.spec.holderIdentity ~= self.identity then return end
+    local now = os.time()
+    lease.spec = {
+      holderIdentity = '', leaseDurationSeconds = 1,
+      acquireTime = micro_time(now), renewTime = micro_time(now),
+      leaseTransitions = lease.spec.leaseTransitions or 0,
+    }
+    local _, err = api.update(LEASES, lease)
+    if not err then
+      core.log('info', ('lease %s: released'):format(self:key()))
+      return
+    end
+    if not api.is_conflict(err) then
+      core.log('warn', ('lease %s: could not release it: %s'):format(self:key(), tostring(err)))
+      return
+    end
   end
+  core.log('warn', ('lease %s: could not release it: it kept changing'):format(self:key()))
 end
-
--- The process's election: at most one, started by --leader-elect or by
--- the script; hooks wait for it to lead.
-local election
-local leading_hooks = {}
-
-local function run_hooks()
-  local hooks = leading_hooks
-  leading_hooks = {}
-  for _, fn in ipairs(hooks) do core.after(0, fn) end
-end
-
---- Starts the process's leader election (see klua.leader_election).
-function M.elect(opts)
-  if election then error('leader election is already running for lease ' .. election:key(), 2) end
-  local stopped = opts.on_stopped_leading
-  local e = M.new(opts)
-  e.on_started = function()
-    if opts.on_started_leading then opts.on_started_leading() end
-    run_hooks()
-  end
-  -- As client-go's users do by default: a replica that lost the Lease
-  -- exits, so that its Deployment restarts it as a fresh candidate rather
-  -- than leave it running work another replica now owns.
-  e.on_stopped = function()
-    if stopped then stopped() end
-    core.log('error', 'stopping: the leader lease was lost')
-    core.stop(1)
-  end
-  election = e
-  return e:start()
-end
-
---- Whether this process leads: always true without an election.
-function M.leading() return election == nil or election:is_leader() end
-
---- Runs fn (as its own task) once this process leads: at once without an
--- election. The check waits for the loop's next turn, so an election the
--- script starts later in its main chunk still counts.
-function M.on_leading(fn)
-  if type(fn) ~= 'function' then error('klua.on_leading takes a function', 2) end
-  core.after(0, function()
-    if M.leading() then core.after(0, fn) else leading_hooks[#leading_hooks + 1] = fn end
-  end)
-end
-
---- The process's election, or nil.
-function M.current() return election end
 
 return M
