@@ -64,6 +64,20 @@ def render(rtype, version, data):
     return dumps(data)
 
 
+def render_item(rtype, version, doc):
+    """JSON text of an object as an item of a list. kube-apiserver writes the items of
+    built-in lists without kind and apiVersion (they are converted as typed objects, whose
+    TypeMeta the list encoder leaves empty); custom resources are unstructured and keep
+    both, as stored."""
+    if rtype.crd_name:
+        return render(rtype, version, doc)
+    text = doc.text()
+    head = dumps({"apiVersion": doc.data.get("apiVersion"), "kind": doc.data.get("kind")})[:-1]
+    if text.startswith(head + ","):
+        return "{" + text[len(head) + 1:]
+    return dumps({k: v for k, v in doc.data.items() if k not in ("apiVersion", "kind")})
+
+
 def decode_body(req):
     try:
         value = json.loads(req.body.decode("utf-8") or "null")
@@ -183,11 +197,17 @@ class Api:
                 meta["remainingItemCount"] = remaining
         head = dumps({"kind": req.rtype.list_kind, "apiVersion": req.rtype.api_version(req.version),
                       "metadata": meta})
-        body = ",".join(render(req.rtype, req.version, doc) for doc in page)
+        body = ",".join(render_item(req.rtype, req.version, doc) for doc in page)
         return 200, head[:-1] + ',"items":[' + body + "]}"
 
     def _list_source_locked(self, req, limit):
-        """(items by key, list resourceVersion, start key, limit) per the rv semantics table."""
+        """(items by key, list resourceVersion, start key, limit) per the rv semantics table.
+
+        As kube-apiserver 1.32 decides (cacher.go, shouldDelegateList, with the
+        ConsistentListFromCache gate on by default since 1.31): a continue token, a limit
+        with a resourceVersion other than "0", or resourceVersionMatch=Exact go to storage,
+        where resourceVersion=N with a limit and no match is the exact snapshot at N;
+        everything else is the watch cache's current state, once it has reached N."""
         rv, match, token = (req.param("resourceVersion"), req.param("resourceVersionMatch"),
                             req.param("continue"))
         if match and not rv:
@@ -450,7 +470,7 @@ class Api:
                 self._check_deletable(req.rtype, doc)
             done = page if req.dry_run() else \
                 [self._delete_locked(req.rtype, doc)[0] for doc in page]
-        body = ",".join(render(req.rtype, req.version, d) for d in done)
+        body = ",".join(render_item(req.rtype, req.version, d) for d in done)
         head = dumps({"kind": req.rtype.list_kind, "apiVersion": req.rtype.api_version(req.version),
                       "metadata": {"resourceVersion": str(self.store.rv)}})
         return 200, head[:-1] + ',"items":[' + body + "]}"

@@ -29,7 +29,7 @@ class Context:
 
     def __init__(self, args):
         self.verbosity = args.verbose
-        self.store = Store(args.history)
+        self.store = Store(args.history, args.storage_history)
         self.api = Api(self.store)
         self.faults = Faults(args.seed)
         self.stats = Stats()
@@ -122,8 +122,12 @@ def parse_args(argv):
     p.add_argument("--ready-file", metavar="FILE", help="write the URL here once listening")
     p.add_argument("--history", type=int, default=1000,
                    help="events kept for watch replay (the watch cache window)")
-    p.add_argument("--bookmark-interval", type=float, default=10.0, metavar="SEC",
-                   help="seconds between BOOKMARK events on watches that allow them")
+    p.add_argument("--storage-history", type=int, default=100000, metavar="N",
+                   help="revisions storage keeps for Exact and paged lists until compacted "
+                        "(etcd's history; at least --history)")
+    p.add_argument("--bookmark-interval", type=float, default=60.0, metavar="SEC",
+                   help="seconds between BOOKMARK events on watches that allow them "
+                        "(kube-apiserver: about a minute)")
     p.add_argument("--owner-pid", type=int, help="exit when this process is gone")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="log one line per request to stderr")
@@ -204,6 +208,8 @@ def serve(ctx, args, ssl_context, announce):
         ctx.drop_everything()
         if ctx.restart_down is None:
             return
+        with ctx.store.lock:
+            ctx.store.restart_cache_locked()
         time.sleep(ctx.restart_down)
         ctx.restart_down = None
 
