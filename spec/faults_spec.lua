@@ -156,6 +156,47 @@ describe('an informer under faults', function()
     settle()
   end)
 
+  -- A restarted kube-apiserver has a new, empty watch cache while etcd still holds the
+  -- old revisions until its next compaction: a watch from before the restart gets 410,
+  -- a LIST at that resourceVersion with a limit is etcd's exact snapshot there (old), and
+  -- one without a limit is the watch cache's state, not older than it (current).
+  local function stale_cycles(p)
+    local n = 0
+    for _ in p:errors():gmatch('watch ERROR 410') do n = n + 1 end
+    return n
+  end
+
+  -- Writes to other resources move the revision on, so the informer's resourceVersion
+  -- is older than where the new watch cache starts, as on a busy cluster.
+  local function restart_after_other_writes()
+    for i = 1, 3 do
+      assert.equals(201, (sb:json('POST', '/api/v1/namespaces/default/secrets', { metadata = { name = 'other-' .. i } })))
+    end
+    sb:restart()
+  end
+
+  it('relists unpaged after a restart, as client-go, and sees what was created since', function()
+    changes(sb, 'before', 6)
+    p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
+    restart_after_other_writes()
+    I.configmap(sb, 'after-restart')
+    settle()
+    assert.truthy(p:errors():find('LIST from resourceVersion "%d+", unpaged'), p:errors())
+    assert.equals(1, stale_cycles(p), p:errors())
+  end)
+
+  it('lists the latest state after a paged relist turns out stale, instead of repeating it', function()
+    changes(sb, 'before', 6)
+    -- An explicit page size pages every relist (client-go's WatchListPageSize), so the
+    -- relist after the restart is the old snapshot and the watch from it gets 410 again.
+    p = I.start(sb, 'configmaps', { flags = { '--page-size', '2', '-v', '2' } })
+    restart_after_other_writes()
+    I.configmap(sb, 'after-restart')
+    settle()
+    assert.truthy(p:errors():find('LIST from resourceVersion ""', 1, true), p:errors())
+    assert.is_true(stale_cycles(p) <= 2, p:errors())
+  end)
+
   it('lists again in one piece when its continue token expires between pages', function()
     for i = 1, 12 do I.configmap(sb, 'page-' .. i) end
     -- The first LIST, at resourceVersion 0, is served whole; a relist pages.

@@ -40,6 +40,11 @@ struct kl_reflector {
     phase phase;
     char *rv;
     int rv_unavailable; /* the last rv got 410 on LIST: list from "" */
+    int paginated;      /* the first LIST, at "0", came in pages: the server pages
+                         * (no watch cache), so relists page too (client-go's
+                         * paginatedResult) */
+    int watch_after_list; /* the current watch starts at the rv a LIST returned */
+    char *expired_list_rv; /* ...and that rv got 410 before anything else */
     kl_http_req *req;
     uint64_t timer, idle_timer, deadline_timer;
     uint64_t rng;
@@ -49,7 +54,9 @@ struct kl_reflector {
     kl_list body;          /* ...and what it decoded so far */
     kl_list acc;
     char *cont;
-    int page, unpaged;
+    int page;
+    int unpaged;     /* this LIST asks for no limit */
+    int keep_pager;  /* the next LIST retries this one: same paging */
     /* WATCH */
     kl_framer framer;
     kl_blob **frames; /* FIFO ring of undelivered frames */
@@ -233,6 +240,24 @@ static void status_words(const kl_http_resp *resp, char *buf, size_t size, int *
 static void list_complete(kl_reflector *r) {
     kl_vlog(2, r->o.name, "LIST complete: %zu objects at resourceVersion %s", r->acc.n,
             r->acc.rv ? r->acc.rv : "?");
+    int stale = r->expired_list_rv && r->acc.rv && strcmp(r->expired_list_rv, r->acc.rv) == 0;
+    free(r->expired_list_rv);
+    r->expired_list_rv = NULL;
+    if (stale && !r->rv_unavailable) {
+        /* The state a watch from this very rv just refused with 410 (a paged
+         * LIST is etcd's snapshot at the rv asked for, which a new watch
+         * cache may no longer hold): watching from it again would end the
+         * same way, so list the latest state instead. */
+        kl_vlog(2, r->o.name, "resourceVersion %s was listed again after its watch expired; "
+                "listing the latest state", r->acc.rv);
+        kl_list_clear(&r->acc);
+        r->page = 0;
+        free(r->cont);
+        r->cont = NULL;
+        r->rv_unavailable = 1;
+        start_list(r);
+        return;
+    }
     set_rv(r, r->acc.rv);
     r->rv_unavailable = 0;
     r->page = 0;
@@ -243,6 +268,7 @@ static void list_complete(kl_reflector *r) {
     if (r->sink.replace(r->ud, &done)) r->sink_full = 1;
     kl_list_clear(&done);
     start_watch(r);
+    r->watch_after_list = 1;
 }
 
 static size_t on_list_data(void *ud, const char *p, size_t n) {
@@ -271,6 +297,7 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
         kl_vlog(2, r->o.name, "LIST page %d: %zu objects, resourceVersion %s%s", r->page, page.n,
                 page.rv ? page.rv : "?", page.cont && page.cont[0] ? ", more to come" : "");
         int more = page.cont && page.cont[0] && !r->unpaged;
+        if (more && r->page == 0 && !r->rv) r->paginated = 1;
         free(r->cont);
         r->cont = more ? page.cont : NULL;
         if (more) page.cont = NULL;
@@ -300,11 +327,13 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     if (code == 410 && paging) {
         kl_vlog(2, r->o.name, "continue token expired (%s): listing again in one piece", err);
         r->unpaged = 1;
+        r->keep_pager = 1;
         start_list(r);
     } else if ((code == 410 || is_too_large_rv(resp, err)) && r->rv && r->rv[0] && !r->rv_unavailable) {
         kl_vlog(2, r->o.name, "resourceVersion %s is unavailable (%s): listing the latest state",
                 r->rv, err);
         r->rv_unavailable = 1;
+        r->keep_pager = 1;
         start_list(r);
     } else if (code == 429 || resp->retry_after >= 0) {
         retry_after_then(r, resp->retry_after, 0, err);
@@ -314,12 +343,29 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     }
 }
 
+/* Whether a LIST from rv asks for pages, as client-go's reflector decides:
+ * always with an explicit page size, or when the first LIST came in pages;
+ * otherwise not at a resourceVersion other than "" and "0". kube-apiserver
+ * serves a LIST with a limit at resourceVersion N from etcd as the exact
+ * snapshot at N, and one without a limit from the watch cache, not older
+ * than N: after an API server restart the new watch cache no longer holds
+ * N, etcd still does, and a paged relist would return the old state, whose
+ * watch gets 410 again. */
+static int list_pages(const kl_reflector *r, const char *rv) {
+    if (r->o.page_size > 0 || r->paginated) return 1;
+    return !rv[0] || strcmp(rv, "0") == 0;
+}
+
 static void start_list(kl_reflector *r) {
     r->phase = LISTING;
     r->initial = 0;
     sbuf b = {0};
     sb_str(&b, r->o.path);
     const char *rv = r->rv_unavailable ? "" : (r->rv ? r->rv : "0");
+    /* A retry after an expired continue token or resourceVersion keeps the
+     * paging of the LIST it retries, as client-go's pager does. */
+    if (r->page == 0 && !r->keep_pager) r->unpaged = !list_pages(r, rv);
+    r->keep_pager = 0;
     char limit[24];
     snprintf(limit, sizeof limit, "%d", r->o.page_size > 0 ? r->o.page_size : 500);
     if (!r->unpaged) sb_param(&b, "limit", limit);
@@ -579,7 +625,6 @@ static end_action classify_end(kl_reflector *r) {
  * such relists wait a backoff first. */
 static void relist(kl_reflector *r, end_action why) {
     r->page = 0;
-    r->unpaged = 0;
     r->stats.relists += r->o.watch_list;
     r->initial = r->o.watch_list;
     if (why == END_CORRUPT) {
@@ -599,6 +644,12 @@ static void after_watch(kl_reflector *r) {
     kl_loop_cancel(r->loop, r->deadline_timer);
     r->idle_timer = r->deadline_timer = 0;
     if (!r->ending) r->action = classify_end(r);
+    int after_list = r->watch_after_list;
+    r->watch_after_list = 0;
+    free(r->expired_list_rv);
+    r->expired_list_rv = NULL;
+    if (r->action == END_RELIST && r->watch_events == 0 && after_list && r->rv)
+        r->expired_list_rv = strdup(r->rv);
     kl_framer_reset(&r->framer);
     frames_drop(r);
     r->finished = 0;
@@ -723,6 +774,7 @@ void kl_reflector_free(kl_reflector *r) {
     kl_list_clear(&r->acc);
     free(r->cont);
     free(r->rv);
+    free(r->expired_list_rv);
     free((char *)r->o.name);
     free((char *)r->o.path);
     free((char *)r->o.kind);
