@@ -234,6 +234,21 @@ describe('an informer in WatchList mode', function()
     assert.equals(server, cache)
   end)
 
+  -- client-go keeps the resourceVersions of a watch-list's initial events apart from the
+  -- reflector's own and, when the watch-list fails, lists from the latter, dropping what
+  -- was streamed. An initial event's resourceVersion is that object's last change: a
+  -- LIST from it (paged, so etcd's exact snapshot) would be an old state of the cluster.
+  it('falls back to a LIST of the latest state, not of the last streamed object\'s resourceVersion', function()
+    I.configmap(sb, 'a-oldest')
+    for i = 1, 5 do I.configmap(sb, 'b-' .. i) end
+    sb:fault { watch_stall_after = 1 }
+    p = I.start(sb, 'configmaps', { flags = { '--watch-list', '--watch-list-deadline', '1',
+      '--page-size', '500', '-v', '2' }, no_wait = true })
+    assert.truthy(p:wait_for('synced', 15), p:errors())
+    assert.truthy(p:output():find('synced 6', 1, true), p:output() .. p:errors())
+    assert.truthy(p:errors():find('LIST from resourceVersion "0"', 1, true), p:errors())
+  end)
+
   it('falls back to LIST when the initial-events-end bookmark does not come in time', function()
     I.configmap(sb, 'fallback')
     sb:fault { watch_stall_after = 0 }

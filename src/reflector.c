@@ -458,7 +458,10 @@ static void end_watch_now(kl_reflector *r, end_action a) {
 static void deliver_event(kl_reflector *r, kl_event *ev) {
     r->watch_events++;
     r->stats.events++;
-    set_rv(r, ev->obj.rv);
+    /* An initial event's rv is its object's last change, not a point the
+     * cache has reached: as client-go, the reflector's rv stays where it
+     * was until the initial-events-end bookmark, so a fallback LIST asks
+     * from there and the partial state is dropped. */
     if (r->initial) {
         kl_obj *items = realloc(r->acc.items, (r->acc.n + 1) * sizeof *items);
         if (ev->type == KL_EV_ADDED && items) {
@@ -470,6 +473,7 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
         }
         return;
     }
+    set_rv(r, ev->obj.rv);
     if (r->sink.event(r->ud, ev)) r->sink_full = 1;
 }
 
@@ -477,6 +481,7 @@ static void initial_events_end(kl_reflector *r, const char *rv) {
     kl_loop_cancel(r->loop, r->deadline_timer);
     r->deadline_timer = 0;
     r->initial = 0;
+    set_rv(r, rv);
     free(r->acc.rv);
     r->acc.rv = rv ? strdup(rv) : NULL;
     kl_vlog(2, r->o.name, "initial events end at resourceVersion %s: %zu objects", rv ? rv : "?", r->acc.n);
@@ -498,9 +503,9 @@ static void handle_frame(kl_reflector *r, kl_blob *frame) {
     } else if (ev.type == KL_EV_BOOKMARK) {
         r->stats.bookmarks++;
         r->watch_events++;
-        set_rv(r, ev.obj.rv);
-        kl_vlog(2, r->o.name, "BOOKMARK at resourceVersion %s", kl_reflector_rv(r));
-        if (r->initial && ev.initial_events_end) initial_events_end(r, ev.obj.rv);
+        kl_vlog(2, r->o.name, "BOOKMARK at resourceVersion %s", ev.obj.rv ? ev.obj.rv : "");
+        if (!r->initial) set_rv(r, ev.obj.rv);
+        else if (ev.initial_events_end) initial_events_end(r, ev.obj.rv);
     } else if (ev.type == KL_EV_ERROR) {
         int gone = ev.code == 410;
         kl_vlog(2, r->o.name, "watch ERROR %d %s: %s%s", ev.code, ev.reason ? ev.reason : "",
