@@ -213,6 +213,61 @@ describe('an informer under faults', function()
   end)
 end)
 
+-- kube-apiserver, when a CRD is deleted and created again: 404 while it is gone, then 429
+-- "storage is (re)initializing" (Retry-After: 1) while the new watch cache fills, then a
+-- watch cache whose history starts at its creation.
+describe('an informer on a custom resource whose CRD is deleted and created again', function()
+  local sb, p
+  local CRDS = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
+  local WIDGETS = '/apis/example.com/v1/namespaces/default/widgets'
+  local CRD = { apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
+    metadata = { name = 'widgets.example.com' },
+    spec = { group = 'example.com', scope = 'Namespaced',
+      names = { plural = 'widgets', singular = 'widget', kind = 'Widget' },
+      versions = { { name = 'v1', served = true, storage = true,
+        schema = { openAPIV3Schema = { type = 'object' } } } } } }
+
+  before_each(function() sb = sandbox.start { args = { '--watch-cache-fill', '2' } } end)
+  after_each(function()
+    if p then p:cleanup() end
+    p = nil
+    sb:stop()
+  end)
+
+  local function serve_widgets()
+    assert.equals(201, (sb:json('POST', CRDS, CRD)))
+    assert.truthy(sandbox.wait_until(function() return sb:request('GET', WIDGETS) == 200 end, 10))
+  end
+
+  local function widget(name)
+    assert.equals(201, (sb:json('POST', WIDGETS, { apiVersion = 'example.com/v1', kind = 'Widget',
+      metadata = { name = name } })))
+  end
+
+  it('keeps retrying while the resource is gone and then caches the new objects', function()
+    serve_widgets()
+    widget('old-1')
+    widget('old-2')
+    p = I.start(sb, 'widgets', { flags = { '-v', '2' } })
+    assert.equals(200, (sb:request('DELETE', CRDS .. '/widgets.example.com')))
+    assert.truthy(K.eventually(function() return I.cache(p) == '\n' end, 10), I.cache(p))
+    assert.truthy(p:wait_for('404', 10, 'err'), p:errors())
+    assert.equals(201, (sb:json('POST', CRDS, CRD)))
+    widget('new-1')
+    assert.truthy(sandbox.wait_until(function() return sb:request('GET', WIDGETS) == 200 end, 10))
+    widget('new-2')
+    local cache, server = I.converge(sb, p, WIDGETS)
+    assert.equals(server, cache)
+    assert.equals('default/new-1', server:match('^(%S+)'))
+    assert.equals(0, I.stale(p))
+    -- As client-go, a watch refused with 404 is followed by a LIST after a backoff; the
+    -- LIST that finds the resource again asks for the latest state, not for a
+    -- resourceVersion of the resource that was deleted.
+    assert.truthy(p:errors():find('waiting [%d.]+ s before LIST: the resource is not served'), p:errors())
+    assert.truthy(p:errors():find('LIST from resourceVersion ""', 1, true), p:errors())
+  end)
+end)
+
 describe('an informer in WatchList mode', function()
   local sb, p
   before_each(function() sb = sandbox.start { bookmark_interval = 0.5 } end)

@@ -121,9 +121,19 @@ describe('sandbox API server over HTTP', function()
             schema = { openAPIV3Schema = { type = 'object' } } } } } }
       assert.equals(201, (sb:json('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)))
       local path = '/apis/example.com/v1/namespaces/default/typed'
+      -- A new resource's watch cache fills first: kube-apiserver answers what it would
+      -- serve from it with 429 "storage is (re)initializing" and Retry-After: 1.
+      local status, body, headers = sb:request('GET', path .. '?watch=1')
+      assert.equals(429, status)
+      assert.equals('storage is (re)initializing', cjson.decode(body).message)
+      assert.equals('1', headers['retry-after'])
       assert.equals(201, (sb:json('POST', path, { apiVersion = 'example.com/v1', kind = 'Typed',
         metadata = { name = 'one' } })))
-      local _, list = sb:json('GET', path)
+      assert.equals(200, (sb:json('GET', path .. '?limit=10')), 'storage serves a paged list meanwhile')
+      local list = sandbox.wait_until(function()
+        local code, l = sb:json('GET', path)
+        return code == 200 and l
+      end, 10)
       assert.equals('TypedList', list.kind)
       assert.equals('Typed', list.items[1].kind)
       assert.equals('example.com/v1', list.items[1].apiVersion)

@@ -27,6 +27,7 @@ typedef enum {
     END_RETRY,   /* the server asked to wait (Retry-After) */
     END_RELIST,  /* 410: LIST(rv), at once if the watch made progress */
     END_CORRUPT, /* bytes that cannot be read: wait, then LIST(rv) */
+    END_GONE,    /* 404: the resource is not served (a CRD deleted): wait, LIST("") */
     END_FALLBACK /* WatchList gave no initial-events-end in time: LIST */
 } end_action;
 
@@ -39,7 +40,8 @@ struct kl_reflector {
     kl_reflector_stats stats;
     phase phase;
     char *rv;
-    int rv_unavailable; /* the last rv got 410 on LIST: list from "" */
+    int rv_unavailable; /* the last rv got 410 on LIST, or the resource was
+                         * not served (404): list from "" */
     int paginated;      /* the first LIST, at "0", came in pages: the server pages
                          * (no watch cache), so relists page too (client-go's
                          * paginatedResult) */
@@ -337,6 +339,12 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
         start_list(r);
     } else if (code == 429 || resp->retry_after >= 0) {
         retry_after_then(r, resp->retry_after, 0, err);
+    } else if (code == 404) {
+        /* Not served (a CRD deleted): once it is back, its resourceVersions
+         * start anew, so the LIST that finds it asks for the latest state. */
+        kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s; retrying", err);
+        r->rv_unavailable = 1;
+        backoff_then(r, 0, err);
     } else {
         kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s", err);
         backoff_then(r, 0, err);
@@ -615,6 +623,7 @@ static end_action classify_end(kl_reflector *r) {
     }
     kl_vlog(2, r->o.name, "watch failed: %s", r->end_why);
     if (r->end_code == 410) return END_RELIST;
+    if (r->end_code == 404) return END_GONE;
     /* A stream cut after it made progress is resumed at once, as a clean
      * end is; only a watch that achieved nothing waits. */
     if (r->end_code == -1 && r->watch_events > 0) return END_REWATCH;
@@ -634,6 +643,9 @@ static void relist(kl_reflector *r, end_action why) {
     r->initial = r->o.watch_list;
     if (why == END_CORRUPT) {
         backoff_then(r, r->o.watch_list, "the watch stream could not be read");
+    } else if (why == END_GONE) {
+        r->rv_unavailable = 1;
+        backoff_then(r, r->o.watch_list, "the resource is not served");
     } else if (why == END_RELIST && r->watch_events == 0) {
         backoff_then(r, r->o.watch_list, "the resourceVersion expired before the watch delivered anything");
     } else if (r->o.watch_list) {
@@ -678,6 +690,7 @@ static void after_watch(kl_reflector *r) {
         break;
     case END_RELIST:
     case END_CORRUPT:
+    case END_GONE:
     case END_FALLBACK:
         relist(r, r->action);
         break;

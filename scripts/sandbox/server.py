@@ -30,7 +30,7 @@ class Context:
     def __init__(self, args):
         self.verbosity = args.verbose
         self.store = Store(args.history, args.storage_history)
-        self.api = Api(self.store)
+        self.api = Api(self.store, cache_fill=args.watch_cache_fill)
         self.faults = Faults(args.seed)
         self.stats = Stats()
         self.bookmark_interval = args.bookmark_interval
@@ -125,6 +125,9 @@ def parse_args(argv):
     p.add_argument("--storage-history", type=int, default=100000, metavar="N",
                    help="revisions storage keeps for Exact and paged lists until compacted "
                         "(etcd's history; at least --history)")
+    p.add_argument("--watch-cache-fill", type=float, default=1.0, metavar="SEC",
+                   help="seconds a new resource (a CRD created) answers 429 \"storage is "
+                        "(re)initializing\" while its watch cache fills")
     p.add_argument("--bookmark-interval", type=float, default=60.0, metavar="SEC",
                    help="seconds between BOOKMARK events on watches that allow them "
                         "(kube-apiserver: about a minute)")

@@ -17,9 +17,11 @@ import collections
 import itertools
 import json
 import threading
+import time
 
 from .resources import Registry
-from .status import INCONSISTENT_CONTINUE, expired, too_old_resource_version
+from .status import (INCONSISTENT_CONTINUE, expired, storage_initializing,
+                     too_old_resource_version)
 
 
 TOP_ORDER = ("apiVersion", "kind", "metadata")
@@ -97,6 +99,8 @@ class Store:
         self.rv = 0
         self.compacted = 0
         self.window_start = 0
+        self.type_start = {}  # resource key -> rv its newest watch cache started at
+        self.ready_at = {}    # resource key -> when that watch cache is filled (monotonic)
         self.history_limit = history_limit
         self.storage_limit = max(history_limit, storage_limit or 0)
         self.history = collections.deque()
@@ -139,11 +143,27 @@ class Store:
         self.window_start = self.rv
         self.changed.notify_all()
 
-    def events_after_locked(self, rv):
+    def new_watch_cache_locked(self, rtype, fill_seconds):
+        """A resource served anew (a CRD created): its watch cache starts now, empty of
+        history, and answers 429 until it is filled, fill_seconds from now."""
+        self.type_start[rtype.key] = self.rv
+        self.ready_at[rtype.key] = time.monotonic() + fill_seconds
+
+    def check_cache_ready_locked(self, rtype):
+        """Raises 429 "storage is (re)initializing" while rtype's watch cache fills."""
+        if time.monotonic() < self.ready_at.get(rtype.key, 0):
+            raise storage_initializing()
+
+    def cache_ready_locked(self, rtype):
+        return time.monotonic() >= self.ready_at.get(rtype.key, 0)
+
+    def events_after_locked(self, rv, rkey=None):
         """Watch-cache events with resourceVersion > rv; raises Expired when the watch
-        cache no longer holds them (kube-apiserver's "too old resource version")."""
-        if rv < self.window_start:
-            raise too_old_resource_version(rv, self.window_start)
+        cache (of resource rkey, if given) no longer holds them (kube-apiserver's "too
+        old resource version")."""
+        start = max(self.window_start, self.type_start.get(rkey, 0))
+        if rv < start:
+            raise too_old_resource_version(rv, start)
         return self._storage_events_after_locked(rv)
 
     def _storage_events_after_locked(self, rv):
