@@ -244,6 +244,19 @@ describe('an informer on a custom resource whose CRD is deleted and created agai
       metadata = { name = name } })))
   end
 
+  it('forgets, as client-go, the objects of a resource that is gone when it lists', function()
+    serve_widgets()
+    widget('w1')
+    p = I.start(sb, 'widgets', { flags = { '-v', '2' } })
+    -- The watch is cut before the deletes reach it: only the LIST's 404 tells.
+    sb:fault { watch_drop_after = 0 }
+    assert.equals(200, (sb:request('DELETE', CRDS .. '/widgets.example.com')))
+    assert.truthy(p:wait_for('LIST failed: 404', 15, 'err'), p:errors())
+    assert.truthy(K.eventually(function() return I.cache(p) == '\n' end, 10), I.cache(p))
+    assert.same({ 'add default/w1 ' .. I.calls(p)[1]:match('w1 (%d+)') .. ' true',
+      'delete default/w1 ' .. I.calls(p)[1]:match('w1 (%d+)') .. ' true' }, I.calls(p))
+  end)
+
   it('keeps retrying while the resource is gone and then caches the new objects', function()
     serve_widgets()
     widget('old-1')

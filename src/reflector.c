@@ -340,10 +340,17 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     } else if (code == 429 || resp->retry_after >= 0) {
         retry_after_then(r, resp->retry_after, 0, err);
     } else if (code == 404) {
-        /* Not served (a CRD deleted): once it is back, its resourceVersions
-         * start anew, so the LIST that finds it asks for the latest state. */
+        /* Not served (a CRD deleted): as client-go, the cache then holds
+         * none of it either (deletes it missed are delivered, their final
+         * state unknown) and a wait for the sync ends. Once it is back, its
+         * resourceVersions start anew, so the LIST that finds it asks for
+         * the latest state. */
         kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s; retrying", err);
         r->rv_unavailable = 1;
+        kl_list none;
+        memset(&none, 0, sizeof none);
+        none.remaining = -1;
+        if (r->sink.replace(r->ud, &none)) r->sink_full = 1;
         backoff_then(r, 0, err);
     } else {
         kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s", err);

@@ -7,7 +7,8 @@
  *             410 at once                -> LIST("")
  *             410 / too large at rv      -> LIST("")
  *             continue expired, page >=2 -> LIST(rv) unpaged
- *             404                        -> BACKOFF -> LIST("")
+ *             404                        -> sink.replace(empty),
+ *                                           BACKOFF -> LIST("")
  *             429 / Retry-After          -> wait -> LIST(rv)
  *             other error                -> BACKOFF -> LIST(rv)
  *   WATCH(rv) event                      -> sink.event, rv = event rv
