@@ -120,7 +120,7 @@ static void decode_item(const uint8_t *data, size_t size) {
     if (!item) die("out of memory");
     kl_obj o;
     char err[256] = "";
-    if (kl_decode_item(item, &o, err, sizeof err) == 0) {
+    if (kl_decode_item(item, &o, NULL, err, sizeof err) == 0) {
         if (o.blob != item || o.off != 0 || o.len != size || !o.name || !o.name[0])
             die("a decoded item is not its whole blob with a name");
         kl_obj_clear(&o);

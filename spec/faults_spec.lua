@@ -198,6 +198,47 @@ describe('an informer under faults', function()
     settle()
   end)
 
+  -- A restarted kube-apiserver has a new, empty watch cache while etcd still holds the
+  -- old revisions until its next compaction: a watch from before the restart gets 410,
+  -- a LIST at that resourceVersion with a limit is etcd's exact snapshot there (old), and
+  -- one without a limit is the watch cache's state, not older than it (current).
+  local function stale_cycles(p)
+    local n = 0
+    for _ in p:errors():gmatch('watch ERROR 410') do n = n + 1 end
+    return n
+  end
+
+  -- Writes to other resources move the revision on, so the informer's resourceVersion
+  -- is older than where the new watch cache starts, as on a busy cluster.
+  local function restart_after_other_writes()
+    for i = 1, 3 do
+      assert.equals(201, (sb:json('POST', '/api/v1/namespaces/default/secrets', { metadata = { name = 'other-' .. i } })))
+    end
+    sb:restart()
+  end
+
+  it('relists unpaged after a restart, as client-go, and sees what was created since', function()
+    changes(sb, 'before', 6)
+    p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
+    restart_after_other_writes()
+    I.configmap(sb, 'after-restart')
+    settle()
+    assert.truthy(p:errors():find('LIST from resourceVersion "%d+", unpaged'), p:errors())
+    assert.equals(1, stale_cycles(p), p:errors())
+  end)
+
+  it('lists the latest state after a paged relist turns out stale, instead of repeating it', function()
+    changes(sb, 'before', 6)
+    -- An explicit page size pages every relist (client-go's WatchListPageSize), so the
+    -- relist after the restart is the old snapshot and the watch from it gets 410 again.
+    p = I.start(sb, 'configmaps', { flags = { '--page-size', '2', '-v', '2' } })
+    restart_after_other_writes()
+    I.configmap(sb, 'after-restart')
+    settle()
+    assert.truthy(p:errors():find('LIST from resourceVersion ""', 1, true), p:errors())
+    assert.is_true(stale_cycles(p) <= 2, p:errors())
+  end)
+
   it('lists again in one piece when its continue token expires between pages', function()
     for i = 1, 12 do I.configmap(sb, 'page-' .. i) end
     -- The first LIST, at resourceVersion 0, is served whole; a relist pages.
@@ -211,6 +252,74 @@ describe('an informer under faults', function()
     assert.truthy(p:wait_for('continue token expired', 10, 'err'))
     assert.truthy(p:wait_for('LIST from resourceVersion "%d+", unpaged', 10, 'err'))
     settle()
+  end)
+end)
+
+-- kube-apiserver, when a CRD is deleted and created again: 404 while it is gone, then 429
+-- "storage is (re)initializing" (Retry-After: 1) while the new watch cache fills, then a
+-- watch cache whose history starts at its creation.
+describe('an informer on a custom resource whose CRD is deleted and created again', function()
+  local sb, p
+  local CRDS = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
+  local WIDGETS = '/apis/example.com/v1/namespaces/default/widgets'
+  local CRD = { apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
+    metadata = { name = 'widgets.example.com' },
+    spec = { group = 'example.com', scope = 'Namespaced',
+      names = { plural = 'widgets', singular = 'widget', kind = 'Widget' },
+      versions = { { name = 'v1', served = true, storage = true,
+        schema = { openAPIV3Schema = { type = 'object' } } } } } }
+
+  before_each(function() sb = sandbox.start { args = { '--watch-cache-fill', '2' } } end)
+  after_each(function()
+    if p then p:cleanup() end
+    p = nil
+    sb:stop()
+  end)
+
+  local function serve_widgets()
+    assert.equals(201, (sb:json('POST', CRDS, CRD)))
+    assert.truthy(sandbox.wait_until(function() return sb:request('GET', WIDGETS) == 200 end, 10))
+  end
+
+  local function widget(name)
+    assert.equals(201, (sb:json('POST', WIDGETS, { apiVersion = 'example.com/v1', kind = 'Widget',
+      metadata = { name = name } })))
+  end
+
+  it('forgets, as client-go, the objects of a resource that is gone when it lists', function()
+    serve_widgets()
+    widget('w1')
+    p = I.start(sb, 'widgets', { flags = { '-v', '2' } })
+    -- The watch is cut before the deletes reach it: only the LIST's 404 tells.
+    sb:fault { watch_drop_after = 0 }
+    assert.equals(200, (sb:request('DELETE', CRDS .. '/widgets.example.com')))
+    assert.truthy(p:wait_for('LIST failed: 404', 15, 'err'), p:errors())
+    assert.truthy(K.eventually(function() return I.cache(p) == '\n' end, 10), I.cache(p))
+    assert.same({ 'add default/w1 ' .. I.calls(p)[1]:match('w1 (%d+)') .. ' true',
+      'delete default/w1 ' .. I.calls(p)[1]:match('w1 (%d+)') .. ' true' }, I.calls(p))
+  end)
+
+  it('keeps retrying while the resource is gone and then caches the new objects', function()
+    serve_widgets()
+    widget('old-1')
+    widget('old-2')
+    p = I.start(sb, 'widgets', { flags = { '-v', '2' } })
+    assert.equals(200, (sb:request('DELETE', CRDS .. '/widgets.example.com')))
+    assert.truthy(K.eventually(function() return I.cache(p) == '\n' end, 10), I.cache(p))
+    assert.truthy(p:wait_for('404', 10, 'err'), p:errors())
+    assert.equals(201, (sb:json('POST', CRDS, CRD)))
+    widget('new-1')
+    assert.truthy(sandbox.wait_until(function() return sb:request('GET', WIDGETS) == 200 end, 10))
+    widget('new-2')
+    local cache, server = I.converge(sb, p, WIDGETS)
+    assert.equals(server, cache)
+    assert.equals('default/new-1', server:match('^(%S+)'))
+    assert.equals(0, I.stale(p))
+    -- As client-go, a watch refused with 404 is followed by a LIST after a backoff; the
+    -- LIST that finds the resource again asks for the latest state, not for a
+    -- resourceVersion of the resource that was deleted.
+    assert.truthy(p:errors():find('waiting [%d.]+ s before LIST: the resource is not served'), p:errors())
+    assert.truthy(p:errors():find('LIST from resourceVersion ""', 1, true), p:errors())
   end)
 end)
 
@@ -233,6 +342,21 @@ describe('an informer in WatchList mode', function()
     changes(sb, 'later', 5)
     local cache, server = I.converge(sb, p, CM)
     assert.equals(server, cache)
+  end)
+
+  -- client-go keeps the resourceVersions of a watch-list's initial events apart from the
+  -- reflector's own and, when the watch-list fails, lists from the latter, dropping what
+  -- was streamed. An initial event's resourceVersion is that object's last change: a
+  -- LIST from it (paged, so etcd's exact snapshot) would be an old state of the cluster.
+  it('falls back to a LIST of the latest state, not of the last streamed object\'s resourceVersion', function()
+    I.configmap(sb, 'a-oldest')
+    for i = 1, 5 do I.configmap(sb, 'b-' .. i) end
+    sb:fault { watch_stall_after = 1 }
+    p = I.start(sb, 'configmaps', { flags = { '--watch-list', '--watch-list-deadline', '1',
+      '--page-size', '500', '-v', '2' }, no_wait = true })
+    assert.truthy(p:wait_for('synced', 15), p:errors())
+    assert.truthy(p:output():find('synced 6', 1, true), p:output() .. p:errors())
+    assert.truthy(p:errors():find('LIST from resourceVersion "0"', 1, true), p:errors())
   end)
 
   it('falls back to LIST when the initial-events-end bookmark does not come in time', function()

@@ -79,6 +79,27 @@ spec:
 ]]
 
 describe('klua.informer', function()
+  -- kube-apiserver writes the items of built-in lists without kind and apiVersion; klua
+  -- fills them in from the list, so an object reads the same from a LIST as from a watch.
+  it('hands over objects from the initial list with their kind and apiVersion, in views, copies and JSON', function()
+    namespace('inf-kind')
+    configmap('inf-kind', 'listed')
+    local out = run_ok([[
+      local cms = klua.informer { resource = 'configmaps', namespace = 'inf-kind' }
+      local deps = klua.informer { resource = 'deployments', namespace = 'inf-kind' }
+      cms:on('add', function(cm, initial)
+        local copy = cm:copy()
+        print(cm.kind, cm.apiVersion, tostring(initial), copy.kind, copy.apiVersion,
+          klua.json.decode(klua.json.encode(cm)).kind)
+      end)
+      klua.on_synced(function()
+        print(#deps:list(), cms:list()[1].kind)
+        klua.stop()
+      end)
+    ]])
+    assert.equals('ConfigMap v1 true ConfigMap v1 ConfigMap\n0 ConfigMap\n', (out:gsub('\t', ' ')))
+  end)
+
   it('takes a resource name alone and caches that resource in every namespace', function()
     namespace('inf-all-a')
     namespace('inf-all-b')

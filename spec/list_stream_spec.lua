@@ -24,14 +24,40 @@ describe('the streaming LIST decoder', function()
     end
   end)
 
-  it('keeps each item exactly as the server sent it', function()
+  -- kube-apiserver leaves kind and apiVersion out of the items of built-in lists; they
+  -- are filled in from the list, as apimachinery's UnstructuredList does, so that an
+  -- object from a LIST reads like the same object from a watch event.
+  it('keeps each item as the server sent it, after the list\'s kind and apiVersion', function()
     local got = assert(testing.decode_list_stream({ BODY }))
-    assert.equals('{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"data":{"x":"[{\\"}]"}}', got.items[1].json)
+    assert.equals('{"kind":"ConfigMap","apiVersion":"v1",'
+      .. '"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"data":{"x":"[{\\"}]"}}', got.items[1].json)
     assert.equals('b', got.items[2].name)
     assert.equals('8', got.items[2].rv)
     assert.equals('42', got.rv)
     assert.equals('tok', got.continue)
     assert.equals(3, got.remaining)
+  end)
+
+  it('types the items from a kind and apiVersion that come after them', function()
+    for size = 1, 40 do
+      local got = assert(testing.decode_list_stream(chunks('{"items":[{"metadata":{"name":"z"}}],'
+        .. '"apiVersion":"apps/v1","kind":"DeploymentList","metadata":{"resourceVersion":"9"}}', size)))
+      assert.equals('{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"z"}}', got.items[1].json)
+    end
+  end)
+
+  it('leaves an item that has a kind or an apiVersion of its own as it is (custom resources)', function()
+    local own = '{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"}}'
+    local half = '{"apiVersion":"example.com/v1","metadata":{"name":"h"}}'
+    local got = assert(testing.decode_list_stream({ '{"kind":"WidgetList","apiVersion":"example.com/v1",'
+      .. '"metadata":{"resourceVersion":"3"},"items":[' .. own .. ',' .. half .. ']}' }))
+    assert.equals(own, got.items[1].json)
+    assert.equals(half, got.items[2].json)
+  end)
+
+  it('leaves the items untyped when the list says nothing of its kind', function()
+    local got = assert(testing.decode_list_stream({ '{"apiVersion":"v1","items":[{"metadata":{"name":"a"}}]}' }))
+    assert.equals('{"metadata":{"name":"a"}}', got.items[1].json)
   end)
 
   it('decodes a list whose metadata follows its items', function()

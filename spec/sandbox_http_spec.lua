@@ -97,6 +97,50 @@ describe('sandbox API server over HTTP', function()
       assert.equals('old', list.items[1].data.v)
     end)
 
+    it('writes the items of a built-in list without kind and apiVersion, as kube-apiserver does', function()
+      local ns = namespace()
+      create(ns, 'typeless')
+      local _, list = sb:json('GET', CM:format(ns))
+      assert.equals('ConfigMapList', list.kind)
+      assert.is_nil(list.items[1].kind)
+      assert.is_nil(list.items[1].apiVersion)
+      local _, obj = sb:json('GET', CM:format(ns) .. '/typeless')
+      assert.equals('ConfigMap', obj.kind, 'a GET carries them')
+      local _, body = sb:request('GET', CM:format(ns) .. '?watch=1&timeoutSeconds=1&resourceVersion=0')
+      local event = decode_lines(body)[1]
+      assert.equals('ConfigMap', event.object.kind, 'a watch event carries them')
+      assert.equals('v1', event.object.apiVersion)
+    end)
+
+    it('keeps kind and apiVersion on the items of a custom resource list (unstructured)', function()
+      local crd = { apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
+        metadata = { name = 'typed.example.com' },
+        spec = { group = 'example.com', scope = 'Namespaced',
+          names = { plural = 'typed', singular = 'typed', kind = 'Typed' },
+          versions = { { name = 'v1', served = true, storage = true,
+            schema = { openAPIV3Schema = { type = 'object' } } } } } }
+      assert.equals(201, (sb:json('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)))
+      local path = '/apis/example.com/v1/namespaces/default/typed'
+      -- A new resource's watch cache fills first: kube-apiserver answers what it would
+      -- serve from it with 429 "storage is (re)initializing" and Retry-After: 1.
+      local status, body, headers = sb:request('GET', path .. '?watch=1')
+      assert.equals(429, status)
+      assert.equals('storage is (re)initializing', cjson.decode(body).message)
+      assert.equals('1', headers['retry-after'])
+      assert.equals(201, (sb:json('POST', path, { apiVersion = 'example.com/v1', kind = 'Typed',
+        metadata = { name = 'one' } })))
+      assert.equals(200, (sb:json('GET', path .. '?limit=10')), 'storage serves a paged list meanwhile')
+      local list = sandbox.wait_until(function()
+        local code, l = sb:json('GET', path)
+        return code == 200 and l
+      end, 10)
+      assert.equals('TypedList', list.kind)
+      assert.equals('Typed', list.items[1].kind)
+      assert.equals('example.com/v1', list.items[1].apiVersion)
+      local _, crds = sb:json('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions')
+      assert.is_nil(crds.items[1].kind, 'CRDs themselves are a built-in kind')
+    end)
+
     it('answers 504 Timeout for a resourceVersion the server has not reached', function()
       local future = current_rv() + 100
       local status, body = sb:json('GET', CM:format('default') .. '?resourceVersion=' .. future)
@@ -227,7 +271,7 @@ describe('sandbox API server over HTTP', function()
   describe('history window', function()
     local small
 
-    setup(function() small = sandbox.start{ history = 3 } end)
+    setup(function() small = sandbox.start{ history = 3, storage_history = 3 } end)
     teardown(function() small:stop() end)
 
     it('expires a watch from before the window with one ERROR 410 event', function()
@@ -242,8 +286,8 @@ describe('sandbox API server over HTTP', function()
       assert.equals('Status', events[1].object.kind)
       assert.equals(410, events[1].object.code)
       assert.equals('Expired', events[1].object.reason)
-      local compacted = small:stats().compactedResourceVersion
-      assert.equals(('too old resource version: %d (%s)'):format(start, compacted),
+      local oldest = small:stats().watchCacheResourceVersion
+      assert.equals(('too old resource version: %d (%s)'):format(start, oldest),
         events[1].object.message)
     end)
 
@@ -255,7 +299,7 @@ describe('sandbox API server over HTTP', function()
       assert.same({ 'ADDED inside' }, summary(decode_lines(body)))
     end)
 
-    it('expires Exact lists and continue tokens from before the window with 410', function()
+    it('expires Exact lists and continue tokens from before storage\'s history with 410', function()
       for i = 1, 3 do
         small:json('POST', CM:format('kube-public'), { metadata = { name = 'p' .. i } })
       end
@@ -271,6 +315,73 @@ describe('sandbox API server over HTTP', function()
         .. '?resourceVersionMatch=Exact&resourceVersion=' .. page.metadata.resourceVersion)
       assert.equals(410, status)
       assert.matches('^too old resource version', body.message)
+    end)
+  end)
+
+  -- kube-apiserver keeps two histories: etcd's, until compaction (every few minutes), and
+  -- the watch cache's, a window of recent events that a restart empties. Unpaged lists
+  -- at a resourceVersion come from the watch cache "not older than" it; Exact lists,
+  -- lists with a limit at a resourceVersion other than 0, and continue tokens come from
+  -- etcd as the snapshot at that revision (cacher.go shouldDelegateList, 1.32).
+  describe('watch cache and storage', function()
+    local two
+
+    before_each(function() two = sandbox.start{ history = 2 } end)
+    after_each(function() two:stop() end)
+
+    local function put(name, v)
+      local path = CM:format('default') .. '/' .. name
+      local status, obj = two:json('GET', path)
+      if status == 404 then
+        status, obj = two:json('POST', CM:format('default'), { metadata = { name = name }, data = { v = v } })
+        assert.equals(201, status)
+        return obj.metadata.resourceVersion
+      end
+      obj.data = { v = v }
+      status, obj = two:json('PUT', path, obj)
+      assert.equals(200, status)
+      return obj.metadata.resourceVersion
+    end
+
+    local function values(list)
+      local out = {}
+      for _, item in ipairs(list.items) do out[#out + 1] = item.metadata.name .. '=' .. item.data.v end
+      return table.concat(out, ' ')
+    end
+
+    it('serves Exact and paged lists from storage once the watch cache has moved on', function()
+      local old = put('a', 'old')
+      for i = 1, 4 do put('b' .. i, 'x') end
+      put('a', 'new')
+      local _, body = two:request('GET', CM:format('default') .. '?watch=1&resourceVersion=' .. old)
+      assert.equals(410, decode_lines(body)[1].object.code, 'the watch cache no longer holds it')
+      local _, exact = two:json('GET', CM:format('default') .. '?resourceVersionMatch=Exact&resourceVersion=' .. old)
+      assert.equals('a=old', values(exact))
+      local _, paged = two:json('GET', CM:format('default') .. '?limit=500&resourceVersion=' .. old)
+      assert.equals('a=old', values(paged))
+      assert.equals(old, paged.metadata.resourceVersion)
+      local _, unpaged = two:json('GET', CM:format('default') .. '?resourceVersion=' .. old)
+      assert.equals('a=new b1=x b2=x b3=x b4=x', values(unpaged), 'not older than: the current state')
+      assert.equals(two:stats().resourceVersion, unpaged.metadata.resourceVersion)
+    end)
+
+    it('empties the watch cache on a restart and keeps storage\'s history', function()
+      local old = put('a', 'old')
+      put('a', 'new')
+      two:restart()
+      local _, body = two:request('GET', CM:format('default') .. '?watch=1&resourceVersion=' .. old)
+      assert.equals(410, decode_lines(body)[1].object.code)
+      local _, paged = two:json('GET', CM:format('default') .. '?limit=500&resourceVersion=' .. old)
+      assert.equals('a=old', values(paged), 'etcd still has the revision')
+      local _, unpaged = two:json('GET', CM:format('default') .. '?resourceVersion=' .. old)
+      assert.equals('a=new', values(unpaged))
+      local now = two:stats().resourceVersion
+      assert.equals(now, two:stats().watchCacheResourceVersion)
+      local w = two:watch(CM:format('default') .. '?watch=1&resourceVersion=' .. now)
+      put('c', 'after')
+      assert.truthy(w.wait_for(function(ev) return #ev >= 1 end))
+      w.stop()
+      assert.same({ 'ADDED c' }, summary(w.events()), 'a watch from the restart on works')
     end)
   end)
 

@@ -292,6 +292,10 @@ metadata: {name: c, namespace: labels, labels: {env: prod}}
     kubectl_ok('delete wd w1')
     assert.same({}, lines(kubectl_ok('get widgets -o name')))
     kubectl_ok('apply -f -', 'apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\n')
+    -- kubectl retries the 429 of a watch cache still filling; curl does not: wait it out.
+    assert.truthy(sandbox.wait_until(function()
+      return sb:request('GET', '/apis/example.com/v1/namespaces/default/widgets') == 200
+    end, 10))
     local w = sb:watch('/apis/example.com/v1/namespaces/default/widgets?watch=1&resourceVersion='
       .. sb:stats().resourceVersion)
     kubectl_ok('delete crd widgets.example.com')

@@ -154,6 +154,10 @@ describe('klua watch', function()
         return keys
       end)())
       assert.same(server, modified.object)
+      -- The ADDED line comes from the initial LIST, whose items the server writes
+      -- without kind and apiVersion; klua prints the object as a watch event has it.
+      assert.equals('Pod', added.object.kind)
+      assert.equals('v1', added.object.apiVersion)
       assert.equals('front', modified.object.metadata.labels.tier)
       assert.is_nil(added.object.metadata.labels.tier)
       -- Integers are printed as integers, as the server wrote them (a Pod has no

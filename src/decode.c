@@ -176,6 +176,8 @@ void kl_event_clear(kl_event *ev) {
 /* ---- LIST ---- */
 
 static void read_list_meta(const kl_json_tape *t, kl_list *out) {
+    out->kind = dup_member(t, 1, "kind", NULL);
+    out->api_version = dup_member(t, 1, "apiVersion", NULL);
     size_t md = kl_jt_get(t, 1, "metadata");
     if (md && kl_jt_type(t, md) != '{') md = 0;
     out->rv = dup_member(t, md, "resourceVersion", "");
@@ -183,6 +185,74 @@ static void read_list_meta(const kl_json_tape *t, kl_list *out) {
     if (md && kl_jt_get_string(t, md, "continue", &n)) out->cont = dup_member(t, md, "continue", NULL);
     size_t rem = md ? kl_jt_get(t, md, "remainingItemCount") : 0;
     out->remaining = rem && kl_jt_type(t, rem) == 'l' ? (long long)kl_jt_int(t, rem) : -1;
+}
+
+/* Whether the object at i has neither a kind nor an apiVersion (absent or
+ * empty, as apimachinery reads them). */
+static int is_untyped(const kl_json_tape *t, size_t i) {
+    size_t kn = 0, an = 0;
+    const char *k = kl_jt_get_string(t, i, "kind", &kn);
+    const char *a = kl_jt_get_string(t, i, "apiVersion", &an);
+    return (!k || !kn) && (!a || !an);
+}
+
+/* The length of s written as a JSON string by put_json_string. */
+static size_t json_string_len(const char *s, size_t len) {
+    size_t n = 2;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        n += c == '"' || c == '\\' ? 2 : c < 0x20 ? 6 : 1;
+    }
+    return n;
+}
+
+/* Appends s as a JSON string to buf at *n. */
+static void put_json_string(char *buf, size_t *n, const char *s, size_t len) {
+    static const char hex[] = "0123456789abcdef";
+    buf[(*n)++] = '"';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            buf[(*n)++] = '\\';
+            buf[(*n)++] = (char)c;
+        } else if (c < 0x20) {
+            memcpy(buf + *n, "\\u00", 4);
+            buf[*n + 4] = hex[c >> 4];
+            buf[*n + 5] = hex[c & 15];
+            *n += 6;
+        } else {
+            buf[(*n)++] = (char)c;
+        }
+    }
+    buf[(*n)++] = '"';
+}
+
+void kl_obj_set_type(kl_obj *o, const char *list_kind, const char *api_version) {
+    if (!list_kind || !api_version || !api_version[0]) return;
+    size_t kn = strlen(list_kind), an = strlen(api_version);
+    if (kn >= 4 && memcmp(list_kind + kn - 4, "List", 4) == 0) kn -= 4;
+    if (!kn) return;
+    const char *src = o->blob->data + o->off;
+    size_t len = o->len, body = 1; /* past the object's '{' */
+    while (body < len && is_ws(src[body])) body++;
+    int empty = body < len && src[body] == '}';
+    size_t total = 8 + json_string_len(list_kind, kn) + 14 + json_string_len(api_version, an) + !empty +
+                   (len - body);
+    kl_blob *b = kl_blob_alloc(total);
+    size_t n = 0;
+    memcpy(b->data, "{\"kind\":", 8);
+    n = 8;
+    put_json_string(b->data, &n, list_kind, kn);
+    memcpy(b->data + n, ",\"apiVersion\":", 14);
+    n += 14;
+    put_json_string(b->data, &n, api_version, an);
+    if (!empty) b->data[n++] = ',';
+    memcpy(b->data + n, src + body, len - body);
+    n += len - body;
+    kl_blob_unref(o->blob);
+    o->blob = b;
+    o->off = 0;
+    o->len = n;
 }
 
 /* Copies item k, the value at tape index i spanning body[off, end), into
@@ -211,6 +281,7 @@ static int read_items(const char *body, size_t len, const kl_json_tape *t, size_
         size_t end = kl_json_raw_skip(body, len, off);
         out->n = k + 1;
         if (read_item(body, off, end, t, i, &out->items[k], k, err, errlen) < 0) return -1;
+        if (is_untyped(t, i)) kl_obj_set_type(&out->items[k], out->kind, out->api_version);
         off = end;
     }
     return 0;
@@ -243,7 +314,7 @@ int kl_decode_list(const char *body, size_t len, kl_list *out, char *err, size_t
     return rc;
 }
 
-int kl_decode_item(kl_blob *item, kl_obj *o, char *err, size_t errlen) {
+int kl_decode_item(kl_blob *item, kl_obj *o, int *untyped, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     kl_json_error jerr;
     kl_json_doc *doc = kl_json_parse(item->data, item->len, 1, &jerr);
@@ -258,6 +329,7 @@ int kl_decode_item(kl_blob *item, kl_obj *o, char *err, size_t errlen) {
         read_identity(&t, 1, o);
         rc = o->name[0] ? 0 : fail(err, errlen, "no metadata.name");
     }
+    if (rc == 0 && untyped) *untyped = is_untyped(&t, 1);
     kl_json_free(doc);
     if (rc < 0) {
         kl_obj_clear(o);
@@ -274,6 +346,8 @@ void kl_list_clear(kl_list *l) {
     free(l->items);
     free(l->rv);
     free(l->cont);
+    free(l->kind);
+    free(l->api_version);
     memset(l, 0, sizeof *l);
     l->remaining = -1;
 }

@@ -50,19 +50,33 @@ int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char 
 void kl_event_clear(kl_event *ev);
 
 typedef struct kl_list {
-    kl_obj *items; /* each item in its own new blob (copied out of the body) */
+    kl_obj *items; /* each item in its own new blob (copied out of the body),
+                    * typed (see kl_obj_set_type) */
     size_t n;
+    char *kind;              /* the list's kind, e.g. "PodList"; NULL when absent */
+    char *api_version;       /* the list's apiVersion; NULL when absent */
     char *rv;                /* metadata.resourceVersion ("" when absent) */
     char *cont;              /* metadata.continue, NULL when absent */
     long long remaining;     /* metadata.remainingItemCount, -1 when absent */
 } kl_list;
 
 /* Decodes one object (a LIST item) held alone in item: o becomes an owner
- * of item with its identity. Returns 0, or -1 with err and o left empty. */
-int kl_decode_item(kl_blob *item, kl_obj *o, char *err, size_t errlen);
+ * of item with its identity; *untyped (if non-NULL) says whether the
+ * object has neither a kind nor an apiVersion. Returns 0, or -1 with err
+ * and o left empty. */
+int kl_decode_item(kl_blob *item, kl_obj *o, int *untyped, char *err, size_t errlen);
+
+/* kube-apiserver writes the items of built-in lists without kind and
+ * apiVersion (watch events carry them). As apimachinery's UnstructuredList
+ * does, an item with neither takes the list's kind without its "List"
+ * suffix and the list's apiVersion: o's blob is replaced by a copy whose
+ * JSON starts with those two members. Nothing is done when the list has no
+ * kind or no apiVersion. */
+void kl_obj_set_type(kl_obj *o, const char *list_kind, const char *api_version);
 
 /* Decodes a LIST response body (e.g. a PodList). Every item needs a
- * metadata.name. Returns 0, or -1 with err and out left empty. */
+ * metadata.name; untyped items are typed from the list. Returns 0, or -1
+ * with err and out left empty. */
 int kl_decode_list(const char *body, size_t len, kl_list *out, char *err, size_t errlen);
 /* Releases what l owns and zeroes it. */
 void kl_list_clear(kl_list *l);

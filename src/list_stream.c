@@ -19,8 +19,10 @@ void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
 void kl_list_stream_free(kl_list_stream *s) {
     free(s->scratch);
     free(s->env);
+    free(s->untyped);
     s->scratch = NULL;
     s->env = NULL;
+    s->untyped = NULL;
 }
 
 static int fail(kl_list_stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -78,12 +80,23 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
         l->items = kl_xrealloc(l->items, cap * sizeof *l->items);
         s->items_cap = cap;
     }
+    if (l->n == s->untyped_cap) {
+        size_t cap = s->untyped_cap ? s->untyped_cap * 2 : 64;
+        unsigned char *u = realloc(s->untyped, cap);
+        if (!u) {
+            free(b);
+            return fail(s, "out of memory decoding a LIST response");
+        }
+        s->untyped = u;
+        s->untyped_cap = cap;
+    }
     char err[200];
     kl_obj *o = &l->items[l->n];
-    int rc = kl_decode_item(b, o, err, sizeof err);
+    int untyped = 0;
+    int rc = kl_decode_item(b, o, &untyped, err, sizeof err);
     kl_blob_unref(b);
     if (rc < 0) return fail(s, "LIST item %zu: %s", l->n + 1, err);
-    l->n++;
+    s->untyped[l->n++] = (unsigned char)untyped;
     return 0;
 }
 
@@ -217,8 +230,12 @@ int kl_list_stream_finish(kl_list_stream *s) {
     kl_list *l = s->out;
     l->rv = meta.rv;
     l->cont = meta.cont;
+    l->kind = meta.kind;
+    l->api_version = meta.api_version;
     l->remaining = meta.remaining;
-    meta.rv = meta.cont = NULL;
+    meta.rv = meta.cont = meta.kind = meta.api_version = NULL;
     kl_list_clear(&meta);
+    for (size_t i = 0; i < l->n; i++)
+        if (s->untyped[i]) kl_obj_set_type(&l->items[i], l->kind, l->api_version);
     return 0;
 }

@@ -37,6 +37,10 @@ typedef struct kl_list_stream {
     size_t scratch_len, scratch_cap;
     char *env;          /* the body without the items' elements */
     size_t envlen, envcap;
+    unsigned char *untyped; /* per item: it has no kind and no apiVersion; the
+                             * list's own may come after its items, so they
+                             * are filled in at the end */
+    size_t untyped_cap;
     int failed;
     char err[256];
 } kl_list_stream;
@@ -45,8 +49,9 @@ typedef struct kl_list_stream {
 void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item);
 /* Consumes bytes; 0, or -1 with s->err set (the stream is then dead). */
 int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n);
-/* Ends the body: decodes the envelope into out's rv, continue and
- * remaining count. 0, or -1 with s->err set. */
+/* Ends the body: decodes the envelope into out's rv, continue, remaining
+ * count, kind and apiVersion, and types the untyped items from the list
+ * (kl_obj_set_type). 0, or -1 with s->err set. */
 int kl_list_stream_finish(kl_list_stream *s);
 /* Frees the stream's buffers (not out). */
 void kl_list_stream_free(kl_list_stream *s);

@@ -28,6 +28,7 @@ typedef enum {
     END_RETRY,   /* the server asked to wait (Retry-After) */
     END_RELIST,  /* 410: LIST(rv), at once if the watch made progress */
     END_CORRUPT, /* bytes that cannot be read: wait, then LIST(rv) */
+    END_GONE,    /* 404: the resource is not served (a CRD deleted): wait, LIST("") */
     END_FALLBACK /* WatchList gave no initial-events-end in time: LIST */
 } end_action;
 
@@ -43,7 +44,13 @@ struct kl_reflector {
     kl_reflector_stats stats;
     phase phase;
     char *rv;
-    int rv_unavailable; /* the last rv got 410 on LIST: list from "" */
+    int rv_unavailable; /* the last rv got 410 on LIST, or the resource was
+                         * not served (404): list from "" */
+    int paginated;      /* the first LIST, at "0", came in pages: the server pages
+                         * (no watch cache), so relists page too (client-go's
+                         * paginatedResult) */
+    int watch_after_list; /* the current watch starts at the rv a LIST returned */
+    char *expired_list_rv; /* ...and that rv got 410 before anything else */
     kl_http_req *req;
     uint64_t timer, idle_timer, deadline_timer;
     uint64_t rng;
@@ -57,7 +64,9 @@ struct kl_reflector {
     kl_list body;          /* ...and what it decoded so far */
     kl_list acc;
     char *cont;
-    int page, unpaged;
+    int page;
+    int unpaged;     /* this LIST asks for no limit */
+    int keep_pager;  /* the next LIST retries this one: same paging */
     /* WATCH */
     kl_framer framer;
     kl_blob **frames; /* FIFO ring of undelivered frames */
@@ -260,6 +269,24 @@ static void status_words(const kl_http_resp *resp, char *buf, size_t size, int *
 static void list_complete(kl_reflector *r) {
     kl_vlog(2, r->o.name, "LIST complete: %zu objects at resourceVersion %s", r->acc.n,
             r->acc.rv ? r->acc.rv : "?");
+    int stale = r->expired_list_rv && r->acc.rv && strcmp(r->expired_list_rv, r->acc.rv) == 0;
+    free(r->expired_list_rv);
+    r->expired_list_rv = NULL;
+    if (stale && !r->rv_unavailable) {
+        /* The state a watch from this very rv just refused with 410 (a paged
+         * LIST is etcd's snapshot at the rv asked for, which a new watch
+         * cache may no longer hold): watching from it again would end the
+         * same way, so list the latest state instead. */
+        kl_vlog(2, r->o.name, "resourceVersion %s was listed again after its watch expired; "
+                "listing the latest state", r->acc.rv);
+        kl_list_clear(&r->acc);
+        r->page = 0;
+        free(r->cont);
+        r->cont = NULL;
+        r->rv_unavailable = 1;
+        start_list(r);
+        return;
+    }
     set_rv(r, r->acc.rv);
     r->rv_unavailable = 0;
     r->page = 0;
@@ -270,6 +297,7 @@ static void list_complete(kl_reflector *r) {
     if (r->sink.replace(r->ud, &done)) r->sink_full = 1;
     kl_list_clear(&done);
     start_watch(r);
+    r->watch_after_list = 1;
 }
 
 static size_t on_list_data(void *ud, const char *p, size_t n) {
@@ -298,6 +326,7 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
         kl_vlog(2, r->o.name, "LIST page %d: %zu objects, resourceVersion %s%s", r->page, page.n,
                 page.rv ? page.rv : "?", page.cont && page.cont[0] ? ", more to come" : "");
         int more = page.cont && page.cont[0] && !r->unpaged;
+        if (more && r->page == 0 && !r->rv) r->paginated = 1;
         free(r->cont);
         r->cont = more ? page.cont : NULL;
         if (more) page.cont = NULL;
@@ -322,19 +351,47 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     if (code == 410 && paging) {
         kl_vlog(2, r->o.name, "continue token expired (%s): listing again in one piece", err);
         r->unpaged = 1;
+        r->keep_pager = 1;
         start_list(r);
     } else if ((code == 410 || is_too_large_rv(resp, err)) && r->rv && r->rv[0] && !r->rv_unavailable) {
         kl_vlog(2, r->o.name, "resourceVersion %s is unavailable (%s): listing the latest state",
                 r->rv, err);
         r->rv_unavailable = 1;
+        r->keep_pager = 1;
         start_list(r);
     } else if (code == 429 || resp->retry_after >= 0) {
         note_failure(r, "LIST", code, err);
         retry_after_then(r, resp->retry_after, 0, err);
+    } else if (code == 404) {
+        /* Not served (a CRD deleted): as client-go, the cache then holds
+         * none of it either (deletes it missed are delivered, their final
+         * state unknown) and a wait for the sync ends. Once it is back, its
+         * resourceVersions start anew, so the LIST that finds it asks for
+         * the latest state. */
+        note_failure(r, "LIST", code, err);
+        r->rv_unavailable = 1;
+        kl_list none;
+        memset(&none, 0, sizeof none);
+        none.remaining = -1;
+        if (r->sink.replace(r->ud, &none)) r->sink_full = 1;
+        backoff_then(r, 0, err);
     } else {
         note_failure(r, "LIST", code, err);
         backoff_then(r, 0, err);
     }
+}
+
+/* Whether a LIST from rv asks for pages, as client-go's reflector decides:
+ * always with an explicit page size, or when the first LIST came in pages;
+ * otherwise not at a resourceVersion other than "" and "0". kube-apiserver
+ * serves a LIST with a limit at resourceVersion N from etcd as the exact
+ * snapshot at N, and one without a limit from the watch cache, not older
+ * than N: after an API server restart the new watch cache no longer holds
+ * N, etcd still does, and a paged relist would return the old state, whose
+ * watch gets 410 again. */
+static int list_pages(const kl_reflector *r, const char *rv) {
+    if (r->o.page_size > 0 || r->paginated) return 1;
+    return !rv[0] || strcmp(rv, "0") == 0;
 }
 
 static void start_list(kl_reflector *r) {
@@ -343,6 +400,10 @@ static void start_list(kl_reflector *r) {
     sbuf b = {0};
     sb_str(&b, r->o.path);
     const char *rv = r->rv_unavailable ? "" : (r->rv ? r->rv : "0");
+    /* A retry after an expired continue token or resourceVersion keeps the
+     * paging of the LIST it retries, as client-go's pager does. */
+    if (r->page == 0 && !r->keep_pager) r->unpaged = !list_pages(r, rv);
+    r->keep_pager = 0;
     char limit[24];
     snprintf(limit, sizeof limit, "%d", r->o.page_size > 0 ? r->o.page_size : 500);
     if (!r->unpaged) sb_param(&b, "limit", limit);
@@ -428,7 +489,10 @@ static void end_watch_now(kl_reflector *r, end_action a) {
 static void deliver_event(kl_reflector *r, kl_event *ev) {
     r->watch_events++;
     r->stats.events++;
-    set_rv(r, ev->obj.rv);
+    /* An initial event's rv is its object's last change, not a point the
+     * cache has reached: as client-go, the reflector's rv stays where it
+     * was until the initial-events-end bookmark, so a fallback LIST asks
+     * from there and the partial state is dropped. */
     if (r->initial) {
         /* The initial state comes as ADDED events only. */
         if (ev->type == KL_EV_ADDED) {
@@ -438,6 +502,7 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
         }
         return;
     }
+    set_rv(r, ev->obj.rv);
     if (r->sink.event(r->ud, ev)) r->sink_full = 1;
 }
 
@@ -445,6 +510,7 @@ static void initial_events_end(kl_reflector *r, const char *rv) {
     kl_loop_cancel(r->loop, r->deadline_timer);
     r->deadline_timer = 0;
     r->initial = 0;
+    set_rv(r, rv);
     free(r->acc.rv);
     r->acc.rv = rv ? kl_xstrdup(rv) : NULL;
     kl_vlog(2, r->o.name, "initial events end at resourceVersion %s: %zu objects", rv ? rv : "?", r->acc.n);
@@ -466,9 +532,9 @@ static void handle_frame(kl_reflector *r, kl_blob *frame) {
     } else if (ev.type == KL_EV_BOOKMARK) {
         r->stats.bookmarks++;
         r->watch_events++;
-        set_rv(r, ev.obj.rv);
-        kl_vlog(2, r->o.name, "BOOKMARK at resourceVersion %s", kl_reflector_rv(r));
-        if (r->initial && ev.initial_events_end) initial_events_end(r, ev.obj.rv);
+        kl_vlog(2, r->o.name, "BOOKMARK at resourceVersion %s", ev.obj.rv ? ev.obj.rv : "");
+        if (!r->initial) set_rv(r, ev.obj.rv);
+        else if (ev.initial_events_end) initial_events_end(r, ev.obj.rv);
     } else if (ev.type == KL_EV_ERROR) {
         int gone = ev.code == 410;
         kl_vlog(2, r->o.name, "watch ERROR %d %s: %s%s", ev.code, ev.reason ? ev.reason : "",
@@ -581,6 +647,7 @@ static end_action classify_end(kl_reflector *r) {
         return r->end_code == 410 ? END_RELIST : END_REWATCH;
     }
     note_failure(r, "watch", r->end_code, r->end_why);
+    if (r->end_code == 404) return END_GONE;
     if (r->end_code == 429 || r->retry_after >= 0) return END_RETRY;
     return END_BACKOFF;
 }
@@ -592,11 +659,13 @@ static end_action classify_end(kl_reflector *r) {
  * such relists wait a backoff first. */
 static void relist(kl_reflector *r, end_action why) {
     r->page = 0;
-    r->unpaged = 0;
     r->stats.relists += r->o.watch_list;
     r->initial = r->o.watch_list;
     if (why == END_CORRUPT) {
         backoff_then(r, r->o.watch_list, "the watch stream could not be read");
+    } else if (why == END_GONE) {
+        r->rv_unavailable = 1;
+        backoff_then(r, r->o.watch_list, "the resource is not served");
     } else if (why == END_RELIST && r->watch_events == 0) {
         backoff_then(r, r->o.watch_list, "the resourceVersion expired before the watch delivered anything");
     } else if (r->o.watch_list) {
@@ -612,6 +681,12 @@ static void after_watch(kl_reflector *r) {
     kl_loop_cancel(r->loop, r->deadline_timer);
     r->idle_timer = r->deadline_timer = 0;
     if (!r->ending) r->action = classify_end(r);
+    int after_list = r->watch_after_list;
+    r->watch_after_list = 0;
+    free(r->expired_list_rv);
+    r->expired_list_rv = NULL;
+    if (r->action == END_RELIST && r->watch_events == 0 && after_list && r->rv)
+        r->expired_list_rv = strdup(r->rv);
     kl_framer_reset(&r->framer);
     frames_drop(r);
     r->finished = 0;
@@ -635,6 +710,7 @@ static void after_watch(kl_reflector *r) {
         break;
     case END_RELIST:
     case END_CORRUPT:
+    case END_GONE:
     case END_FALLBACK:
         relist(r, r->action);
         break;
@@ -733,5 +809,6 @@ void kl_reflector_free(kl_reflector *r) {
     free(r->owned.kind);
     free(r->owned.label_selector);
     free(r->owned.field_selector);
+    free(r->expired_list_rv);
     free(r);
 }

@@ -3,8 +3,13 @@
  * Reflector, as a state machine on the event loop.
  *
  *   LIST(rv)  ok                         -> sink.replace, WATCH(list rv)
+ *             ok at the rv whose watch got
+ *             410 at once                -> LIST("")
  *             410 / too large at rv      -> LIST("")
  *             continue expired, page >=2 -> LIST(rv) unpaged
+ *             404                        -> sink.replace(empty),
+ *                                           BACKOFF -> LIST("")
+ *             429 / Retry-After          -> wait -> LIST(rv)
  *             other error                -> BACKOFF -> LIST(rv)
  *   WATCH(rv) event                      -> sink.event, rv = event rv
  *             BOOKMARK                   -> rv = bookmark rv (no event)
@@ -14,6 +19,7 @@
  *             connect error, 5xx         -> BACKOFF -> WATCH(rv)
  *             429 / Retry-After          -> wait -> WATCH(rv)
  *             410 (status or ERROR)      -> LIST(rv)
+ *             404                        -> BACKOFF -> LIST("")
  *             silent past the idle limit,
  *             or past timeoutSeconds     -> WATCH(rv)
  *             oversize / malformed frame -> LIST(rv)
@@ -21,9 +27,13 @@
  *             2 minutes without a failure.
  *
  * The first LIST asks for resourceVersion "0" (any, from the watch cache).
- * In WatchList mode the LIST is replaced by a WATCH with sendInitialEvents
- * that ends its initial state with a bookmark; if that bookmark does not
- * come in time the reflector falls back to LIST for good.
+ * A relist at another rv asks for no limit unless page_size was set or the
+ * first LIST came in pages (client-go's rule: kube-apiserver serves a
+ * limit at rv N from etcd, exactly at N). In WatchList mode the LIST is
+ * replaced by a WATCH with sendInitialEvents that ends its initial state
+ * with a bookmark; the initial events leave rv alone, and if that bookmark
+ * does not come in time the reflector drops them and falls back to LIST
+ * for good.
  *
  * Frames wait in a bounded queue between the socket and the sink; when the
  * sink reports it is full, the queue stops draining and, once the queue is
@@ -53,7 +63,8 @@ typedef struct kl_reflector_opts {
     const char *path;       /* collection path, e.g. /api/v1/namespaces/x/pods */
     const char *kind;       /* expected kind of the objects, e.g. "Pod" */
     const char *label_selector, *field_selector; /* or NULL */
-    int page_size;          /* LIST limit; 0 = 500 */
+    int page_size;          /* LIST limit, on every LIST; 0 = 500, and none on
+                             * relists at a resourceVersion */
     double idle_timeout;    /* a watch silent this long is restarted; 0 = 150 s */
     double watch_timeout_min, watch_timeout_max; /* 0 = [300, 600) */
     int watch_list;         /* use sendInitialEvents instead of LIST */

@@ -65,6 +65,20 @@ def render(rtype, version, data):
     return dumps(data)
 
 
+def render_item(rtype, version, doc):
+    """JSON text of an object as an item of a list. kube-apiserver writes the items of
+    built-in lists without kind and apiVersion (they are converted as typed objects, whose
+    TypeMeta the list encoder leaves empty); custom resources are unstructured and keep
+    both, as stored."""
+    if rtype.crd_name:
+        return render(rtype, version, doc)
+    text = doc.text()
+    head = dumps({"apiVersion": doc.data.get("apiVersion"), "kind": doc.data.get("kind")})[:-1]
+    if text.startswith(head + ","):
+        return "{" + text[len(head) + 1:]
+    return dumps({k: v for k, v in doc.data.items() if k not in ("apiVersion", "kind")})
+
+
 def decode_body(req):
     try:
         value = json.loads(req.body.decode("utf-8") or "null")
@@ -149,9 +163,10 @@ def list_options_invalid(field, kind, detail, value=None):
 class Api:
     """The verbs. rv_wait is how long a read waits for a resourceVersion not reached yet."""
 
-    def __init__(self, store, rv_wait=1.0):
+    def __init__(self, store, rv_wait=1.0, cache_fill=1.0):
         self.store = store
         self.rv_wait = rv_wait
+        self.cache_fill = cache_fill
         self.defaulter = objects.Defaulter()
 
     # -- reads ---------------------------------------------------------------------------
@@ -175,7 +190,7 @@ class Api:
         labels, fields = self._selectors(req)
         limit = parse_rv(req.param("limit") or "0", "limit")
         with self.store.lock:
-            items, list_rv, start, limit = self._list_source_locked(req, limit)
+            items, list_rv, start, limit = self._list_source_locked(req, limit, labels, fields)
             page, next_key, remaining = self._page(req, items, start, limit, labels, fields)
         meta = {"resourceVersion": str(list_rv)}
         if next_key is not None:
@@ -184,11 +199,20 @@ class Api:
                 meta["remainingItemCount"] = remaining
         head = dumps({"kind": req.rtype.list_kind, "apiVersion": req.rtype.api_version(req.version),
                       "metadata": meta})
-        body = ",".join(render(req.rtype, req.version, doc) for doc in page)
+        body = ",".join(render_item(req.rtype, req.version, doc) for doc in page)
         return 200, head[:-1] + ',"items":[' + body + "]}"
 
-    def _list_source_locked(self, req, limit):
-        """(items by key, list resourceVersion, start key, limit) per the rv semantics table."""
+    def _list_source_locked(self, req, limit, labels, fields):
+        """(items by key, list resourceVersion, start key, limit) per the rv semantics table.
+
+        As kube-apiserver 1.32 decides (cacher.go, shouldDelegateList, with the
+        ConsistentListFromCache gate on by default since 1.31): a continue token, a limit
+        with a resourceVersion other than "0", or resourceVersionMatch=Exact go to storage,
+        where resourceVersion=N with a limit and no match is the exact snapshot at N;
+        everything else is the watch cache's current state, once it has reached N. While
+        the watch cache fills, that is 429, except for a list with a limit and no
+        selectors at resourceVersion "" or "0", which storage serves
+        (shouldDelegateListOnNotReadyCache)."""
         rv, match, token = (req.param("resourceVersion"), req.param("resourceVersionMatch"),
                             req.param("continue"))
         if match and not rv:
@@ -208,13 +232,15 @@ class Api:
             raise list_options_invalid("resourceVersionMatch", "Forbidden",
                                        'resourceVersionMatch "exact" is forbidden for '
                                        'resourceVersion "0"')
-        if rv == "0":
-            return self.store.items_locked(req.rtype), self.store.rv, "", 0
         if rv:
             wanted = parse_rv(rv)
             self._wait_for_rv_locked(wanted)
-            if match == "Exact" or (not match and limit):
+            if wanted and (match == "Exact" or (not match and limit)):
                 return self.store.snapshot_locked(req.rtype, wanted), wanted, "", limit
+        if not (limit and (rv != "0" or labels.empty() and fields.empty())):
+            self.store.check_cache_ready_locked(req.rtype)
+        if rv == "0" and self.store.cache_ready_locked(req.rtype):
+            return self.store.items_locked(req.rtype), self.store.rv, "", 0
         return self.store.items_locked(req.rtype), self.store.rv, "", limit
 
     def _wait_for_rv_locked(self, wanted):
@@ -261,6 +287,9 @@ class Api:
         doc = self.store.commit_locked(rtype, "ADDED", obj, None)
         if rtype.key == objects.CRD_KEY:
             self.store.registry.set_crd(doc.data)
+            served = self.store.registry.custom.get(doc.meta["name"])
+            if served is not None:
+                self.store.new_watch_cache_locked(served, self.cache_fill)
         return doc
 
     def _generate_name_locked(self, rtype, namespace, prefix):
@@ -460,7 +489,7 @@ class Api:
                 self._check_deletable(req.rtype, doc)
             done = page if req.dry_run() else \
                 [self._delete_locked(req.rtype, doc)[0] for doc in page]
-        body = ",".join(render(req.rtype, req.version, d) for d in done)
+        body = ",".join(render_item(req.rtype, req.version, d) for d in done)
         head = dumps({"kind": req.rtype.list_kind, "apiVersion": req.rtype.api_version(req.version),
                       "metadata": {"resourceVersion": str(self.store.rv)}})
         return 200, head[:-1] + ',"items":[' + body + "]}"

@@ -48,7 +48,8 @@ def stats(ctx):
             watches[w.rtype.key] = watches.get(w.rtype.key, 0) + 1
         out.update(open_watches=len(ctx.store.watchers), watches=watches,
                    resourceVersion=str(ctx.store.rv),
-                   compactedResourceVersion=str(ctx.store.compacted))
+                   compactedResourceVersion=str(ctx.store.compacted),
+                   watchCacheResourceVersion=str(ctx.store.window_start))
     return out
 
 

@@ -31,8 +31,8 @@ class Context:
 
     def __init__(self, args):
         self.verbosity = args.verbose
-        self.store = Store(args.history)
-        self.api = Api(self.store)
+        self.store = Store(args.history, args.storage_history)
+        self.api = Api(self.store, cache_fill=args.watch_cache_fill)
         self.gc = GarbageCollector(self.store)
         self.nodes = Nodes(self.store, args.nodes)
         self.faults = Faults(args.seed)
@@ -126,8 +126,15 @@ def parse_args(argv):
     p.add_argument("--ready-file", metavar="FILE", help="write the URL here once listening")
     p.add_argument("--history", type=int, default=1000,
                    help="events kept for watch replay (the watch cache window)")
-    p.add_argument("--bookmark-interval", type=float, default=10.0, metavar="SEC",
-                   help="seconds between BOOKMARK events on watches that allow them")
+    p.add_argument("--storage-history", type=int, default=100000, metavar="N",
+                   help="revisions storage keeps for Exact and paged lists until compacted "
+                        "(etcd's history; at least --history)")
+    p.add_argument("--watch-cache-fill", type=float, default=1.0, metavar="SEC",
+                   help="seconds a new resource (a CRD created) answers 429 \"storage is "
+                        "(re)initializing\" while its watch cache fills")
+    p.add_argument("--bookmark-interval", type=float, default=60.0, metavar="SEC",
+                   help="seconds between BOOKMARK events on watches that allow them "
+                        "(kube-apiserver: about a minute)")
     p.add_argument("--nodes", type=int, default=0, metavar="N",
                    help="simulate N nodes that schedule and run pods (default 0: none)")
     p.add_argument("--owner-pid", type=int, help="exit when this process is gone")
@@ -210,6 +217,8 @@ def serve(ctx, args, ssl_context, announce):
         ctx.drop_everything()
         if ctx.restart_down is None:
             return
+        with ctx.store.lock:
+            ctx.store.restart_cache_locked()
         time.sleep(ctx.restart_down)
         ctx.restart_down = None
 

@@ -175,6 +175,13 @@ def too_many_requests(retry_after):
                     {"retryAfterSeconds": retry_after}, {"Retry-After": str(retry_after)})
 
 
+def storage_initializing():
+    """What kube-apiserver answers while a resource's new watch cache is being filled
+    (cacher.go with ResilientWatchCacheInitialization, on by default since 1.31)."""
+    return ApiError(429, "TooManyRequests", "storage is (re)initializing",
+                    {"retryAfterSeconds": 1}, {"Retry-After": "1"})
+
+
 def internal_error(why):
     return ApiError(500, "InternalError", "Internal error occurred: " + why,
                     {"causes": [{"message": why}]})

@@ -1,16 +1,27 @@
-"""Objects, the global resourceVersion and the watch history, under one lock.
+"""Objects, the global resourceVersion and the history of changes, under one lock.
 
 Every change bumps one counter (like etcd's revision) and appends one event to the
 history, so history[i] always has resourceVersion compacted + 1 + i. Stored dicts are
 never mutated: a change stores a new dict, which lets history events share them.
+
+The history models two things kube-apiserver keeps apart:
+- storage (etcd): every revision after `compacted`, at most storage_limit of them. Exact
+  and paged lists, and continue tokens, are snapshots rebuilt from it; they expire only
+  when storage is compacted (the `compact` fault; etcd compacts every few minutes).
+- the watch cache: the last history_limit events, and none from before the server last
+  started (`window_start`). Watches replay from it; unpaged lists are its current state.
+  A restart empties it and leaves storage alone, as a new kube-apiserver process builds
+  a new watch cache from a LIST of etcd at the current revision.
 """
 import collections
 import itertools
 import json
 import threading
+import time
 
 from .resources import Registry
-from .status import INCONSISTENT_CONTINUE, expired, too_old_resource_version
+from .status import (INCONSISTENT_CONTINUE, expired, storage_initializing,
+                     too_old_resource_version)
 
 
 TOP_ORDER = ("apiVersion", "kind", "metadata")
@@ -81,13 +92,17 @@ def object_key(namespace, name):
 class Store:
     """The state of the sandbox cluster. Methods ending in _locked need self.lock held."""
 
-    def __init__(self, history_limit):
+    def __init__(self, history_limit, storage_limit=None):
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.registry = Registry()
         self.rv = 0
         self.compacted = 0
+        self.window_start = 0
+        self.type_start = {}  # resource key -> rv its newest watch cache started at
+        self.ready_at = {}    # resource key -> when that watch cache is filled (monotonic)
         self.history_limit = history_limit
+        self.storage_limit = max(history_limit, storage_limit or 0)
         self.history = collections.deque()
         self.objects = collections.defaultdict(dict)
         self.watchers = set()
@@ -109,31 +124,60 @@ class Store:
         else:
             self.objects[rtype.key][key] = doc
         self.history.append(Event(self.rv, etype, rtype.key, key, doc, prev))
-        while len(self.history) > self.history_limit:
+        while len(self.history) > self.storage_limit:
             self.compacted = self.history.popleft().rv
+        self.window_start = max(self.window_start, self.rv - self.history_limit)
         self.changed.notify_all()
         return doc
 
     def compact_locked(self):
-        """Forgets all history: older resourceVersions can no longer be watched or listed."""
+        """Forgets all history, in storage and in the watch cache: older resourceVersions
+        can no longer be watched or listed."""
         self.history.clear()
-        self.compacted = self.rv
+        self.compacted = self.window_start = self.rv
         self.changed.notify_all()
 
-    def events_after_locked(self, rv):
-        """Events with resourceVersion > rv; raises Expired when they are no longer known."""
-        if rv < self.compacted:
-            raise too_old_resource_version(rv, self.compacted)
+    def restart_cache_locked(self):
+        """A new watch cache, as after a kube-apiserver restart: it holds the current
+        state and no event before it; storage keeps its history."""
+        self.window_start = self.rv
+        self.changed.notify_all()
+
+    def new_watch_cache_locked(self, rtype, fill_seconds):
+        """A resource served anew (a CRD created): its watch cache starts now, empty of
+        history, and answers 429 until it is filled, fill_seconds from now."""
+        self.type_start[rtype.key] = self.rv
+        self.ready_at[rtype.key] = time.monotonic() + fill_seconds
+
+    def check_cache_ready_locked(self, rtype):
+        """Raises 429 "storage is (re)initializing" while rtype's watch cache fills."""
+        if time.monotonic() < self.ready_at.get(rtype.key, 0):
+            raise storage_initializing()
+
+    def cache_ready_locked(self, rtype):
+        return time.monotonic() >= self.ready_at.get(rtype.key, 0)
+
+    def events_after_locked(self, rv, rkey=None):
+        """Watch-cache events with resourceVersion > rv; raises Expired when the watch
+        cache (of resource rkey, if given) no longer holds them (kube-apiserver's "too
+        old resource version")."""
+        start = max(self.window_start, self.type_start.get(rkey, 0))
+        if rv < start:
+            raise too_old_resource_version(rv, start)
+        return self._storage_events_after_locked(rv)
+
+    def _storage_events_after_locked(self, rv):
         return list(itertools.islice(self.history, rv - self.compacted, None))
 
     def snapshot_locked(self, rtype, rv, for_continue=False):
-        """The objects of rtype as they were at resourceVersion rv, rebuilt from history."""
+        """The objects of rtype as they were at resourceVersion rv, rebuilt from storage's
+        history (etcd's snapshot at a revision)."""
         if rv < self.compacted:
             if for_continue:
                 raise expired(INCONSISTENT_CONTINUE)
             raise too_old_resource_version(rv, self.compacted)
         items = dict(self.objects[rtype.key])
-        for event in reversed(self.events_after_locked(rv)):
+        for event in reversed(self._storage_events_after_locked(rv)):
             if event.rkey != rtype.key:
                 continue
             if event.type == "ADDED":

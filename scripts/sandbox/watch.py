@@ -10,7 +10,7 @@ import time
 from . import tables
 from .api import list_options_invalid, parse_rv, render
 from .selection import FieldSelector, LabelSelector
-from .status import ApiError, too_large_resource_version, too_old_resource_version
+from .status import ApiError, too_large_resource_version
 from .store import dumps
 
 LIVENESS_SECONDS = 0.5
@@ -174,6 +174,7 @@ class WatchStream:
     def _start_locked(self):
         """(initial objects to send as ADDED, an error to send instead); sets the cursor."""
         opts, store = self.opts, self.store
+        store.check_cache_ready_locked(self.watcher.rtype)
         wants_state = opts.send_initial or (opts.send_initial is None and opts.rv in ("", "0"))
         if opts.rv not in ("", "0"):
             wanted = parse_rv(opts.rv)
@@ -181,8 +182,10 @@ class WatchStream:
                 raise too_large_resource_version(wanted, store.rv)
             if not wants_state:
                 self.watcher.cursor = wanted
-                if wanted < store.compacted:
-                    return [], too_old_resource_version(wanted, store.compacted)
+                try:
+                    store.events_after_locked(wanted, self.watcher.rtype.key)
+                except ApiError as err:
+                    return [], err
                 return [], None
         self.watcher.cursor = store.rv
         if not wants_state:
@@ -229,7 +232,8 @@ class WatchStream:
         if self.store.rv <= self.watcher.cursor:
             return []
         try:
-            events = self.store.events_after_locked(self.watcher.cursor)
+            events = self.store.events_after_locked(self.watcher.cursor,
+                                                    self.watcher.rtype.key)
         except ApiError as err:
             return [("raw", error_frame(err)), ("end", "")]
         frames = []

@@ -79,8 +79,10 @@ end
 
 --- Starts a server on a free port and waits until it listens.
 -- opts: tls (bool), auth ('none' | 'token' | 'cert'), history (events kept for watch
--- replay), bookmark_interval (seconds, default 1), token (default: random), args (extra
--- command-line arguments, e.g. fault flags).
+-- replay: the watch cache), storage_history (revisions kept for Exact and paged lists:
+-- etcd's history), bookmark_interval (seconds; default the server's, about a minute as
+-- kube-apiserver's), token (default: random), args (extra command-line arguments, e.g.
+-- fault flags).
 function M.start(opts)
   opts = opts or {}
   local self = setmetatable({ auth = opts.auth or 'none', tls = opts.tls or false, seq = 0 },
@@ -91,8 +93,15 @@ function M.start(opts)
   local args = { root .. '/scripts/sandbox-apiserver', '--port', '0',
     '--kubeconfig-out', self.kubeconfig, '--cert-dir', self.dir,
     '--history', tostring(opts.history or 1000),
-    '--bookmark-interval', tostring(opts.bookmark_interval or 1),
     '--auth', self.auth, '--owner-pid', own_pid() }
+  if opts.bookmark_interval then
+    args[#args + 1] = '--bookmark-interval'
+    args[#args + 1] = tostring(opts.bookmark_interval)
+  end
+  if opts.storage_history then
+    args[#args + 1] = '--storage-history'
+    args[#args + 1] = tostring(opts.storage_history)
+  end
   if self.tls then args[#args + 1] = '--tls' end
   if self.auth == 'token' then
     self.token = opts.token or random_token()
