@@ -251,4 +251,52 @@ function Elector:stop()
   core.log('warn', ('lease %s: could not release it: it kept changing'):format(self:key()))
 end
 
+-- The process's election: at most one, started by --leader-elect or by
+-- the script; hooks wait for it to lead.
+local election
+local leading_hooks = {}
+
+local function run_hooks()
+  local hooks = leading_hooks
+  leading_hooks = {}
+  for _, fn in ipairs(hooks) do core.after(0, fn) end
+end
+
+--- Starts the process's leader election (see klua.leader_election).
+function M.elect(opts)
+  if election then error('leader election is already running for lease ' .. election:key(), 2) end
+  local stopped = opts.on_stopped_leading
+  local e = M.new(opts)
+  e.on_started = function()
+    if opts.on_started_leading then opts.on_started_leading() end
+    run_hooks()
+  end
+  -- As client-go's users do by default: a replica that lost the Lease
+  -- exits, so that its Deployment restarts it as a fresh candidate rather
+  -- than leave it running work another replica now owns.
+  e.on_stopped = function()
+    if stopped then stopped() end
+    core.log('error', 'stopping: the leader lease was lost')
+    core.stop(1)
+  end
+  election = e
+  return e:start()
+end
+
+--- Whether this process leads: always true without an election.
+function M.leading() return election == nil or election:is_leader() end
+
+--- Runs fn (as its own task) once this process leads: at once without an
+-- election. The check waits for the loop's next turn, so an election the
+-- script starts later in its main chunk still counts.
+function M.on_leading(fn)
+  if type(fn) ~= 'function' then error('klua.on_leading takes a function', 2) end
+  core.after(0, function()
+    if M.leading() then core.after(0, fn) else leading_hooks[#leading_hooks + 1] = fn end
+  end)
+end
+
+--- The process's election, or nil.
+function M.current() return election end
+
 return M
