@@ -17,6 +17,13 @@ typedef struct timer {
     void *ud;
 } timer;
 
+/* A descriptor besides curl's whose readiness wakes the loop. */
+typedef struct watch {
+    int fd;
+    kl_loop_fn fn;
+    void *ud;
+} watch;
+
 typedef struct deferred {
     kl_loop_fn fn;
     void *ud;
@@ -31,6 +38,8 @@ struct kl_loop {
     deferred *work; /* deferred work queued for the next iteration */
     size_t nwork, capwork;
     int sigfd;
+    watch watches[KL_LOOP_WATCHES];
+    int nwatches;
     sigset_t oldmask;
     int stop;
     int stop_signal;
@@ -190,6 +199,45 @@ static int wait_timeout_ms(kl_loop *loop) {
     return ms > 1000 ? 1000 : (int)ms + 1;
 }
 
+int kl_loop_watch(kl_loop *loop, int fd, kl_loop_fn fn, void *ud) {
+    if (loop->nwatches == KL_LOOP_WATCHES) return -1;
+    loop->watches[loop->nwatches++] = (watch){fd, fn, ud};
+    return 0;
+}
+
+void kl_loop_unwatch(kl_loop *loop, int fd) {
+    for (int i = 0; i < loop->nwatches; i++) {
+        if (loop->watches[i].fd != fd) continue;
+        loop->watches[i] = loop->watches[--loop->nwatches];
+        return;
+    }
+}
+
+/* Waits for curl's sockets, the signal descriptor and the watched ones;
+ * then calls the watchers whose descriptor is readable. A watcher may
+ * unwatch itself or another, so the ready ones are collected first. */
+static void wait_and_dispatch(kl_loop *loop) {
+    struct curl_waitfd fds[1 + KL_LOOP_WATCHES];
+    fds[0] = (struct curl_waitfd){.fd = loop->sigfd, .events = CURL_WAIT_POLLIN};
+    int n = loop->nwatches;
+    for (int i = 0; i < n; i++)
+        fds[1 + i] = (struct curl_waitfd){.fd = loop->watches[i].fd, .events = CURL_WAIT_POLLIN};
+    curl_multi_poll(loop->multi, fds, (unsigned)(1 + n), wait_timeout_ms(loop), NULL);
+    read_signals(loop);
+    watch ready[KL_LOOP_WATCHES];
+    int nready = 0;
+    for (int i = 0; i < n; i++)
+        if (fds[1 + i].revents & CURL_WAIT_POLLIN) ready[nready++] = loop->watches[i];
+    for (int i = 0; i < nready; i++) {
+        for (int j = 0; j < loop->nwatches; j++) {
+            if (loop->watches[j].fd == ready[i].fd) {
+                ready[i].fn(loop, ready[i].ud);
+                break;
+            }
+        }
+    }
+}
+
 int kl_loop_run(kl_loop *loop) {
     loop->stop = 0;
     while (!loop->stop) {
@@ -199,9 +247,7 @@ int kl_loop_run(kl_loop *loop) {
         run_timers(loop);
         run_deferred(loop);
         if (loop->stop) break;
-        struct curl_waitfd sig = {.fd = loop->sigfd, .events = CURL_WAIT_POLLIN};
-        curl_multi_poll(loop->multi, &sig, 1, wait_timeout_ms(loop), NULL);
-        read_signals(loop);
+        wait_and_dispatch(loop);
     }
     return loop->stop_signal;
 }

@@ -32,6 +32,14 @@ void kl_loop_cancel(kl_loop *loop, uint64_t id);
  * Returns 0: it cannot fail (out of memory aborts, see xalloc.h). */
 int kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud);
 
+/* At most this many descriptors are watched besides curl's. */
+#define KL_LOOP_WATCHES 4
+/* Calls fn on the loop whenever fd is readable (a server's listening or
+ * epoll descriptor). Returns 0, or -1 when KL_LOOP_WATCHES are watched. */
+int kl_loop_watch(kl_loop *loop, int fd, kl_loop_fn fn, void *ud);
+/* Stops watching fd; unknown descriptors are ignored. */
+void kl_loop_unwatch(kl_loop *loop, int fd);
+
 /* Runs until kl_loop_stop or SIGINT/SIGTERM. Returns 0, or the signal number
  * that stopped it. */
 int kl_loop_run(kl_loop *loop);
