@@ -34,6 +34,7 @@ struct kl_http_req {
     double retry_after;
     int retried_401;
     double started;
+    uint64_t report_id; /* deferred report of a request that could not start */
     char errbuf[CURL_ERROR_SIZE];
     char err[512]; /* set when the request could not be prepared */
 };
@@ -50,6 +51,7 @@ kl_http *kl_http_new(kl_loop *loop, kl_conn *conn) {
 void kl_http_set_max_body(kl_http *h, size_t max) { h->max_body = max; }
 
 static void release(kl_http_req *r) {
+    kl_loop_cancel(r->h->loop, r->report_id);
     if (r->easy) {
         curl_multi_remove_handle(kl_loop_multi(r->h->loop), r->easy);
         curl_easy_cleanup(r->easy);
@@ -154,6 +156,7 @@ static void report(kl_http_req *r, CURLcode result, const char *error) {
 static void report_prepare_error(kl_loop *loop, void *ud) {
     (void)loop;
     kl_http_req *r = ud;
+    r->report_id = 0;
     report(r, CURLE_FAILED_INIT, r->err);
 }
 
@@ -236,7 +239,7 @@ kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, voi
     r->next = h->reqs;
     if (h->reqs) h->reqs->prev = r;
     h->reqs = r;
-    if (setup(r) < 0 && kl_loop_defer(h->loop, report_prepare_error, r) < 0) {
+    if (setup(r) < 0 && !(r->report_id = kl_loop_defer(h->loop, report_prepare_error, r))) {
         release(r);
         return NULL;
     }

@@ -54,7 +54,8 @@ struct kl_reflector {
     kl_framer framer;
     kl_blob **frames; /* FIFO ring of undelivered frames */
     size_t fhead, nframes, fcap;
-    int paused, pump_scheduled, sink_full;
+    int paused, sink_full;
+    uint64_t pump_id; /* the deferred pump, or 0 */
     int finished; /* the request ended; act once frames are delivered */
     int ending;   /* the stream is abandoned: drop its frames, then act */
     end_action action;
@@ -472,7 +473,7 @@ static void after_watch(kl_reflector *r);
 static void pump(kl_loop *loop, void *ud) {
     (void)loop;
     kl_reflector *r = ud;
-    r->pump_scheduled = 0;
+    r->pump_id = 0;
     for (int n = 0; n < PUMP_BATCH && r->nframes && !r->sink_full; n++) {
         kl_blob *b = frames_pop(r);
         if (!r->ending) handle_frame(r, b);
@@ -488,8 +489,7 @@ static void pump(kl_loop *loop, void *ud) {
 }
 
 static void schedule_pump(kl_reflector *r) {
-    if (r->pump_scheduled) return;
-    if (kl_loop_defer(r->loop, pump, r) == 0) r->pump_scheduled = 1;
+    if (!r->pump_id) r->pump_id = kl_loop_defer(r->loop, pump, r);
 }
 
 void kl_reflector_kick(kl_reflector *r) {
@@ -714,6 +714,7 @@ void kl_reflector_start(kl_reflector *r) {
 void kl_reflector_free(kl_reflector *r) {
     if (!r) return;
     cancel_timers(r);
+    kl_loop_cancel(r->loop, r->pump_id);
     kl_http_cancel(r->req);
     kl_framer_reset(&r->framer);
     frames_drop(r);
