@@ -22,6 +22,9 @@
 #define DISPATCH_BATCH 256 /* notifications per loop iteration */
 
 static const char *const event_names[] = {"add", "update", "delete", NULL};
+_Static_assert(KL_CHANGE_ADD == 0 && KL_CHANGE_UPDATE == 1 && KL_CHANGE_DELETE == 2 &&
+                   sizeof event_names / sizeof *event_names == KL_CHANGE_DELETE + 2,
+               "one event name per kl_change, in its order, then NULL");
 
 struct lua_informer {
     kl_rt *rt;

@@ -157,8 +157,7 @@ static int l_sleep(lua_State *L) {
 /* ---- the rest --------------------------------------------------------- */
 
 /* core.stop([code]): ends the run once the current callback returns; no
- * further script code starts. klua exits with code (default 0), also when a
- * signal stops it later. */
+ * further script code starts. klua run exits with code (default 0). */
 static int l_stop(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
     rt->exit_code = (int)luaL_optinteger(L, 1, 0);
@@ -169,6 +168,7 @@ static int l_stop(lua_State *L) {
 /* core.log(level, message): level is "debug", "info", "warn" or "error". */
 static int l_log(lua_State *L) {
     static const char *const names[] = {"debug", "info", "warn", "error", NULL};
+    _Static_assert(KL_LOG_DEBUG == 0 && KL_LOG_ERROR == 3, "names follows kl_log_level");
     int level = luaL_checkoption(L, 1, NULL, names);
     const char *msg = luaL_checkstring(L, 2);
     kl_log((kl_log_level)level, kl_rt_of(L)->script_name, "%s", msg);

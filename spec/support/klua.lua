@@ -125,9 +125,15 @@ function Proc:wait(timeout)
   return M.eventually(function() return self:exit_code() end, timeout or 10)
 end
 
---- Sends SIGTERM (or sig) and waits for the exit code.
-function Proc:stop(sig)
+--- Sends SIGTERM (or sig, a name such as 'INT') without waiting.
+function Proc:signal(sig)
   if self.pid then os.execute(('kill -%s %d 2>/dev/null'):format(sig or 'TERM', self.pid)) end
+end
+
+--- Sends SIGTERM (or sig) and waits for the exit code; a process still
+-- running after 10 s is killed (status 137).
+function Proc:stop(sig)
+  self:signal(sig)
   local code = self:wait(10)
   if not code then
     os.execute(('kill -KILL %d 2>/dev/null'):format(self.pid))
