@@ -11,5 +11,6 @@ int luaopen_klua_testing(lua_State *L) {
     kl_testing_open_config(L);
     kl_testing_open_queue(L);
     kl_testing_open_json(L);
+    kl_testing_open_loop(L);
     return 1;
 }
