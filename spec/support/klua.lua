@@ -63,11 +63,12 @@ local function command(args, env)
 end
 
 --- Runs klua with args until it exits or `timeout` seconds pass (then it is
--- killed). Returns stdout, stderr, exit code (124 on timeout).
+-- sent SIGTERM, and SIGKILL 5 s later if it is still running). Returns
+-- stdout, stderr, exit code (124 on timeout, 137 when it had to be killed).
 function M.run(args, opts)
   opts = opts or {}
   local d = tmpdir()
-  local cmd = ('timeout -s TERM %s %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code'):format(
+  local cmd = ('timeout -k 5 -s TERM %s %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code'):format(
     opts.timeout or 20 * M.slowdown, command(args, opts.env), d, d, d)
   os.execute(cmd)
   local out, err = read_file(d .. '/out'), read_file(d .. '/err')
