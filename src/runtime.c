@@ -103,6 +103,7 @@ fail:
 void kl_rt_free(kl_rt *rt) {
     if (!rt) return;
     rt->closing = 1;
+    rt->cur = (kl_run_state){0}; /* __gc handlers start with a budget of their own */
     if (rt->L) kl_klua_close(rt);
     kl_http_free(rt->http);
     if (rt->L) {

@@ -9,7 +9,7 @@
  * the task's thread and calls kl_task_resume from the loop.
  *
  * A count hook on every thread of the Lua state counts the instructions of
- * the running task and looks for SIGINT/SIGTERM every HOOK_PERIOD
+ * the running task and looks for SIGINT/SIGTERM every 100000
  * instructions. A task that runs past the instruction budget in one go, or
  * that runs when a signal arrives, is stopped: from then on every further
  * instruction it runs fails again (in its own coroutines too, within a
