@@ -447,6 +447,17 @@ describe('timers', function()
     assert.equals('sleeping\t0\ntimer\nwoke\n', out)
   end)
 
+  it('klua.sleep refuses to wait inside a function that C code calls without letting it wait, and the script still exits by itself', function()
+    local out, err, code = run([[
+      klua.after(0, function()
+        print(pcall(table.sort, { 2, 1 }, function(a, b) klua.sleep(0) return a < b end))
+      end)
+    ]])
+    assert.equals(0, code, err)
+    assert.matches('^false\t.*klua.sleep cannot wait inside a function that C code calls without letting it wait '
+      .. '%(a __gc or __close handler, a table.sort comparison, a string.gsub replacement%): wait in the handler itself\n$', out)
+  end)
+
   it('refuses a negative delay and a non-positive interval', function()
     local out = run_ok([[
       print(select(2, pcall(klua.after, -1, print)))
