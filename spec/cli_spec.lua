@@ -423,3 +423,48 @@ describe('klua with an unreachable server', function()
     assert.matches('^klua watch: cannot reach the API server: .*127%.0%.0%.1 port 1', err)
   end)
 end)
+
+describe('klua stopping on a signal', function()
+  local sb
+  setup(function() sb = sandbox.start() end)
+  teardown(function() sb:stop() end)
+
+  -- A handler that never returns, logging first that it has started.
+  local SPINNER = [[
+    local inf = klua.informer { resource = 'configmaps', namespace = ... }
+    inf:on('add', function() klua.log.info('handler started') while true do end end)
+  ]]
+
+  for _, sig in ipairs({ 'INT', 'TERM' }) do
+    -- 0 is no budget at all; the other never runs out in this spec.
+    for _, budget in ipairs({ '0', '1000000000000' }) do
+      it(('stops on SIG%s while a handler runs without end, under --instruction-budget %s, with status 0 and one line'):format(sig, budget), function()
+        local ns = 'spinner-' .. sig:lower() .. '-' .. #budget
+        sb:kubectl('create namespace ' .. ns)
+        sb:kubectl('create configmap spinner -n ' .. ns)
+        local p = K.spawn({ '--kubeconfig', sb.kubeconfig, '--instruction-budget', budget, 'run', script(SPINNER), ns })
+        assert.truthy(p:wait_for('handler started', 10, 'err'), p:errors())
+        local code = p:stop(sig)
+        local err = p:errors()
+        p:cleanup()
+        assert.equals(0, code, err)
+        assert.truthy(err:find('add handler of configmaps -n ' .. ns .. ' interrupted: klua is stopping on SIG' .. sig, 1, true), err)
+        assert.falsy(err:find('failed', 1, true), err)
+      end)
+    end
+  end
+
+  it('ends at once on a second SIGINT, even while a __gc handler runs without end as it exits', function()
+    local p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script([[
+      keep = setmetatable({}, { __gc = function() klua.log.info('finalizing') while true do end end })
+      klua.informer('namespaces')
+      klua.on_synced(function() klua.log.info('synced') end)
+    ]]) })
+    assert.truthy(p:wait_for('synced', 10, 'err'), p:errors())
+    p:signal('INT')
+    assert.truthy(p:wait_for('finalizing', 10, 'err'), p:errors())
+    local code = p:stop('INT')
+    p:cleanup()
+    assert.equals(130, code)
+  end)
+end)

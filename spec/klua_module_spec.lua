@@ -474,6 +474,17 @@ describe('timers', function()
     assert.equals('sleeping\t0\ntimer\nwoke\n', out)
   end)
 
+  it('klua.sleep refuses to wait inside a function that C code calls without letting it wait, and the script still exits by itself', function()
+    local out, err, code = run([[
+      klua.after(0, function()
+        print(pcall(table.sort, { 2, 1 }, function(a, b) klua.sleep(0) return a < b end))
+      end)
+    ]])
+    assert.equals(0, code, err)
+    assert.matches('^false\t.*klua.sleep cannot wait inside a function that C code calls without letting it wait '
+      .. '%(a __gc or __close handler, a table.sort comparison, a string.gsub replacement%): wait in the handler itself\n$', out)
+  end)
+
   it('refuses a negative delay and a non-positive interval', function()
     local out = run_ok([[
       print(select(2, pcall(klua.after, -1, print)))
@@ -500,6 +511,39 @@ describe('klua.stop', function()
   it('ends the run with status 0 when no code is given', function()
     local _, err, code = run('klua.every(0.05, function() klua.stop() end)\n')
     assert.equals(0, code, err)
+  end)
+
+  it('starts no further handler call once called, even for notifications already queued', function()
+    local ns = namespace('stop-between-calls')
+    for _, name in ipairs({ 'a', 'b', 'c' }) do configmap(ns, name) end
+    local out, err, code = run([[
+      local inf = klua.informer { resource = 'configmaps', namespace = ... }
+      inf:on('add', function(o) print('add', o.metadata.name) klua.stop(4) end)
+    ]], { args = { ns } })
+    assert.equals(4, code, err)
+    assert.equals('add\ta\n', out)
+  end)
+end)
+
+describe('a __gc handler run as klua exits', function()
+  it('finds queues and informers closed and cannot start anything, each saying so', function()
+    local out, err, code = run([[
+      local q = klua.queue()
+      local inf = klua.informer('namespaces')
+      local function try(what, fn) print(what, select(2, pcall(fn))) end
+      keep = setmetatable({}, { __gc = function()
+        try('add', function() q:add('x') end)
+        try('get', function() inf:get('default') end)
+        try('after', function() klua.after(1, print) end)
+        try('queue', function() klua.queue() end)
+      end })
+      klua.on_synced(function() klua.stop() end)
+    ]])
+    assert.equals(0, code, err)
+    assert.equals('add\tthis queue is closed: klua is shutting down\n'
+      .. 'get\tthis informer is closed: klua is shutting down\n'
+      .. 'after\tcannot start a timer: klua is shutting down\n'
+      .. 'queue\tcannot make a queue: klua is shutting down\n', (out:gsub('\t[^\t\n]-:%d+: ', '\t')))
   end)
 end)
 
@@ -887,12 +931,67 @@ describe('klua.api', function()
 end)
 
 describe('--instruction-budget', function()
-  it('also stops a runaway loop inside a coroutine the script created, naming the budget', function()
-    local out = run_ok([[
+  -- Runs script under a small budget; returns stdout, stderr and the status.
+  local function run_budget(text, budget, ...)
+    return run(text, { flags = { '--instruction-budget', budget or '100000' }, args = { ... } })
+  end
+
+  it('also stops a runaway loop inside a coroutine the script created: the task fails as a whole, naming the budget', function()
+    local out, err, code = run_budget([[
       local co = coroutine.create(function() while true do end end)
       print(coroutine.resume(co))
-    ]], { flags = { '--instruction-budget', '100000' } })
-    assert.matches('^false\t.*past its instruction budget of 100000 instructions', out)
+    ]])
+    assert.equals(1, code)
+    assert.equals('', out)
+    assert.truthy(err:find("the script's main chunk failed: stopped after running past its instruction budget "
+      .. 'of 100000 instructions (raise it with --instruction-budget)', 1, true), err)
+  end)
+
+  it('cannot be caught: once over budget every further instruction fails until the callback has returned', function()
+    -- Each callback catches the error and loops again, or runs more code in
+    -- an xpcall handler, a __close handler or a coroutine of its own: all
+    -- fail, and the script goes on with its next callback.
+    local out, err, code = run_budget([[
+      local function spin() while true do end end
+      local tries = {
+        pcall = function() while true do pcall(spin) end end,
+        xpcall = function() while true do xpcall(spin, spin) end end,
+        close = function()
+          while true do
+            pcall(function()
+              local guard <close> = setmetatable({}, { __close = spin })
+              spin()
+            end)
+          end
+        end,
+        coroutine = function()
+          while true do coroutine.resume(coroutine.create(function() while true do pcall(spin) end end)) end
+        end,
+      }
+      for _, name in ipairs({ 'pcall', 'xpcall', 'close', 'coroutine' }) do
+        klua.after(0, function() tries[name]() print('escaped with ' .. name) end)
+      end
+      klua.after(0.1, function() print('task_errors', klua.stats().task_errors) end)
+    ]])
+    assert.equals(0, code, err)
+    assert.equals('task_errors\t4\n', out)
+    local _, stops = err:gsub('klua.after callback failed: [^\n]*past its instruction budget of 100000', '')
+    assert.equals(4, stops, err)
+  end)
+
+  it('stops every handler call that runs away, not only the first', function()
+    local ns = namespace('budget-every-call')
+    for _, name in ipairs({ 'a', 'b', 'c' }) do configmap(ns, name) end
+    local out, err, code = run_budget([[
+      local inf = klua.informer { resource = 'configmaps', namespace = ... }
+      inf:on('add', function(o) print('started', o.metadata.name) while true do end end)
+      klua.on_synced(function()
+        print('task_errors', klua.stats().task_errors)
+        klua.stop()
+      end)
+    ]], '1000000', ns)
+    assert.equals(0, code, err)
+    assert.equals('started\ta\nstarted\tb\nstarted\tc\ntask_errors\t3\n', out)
   end)
 end)
 
@@ -918,5 +1017,24 @@ describe('--memory-limit', function()
     assert.equals('second handler\ta-hog\nsecond handler\tb-fine\nerrors\t1\n', out)
     assert.truthy(err:find('add handler of configmaps -n memory: not enough memory: the Lua state reached its '
       .. 'limit of 16 MiB (raise it with --memory-limit)', 1, true), err)
+  end)
+
+  it('still binds in a callback after a callback it started inside itself has run', function()
+    -- klua.on_synced after the sync runs its function at once, as a task
+    -- inside the calling one; the caller is limited as before afterwards.
+    local out, err, code = run([[
+      klua.informer('namespaces')
+      klua.on_synced(function()
+        klua.after(0, function()
+          klua.on_synced(function() print('inner ran') end)
+          local t = {}
+          for i = 1, math.huge do t[i] = ('x'):rep(64) .. i end
+        end)
+        klua.after(0.2, function() print('errors', klua.stats().task_errors) klua.stop() end)
+      end)
+    ]], { flags = { '--memory-limit', '16' }, timeout = 30 })
+    assert.equals(0, code, err)
+    assert.equals('inner ran\nerrors\t1\n', out)
+    assert.truthy(err:find('klua.after callback: not enough memory: the Lua state reached its limit of 16 MiB', 1, true), err)
   end)
 end)

@@ -472,6 +472,26 @@ describe('klua watch', function()
     end)
   end)
 
+  describe('stops as shell tools do', function()
+    for sig, status in pairs({ INT = 130, TERM = 143 }) do
+      it(('ending with status %d on SIG%s'):format(status, sig), function()
+        local ns = namespace('watch-stop-' .. sig:lower())
+        pod(ns, 'web')
+        local p = watch({ 'pods', '-n', ns })
+        expect(p, ns .. '/web')
+        assert.equals(status, p:stop(sig))
+      end)
+    end
+
+    it('also while -e runs without end', function()
+      local ns = namespace('watch-stop-spin')
+      pod(ns, 'web')
+      local p = watch({ 'pods', '-n', ns, '-e', 'io.stderr:write("evaluating\\n") while true do end' })
+      assert.truthy(p:wait_for('evaluating', 10, 'err'), p:errors())
+      assert.equals(130, p:stop('INT'), p:errors())
+    end)
+  end)
+
   describe('names resources as kubectl does', function()
     it('by short name, plural with group, and group/version/plural', function()
       local ns = namespace('names')

@@ -39,6 +39,7 @@ struct kl_http_req {
     double retry_after;
     int retried_401;
     double started;
+    uint64_t report_id; /* deferred report of a request that could not start */
     char errbuf[CURL_ERROR_SIZE];
     char err[512]; /* why it could not be prepared, or its body was too large */
 };
@@ -64,6 +65,7 @@ const char *kl_http_outcome_name(kl_http_outcome o) {
 }
 
 static void release(kl_http_req *r) {
+    kl_loop_cancel(r->h->loop, r->report_id);
     if (r->easy) {
         curl_multi_remove_handle(kl_loop_multi(r->h->loop), r->easy);
         curl_easy_cleanup(r->easy);
@@ -178,6 +180,7 @@ static void report(kl_http_req *r, kl_http_outcome outcome, const char *error) {
 static void report_prepare_error(kl_loop *loop, void *ud) {
     (void)loop;
     kl_http_req *r = ud;
+    r->report_id = 0;
     report(r, KL_HTTP_CONFIG, r->err);
 }
 
@@ -258,7 +261,7 @@ kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, voi
     r->next = h->reqs;
     if (h->reqs) h->reqs->prev = r;
     h->reqs = r;
-    if (setup(r) < 0) kl_loop_defer(h->loop, report_prepare_error, r);
+    if (setup(r) < 0) r->report_id = kl_loop_defer(h->loop, report_prepare_error, r);
     return r;
 }
 

@@ -26,6 +26,7 @@ void kl_log(kl_log_level level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void kl_vlog(int v, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void kl_log_va(kl_log_level level, const char *component, const char *fmt, va_list ap);
+void kl_log_va(kl_log_level level, const char *component, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 #endif

@@ -25,7 +25,8 @@ typedef struct watch {
 } watch;
 
 typedef struct deferred {
-    kl_loop_fn fn;
+    uint64_t id;
+    kl_loop_fn fn; /* NULL once cancelled or run */
     void *ud;
 } deferred;
 
@@ -34,12 +35,13 @@ struct kl_loop {
     kl_loop_done_fn on_done;
     timer *heap; /* min-heap on when, then id */
     size_t ntimers, captimers;
-    uint64_t next_id;
+    uint64_t next_id; /* timers and deferred work share one id space */
     deferred *work; /* deferred work queued for the next iteration */
     size_t nwork, capwork;
     int sigfd;
     watch watches[KL_LOOP_WATCHES];
     int nwatches;
+    sigset_t sigs; /* SIGINT and SIGTERM, read through sigfd */
     sigset_t oldmask;
     int stop;
     int stop_signal;
@@ -57,12 +59,11 @@ kl_loop *kl_loop_new(kl_loop_done_fn on_done) {
     loop->multi = curl_multi_init();
     loop->on_done = on_done;
     loop->next_id = 1;
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigprocmask(SIG_BLOCK, &mask, &loop->oldmask);
-    loop->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    sigemptyset(&loop->sigs);
+    sigaddset(&loop->sigs, SIGINT);
+    sigaddset(&loop->sigs, SIGTERM);
+    sigprocmask(SIG_BLOCK, &loop->sigs, &loop->oldmask);
+    loop->sigfd = signalfd(-1, &loop->sigs, SFD_NONBLOCK | SFD_CLOEXEC);
     if (!loop->multi || loop->sigfd < 0) {
         kl_loop_free(loop);
         return NULL;
@@ -135,6 +136,12 @@ uint64_t kl_loop_after(kl_loop *loop, double delay, kl_loop_fn fn, void *ud) {
 
 void kl_loop_cancel(kl_loop *loop, uint64_t id) {
     if (!id) return;
+    for (size_t i = 0; i < loop->nwork; i++) {
+        if (loop->work[i].id == id) {
+            loop->work[i].fn = NULL;
+            return;
+        }
+    }
     for (size_t i = 0; i < loop->ntimers; i++) {
         if (loop->heap[i].id == id) {
             heap_remove(loop, i);
@@ -143,14 +150,14 @@ void kl_loop_cancel(kl_loop *loop, uint64_t id) {
     }
 }
 
-int kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud) {
+uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud) {
     if (loop->nwork == loop->capwork) {
         size_t cap = loop->capwork ? loop->capwork * 2 : 16;
         loop->work = kl_xrealloc(loop->work, cap * sizeof *loop->work);
         loop->capwork = cap;
     }
-    loop->work[loop->nwork++] = (deferred){fn, ud};
-    return 0;
+    loop->work[loop->nwork++] = (deferred){loop->next_id, fn, ud};
+    return loop->next_id++;
 }
 
 void kl_loop_stop(kl_loop *loop) { loop->stop = 1; }
@@ -166,13 +173,20 @@ static void run_timers(kl_loop *loop) {
 }
 
 /* Runs the work deferred so far; work deferred meanwhile waits for the next
- * iteration, so a stage that keeps deferring cannot starve the sockets. */
+ * iteration, so a stage that keeps deferring cannot starve the sockets. An
+ * entry is cleared before it runs, so that cancelling it from inside does
+ * nothing; a stop leaves the entries not reached queued, still owned by
+ * whoever deferred them (and cancellable by them). */
 static void run_deferred(kl_loop *loop) {
-    size_t n = loop->nwork;
-    for (size_t i = 0; i < n && !loop->stop; i++) loop->work[i].fn(loop, loop->work[i].ud);
-    if (n == 0) return;
-    memmove(loop->work, loop->work + n, (loop->nwork - n) * sizeof *loop->work);
-    loop->nwork -= n;
+    size_t n = loop->nwork, i;
+    for (i = 0; i < n && !loop->stop; i++) {
+        deferred w = loop->work[i];
+        loop->work[i].fn = NULL;
+        if (w.fn) w.fn(loop, w.ud);
+    }
+    if (i == 0) return;
+    memmove(loop->work, loop->work + i, (loop->nwork - i) * sizeof *loop->work);
+    loop->nwork -= i;
 }
 
 static void reap_transfers(kl_loop *loop) {
@@ -183,13 +197,27 @@ static void reap_transfers(kl_loop *loop) {
     }
 }
 
+/* The first SIGINT or SIGTERM stops the loop; from then on both have their
+ * default action again, so that a second one ends the process at once
+ * even if the shutdown itself were stuck. */
 static void read_signals(kl_loop *loop) {
     struct signalfd_siginfo si;
     while (read(loop->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
         loop->stop = 1;
+        if (loop->stop_signal) continue;
         loop->stop_signal = (int)si.ssi_signo;
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        sigprocmask(SIG_UNBLOCK, &loop->sigs, NULL);
     }
 }
+
+int kl_loop_poll_signal(kl_loop *loop) {
+    if (!loop->stop_signal) read_signals(loop);
+    return loop->stop_signal;
+}
+
+int kl_loop_signal(const kl_loop *loop) { return loop->stop_signal; }
 
 static int wait_timeout_ms(kl_loop *loop) {
     if (loop->nwork) return 0;
@@ -223,7 +251,7 @@ static void wait_and_dispatch(kl_loop *loop) {
     for (int i = 0; i < n; i++)
         fds[1 + i] = (struct curl_waitfd){.fd = loop->watches[i].fd, .events = CURL_WAIT_POLLIN};
     curl_multi_poll(loop->multi, fds, (unsigned)(1 + n), wait_timeout_ms(loop), NULL);
-    read_signals(loop);
+    kl_loop_poll_signal(loop);
     watch ready[KL_LOOP_WATCHES];
     int nready = 0;
     for (int i = 0; i < n; i++)
@@ -239,7 +267,6 @@ static void wait_and_dispatch(kl_loop *loop) {
 }
 
 int kl_loop_run(kl_loop *loop) {
-    loop->stop = 0;
     while (!loop->stop) {
         int running;
         curl_multi_perform(loop->multi, &running);

@@ -24,13 +24,16 @@ double kl_now(void);
 
 /* Runs fn once, delay seconds from now. Returns an id > 0 for kl_loop_cancel. */
 uint64_t kl_loop_after(kl_loop *loop, double delay, kl_loop_fn fn, void *ud);
-/* Cancels a timer that has not fired; unknown or fired ids are ignored. */
-void kl_loop_cancel(kl_loop *loop, uint64_t id);
 
 /* Runs fn on the next iteration, before the loop waits again. Deferred work
  * is how stages hand work to each other without re-entering one another.
- * Returns 0: it cannot fail (out of memory aborts, see xalloc.h). */
-int kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud);
+ * Returns an id > 0 for kl_loop_cancel (out of memory aborts, see xalloc.h). */
+uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud);
+
+/* Cancels a timer or deferred work that has not run yet; 0, unknown ids and
+ * work that already ran are ignored. Whoever schedules work with ud
+ * pointing at itself cancels it when it is freed. */
+void kl_loop_cancel(kl_loop *loop, uint64_t id);
 
 /* At most this many descriptors are watched besides curl's. */
 #define KL_LOOP_WATCHES 4
@@ -40,10 +43,18 @@ int kl_loop_watch(kl_loop *loop, int fd, kl_loop_fn fn, void *ud);
 /* Stops watching fd; unknown descriptors are ignored. */
 void kl_loop_unwatch(kl_loop *loop, int fd);
 
-/* Runs until kl_loop_stop or SIGINT/SIGTERM. Returns 0, or the signal number
- * that stopped it. */
+/* Runs until kl_loop_stop or SIGINT/SIGTERM; once stopped it stays stopped.
+ * Returns 0, or the signal number that stopped it. After that first signal
+ * SIGINT and SIGTERM have their default action again: a second one ends the
+ * process at once. */
 int kl_loop_run(kl_loop *loop);
 void kl_loop_stop(kl_loop *loop);
 int kl_loop_stopping(const kl_loop *loop);
+/* Reads a pending SIGINT/SIGTERM without waiting, stopping the loop if one
+ * came: for code that runs long without returning to the loop. Returns the
+ * signal that stopped the loop, or 0. */
+int kl_loop_poll_signal(kl_loop *loop);
+/* The signal that stopped the loop, or 0. */
+int kl_loop_signal(const kl_loop *loop);
 
 #endif

@@ -23,6 +23,9 @@
 #define DISPATCH_BATCH 256 /* notifications per loop iteration */
 
 static const char *const event_names[] = {"add", "update", "delete", NULL};
+_Static_assert(KL_CHANGE_ADD == 0 && KL_CHANGE_UPDATE == 1 && KL_CHANGE_DELETE == 2 &&
+                   sizeof event_names / sizeof *event_names == KL_CHANGE_DELETE + 2,
+               "one event name per kl_change, in its order, then NULL");
 
 struct lua_informer {
     kl_rt *rt;
@@ -38,7 +41,7 @@ struct lua_informer {
     int has_cur, hidx, views_made;
     int busy;      /* a handler of cur is suspended */
     int in_call;   /* inside kl_task_spawn */
-    int drain_scheduled;
+    uint64_t drain_id; /* the deferred drain, or 0 */
     int was_synced;
     double resync;
     uint64_t resync_timer;
@@ -50,7 +53,7 @@ typedef struct box {
 
 static lua_informer *check_informer(lua_State *L, int idx) {
     box *b = luaL_checkudata(L, idx, INFORMER_MT);
-    if (!b->li) luaL_error(L, "this informer has been closed");
+    if (!b->li) luaL_error(L, "this informer is closed: klua is shutting down");
     return b->li;
 }
 
@@ -59,8 +62,7 @@ static lua_informer *check_informer(lua_State *L, int idx) {
 static void drain(kl_loop *loop, void *ud);
 
 static void schedule_drain(lua_informer *li) {
-    if (li->drain_scheduled) return;
-    if (kl_loop_defer(li->rt->loop, drain, li) == 0) li->drain_scheduled = 1;
+    if (!li->drain_id) li->drain_id = kl_loop_defer(li->rt->loop, drain, li);
 }
 
 static void on_ready(void *ud, kl_informer *inf) {
@@ -146,7 +148,7 @@ static void call_handler(lua_informer *li, int h) {
     snprintf(name, sizeof name, "%s handler of %s", event_names[type], li->name);
     li->busy = 1;
     li->in_call = 1;
-    if (!kl_task_spawn(li->rt, name, 2, on_handler_done, li)) li->busy = 0;
+    if (!kl_task_spawn(li->rt, NULL, name, 2, on_handler_done, li)) li->busy = 0;
     li->in_call = 0;
 }
 
@@ -154,19 +156,19 @@ static void check_synced(lua_informer *li) {
     if (li->was_synced || li->has_cur || !kl_informer_synced(li->inf)) return;
     li->was_synced = 1;
     kl_vlog(2, li->name, "synced: %zu objects cached", kl_store_len(kl_informer_store(li->inf)));
-    kl_klua_check_synced(li->rt);
+    kl_klua_check_synced(li->rt, NULL);
 }
 
 /* Delivers up to a batch of notifications. Nothing is delivered while the
  * script's main chunk runs: it may still be registering handlers (and
  * waiting on discovery meanwhile), and every handler registered at load
- * time must see every notification, the initial list included. */
+ * time must see every notification, the initial list included. A stop
+ * (klua.stop or a signal) ends the batch before the next handler call. */
 static void drain(kl_loop *loop, void *ud) {
-    (void)loop;
     lua_informer *li = ud;
-    li->drain_scheduled = 0;
+    li->drain_id = 0;
     if (!li->rt->main_done) return;
-    for (int n = 0; !li->busy;) {
+    for (int n = 0; !li->busy && !kl_loop_stopping(loop);) {
         if (!li->has_cur) {
             if (n == DISPATCH_BATCH || !kl_informer_pop(li->inf, &li->cur)) break;
             li->has_cur = 1;
@@ -342,6 +344,7 @@ static int l_informer(lua_State *L) {
     };
     double resync = opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");
+    if (rt->closing) return luaL_error(L, "cannot start an informer: klua is shutting down");
     lua_informer *li = kl_xcalloc(1, sizeof *li);
     li->rt = rt;
     snprintf(li->name, sizeof li->name, "%s", o.name ? o.name : o.path);
@@ -381,6 +384,7 @@ void kl_informers_close(kl_rt *rt) {
         lua_informer *li = rt->informers;
         rt->informers = li->next;
         kl_loop_cancel(rt->loop, li->resync_timer);
+        kl_loop_cancel(rt->loop, li->drain_id);
         if (li->has_cur) kl_notif_clear(&li->cur);
         for (int i = 0; i < 3; i++) free(li->since[i]);
         kl_informer_free(li->inf);

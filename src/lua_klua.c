@@ -28,12 +28,10 @@ struct kl_rt_timer {
     double interval; /* > 0 for klua.every */
 };
 
-static kl_task *need_task(lua_State *L, const char *what) {
-    kl_task *t = kl_task_current(L);
-    if (!t)
-        luaL_error(L, "%s must be called from the script's main chunk, a handler, a timer or a "
-                      "reconcile function, not from a coroutine the script created", what);
-    return t;
+/* Raises an error when the runtime is closing: what a __gc handler run at
+ * exit makes would outlive everything it needs. */
+static void check_open(lua_State *L, const char *what) {
+    if (kl_rt_of(L)->closing) luaL_error(L, "%s: klua is shutting down", what);
 }
 
 /* ---- request ---------------------------------------------------------- */
@@ -59,7 +57,7 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
  * when the server answered (any status), | nil, outcome, message when it did not
  * (outcome: kl_http_outcome_name). Yields until the request has ended. */
 static int l_request(lua_State *L) {
-    kl_task *t = need_task(L, "an API call");
+    kl_task *t = kl_task_check_wait(L, "an API call");
     kl_rt *rt = kl_rt_of(L);
     size_t blen = 0;
     kl_http_opts o = {
@@ -95,12 +93,12 @@ static void on_timer(kl_loop *loop, void *ud) {
     lua_rawgeti(rt->L, LUA_REGISTRYINDEX, tm->fn_ref);
     if (tm->interval > 0) {
         tm->loop_id = kl_loop_after(loop, tm->interval, on_timer, tm);
-        kl_task_spawn(rt, "klua.every callback", 0, NULL, NULL);
+        kl_task_spawn(rt, NULL, "klua.every callback", 0, NULL, NULL);
     } else {
         /* Freed first (fn is already on the stack), so the callback runs
          * with its timer gone and the script can count as idle after it. */
         timer_free(tm);
-        kl_task_spawn(rt, "klua.after callback", 0, NULL, NULL);
+        kl_task_spawn(rt, NULL, "klua.after callback", 0, NULL, NULL);
     }
 }
 
@@ -110,6 +108,7 @@ static int add_timer(lua_State *L, double interval) {
     luaL_checktype(L, 2, LUA_TFUNCTION);
     luaL_argcheck(L, secs >= 0, 1, "seconds must not be negative");
     luaL_argcheck(L, interval == 0 || secs > 0, 1, "the interval must be positive");
+    check_open(L, "cannot start a timer");
     kl_rt_timer *tm = kl_xcalloc(1, sizeof *tm);
     tm->rt = rt;
     tm->interval = interval > 0 ? secs : 0;
@@ -152,7 +151,7 @@ static void on_sleep_over(kl_loop *loop, void *ud) {
 
 /* core.sleep(seconds): suspends the calling task. */
 static int l_sleep(lua_State *L) {
-    kl_task *t = need_task(L, "klua.sleep");
+    kl_task *t = kl_task_check_wait(L, "klua.sleep");
     lua_Number secs = luaL_checknumber(L, 1);
     kl_loop_after(kl_rt_of(L)->loop, secs, on_sleep_over, t);
     kl_task_suspend(t);
@@ -161,7 +160,8 @@ static int l_sleep(lua_State *L) {
 
 /* ---- the rest --------------------------------------------------------- */
 
-/* core.stop([code]): ends the run once the current callback returns. */
+/* core.stop([code]): ends the run once the current callback returns; no
+ * further script code starts. klua run exits with code (default 0). */
 static int l_stop(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
     rt->exit_code = (int)luaL_optinteger(L, 1, 0);
@@ -172,6 +172,7 @@ static int l_stop(lua_State *L) {
 /* core.log(level, message): level is "debug", "info", "warn" or "error". */
 static int l_log(lua_State *L) {
     static const char *const names[] = {"debug", "info", "warn", "error", NULL};
+    _Static_assert(KL_LOG_DEBUG == 0 && KL_LOG_ERROR == 3, "names follows kl_log_level");
     int level = luaL_checkoption(L, 1, NULL, names);
     const char *msg = luaL_checkstring(L, 2);
     kl_log((kl_log_level)level, kl_rt_of(L)->script_name, "%s", msg);
@@ -217,7 +218,7 @@ static int l_on_synced(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
     lua_pop(L, 1);
-    if (rt->running) kl_klua_check_synced(rt);
+    if (rt->running) kl_klua_check_synced(rt, L);
     return 0;
 }
 
@@ -234,7 +235,7 @@ static int l_stats(lua_State *L) {
     return 1;
 }
 
-void kl_klua_check_synced(kl_rt *rt) {
+void kl_klua_check_synced(kl_rt *rt, lua_State *from) {
     if (!rt->main_done || rt->on_synced_ref == LUA_NOREF || !kl_informers_synced(rt)) return;
     lua_State *L = rt->L;
     int ref = rt->on_synced_ref;
@@ -244,7 +245,7 @@ void kl_klua_check_synced(kl_rt *rt) {
     lua_Integer n = (lua_Integer)luaL_len(L, -1);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, -1, i);
-        kl_task_spawn(rt, "klua.on_synced callback", 0, NULL, NULL);
+        kl_task_spawn(rt, from, "klua.on_synced callback", 0, NULL, NULL);
     }
     lua_pop(L, 1);
 }

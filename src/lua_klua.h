@@ -15,9 +15,11 @@
 int kl_open_core(lua_State *L);
 /* Sets klua.core.args to the script's arguments. */
 void kl_klua_set_args(kl_rt *rt, int argc, char **argv);
-/* Fires klua.on_synced callbacks once every informer has synced. */
-void kl_klua_check_synced(kl_rt *rt);
-/* Frees timers and informers; called before the Lua state closes. */
+/* Fires klua.on_synced callbacks once every informer has synced; from is
+ * the thread of the C function asking (NULL from the loop). */
+void kl_klua_check_synced(kl_rt *rt, lua_State *from);
+/* Frees timers, informers and queues; their handles then raise an error
+ * saying so. Called before the Lua state closes. */
 void kl_klua_close(kl_rt *rt);
 
 /* From lua_informer.c: adds `informer` to the core table on top. [-0, +0] */

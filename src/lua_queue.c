@@ -6,6 +6,11 @@
  * Waiting workers are woken from deferred work, never from inside the call
  * that added the key, so an add in a handler does not run a reconcile in
  * the middle of that handler.
+ *
+ * A queue belongs to its Lua handle: it is freed when the handle is
+ * collected (a worker waiting in get() keeps the handle on its stack), or
+ * when the runtime closes. A handle whose queue is gone raises "this queue
+ * is closed" from every method, so a __gc handler that runs at exit is safe.
  */
 #include <lauxlib.h>
 #include <math.h>
@@ -18,32 +23,32 @@
 
 #define QUEUE_MT "klua.queue"
 
+typedef struct box {
+    lua_queue *lq; /* NULL once the queue is freed */
+} box;
+
 struct lua_queue {
     kl_rt *rt;
     kl_queue *q;
-    lua_queue *next;
+    box *handle;
+    lua_queue *prev, *next;
     kl_task **waiters; /* workers suspended in get(), oldest first */
     size_t nwaiters, capwaiters;
-    int wake_scheduled;
+    uint64_t wake_id; /* the deferred wake, or 0 */
     uint64_t timer;
     double timer_at;
 };
 
-typedef struct box {
-    lua_queue *lq;
-} box;
-
 static lua_queue *check_queue(lua_State *L) {
     box *b = luaL_checkudata(L, 1, QUEUE_MT);
-    if (!b->lq) luaL_error(L, "this queue has been closed");
+    if (!b->lq) luaL_error(L, "this queue is closed: klua is shutting down");
     return b->lq;
 }
 
 static void wake(kl_loop *loop, void *ud);
 
 static void schedule_wake(lua_queue *lq) {
-    if (lq->wake_scheduled || !lq->nwaiters) return;
-    if (kl_loop_defer(lq->rt->loop, wake, lq) == 0) lq->wake_scheduled = 1;
+    if (!lq->wake_id && lq->nwaiters) lq->wake_id = kl_loop_defer(lq->rt->loop, wake, lq);
 }
 
 static void on_due(kl_loop *loop, void *ud) {
@@ -63,9 +68,9 @@ static kl_task *pop_waiter(lua_queue *lq) {
 static void wake(kl_loop *loop, void *ud) {
     (void)loop;
     lua_queue *lq = ud;
-    lq->wake_scheduled = 0;
+    lq->wake_id = 0;
     double now = kl_now();
-    while (lq->nwaiters) {
+    while (lq->nwaiters && !kl_loop_stopping(loop)) {
         int shut = 0;
         const char *key = kl_queue_get(lq->q, now, &shut);
         if (!key && !shut) break;
@@ -133,9 +138,7 @@ static int l_num_requeues(lua_State *L) {
  * queue is shut down and drained. */
 static int l_get(lua_State *L) {
     lua_queue *lq = check_queue(L);
-    kl_task *t = kl_task_current(L);
-    if (!t) return luaL_error(L, "q:get() must be called from a task (a handler, timer or reconcile), "
-                                 "not from a coroutine the script created");
+    kl_task *t = kl_task_check_wait(L, "q:get()");
     int shut = 0;
     const char *key = kl_queue_get(lq->q, kl_now(), &shut);
     if (key || shut) {
@@ -152,9 +155,10 @@ static int l_get(lua_State *L) {
     }
     lq->waiters[lq->nwaiters++] = t;
     kl_task_suspend(t);
-    /* A delayed key may be due before anything else wakes the queue. */
-    lq->wake_scheduled = 0;
-    wake(NULL, lq);
+    /* A delayed key may be due before anything else wakes the queue: the
+     * wake arms its timer. It is deferred, as t must have yielded before
+     * anything can resume it. */
+    schedule_wake(lq);
     return lua_yield(L, 0);
 }
 
@@ -234,6 +238,7 @@ static double opt_field(lua_State *L, int idx, const char *name) {
 /* core.queue{base_delay=, max_delay=, qps=, burst=} -> a work queue. */
 static int l_queue(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
+    if (rt->closing) return luaL_error(L, "cannot make a queue: klua is shutting down");
     kl_queue_opts o = {0};
     if (lua_istable(L, 1)) {
         o.base_delay = opt_field(L, 1, "base_delay");
@@ -251,21 +256,35 @@ static int l_queue(lua_State *L) {
     }
     box *b = lua_newuserdatauv(L, sizeof *b, 0);
     b->lq = lq;
+    lq->handle = b;
     luaL_setmetatable(L, QUEUE_MT);
     lq->next = rt->queues;
+    if (rt->queues) rt->queues->prev = lq;
     rt->queues = lq;
     return 1;
 }
 
+static void queue_free(lua_queue *lq) {
+    kl_rt *rt = lq->rt;
+    if (lq->prev) lq->prev->next = lq->next;
+    else rt->queues = lq->next;
+    if (lq->next) lq->next->prev = lq->prev;
+    lq->handle->lq = NULL;
+    kl_loop_cancel(rt->loop, lq->timer);
+    kl_loop_cancel(rt->loop, lq->wake_id);
+    kl_queue_free(lq->q);
+    free(lq->waiters);
+    free(lq);
+}
+
+static int l_gc(lua_State *L) {
+    box *b = luaL_checkudata(L, 1, QUEUE_MT);
+    if (b->lq) queue_free(b->lq);
+    return 0;
+}
+
 void kl_queues_close(kl_rt *rt) {
-    while (rt->queues) {
-        lua_queue *lq = rt->queues;
-        rt->queues = lq->next;
-        kl_loop_cancel(rt->loop, lq->timer);
-        kl_queue_free(lq->q);
-        free(lq->waiters);
-        free(lq);
-    }
+    while (rt->queues) queue_free(rt->queues);
 }
 
 void kl_queue_open(lua_State *L) {
@@ -278,6 +297,8 @@ void kl_queue_open(lua_State *L) {
         luaL_setfuncs(L, methods, 0);
         lua_pushvalue(L, -1);
         lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, l_gc);
+        lua_setfield(L, -2, "__gc");
     }
     lua_pop(L, 1);
     lua_pushcfunction(L, l_queue);

@@ -12,5 +12,6 @@ int luaopen_klua_testing(lua_State *L) {
     kl_testing_open_queue(L);
     kl_testing_open_json(L);
     kl_testing_open_xalloc(L);
+    kl_testing_open_loop(L);
     return 1;
 }

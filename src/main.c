@@ -69,9 +69,12 @@ static int run(kl_cli *c) {
         run_error(c, "%s", err);
         return 1;
     }
-    int code = !strcmp(c->command, "run")
-                   ? kl_rt_run(rt, c->script, NULL, c->nargs, c->args)
-                   : kl_rt_run(rt, "klua watch", watch_chunk, c->nargs, c->args);
+    int watch = !strcmp(c->command, "watch");
+    int code = watch ? kl_rt_run(rt, "klua watch", watch_chunk, c->nargs, c->args)
+                     : kl_rt_run(rt, c->script, NULL, c->nargs, c->args);
+    /* A shell tool stopped by a signal ends with 128 + its number (130 for
+     * SIGINT); a script that stops cleanly chose its code with klua.stop. */
+    if (watch && kl_rt_stop_signal(rt)) code = 128 + kl_rt_stop_signal(rt);
     kl_rt_free(rt);
     return code;
 }

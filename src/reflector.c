@@ -71,7 +71,8 @@ struct kl_reflector {
     kl_framer framer;
     kl_blob **frames; /* FIFO ring of undelivered frames */
     size_t fhead, nframes, fcap;
-    int paused, pump_scheduled, sink_full;
+    int paused, sink_full;
+    uint64_t pump_id; /* the deferred pump, or 0 */
     int finished; /* the request ended; act once frames are delivered */
     int ending;   /* the stream is abandoned: drop its frames, then act */
     end_action action;
@@ -552,7 +553,7 @@ static void after_watch(kl_reflector *r);
 static void pump(kl_loop *loop, void *ud) {
     (void)loop;
     kl_reflector *r = ud;
-    r->pump_scheduled = 0;
+    r->pump_id = 0;
     for (int n = 0; n < PUMP_BATCH && r->nframes && !r->sink_full; n++) {
         kl_blob *b = frames_pop(r);
         if (!r->ending) handle_frame(r, b);
@@ -568,9 +569,7 @@ static void pump(kl_loop *loop, void *ud) {
 }
 
 static void schedule_pump(kl_reflector *r) {
-    if (r->pump_scheduled) return;
-    kl_loop_defer(r->loop, pump, r);
-    r->pump_scheduled = 1;
+    if (!r->pump_id) r->pump_id = kl_loop_defer(r->loop, pump, r);
 }
 
 void kl_reflector_kick(kl_reflector *r) {
@@ -795,6 +794,7 @@ void kl_reflector_start(kl_reflector *r) {
 void kl_reflector_free(kl_reflector *r) {
     if (!r) return;
     cancel_timers(r);
+    kl_loop_cancel(r->loop, r->pump_id);
     kl_http_cancel(r->req);
     kl_framer_reset(&r->framer);
     frames_drop(r);

@@ -30,7 +30,7 @@ static void *rt_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         rt->mem_used -= old;
         return NULL;
     }
-    if (rt->enforce_memory && rt->opts.memory_limit && nsize > old &&
+    if (rt->cur.enforce_memory && rt->opts.memory_limit && nsize > old &&
         rt->mem_used - old + nsize > rt->opts.memory_limit)
         return NULL;
     void *p = realloc(ptr, nsize);
@@ -47,6 +47,7 @@ static void preload(lua_State *L, const char *name, lua_CFunction open) {
 
 static int open_state(lua_State *L) {
     luaL_openlibs(L);
+    kl_task_open_guards(L);
     kl_view_open(L);
     preload(L, "cjson", luaopen_cjson);
     preload(L, "klua.core", kl_open_core);
@@ -79,6 +80,7 @@ kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
     /* Threads copy the main thread's extra space: NULL marks them (and the
      * coroutines a script creates) as no task of ours. */
     *(kl_task **)lua_getextraspace(rt->L) = NULL;
+    kl_task_init(rt);
     lua_pushcfunction(rt->L, open_state);
     if (lua_pcall(rt->L, 0, 0, 0) != LUA_OK) {
         snprintf(err, errlen, "cannot start Lua: %s", lua_tostring(rt->L, -1));
@@ -90,31 +92,45 @@ fail:
     return NULL;
 }
 
+/* The one teardown order. Script code may still run in it: the __gc
+ * handlers that lua_close calls. So first everything that could start
+ * script code or that a handle points to is closed (timers, informers with
+ * their requests, queues; their handles then raise "closed"), then the
+ * requests of API calls, then the tasks, whose waits can no longer end;
+ * then lua_close, while making anything new is refused (rt->closing) and
+ * the loop, which the count hook reads, still exists; the loop, which
+ * only holds pointers to what is gone by now, and the connection last. */
 void kl_rt_free(kl_rt *rt) {
     if (!rt) return;
+    rt->closing = 1;
+    rt->cur = (kl_run_state){0}; /* __gc handlers start with a budget of their own */
+    if (rt->L) kl_klua_close(rt);
+    kl_http_free(rt->http);
     if (rt->L) {
-        kl_klua_close(rt);
         kl_task_pool_free(rt);
         lua_close(rt->L);
     }
-    kl_http_free(rt->http);
     kl_loop_free(rt->loop);
     kl_conn_free(rt->conn);
     free(rt);
 }
 
 void kl_rt_check_idle(kl_rt *rt) {
-    if (rt->running && rt->main_done && !rt->suspended && !rt->timers && !rt->informers)
+    if (rt->running && rt->main_done && !rt->cur.task && !rt->suspended && !rt->timers &&
+        !rt->informers)
         kl_loop_stop(rt->loop);
 }
+
+int kl_rt_stop_signal(const kl_rt *rt) { return kl_loop_signal(rt->loop); }
 
 static void on_main_done(void *ud, kl_task *t, int ok) {
     (void)t;
     kl_rt *rt = ud;
     rt->main_done = 1;
     kl_informers_start_dispatch(rt);
-    if (ok) kl_klua_check_synced(rt);
-    if (!ok) {
+    if (ok) kl_klua_check_synced(rt, NULL);
+    /* Cut short by a signal is a stop, not a failure. */
+    if (!ok && !kl_loop_signal(rt->loop)) {
         rt->script_failed = 1;
         kl_loop_stop(rt->loop);
     }
@@ -139,7 +155,7 @@ int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **a
     kl_klua_set_args(rt, argc, argv);
     for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
     rt->running = 1;
-    kl_task_spawn(rt, "the script's main chunk", argc, on_main_done, rt);
+    kl_task_spawn(rt, NULL, "the script's main chunk", argc, on_main_done, rt);
     if (!rt->script_failed) {
         kl_rt_check_idle(rt);
         if (!kl_loop_stopping(rt->loop)) kl_loop_run(rt->loop);

@@ -34,6 +34,19 @@ typedef struct kl_rt_opts {
     double request_timeout;  /* seconds for a LIST or an API call; 0 = 300 and 60 */
 } kl_rt_opts;
 
+/* Why every further instruction of the running task fails. */
+enum { KL_STOPPED_BY_BUDGET = 1, KL_STOPPED_BY_SIGNAL };
+
+/* What runs now: the innermost task being resumed. Saved and restored
+ * around every resume (task.c), so that a task started from inside another
+ * one leaves the outer one's state as it found it. */
+typedef struct kl_run_state {
+    kl_task *task;      /* NULL while no task runs */
+    long used;          /* instructions run since the resume */
+    int stopped;        /* 0 or KL_STOPPED_BY_*: every instruction fails */
+    int enforce_memory; /* the memory limit binds only while script code runs */
+} kl_run_state;
+
 typedef struct kl_rt_timer kl_rt_timer;
 typedef struct lua_informer lua_informer;
 typedef struct lua_queue lua_queue;
@@ -45,7 +58,7 @@ typedef struct kl_rt {
     kl_http *http;
     kl_rt_opts opts;
     size_t mem_used;
-    int enforce_memory; /* the limit binds only while script code runs */
+    kl_run_state cur;
     kl_task *tasks; /* every task alive, for the final clean-up */
     kl_task **pool; /* finished tasks kept for reuse with their threads */
     size_t npool, cappool;
@@ -60,18 +73,24 @@ typedef struct kl_rt {
     int script_failed;
     int main_done;
     int running; /* inside kl_rt_run */
+    int closing; /* kl_rt_free has begun: nothing new may be made */
     char script_name[64];
 } kl_rt;
 
 /* A runtime connected as opts says. NULL with a message in err. */
 kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen);
 void kl_rt_free(kl_rt *rt);
-/* Loads and starts a script (path, or chunk text when is_chunk) with its
- * arguments, then runs the loop until the script has nothing left to wait
- * for, calls klua.stop, or a signal arrives. Returns the exit code. */
+/* Loads and starts a script (path, or chunk text when chunk is not NULL)
+ * with its arguments, then runs the loop until the script has nothing left
+ * to wait for, calls klua.stop, or SIGINT/SIGTERM arrives. Returns the exit
+ * code: 1 if the main chunk failed, else the code given to klua.stop (0 by
+ * default), a signal included. */
 int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **argv);
+/* The signal that stopped the run, or 0. */
+int kl_rt_stop_signal(const kl_rt *rt);
 kl_rt *kl_rt_of(lua_State *L);
-/* Stops the loop when nothing is left that could run script code again. */
+/* Stops the loop when no task runs and nothing is left that could run
+ * script code again. */
 void kl_rt_check_idle(kl_rt *rt);
 
 #endif

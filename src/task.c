@@ -2,6 +2,7 @@
 #include "task.h"
 
 #include <lauxlib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,9 @@
 #include "log.h"
 
 #define POOL_MAX 64 /* idle threads kept; a burst beyond is freed */
+/* Instructions between two looks for a signal: a read() of the signalfd
+ * per ~1 ms of Lua at most, which costs nothing measurable. */
+#define HOOK_PERIOD 100000
 
 struct kl_task {
     kl_rt *rt;
@@ -23,7 +27,18 @@ struct kl_task {
 
 kl_task *kl_task_current(lua_State *L) { return *(kl_task **)lua_getextraspace(L); }
 lua_State *kl_task_thread(kl_task *t) { return t->co; }
-const char *kl_task_name(kl_task *t) { return t->name; }
+
+kl_task *kl_task_check_wait(lua_State *L, const char *what) {
+    kl_task *t = kl_task_current(L);
+    if (!t)
+        luaL_error(L, "%s must be called from the script's main chunk, a handler, a timer or a "
+                      "reconcile function, not from a coroutine the script created", what);
+    if (!lua_isyieldable(L))
+        luaL_error(L, "%s cannot wait inside a function that C code calls without letting it "
+                      "wait (a __gc or __close handler, a table.sort comparison, a string.gsub "
+                      "replacement): wait in the handler itself", what);
+    return t;
+}
 
 static kl_task *task_get(kl_rt *rt) {
     if (rt->npool) return rt->pool[--rt->npool];
@@ -70,12 +85,81 @@ void kl_task_pool_free(kl_rt *rt) {
     rt->cappool = 0;
 }
 
-static void budget_hook(lua_State *L, lua_Debug *ar) {
+static const char *signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+/* Instructions to run before the hook's next call: what is left of the
+ * budget, at most a period, so the budget binds exactly on the task's own
+ * thread. */
+static int next_count(const kl_rt *rt) {
+    long budget = rt->opts.instruction_budget;
+    long left = budget > 0 ? budget - rt->cur.used : HOOK_PERIOD;
+    return left < 1 ? 1 : left > HOOK_PERIOD ? HOOK_PERIOD : (int)left;
+}
+
+/* Runs on every thread, the coroutines a script creates included (they
+ * inherit it), and counts for whatever rt->cur says runs now. */
+static void count_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
-    /* Coroutines a script creates inherit the hook but are no tasks. */
-    lua_Integer budget = (lua_Integer)kl_rt_of(L)->opts.instruction_budget;
+    kl_rt *rt = kl_rt_of(L);
+    kl_run_state *c = &rt->cur;
+    if (!c->stopped) {
+        c->used += lua_gethookcount(L);
+        /* At close the first signal is in hand already, and a second one
+         * ends the process: finalizers are left to the budget. */
+        if (!rt->closing && kl_loop_poll_signal(rt->loop)) c->stopped = KL_STOPPED_BY_SIGNAL;
+        else if (rt->opts.instruction_budget > 0 && c->used >= rt->opts.instruction_budget)
+            c->stopped = KL_STOPPED_BY_BUDGET;
+    }
+    if (!c->stopped) {
+        lua_sethook(L, count_hook, LUA_MASKCOUNT, next_count(rt));
+        return;
+    }
+    /* The error is catchable, so the hook fires on every instruction from
+     * now on: a pcall that caught it fails again at its caller's next one,
+     * on the task's thread too when a coroutine of the script ran out. */
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+    if (c->task && c->task->co != L) lua_sethook(c->task->co, count_hook, LUA_MASKCOUNT, 1);
+    if (c->stopped == KL_STOPPED_BY_SIGNAL)
+        luaL_error(L, "stopped: klua is stopping on %s", signal_name(kl_loop_signal(rt->loop)));
     luaL_error(L, "stopped after running past its instruction budget of %I instructions "
-                  "(raise it with --instruction-budget)", budget);
+                  "(raise it with --instruction-budget)", (lua_Integer)rt->opts.instruction_budget);
+}
+
+void kl_task_init(kl_rt *rt) { lua_sethook(rt->L, count_hook, LUA_MASKCOUNT, HOOK_PERIOD); }
+
+/* The message handler of an xpcall, wrapped: an error raised by the count
+ * hook calls the handler with hooks off, so once the task is stopped the
+ * script's handler is not called at all and the error passes unchanged. */
+static int guarded_handler(lua_State *L) {
+    if (kl_rt_of(L)->cur.stopped) return 1;
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static int guard_handler(lua_State *L) {
+    lua_settop(L, 1);
+    lua_pushcclosure(L, guarded_handler, 1);
+    return 1;
+}
+
+/* xpcall stays a Lua function tail-calling the real one, so that the
+ * protected function can still wait (lua_pcallk underneath). */
+static const char xpcall_chunk[] =
+    "local xpcall, guard = xpcall, ...\n"
+    "return function(f, msgh, ...)\n"
+    "  if type(msgh) ~= 'function' then return xpcall(f, msgh, ...) end\n"
+    "  return xpcall(f, guard(msgh), ...)\n"
+    "end\n";
+
+void kl_task_open_guards(lua_State *L) {
+    if (luaL_loadbuffer(L, xpcall_chunk, sizeof xpcall_chunk - 1, "=xpcall") != LUA_OK) lua_error(L);
+    lua_pushcfunction(L, guard_handler);
+    lua_call(L, 1, 1);
+    lua_setglobal(L, "xpcall");
 }
 
 static void report_failure(kl_task *t, int status) {
@@ -103,28 +187,35 @@ static void report_failure(kl_task *t, int status) {
     rt->task_errors++;
 }
 
-/* Ends a task: back to the pool, then its done callback. */
-static void finish(kl_task *t, int ok) {
+/* Ends a task: back to the pool (or freed, when its thread cannot be used
+ * again), then its done callback. */
+static void finish(kl_task *t, int ok, int reuse) {
     kl_task_done_fn done = t->done;
     void *ud = t->ud;
     kl_rt *rt = t->rt;
     t->done = NULL;
     t->ud = NULL;
-    task_put(t);
+    if (reuse) task_put(t);
+    else task_destroy(t);
     if (done) done(ud, t, ok);
     kl_rt_check_idle(rt);
 }
 
-/* Resumes t; returns 1 if it is waiting afterwards. */
-static int run(kl_task *t, int nargs) {
+/* Resumes t from thread from (NULL from the loop); returns 1 if it is
+ * waiting afterwards. A task may start another from inside one of its C
+ * calls (klua.on_synced in a timer): the run state of the outer one is put
+ * back as it was when the inner one returns or waits. */
+static int run(kl_task *t, lua_State *from, int nargs) {
     kl_rt *rt = t->rt;
     lua_State *co = t->co;
-    if (rt->opts.instruction_budget > 0)
-        lua_sethook(co, budget_hook, LUA_MASKCOUNT, (int)rt->opts.instruction_budget);
+    kl_run_state outer = rt->cur;
+    rt->cur = (kl_run_state){.task = t, .enforce_memory = 1};
+    lua_sethook(co, count_hook, LUA_MASKCOUNT, next_count(rt));
     int nres;
-    rt->enforce_memory = 1;
-    int status = lua_resume(co, rt->L, nargs, &nres);
-    rt->enforce_memory = 0;
+    int status = lua_resume(co, from, nargs, &nres);
+    int stopped = rt->cur.stopped;
+    /* Outside every task the count starts again with each task's end. */
+    rt->cur = outer.task ? outer : (kl_run_state){0};
     if (status == LUA_YIELD && t->waiting) return 1;
     if (status == LUA_YIELD) {
         lua_settop(co, 0);
@@ -133,20 +224,33 @@ static int run(kl_task *t, int nargs) {
     }
     if (status == LUA_OK) {
         lua_settop(co, 0);
-        finish(t, 1);
+        finish(t, 1, 1);
         return 0;
     }
-    report_failure(t, status);
+    if (stopped == KL_STOPPED_BY_SIGNAL)
+        kl_log(KL_LOG_INFO, rt->script_name, "%s interrupted: klua is stopping on %s", t->name,
+               signal_name(kl_loop_signal(rt->loop)));
+    else report_failure(t, status);
+    if (stopped) {
+        /* The error left the hook's call with hooks off on this thread
+         * (Lua turns them back on only in a pcall that catches): its
+         * __close handlers would run unchecked and a later task on it
+         * would never be stopped. The thread is dropped unreset. */
+        finish(t, 0, 0);
+        return 0;
+    }
     lua_resetthread(co);
-    finish(t, 0);
+    finish(t, 0, 1);
     return 0;
 }
 
-int kl_task_spawn(kl_rt *rt, const char *name, int nargs, kl_task_done_fn done, void *ud) {
-    kl_task *t = task_get(rt);
+int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_task_done_fn done,
+                  void *ud) {
+    kl_task *t = kl_loop_stopping(rt->loop) ? NULL : task_get(rt);
     if (!t) {
         lua_pop(rt->L, nargs + 1);
-        kl_log(KL_LOG_ERROR, rt->script_name, "out of memory starting %s", name);
+        if (!kl_loop_stopping(rt->loop))
+            kl_log(KL_LOG_ERROR, rt->script_name, "out of memory starting %s", name);
         if (done) done(ud, NULL, 0);
         return 0;
     }
@@ -155,7 +259,7 @@ int kl_task_spawn(kl_rt *rt, const char *name, int nargs, kl_task_done_fn done, 
     t->ud = ud;
     t->waiting = 0;
     lua_xmove(rt->L, t->co, nargs + 1);
-    return run(t, nargs);
+    return run(t, from, nargs);
 }
 
 void kl_task_suspend(kl_task *t) {
@@ -166,5 +270,5 @@ void kl_task_suspend(kl_task *t) {
 void kl_task_resume(kl_task *t, int nres) {
     t->waiting = 0;
     t->rt->suspended--;
-    run(t, nres);
+    run(t, NULL, nres);
 }

@@ -61,7 +61,7 @@ function klua.every(seconds, fn) return setmetatable({ id = core.every(seconds, 
 -- anything else.
 klua.sleep = core.sleep
 --- Ends the run with exit status `code` (default 0) once the current
--- callback returns.
+-- callback returns; no handler, timer or callback starts after it.
 klua.stop = core.stop
 --- Runs `fn` once, when every informer has listed its resource and handed
 -- the initial objects to its handlers.

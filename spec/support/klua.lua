@@ -63,16 +63,17 @@ local function command(args, env, bin)
 end
 
 --- Runs klua with args until it exits or `timeout` seconds pass (then it is
--- killed). Returns stdout, stderr, exit code (124 on timeout). opts: env
--- (variables to add), timeout, bin (another klua binary, or a command that
--- runs one), cwd (the directory to run it in), stdout (a path such as
--- /dev/full for klua to write to; the stdout returned is then empty), pipe
--- (a shell command such as "head -1" klua writes into; the stdout returned
--- is what the command printed).
+-- sent SIGTERM, and SIGKILL 5 s later if it is still running). Returns
+-- stdout, stderr, exit code (124 on timeout, 137 when it had to be killed).
+-- opts: env (variables to add), timeout, bin (another klua binary, or a
+-- command that runs one), cwd (the directory to run it in), stdout (a path
+-- such as /dev/full for klua to write to; the stdout returned is then
+-- empty), pipe (a shell command such as "head -1" klua writes into; the
+-- stdout returned is what the command printed).
 function M.run(args, opts)
   opts = opts or {}
   local d = tmpdir()
-  local klua = ('cd %s && timeout -s TERM %s %s 2> %s/err < /dev/null; echo $? > %s/code'):format(
+  local klua = ('cd %s && timeout -k 5 -s TERM %s %s 2> %s/err < /dev/null; echo $? > %s/code'):format(
     shell_quote(opts.cwd or '.'), opts.timeout or 20 * M.slowdown, command(args, opts.env, opts.bin), d, d)
   local cmd
   if opts.pipe then
@@ -136,9 +137,15 @@ function Proc:wait(timeout)
   return M.eventually(function() return self:exit_code() end, timeout or 10)
 end
 
---- Sends SIGTERM (or sig) and waits for the exit code.
-function Proc:stop(sig)
+--- Sends SIGTERM (or sig, a name such as 'INT') without waiting.
+function Proc:signal(sig)
   if self.pid then os.execute(('kill -%s %d 2>/dev/null'):format(sig or 'TERM', self.pid)) end
+end
+
+--- Sends SIGTERM (or sig) and waits for the exit code; a process still
+-- running after 10 s is killed (status 137).
+function Proc:stop(sig)
+  self:signal(sig)
   local code = self:wait(10)
   if not code then
     os.execute(('kill -KILL %d 2>/dev/null'):format(self.pid))
