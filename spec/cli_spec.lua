@@ -63,17 +63,17 @@ describe('klua --version', function()
 end)
 
 -- The flag lines of a help text, as cli.h promises them: "  -s, --long ARG"
--- or "      --long ARG" padded to 34 columns, a space, then the help.
+-- or "      --long ARG" padded to 40 columns, a space, then the help.
 local function flag_lines(text)
   local out = {}
   for line in text:gmatch('[^\n]+') do
     if line:match('^  %-') or line:match('^      %-%-') then
-      assert(line:sub(35, 35) == ' ' and line:sub(36, 36):match('%S'), 'the help does not start at column 36: ' .. line)
-      local left = line:sub(1, 34):gsub('%s+$', '')
+      assert(line:sub(41, 41) == ' ' and line:sub(42, 42):match('%S'), 'the help does not start at column 42: ' .. line)
+      local left = line:sub(1, 40):gsub('%s+$', '')
       local short, long, arg = left:match('^  (%-%a), (%-%-[%w-]+) ?(%S*)$')
       if not short then long, arg = left:match('^      (%-%-[%w-]+) ?(%S*)$') end
       assert.truthy(long, 'not a flag line: ' .. line)
-      out[#out + 1] = { short = short, long = long, arg = arg ~= '' and arg or nil, help = line:sub(36) }
+      out[#out + 1] = { short = short, long = long, arg = arg ~= '' and arg or nil, help = line:sub(42) }
     end
   end
   return out
@@ -156,7 +156,8 @@ describe('the help of a command', function()
   it('lists only flags that the parsers take, with or without a value as the help says', function()
     -- A value of each kind the help names.
     local VALUES = { FILE = 'f', NAME = 'n', URL = 'http://x', TOKEN = 't', N = '5', MIB = '5', SEC = '5',
-      ['text|json'] = 'json', ['MIN[:MAX]'] = '300:600', DURATION = '30s' }
+      ['text|json'] = 'json', ['MIN[:MAX]'] = '300:600', DURATION = '30s',
+      NS = 'default', DUR = '15s', ADDR = ':8080' }
     for _, f in ipairs(flag_lines(K.run({ '--help' }))) do
       if f.long ~= '--help' and f.long ~= '--version' then
         assert(not f.arg or VALUES[f.arg], 'no value for ' .. f.long .. ' ' .. tostring(f.arg))

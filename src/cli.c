@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "embedded.h"
+#include "serve.h"
 
 /* ---- numbers and durations ------------------------------------------------ */
 
@@ -175,6 +176,67 @@ static int set_request_timeout(kl_cli *c, FILE *errs, const char *name, const ch
     return parse_duration(errs, name, v, &c->rt.request_timeout);
 }
 
+static int set_leader_elect(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_switch(errs, name, v, &c->rt.ctl.leader_elect);
+}
+
+static int set_election_id(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.ctl.election_id = v;
+    return 0;
+}
+
+static int set_election_namespace(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.ctl.election_namespace = v;
+    return 0;
+}
+
+/* A lease duration, renew deadline or retry period: positive, as Go's
+ * time.Duration flags of client-go's components are written (15s). */
+static int parse_period(FILE *errs, const char *name, const char *v, double *out) {
+    if (parse_duration(errs, name, v, out) < 0) return -1;
+    if (*out > 0) return 0;
+    fprintf(errs, "klua: %s must be longer than 0s\n", name);
+    return -1;
+}
+
+static int set_lease_duration(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_period(errs, name, v, &c->rt.ctl.lease_duration);
+}
+
+static int set_renew_deadline(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_period(errs, name, v, &c->rt.ctl.renew_deadline);
+}
+
+static int set_retry_period(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_period(errs, name, v, &c->rt.ctl.retry_period);
+}
+
+/* A bind address as controller-runtime takes one; "0" turns it off. */
+static int parse_bind_address(FILE *errs, const char *name, const char *v, const char **out) {
+    if (!strcmp(v, "0")) {
+        *out = NULL;
+        return 0;
+    }
+    char host[256], why[256];
+    unsigned port;
+    if (kl_serve_parse_address(v, host, sizeof host, &port, why, sizeof why) < 0) {
+        fprintf(errs, "klua: %s %s; \"0\" turns it off\n", name, why);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int set_metrics_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_bind_address(errs, name, v, &c->rt.ctl.metrics_addr);
+}
+
+static int set_probe_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_bind_address(errs, name, v, &c->rt.ctl.probe_addr);
+}
+
 /* One flag: what parses it and what --help says of it. The help of every
  * command prints this table, and a man page generator can read the same
  * lines (see kl_cli_help). */
@@ -216,6 +278,22 @@ static const flag flags[] = {
     {NULL, "--request-timeout", NULL, "DURATION",
      "give up on a LIST (default 5m) or API call (1m) after this long", set_request_timeout,
      NULL},
+    {"Running a controller (klua run)", "--leader-elect", NULL, NULL,
+     "reconcile only while holding a Lease, as client-go's leader election", set_leader_elect, NULL},
+    {NULL, "--leader-election-id", NULL, "NAME", "the Lease's name (default: the script's name)", set_election_id,
+     NULL},
+    {NULL, "--leader-election-namespace", NULL, "NS", "the Lease's namespace (default: the pod's, else the context's)",
+     set_election_namespace, NULL},
+    {NULL, "--leader-elect-lease-duration", NULL, "DUR", "how long a Lease holds without renewal (default 15s)",
+     set_lease_duration, NULL},
+    {NULL, "--leader-elect-renew-deadline", NULL, "DUR", "how long the leader tries to renew (default 10s)",
+     set_renew_deadline, NULL},
+    {NULL, "--leader-elect-retry-period", NULL, "DUR", "time between tries to take or renew (default 2s)",
+     set_retry_period, NULL},
+    {NULL, "--metrics-bind-address", NULL, "ADDR", "serve /metrics on ADDR, e.g. :8080 (default 0: off)",
+     set_metrics_addr, NULL},
+    {NULL, "--health-probe-bind-address", NULL, "ADDR", "serve /healthz and /readyz on ADDR (default 0: off)",
+     set_probe_addr, NULL},
     {"Help", "--help", "-h", NULL, "print this help; after a command, the help of that command", NULL, "help"},
     {NULL, "--version", "-V", NULL, "print the versions of klua and its libraries, as klua version", NULL,
      "version"},
@@ -439,7 +517,7 @@ void kl_cli_free(kl_cli *c) {
 
 /* The global flags (those that stand for a command only if with_commands),
  * one line each under their group's heading: "  -v, --v N"
- * or "      --kubeconfig FILE", the help from column 36. */
+ * or "      --kubeconfig FILE", the help from column 42. */
 static void print_flags(FILE *out, int with_commands) {
     for (size_t k = 0; k < NFLAGS; k++) {
         const flag *f = &flags[k];
@@ -450,7 +528,7 @@ static void print_flags(FILE *out, int with_commands) {
         const char *lng = shrt == f->name ? f->alias : f->name;
         snprintf(left, sizeof left, "%s%s%s%s%s", shrt ? shrt : "  ", shrt && lng ? ", " : "  ",
                  lng ? lng : "", f->arg ? " " : "", f->arg ? f->arg : "");
-        fprintf(out, "  %-32s %s\n", left, f->help);
+        fprintf(out, "  %-38s %s\n", left, f->help);
     }
 }
 
@@ -459,7 +537,7 @@ static void print_root(FILE *out) {
           "klua runs the Kubernetes List+Watch pipeline and hands every event to Lua.\n\n"
           "Commands:\n",
           out);
-    for (size_t k = 0; k < NCOMMANDS; k++) fprintf(out, "  %-32s %s\n", commands[k].synopsis, commands[k].summary);
+    for (size_t k = 0; k < NCOMMANDS; k++) fprintf(out, "  %-38s %s\n", commands[k].synopsis, commands[k].summary);
     fputs("\nFlags (anywhere before a script's arguments):\n", out);
     print_flags(out, 1);
     fputs("\nRun 'klua help COMMAND' or 'klua COMMAND --help' for the usage and flags of a command.\n", out);

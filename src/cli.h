@@ -15,7 +15,7 @@
  *
  * One table in cli.c describes the global flags: it drives the parser, the
  * suggestion for a mistyped flag and every help text, whose flag lines all
- * read "  -s, --long ARG" or "      --long ARG" padded to 34 columns, then
+ * read "  -s, --long ARG" or "      --long ARG" padded to 40 columns, then
  * the help; a group of flags starts with a line "Heading:". Kept apart from
  * main() so that the parser can be tested and fuzzed on its own.
  */

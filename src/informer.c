@@ -154,6 +154,10 @@ const kl_reflector_stats *kl_informer_stats(const kl_informer *inf) {
 }
 const char *kl_informer_rv(const kl_informer *inf) { return kl_reflector_rv(inf->reflector); }
 
+double kl_informer_failing_for(const kl_informer *inf, double now) {
+    return kl_reflector_failing_for(inf->reflector, now);
+}
+
 uint64_t kl_informer_seq(const kl_informer *inf) { return inf->seq; }
 
 /* Queues a notification of type for every cached object: an ADD for add

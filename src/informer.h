@@ -58,5 +58,7 @@ uint64_t kl_informer_seq(const kl_informer *inf);
 void kl_informer_replay(kl_informer *inf, int handler);
 const kl_reflector_stats *kl_informer_stats(const kl_informer *inf);
 const char *kl_informer_rv(const kl_informer *inf);
+/* See kl_reflector_failing_for. */
+double kl_informer_failing_for(const kl_informer *inf, double now);
 
 #endif

@@ -294,6 +294,8 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "pending");
     lua_pushstring(L, kl_informer_rv(li->inf));
     lua_setfield(L, -2, "resource_version");
+    lua_pushnumber(L, kl_informer_failing_for(li->inf, kl_now()));
+    lua_setfield(L, -2, "failing_for");
     return 1;
 }
 

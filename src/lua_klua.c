@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "procstat.h"
 #include "lua_json.h"
 #include "task.h"
 #include "view.h"
@@ -235,6 +236,57 @@ static int l_stats(lua_State *L) {
     return 1;
 }
 
+static void set_string(lua_State *L, const char *key, const char *v) {
+    if (!v) return;
+    lua_pushstring(L, v);
+    lua_setfield(L, -2, key);
+}
+
+static void set_number(lua_State *L, const char *key, double v) {
+    if (v <= 0) return;
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, key);
+}
+
+/* core.controller_options() -> what --leader-elect and its flags asked:
+ * {leader_elect, election_id, election_namespace, lease_duration,
+ * renew_deadline, retry_period, script} (unset flags absent). */
+static int l_controller_options(lua_State *L) {
+    kl_rt *rt = kl_rt_of(L);
+    const kl_ctl_opts *o = &rt->opts.ctl;
+    lua_createtable(L, 0, 7);
+    lua_pushboolean(L, o->leader_elect);
+    lua_setfield(L, -2, "leader_elect");
+    set_string(L, "election_id", o->election_id);
+    set_string(L, "election_namespace", o->election_namespace);
+    set_number(L, "lease_duration", o->lease_duration);
+    set_number(L, "renew_deadline", o->renew_deadline);
+    set_number(L, "retry_period", o->retry_period);
+    if (o->script) {
+        const char *base = strrchr(o->script, '/');
+        set_string(L, "script", base ? base + 1 : o->script);
+    }
+    return 1;
+}
+
+/* core.process() -> the process_* figures (procstat.h), or nil. */
+static int l_process(lua_State *L) {
+    kl_procstat st;
+    if (kl_procstat_read(&st) < 0) return 0;
+    const struct {
+        const char *key;
+        double v;
+    } fields[] = {{"cpu_seconds", st.cpu_seconds}, {"resident_bytes", st.resident_bytes},
+                  {"virtual_bytes", st.virtual_bytes}, {"open_fds", st.open_fds},
+                  {"max_fds", st.max_fds},         {"start_time", st.start_time}};
+    lua_createtable(L, 0, 6);
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        lua_pushnumber(L, fields[k].v);
+        lua_setfield(L, -2, fields[k].key);
+    }
+    return 1;
+}
+
 void kl_klua_check_synced(kl_rt *rt, lua_State *from) {
     if (!rt->main_done || rt->on_synced_ref == LUA_NOREF || !kl_informers_synced(rt)) return;
     lua_State *L = rt->L;
@@ -275,6 +327,7 @@ int kl_open_core(lua_State *L) {
         {"cancel", l_cancel},   {"sleep", l_sleep},         {"stop", l_stop},
         {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now},
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
+        {"controller_options", l_controller_options}, {"process", l_process},
         {"stdout_closed", l_stdout_closed}, {NULL, NULL}};
     luaL_newlib(L, fns);
     kl_view_set_functions(L);

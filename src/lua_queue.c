@@ -192,14 +192,29 @@ static int l_shutdown(lua_State *L) {
     return 0;
 }
 
+/* Sets t[name] = {count, sum, max, buckets = {{le, count}...}} for the
+ * table t on top; the bucket counts are cumulative, as Prometheus's are,
+ * and the last bound, +Inf, is left to the count. */
 static void push_dist(lua_State *L, const kl_queue_dist *d, const char *name) {
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 4);
     lua_pushinteger(L, (lua_Integer)d->count);
     lua_setfield(L, -2, "count");
     lua_pushnumber(L, d->sum);
     lua_setfield(L, -2, "sum");
     lua_pushnumber(L, d->max);
     lua_setfield(L, -2, "max");
+    lua_createtable(L, KL_QUEUE_BUCKETS - 1, 0);
+    uint64_t below = 0;
+    for (int i = 0; i < KL_QUEUE_BUCKETS - 1; i++) {
+        below += d->buckets[i];
+        lua_createtable(L, 2, 0); /* {le, count} */
+        lua_pushnumber(L, kl_queue_bucket_bound(i));
+        lua_rawseti(L, -2, 1);
+        lua_pushinteger(L, (lua_Integer)below);
+        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "buckets");
     lua_setfield(L, -2, name);
 }
 

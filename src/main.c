@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "lua_endpoint.h"
 #include "runtime.h"
 #include "version.h"
 
@@ -63,13 +64,40 @@ static int run(kl_cli *c) {
         }
         fclose(f);
     }
+    int watch = !strcmp(c->command, "watch");
+    const kl_ctl_opts *ctl = &c->rt.ctl;
+    double lease = ctl->lease_duration > 0 ? ctl->lease_duration : 15;
+    double renew = ctl->renew_deadline > 0 ? ctl->renew_deadline : 10;
+    double retry = ctl->retry_period > 0 ? ctl->retry_period : 2;
+    /* client-go's NewLeaderElector refuses these too. */
+    if (ctl->leader_elect && (lease <= renew || renew <= 1.2 * retry)) {
+        run_error(c, "--leader-elect-lease-duration (%gs) must be longer than --leader-elect-renew-deadline (%gs), "
+                     "which must be longer than 1.2 x --leader-elect-retry-period (%gs)", lease, renew, retry);
+        return 2;
+    }
+    if (watch && (ctl->leader_elect || ctl->metrics_addr || ctl->probe_addr)) {
+        run_error(c, "leader election and the metrics and probe endpoint are for klua run, not klua watch");
+        return 2;
+    }
+    c->rt.ctl.script = c->script;
     char err[512];
     kl_rt *rt = kl_rt_new(&c->rt, err, sizeof err);
     if (!rt) {
         run_error(c, "%s", err);
         return 1;
     }
-    int watch = !strcmp(c->command, "watch");
+    /* The endpoint starts before any watch does, so that a port in use is
+     * reported at once; one server answers both when the addresses agree. */
+    const char *addrs[2] = {ctl->metrics_addr, ctl->probe_addr};
+    const char *flag_names[2] = {"--metrics-bind-address", "--health-probe-bind-address"};
+    for (int k = 0; k < 2; k++) {
+        if (!addrs[k] || (k == 1 && addrs[0] && !strcmp(addrs[0], addrs[1]))) continue;
+        if (kl_endpoint_open(rt, addrs[k], err, sizeof err) < 0) {
+            run_error(c, "%s %s", flag_names[k], err);
+            kl_rt_free(rt);
+            return 2;
+        }
+    }
     int code = watch ? kl_rt_run(rt, "klua watch", watch_chunk, c->nargs, c->args)
                      : kl_rt_run(rt, c->script, NULL, c->nargs, c->args);
     /* A shell tool stopped by a signal ends with 128 + its number (130 for

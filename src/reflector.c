@@ -104,6 +104,10 @@ static void set_rv(kl_reflector *r, const char *rv) {
 }
 
 const char *kl_reflector_rv(const kl_reflector *r) { return r->rv ? r->rv : ""; }
+
+double kl_reflector_failing_for(const kl_reflector *r, double now) {
+    return r->down_since ? now - r->down_since : 0;
+}
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r) { return &r->stats; }
 
 typedef struct sbuf {

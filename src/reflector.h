@@ -85,6 +85,9 @@ void kl_reflector_free(kl_reflector *r);
 void kl_reflector_kick(kl_reflector *r);
 /* Last resourceVersion seen (list, event or bookmark); "" before any. */
 const char *kl_reflector_rv(const kl_reflector *r);
+/* Seconds since its lists or watches began failing without an answer
+ * since, at `now`; 0 while they succeed. */
+double kl_reflector_failing_for(const kl_reflector *r, double now);
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "embedded.h"
 #include "log.h"
+#include "lua_endpoint.h"
 #include "lua_klua.h"
 #include "task.h"
 #include "view.h"
@@ -93,7 +94,8 @@ fail:
 }
 
 /* The one teardown order. Script code may still run in it: the __gc
- * handlers that lua_close calls. So first everything that could start
+ * handlers that lua_close calls. So first the endpoints (they call into
+ * Lua), then everything that could start
  * script code or that a handle points to is closed (timers, informers with
  * their requests, queues; their handles then raise "closed"), then the
  * requests of API calls, then the tasks, whose waits can no longer end;
@@ -104,6 +106,7 @@ void kl_rt_free(kl_rt *rt) {
     if (!rt) return;
     rt->closing = 1;
     rt->cur = (kl_run_state){0}; /* __gc handlers start with a budget of their own */
+    kl_endpoint_close_all(rt);
     if (rt->L) kl_klua_close(rt);
     kl_http_free(rt->http);
     if (rt->L) {

@@ -22,8 +22,21 @@
 
 typedef struct kl_task kl_task;
 
+/* What running a controller for real adds (docs/deploy.md): leader
+ * election and the metrics and probe endpoint. Strings point into argv. */
+typedef struct kl_ctl_opts {
+    int leader_elect;
+    const char *election_id;        /* the Lease's name; NULL = the script's name */
+    const char *election_namespace; /* NULL = in-cluster namespace, else the context's */
+    double lease_duration, renew_deadline, retry_period; /* seconds; 0 = 15, 10, 2 */
+    const char *metrics_addr;       /* --metrics-bind-address; NULL or "0" = off */
+    const char *probe_addr;         /* --health-probe-bind-address; NULL or "0" = off */
+    const char *script;             /* klua run's script path, for the Lease's default name */
+} kl_ctl_opts;
+
 typedef struct kl_rt_opts {
     kl_conn_opts conn;
+    kl_ctl_opts ctl;
     long instruction_budget; /* per resume of a task; 0 = unlimited */
     size_t memory_limit;     /* bytes for the Lua state; 0 = unlimited */
     double idle_timeout;     /* watch idle limit, seconds; 0 = default */
@@ -48,6 +61,7 @@ typedef struct kl_run_state {
 } kl_run_state;
 
 typedef struct kl_rt_timer kl_rt_timer;
+typedef struct kl_endpoint kl_endpoint;
 typedef struct lua_informer lua_informer;
 typedef struct lua_queue lua_queue;
 
@@ -68,6 +82,7 @@ typedef struct kl_rt {
     lua_Integer timer_serial;
     lua_informer *informers; /* every informer the script made */
     lua_queue *queues;       /* every work queue the script made */
+    kl_endpoint *endpoints;  /* the metrics and probe servers, at most two */
     int on_synced_ref;       /* table of callbacks waiting for sync, or LUA_NOREF */
     int exit_code;
     int script_failed;

@@ -23,6 +23,7 @@
 --                                       overall limit of 10/s with bursts of 100
 local core = require 'klua.core'
 local leader = require 'klua.leader'
+local endpoint = require 'klua.endpoint'
 
 local M = {}
 
@@ -66,10 +67,12 @@ Controller.__index = Controller
 function Controller:enqueue(key) self.queue:add(key) end
 
 --- Counters: depth, adds, retries, reconciles, successes, failures,
--- requeues, and wait/work/reconcile durations {count, sum, max}.
+-- requeues, active (reconciles running now), and wait/work/reconcile
+-- durations {count, sum, max, buckets}.
 function Controller:stats()
   local s = self.queue:stats()
   s.reconciles, s.successes, s.failures, s.requeues = self.reconciles, self.successes, self.failures, self.requeues
+  s.active = self.active
   return s
 end
 
@@ -86,7 +89,9 @@ end
 local function process(c, key)
   local started = core.now()
   local ctx = { controller = c, attempt = c.queue:num_requeues(key) + 1 }
+  c.active = c.active + 1
   local ok, res, err = xpcall(c.reconcile, debug.traceback, key, ctx)
+  c.active = c.active - 1
   c.queue:observe(core.now() - started)
   c.reconciles = c.reconciles + 1
   if not ok then
@@ -137,7 +142,9 @@ function M.new(opts)
     reconcile = opts.reconcile,
     queue = core.queue(opts.rate_limit),
     reconciles = 0, successes = 0, failures = 0, requeues = 0,
+    workers = opts.workers or 1, active = 0,
   }, Controller)
+  endpoint.track_controller(c)
   local function enqueue(obj) c.queue:add(key_of(obj)) end
   for _, inf in ipairs(watches) do
     inf:on('add', enqueue)

@@ -6,6 +6,7 @@
 -- read-only views: index them like tables, call `klua.copy(obj)` for a
 -- mutable table.
 local core = require 'klua.core'
+local endpoint = require 'klua.endpoint'
 local discovery = require 'klua.discovery'
 local selector = require 'klua.selector'
 
@@ -110,6 +111,8 @@ function Informer:synced() return self._c:synced() end
 --- The reflector's counters (lists, relists, watches, events, ...).
 function Informer:stats() return self._c:stats() end
 function Informer:__tostring() return tostring(self._c) end
+--- The informer's name: its resource, namespace and selector, as logs show it.
+function Informer:name() return self._name end
 
 --- Creates and starts an informer.
 -- opts.resource: as kubectl names it ("pods", "po", "deployments.apps",
@@ -139,7 +142,9 @@ function klua.informer(opts)
     field_selector = opts.field_selector,
     resync = opts.resync,
   }
-  return setmetatable({ _c = c, resource = r, namespace = opts.namespace }, Informer)
+  local inf = setmetatable({ _c = c, _name = name, resource = r, namespace = opts.namespace }, Informer)
+  endpoint.track_informer(inf)
+  return inf
 end
 
 --- Prometheus metrics of the script's own (see lua/klua/metrics.lua):
@@ -209,5 +214,17 @@ setmetatable(klua, {
     if k == 'args' then return core.args or {} end
   end,
 })
+
+-- `klua run --leader-elect`: the election starts before the script runs,
+-- so that its controllers wait to lead while their informers sync. The
+-- Lease is named after the script unless --leader-election-id says.
+local ctl = core.controller_options()
+if ctl.leader_elect then
+  local id = ctl.election_id or (ctl.script or 'klua'):gsub('%.lua$', ''):lower():gsub('[^a-z0-9.-]', '-')
+  leader.elect {
+    name = id, namespace = ctl.election_namespace,
+    lease_duration = ctl.lease_duration, renew_deadline = ctl.renew_deadline, retry_period = ctl.retry_period,
+  }
+end
 
 return klua

@@ -61,7 +61,7 @@ end
 
 --- The help of `klua watch`: its usage, what it prints and its flags, one
 -- line each ("  -n, --namespace NS" or "      --field-selector SEL", padded
--- to 34 columns, then the help), as klua's global flags are printed.
+-- to 40 columns, then the help), as klua's global flags are printed.
 function M.help()
   local out = { usage(), '', [[
 Prints one line per event, like kubectl get -w: ADDED for each object of the
@@ -87,7 +87,7 @@ every 10 s and at exit.
 Example: klua watch pods -A -e 'get(obj, "metadata", "labels", "app") == "web"']], '', 'Flags:' }
   for _, f in ipairs(FLAGS) do
     local left = (f.short and (f.short .. ', ') or '    ') .. f.long .. (f.arg and (' ' .. f.arg) or '')
-    out[#out + 1] = ('  %-32s %s'):format(left, f.help)
+    out[#out + 1] = ('  %-38s %s'):format(left, f.help)
   end
   return table.concat(out, '\n') .. '\n'
 end

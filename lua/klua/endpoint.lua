@@ -1,0 +1,182 @@
+--- What klua's metrics and probe endpoint answers (`--metrics-bind-address`,
+-- `--health-probe-bind-address`; served from C by src/lua_endpoint.c):
+--
+--   /metrics  the script's own metrics (klua.metrics) and klua's, in
+--             Prometheus's text format, with the names Kubernetes users
+--             chart: workqueue_*, controller_runtime_*, leader_election_*,
+--             process_*, and klua_informer_*, klua_handler_errors_total,
+--             klua_lua_memory_bytes.
+--   /healthz  200 "ok": the answer itself shows the loop turns (a handler
+--             that never returns stops every answer, so the probe times out).
+--   /readyz   503 until every informer has synced, and while one has been
+--             failing to list or watch for longer than READY_FAILING_SECONDS;
+--             200 "ok" otherwise. The body says why.
+local core = require 'klua.core'
+local metrics = require 'klua.metrics'
+
+local M = {}
+
+--- How long an informer may fail before /readyz turns 503.
+M.READY_FAILING_SECONDS = 60
+
+local informers, controllers = {}, {}
+
+--- Registers an informer for the klua_informer_* metrics and /readyz.
+function M.track_informer(inf) informers[#informers + 1] = inf end
+--- Registers a controller for the workqueue_* and controller_runtime_* metrics.
+function M.track_controller(c) controllers[#controllers + 1] = c end
+
+local function gauge_or_counter(add, kind, name, help, labels, rows)
+  local samples = {}
+  for i, r in ipairs(rows) do samples[i] = { values = r[1], value = r[2] } end
+  add { kind = kind, name = name, help = help, labels = labels, samples = samples }
+end
+
+-- A histogram family from queue durations {count, sum, buckets = {{le, n}}}.
+local function histogram(add, name, help, labels, rows)
+  local bounds, samples = {}, {}
+  for i, r in ipairs(rows) do
+    local d = r[2]
+    local counts = {}
+    for j, b in ipairs(d.buckets or {}) do
+      bounds[j] = b[1]
+      counts[j] = b[2]
+    end
+    samples[i] = { values = r[1], counts = counts, sum = d.sum, count = d.count }
+  end
+  add { kind = 'histogram', name = name, help = help, labels = labels, buckets = bounds, samples = samples }
+end
+
+local function informer_families(add)
+  local rows = { events = {}, relists = {}, restarts = {}, cached = {}, synced = {} }
+  for _, inf in ipairs(informers) do
+    local s, label = inf:stats(), { inf:name() }
+    rows.events[#rows.events + 1] = { label, s.events }
+    rows.relists[#rows.relists + 1] = { label, s.relists }
+    rows.restarts[#rows.restarts + 1] = { label, s.rewatches }
+    rows.cached[#rows.cached + 1] = { label, s.cached }
+    rows.synced[#rows.synced + 1] = { label, inf:synced() and 1 or 0 }
+  end
+  local l = { 'resource' }
+  gauge_or_counter(add, 'counter', 'klua_informer_events_total', 'Watch events an informer received.', l, rows.events)
+  gauge_or_counter(add, 'counter', 'klua_informer_relists_total', 'LISTs after the first.', l, rows.relists)
+  gauge_or_counter(add, 'counter', 'klua_informer_watch_restarts_total', 'Watches started again.', l, rows.restarts)
+  gauge_or_counter(add, 'gauge', 'klua_informer_cached_objects', 'Objects in the cache.', l, rows.cached)
+  gauge_or_counter(add, 'gauge', 'klua_informer_synced', '1 once the first list reached the handlers.', l,
+    rows.synced)
+end
+
+local function controller_families(add)
+  local q = { depth = {}, adds = {}, retries = {}, unfinished = {}, longest = {}, wait = {}, work = {} }
+  local c = { total = {}, errors = {}, time = {}, max = {}, active = {} }
+  for _, ctl in ipairs(controllers) do
+    local s, name = ctl:stats(), { ctl.name }
+    q.depth[#q.depth + 1] = { name, s.depth }
+    q.adds[#q.adds + 1] = { name, s.adds }
+    q.retries[#q.retries + 1] = { name, s.retries }
+    q.unfinished[#q.unfinished + 1] = { name, s.unfinished or 0 }
+    q.longest[#q.longest + 1] = { name, s.longest }
+    q.wait[#q.wait + 1] = { name, s.wait }
+    q.work[#q.work + 1] = { name, s.work }
+    c.total[#c.total + 1] = { { ctl.name, 'success' }, s.successes }
+    c.total[#c.total + 1] = { { ctl.name, 'error' }, s.failures }
+    c.total[#c.total + 1] = { { ctl.name, 'requeue' }, s.requeues }
+    c.errors[#c.errors + 1] = { name, s.failures }
+    c.time[#c.time + 1] = { name, s.reconcile }
+    c.max[#c.max + 1] = { name, ctl.workers }
+    c.active[#c.active + 1] = { name, s.active }
+  end
+  local n = { 'name' }
+  gauge_or_counter(add, 'gauge', 'workqueue_depth', 'Current depth of workqueue.', n, q.depth)
+  gauge_or_counter(add, 'counter', 'workqueue_adds_total', 'Total number of adds handled by workqueue.', n, q.adds)
+  gauge_or_counter(add, 'counter', 'workqueue_retries_total', 'Total number of retries handled by workqueue.', n,
+    q.retries)
+  gauge_or_counter(add, 'gauge', 'workqueue_unfinished_work_seconds',
+    'Seconds of work in progress that has not been observed by work_duration.', n, q.unfinished)
+  gauge_or_counter(add, 'gauge', 'workqueue_longest_running_processor_seconds',
+    'How many seconds has the longest running processor for workqueue been running.', n, q.longest)
+  histogram(add, 'workqueue_queue_duration_seconds', 'How long in seconds an item stays in workqueue before being requested.',
+    n, q.wait)
+  histogram(add, 'workqueue_work_duration_seconds', 'How long in seconds processing an item from workqueue takes.',
+    n, q.work)
+  local ctl = { 'controller' }
+  gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_total',
+    'Total number of reconciliations per controller.', { 'controller', 'result' }, c.total)
+  gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_errors_total',
+    'Total number of reconciliation errors per controller.', ctl, c.errors)
+  histogram(add, 'controller_runtime_reconcile_time_seconds', 'Length of time per reconciliation per controller.',
+    ctl, c.time)
+  gauge_or_counter(add, 'gauge', 'controller_runtime_max_concurrent_reconciles',
+    'Maximum number of concurrent reconciles per controller.', ctl, c.max)
+  gauge_or_counter(add, 'gauge', 'controller_runtime_active_workers',
+    'Number of currently used workers per controller.', ctl, c.active)
+end
+
+local function runtime_families(add)
+  local leader = require 'klua.leader'
+  local stats = core.stats()
+  gauge_or_counter(add, 'counter', 'klua_handler_errors_total',
+    'Handler, timer and reconcile calls that failed.', {}, { { {}, stats.task_errors } })
+  gauge_or_counter(add, 'gauge', 'klua_lua_memory_bytes', 'Bytes the Lua state holds.', {},
+    { { {}, stats.lua_memory } })
+  local election = leader.current()
+  if election then
+    gauge_or_counter(add, 'gauge', 'leader_election_master_status',
+      'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.',
+      { 'name' }, { { { election.name }, election:is_leader() and 1 or 0 } })
+  end
+  local p = core.process()
+  if p then
+    local none = {}
+    gauge_or_counter(add, 'counter', 'process_cpu_seconds_total', 'Total user and system CPU time spent in seconds.',
+      none, { { none, p.cpu_seconds } })
+    gauge_or_counter(add, 'gauge', 'process_resident_memory_bytes', 'Resident memory size in bytes.', none,
+      { { none, p.resident_bytes } })
+    gauge_or_counter(add, 'gauge', 'process_virtual_memory_bytes', 'Virtual memory size in bytes.', none,
+      { { none, p.virtual_bytes } })
+    gauge_or_counter(add, 'gauge', 'process_open_fds', 'Number of open file descriptors.', none,
+      { { none, p.open_fds } })
+    gauge_or_counter(add, 'gauge', 'process_max_fds', 'Maximum number of open file descriptors.', none,
+      { { none, p.max_fds } })
+    gauge_or_counter(add, 'gauge', 'process_start_time_seconds',
+      'Start time of the process since unix epoch in seconds.', none, { { none, p.start_time } })
+  end
+end
+
+metrics.collector(informer_families)
+metrics.collector(controller_families)
+metrics.collector(runtime_families)
+
+-- Set once the script's main chunk has returned and its informers have
+-- handed their first lists to the handlers: before that the informers a
+-- script will make may not exist yet.
+local started = false
+core.on_synced(function() started = true end)
+
+-- Why the process is not ready, or nil.
+local function not_ready()
+  if not started then return 'the informers have not synced yet' end
+  for _, inf in ipairs(informers) do
+    if not inf:synced() then return ('informer %s has not synced yet'):format(inf:name()) end
+    local failing = inf:stats().failing_for
+    if failing and failing > M.READY_FAILING_SECONDS then
+      return ('informer %s has been failing for %.0f s'):format(inf:name(), failing)
+    end
+  end
+end
+
+--- Answers a GET for path: status, content type, body.
+function M.handle(path)
+  if path == '/metrics' then
+    return 200, 'text/plain; version=0.0.4', metrics.expose()
+  elseif path == '/healthz' or path == '/livez' then
+    return 200, 'text/plain', 'ok\n'
+  elseif path == '/readyz' then
+    local why = not_ready()
+    if why then return 503, 'text/plain', 'not ready: ' .. why .. '\n' end
+    return 200, 'text/plain', 'ok\n'
+  end
+  return 404, 'text/plain', 'klua serves /metrics, /healthz and /readyz\n'
+end
+
+return M
