@@ -30,7 +30,7 @@ _Static_assert(KL_CHANGE_ADD == 0 && KL_CHANGE_UPDATE == 1 && KL_CHANGE_DELETE =
 struct lua_informer {
     kl_rt *rt;
     kl_informer *inf;
-    lua_informer *prev, *next;
+    lua_informer *next; /* the runtime's list, in the order made, newest first */
     int ud_ref; /* the script's handle, kept for the runtime's lifetime */
     char name[160];
     /* Per event type: the handlers, and for each the seq of the first
@@ -365,7 +365,6 @@ static int l_informer(lua_State *L) {
     lua_pushvalue(L, -1);
     li->ud_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     li->next = rt->informers;
-    if (rt->informers) rt->informers->prev = li;
     rt->informers = li;
     if (resync > 0) {
         li->resync = resync;
