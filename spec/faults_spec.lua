@@ -4,6 +4,7 @@
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local I = require 'support.informer'
+local testing = require 'klua.testing'
 
 local CM = '/api/v1/namespaces/default/configmaps'
 local ROOT = os.getenv('KLUA_ROOT')
@@ -60,7 +61,7 @@ describe('an informer under faults', function()
     p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
     sb:fault { fail = { count = 2, code = 410, verbs = { 'watch' } } }
     sb:fault { expire_watches = true }
-    assert.truthy(K.eventually(function() return sb:stats().faults.fail_410 == 2 end, 15 * K.slowdown))
+    testing.eventually(function() return sb:stats().faults.fail_410 == 2 end, 15 * K.slowdown)
     local waited = 'waiting [%d.]+ s before LIST: the resourceVersion expired before the watch delivered anything'
     assert.truthy(p:wait_for(waited .. '.*' .. waited, 15 * K.slowdown, 'err'), p:errors())
     changes(sb, 'expired', 5)

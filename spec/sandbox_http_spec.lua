@@ -3,6 +3,7 @@
 -- bookmarks, initial events, selectors on watches, conflicts and Status errors.
 local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 
 local CM = '/api/v1/namespaces/%s/configmaps'
 
@@ -208,9 +209,9 @@ describe('sandbox API server over HTTP', function()
     it('forgets a watch whose client hung up', function()
       local before = sb:stats().open_watches
       local w = sb:watch(CM:format('default') .. '?watch=1&resourceVersion=' .. current_rv())
-      assert.truthy(sandbox.wait_until(function() return sb:stats().open_watches == before + 1 end))
+      testing.eventually(function() return sb:stats().open_watches == before + 1 end, 5)
       w.stop()
-      assert.truthy(sandbox.wait_until(function() return sb:stats().open_watches == before end))
+      testing.eventually(function() return sb:stats().open_watches == before end, 5)
     end)
 
     it('filters by field selector, as kubectl get NAME -w does', function()
