@@ -144,7 +144,8 @@ int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs) {
     c->args = calloc((size_t)argc + 1, sizeof *c->args);
     if (!c->args) return -1;
     for (int i = 1; i < argc; i++) {
-        int script_args = c->command && !strcmp(c->command, "run") && c->script;
+        /* After `run SCRIPT`, and after `test` (busted's flags), words are not klua's. */
+        int script_args = c->command && ((!strcmp(c->command, "run") && c->script) || !strcmp(c->command, "test"));
         if (!script_args) {
             int r = global_flag(c, argc, argv, &i, errs);
             if (r < 0) return -1;

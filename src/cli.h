@@ -6,9 +6,9 @@
  *
  * Global flags (--kubeconfig, -v, --page-size, ...) are recognised anywhere
  * on the line, in the forms `--flag value` and `--flag=value`, except after
- * `run SCRIPT`: from there on every word belongs to the script. The first
- * word that is not a flag is the command; `-h`, `--help` and `help` are the
- * command "help". Kept apart from main() so that the parser can be tested
+ * `run SCRIPT`: from there on every word belongs to the script (and after
+ * `test`, to busted). The first word that is not a flag is the command;
+ * `-h`, `--help` and `help` are the command "help". Kept apart from main() so that the parser can be tested
  * and fuzzed on its own.
  */
 #ifndef KLUA_CLI_H

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd_test.h"
 #include "log.h"
 #include "runtime.h"
 #include "version.h"
@@ -21,6 +22,7 @@ static const char usage[] =
     "usage: klua [flags] run SCRIPT.lua [script args...]\n"
     "       klua [flags] watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL]\n"
     "                          [-e LUA] [-o line|json|name] [--watch-only]\n"
+    "       klua test [busted args...]   run controller specs with klua.testing (docs/testing.md)\n"
     "       klua version\n"
     "\n"
     "Connection (as kubectl):\n"
@@ -118,6 +120,7 @@ int main(int argc, char **argv) {
         code = c.command ? 0 : 2;
     } else if (!strcmp(c.command, "version")) code = cmd_version();
     else if (!strcmp(c.command, "run") || !strcmp(c.command, "watch")) code = run(&c);
+    else if (!strcmp(c.command, "test")) code = kl_cmd_test(c.nargs, c.args);
     else {
         fprintf(stderr, "klua: unknown command \"%s\"\nRun 'klua --help' for usage.\n", c.command);
         code = 2;
