@@ -26,7 +26,10 @@ static int find_harness(const char *exe, char *out, size_t size) {
         int n = snprintf(out, size, "%.*s%s", dirlen, exe, harness_dirs[i]);
         if (n < 0 || (size_t)n >= size) continue;
         n = snprintf(probe, sizeof probe, "%s/klua/testing.lua", out);
-        if (n > 0 && (size_t)n < sizeof probe && is_file(probe)) return 0;
+        if (n > 0 && (size_t)n < sizeof probe && is_file(probe) && realpath(out, probe)) {
+            snprintf(out, size, "%s", probe);
+            return 0;
+        }
     }
     return -1;
 }

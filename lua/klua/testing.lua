@@ -108,6 +108,8 @@ M.bin = os.getenv('KLUA_BIN')
 -- (a plain Lua script) the caller stops what it starts.
 local root_scope = {}
 local open_scopes = {}
+-- Raises a spec failure (rather than an error) under busted.
+local fail = error
 
 local function current_scope()
   local top = open_scopes[#open_scopes]
@@ -131,6 +133,7 @@ local function subscribe_to_busted()
   if not ok or type(busted) ~= 'table' then return end
   local has, subscribe = pcall(function() return busted.subscribe end)
   if not has or type(subscribe) ~= 'function' then return end
+  fail = busted.fail
   local function open(element)
     open_scopes[#open_scopes + 1] = { element = element, items = {} }
     return nil, true
@@ -221,8 +224,9 @@ end
 
 --- Polls fn until it returns a truthy first value and returns what it returned.
 -- fn may raise (an assert that does not hold yet): that counts as not yet.
--- When timeout seconds (default 10) pass first, raises an error that says what fn last
--- returned or raised, followed by the log of every klua process the harness is running.
+-- When timeout seconds (default 10) pass first, fails the spec with a message that says
+-- what fn last returned or raised, followed by the log of every klua process the harness
+-- is running.
 -- opts: interval (seconds between tries, default 0.05), what (the condition, for the
 -- message), fail = false (return nil and the message instead of raising).
 function M.eventually(fn, timeout, opts)
@@ -250,7 +254,7 @@ function M.eventually(fn, timeout, opts)
   local logs = process_reports()
   if logs ~= '' then message = message .. '\n' .. logs end
   if opts.fail == false then return nil, message end
-  error(message, 2)
+  fail(message, 2)
 end
 
 local function poll(fn, timeout)
@@ -258,6 +262,11 @@ local function poll(fn, timeout)
 end
 
 -- Processes -------------------------------------------------------------------
+
+-- The pid of this Lua process: the parent of the shell that popen starts.
+local function own_pid()
+  return trim(run('echo $PPID'))
+end
 
 local Process = {}
 Process.__index = Process
@@ -295,10 +304,18 @@ function M.spawn(args, opts)
   opts = opts or {}
   local d = private_dir()
   local inner = ('echo $$ > %s/pid; exec %s'):format(quote(d), command(args, opts.env, opts.bin))
-  os.execute(('( cd %s && sh -c %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code ) &')
+  -- The subshell holds no descriptor of ours: whoever reads this process's output
+  -- (a pipe) must not wait for klua to end.
+  os.execute(('( cd %s && sh -c %s > %s/out 2> %s/err < /dev/null; echo $? > %s/code ) > /dev/null 2>&1 &')
     :format(quote(opts.cwd or '.'), quote(inner), quote(d), quote(d), quote(d)))
   local p = setmetatable({ dir = d, name = opts.name or ('klua ' .. table.concat(args, ' ')) }, Process)
   p.pid = poll(function() return tonumber(read_file(d .. '/pid') or '') end, 2)
+  -- Should this process die without cleaning up (busted killed), klua follows it, as
+  -- the sandbox does with --owner-pid.
+  if p.pid then
+    os.execute(('( while kill -0 %s && kill -0 %d; do sleep 1; done 2>/dev/null; kill %d 2>/dev/null )'
+      .. ' > /dev/null 2>&1 &'):format(own_pid(), p.pid, p.pid))
+  end
   live_processes[#live_processes + 1] = p
   track(Process.cleanup, p)
   return p
@@ -361,11 +378,6 @@ Sandbox.__index = Sandbox
 M.Sandbox = Sandbox
 
 local START_TIMEOUT = 15
-
--- The pid of this Lua process: the parent of the shell that popen starts.
-local function own_pid()
-  return trim(run('echo $PPID'))
-end
 
 local function random_token()
   local parts = {}
@@ -635,7 +647,7 @@ function Sandbox:watch(path, opts)
     args[#args + 1] = a
   end
   os.execute('( ' .. join(args) .. ' > ' .. quote(h.out) .. ' 2>/dev/null & echo $! > '
-    .. quote(h.pidfile) .. '; wait $!; echo $? > ' .. quote(h.rc) .. ' ) 2>/dev/null &')
+    .. quote(h.pidfile) .. '; wait $!; echo $? > ' .. quote(h.rc) .. ' ) > /dev/null 2>&1 &')
   poll(function()
     return (read_file(h.head) or ''):match('\r\n\r\n') or read_file(h.rc)
   end, 10)
