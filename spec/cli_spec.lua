@@ -53,13 +53,14 @@ describe('klua version', function()
 end)
 
 describe('klua --help', function()
-  it('prints the usage of run, watch and version and every flag on stdout', function()
+  it('prints the usage of run, watch, test and version and every flag on stdout', function()
     local out, err, code = K.run({ '--help' })
     assert.equals(0, code)
     assert.equals('', err)
     assert.truthy(out:find('klua [flags] run SCRIPT.lua [script args...]', 1, true))
     assert.truthy(out:find('klua [flags] watch RESOURCE [NAME]', 1, true))
     assert.truthy(out:find('klua version', 1, true))
+    assert.truthy(out:find('klua test [busted args...]', 1, true))
     for _, flag in ipairs({ '--kubeconfig', '--context', '--server', '--token', '--insecure-skip-tls-verify',
       '--allow-insecure-credentials', '-v N', '--log-format', '--instruction-budget', '--memory-limit',
       '--watch-idle-timeout', '--watch-timeout', '--page-size', '--watch-list', '--watch-list-deadline' }) do
