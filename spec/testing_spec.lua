@@ -95,6 +95,15 @@ local FAILING = [[
   end)
 ]]
 
+-- A spec that fails on a plain assert, not in eventually().
+local FAILING_ASSERT = [[
+  it('asserts the label at once', function()
+    cluster:kubectl('create configmap at-once')
+    controller:wait_log('labelled default/at%-once', 20)
+    assert.equals('blue', cluster:get('configmap at-once').metadata.labels['demo.klua.dev/seen'])
+  end)
+]]
+
 -- Runs after the block above has ended: what it started is gone.
 local CLEANED_UP = [[
 end)
@@ -169,6 +178,19 @@ describe('klua test', function()
     assert.matches("Expected:\n%(string%) 'blue'", out)
     assert.matches('%-%-%- log of klua run labeller.lua %(running%):\n', out)
     assert.matches('%[labeller.lua%] labelled default/wrong', out)
+  end)
+
+  it('shows the controller\'s log on stderr when a spec fails otherwise than in eventually', function()
+    local dir = project(USER_SPEC .. FAILING_ASSERT .. CLEANED_UP)
+    local out, status = klua_test(dir)
+    assert.equals(1, status, out)
+    assert.matches('3 successes / 1 failure / 0 errors', out)
+    assert.matches('klua.testing: "asserts the label at once" did not pass; the klua processes it ran:\n'
+      .. '%-%-%- log of klua run labeller.lua %(running%):\n', out)
+    assert.matches('%[labeller.lua%] labelled default/at%-once', out)
+    -- A failure in eventually() shows the log in its message, not twice.
+    out = klua_test(project(USER_SPEC .. FAILING .. CLEANED_UP))
+    assert.is_nil(out:find('klua.testing: "', 1, true), out)
   end)
 
   it('passes every argument after test to busted, flags included', function()

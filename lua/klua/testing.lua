@@ -110,6 +110,8 @@ local root_scope = {}
 local open_scopes = {}
 -- Raises a spec failure (rather than an error) under busted.
 local fail = error
+-- Whether the running spec's failure message already shows the klua processes' logs.
+local logs_shown = false
 
 local function current_scope()
   local top = open_scopes[#open_scopes]
@@ -151,6 +153,21 @@ local function subscribe_to_busted()
     release_all(root_scope)
     return nil, true
   end
+  -- A spec that fails otherwise than in eventually() gets the logs on stderr.
+  subscribe({ 'test', 'start' }, function()
+    logs_shown = false
+    return nil, true
+  end)
+  subscribe({ 'test', 'end' }, function(element, _, status)
+    if (status == 'failure' or status == 'error') and not logs_shown then
+      local logs = M.process_reports()
+      if logs ~= '' then
+        io.stderr:write(('klua.testing: "%s" did not pass; the klua processes it ran:\n%s\n')
+          :format(tostring(element.name), logs))
+      end
+    end
+    return nil, true
+  end)
   subscribe({ 'describe', 'start' }, open)
   subscribe({ 'describe', 'end' }, close)
   subscribe({ 'file', 'start' }, open)
@@ -212,7 +229,9 @@ local function log_tail(text)
   return head .. table.concat(lines, '\n', from)
 end
 
-local function process_reports()
+--- The log of every klua process the harness runs, each under a header saying which
+-- and whether it still runs: what a failure report shows.
+function M.process_reports()
   local parts = {}
   for _, p in ipairs(live_processes) do
     local code = p:exit_code()
@@ -251,9 +270,10 @@ function M.eventually(fn, timeout, opts)
   end
   local message = ('eventually: %s did not hold within %g s (%d tries); %s'):format(
     opts.what or 'the condition', timeout, tries, seen)
-  local logs = process_reports()
+  local logs = M.process_reports()
   if logs ~= '' then message = message .. '\n' .. logs end
   if opts.fail == false then return nil, message end
+  logs_shown = true
   fail(message, 2)
 end
 
