@@ -22,7 +22,9 @@ TESTLIBS  := $(filter-out -llua5.4,$(LDLIBS))
 TESTSRC   := $(wildcard src/testing_*.c) src/lua_testing.c
 CSRC      := $(filter-out src/main.c $(TESTSRC),$(wildcard src/*.c))
 CXXSRC    := $(wildcard src/*.cc)
-LUASRC    := $(wildcard lua/klua/*.lua)
+# lua/klua/testing.lua is the test harness (docs/testing.md): it runs under busted, not in
+# a controller's script environment, so it is installed beside the binary, not embedded.
+LUASRC    := $(filter-out lua/klua/testing.lua,$(wildcard lua/klua/*.lua))
 CORE_OBJ  := $(CSRC:src/%.c=$(BUILD)/%.o) $(CXXSRC:src/%.cc=$(BUILD)/%.o) $(BUILD)/lua_embedded.o
 TEST_OBJ  := $(TESTSRC:src/%.c=$(BUILD)/%.o)
 DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/main.d
@@ -117,18 +119,26 @@ soak:
 
 # `make install` (PREFIX, DESTDIR as usual): the binary, which carries its
 # Lua library inside and reads nothing from this tree; kubectl-klua beside
-# it, so that `kubectl klua ...` finds it as a plugin; the examples.
+# it, so that `kubectl klua ...` finds it as a plugin; the examples; the
+# test harness and the sandbox server it starts, under share/klua in the
+# tree's own layout (lua/klua/testing.lua, scripts/), which is how the
+# harness and `klua test` find them (docs/testing.md).
 PREFIX    ?= /usr/local
 BINDIR    := $(PREFIX)/bin
 DOCDIR    := $(PREFIX)/share/doc/klua
-INSTALLED := $(DESTDIR)$(BINDIR)/klua $(DESTDIR)$(BINDIR)/kubectl-klua $(DESTDIR)$(DOCDIR)
+DATADIR   := $(PREFIX)/share/klua
+INSTALLED := $(DESTDIR)$(BINDIR)/klua $(DESTDIR)$(BINDIR)/kubectl-klua $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)
 
 install: pkgcheck $(BUILD)/klua
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/examples
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DATADIR)/lua/klua \
+	  $(DESTDIR)$(DATADIR)/scripts/sandbox
 	install -m 755 $(BUILD)/klua $(DESTDIR)$(BINDIR)/klua
 	ln -sf klua $(DESTDIR)$(BINDIR)/kubectl-klua
 	install -m 644 examples/*.lua examples/*.yaml examples/README.md $(DESTDIR)$(DOCDIR)/examples
-	install -m 644 README.md $(DESTDIR)$(DOCDIR)
+	install -m 644 README.md docs/testing.md $(DESTDIR)$(DOCDIR)
+	install -m 644 lua/klua/testing.lua $(DESTDIR)$(DATADIR)/lua/klua
+	install -m 755 scripts/sandbox-apiserver $(DESTDIR)$(DATADIR)/scripts
+	install -m 644 scripts/sandbox/*.py $(DESTDIR)$(DATADIR)/scripts/sandbox
 
 uninstall:
 	rm -rf $(INSTALLED)

@@ -5,6 +5,7 @@
 local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
+local testing = require 'klua.testing'
 
 local dirs = {}
 
@@ -85,7 +86,8 @@ describe('klua --help', function()
     assert.equals(0, code)
     assert.equals('', err)
     assert.truthy(out:find('^usage: klua %[flags%] COMMAND %[args%.%.%.%]\n'))
-    for _, cmd in ipairs({ 'run SCRIPT.lua [args...]', 'watch RESOURCE [NAME]', 'version ', 'help [COMMAND]' }) do
+    for _, cmd in ipairs({ 'run SCRIPT.lua [args...]', 'watch RESOURCE [NAME]', 'test [busted args...]', 'version ',
+      'help [COMMAND]' }) do
       assert.truthy(out:find('\n  ' .. cmd, 1, true), 'the help does not list ' .. cmd)
     end
     local listed = {}
@@ -338,14 +340,14 @@ describe('klua against a server', function()
     it('stops a running script cleanly with exit status 0 on SIG' .. sig, function()
       local p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script(WATCHER) })
       assert.truthy(p:wait_for('synced'), p:errors())
-      assert.truthy(K.eventually(function() return sb:stats().open_watches == 1 end, 5))
+      testing.eventually(function() return sb:stats().open_watches == 1 end, 5)
       local code = p:stop(sig)
       local err = p:errors()
       p:cleanup()
       assert.equals(0, code)
       assert.equals('', err)
       -- The watch connection was closed, not left behind.
-      assert.truthy(K.eventually(function() return sb:stats().open_watches == 0 end, 5))
+      testing.eventually(function() return sb:stats().open_watches == 0 end, 5)
     end)
   end
 

@@ -3,6 +3,7 @@
 -- semantics: /metrics in Prometheus's format that promtool accepts and a
 -- real Prometheus scrapes, /readyz 503 until every informer has synced,
 -- /healthz while the loop turns; bad addresses refused before any watch.
+local testing = require 'klua.testing'
 local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
@@ -99,7 +100,7 @@ describe('the metrics and probe endpoint', function()
     assert.matches('not ready: the informers have not synced yet', body)
     assert.are.equal(200, (curl(('http://127.0.0.1:%d/healthz'):format(p.port))))
     sb:reset_faults()
-    assert.truthy(K.eventually(function()
+    assert.truthy(testing.poll(function()
       return curl(('http://127.0.0.1:%d/readyz'):format(p.port)) == 200
     end, 20 * K.slowdown))
     assert.are.equal(404, (curl(('http://127.0.0.1:%d/nothing'):format(p.port))))
@@ -130,7 +131,7 @@ scrape_configs:
     local pid = K.read_file(dir .. '/pid'):match('%d+')
     local query = ('http://127.0.0.1:%d/api/v1/query?query=%s'):format(port,
       'controller_runtime_reconcile_total%7Bresult%3D%22success%22%7D')
-    local value = K.eventually(function()
+    local value = testing.poll(function()
       local code, body = curl(query)
       if code ~= 200 then return nil end
       local ok, doc = pcall(cjson.decode, body)
@@ -186,7 +187,7 @@ describe('klua run --leader-elect', function()
       args[#args + 1] = '1'
       procs[i] = K.spawn(args)
     end
-    local leader = K.eventually(function()
+    local leader = testing.poll(function()
       for _, p in ipairs(procs) do if p:output():find('successes', 1, true) then return p end end
     end, 30 * K.slowdown)
     assert.truthy(leader, procs[1]:errors() .. procs[2]:errors())

@@ -1,48 +1,28 @@
 -- The example controllers in examples/ do what their comments promise:
 -- each runs as `klua run examples/NAME.lua` against a sandbox API server,
 -- kubectl changes the cluster, and the cluster converges to the state the
--- controller is responsible for.
-local sandbox = require 'support.sandbox'
-local K = require 'support.klua'
+-- controller is responsible for. They use klua.testing (docs/testing.md) as a
+-- user's specs would: copy from here.
+local testing = require 'klua.testing'
 
-local ROOT = os.getenv('KLUA_ROOT') or '.'
+local EXAMPLES = testing.root .. '/examples/'
 -- Convergence is polled; the limit only bounds a failing run.
 local CONVERGE = 30
 
-local function kubectl(sb, args, stdin)
-  local out, ok, err = sb:kubectl(args, stdin)
-  assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
-  return out
+local function start_example(cluster, name, args)
+  return cluster:run(EXAMPLES .. name, { args = args })
 end
 
-local function start_example(sb, name, args)
-  local argv = { '--kubeconfig', sb.kubeconfig, 'run', ROOT .. '/examples/' .. name }
-  for _, a in ipairs(args or {}) do argv[#argv + 1] = a end
-  return K.spawn(argv)
-end
-
--- Waits until the example's log (stderr) matches pattern.
-local function wait_log(p, pattern)
-  assert(p:wait_for(pattern, CONVERGE, 'err'), 'no log line matching "' .. pattern .. '" in:\n' .. p:errors())
-end
-
--- Polls fn until it returns a truthy value; fails with what's description
--- and fn's last second result otherwise.
+-- Waits until fn returns true; fails naming what and showing fn's other
+-- results (what it saw last) and the controller's log otherwise.
 local function converge(what, fn)
-  local last
-  local v = K.eventually(function()
-    local ok, detail = fn()
-    last = detail
-    return ok
-  end, CONVERGE, 0.2)
-  assert(v, what .. ' did not happen; last seen: ' .. tostring(last))
-  return v
+  return testing.eventually(fn, CONVERGE, { what = what, interval = 0.2 })
 end
 
 -- The messages an example logged with klua.log, without timestamps.
 local function log_lines(p, script)
   local lines = {}
-  for line in p:errors():gmatch('[^\n]+') do
+  for line in p:log():gmatch('[^\n]+') do
     local msg = line:match('%[' .. script:gsub('%p', '%%%0') .. '%] (.*)$')
     if msg then lines[#lines + 1] = msg end
   end
@@ -57,33 +37,35 @@ end
 local function join(list) return table.concat(list, ' ') end
 
 describe('examples/pod-logger.lua', function()
-  local sb, p
-  before_each(function() sb = sandbox.start() end)
+  local cluster, p
+  -- A server per spec: each starts from an empty cluster. What the harness
+  -- starts lives until its describe block ends, so these are stopped here.
+  before_each(function() cluster = testing.sandbox() end)
   after_each(function()
     if p then p:cleanup() end
     p = nil
-    sb:stop()
+    cluster:stop()
   end)
 
   it('logs the adds, phase changes and deletions of the pods matching the selector given as argument', function()
-    kubectl(sb, 'run web --image=nginx -l app=web')
-    kubectl(sb, 'run db --image=postgres -l app=db')
-    p = start_example(sb, 'pod-logger.lua', { 'app=web' })
-    wait_log(p, 'watching pods matching app=web: 1 found')
-    kubectl(sb, 'run api --image=nginx -l app=web')
-    wait_log(p, 'added default/api')
-    kubectl(sb, [[patch pod api --subresource=status --type=merge -p '{"status":{"phase":"Running"}}']])
-    wait_log(p, 'phase default/api')
+    cluster:kubectl('run web --image=nginx -l app=web')
+    cluster:kubectl('run db --image=postgres -l app=db')
+    p = start_example(cluster, 'pod-logger.lua', { 'app=web' })
+    p:wait_log('watching pods matching app=web: 1 found', CONVERGE)
+    cluster:kubectl('run api --image=nginx -l app=web')
+    p:wait_log('added default/api', CONVERGE)
+    cluster:kubectl([[patch pod api --subresource=status --type=merge -p '{"status":{"phase":"Running"}}']])
+    p:wait_log('phase default/api', CONVERGE)
     -- A label change that does not touch the phase is not logged.
-    kubectl(sb, 'label pod api tier=front')
+    cluster:kubectl('label pod api tier=front')
     -- A pod that starts matching the selector is an add, one that stops
     -- matching is gone, as if it had been deleted.
-    kubectl(sb, 'label pod db app=web --overwrite')
-    wait_log(p, 'added default/db')
-    kubectl(sb, 'label pod web app=old --overwrite')
-    wait_log(p, 'gone default/web')
-    kubectl(sb, 'delete pod api')
-    wait_log(p, 'gone default/api')
+    cluster:kubectl('label pod db app=web --overwrite')
+    p:wait_log('added default/db', CONVERGE)
+    cluster:kubectl('label pod web app=old --overwrite')
+    p:wait_log('gone default/web', CONVERGE)
+    cluster:kubectl('delete pod api')
+    p:wait_log('gone default/api', CONVERGE)
     assert.same({
       'found default/web (Pending)',
       'watching pods matching app=web: 1 found',
@@ -96,12 +78,12 @@ describe('examples/pod-logger.lua', function()
   end)
 
   it('logs every pod in every namespace when no selector is given', function()
-    kubectl(sb, 'create namespace shop')
-    p = start_example(sb, 'pod-logger.lua')
-    wait_log(p, 'watching pods: 0 found')
-    kubectl(sb, 'run cart -n shop --image=nginx')
-    kubectl(sb, 'delete pod cart -n shop')
-    wait_log(p, 'deleted shop/cart')
+    cluster:kubectl('create namespace shop')
+    p = start_example(cluster, 'pod-logger.lua')
+    p:wait_log('watching pods: 0 found', CONVERGE)
+    cluster:kubectl('run cart -n shop --image=nginx')
+    cluster:kubectl('delete pod cart -n shop')
+    p:wait_log('deleted shop/cart', CONVERGE)
     assert.same({
       'watching pods: 0 found',
       'added shop/cart (Pending)',
@@ -111,17 +93,13 @@ describe('examples/pod-logger.lua', function()
 end)
 
 describe('examples/configmap-sync.lua', function()
-  local sb, p
-  setup(function() sb = sandbox.start() end)
-  teardown(function()
-    if p then p:cleanup() end
-    sb:stop()
-  end)
+  local cluster, p
+  setup(function() cluster = testing.sandbox() end)
 
   -- "namespace=value" for each copy of team-a/settings, sorted; value is
   -- the copy's data.color.
   local function copies()
-    local list = sb:kubectl_json('get configmaps -A -l klua.dev/sync-copy=true')
+    local list = cluster:kubectl_json('get configmaps -A -l klua.dev/sync-copy=true')
     local found = {}
     for _, cm in ipairs(list.items) do
       assert.equals('team-a/settings', cm.metadata.annotations['klua.dev/sync-source'])
@@ -139,78 +117,74 @@ describe('examples/configmap-sync.lua', function()
   end
 
   it('copies a labelled ConfigMap into every other namespace and keeps the copies in step with it', function()
-    kubectl(sb, 'create namespace team-a')
-    kubectl(sb, 'create namespace team-b')
+    cluster:kubectl('create namespace team-a')
+    cluster:kubectl('create namespace team-b')
     -- team-b already has a ConfigMap of that name that is not a copy.
-    kubectl(sb, 'create configmap settings -n team-b --from-literal=color=mine')
-    p = start_example(sb, 'configmap-sync.lua')
-    wait_log(p, 'syncing 0 source ConfigMaps into 5 namespaces')
+    cluster:kubectl('create configmap settings -n team-b --from-literal=color=mine')
+    p = start_example(cluster, 'configmap-sync.lua')
+    p:wait_log('syncing 0 source ConfigMaps into 5 namespaces', CONVERGE)
 
-    kubectl(sb, 'create configmap settings -n team-a --from-literal=color=blue')
-    kubectl(sb, 'label configmap settings -n team-a klua.dev/sync=true')
+    cluster:kubectl('create configmap settings -n team-a --from-literal=color=blue')
+    cluster:kubectl('label configmap settings -n team-a klua.dev/sync=true')
     copies_become('default=blue kube-public=blue kube-system=blue')
-    wait_log(p, 'team%-b/settings exists and is not a copy of team%-a/settings: left alone')
-    assert.equals('mine', sb:kubectl_json('get configmap settings -n team-b').data.color)
+    p:wait_log('team%-b/settings exists and is not a copy of team%-a/settings: left alone', CONVERGE)
+    assert.equals('mine', cluster:kubectl_json('get configmap settings -n team-b').data.color)
 
-    kubectl(sb, [[patch configmap settings -n team-a --type=merge -p '{"data":{"color":"green"}}']])
+    cluster:kubectl([[patch configmap settings -n team-a --type=merge -p '{"data":{"color":"green"}}']])
     copies_become('default=green kube-public=green kube-system=green')
 
-    kubectl(sb, 'create namespace team-c')
+    cluster:kubectl('create namespace team-c')
     copies_become('default=green kube-public=green kube-system=green team-c=green')
     -- Three reconciles met the ConfigMap in team-b; it was reported once.
-    local _, reports = p:errors():gsub('team%-b/settings exists and is not a copy', '')
-    assert.equals(1, reports, p:errors())
+    local _, reports = p:log():gsub('team%-b/settings exists and is not a copy', '')
+    assert.equals(1, reports, p:log())
 
     -- A copy deleted by hand comes back.
-    local uid = sb:kubectl_json('get configmap settings -n default').metadata.uid
-    kubectl(sb, 'delete configmap settings -n default')
+    local uid = cluster:kubectl_json('get configmap settings -n default').metadata.uid
+    cluster:kubectl('delete configmap settings -n default')
     converge('the copy in default recreated', function()
-      local out, ok = sb:kubectl('get configmap settings -n default -o jsonpath={.metadata.uid}')
+      local out, ok = cluster:try_kubectl('get configmap settings -n default -o jsonpath={.metadata.uid}')
       return ok and out ~= uid, out
     end)
     copies_become('default=green kube-public=green kube-system=green team-c=green')
   end)
 
   it('deletes the copies when the source loses its label, and when the source is deleted', function()
-    kubectl(sb, 'label configmap settings -n team-a klua.dev/sync-')
+    cluster:kubectl('label configmap settings -n team-a klua.dev/sync-')
     copies_become('')
-    kubectl(sb, 'label configmap settings -n team-a klua.dev/sync=true')
+    cluster:kubectl('label configmap settings -n team-a klua.dev/sync=true')
     copies_become('default=green kube-public=green kube-system=green team-c=green')
-    kubectl(sb, 'delete configmap settings -n team-a')
+    cluster:kubectl('delete configmap settings -n team-a')
     copies_become('')
-    assert.equals('mine', sb:kubectl_json('get configmap settings -n team-b').data.color)
-    assert.is_nil(p:errors():find('failed', 1, true))
+    assert.equals('mine', cluster:kubectl_json('get configmap settings -n team-b').data.color)
+    assert.is_nil(p:log():find('failed', 1, true))
   end)
 
   it('deletes, once restarted, the copies of a source deleted while it was down', function()
-    kubectl(sb, 'create configmap settings -n team-a --from-literal=color=red')
-    kubectl(sb, 'label configmap settings -n team-a klua.dev/sync=true')
+    cluster:kubectl('create configmap settings -n team-a --from-literal=color=red')
+    cluster:kubectl('label configmap settings -n team-a klua.dev/sync=true')
     copies_become('default=red kube-public=red kube-system=red team-c=red')
     assert.equals(0, p:stop())
-    kubectl(sb, 'delete configmap settings -n team-a')
-    p = start_example(sb, 'configmap-sync.lua')
+    cluster:kubectl('delete configmap settings -n team-a')
+    p = start_example(cluster, 'configmap-sync.lua')
     copies_become('')
   end)
 end)
 
 describe('examples/podset-controller.lua', function()
-  local sb, p
+  local cluster, p
   setup(function()
-    sb = sandbox.start()
-    kubectl(sb, 'apply -f ' .. ROOT .. '/examples/podset-crd.yaml')
-  end)
-  teardown(function()
-    if p then p:cleanup() end
-    sb:stop()
+    cluster = testing.sandbox()
+    cluster:kubectl('apply -f ' .. EXAMPLES .. 'podset-crd.yaml')
   end)
 
   local function start_controller()
-    p = start_example(sb, 'podset-controller.lua')
-    wait_log(p, 'managing %d+ PodSets')
+    p = start_example(cluster, 'podset-controller.lua')
+    p:wait_log('managing %d+ PodSets', CONVERGE)
   end
 
   local function pods_of(name)
-    return sb:kubectl_json('get pods -l demo.klua.dev/podset=' .. name).items
+    return cluster:kubectl_json('get pods -l demo.klua.dev/podset=' .. name).items
   end
 
   local function pod_names(name)
@@ -223,7 +197,7 @@ describe('examples/podset-controller.lua', function()
   local function has_pods(name, n)
     converge(('%d pods for %s'):format(n, name), function()
       local count = #pods_of(name)
-      local ps = sb:kubectl_json('get podset ' .. name)
+      local ps = cluster:kubectl_json('get podset ' .. name)
       local status = ps.status and ps.status.replicas
       return count == n and status == n, ('%d pods, status.replicas %s'):format(count, tostring(status))
     end)
@@ -244,7 +218,7 @@ spec:
 
   local function events_about(name)
     local messages = {}
-    for _, e in ipairs(sb:kubectl_json('get events').items) do
+    for _, e in ipairs(cluster:kubectl_json('get events').items) do
       if e.involvedObject.kind == 'PodSet' and e.involvedObject.name == name then
         messages[#messages + 1] = e.reason .. ': ' .. e.message
       end
@@ -254,9 +228,9 @@ spec:
 
   it('creates the pods of a new PodSet from its template, controlled by the PodSet', function()
     start_controller()
-    kubectl(sb, 'apply -f -', podset('web', 3))
+    cluster:kubectl('apply -f -', podset('web', 3))
     has_pods('web', 3)
-    local ps = sb:kubectl_json('get podset web')
+    local ps = cluster:kubectl_json('get podset web')
     for _, pod in ipairs(pods_of('web')) do
       assert.truthy(pod.metadata.name:match('^web%-%w+$'))
       assert.equals('web', pod.metadata.labels.app)
@@ -270,9 +244,9 @@ spec:
   end)
 
   it('scales up and down with kubectl scale and records an Event each time', function()
-    kubectl(sb, 'scale podset web --replicas=5')
+    cluster:kubectl('scale podset web --replicas=5')
     has_pods('web', 5)
-    kubectl(sb, 'scale podset web --replicas=1')
+    cluster:kubectl('scale podset web --replicas=1')
     has_pods('web', 1)
     assert.same({
       'ScaledDown: Scaled from 5 to 1 pods',
@@ -283,7 +257,7 @@ spec:
 
   it('replaces a pod deleted by hand', function()
     local before = pod_names('web')
-    kubectl(sb, 'delete pod ' .. before[1])
+    cluster:kubectl('delete pod ' .. before[1])
     converge('a replacement pod', function()
       local now = pod_names('web')
       return #now == 1 and now[1] ~= before[1], join(now)
@@ -293,8 +267,8 @@ spec:
   it('converges after a restart to the changes made while it was down', function()
     local survivor = pod_names('web')[1]
     assert.equals(0, p:stop())
-    kubectl(sb, 'scale podset web --replicas=4')
-    kubectl(sb, 'apply -f -', podset('api', 2))
+    cluster:kubectl('scale podset web --replicas=4')
+    cluster:kubectl('apply -f -', podset('api', 2))
     start_controller()
     has_pods('web', 4)
     has_pods('api', 2)
@@ -306,77 +280,73 @@ spec:
   end)
 
   it('reports ready pods in status.readyReplicas and the Ready condition', function()
-    local ps = sb:kubectl_json('get podset web')
+    local ps = cluster:kubectl_json('get podset web')
     local ready = ps.status.conditions[1]
     assert.same({ 'Ready', 'False', 'PodsNotReady', '0 of 4 pods are ready', ps.metadata.generation },
       { ready.type, ready.status, ready.reason, ready.message, ready.observedGeneration })
     -- Nothing runs pods in the sandbox: mark them ready as a kubelet would.
     local ready_patch = [['{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}']]
     for _, name in ipairs(pod_names('web')) do
-      kubectl(sb, 'patch pod ' .. name .. ' --subresource=status --type=merge -p ' .. ready_patch)
+      cluster:kubectl('patch pod ' .. name .. ' --subresource=status --type=merge -p ' .. ready_patch)
     end
     converge('Ready=True', function()
-      local status = sb:kubectl_json('get podset web').status
+      local status = cluster:kubectl_json('get podset web').status
       local c = status.conditions[1]
       return status.readyReplicas == 4 and c.status == 'True' and c.reason == 'AllPodsReady', c.reason
     end)
   end)
 
   it('requeues a status update that met a conflict', function()
-    sb:fault { fail = { count = 1, code = 409, verbs = { 'update' }, path = 'podsets/web/status$' } }
-    kubectl(sb, 'scale podset web --replicas=2')
+    cluster:fault { fail = { count = 1, code = 409, verbs = { 'update' }, path = 'podsets/web/status$' } }
+    cluster:kubectl('scale podset web --replicas=2')
     has_pods('web', 2)
-    assert.equals(1, sb:stats().faults.fail_409)
-    assert.is_nil(p:errors():find('failed', 1, true), p:errors())
+    assert.equals(1, cluster:stats().faults.fail_409)
+    assert.is_nil(p:log():find('failed', 1, true), p:log())
   end)
 
   it('deletes the pods of a deleted PodSet, also when it was deleted while the controller was down', function()
-    kubectl(sb, 'delete podset web')
+    cluster:kubectl('delete podset web')
     converge('the pods of web deleted', function() return #pods_of('web') == 0 end)
     assert.equals(0, p:stop())
-    kubectl(sb, 'delete podset api')
+    cluster:kubectl('delete podset api')
     start_controller()
     converge('the pods of api deleted', function() return #pods_of('api') == 0 end)
   end)
 end)
 
 describe('examples/finalizer.lua', function()
-  local sb, p
+  local cluster, p
   setup(function()
-    sb = sandbox.start()
-    p = start_example(sb, 'finalizer.lua')
-    wait_log(p, 'guarding 0 ConfigMaps')
-  end)
-  teardown(function()
-    p:cleanup()
-    sb:stop()
+    cluster = testing.sandbox()
+    p = start_example(cluster, 'finalizer.lua')
+    p:wait_log('guarding 0 ConfigMaps', CONVERGE)
   end)
 
   local function finalizers(name)
-    local cm = sb:kubectl_json('get configmap ' .. name)
+    local cm = cluster:kubectl_json('get configmap ' .. name)
     return join(cm.metadata.finalizers or {})
   end
 
   local function exists(name)
-    local _, ok = sb:kubectl('get configmap ' .. name)
+    local _, ok = cluster:try_kubectl('get configmap ' .. name)
     return ok
   end
 
   it('adds its finalizer to guarded ConfigMaps only', function()
-    kubectl(sb, 'create configmap plain')
-    kubectl(sb, 'create configmap guarded')
-    kubectl(sb, 'create configmap guarded-backup')
-    kubectl(sb, 'label configmap guarded klua.dev/guarded=true')
+    cluster:kubectl('create configmap plain')
+    cluster:kubectl('create configmap guarded')
+    cluster:kubectl('create configmap guarded-backup')
+    cluster:kubectl('label configmap guarded klua.dev/guarded=true')
     converge('the finalizer added', function() return finalizers('guarded') == 'demo.klua.dev/cleanup' end)
     assert.equals('', finalizers('plain'))
   end)
 
   it('cleans up when a guarded ConfigMap is deleted, then lets the deletion complete', function()
-    kubectl(sb, 'delete configmap guarded --wait=false')
+    cluster:kubectl('delete configmap guarded --wait=false')
     converge('guarded deleted', function() return not exists('guarded') end)
     assert.is_false(exists('guarded-backup'))
     local reasons = {}
-    for _, e in ipairs(sb:kubectl_json('get events').items) do
+    for _, e in ipairs(cluster:kubectl_json('get events').items) do
       if e.involvedObject.name == 'guarded' then reasons[#reasons + 1] = e.reason .. ': ' .. e.message end
     end
     assert.same({ 'CleanedUp: deleted default/guarded-backup' }, reasons)
@@ -384,28 +354,28 @@ describe('examples/finalizer.lua', function()
   end)
 
   it('cleans up, once restarted, a guarded ConfigMap deleted while it was down', function()
-    kubectl(sb, 'create configmap orders')
-    kubectl(sb, 'create configmap orders-backup')
-    kubectl(sb, 'label configmap orders klua.dev/guarded=true')
+    cluster:kubectl('create configmap orders')
+    cluster:kubectl('create configmap orders-backup')
+    cluster:kubectl('label configmap orders klua.dev/guarded=true')
     converge('the finalizer added', function() return finalizers('orders') == 'demo.klua.dev/cleanup' end)
     assert.equals(0, p:stop())
-    kubectl(sb, 'delete configmap orders --wait=false')
+    cluster:kubectl('delete configmap orders --wait=false')
     -- The finalizer holds the deletion: the object waits, marked.
-    local held = sb:kubectl_json('get configmap orders')
+    local held = cluster:kubectl_json('get configmap orders')
     assert.truthy(held.metadata.deletionTimestamp)
     assert.is_true(exists('orders-backup'))
-    p = start_example(sb, 'finalizer.lua')
+    p = start_example(cluster, 'finalizer.lua')
     converge('orders deleted', function() return not exists('orders') end)
     assert.is_false(exists('orders-backup'))
   end)
 
   it('removes its finalizer from a ConfigMap that loses the label', function()
-    kubectl(sb, 'create configmap keep')
-    kubectl(sb, 'label configmap keep klua.dev/guarded=true')
+    cluster:kubectl('create configmap keep')
+    cluster:kubectl('label configmap keep klua.dev/guarded=true')
     converge('the finalizer added', function() return finalizers('keep') == 'demo.klua.dev/cleanup' end)
-    kubectl(sb, 'label configmap keep klua.dev/guarded-')
+    cluster:kubectl('label configmap keep klua.dev/guarded-')
     converge('the finalizer removed', function() return finalizers('keep') == '' end)
-    kubectl(sb, 'delete configmap keep --wait=false')
+    cluster:kubectl('delete configmap keep --wait=false')
     converge('keep deleted', function() return not exists('keep') end)
   end)
 end)

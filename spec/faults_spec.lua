@@ -4,6 +4,7 @@
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local I = require 'support.informer'
+local testing = require 'klua.testing'
 
 local CM = '/api/v1/namespaces/default/configmaps'
 local ROOT = os.getenv('KLUA_ROOT')
@@ -60,7 +61,7 @@ describe('an informer under faults', function()
     p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
     sb:fault { fail = { count = 2, code = 410, verbs = { 'watch' } } }
     sb:fault { expire_watches = true }
-    assert.truthy(K.eventually(function() return sb:stats().faults.fail_410 == 2 end, 15 * K.slowdown))
+    testing.eventually(function() return sb:stats().faults.fail_410 == 2 end, 15 * K.slowdown)
     local waited = 'waiting [%d.]+ s before LIST: the resourceVersion expired before the watch delivered anything'
     assert.truthy(p:wait_for(waited .. '.*' .. waited, 15 * K.slowdown, 'err'), p:errors())
     changes(sb, 'expired', 5)
@@ -181,7 +182,7 @@ describe('an informer under faults', function()
       end
       return times
     end
-    assert.truthy(K.eventually(function() return #attempts() >= 4 end, 30 * K.slowdown), p:errors())
+    assert.truthy(testing.poll(function() return #attempts() >= 4 end, 30 * K.slowdown), p:errors())
     assert.is_nil(p:exit_code())
     local t = attempts()
     for i = 2, #t do
@@ -278,7 +279,7 @@ describe('an informer on a custom resource whose CRD is deleted and created agai
 
   local function serve_widgets()
     assert.equals(201, (sb:json('POST', CRDS, CRD)))
-    assert.truthy(sandbox.wait_until(function() return sb:request('GET', WIDGETS) == 200 end, 10))
+    assert.truthy(testing.poll(function() return sb:request('GET', WIDGETS) == 200 end, 10))
   end
 
   local function widget(name)
@@ -294,7 +295,7 @@ describe('an informer on a custom resource whose CRD is deleted and created agai
     sb:fault { watch_drop_after = 0 }
     assert.equals(200, (sb:request('DELETE', CRDS .. '/widgets.example.com')))
     assert.truthy(p:wait_for('LIST failed: 404', 15, 'err'), p:errors())
-    assert.truthy(K.eventually(function() return I.cache(p) == '\n' end, 10), I.cache(p))
+    assert.truthy(testing.poll(function() return I.cache(p) == '\n' end, 10), I.cache(p))
     assert.same({ 'add default/w1 ' .. I.calls(p)[1]:match('w1 (%d+)') .. ' true',
       'delete default/w1 ' .. I.calls(p)[1]:match('w1 (%d+)') .. ' true' }, I.calls(p))
   end)
@@ -305,11 +306,11 @@ describe('an informer on a custom resource whose CRD is deleted and created agai
     widget('old-2')
     p = I.start(sb, 'widgets', { flags = { '-v', '2' } })
     assert.equals(200, (sb:request('DELETE', CRDS .. '/widgets.example.com')))
-    assert.truthy(K.eventually(function() return I.cache(p) == '\n' end, 10), I.cache(p))
+    assert.truthy(testing.poll(function() return I.cache(p) == '\n' end, 10), I.cache(p))
     assert.truthy(p:wait_for('404', 10, 'err'), p:errors())
     assert.equals(201, (sb:json('POST', CRDS, CRD)))
     widget('new-1')
-    assert.truthy(sandbox.wait_until(function() return sb:request('GET', WIDGETS) == 200 end, 10))
+    assert.truthy(testing.poll(function() return sb:request('GET', WIDGETS) == 200 end, 10))
     widget('new-2')
     local cache, server = I.converge(sb, p, WIDGETS)
     assert.equals(server, cache)

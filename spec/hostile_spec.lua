@@ -9,6 +9,7 @@
 local K = require 'support.klua'
 local I = require 'support.informer'
 local cjson = require 'cjson'
+local testing = require 'klua.testing'
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
 local MiB = 1024 * 1024
@@ -19,7 +20,7 @@ local Server = {}
 Server.__index = Server
 
 local function wait_until(fn, timeout)
-  return K.eventually(fn, timeout or 10, 0.1)
+  return testing.eventually(fn, timeout or 10, { interval = 0.1, fail = false })
 end
 
 --- Starts scripts/hostile-server with flags (a list); returns a handle.

@@ -3,6 +3,7 @@
 -- front of the sandbox, which speaks HTTP/1.1.
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
+local testing = require 'klua.testing'
 
 local function free_port()
   return tonumber(K.run_command([[python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])']]))
@@ -48,9 +49,10 @@ contexts:
   context: {cluster: h2, user: anonymous}
 current-context: h2
 ]]):format(port, dir))
-    assert(K.eventually(function()
+    local up, failure = testing.eventually(function()
       return K.run_command(('curl -s -o /dev/null -w %%{http_code} --cacert %s/cert.pem https://127.0.0.1:%d/version'):format(dir, port)) == '200'
-    end, 10), 'nghttpx did not start: ' .. K.read_file(dir .. '/error.log'))
+    end, 10, { fail = false })
+    assert(up, 'nghttpx did not start: ' .. K.read_file(dir .. '/error.log') .. '\n' .. tostring(failure))
   end)
   teardown(function()
     if proxy_pid then os.execute('kill ' .. proxy_pid) end
@@ -64,7 +66,7 @@ current-context: h2
     ]])
     local p = K.spawn({ '--kubeconfig', dir .. '/kubeconfig', 'run', script })
     assert.truthy(p:wait_for('synced', 10), p:errors())
-    assert.truthy(K.eventually(function() return sb:stats().open_watches == 3 end, 10))
+    testing.eventually(function() return sb:stats().open_watches == 3 end, 10)
     local n = connections(p.pid, port)
     p:cleanup()
     assert.equals(1, n)

@@ -1,6 +1,8 @@
 -- `make install` and `make uninstall`: the installed klua carries its Lua
 -- library and reads nothing from the source tree, so it runs a controller
--- from any directory; kubectl finds it as the plugin `kubectl klua`.
+-- from any directory; kubectl finds it as the plugin `kubectl klua`; the
+-- test harness and the sandbox server are installed with it, and `klua test`
+-- uses them (docs/testing.md).
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 
@@ -60,6 +62,36 @@ describe('make install', function()
     })
     assert.are.equal(0, code, err)
     assert.are.equal('installed-a,installed-b\n', out)
+  end)
+
+  it('gives a klua test that runs a user\'s specs with the installed harness, sandbox and klua', function()
+    local project = K.tmpdir()
+    os.execute('mkdir ' .. K.quote(project .. '/spec'))
+    K.write_file(project .. '/lister.lua', LIST_CONFIGMAPS)
+    K.write_file(project .. '/spec/lister_spec.lua', [[
+local testing = require 'klua.testing'
+describe('lister.lua', function()
+  it('prints the ConfigMaps of install-spec', function()
+    print('harness ' .. package.searchpath('klua.testing', package.path))
+    print('sandbox ' .. testing.root .. '/scripts/sandbox-apiserver')
+    print('klua ' .. testing.bin)
+    local cluster = testing.sandbox()
+    cluster:kubectl('create namespace install-spec')
+    cluster:kubectl('-n install-spec create configmap only')
+    local out, err, code = testing.run({ '--kubeconfig', cluster.kubeconfig, 'run', 'lister.lua' })
+    assert.equals(0, code, err)
+    assert.equals('only\n', out)
+  end)
+end)
+]])
+    local out = K.run_command(('cd %s && env -u KLUA_ROOT -u KLUA_BIN -u LUA_PATH -u LUA_CPATH '
+      .. 'timeout 120 %s test 2>&1; echo "status $?"'):format(K.quote(project), K.quote(dest .. '/usr/bin/klua')))
+    assert.matches('status 0$', out)
+    assert.matches('1 success / 0 failures', out)
+    local share = dest .. '/usr/share/klua'
+    assert.matches('harness ' .. share:gsub('%p', '%%%0') .. '/lua/klua/testing.lua\n', out)
+    assert.matches('sandbox ' .. share:gsub('%p', '%%%0') .. '/scripts/sandbox%-apiserver\n', out)
+    assert.matches('klua ' .. (dest .. '/usr/bin/klua'):gsub('%p', '%%%0') .. '\n', out)
   end)
 
   it('is undone by make uninstall', function()

@@ -51,7 +51,7 @@ local function configmap(ns, name, labels, data)
 end
 
 local function kubectl(args, stdin)
-  local out, ok, err = sb:kubectl(args, stdin)
+  local out, ok, err = sb:try_kubectl(args, stdin)
   assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
   return out
 end

@@ -1,6 +1,7 @@
 -- The sandbox API server's command line: how scripts learn it is ready, what it logs, and
 -- how it goes away with the process that started it.
 local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 
 local function read(path)
   local f = io.open(path)
@@ -24,9 +25,9 @@ describe('sandbox command line', function()
     finally(function() sb:stop(); os.remove(ready) end)
     assert.equals(sb.url .. '\n', read(ready))
     assert.equals(200, (sb:request('GET', '/api/v1/namespaces?limit=1')))
-    assert.truthy(sandbox.wait_until(function()
+    testing.eventually(function()
       return sb:log():find('GET /api/v1/namespaces?limit=1 -> 200', 1, true)
-    end))
+    end, 5)
     assert.is_nil(sb:log():find(sb.token, 1, true))
   end)
 
@@ -36,7 +37,7 @@ describe('sandbox command line', function()
     finally(function() sb:stop() end)
     assert.is_true(sb:alive())
     os.execute('kill ' .. owner)
-    assert.truthy(sandbox.wait_until(function() return not sb:alive() end))
+    testing.eventually(function() return not sb:alive() end, 5)
   end)
 
   it('says why it cannot listen on a port that is taken', function()

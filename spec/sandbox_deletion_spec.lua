@@ -3,6 +3,7 @@
 -- deletionFinalizersForGarbageCollection), ownerReferences (pkg/controller/garbagecollector)
 -- and the DELETED event of an object whose last finalizer an update removed
 -- (store.go Update -> errEmptiedFinalizers -> deleteWithoutFinalizers).
+local testing = require 'klua.testing'
 local sandbox = require 'support.sandbox'
 
 local CM = '/api/v1/namespaces/%s/configmaps'
@@ -34,7 +35,7 @@ describe('sandbox deletion', function()
   end
 
   local function gone(ns, name)
-    return sandbox.wait_until(function()
+    return testing.poll(function()
       return sb:json('GET', CM:format(ns) .. '/' .. name) == 404
     end, 10)
   end
@@ -56,7 +57,7 @@ describe('sandbox deletion', function()
     refs[2] = owned_by(b)[1]
     create(ns, 'shared', { ownerReferences = refs })
     sb:json('DELETE', CM:format(ns) .. '/a')
-    local left = sandbox.wait_until(function()
+    local left = testing.poll(function()
       local _, obj = sb:json('GET', CM:format(ns) .. '/shared')
       return obj and obj.metadata and #obj.metadata.ownerReferences == 1 and obj
     end, 10)
@@ -76,7 +77,7 @@ describe('sandbox deletion', function()
     assert.truthy(body.metadata.deletionTimestamp)
     -- The collector deletes the dependent (in the foreground, as its reference blocks the
     -- owner; having no dependents of its own it loses that finalizer at once).
-    local held = sandbox.wait_until(function()
+    local held = testing.poll(function()
       local _, dep = sb:json('GET', CM:format(ns) .. '/fg-dependent')
       return dep.metadata.deletionTimestamp and #dep.metadata.finalizers == 1 and dep
     end, 10)

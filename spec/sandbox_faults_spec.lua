@@ -3,6 +3,7 @@
 -- in GET /sandbox/v1/stats.
 local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 
 local CM = '/api/v1/namespaces/default/configmaps'
 
@@ -137,14 +138,14 @@ describe('sandbox faults', function()
     local w = live_watch()
     create(2)
     assert.truthy(w.wait_for(function(ev) return #ev >= 1 end))
-    assert.truthy(sandbox.wait_until(function() return (sb:stats().faults.watch_stall or 0) >= 1 end))
+    testing.eventually(function() return (sb:stats().faults.watch_stall or 0) >= 1 end, 5)
     create(1)
     require('system').sleep(0.5)
     assert.equals(1, #w.events(), 'nothing more arrives')
     assert.is_nil(w.finished(0.1), 'and the stream does not end')
     w.stop()
-    assert.truthy(sandbox.wait_until(function() return sb:stats().open_watches == before end),
-      'the server notices the client left')
+    testing.eventually(function() return sb:stats().open_watches == before end, 5,
+      { what = 'the server noticing the client left' })
   end)
 
   it('emits a malformed line into open watches, then keeps streaming', function()
@@ -170,7 +171,7 @@ describe('sandbox faults', function()
   it('emits an oversized object (17 MiB by default) into open watches', function()
     local w = live_watch()
     sb:fault{ oversized_event = true }
-    assert.truthy(sandbox.wait_until(function() return #w.text() >= 17 * 1024 * 1024 end, 10))
+    testing.eventually(function() return #w.text() >= 17 * 1024 * 1024 end, 10)
     w.stop()
     local line = w.text():match('^[^\n]*\n')
     assert.truthy(line, 'the whole frame arrived')
@@ -193,13 +194,13 @@ describe('sandbox faults', function()
   it('can stay down for a while during a restart', function()
     local before = sb:stats().restarts
     sb:fault{ restart = { down_seconds = 1 } }
-    assert.truthy(sandbox.wait_until(function()
+    testing.eventually(function()
       return sb:request('GET', '/version', nil, nil, { max_time = 1 }) == 0
-    end), 'connections are refused while down')
-    assert.truthy(sandbox.wait_until(function()
+    end, 5, { what = 'connections refused while down' })
+    testing.eventually(function()
       local status, body = sb:json('GET', '/sandbox/v1/stats')
       return status == 200 and body.restarts > before
-    end, 10))
+    end, 10)
   end)
 
   it('forbids chosen resources with 403', function()

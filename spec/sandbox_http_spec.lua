@@ -3,6 +3,7 @@
 -- bookmarks, initial events, selectors on watches, conflicts and Status errors.
 local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 
 local CM = '/api/v1/namespaces/%s/configmaps'
 
@@ -130,7 +131,7 @@ describe('sandbox API server over HTTP', function()
       assert.equals(201, (sb:json('POST', path, { apiVersion = 'example.com/v1', kind = 'Typed',
         metadata = { name = 'one' } })))
       assert.equals(200, (sb:json('GET', path .. '?limit=10')), 'storage serves a paged list meanwhile')
-      local list = sandbox.wait_until(function()
+      local list = testing.poll(function()
         local code, l = sb:json('GET', path)
         return code == 200 and l
       end, 10)
@@ -252,9 +253,9 @@ describe('sandbox API server over HTTP', function()
     it('forgets a watch whose client hung up', function()
       local before = sb:stats().open_watches
       local w = sb:watch(CM:format('default') .. '?watch=1&resourceVersion=' .. current_rv())
-      assert.truthy(sandbox.wait_until(function() return sb:stats().open_watches == before + 1 end))
+      testing.eventually(function() return sb:stats().open_watches == before + 1 end, 5)
       w.stop()
-      assert.truthy(sandbox.wait_until(function() return sb:stats().open_watches == before end))
+      testing.eventually(function() return sb:stats().open_watches == before end, 5)
     end)
 
     it('filters by field selector, as kubectl get NAME -w does', function()
@@ -490,7 +491,7 @@ describe('sandbox API server over HTTP', function()
       assert.equals('Namespace', body.kind)
       assert.equals('Terminating', body.status.phase)
       assert.truthy(body.metadata.deletionTimestamp)
-      assert.truthy(sandbox.wait_until(function()
+      assert.truthy(testing.poll(function()
         return sb:json('GET', '/api/v1/namespaces/' .. ns) == 404
       end))
       assert.equals(404, (sb:json('GET', CM:format(ns) .. '/doomed')))

@@ -2,6 +2,7 @@
 -- against it unchanged: discovery, CRUD, apply, patches, watches, selectors, paging,
 -- finalizers, subresources and custom resources.
 local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 
 local function lines(text)
   local out = {}
@@ -62,7 +63,7 @@ describe('sandbox API server used by kubectl', function()
   teardown(function() sb:stop() end)
 
   local function kubectl_ok(args, stdin)
-    local out, ok, err = sb:kubectl(args, stdin)
+    local out, ok, err = sb:try_kubectl(args, stdin)
     assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
     return out
   end
@@ -94,14 +95,14 @@ describe('sandbox API server used by kubectl', function()
 
   it('refuses a second object of the same name with AlreadyExists', function()
     kubectl_ok('create -f -', yaml_configmap('twice', 'default', {}))
-    local _, ok, err = sb:kubectl('create -f -', yaml_configmap('twice', 'default', {}))
+    local _, ok, err = sb:try_kubectl('create -f -', yaml_configmap('twice', 'default', {}))
     assert.is_false(ok)
     assert.matches('AlreadyExists', err)
     assert.matches('configmaps "twice" already exists', err, 1, true)
   end)
 
   it('refuses to create into a missing namespace with NotFound', function()
-    local _, ok, err = sb:kubectl('create -f -', yaml_configmap('lost', 'nowhere', {}))
+    local _, ok, err = sb:try_kubectl('create -f -', yaml_configmap('lost', 'nowhere', {}))
     assert.is_false(ok)
     assert.matches('namespaces "nowhere" not found', err, 1, true)
   end)
@@ -176,7 +177,7 @@ describe('sandbox API server used by kubectl', function()
     assert.equals('yes', d.metadata.labels.patched)
     assert.equals('web', d.metadata.labels.app)
     assert.equals(3, d.spec.replicas)
-    local _, ok, err = sb:kubectl([[patch deployment patched --type json ]]
+    local _, ok, err = sb:try_kubectl([[patch deployment patched --type json ]]
       .. [[-p '[{"op":"test","path":"/spec/replicas","value":9}]']])
     assert.is_false(ok)
     assert.matches('testing value /spec/replicas failed', err, 1, true)
@@ -188,13 +189,13 @@ describe('sandbox API server used by kubectl', function()
     local before = sb:stats().watches.configmaps or 0
     os.execute('timeout 8 ' .. sb:kubectl_command('get configmaps -n watched -w -o name')
       .. ' > ' .. out .. ' 2>&1 &')
-    assert.truthy(sandbox.wait_until(function()
+    testing.eventually(function()
       return (sb:stats().watches.configmaps or 0) > before
-    end, 5), 'kubectl get -w never started watching')
+    end, 5, { what = 'kubectl get -w watching' })
     kubectl_ok('create -f -', yaml_configmap('one', 'watched', {}))
     kubectl_ok('create -f -', yaml_configmap('two', 'watched', {}))
     kubectl_ok('delete configmap one -n watched')
-    local seen = sandbox.wait_until(function()
+    local seen = testing.eventually(function()
       local f = io.open(out)
       local text = f and f:read('a') or ''
       if f then f:close() end
@@ -214,7 +215,7 @@ metadata: {name: guarded, finalizers: [example.com/hold]}
     assert.truthy(cm.metadata.deletionTimestamp)
     assert.equals(0, cm.metadata.deletionGracePeriodSeconds)
     kubectl_ok([[patch configmap guarded --type merge -p '{"metadata":{"finalizers":null}}']])
-    local _, ok, err = sb:kubectl('get configmap guarded')
+    local _, ok, err = sb:try_kubectl('get configmap guarded')
     assert.is_false(ok)
     assert.matches('NotFound', err)
   end)
@@ -261,7 +262,7 @@ metadata: {name: c, namespace: labels, labels: {env: prod}}
     assert.same({ 'pod/idle' }, names('status.phase!=Running'))
     assert.same({ 'pod/idle' }, names('metadata.name==idle'))
     assert.same({ 'pod/busy', 'pod/idle' }, names('metadata.namespace=fields'))
-    local _, ok, err = sb:kubectl('get pods -n fields --field-selector spec.bogus=1')
+    local _, ok, err = sb:try_kubectl('get pods -n fields --field-selector spec.bogus=1')
     assert.is_false(ok)
     assert.matches('field label not supported: spec.bogus', err, 1, true)
   end)
@@ -293,7 +294,7 @@ metadata: {name: c, namespace: labels, labels: {env: prod}}
     assert.same({}, lines(kubectl_ok('get widgets -o name')))
     kubectl_ok('apply -f -', 'apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\n')
     -- kubectl retries the 429 of a watch cache still filling; curl does not: wait it out.
-    assert.truthy(sandbox.wait_until(function()
+    assert.truthy(testing.poll(function()
       return sb:request('GET', '/apis/example.com/v1/namespaces/default/widgets') == 200
     end, 10))
     local w = sb:watch('/apis/example.com/v1/namespaces/default/widgets?watch=1&resourceVersion='

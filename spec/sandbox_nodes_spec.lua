@@ -3,6 +3,7 @@
 -- containerStatuses and the Ready conditions), graceful Pod deletion
 -- (pkg/registry/core/pod/strategy.go CheckGracefulDelete) and a control endpoint that
 -- makes a Pod's containers exit.
+local testing = require 'klua.testing'
 local sandbox = require 'support.sandbox'
 
 local PODS = '/api/v1/namespaces/default/pods'
@@ -20,7 +21,7 @@ describe('sandbox simulated nodes', function()
   end
 
   local function running(name)
-    return sandbox.wait_until(function()
+    return testing.poll(function()
       local _, pod = sb:json('GET', PODS .. '/' .. name)
       return pod.status.phase == 'Running' and pod
     end, 10)
@@ -95,6 +96,6 @@ describe('sandbox simulated nodes', function()
     assert.equals(200, status)
     assert.equals(30, pod.metadata.deletionGracePeriodSeconds)
     assert.truthy(pod.metadata.deletionTimestamp)
-    assert.truthy(sandbox.wait_until(function() return sb:json('GET', PODS .. '/graceful') == 404 end, 10))
+    assert.truthy(testing.poll(function() return sb:json('GET', PODS .. '/graceful') == 404 end, 10))
   end)
 end)

@@ -2,6 +2,7 @@
 -- and prints the server's columns (pkg/printers/internalversion/printers.go for built-in
 -- kinds, a CRD's additionalPrinterColumns for custom resources), so plain `kubectl get`
 -- and `kubectl get -w` against the sandbox look as they do against a cluster.
+local testing = require 'klua.testing'
 local sandbox = require 'support.sandbox'
 
 local TABLE = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json'
@@ -48,7 +49,7 @@ describe('sandbox Table output', function()
     assert(ok, err)
     _, ok, err = sb:kubectl('create configmap settings --from-literal=a=1 --from-literal=b=2')
     assert(ok, err)
-    assert(sandbox.wait_until(function()
+    assert(testing.poll(function()
       return sb:kubectl_json('get pod web').status.phase == 'Running'
     end, 10))
   end)
@@ -95,7 +96,7 @@ describe('sandbox Table output', function()
   it('prints a custom resource with its additionalPrinterColumns', function()
     local _, ok, err = sb:kubectl('apply -f -', CRD)
     assert(ok, err)
-    assert(sandbox.wait_until(function() return select(2, sb:kubectl('get gadgets')) end, 10))
+    assert(testing.poll(function() return select(2, sb:kubectl('get gadgets')) end, 10))
     _, ok, err = sb:kubectl('apply -f -', 'apiVersion: example.com/v1\nkind: Gadget\n'
       .. 'metadata: {name: g1}\nspec: {size: 3, colour: red}\n')
     assert(ok, err)
@@ -110,9 +111,9 @@ describe('sandbox Table output', function()
       local f = io.open(out, 'rb'); local t = f and f:read('a') or ''; if f then f:close() end
       return t
     end
-    assert.truthy(sandbox.wait_until(function() return text():find('settings') end, 10))
+    assert.truthy(testing.poll(function() return text():find('settings') end, 10))
     assert(select(2, sb:kubectl('create configmap later --from-literal=x=1')))
-    assert.truthy(sandbox.wait_until(function() return text():find('later') end, 10))
+    assert.truthy(testing.poll(function() return text():find('later') end, 10))
     local f = io.open(out .. '.pid'); os.execute('kill ' .. f:read('a')); f:close()
     local rows = header_and_rows(text())
     assert.equals('NAME DATA AGE', rows[1])

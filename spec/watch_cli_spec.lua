@@ -5,6 +5,7 @@
 local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
+local testing = require 'klua.testing'
 
 local CRD = [[
 apiVersion: apiextensions.k8s.io/v1
@@ -40,7 +41,7 @@ describe('klua watch', function()
 
   -- kubectl ARGS, which must succeed.
   local function kubectl(args, stdin)
-    local out, ok, err = sb:kubectl(args, stdin)
+    local out, ok, err = sb:try_kubectl(args, stdin)
     assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
     return out
   end
@@ -73,7 +74,7 @@ describe('klua watch', function()
 
   -- Waits until the watcher has printed a line containing text.
   local function expect(p, text)
-    local found = K.eventually(function() return p:output():find(text, 1, true) end, 10)
+    local found = testing.eventually(function() return p:output():find(text, 1, true) end, 10, { fail = false })
     assert(found, ('klua watch never printed %q; stdout:\n%s\nstderr:\n%s'):format(text, p:output(), p:errors()))
   end
 

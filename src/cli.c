@@ -336,6 +336,11 @@ static const command commands[] = {
      "is the script's (klua.args), flags included: klua's flags go before it. run has\n"
      "no flags of its own."},
     {"watch", "watch RESOURCE [NAME]", "print one line per event, like kubectl get -w", NULL, NULL},
+    {"test", "test [busted args...]", "run a controller's specs with klua.testing (docs/testing.md)",
+     "usage: klua test [busted args...]",
+     "Runs busted with the klua.testing harness on the Lua path and KLUA_BIN set to\n"
+     "this klua, so that a controller's specs start a sandbox API server and the\n"
+     "controller against it (docs/testing.md). Every word after test is busted's."},
     {"version", "version", "print the versions of klua, Lua, libcurl and lua-cjson", "usage: klua version",
      "Prints the version of klua and of the libraries it runs with, one per line\n"
      "(also klua --version and klua -V)."},
@@ -484,7 +489,8 @@ int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs) {
     c->args = calloc((size_t)argc + 1, sizeof *c->args);
     if (!c->args) return -1;
     for (int i = 1; i < argc; i++) {
-        int script_args = c->command && !strcmp(c->command, "run") && c->script;
+        /* After `run SCRIPT`, and after `test` (busted's flags), words are not klua's. */
+        int script_args = c->command && ((!strcmp(c->command, "run") && c->script) || !strcmp(c->command, "test"));
         if (!script_args) {
             int r = global_flag(c, argc, argv, &i, errs);
             if (r < 0) return -1;

@@ -7,7 +7,8 @@
  * Global flags (--kubeconfig, -v, --page-size, ...) are recognised anywhere
  * on the line, in the forms `--flag value` and `--flag=value` (a switch also
  * as `--flag=false`, a short flag also as `-v4`), except after `run SCRIPT`:
- * from there on every word belongs to the script. The first word that is
+ * from there on every word belongs to the script (and after `test`, to
+ * busted). The first word that is
  * not a flag is the command; `-h` and `--help` stand for the command "help",
  * `-V` and `--version` for "version". After a command, `--help` asks for
  * that command's help, except after `watch`, whose words klua.watch reads

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd_test.h"
 #include "log.h"
 #include "lua_endpoint.h"
 #include "runtime.h"
@@ -118,8 +119,11 @@ int main(int argc, char **argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int code;
     if (kl_cli_parse(&c, argc, argv, stderr) < 0) code = 2;
-    else if ((code = kl_cli_answer(&c, stdout, stderr)) < 0)
-        code = !strcmp(c.command, "version") ? cmd_version() : run(&c);
+    else if ((code = kl_cli_answer(&c, stdout, stderr)) < 0) {
+        if (!strcmp(c.command, "version")) code = cmd_version();
+        else if (!strcmp(c.command, "test")) code = kl_cmd_test(c.nargs, c.args);
+        else code = run(&c);
+    }
     kl_cli_free(&c);
     curl_global_cleanup();
     return code;

@@ -2,6 +2,7 @@
 -- sandbox, read what its handlers saw, and compare its cache with the
 -- server's state.
 local K = require 'support.klua'
+local testing = require 'klua.testing'
 
 local M = {}
 
@@ -53,13 +54,13 @@ end
 function M.cache(p)
   os.remove(p.dump)
   K.write_file(p.dump .. '.req', '')
-  local text = K.eventually(function()
+  local text = testing.eventually(function()
     local f = io.open(p.dump)
     if not f then return nil end
     local s = f:read('a')
     f:close()
     return s
-  end, 10)
+  end, 10, { fail = false })
   return text or ''
 end
 
@@ -81,11 +82,11 @@ end
 -- both as last seen.
 function M.converge(sb, p, path, timeout)
   local cache, server
-  K.eventually(function()
+  testing.eventually(function()
     server = M.server_state(sb, path)
     cache = M.cache(p)
     return cache == server
-  end, timeout or 20, 0.2)
+  end, timeout or 20, { interval = 0.2, fail = false })
   return cache, server
 end
 
