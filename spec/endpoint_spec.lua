@@ -7,6 +7,7 @@ local testing = require 'klua.testing'
 local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
+local prometheus = require 'support.prometheus'
 
 -- A controller over ConfigMaps labelled endpoint-spec=yes; once `want` of
 -- them were reconciled it prints its stats as JSON.
@@ -34,13 +35,6 @@ local function curl(url)
   return tonumber(code), body
 end
 
-local function promtool(text)
-  local path = os.tmpname()
-  K.write_file(path, text)
-  local out = K.run_command(('promtool check metrics < %s 2>&1; echo "status $?"'):format(K.quote(path)))
-  os.remove(path)
-  return out
-end
 
 -- The value of one sample in an exposition, e.g. metric('workqueue_adds_total{name="x"}').
 local function sample(text, series)
@@ -79,7 +73,7 @@ describe('the metrics and probe endpoint', function()
     local stats = cjson.decode(p:output():match('[^\n]+'))
     local code, text = curl(('http://127.0.0.1:%d/metrics'):format(p.port))
     assert.are.equal(200, code)
-    assert.matches('status 0', promtool(text))
+    assert.matches('status 0', prometheus.check(text))
     assert.are.equal(stats.successes,
       sample(text, 'controller_runtime_reconcile_total{controller="cm-spec",result="success"}'))
     assert.are.equal(stats.adds, sample(text, 'workqueue_adds_total{name="cm-spec"}'))

@@ -2,6 +2,7 @@
 -- Prometheus text format that promtool accepts; names Prometheus would
 -- reject are refused when the script declares them.
 local K = require 'support.klua'
+local prometheus = require 'support.prometheus'
 
 local dirs = {}
 teardown(function()
@@ -15,13 +16,6 @@ local function run(text)
   return K.run({ '--server', 'http://127.0.0.1:1', 'run', path })
 end
 
-local function promtool(text)
-  local path = os.tmpname()
-  K.write_file(path, text)
-  local out = K.run_command(('promtool check metrics < %s 2>&1; echo "status $?"'):format(K.quote(path)))
-  os.remove(path)
-  return out
-end
 
 describe('klua.metrics', function()
   it('exposes counters, gauges and histograms as promtool accepts them', function()
@@ -44,7 +38,7 @@ io.write(klua.metrics.expose())
     assert.matches('# TYPE shop_queue_length gauge\nshop_queue_length 6\n', out)
     assert.matches('shop_wait_seconds_bucket{le="0.1"} 1\nshop_wait_seconds_bucket{le="1"} 2\n'
       .. 'shop_wait_seconds_bucket{le="%+Inf"} 3\nshop_wait_seconds_sum 30.55\nshop_wait_seconds_count 3\n', out)
-    assert.matches('status 0', promtool(out))
+    assert.matches('status 0', prometheus.check(out))
   end)
 
   it('escapes label values and help text as the format requires', function()
@@ -55,7 +49,7 @@ io.write(klua.metrics.expose())
 ]]
     assert.matches('# HELP odd_total Back\\\\slash\\nand newline.\n', out, 1, true)
     assert.truthy(out:find('odd_total{v="quote \\" back \\\\ new\\nline"} 1', 1, true), out)
-    assert.matches('status 0', promtool(out))
+    assert.matches('status 0', prometheus.check(out))
   end)
 
   local refused = {
