@@ -11,8 +11,8 @@
  *   kl_cli_parse: the command, script and arguments are words of argv (or
  *   "help" or "version"), in order, and the numeric settings are within their bounds;
  *   kl_cli_answer (help, unknown commands, watch's words checked by
- *   klua.watch, all written to /dev/null) leaves to main() only run, watch
- *   and version, and otherwise gives an exit status of 0, 1 or 2;
+ *   klua.watch, all written to /dev/null) leaves to main() only run, watch,
+ *   test and version, and otherwise gives an exit status of 0, 1 or 2;
  *   klua.watch parse, given klua's suggest function: returns options or
  *   nil, a message and a suggestion that is a flag, never raises, and the
  *   options ask for help or have a resource, an output of line, json or
@@ -104,7 +104,7 @@ static void check_cli(int argc, char **argv) {
             die("--watch-timeout gives an empty range", NULL);
         int code = kl_cli_answer(&c, g.devnull, g.devnull);
         int to_run = c.command && (!strcmp(c.command, "run") || !strcmp(c.command, "watch") ||
-                                   !strcmp(c.command, "version"));
+                                   !strcmp(c.command, "test") || !strcmp(c.command, "version"));
         if (code < 0 ? !to_run : code > 2) die("kl_cli_answer gave a status it should not", c.command);
     }
     kl_cli_free(&c);
