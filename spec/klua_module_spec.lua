@@ -88,7 +88,7 @@ describe('klua.informer', function()
       local cms = klua.informer { resource = 'configmaps', namespace = 'inf-kind' }
       local deps = klua.informer { resource = 'deployments', namespace = 'inf-kind' }
       cms:on('add', function(cm, initial)
-        local copy = cm:copy()
+        local copy = klua.copy(cm)
         print(cm.kind, cm.apiVersion, tostring(initial), copy.kind, copy.apiVersion,
           klua.json.decode(klua.json.encode(cm)).kind)
       end)

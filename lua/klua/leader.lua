@@ -39,9 +39,16 @@ function M.default_identity()
   local f = io.open('/proc/sys/kernel/hostname', 'r')
   local host = f and f:read('l') or os.getenv('HOSTNAME') or 'klua'
   if f then f:close() end
-  local suffix = {}
-  for i = 1, 8 do suffix[i] = string.format('%x', math.random(0, 15)) end
-  return host .. '_' .. table.concat(suffix)
+  -- The kernel's randomness, not math.random: replicas started in the same
+  -- second may seed Lua's generator alike, and two candidates with one
+  -- identity would both believe they lead.
+  local r = io.open('/dev/urandom', 'rb')
+  local bytes = r and r:read(4)
+  if r then r:close() end
+  if not bytes or #bytes < 4 then
+    bytes = string.pack('<I4', math.random(0, 0xffffffff) ~ (os.time() & 0xffffffff))
+  end
+  return host .. '_' .. string.format('%08x', string.unpack('<I4', bytes))
 end
 
 local function positive(opts, field, default)
