@@ -19,15 +19,18 @@ LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 # The spec module is loaded by the lua5.4 interpreter, which provides Lua itself.
 TESTLIBS  := $(filter-out -llua5.4,$(LDLIBS))
 
-TESTSRC   := $(wildcard src/testing_*.c) src/lua_testing.c
-CSRC      := $(filter-out src/main.c $(TESTSRC),$(wildcard src/*.c))
-CXXSRC    := $(wildcard src/*.cc)
+# src/ holds the product by pipeline stage (docs/architecture.md), test/c the spec
+# module's C; objects mirror those folders under $(BUILD).
+STAGES    := base conn wire cache lua cli
+TESTSRC   := $(wildcard test/c/*.c)
+CSRC      := $(filter-out src/cli/main.c,$(foreach d,$(STAGES),$(wildcard src/$(d)/*.c)))
+CXXSRC    := $(foreach d,$(STAGES),$(wildcard src/$(d)/*.cc))
 # lua/klua/testing.lua is the test harness (docs/testing.md): it runs under busted, not in
 # a controller's script environment, so it is installed beside the binary, not embedded.
 LUASRC    := $(filter-out lua/klua/testing.lua,$(wildcard lua/klua/*.lua))
-CORE_OBJ  := $(CSRC:src/%.c=$(BUILD)/%.o) $(CXXSRC:src/%.cc=$(BUILD)/%.o) $(BUILD)/lua_embedded.o
-TEST_OBJ  := $(TESTSRC:src/%.c=$(BUILD)/%.o)
-DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/main.d
+CORE_OBJ  := $(CSRC:%.c=$(BUILD)/%.o) $(CXXSRC:%.cc=$(BUILD)/%.o) $(BUILD)/lua_embedded.o
+TEST_OBJ  := $(TESTSRC:%.c=$(BUILD)/%.o)
+DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/src/cli/main.d
 
 .PHONY: all test demo bench soak fuzz fuzz-smoke test-asan clean bootstrap pkgcheck install uninstall
 
@@ -45,19 +48,24 @@ pkgcheck:
 	@for m in $(PKG_DEB); do pkg-config --exists "$${m%%:*}" || \
 	  { echo "klua: library $${m%%:*} not found by pkg-config: install the Debian package $${m#*:} (or run make bootstrap)" >&2; exit 1; }; done
 
-$(BUILD)/%.o: src/%.c | $(BUILD)
+CFLAGS    += -Isrc
+CXXFLAGS  += -Isrc
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/lua_embedded.c: $(LUASRC) scripts/embed-lua | $(BUILD)
 	python3 scripts/embed-lua $@ $(LUASRC)
 
 $(BUILD)/lua_embedded.o: $(BUILD)/lua_embedded.c
-	$(CC) $(CFLAGS) -Isrc -c $< -o $@
+	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: src/%.cc | $(BUILD)
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/klua: $(CORE_OBJ) $(BUILD)/main.o
+$(BUILD)/klua: $(CORE_OBJ) $(BUILD)/src/cli/main.o
 	$(CXX) $(SAN) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/klua_testing.so: $(CORE_OBJ) $(TEST_OBJ)
@@ -94,7 +102,7 @@ fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz SECONDS=10
 
 $(BUILD)/fuzz_%.o: fuzz/fuzz_%.c | $(BUILD)
-	$(CC) $(CFLAGS) -Isrc -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/fuzz_%: $(BUILD)/fuzz_%.o $(CORE_OBJ)
 	$(CXX) $(SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)

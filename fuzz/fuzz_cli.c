@@ -1,6 +1,6 @@
 /*
  * fuzz_cli.c - libFuzzer target for klua's command-line parsers: the global
- * flag parser (src/cli.c) and the `klua watch` flag parser
+ * flag parser (src/cli/cli.c) and the `klua watch` flag parser
  * (require('klua.watch').parse in lua/klua/watch.lua).
  *
  * The input is an argument list, the words separated by NUL bytes (so
@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "embedded.h"
+#include "cli/cli.h"
+#include "lua/embedded.h"
 #include "lua_coverage.h"
 
 #define MAX_WORDS 64

@@ -1,6 +1,6 @@
 /*
- * fuzz_decode.c - libFuzzer target for the decoders (src/decode.c, and
- * through them src/json.cc).
+ * fuzz_decode.c - libFuzzer target for the decoders (src/wire/decode.c, and
+ * through them src/wire/json.cc).
  *
  * The input is one watch frame or response body. It goes through
  * kl_decode_event (with no expected kind and with "Pod"), kl_decode_list,
@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
-#include "json.h"
+#include "wire/decode.h"
+#include "wire/json.h"
 
 static void die(const char *what) {
     fprintf(stderr, "fuzz_decode: %s\n", what);

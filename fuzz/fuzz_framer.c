@@ -1,5 +1,5 @@
 /*
- * fuzz_framer.c - libFuzzer target for the watch framer (src/framer.c).
+ * fuzz_framer.c - libFuzzer target for the watch framer (src/wire/framer.c).
  *
  * Input layout:
  *   byte 0     the frame limit: max = 1 + byte (1..256), so that oversize
@@ -11,7 +11,7 @@
  * Fed in one read and fed in those reads, with the scanner this CPU runs
  * best and with each other scanner it can run, the framer must emit exactly what
  * a plain byte-at-a-time model computes from the whole stream (the rules
- * are in the comment atop src/framer.c): between values whitespace is
+ * are in the comment atop src/wire/framer.c): between values whitespace is
  * skipped; '{' or '[' starts a value, which ends at the bracket that brings
  * its depth back to zero, brackets inside strings and escaped bytes not
  * counting; any other byte starts a junk line, which ends before the next
@@ -30,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "framer.h"
-#include "json.h"
+#include "wire/framer.h"
+#include "wire/json.h"
 
 /* One event: a frame's bytes, or an oversize report (oversize set). */
 typedef struct {

@@ -1,6 +1,6 @@
 /*
  * fuzz_kubeconfig.c - libFuzzer target for the kubeconfig loader
- * (src/kubeconfig.c, src/config*.c, the YAML and exec-config readers).
+ * (src/conn/kubeconfig.c, src/conn/*.c, the YAML and exec-config readers).
  *
  * The input is a kubeconfig file. It is written to a private temporary
  * directory and loaded three ways, as klua would:
@@ -28,7 +28,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "conn/conn.h"
 
 #define OVERRIDE_TOKEN "fuzz-override-token-3c1f"
 

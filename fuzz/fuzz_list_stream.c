@@ -1,6 +1,6 @@
 /*
  * fuzz_list_stream.c - libFuzzer target for the streaming LIST decoder
- * (src/list_stream.c).
+ * (src/wire/list_stream.c).
  *
  * The input is a LIST response body. It is decoded whole by kl_decode_list
  * and streamed through kl_list_stream_feed/finish twice: in one read, and
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
-#include "list_stream.h"
+#include "wire/decode.h"
+#include "wire/list_stream.h"
 
 static void die(const char *what) {
     fprintf(stderr, "fuzz_list_stream: %s\n", what);

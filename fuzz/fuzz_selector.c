@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "embedded.h"
+#include "lua/embedded.h"
 #include "lua_coverage.h"
 
 static lua_State *L; /* stack: the check function, the selector module */

@@ -1,6 +1,6 @@
 /*
- * fuzz_view.c - libFuzzer target for the lazy Lua views (src/view.c) and
- * klua.json (src/lua_json.c).
+ * fuzz_view.c - libFuzzer target for the lazy Lua views (src/lua/view.c) and
+ * klua.json (src/lua/lua_json.c).
  *
  * The input is any bytes, usually a JSON object or a watch frame. It walks,
  * with fuzz/view_walk.lua, the views a script can get:
@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
-#include "lua_json.h"
-#include "view.h"
+#include "wire/decode.h"
+#include "lua/lua_json.h"
+#include "lua/view.h"
 
 /* The state every input is walked in; its stack holds walk and the table of
  * klua's object functions (copy, get, type and json, as in klua). */

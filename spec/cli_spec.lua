@@ -44,7 +44,7 @@ describe('klua version', function()
     local out, err, code = K.run({ 'version' })
     assert.equals(0, code, err)
     local root = os.getenv('KLUA_ROOT') or '.'
-    local version = K.read_file(root .. '/src/version.h'):match('KLUA_VERSION "([^"]+)"')
+    local version = K.read_file(root .. '/src/base/version.h'):match('KLUA_VERSION "([^"]+)"')
     local curl = K.run_command('pkg-config --modversion libcurl')
     local lua = K.run_command('lua5.4 -v'):match('^(Lua %d+%.%d+%.%d+)')
     assert.same({ 'klua ' .. version, lua, 'libcurl ' .. curl, 'lua-cjson ' .. cjson._VERSION:match('[%d.]+$') },

@@ -30,7 +30,7 @@ end
 -- ---- fuzz_framer: byte 1 = max - 1, byte 2 seeds the read sizes --------
 
 -- What the framer must emit for the whole stream, one byte at a time (the
--- rules atop src/framer.c): frames and oversize reports in order, and the
+-- rules atop src/wire/framer.c): frames and oversize reports in order, and the
 -- bytes it holds at the end.
 local function framer_model(s, max)
   local out, state, start, depth, in_string, escaped = {}, 'between', 1, 0, false, false

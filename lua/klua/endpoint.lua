@@ -1,5 +1,5 @@
 --- What klua's metrics and probe endpoint answers (`--metrics-bind-address`,
--- `--health-probe-bind-address`; served from C by src/lua_endpoint.c):
+-- `--health-probe-bind-address`; served from C by src/lua/lua_endpoint.c):
 --
 --   /metrics  the script's own metrics (klua.metrics) and klua's, in
 --             Prometheus's text format, with the names Kubernetes users

@@ -7,7 +7,7 @@
 --
 -- This module owns watch's flags: FLAGS below drives the parser, the usage
 -- line and `klua watch --help`, whose lines have the layout of klua's global
--- flags (src/cli.c), which klua prints after them.
+-- flags (src/cli/cli.c), which klua prints after them.
 --
 -- Exit status 2 for a usage error found before any request; 1, with the
 -- server's words, for a resource it does not serve or a first LIST it

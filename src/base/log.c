@@ -1,0 +1,77 @@
+/* log.c - the diagnostic log on stderr; see log.h. */
+#include "base/log.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static struct {
+    int verbosity;
+    kl_log_format format;
+} sink = {0, KL_LOG_TEXT};
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+void kl_log_configure(int verbosity, kl_log_format format) {
+    sink.verbosity = verbosity;
+    sink.format = format;
+}
+
+int kl_log_verbosity(void) { return sink.verbosity; }
+int kl_log_format_json(void) { return sink.format == KL_LOG_JSON; }
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void emit(kl_log_level level, const char *component, const char *msg) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[40];
+    size_t n = strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(when + n, sizeof when - n, ".%03ldZ", ts.tv_nsec / 1000000);
+    if (sink.format == KL_LOG_JSON) {
+        fprintf(stderr, "{\"time\":\"%s\",\"level\":\"%s\",\"component\":", when, level_names[level]);
+        json_string(stderr, component);
+        fputs(",\"msg\":", stderr);
+        json_string(stderr, msg);
+        fputs("}\n", stderr);
+    } else {
+        fprintf(stderr, "%s %-5s [%s] %s\n", when, level_names[level], component, msg);
+    }
+    fflush(stderr);
+}
+
+void kl_log_va(kl_log_level level, const char *component, const char *fmt, va_list ap) {
+    if (level == KL_LOG_DEBUG && sink.verbosity < 4) return;
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    emit(level, component, msg);
+}
+
+void kl_log(kl_log_level level, const char *component, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    kl_log_va(level, component, fmt, ap);
+    va_end(ap);
+}
+
+void kl_vlog(int v, const char *component, const char *fmt, ...) {
+    if (sink.verbosity < v) return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    emit(KL_LOG_INFO, component, msg);
+}

@@ -1,0 +1,280 @@
+/* loop.c - the event loop; see loop.h. */
+#include "base/loop.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/xalloc.h"
+
+typedef struct timer {
+    double when;
+    uint64_t id;
+    kl_loop_fn fn;
+    void *ud;
+} timer;
+
+/* A descriptor besides curl's whose readiness wakes the loop. */
+typedef struct watch {
+    int fd;
+    kl_loop_fn fn;
+    void *ud;
+} watch;
+
+typedef struct deferred {
+    uint64_t id;
+    kl_loop_fn fn; /* NULL once cancelled or run */
+    void *ud;
+} deferred;
+
+struct kl_loop {
+    CURLM *multi;
+    kl_loop_done_fn on_done;
+    timer *heap; /* min-heap on when, then id */
+    size_t ntimers, captimers;
+    uint64_t next_id; /* timers and deferred work share one id space */
+    deferred *work; /* deferred work queued for the next iteration */
+    size_t nwork, capwork;
+    int sigfd;
+    watch watches[KL_LOOP_WATCHES];
+    int nwatches;
+    sigset_t sigs; /* SIGINT and SIGTERM, read through sigfd */
+    sigset_t oldmask;
+    int stop;
+    int stop_signal;
+};
+
+double kl_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+kl_loop *kl_loop_new(kl_loop_done_fn on_done) {
+    kl_loop *loop = calloc(1, sizeof *loop);
+    if (!loop) return NULL;
+    loop->multi = curl_multi_init();
+    loop->on_done = on_done;
+    loop->next_id = 1;
+    sigemptyset(&loop->sigs);
+    sigaddset(&loop->sigs, SIGINT);
+    sigaddset(&loop->sigs, SIGTERM);
+    sigprocmask(SIG_BLOCK, &loop->sigs, &loop->oldmask);
+    loop->sigfd = signalfd(-1, &loop->sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (!loop->multi || loop->sigfd < 0) {
+        kl_loop_free(loop);
+        return NULL;
+    }
+    return loop;
+}
+
+void kl_loop_free(kl_loop *loop) {
+    if (!loop) return;
+    if (loop->multi) curl_multi_cleanup(loop->multi);
+    if (loop->sigfd >= 0) close(loop->sigfd);
+    sigprocmask(SIG_SETMASK, &loop->oldmask, NULL);
+    free(loop->heap);
+    free(loop->work);
+    free(loop);
+}
+
+CURLM *kl_loop_multi(kl_loop *loop) { return loop->multi; }
+
+static int earlier(const timer *a, const timer *b) {
+    return a->when < b->when || (a->when == b->when && a->id < b->id);
+}
+
+static void swap(timer *a, timer *b) {
+    timer t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void sift_up(timer *h, size_t i) {
+    while (i > 0 && earlier(&h[i], &h[(i - 1) / 2])) {
+        swap(&h[i], &h[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+}
+
+static void sift_down(timer *h, size_t n, size_t i) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && earlier(&h[l], &h[m])) m = l;
+        if (r < n && earlier(&h[r], &h[m])) m = r;
+        if (m == i) return;
+        swap(&h[i], &h[m]);
+        i = m;
+    }
+}
+
+static void heap_remove(kl_loop *loop, size_t i) {
+    loop->heap[i] = loop->heap[--loop->ntimers];
+    if (i < loop->ntimers) {
+        sift_down(loop->heap, loop->ntimers, i);
+        sift_up(loop->heap, i);
+    }
+}
+
+uint64_t kl_loop_after(kl_loop *loop, double delay, kl_loop_fn fn, void *ud) {
+    if (loop->ntimers == loop->captimers) {
+        size_t cap = loop->captimers ? loop->captimers * 2 : 16;
+        loop->heap = kl_xrealloc(loop->heap, cap * sizeof *loop->heap);
+        loop->captimers = cap;
+    }
+    timer *t = &loop->heap[loop->ntimers];
+    t->when = kl_now() + (delay > 0 ? delay : 0);
+    t->id = loop->next_id++;
+    t->fn = fn;
+    t->ud = ud;
+    sift_up(loop->heap, loop->ntimers++);
+    return loop->next_id - 1;
+}
+
+void kl_loop_cancel(kl_loop *loop, uint64_t id) {
+    if (!id) return;
+    for (size_t i = 0; i < loop->nwork; i++) {
+        if (loop->work[i].id == id) {
+            loop->work[i].fn = NULL;
+            return;
+        }
+    }
+    for (size_t i = 0; i < loop->ntimers; i++) {
+        if (loop->heap[i].id == id) {
+            heap_remove(loop, i);
+            return;
+        }
+    }
+}
+
+uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud) {
+    if (loop->nwork == loop->capwork) {
+        size_t cap = loop->capwork ? loop->capwork * 2 : 16;
+        loop->work = kl_xrealloc(loop->work, cap * sizeof *loop->work);
+        loop->capwork = cap;
+    }
+    loop->work[loop->nwork++] = (deferred){loop->next_id, fn, ud};
+    return loop->next_id++;
+}
+
+void kl_loop_stop(kl_loop *loop) { loop->stop = 1; }
+int kl_loop_stopping(const kl_loop *loop) { return loop->stop; }
+
+static void run_timers(kl_loop *loop) {
+    double now = kl_now();
+    while (loop->ntimers && loop->heap[0].when <= now && !loop->stop) {
+        timer t = loop->heap[0];
+        heap_remove(loop, 0);
+        t.fn(loop, t.ud);
+    }
+}
+
+/* Runs the work deferred so far; work deferred meanwhile waits for the next
+ * iteration, so a stage that keeps deferring cannot starve the sockets. An
+ * entry is cleared before it runs, so that cancelling it from inside does
+ * nothing; a stop leaves the entries not reached queued, still owned by
+ * whoever deferred them (and cancellable by them). */
+static void run_deferred(kl_loop *loop) {
+    size_t n = loop->nwork, i;
+    for (i = 0; i < n && !loop->stop; i++) {
+        deferred w = loop->work[i];
+        loop->work[i].fn = NULL;
+        if (w.fn) w.fn(loop, w.ud);
+    }
+    if (i == 0) return;
+    memmove(loop->work, loop->work + i, (loop->nwork - i) * sizeof *loop->work);
+    loop->nwork -= i;
+}
+
+static void reap_transfers(kl_loop *loop) {
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(loop->multi, &left))) {
+        if (msg->msg == CURLMSG_DONE) loop->on_done(loop, msg->easy_handle, msg->data.result);
+    }
+}
+
+/* The first SIGINT or SIGTERM stops the loop; from then on both have their
+ * default action again, so that a second one ends the process at once
+ * even if the shutdown itself were stuck. */
+static void read_signals(kl_loop *loop) {
+    struct signalfd_siginfo si;
+    while (read(loop->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        loop->stop = 1;
+        if (loop->stop_signal) continue;
+        loop->stop_signal = (int)si.ssi_signo;
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        sigprocmask(SIG_UNBLOCK, &loop->sigs, NULL);
+    }
+}
+
+int kl_loop_poll_signal(kl_loop *loop) {
+    if (!loop->stop_signal) read_signals(loop);
+    return loop->stop_signal;
+}
+
+int kl_loop_signal(const kl_loop *loop) { return loop->stop_signal; }
+
+static int wait_timeout_ms(kl_loop *loop) {
+    if (loop->nwork) return 0;
+    if (!loop->ntimers) return 1000;
+    double ms = (loop->heap[0].when - kl_now()) * 1000.0;
+    if (ms <= 0) return 0;
+    return ms > 1000 ? 1000 : (int)ms + 1;
+}
+
+int kl_loop_watch(kl_loop *loop, int fd, kl_loop_fn fn, void *ud) {
+    if (loop->nwatches == KL_LOOP_WATCHES) return -1;
+    loop->watches[loop->nwatches++] = (watch){fd, fn, ud};
+    return 0;
+}
+
+void kl_loop_unwatch(kl_loop *loop, int fd) {
+    for (int i = 0; i < loop->nwatches; i++) {
+        if (loop->watches[i].fd != fd) continue;
+        loop->watches[i] = loop->watches[--loop->nwatches];
+        return;
+    }
+}
+
+/* Waits for curl's sockets, the signal descriptor and the watched ones;
+ * then calls the watchers whose descriptor is readable. A watcher may
+ * unwatch itself or another, so the ready ones are collected first. */
+static void wait_and_dispatch(kl_loop *loop) {
+    struct curl_waitfd fds[1 + KL_LOOP_WATCHES];
+    fds[0] = (struct curl_waitfd){.fd = loop->sigfd, .events = CURL_WAIT_POLLIN};
+    int n = loop->nwatches;
+    for (int i = 0; i < n; i++)
+        fds[1 + i] = (struct curl_waitfd){.fd = loop->watches[i].fd, .events = CURL_WAIT_POLLIN};
+    curl_multi_poll(loop->multi, fds, (unsigned)(1 + n), wait_timeout_ms(loop), NULL);
+    kl_loop_poll_signal(loop);
+    watch ready[KL_LOOP_WATCHES];
+    int nready = 0;
+    for (int i = 0; i < n; i++)
+        if (fds[1 + i].revents & CURL_WAIT_POLLIN) ready[nready++] = loop->watches[i];
+    for (int i = 0; i < nready; i++) {
+        for (int j = 0; j < loop->nwatches; j++) {
+            if (loop->watches[j].fd == ready[i].fd) {
+                ready[i].fn(loop, ready[i].ud);
+                break;
+            }
+        }
+    }
+}
+
+int kl_loop_run(kl_loop *loop) {
+    while (!loop->stop) {
+        int running;
+        curl_multi_perform(loop->multi, &running);
+        reap_transfers(loop);
+        run_timers(loop);
+        run_deferred(loop);
+        if (loop->stop) break;
+        wait_and_dispatch(loop);
+    }
+    return loop->stop_signal;
+}

@@ -1,0 +1,181 @@
+/* informer.c - reflector + store + notification queue; see informer.h. */
+#include "cache/informer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/json.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+
+#define QUEUE_HIGH 1024 /* notifications at which the reflector is held */
+#define QUEUE_LOW 256   /* ...and released */
+
+struct kl_informer {
+    kl_reflector *reflector;
+    kl_store *store;
+    kl_informer_ready_fn ready;
+    void *ud;
+    kl_notif *q; /* FIFO ring */
+    size_t head, n, cap;
+    int held;              /* told the reflector it is full */
+    int listed;            /* the first LIST has been stored */
+    size_t initial_left;   /* notifications of the first list not yet taken */
+    uint64_t seq;          /* of the last notification queued */
+};
+
+void kl_notif_clear(kl_notif *n) {
+    kl_json_free(n->parsed);
+    kl_obj_clear(&n->old);
+    kl_obj_clear(&n->cur);
+    memset(n, 0, sizeof *n);
+}
+
+/* Only the bytes matter to handlers: identity strings stay in the store. */
+static void share_bytes(kl_obj *dst, const kl_obj *src) {
+    memset(dst, 0, sizeof *dst);
+    dst->blob = src->blob ? kl_blob_ref(src->blob) : NULL;
+    dst->off = src->off;
+    dst->len = src->len;
+}
+
+static void push(kl_informer *inf, kl_notif *n) {
+    if (inf->n == inf->cap) {
+        size_t cap = inf->cap ? inf->cap * 2 : 256;
+        kl_notif *q = kl_xmalloc(cap * sizeof *q);
+        for (size_t i = 0; i < inf->n; i++) q[i] = inf->q[(inf->head + i) % inf->cap];
+        free(inf->q);
+        inf->q = q;
+        inf->head = 0;
+        inf->cap = cap;
+    }
+    n->seq = ++inf->seq;
+    inf->q[(inf->head + inf->n++) % inf->cap] = *n;
+    if (inf->n == 1) inf->ready(inf->ud, inf);
+}
+
+static void on_change(void *ud, kl_change change, kl_obj *old, kl_obj *now) {
+    kl_informer *inf = ud;
+    kl_notif n;
+    memset(&n, 0, sizeof n);
+    n.type = change;
+    if (change == KL_CHANGE_DELETE) {
+        n.cur = *old;
+        n.unknown = 1;
+    } else {
+        if (old) n.old = *old;
+        share_bytes(&n.cur, now);
+        n.initial = !inf->listed;
+    }
+    push(inf, &n);
+    if (n.initial) inf->initial_left++;
+}
+
+static int full(kl_informer *inf) {
+    if (inf->n >= QUEUE_HIGH) inf->held = 1;
+    return inf->held;
+}
+
+static int sink_replace(void *ud, kl_list *list) {
+    kl_informer *inf = ud;
+    kl_store_replace(inf->store, list, on_change, inf);
+    inf->listed = 1;
+    /* An empty list queues nothing, yet the dispatcher must see the sync. */
+    if (!inf->n) inf->ready(inf->ud, inf);
+    return full(inf);
+}
+
+static int sink_event(void *ud, kl_event *ev) {
+    kl_informer *inf = ud;
+    kl_notif n;
+    memset(&n, 0, sizeof n);
+    if (ev->type == KL_EV_DELETED) {
+        char key[512];
+        kl_obj_key(&ev->obj, key, sizeof key);
+        kl_obj gone;
+        if (kl_store_delete(inf->store, key, &gone)) kl_obj_clear(&gone);
+        n.type = KL_CHANGE_DELETE;
+        share_bytes(&n.cur, &ev->obj);
+    } else {
+        kl_obj shared;
+        share_bytes(&shared, &ev->obj);
+        int had = kl_store_put(inf->store, &ev->obj, &n.old);
+        n.type = had ? KL_CHANGE_UPDATE : KL_CHANGE_ADD;
+        n.cur = shared;
+    }
+    n.parsed = ev->parsed;
+    ev->parsed = NULL;
+    push(inf, &n);
+    return full(inf);
+}
+
+kl_informer *kl_informer_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
+                             kl_informer_ready_fn ready, void *ud) {
+    kl_informer *inf = kl_xcalloc(1, sizeof *inf);
+    inf->ready = ready;
+    inf->ud = ud;
+    inf->store = kl_store_new();
+    inf->reflector = kl_reflector_new(loop, http, o, (kl_reflector_sink){sink_replace, sink_event}, inf);
+    return inf;
+}
+
+void kl_informer_start(kl_informer *inf) { kl_reflector_start(inf->reflector); }
+
+void kl_informer_free(kl_informer *inf) {
+    if (!inf) return;
+    kl_reflector_free(inf->reflector);
+    inf->reflector = NULL;
+    inf->held = 0;
+    kl_notif n;
+    while (kl_informer_pop(inf, &n)) kl_notif_clear(&n);
+    free(inf->q);
+    kl_store_free(inf->store);
+    free(inf);
+}
+
+int kl_informer_pop(kl_informer *inf, kl_notif *n) {
+    if (!inf->n) return 0;
+    *n = inf->q[inf->head];
+    inf->head = (inf->head + 1) % inf->cap;
+    inf->n--;
+    if (n->initial && inf->initial_left) inf->initial_left--;
+    if (inf->held && inf->n <= QUEUE_LOW) {
+        inf->held = 0;
+        kl_reflector_kick(inf->reflector);
+    }
+    return 1;
+}
+
+size_t kl_informer_pending(const kl_informer *inf) { return inf->n; }
+kl_store *kl_informer_store(kl_informer *inf) { return inf->store; }
+int kl_informer_synced(const kl_informer *inf) { return inf->listed && inf->initial_left == 0; }
+const kl_reflector_stats *kl_informer_stats(const kl_informer *inf) {
+    return kl_reflector_get_stats(inf->reflector);
+}
+const char *kl_informer_rv(const kl_informer *inf) { return kl_reflector_rv(inf->reflector); }
+
+double kl_informer_failing_for(const kl_informer *inf, double now) {
+    return kl_reflector_failing_for(inf->reflector, now);
+}
+
+uint64_t kl_informer_seq(const kl_informer *inf) { return inf->seq; }
+
+/* Queues a notification of type for every cached object: an ADD for add
+ * handler `only` alone, or an UPDATE with old = new for every handler. */
+static void queue_cache(kl_informer *inf, kl_change type, int only) {
+    size_t cur = 0;
+    const kl_obj *o;
+    while ((o = kl_store_next(inf->store, &cur))) {
+        kl_notif n;
+        memset(&n, 0, sizeof n);
+        n.type = type;
+        n.only = only;
+        if (type == KL_CHANGE_UPDATE) share_bytes(&n.old, o);
+        share_bytes(&n.cur, o);
+        push(inf, &n);
+    }
+}
+
+void kl_informer_replay(kl_informer *inf, int handler) { queue_cache(inf, KL_CHANGE_ADD, handler); }
+
+void kl_informer_resync(kl_informer *inf) { queue_cache(inf, KL_CHANGE_UPDATE, 0); }

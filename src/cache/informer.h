@@ -1,0 +1,64 @@
+/*
+ * informer.h - one resource's reflector and store, and the ordered queue of
+ * notifications (add, update, delete) waiting for the script's handlers.
+ *
+ * The store is updated as soon as the reflector delivers; notifications
+ * then wait in a bounded queue. When the queue is full the reflector
+ * pauses, and with it the socket: slow handlers slow the stream down
+ * instead of growing memory.
+ */
+#ifndef KLUA_INFORMER_H
+#define KLUA_INFORMER_H
+
+#include <stdint.h>
+
+#include "cache/reflector.h"
+#include "cache/store.h"
+
+typedef struct kl_notif {
+    kl_change type;
+    kl_obj old;  /* UPDATE: the previous object */
+    kl_obj cur;  /* ADD, UPDATE: the new object; DELETE: the deleted one */
+    int unknown; /* DELETE: missed while relisting; cur is the last state seen */
+    int initial; /* ADD: part of the first list */
+    void *parsed; /* the watch event's parsed form of cur, or NULL; owned */
+    uint64_t seq; /* 1, 2, ...: the order notifications were queued in */
+    int only;     /* a replayed ADD for this add handler (1-based) alone, or 0 */
+} kl_notif;
+
+typedef struct kl_informer kl_informer;
+
+/* Called when notifications are waiting after the queue was empty. */
+typedef void (*kl_informer_ready_fn)(void *ud, kl_informer *inf);
+
+kl_informer *kl_informer_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
+                             kl_informer_ready_fn ready, void *ud);
+void kl_informer_start(kl_informer *inf);
+void kl_informer_free(kl_informer *inf);
+
+/* Takes the oldest notification into *n (the caller clears it with
+ * kl_notif_clear). 1 when one was taken, 0 when the queue is empty. */
+int kl_informer_pop(kl_informer *inf, kl_notif *n);
+size_t kl_informer_pending(const kl_informer *inf);
+void kl_notif_clear(kl_notif *n);
+
+kl_store *kl_informer_store(kl_informer *inf);
+/* The first LIST has been stored and all its notifications taken. */
+int kl_informer_synced(const kl_informer *inf);
+/* Queues an update (old = new) for every cached object, as client-go's
+ * periodic resync does. */
+void kl_informer_resync(kl_informer *inf);
+/* The seq of the last notification queued (0 before the first): a handler
+ * added now takes the notifications after it. */
+uint64_t kl_informer_seq(const kl_informer *inf);
+/* Queues an ADD of every cached object for add handler `handler` alone, as
+ * client-go replays its cache to a handler added to a running informer.
+ * The cache already holds what the queued notifications say, so the
+ * replay, queued after them, is all that handler needs of the past. */
+void kl_informer_replay(kl_informer *inf, int handler);
+const kl_reflector_stats *kl_informer_stats(const kl_informer *inf);
+const char *kl_informer_rv(const kl_informer *inf);
+/* See kl_reflector_failing_for. */
+double kl_informer_failing_for(const kl_informer *inf, double now);
+
+#endif

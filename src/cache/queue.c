@@ -1,0 +1,386 @@
+/* queue.c - rate-limited, delaying work queue; see queue.h. */
+#include "cache/queue.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "base/hmap.h"
+
+#define NOT_WAITING SIZE_MAX
+
+/* Everything the queue knows about one key. It lives while the key is
+ * queued, processing, delayed or has requeues to remember. */
+typedef struct item {
+    const char *key;                 /* the index's copy */
+    struct item *next;               /* FIFO link while queued */
+    struct item *run_prev, *run_next; /* processing list, oldest first */
+    size_t heap_pos;                 /* NOT_WAITING unless delayed */
+    double ready_at;                 /* due time while delayed */
+    uint64_t seq;                    /* orders delayed keys due at the same time */
+    double added_at;                 /* when it last became dirty */
+    double started_at;               /* when get() handed it out */
+    int requeues;
+    bool dirty;                      /* needs processing: queued, or re-added while processing */
+    bool processing;
+} item;
+
+struct kl_queue {
+    kl_queue_opts opts;
+    kl_hmap *items; /* key -> item */
+    item *head, *tail;
+    size_t depth;
+    item *run_head, *run_tail;
+    size_t processing;
+    item **heap; /* delayed keys, a min-heap on (ready_at, seq) */
+    size_t heap_len, heap_cap;
+    uint64_t seq;
+    double tokens, last_take; /* the overall bucket */
+    bool bucket_started;
+    size_t failing;
+    bool shutting_down;
+    uint64_t adds, retries;
+    kl_queue_dist wait, work, reconcile;
+};
+
+static const double bucket_bounds[KL_QUEUE_BUCKETS - 1] = {1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1, 10, 100};
+
+double kl_queue_bucket_bound(int i) {
+    if (i < 0) return 0;
+    return i < KL_QUEUE_BUCKETS - 1 ? bucket_bounds[i] : INFINITY;
+}
+
+static void dist_observe(kl_queue_dist *d, double seconds) {
+    if (!(seconds >= 0)) seconds = 0;
+    d->count++;
+    d->sum += seconds;
+    if (seconds > d->max) d->max = seconds;
+    int i = 0;
+    while (i < KL_QUEUE_BUCKETS - 1 && seconds > bucket_bounds[i]) i++;
+    d->buckets[i]++;
+}
+
+static kl_queue_opts resolve_opts(const kl_queue_opts *in) {
+    kl_queue_opts o = in ? *in : (kl_queue_opts){0};
+    if (!(o.base_delay > 0)) o.base_delay = 0.005;
+    if (!(o.max_delay > 0)) o.max_delay = 1000;
+    if (!(o.qps > 0)) o.qps = 10;
+    if (o.burst <= 0) o.burst = 100;
+    return o;
+}
+
+kl_queue *kl_queue_new(const kl_queue_opts *opts) {
+    kl_queue *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->items = kl_hmap_new();
+    if (!q->items) {
+        free(q);
+        return NULL;
+    }
+    q->opts = resolve_opts(opts);
+    return q;
+}
+
+void kl_queue_free(kl_queue *q) {
+    if (!q) return;
+    size_t cursor = 0;
+    void *it;
+    while (kl_hmap_next(q->items, &cursor, NULL, &it)) free(it);
+    kl_hmap_free(q->items);
+    free(q->heap);
+    free(q);
+}
+
+/* ---- per-key records ---- */
+
+static item *find(const kl_queue *q, const char *key) { return kl_hmap_get(q->items, key); }
+
+static item *find_or_create(kl_queue *q, const char *key) {
+    item *it = find(q, key);
+    if (it) return it;
+    it = calloc(1, sizeof *it);
+    if (!it) return NULL;
+    it->heap_pos = NOT_WAITING;
+    if (kl_hmap_put(q->items, key, it) < 0) {
+        free(it);
+        return NULL;
+    }
+    kl_hmap_lookup(q->items, key, &it->key, NULL);
+    return it;
+}
+
+/* Drops the record of a key the queue no longer needs to remember. */
+static void release_if_idle(kl_queue *q, item *it) {
+    if (it->dirty || it->processing || it->heap_pos != NOT_WAITING || it->requeues) return;
+    kl_hmap_del(q->items, it->key, NULL);
+    free(it);
+}
+
+/* ---- the FIFO and the processing list ---- */
+
+static void push_back(kl_queue *q, item *it) {
+    it->next = NULL;
+    if (q->tail) q->tail->next = it;
+    else q->head = it;
+    q->tail = it;
+    q->depth++;
+}
+
+static item *pop_front(kl_queue *q) {
+    item *it = q->head;
+    q->head = it->next;
+    if (!q->head) q->tail = NULL;
+    it->next = NULL;
+    q->depth--;
+    return it;
+}
+
+static void run_link(kl_queue *q, item *it) {
+    it->run_prev = q->run_tail;
+    it->run_next = NULL;
+    if (q->run_tail) q->run_tail->run_next = it;
+    else q->run_head = it;
+    q->run_tail = it;
+    q->processing++;
+}
+
+static void run_unlink(kl_queue *q, item *it) {
+    if (it->run_prev) it->run_prev->run_next = it->run_next;
+    else q->run_head = it->run_next;
+    if (it->run_next) it->run_next->run_prev = it->run_prev;
+    else q->run_tail = it->run_prev;
+    it->run_prev = it->run_next = NULL;
+    q->processing--;
+}
+
+/* client-go's Add on a known record: a dirty key is not added twice, and a
+ * key being processed waits for done() to be queued. */
+static void mark_dirty(kl_queue *q, item *it, double at) {
+    if (it->dirty) return;
+    it->dirty = true;
+    it->added_at = at;
+    q->adds++;
+    if (!it->processing) push_back(q, it);
+}
+
+int kl_queue_add(kl_queue *q, const char *key, double now) {
+    if (q->shutting_down) return 0;
+    item *it = find_or_create(q, key);
+    if (!it) return -1;
+    mark_dirty(q, it, now);
+    return 0;
+}
+
+/* ---- delayed adds: a binary min-heap that knows each item's position ---- */
+
+static bool due_before(const item *a, const item *b) {
+    return a->ready_at < b->ready_at || (a->ready_at == b->ready_at && a->seq < b->seq);
+}
+
+static void heap_place(kl_queue *q, item *it, size_t pos) {
+    q->heap[pos] = it;
+    it->heap_pos = pos;
+}
+
+static void sift_up(kl_queue *q, size_t pos) {
+    item *it = q->heap[pos];
+    while (pos > 0) {
+        size_t parent = (pos - 1) / 2;
+        if (!due_before(it, q->heap[parent])) break;
+        heap_place(q, q->heap[parent], pos);
+        pos = parent;
+    }
+    heap_place(q, it, pos);
+}
+
+static void sift_down(kl_queue *q, size_t pos) {
+    item *it = q->heap[pos];
+    for (;;) {
+        size_t child = 2 * pos + 1;
+        if (child >= q->heap_len) break;
+        if (child + 1 < q->heap_len && due_before(q->heap[child + 1], q->heap[child])) child++;
+        if (!due_before(q->heap[child], it)) break;
+        heap_place(q, q->heap[child], pos);
+        pos = child;
+    }
+    heap_place(q, it, pos);
+}
+
+static int heap_push(kl_queue *q, item *it) {
+    if (q->heap_len == q->heap_cap) {
+        size_t cap = q->heap_cap ? q->heap_cap * 2 : 16;
+        item **grown = realloc(q->heap, cap * sizeof *grown);
+        if (!grown) return -1;
+        q->heap = grown;
+        q->heap_cap = cap;
+    }
+    q->heap_len++;
+    heap_place(q, it, q->heap_len - 1);
+    sift_up(q, q->heap_len - 1);
+    return 0;
+}
+
+static item *heap_pop(kl_queue *q) {
+    item *top = q->heap[0];
+    top->heap_pos = NOT_WAITING;
+    if (--q->heap_len > 0) {
+        heap_place(q, q->heap[q->heap_len], 0);
+        sift_down(q, 0);
+    }
+    return top;
+}
+
+/* Schedules it at `ready`, keeping an earlier pending time as client-go does. */
+static int schedule(kl_queue *q, item *it, double ready) {
+    if (it->heap_pos != NOT_WAITING) {
+        if (ready < it->ready_at) {
+            it->ready_at = ready;
+            it->seq = q->seq++;
+            sift_up(q, it->heap_pos);
+        }
+        return 0;
+    }
+    it->ready_at = ready;
+    it->seq = q->seq++;
+    return heap_push(q, it);
+}
+
+static int add_after_item(kl_queue *q, item *it, double delay, double now) {
+    q->retries++;
+    if (!(delay > 0)) {
+        mark_dirty(q, it, now);
+        return 0;
+    }
+    if (schedule(q, it, now + delay) == 0) return 0;
+    release_if_idle(q, it);
+    return -1;
+}
+
+int kl_queue_add_after(kl_queue *q, const char *key, double delay, double now) {
+    if (q->shutting_down) return 0;
+    item *it = find_or_create(q, key);
+    if (!it) return -1;
+    return add_after_item(q, it, delay, now);
+}
+
+size_t kl_queue_advance(kl_queue *q, double now) {
+    size_t moved = 0;
+    while (q->heap_len > 0 && q->heap[0]->ready_at <= now) {
+        item *it = heap_pop(q);
+        /* It has waited since it fell due, however late the loop came. */
+        mark_dirty(q, it, it->ready_at);
+        moved++;
+    }
+    return moved;
+}
+
+double kl_queue_next_ready(const kl_queue *q) { return q->heap_len ? q->heap[0]->ready_at : -1; }
+
+/* ---- rate limiting: per-key exponential backoff and the overall bucket ---- */
+
+static double backoff(kl_queue *q, item *it) {
+    int exp = it->requeues;
+    if (it->requeues == 0) q->failing++;
+    if (it->requeues < INT_MAX) it->requeues++;
+    /* 2^1100 is past the double range: the cap applies long before. */
+    double d = ldexp(q->opts.base_delay, exp < 1100 ? exp : 1100);
+    return d < q->opts.max_delay ? d : q->opts.max_delay;
+}
+
+/* Reserves one token now; returns how long until that token exists. Tokens
+ * refill at qps up to burst and may go negative: each reservation beyond the
+ * burst waits 1/qps longer than the previous one. */
+static double bucket_delay(kl_queue *q, double now) {
+    if (isinf(q->opts.qps)) return 0;
+    if (!q->bucket_started) {
+        q->tokens = q->opts.burst;
+        q->last_take = now;
+        q->bucket_started = true;
+    }
+    if (now > q->last_take) {
+        q->tokens += (now - q->last_take) * q->opts.qps;
+        if (q->tokens > q->opts.burst) q->tokens = q->opts.burst;
+        q->last_take = now;
+    }
+    q->tokens -= 1;
+    return q->tokens < 0 ? -q->tokens / q->opts.qps : 0;
+}
+
+int kl_queue_add_rate_limited(kl_queue *q, const char *key, double now) {
+    if (q->shutting_down) return 0;
+    item *it = find_or_create(q, key);
+    if (!it) return -1;
+    double per_key = backoff(q, it);
+    double overall = bucket_delay(q, now);
+    return add_after_item(q, it, per_key > overall ? per_key : overall, now);
+}
+
+void kl_queue_forget(kl_queue *q, const char *key) {
+    item *it = find(q, key);
+    if (!it || !it->requeues) return;
+    it->requeues = 0;
+    q->failing--;
+    release_if_idle(q, it);
+}
+
+int kl_queue_num_requeues(const kl_queue *q, const char *key) {
+    item *it = find(q, key);
+    return it ? it->requeues : 0;
+}
+
+/* ---- processing ---- */
+
+const char *kl_queue_get(kl_queue *q, double now, int *shut_down) {
+    kl_queue_advance(q, now);
+    if (shut_down) *shut_down = q->shutting_down && !q->head && !q->processing;
+    if (!q->head) return NULL;
+    item *it = pop_front(q);
+    it->dirty = false;
+    it->processing = true;
+    it->started_at = now;
+    run_link(q, it);
+    dist_observe(&q->wait, now - it->added_at);
+    return it->key;
+}
+
+void kl_queue_done(kl_queue *q, const char *key, double now) {
+    item *it = find(q, key);
+    if (!it || !it->processing) return;
+    run_unlink(q, it);
+    it->processing = false;
+    dist_observe(&q->work, now - it->started_at);
+    if (it->dirty) push_back(q, it);
+    else release_if_idle(q, it);
+}
+
+size_t kl_queue_len(const kl_queue *q) { return q->depth; }
+
+void kl_queue_shutdown(kl_queue *q) {
+    q->shutting_down = true;
+    while (q->heap_len > 0) release_if_idle(q, heap_pop(q));
+}
+
+int kl_queue_shutting_down(const kl_queue *q) { return q->shutting_down; }
+
+void kl_queue_observe(kl_queue *q, double seconds) { dist_observe(&q->reconcile, seconds); }
+
+void kl_queue_get_stats(const kl_queue *q, double now, kl_queue_stats *out) {
+    *out = (kl_queue_stats){
+        .depth = q->depth,
+        .processing = q->processing,
+        .waiting = q->heap_len,
+        .failing = q->failing,
+        .adds = q->adds,
+        .retries = q->retries,
+        .wait = q->wait,
+        .work = q->work,
+        .reconcile = q->reconcile,
+    };
+    for (const item *it = q->run_head; it; it = it->run_next) {
+        double ran = now - it->started_at;
+        if (ran < 0) continue;
+        out->unfinished += ran;
+        if (ran > out->longest) out->longest = ran;
+    }
+}

@@ -1,0 +1,653 @@
+/* cli.c - parsing the klua command line and printing its help; see cli.h. */
+#include "cli/cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/embedded.h"
+#include "conn/serve.h"
+
+/* ---- numbers and durations ------------------------------------------------ */
+
+/* Numeric flags end up as ints, longs and size_ts: this bound keeps those
+ * conversions defined, since strtod also reads "inf" and "1e300". */
+#define NUMBER_MAX 2147483647.0
+
+/* Reads s as a number in [lo, hi]; NaN is refused as not a number. */
+static int parse_number(FILE *errs, const char *flag, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo)) {
+        fprintf(errs, "klua: %s needs a number of at least %g, not \"%s\"\n", flag, lo, s);
+        return -1;
+    }
+    if (v > hi) {
+        fprintf(errs, "klua: %s needs a number of at most %.15g, not \"%s\"\n", flag, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A duration as kubectl writes it: "30", "30s", "500ms", "2m", "1h". */
+static int parse_duration(FILE *errs, const char *flag, const char *s, double *out) {
+    static const struct {
+        const char *unit;
+        double secs;
+    } units[] = {{"", 1}, {"s", 1}, {"ms", 0.001}, {"m", 60}, {"h", 3600}};
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!errno && end != s && v >= 0) {
+        for (size_t k = 0; k < sizeof units / sizeof units[0]; k++) {
+            if (strcmp(end, units[k].unit) == 0) {
+                *out = v * units[k].secs;
+                return 0;
+            }
+        }
+    }
+    fprintf(errs, "klua: %s needs a duration such as 30s, 500ms or 2m, not \"%s\"\n", flag, s);
+    return -1;
+}
+
+/* A switch alone is on; with a value it is what the value says, as pflag
+ * reads --insecure-skip-tls-verify=false. */
+static int parse_switch(FILE *errs, const char *flag, const char *v, int *out) {
+    static const char *const on[] = {"1", "t", "T", "true", "TRUE", "True", NULL};
+    static const char *const off[] = {"0", "f", "F", "false", "FALSE", "False", NULL};
+    *out = 1;
+    if (!v) return 0;
+    for (int k = 0; on[k]; k++)
+        if (!strcmp(v, on[k])) return 0;
+    *out = 0;
+    for (int k = 0; off[k]; k++)
+        if (!strcmp(v, off[k])) return 0;
+    fprintf(errs, "klua: %s is a switch: true or false, not \"%s\"\n", flag, v);
+    return -1;
+}
+
+/* ---- the global flags ------------------------------------------------------ */
+
+typedef int (*flag_setter)(kl_cli *c, FILE *errs, const char *name, const char *v);
+
+static int set_kubeconfig(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.conn.kubeconfig = v;
+    return 0;
+}
+
+static int set_context(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.conn.context = v;
+    return 0;
+}
+
+static int set_server(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.conn.server = v;
+    return 0;
+}
+
+static int set_token(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.conn.token = v;
+    return 0;
+}
+
+static int set_insecure(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_switch(errs, name, v, &c->rt.conn.insecure_skip_tls_verify);
+}
+
+static int set_allow_insecure(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_switch(errs, name, v, &c->rt.conn.allow_insecure_credentials);
+}
+
+static int set_verbosity(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    double n;
+    if (parse_number(errs, name, v, 0, NUMBER_MAX, &n) < 0) return -1;
+    c->verbosity = (int)n;
+    return 0;
+}
+
+static int set_log_format(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)name;
+    if (!strcmp(v, "text")) c->format = KL_LOG_TEXT;
+    else if (!strcmp(v, "json")) c->format = KL_LOG_JSON;
+    else {
+        fprintf(errs, "klua: --log-format must be text or json, not \"%s\"\n", v);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_instruction_budget(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    double n;
+    /* Any larger budget means "as much as an int allows". */
+    if (parse_number(errs, name, v, 0, HUGE_VAL, &n) < 0) return -1;
+    c->rt.instruction_budget = n > NUMBER_MAX ? (long)NUMBER_MAX : (long)n;
+    return 0;
+}
+
+static int set_memory_limit(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    double n;
+    if (parse_number(errs, name, v, 1, NUMBER_MAX, &n) < 0) return -1;
+    c->rt.memory_limit = (size_t)(n * 1048576.0);
+    return 0;
+}
+
+static int set_idle_timeout(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_number(errs, name, v, 0.1, NUMBER_MAX, &c->rt.idle_timeout);
+}
+
+static int set_watch_timeout(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    char lo[32];
+    const char *colon = strchr(v, ':');
+    snprintf(lo, sizeof lo, "%.*s", colon ? (int)(colon - v) : (int)strlen(v), v);
+    double a, b;
+    if (parse_number(errs, name, lo, 1, NUMBER_MAX, &a) < 0) return -1;
+    if (parse_number(errs, name, colon ? colon + 1 : lo, a, NUMBER_MAX, &b) < 0) return -1;
+    c->rt.watch_timeout_min = a;
+    c->rt.watch_timeout_max = b > a ? b : a + 1;
+    return 0;
+}
+
+static int set_page_size(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    double n;
+    if (parse_number(errs, name, v, 1, NUMBER_MAX, &n) < 0) return -1;
+    c->rt.page_size = (int)n;
+    return 0;
+}
+
+static int set_watch_list(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_switch(errs, name, v, &c->rt.watch_list);
+}
+
+static int set_watch_list_deadline(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_number(errs, name, v, 0.1, NUMBER_MAX, &c->rt.watch_list_deadline);
+}
+
+static int set_request_timeout(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_duration(errs, name, v, &c->rt.request_timeout);
+}
+
+static int set_leader_elect(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_switch(errs, name, v, &c->rt.ctl.leader_elect);
+}
+
+static int set_election_id(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.ctl.election_id = v;
+    return 0;
+}
+
+static int set_election_namespace(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.ctl.election_namespace = v;
+    return 0;
+}
+
+/* A lease duration, renew deadline or retry period: positive, as Go's
+ * time.Duration flags of client-go's components are written (15s). */
+static int parse_period(FILE *errs, const char *name, const char *v, double *out) {
+    if (parse_duration(errs, name, v, out) < 0) return -1;
+    if (*out > 0) return 0;
+    fprintf(errs, "klua: %s must be longer than 0s\n", name);
+    return -1;
+}
+
+static int set_lease_duration(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_period(errs, name, v, &c->rt.ctl.lease_duration);
+}
+
+static int set_renew_deadline(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_period(errs, name, v, &c->rt.ctl.renew_deadline);
+}
+
+static int set_retry_period(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_period(errs, name, v, &c->rt.ctl.retry_period);
+}
+
+/* A bind address as controller-runtime takes one; "0" turns it off. */
+static int parse_bind_address(FILE *errs, const char *name, const char *v, const char **out) {
+    if (!strcmp(v, "0")) {
+        *out = NULL;
+        return 0;
+    }
+    char host[256], why[256];
+    unsigned port;
+    if (kl_serve_parse_address(v, host, sizeof host, &port, why, sizeof why) < 0) {
+        fprintf(errs, "klua: %s %s; \"0\" turns it off\n", name, why);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int set_metrics_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_bind_address(errs, name, v, &c->rt.ctl.metrics_addr);
+}
+
+static int set_probe_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_bind_address(errs, name, v, &c->rt.ctl.probe_addr);
+}
+
+/* One flag: what parses it and what --help says of it. The help of every
+ * command prints this table, and a man page generator can read the same
+ * lines (see kl_cli_help). */
+typedef struct flag {
+    const char *group;   /* heading of the group this flag starts, or NULL */
+    const char *name;    /* "--kubeconfig" */
+    const char *alias;   /* "-v", or NULL */
+    const char *arg;     /* "FILE"; NULL for a switch */
+    const char *help;    /* one line */
+    flag_setter set;     /* NULL for a flag that stands for a command */
+    const char *command; /* that command: "help" or "version" */
+} flag;
+
+static const flag flags[] = {
+    {"Connection (as kubectl)", "--kubeconfig", NULL, "FILE",
+     "kubeconfig file (default: $KUBECONFIG, ~/.kube/config)", set_kubeconfig, NULL},
+    {NULL, "--context", NULL, "NAME", "kubeconfig context to use", set_context, NULL},
+    {NULL, "--server", NULL, "URL", "API server to use, with or without a kubeconfig", set_server, NULL},
+    {NULL, "--token", NULL, "TOKEN", "bearer token to send instead of the kubeconfig's credentials", set_token,
+     NULL},
+    {NULL, "--insecure-skip-tls-verify", NULL, NULL, "do not verify the server's certificate", set_insecure, NULL},
+    {NULL, "--allow-insecure-credentials", NULL, NULL, "send credentials over plain http", set_allow_insecure,
+     NULL},
+    {"Diagnostics", "-v", "--v", "N", "verbosity: 2 narrates every reflector, 6 every request", set_verbosity,
+     NULL},
+    {NULL, "--log-format", NULL, "text|json", "format of the log on stderr", set_log_format, NULL},
+    {"Limits and tuning", "--instruction-budget", NULL, "N",
+     "instructions a handler may run in one go (default 100000000)", set_instruction_budget, NULL},
+    {NULL, "--memory-limit", NULL, "MIB", "memory cap of the Lua state (default: none)", set_memory_limit, NULL},
+    {NULL, "--watch-idle-timeout", NULL, "SEC", "restart a watch silent this long (default 150)", set_idle_timeout,
+     NULL},
+    {NULL, "--watch-timeout", NULL, "MIN[:MAX]", "server-side watch timeout range (default 300:600)",
+     set_watch_timeout, NULL},
+    {NULL, "--page-size", NULL, "N", "objects per LIST page (default 500)", set_page_size, NULL},
+    {NULL, "--watch-list", NULL, NULL, "stream the initial state (sendInitialEvents) instead of LIST",
+     set_watch_list, NULL},
+    {NULL, "--watch-list-deadline", NULL, "SEC", "fall back to LIST when the initial state takes longer (default 10)",
+     set_watch_list_deadline, NULL},
+    {NULL, "--request-timeout", NULL, "DURATION",
+     "give up on a LIST (default 5m) or API call (1m) after this long", set_request_timeout,
+     NULL},
+    {"Running a controller (klua run)", "--leader-elect", NULL, NULL,
+     "reconcile only while holding a Lease, as client-go's leader election", set_leader_elect, NULL},
+    {NULL, "--leader-election-id", NULL, "NAME", "the Lease's name (default: the script's name)", set_election_id,
+     NULL},
+    {NULL, "--leader-election-namespace", NULL, "NS", "the Lease's namespace (default: the pod's, else the context's)",
+     set_election_namespace, NULL},
+    {NULL, "--leader-elect-lease-duration", NULL, "DUR", "how long a Lease holds without renewal (default 15s)",
+     set_lease_duration, NULL},
+    {NULL, "--leader-elect-renew-deadline", NULL, "DUR", "how long the leader tries to renew (default 10s)",
+     set_renew_deadline, NULL},
+    {NULL, "--leader-elect-retry-period", NULL, "DUR", "time between tries to take or renew (default 2s)",
+     set_retry_period, NULL},
+    {NULL, "--metrics-bind-address", NULL, "ADDR", "serve /metrics on ADDR, e.g. :8080 (default 0: off)",
+     set_metrics_addr, NULL},
+    {NULL, "--health-probe-bind-address", NULL, "ADDR", "serve /healthz and /readyz on ADDR (default 0: off)",
+     set_probe_addr, NULL},
+    {"Help", "--help", "-h", NULL, "print this help; after a command, the help of that command", NULL, "help"},
+    {NULL, "--version", "-V", NULL, "print the versions of klua and its libraries, as klua version", NULL,
+     "version"},
+};
+#define NFLAGS (sizeof flags / sizeof flags[0])
+
+/* The flag a word names, the part before any '=' (its length in len). */
+static const flag *find_flag(const char *word, size_t len) {
+    for (size_t k = 0; k < NFLAGS; k++) {
+        const flag *f = &flags[k];
+        if ((strlen(f->name) == len && !strncmp(word, f->name, len)) ||
+            (f->alias && strlen(f->alias) == len && !strncmp(word, f->alias, len)))
+            return f;
+    }
+    return NULL;
+}
+
+/* A short flag with a value takes it joined too, as pflag does: -v4. */
+static const flag *find_joined(const char *word) {
+    if (word[0] != '-' || word[1] == '-' || !word[1] || !word[2]) return NULL;
+    const flag *f = find_flag(word, 2);
+    return f && f->arg ? f : NULL;
+}
+
+/* ---- commands -------------------------------------------------------------- */
+
+typedef struct command {
+    const char *name;
+    const char *synopsis; /* for the list of commands */
+    const char *summary;  /* one line */
+    const char *usage;    /* the command's own usage line; NULL when klua.watch prints it */
+    const char *about;    /* what `klua help NAME` says after the usage line */
+} command;
+
+static const command commands[] = {
+    {"run", "run SCRIPT.lua [args...]", "run a Lua script on the List+Watch pipeline",
+     "usage: klua [flags] run SCRIPT.lua [script args...]",
+     "Runs SCRIPT.lua, which sees the global klua (README.md, docs/tutorial.md), until\n"
+     "it calls klua.stop() or SIGINT or SIGTERM stops it. Every word after SCRIPT.lua\n"
+     "is the script's (klua.args), flags included: klua's flags go before it. run has\n"
+     "no flags of its own."},
+    {"watch", "watch RESOURCE [NAME]", "print one line per event, like kubectl get -w", NULL, NULL},
+    {"test", "test [busted args...]", "run a controller's specs with klua.testing (docs/testing.md)",
+     "usage: klua test [busted args...]",
+     "Runs busted with the klua.testing harness on the Lua path and KLUA_BIN set to\n"
+     "this klua, so that a controller's specs start a sandbox API server and the\n"
+     "controller against it (docs/testing.md). Every word after test is busted's."},
+    {"version", "version", "print the versions of klua, Lua, libcurl and lua-cjson", "usage: klua version",
+     "Prints the version of klua and of the libraries it runs with, one per line\n"
+     "(also klua --version and klua -V)."},
+    {"help", "help [COMMAND]", "print this help, or the help of COMMAND (also COMMAND --help)",
+     "usage: klua help [COMMAND]", "Prints the help of klua, or of COMMAND with its flags."},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static const command *find_command(const char *name) {
+    for (size_t k = 0; k < NCOMMANDS; k++)
+        if (!strcmp(commands[k].name, name)) return &commands[k];
+    return NULL;
+}
+
+/* ---- suggestions ----------------------------------------------------------- */
+
+/* Words longer than this get no suggestion: nobody mistypes a flag that long. */
+#define SUGGEST_MAX 64
+
+/* Levenshtein distance, ignoring case, as cobra's suggestions measure it. */
+static size_t distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), row[SUGGEST_MAX + 1];
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
+            size_t best = diag + !same;
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* Keeps in *best the candidate nearest to word, if near enough to be what
+ * was meant: at most 2 edits, as cobra's SuggestionsMinimumDistance, and
+ * fewer edits than the word has letters (so "-x" is no typo of "-v"). For
+ * commands a candidate the word begins also counts, as in cobra. */
+static void consider(const char *word, const char *cand, int prefix, const char **best, size_t *best_d) {
+    const char *w = word + strspn(word, "-"), *c = cand + strspn(cand, "-");
+    size_t lw = strlen(w);
+    if (!lw || lw > SUGGEST_MAX || strlen(c) > SUGGEST_MAX) return;
+    size_t d = prefix && !strncmp(c, w, lw) ? 0 : distance(w, c);
+    if (d <= 2 && d < lw && d < *best_d) {
+        *best = cand;
+        *best_d = d;
+    }
+}
+
+/* The global flag nearest to word, or NULL. */
+static const char *suggest_flag(const char *word, const char *best, size_t best_d) {
+    for (size_t k = 0; k < NFLAGS; k++) {
+        consider(word, flags[k].name, 0, &best, &best_d);
+        if (flags[k].alias) consider(word, flags[k].alias, 0, &best, &best_d);
+    }
+    return best;
+}
+
+/* Writes "Did you mean this?" as cobra does, then where to read more. */
+static void hint(FILE *errs, const char *suggestion, const char *command) {
+    if (suggestion) fprintf(errs, "\nDid you mean this?\n\t%s\n\n", suggestion);
+    fprintf(errs, "Run 'klua%s%s --help' for usage.\n", command ? " " : "", command ? command : "");
+}
+
+/* A flag klua does not know: one line with the nearest flag it does know. */
+static int unknown_flag(FILE *errs, const char *arg, const char *command) {
+    fprintf(errs, "klua: unknown flag: %s\n", arg);
+    hint(errs, suggest_flag(arg, NULL, (size_t)-1), command);
+    return -1;
+}
+
+static const char *suggest_command(const char *word) {
+    const char *best = NULL;
+    size_t best_d = (size_t)-1;
+    for (size_t k = 0; k < NCOMMANDS; k++) consider(word, commands[k].name, 1, &best, &best_d);
+    return best;
+}
+
+/* suggest(word, names) -> the nearest of names and the global flags, or
+ * nil. For klua.watch's parse, whose flags live in Lua. */
+static int l_suggest(lua_State *L) {
+    const char *word = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    const char *best = NULL;
+    size_t best_d = (size_t)-1;
+    lua_Integer n = luaL_len(L, 2);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i); /* stays on the stack, so that best stays valid */
+        const char *cand = lua_tostring(L, -1);
+        if (cand) consider(word, cand, 0, &best, &best_d);
+    }
+    best = suggest_flag(word, best, best_d);
+    if (best) lua_pushstring(L, best);
+    else lua_pushnil(L);
+    return 1;
+}
+
+void kl_cli_push_suggest(lua_State *L) { lua_pushcfunction(L, l_suggest); }
+
+/* ---- parsing --------------------------------------------------------------- */
+
+/* Handles a setting flag at argv[*i]; 1 if it was one, 0 if not, -1 on error. */
+static int global_flag(kl_cli *c, int argc, char **argv, int *i, FILE *errs) {
+    const char *a = argv[*i];
+    const char *eq = a[0] == '-' ? strchr(a, '=') : NULL;
+    const flag *f = find_flag(a, eq ? (size_t)(eq - a) : strlen(a));
+    const char *v = NULL;
+    if (f && f->set) {
+        if (f->arg && eq) v = eq + 1;
+        else if (f->arg && *i + 1 < argc) v = argv[++*i];
+        else if (f->arg) {
+            fprintf(errs, "klua: flag %.*s needs a value\n", (int)(eq ? (size_t)(eq - a) : strlen(a)), a);
+            return -1;
+        } else if (eq) {
+            v = eq + 1;
+        }
+        return f->set(c, errs, f->name, v) < 0 ? -1 : 1;
+    }
+    if (f || !(f = find_joined(a)) || !f->set) return 0;
+    return f->set(c, errs, f->name, a + 2) < 0 ? -1 : 1;
+}
+
+/* The command a flag such as --help or -V stands for, or NULL. */
+static const char *command_flag(const char *a) {
+    const flag *f = find_flag(a, strlen(a));
+    return f && !f->set ? f->command : NULL;
+}
+
+/* The first word that is not a flag: the command. */
+static int take_command(kl_cli *c, const char *a, FILE *errs) {
+    const char *named = command_flag(a);
+    if (named) c->command = named;
+    else if (a[0] == '-') return unknown_flag(errs, a, NULL);
+    else c->command = a;
+    return 0;
+}
+
+int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs) {
+    memset(c, 0, sizeof *c);
+    c->rt.instruction_budget = 100000000;
+    c->args = calloc((size_t)argc + 1, sizeof *c->args);
+    if (!c->args) return -1;
+    for (int i = 1; i < argc; i++) {
+        /* After `run SCRIPT`, and after `test` (busted's flags), words are not klua's. */
+        int script_args = c->command && ((!strcmp(c->command, "run") && c->script) || !strcmp(c->command, "test"));
+        if (!script_args) {
+            int r = global_flag(c, argc, argv, &i, errs);
+            if (r < 0) return -1;
+            if (r) continue;
+        }
+        const char *a = argv[i];
+        const char *named = command_flag(a);
+        if (!c->command) {
+            if (take_command(c, a, errs) < 0) return -1;
+        } else if (!script_args && strcmp(c->command, "watch") && named && !strcmp(named, "help")) {
+            /* klua.watch reads its own words: `-e --help` is an expression. */
+            c->help = 1;
+        } else if (!strcmp(c->command, "run") && !c->script) {
+            if (a[0] == '-' && a[1]) return unknown_flag(errs, a, "run");
+            c->script = a;
+        } else {
+            c->args[c->nargs++] = argv[i];
+        }
+    }
+    return 0;
+}
+
+void kl_cli_free(kl_cli *c) {
+    free(c->args);
+    c->args = NULL;
+    c->nargs = 0;
+}
+
+/* ---- help ------------------------------------------------------------------ */
+
+/* The global flags (those that stand for a command only if with_commands),
+ * one line each under their group's heading: "  -v, --v N"
+ * or "      --kubeconfig FILE", the help from column 42. */
+static void print_flags(FILE *out, int with_commands) {
+    for (size_t k = 0; k < NFLAGS; k++) {
+        const flag *f = &flags[k];
+        char left[64];
+        if (!f->set && !with_commands) continue;
+        if (f->group) fprintf(out, "%s:\n", f->group);
+        const char *shrt = f->alias && f->alias[1] != '-' ? f->alias : f->name[1] != '-' ? f->name : NULL;
+        const char *lng = shrt == f->name ? f->alias : f->name;
+        snprintf(left, sizeof left, "%s%s%s%s%s", shrt ? shrt : "  ", shrt && lng ? ", " : "  ",
+                 lng ? lng : "", f->arg ? " " : "", f->arg ? f->arg : "");
+        fprintf(out, "  %-38s %s\n", left, f->help);
+    }
+}
+
+static void print_root(FILE *out) {
+    fputs("usage: klua [flags] COMMAND [args...]\n\n"
+          "klua runs the Kubernetes List+Watch pipeline and hands every event to Lua.\n\n"
+          "Commands:\n",
+          out);
+    for (size_t k = 0; k < NCOMMANDS; k++) fprintf(out, "  %-38s %s\n", commands[k].synopsis, commands[k].summary);
+    fputs("\nFlags (anywhere before a script's arguments):\n", out);
+    print_flags(out, 1);
+    fputs("\nRun 'klua help COMMAND' or 'klua COMMAND --help' for the usage and flags of a command.\n", out);
+}
+
+/* Loads klua.watch, as compiled into klua, into a bare Lua state: its flag
+ * parser and help need nothing of the runtime. NULL on failure, reported. */
+static lua_State *watch_module(FILE *errs) {
+    lua_State *L = luaL_newstate();
+    if (!L) {
+        fputs("klua: out of memory\n", errs);
+        return NULL;
+    }
+    luaL_openlibs(L);
+    kl_embedded_add_searcher(L);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "klua.watch");
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        fprintf(errs, "klua: %s\n", lua_tostring(L, -1));
+        lua_close(L);
+        return NULL;
+    }
+    return L;
+}
+
+/* Prints klua.watch's help (its usage, flags, and then the global flags). */
+static int watch_help(lua_State *L, FILE *out, FILE *errs) {
+    lua_getfield(L, -1, "help");
+    if (lua_pcall(L, 0, 1, 0) != LUA_OK || !lua_isstring(L, -1)) {
+        fprintf(errs, "klua: %s\n", lua_isstring(L, -1) ? lua_tostring(L, -1) : "klua.watch has no help");
+        return 1;
+    }
+    fputs(lua_tostring(L, -1), out);
+    fputs("\nGlobal flags:\n", out);
+    print_flags(out, 0);
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* Checks watch's words with klua.watch's parse before klua connects, so
+ * that a mistyped flag or --help needs no cluster. [-0, +0] on the module. */
+static int watch_check(lua_State *L, const kl_cli *c, FILE *out, FILE *errs) {
+    lua_getfield(L, -1, "parse");
+    lua_createtable(L, c->nargs, 0);
+    for (int i = 0; i < c->nargs; i++) {
+        lua_pushstring(L, c->args[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    kl_cli_push_suggest(L);
+    if (lua_pcall(L, 2, 3, 0) != LUA_OK) {
+        fprintf(errs, "klua: %s\n", lua_tostring(L, -1));
+        return 1;
+    }
+    if (lua_isnil(L, -3)) {
+        fprintf(errs, "klua watch: %s\n", lua_isstring(L, -2) ? lua_tostring(L, -2) : "bad arguments");
+        hint(errs, lua_tostring(L, -1), "watch");
+        return 2;
+    }
+    lua_getfield(L, -3, "help");
+    int help = lua_toboolean(L, -1);
+    lua_pop(L, 4);
+    return help ? watch_help(L, out, errs) : -1;
+}
+
+static int command_help(const command *cmd, FILE *out, FILE *errs) {
+    if (!cmd->usage) {
+        lua_State *L = watch_module(errs);
+        if (!L) return 1;
+        int code = watch_help(L, out, errs);
+        lua_close(L);
+        return code;
+    }
+    fprintf(out, "%s\n\n%s\n\nGlobal flags:\n", cmd->usage, cmd->about);
+    print_flags(out, 0);
+    return 0;
+}
+
+int kl_cli_answer(const kl_cli *c, FILE *out, FILE *errs) {
+    if (!c->command) {
+        print_root(errs);
+        return 2;
+    }
+    const command *cmd = find_command(c->command);
+    if (!cmd) {
+        fprintf(errs, "klua: unknown command \"%s\"\n", c->command);
+        hint(errs, suggest_command(c->command), NULL);
+        return 2;
+    }
+    if (c->help) return command_help(cmd, out, errs);
+    if (!strcmp(cmd->name, "help")) {
+        if (!c->nargs) {
+            print_root(out);
+            return 0;
+        }
+        const command *topic = find_command(c->args[0]);
+        if (topic) return command_help(topic, out, errs);
+        fprintf(errs, "klua: unknown help topic \"%s\"\n", c->args[0]);
+        hint(errs, suggest_command(c->args[0]), NULL);
+        return 2;
+    }
+    if (strcmp(cmd->name, "watch")) return -1;
+    lua_State *L = watch_module(errs);
+    if (!L) return 1;
+    int code = watch_check(L, c, out, errs);
+    lua_close(L);
+    return code;
+}

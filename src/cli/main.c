@@ -1,0 +1,130 @@
+/* main.c - the klua command line. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <lua-cjson.h>
+#include <lua.h>
+#include <lualib.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/cmd_test.h"
+#include "base/log.h"
+#include "lua/lua_endpoint.h"
+#include "lua/runtime.h"
+#include "base/version.h"
+
+/* Reports what ended a run before the script could start, in the log's
+ * format, so that a consumer of --log-format json can parse every line. */
+__attribute__((format(printf, 2, 3))) static void run_error(const kl_cli *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (c->format == KL_LOG_JSON) {
+        kl_log_va(KL_LOG_ERROR, "klua", fmt, ap);
+    } else {
+        fputs("klua: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
+    va_end(ap);
+}
+
+/* Prints klua's version and those of the libraries it runs with. */
+static int cmd_version(void) {
+    lua_State *L = luaL_newstate();
+    const char *cjson = "unknown";
+    if (L) {
+        luaL_requiref(L, "cjson", luaopen_cjson, 0);
+        lua_getfield(L, -1, "_VERSION");
+        if (lua_isstring(L, -1)) cjson = lua_tostring(L, -1);
+    }
+    printf("klua %s\n%s\nlibcurl %s\nlua-cjson %s\n", KLUA_VERSION, LUA_RELEASE,
+           curl_version_info(CURLVERSION_NOW)->version, cjson);
+    if (L) lua_close(L);
+    return 0;
+}
+
+static const char watch_chunk[] = "return require('klua.watch').main(...)";
+
+static int run(kl_cli *c) {
+    kl_log_configure(c->verbosity, c->format);
+    if (!strcmp(c->command, "run") && !c->script) {
+        run_error(c, "run needs a script: klua run SCRIPT.lua");
+        return 2;
+    }
+    if (!strcmp(c->command, "run") && c->script) {
+        FILE *f = fopen(c->script, "r");
+        if (!f) {
+            run_error(c, "cannot open %s: %s", c->script, strerror(errno));
+            return 1;
+        }
+        fclose(f);
+    }
+    int watch = !strcmp(c->command, "watch");
+    const kl_ctl_opts *ctl = &c->rt.ctl;
+    double lease = ctl->lease_duration > 0 ? ctl->lease_duration : 15;
+    double renew = ctl->renew_deadline > 0 ? ctl->renew_deadline : 10;
+    double retry = ctl->retry_period > 0 ? ctl->retry_period : 2;
+    /* client-go's NewLeaderElector refuses these too. */
+    if (ctl->leader_elect && (lease <= renew || renew <= 1.2 * retry)) {
+        run_error(c, "--leader-elect-lease-duration (%gs) must be longer than --leader-elect-renew-deadline (%gs), "
+                     "which must be longer than 1.2 x --leader-elect-retry-period (%gs)", lease, renew, retry);
+        return 2;
+    }
+    if (watch && (ctl->leader_elect || ctl->metrics_addr || ctl->probe_addr)) {
+        run_error(c, "leader election and the metrics and probe endpoint are for klua run, not klua watch");
+        return 2;
+    }
+    c->rt.ctl.script = c->script;
+    char err[512];
+    kl_rt *rt = kl_rt_new(&c->rt, err, sizeof err);
+    if (!rt) {
+        run_error(c, "%s", err);
+        return 1;
+    }
+    /* The endpoint starts before any watch does, so that a port in use is
+     * reported at once; one server answers both when the addresses agree. */
+    const char *addrs[2] = {ctl->metrics_addr, ctl->probe_addr};
+    const char *flag_names[2] = {"--metrics-bind-address", "--health-probe-bind-address"};
+    for (int k = 0; k < 2; k++) {
+        if (!addrs[k] || (k == 1 && addrs[0] && !strcmp(addrs[0], addrs[1]))) continue;
+        if (kl_endpoint_open(rt, addrs[k], err, sizeof err) < 0) {
+            run_error(c, "%s %s", flag_names[k], err);
+            kl_rt_free(rt);
+            return 2;
+        }
+    }
+    int code = watch ? kl_rt_run(rt, "klua watch", watch_chunk, c->nargs, c->args)
+                     : kl_rt_run(rt, c->script, NULL, c->nargs, c->args);
+    /* A shell tool stopped by a signal ends with 128 + its number (130 for
+     * SIGINT); a script that stops cleanly chose its code with klua.stop. */
+    if (watch && kl_rt_stop_signal(rt)) code = 128 + kl_rt_stop_signal(rt);
+    kl_rt_free(rt);
+    return code;
+}
+
+int main(int argc, char **argv) {
+    kl_cli c;
+    signal(SIGPIPE, SIG_IGN);
+    /* Every event frees an old object and allocates a new one of about the
+     * same size: keep freed memory in the heap rather than handing it back
+     * to the kernel and faulting it in again a moment later. */
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    mallopt(M_TOP_PAD, 16 << 20);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int code;
+    if (kl_cli_parse(&c, argc, argv, stderr) < 0) code = 2;
+    else if ((code = kl_cli_answer(&c, stdout, stderr)) < 0) {
+        if (!strcmp(c.command, "version")) code = cmd_version();
+        else if (!strcmp(c.command, "test")) code = kl_cmd_test(c.nargs, c.args);
+        else code = run(&c);
+    }
+    kl_cli_free(&c);
+    curl_global_cleanup();
+    return code;
+}

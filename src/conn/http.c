@@ -1,0 +1,318 @@
+/* http.c - requests to the API server on the event loop; see http.h. */
+#include "conn/http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/log.h"
+#include "base/version.h"
+#include "base/xalloc.h"
+
+#define ERROR_BODY_MAX ((size_t)1 << 20)
+#define BODY_MAX ((size_t)1 << 30) /* a buffered 2xx body */
+
+struct kl_http {
+    kl_loop *loop;
+    kl_conn *conn;
+    kl_http_req *reqs; /* every running request, so free can cancel them */
+};
+
+struct kl_http_req {
+    kl_http *h;
+    kl_http_req *prev, *next;
+    CURL *easy;
+    struct curl_slist *headers;
+    /* Copies of the caller's options: a 401 retry prepares the request
+     * again after kl_http_start has returned. */
+    char *method, *path, *body, *content_type;
+    size_t body_len;
+    long timeout_ms;
+    kl_http_cb cb;
+    void *ud;
+    char *buf; /* buffered body */
+    size_t len, cap;
+    int too_big;      /* a buffered 2xx body went past BODY_MAX */
+    int stopped;      /* the data callback refused a streamed body's bytes */
+    int started_told; /* cb.started was called */
+    double retry_after;
+    int retried_401;
+    double started;
+    uint64_t report_id; /* deferred report of a request that could not start */
+    char errbuf[CURL_ERROR_SIZE];
+    char err[512]; /* why it could not be prepared, or its body was too large */
+};
+
+kl_http *kl_http_new(kl_loop *loop, kl_conn *conn) {
+    kl_http *h = kl_xcalloc(1, sizeof *h);
+    h->loop = loop;
+    h->conn = conn;
+    return h;
+}
+
+const char *kl_http_outcome_name(kl_http_outcome o) {
+    static const char *const names[] = {
+        [KL_HTTP_OK] = "OK",
+        [KL_HTTP_STATUS] = "Status",
+        [KL_HTTP_TRANSPORT] = "TransportError",
+        [KL_HTTP_TIMEOUT] = "Timeout",
+        [KL_HTTP_TOO_LARGE] = "TooLarge",
+        [KL_HTTP_CONFIG] = "ConfigError",
+        [KL_HTTP_ABANDONED] = "Abandoned",
+    };
+    return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "TransportError";
+}
+
+static void release(kl_http_req *r) {
+    kl_loop_cancel(r->h->loop, r->report_id);
+    if (r->easy) {
+        curl_multi_remove_handle(kl_loop_multi(r->h->loop), r->easy);
+        curl_easy_cleanup(r->easy);
+    }
+    if (r->prev) r->prev->next = r->next;
+    else if (r->h->reqs == r) r->h->reqs = r->next;
+    if (r->next) r->next->prev = r->prev;
+    curl_slist_free_all(r->headers);
+    free(r->method);
+    free(r->path);
+    free(r->body);
+    free(r->content_type);
+    free(r->buf);
+    free(r);
+}
+
+void kl_http_free(kl_http *h) {
+    if (!h) return;
+    while (h->reqs) release(h->reqs);
+    free(h);
+}
+
+void kl_http_cancel(kl_http_req *r) {
+    if (r) release(r);
+}
+
+void kl_http_resume(kl_http_req *r) {
+    if (r && r->easy) curl_easy_pause(r->easy, CURLPAUSE_CONT);
+}
+
+static long response_status(kl_http_req *r) {
+    long status = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+static int is_2xx(long status) { return status >= 200 && status < 300; }
+
+static int buffer(kl_http_req *r, const char *p, size_t n, size_t max) {
+    if (r->len + n > max) return -1;
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 16384;
+        while (cap < r->len + n + 1) cap *= 2;
+        r->buf = kl_xrealloc(r->buf, cap);
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, p, n);
+    r->len += n;
+    r->buf[r->len] = '\0';
+    return 0;
+}
+
+static size_t on_write(char *p, size_t size, size_t n, void *ud) {
+    kl_http_req *r = ud;
+    size_t bytes = size * n;
+    int ok = is_2xx(response_status(r));
+    if (ok && r->cb.data) {
+        size_t taken = r->cb.data(r->ud, p, bytes);
+        if (taken != bytes && taken != KL_HTTP_PAUSE) r->stopped = 1;
+        return taken;
+    }
+    if (buffer(r, p, bytes, ok ? BODY_MAX : ERROR_BODY_MAX) < 0) {
+        if (!ok) return bytes; /* an oversized error body is cut, not fatal */
+        r->too_big = 1;
+        return 0;
+    }
+    return bytes;
+}
+
+/* The blank line that ends a response's headers: a 2xx is announced. */
+static void headers_end(kl_http_req *r) {
+    if (r->started_told || !r->cb.started || !is_2xx(response_status(r))) return;
+    r->started_told = 1;
+    r->cb.started(r->ud);
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+    kl_http_req *r = ud;
+    size_t bytes = size * n;
+    static const char name[] = "retry-after:";
+    if ((bytes == 2 && p[0] == '\r' && p[1] == '\n') || (bytes == 1 && p[0] == '\n')) headers_end(r);
+    if (bytes > sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0) {
+        char v[32];
+        size_t vl = bytes - (sizeof name - 1);
+        if (vl >= sizeof v) vl = sizeof v - 1;
+        memcpy(v, p + sizeof name - 1, vl);
+        v[vl] = '\0';
+        char *end;
+        double secs = strtod(v, &end);
+        /* Only delta-seconds; an HTTP-date is rare from API servers. */
+        if (end != v && secs >= 0) r->retry_after = secs;
+    }
+    return bytes;
+}
+
+static void report(kl_http_req *r, kl_http_outcome outcome, const char *error) {
+    kl_http_resp resp = {
+        .outcome = outcome,
+        .status = r->easy ? response_status(r) : 0,
+        .error = error,
+        .body = r->buf,
+        .body_len = r->len,
+        .retry_after = r->retry_after,
+    };
+    kl_vlog(6, "http", "%s %s -> %ld %s (%.0f ms)%s%s", r->method, r->path, resp.status,
+            kl_http_outcome_name(outcome), (kl_now() - r->started) * 1000, error ? ": " : "",
+            error ? error : "");
+    r->cb.done(r->ud, &resp);
+    release(r);
+}
+
+static void report_prepare_error(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_http_req *r = ud;
+    r->report_id = 0;
+    report(r, KL_HTTP_CONFIG, r->err);
+}
+
+/* curl_slist_append returns NULL when out of memory, and the list it was
+ * given would be lost with its Authorization header: abort instead. */
+static void add_header(kl_http_req *r, const char *line) {
+    struct curl_slist *l = curl_slist_append(r->headers, line);
+    if (!l) kl_oom(strlen(line));
+    r->headers = l;
+}
+
+static int setup(kl_http_req *r) {
+    r->easy = curl_easy_init();
+    if (!r->easy) kl_oom(sizeof(CURL *));
+    if (kl_conn_prepare(r->h->conn, r->easy, &r->headers, r->err, sizeof r->err) < 0) return -1;
+    size_t n = strlen(kl_conn_server(r->h->conn)) + strlen(r->path) + 1;
+    char *url = kl_xmalloc(n);
+    snprintf(url, n, "%s%s", kl_conn_server(r->h->conn), r->path);
+    curl_easy_setopt(r->easy, CURLOPT_URL, url);
+    free(url);
+    add_header(r, "Accept: application/json");
+    if (r->content_type) {
+        char ct[160];
+        snprintf(ct, sizeof ct, "Content-Type: %s", r->content_type);
+        add_header(r, ct);
+    }
+    curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
+    curl_easy_setopt(r->easy, CURLOPT_USERAGENT, "klua/" KLUA_VERSION);
+    curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, r->method);
+    if (strcmp(r->method, "GET") == 0) curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, NULL);
+    if (r->body) {
+        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body);
+        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+    }
+    curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(r->easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(r->easy, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r);
+    curl_easy_setopt(r->easy, CURLOPT_ERRORBUFFER, r->errbuf);
+    curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(r->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    /* Credentials must never follow a redirect to another host; the API
+     * server does not redirect, so redirects are not followed at all. */
+    curl_easy_setopt(r->easy, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(r->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(r->easy, CURLOPT_PIPEWAIT, 1L);
+    curl_easy_setopt(r->easy, CURLOPT_ACCEPT_ENCODING, "");
+    if (r->timeout_ms > 0) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+    /* A Content-Length over the limit fails before any byte is read. */
+    if (!r->cb.data) curl_easy_setopt(r->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)BODY_MAX);
+    r->started = kl_now();
+    r->retry_after = -1;
+    if (curl_multi_add_handle(kl_loop_multi(r->h->loop), r->easy) != CURLM_OK) {
+        snprintf(r->err, sizeof r->err, "cannot start the request");
+        return -1;
+    }
+    kl_vlog(8, "http", "%s %s", r->method, r->path);
+    return 0;
+}
+
+kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, void *ud) {
+    kl_http_req *r = kl_xcalloc(1, sizeof *r);
+    r->h = h;
+    r->method = kl_xstrdup(o->method ? o->method : "GET");
+    r->path = kl_xstrdup(o->path);
+    r->content_type = o->content_type ? kl_xstrdup(o->content_type) : NULL;
+    r->body_len = o->body_len;
+    r->timeout_ms = o->timeout_ms;
+    if (o->body) {
+        r->body = kl_xmalloc(o->body_len + 1);
+        memcpy(r->body, o->body, o->body_len);
+        r->body[o->body_len] = '\0';
+    }
+    r->cb = cb;
+    r->ud = ud;
+    r->next = h->reqs;
+    if (h->reqs) h->reqs->prev = r;
+    h->reqs = r;
+    if (setup(r) < 0) r->report_id = kl_loop_defer(h->loop, report_prepare_error, r);
+    return r;
+}
+
+/* A 401 may mean the credential rotated: ask the connection once, then
+ * send the same request again on a fresh handle. */
+static int retry_unauthorized(kl_http_req *r, CURLcode result) {
+    if (result != CURLE_OK || r->retried_401 || response_status(r) != 401) return 0;
+    if (!kl_conn_unauthorized(r->h->conn)) return 0;
+    curl_multi_remove_handle(kl_loop_multi(r->h->loop), r->easy);
+    curl_easy_cleanup(r->easy);
+    r->easy = NULL;
+    curl_slist_free_all(r->headers);
+    r->headers = NULL;
+    r->len = 0;
+    r->retried_401 = 1;
+    if (setup(r) < 0) report(r, KL_HTTP_CONFIG, r->err);
+    return 1;
+}
+
+/* A non-2xx status is the server's answer even if its body broke off;
+ * otherwise the transport's result decides, so that a timeout or a cut
+ * after a 200 is never mistaken for a response. */
+static kl_http_outcome decide(kl_http_req *r, CURLcode result) {
+    long status = response_status(r);
+    if (status && !is_2xx(status)) return KL_HTTP_STATUS;
+    if (r->too_big || result == CURLE_FILESIZE_EXCEEDED) return KL_HTTP_TOO_LARGE;
+    if (r->stopped) return KL_HTTP_ABANDONED;
+    if (result == CURLE_OPERATION_TIMEDOUT) return KL_HTTP_TIMEOUT;
+    return result == CURLE_OK ? KL_HTTP_OK : KL_HTTP_TRANSPORT;
+}
+
+static const char *describe(kl_http_req *r, kl_http_outcome outcome, CURLcode result) {
+    switch (outcome) {
+    case KL_HTTP_OK:
+    case KL_HTTP_STATUS:
+        return NULL;
+    case KL_HTTP_TOO_LARGE:
+        snprintf(r->err, sizeof r->err, "response body larger than %zu bytes", BODY_MAX);
+        return r->err;
+    case KL_HTTP_ABANDONED:
+        return "the response was not read to its end";
+    default:
+        return r->errbuf[0] ? r->errbuf : curl_easy_strerror(result);
+    }
+}
+
+void kl_http_transfer_done(kl_loop *loop, CURL *easy, CURLcode result) {
+    (void)loop;
+    kl_http_req *r = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
+    if (!r || retry_unauthorized(r, result)) return;
+    kl_http_outcome outcome = decide(r, result);
+    report(r, outcome, describe(r, outcome, result));
+}

@@ -1,0 +1,85 @@
+/*
+ * http.h - one HTTP request to the API server, on the event loop.
+ *
+ * A request either buffers its whole body (LIST, GET, writes) or streams a
+ * 2xx body to a callback (WATCH), which may pause the transfer until the
+ * consumer catches up: that is how a slow handler slows the socket read
+ * instead of growing a queue. Non-2xx bodies are always buffered (bounded)
+ * so the caller can decode the Status. Retrying is not done here; only a
+ * 401 is retried once, when the connection says a fresher credential exists.
+ */
+#ifndef KLUA_HTTP_H
+#define KLUA_HTTP_H
+
+#include <curl/curl.h>
+#include <stddef.h>
+
+#include "conn/conn.h"
+#include "base/loop.h"
+
+#define KL_HTTP_PAUSE CURL_WRITEFUNC_PAUSE
+
+typedef struct kl_http kl_http;
+typedef struct kl_http_req kl_http_req;
+
+/* How a request ended, decided once here so that every caller reads a
+ * transport failure the same way: never as a response with a bad body. */
+typedef enum kl_http_outcome {
+    KL_HTTP_OK,            /* a 2xx response, its body complete */
+    KL_HTTP_STATUS,        /* a non-2xx response; the body holds its Status */
+    KL_HTTP_TRANSPORT,     /* no response, or one broken off (connection, TLS, DNS) */
+    KL_HTTP_TIMEOUT,       /* the request's deadline passed, before or after headers */
+    KL_HTTP_TOO_LARGE,     /* a buffered 2xx body over its limit */
+    KL_HTTP_CONFIG,        /* not sent: the connection could not be prepared
+                            * (credentials, TLS files, plain-http refusal) */
+    KL_HTTP_ABANDONED      /* the data callback stopped a streamed body */
+} kl_http_outcome;
+
+/* The outcome's name, as scripts see it in err.reason: "OK", "Status",
+ * "TransportError", "Timeout", "TooLarge", "ConfigError", "Abandoned". */
+const char *kl_http_outcome_name(kl_http_outcome o);
+
+typedef struct kl_http_resp {
+    kl_http_outcome outcome;
+    long status;       /* HTTP status, 0 when none arrived */
+    const char *error; /* what went wrong in words, NULL for OK and STATUS */
+    const char *body;  /* buffered body (NUL-terminated), or NULL */
+    size_t body_len;
+    double retry_after; /* seconds from a Retry-After header, -1 if none */
+} kl_http_resp;
+
+typedef struct kl_http_cb {
+    /* A streamed 2xx body's bytes: return n, or KL_HTTP_PAUSE to get the same
+     * bytes again after kl_http_resume. NULL buffers the body instead. */
+    size_t (*data)(void *ud, const char *p, size_t n);
+    /* The headers of a 2xx response arrived, before any of its body; may
+     * be NULL. For a watch, the moment the server is known to answer. It
+     * must not cancel the request. */
+    void (*started)(void *ud);
+    /* The request ended; it is freed when this returns. */
+    void (*done)(void *ud, const kl_http_resp *resp);
+} kl_http_cb;
+
+typedef struct kl_http_opts {
+    const char *method;       /* "GET" when NULL */
+    const char *path;         /* path and query, starting with '/' */
+    const char *body;         /* request body or NULL */
+    size_t body_len;
+    const char *content_type; /* of the request body */
+    long timeout_ms;          /* whole request; 0 = none (watches) */
+} kl_http_opts;
+
+kl_http *kl_http_new(kl_loop *loop, kl_conn *conn);
+void kl_http_free(kl_http *h); /* cancels every request still running */
+/* The loop's transfer-done callback for handles started here. */
+void kl_http_transfer_done(kl_loop *loop, CURL *easy, CURLcode result);
+
+/* Starts a request, copying what o points to. A request that fails, even
+ * at once, reports through cb.done, never before this returns. */
+kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, void *ud);
+/* Aborts a request; cb.done is not called. */
+void kl_http_cancel(kl_http_req *r);
+/* Resumes a request whose data callback paused it. */
+void kl_http_resume(kl_http_req *r);
+
+#endif

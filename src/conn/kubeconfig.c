@@ -1,0 +1,320 @@
+/* kubeconfig.c - loading and merging kubeconfig files; see kubeconfig.h. */
+#include "conn/kubeconfig.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn/cfg.h"
+#include "conn/ydoc.h"
+
+/* What one file is being read with: its document, directory and name. */
+typedef struct {
+    kl_ydoc d;
+    const char *path;
+    char *dir;
+    size_t index;
+    char *err;
+    size_t errlen;
+} kc_file;
+
+/* A list of entries that each start with a kl_kc_named. */
+typedef struct {
+    void **items;
+    size_t *n;
+    size_t size;
+    void (*clear)(void *entry);
+} kc_list;
+
+static int type_error(kc_file *f, yaml_node_t *n, const char *what, const char *want) {
+    return kl_cfg_fail(f->err, f->errlen, "kubeconfig %s line %zu: %s must be %s", f->path,
+                       kl_ydoc_line(n), what, want);
+}
+
+static int oom(kc_file *f) { return kl_cfg_fail(f->err, f->errlen, "out of memory"); }
+
+/* Copies the string at key (NULL when absent or empty). */
+static int get_str(kc_file *f, yaml_node_t *map, const char *key, const char *who, char **out) {
+    yaml_node_t *n = kl_ydoc_get(&f->d, map, key);
+    const char *s = kl_ydoc_scalar(n);
+    if (n && !s) {
+        char what[256];
+        snprintf(what, sizeof what, "%s%s%s", who, *who ? ": " : "", key);
+        return type_error(f, n, what, "a string");
+    }
+    if (!s || !*s) return 0;
+    return (*out = strdup(s)) ? 0 : oom(f);
+}
+
+/* get_str for a path, resolved against the file's directory. */
+static int get_path(kc_file *f, yaml_node_t *map, const char *key, const char *who, char **out) {
+    char *raw = NULL;
+    if (get_str(f, map, key, who, &raw) < 0) return -1;
+    if (!raw) return 0;
+    *out = kl_cfg_path_join(f->dir, raw);
+    free(raw);
+    return *out ? 0 : oom(f);
+}
+
+static int get_bool(kc_file *f, yaml_node_t *map, const char *key, const char *who, int *out) {
+    yaml_node_t *n = kl_ydoc_get(&f->d, map, key);
+    if (!n) return 0;
+    if ((*out = kl_ydoc_bool(n)) < 0) {
+        char what[256];
+        snprintf(what, sizeof what, "%s: %s", who, key);
+        return type_error(f, n, what, "true or false");
+    }
+    return 0;
+}
+
+static void clear_cluster(void *p) {
+    kl_kc_cluster *c = p;
+    free(c->head.name);
+    free(c->server);
+    free(c->ca_file);
+    free(c->ca_data);
+    free(c->tls_server_name);
+    free(c->proxy_url);
+    memset(c, 0, sizeof *c);
+}
+
+static void clear_user(void *p) {
+    kl_kc_user *u = p;
+    free(u->head.name);
+    kl_cfg_free_secret_str(u->token);
+    free(u->token_file);
+    free(u->cert_file);
+    free(u->key_file);
+    free(u->cert_data);
+    kl_cfg_free_secret_str(u->key_data);
+    free(u->username);
+    kl_cfg_free_secret_str(u->password);
+    kl_exec_config_clear(&u->exec);
+    free(u->exec_error);
+    free(u->auth_provider);
+    memset(u, 0, sizeof *u);
+}
+
+static void clear_context(void *p) {
+    kl_kc_context *c = p;
+    free(c->head.name);
+    free(c->cluster);
+    free(c->user);
+    free(c->namespace);
+    memset(c, 0, sizeof *c);
+}
+
+static int parse_cluster(kc_file *f, yaml_node_t *m, const char *who, void *out) {
+    kl_kc_cluster *c = out;
+    if (get_str(f, m, "server", who, &c->server) < 0 ||
+        get_path(f, m, "certificate-authority", who, &c->ca_file) < 0 ||
+        get_str(f, m, "certificate-authority-data", who, &c->ca_data) < 0 ||
+        get_str(f, m, "tls-server-name", who, &c->tls_server_name) < 0 ||
+        get_str(f, m, "proxy-url", who, &c->proxy_url) < 0)
+        return -1;
+    return get_bool(f, m, "insecure-skip-tls-verify", who, &c->insecure);
+}
+
+static int parse_user_extras(kc_file *f, yaml_node_t *m, const char *who, kl_kc_user *u) {
+    static const char *const impersonation[] = {"as", "as-uid", "as-groups", "as-user-extra"};
+    for (size_t i = 0; i < sizeof impersonation / sizeof *impersonation; i++)
+        if (kl_ydoc_get(&f->d, m, impersonation[i])) u->impersonates = 1;
+    yaml_node_t *ap = kl_ydoc_get(&f->d, m, "auth-provider");
+    if (ap) {
+        const char *name = kl_ydoc_scalar(kl_ydoc_get(&f->d, ap, "name"));
+        if (!(u->auth_provider = strdup(name ? name : "(unnamed)"))) return oom(f);
+    }
+    yaml_node_t *exec = kl_ydoc_get(&f->d, m, "exec");
+    if (!exec) return 0;
+    u->has_exec = 1;
+    char ctx[300], why[512];
+    snprintf(ctx, sizeof ctx, "kubeconfig %s: %s", f->path, who);
+    if (kl_exec_config_from_yaml(&u->exec, &f->d, exec, ctx, f->dir, why, sizeof why) == 0) return 0;
+    return (u->exec_error = strdup(why)) ? 0 : oom(f);
+}
+
+static int parse_user(kc_file *f, yaml_node_t *m, const char *who, void *out) {
+    kl_kc_user *u = out;
+    if (get_str(f, m, "token", who, &u->token) < 0 ||
+        get_path(f, m, "tokenFile", who, &u->token_file) < 0 ||
+        get_path(f, m, "client-certificate", who, &u->cert_file) < 0 ||
+        get_path(f, m, "client-key", who, &u->key_file) < 0 ||
+        get_str(f, m, "client-certificate-data", who, &u->cert_data) < 0 ||
+        get_str(f, m, "client-key-data", who, &u->key_data) < 0 ||
+        get_str(f, m, "username", who, &u->username) < 0 ||
+        get_str(f, m, "password", who, &u->password) < 0)
+        return -1;
+    return parse_user_extras(f, m, who, u);
+}
+
+static int parse_context(kc_file *f, yaml_node_t *m, const char *who, void *out) {
+    kl_kc_context *c = out;
+    if (get_str(f, m, "cluster", who, &c->cluster) < 0 || get_str(f, m, "user", who, &c->user) < 0)
+        return -1;
+    return get_str(f, m, "namespace", who, &c->namespace);
+}
+
+/* Room for any one entry while it is parsed. */
+typedef union {
+    kl_kc_named head;
+    kl_kc_cluster cluster;
+    kl_kc_user user;
+    kl_kc_context context;
+} kc_entry;
+
+typedef int (*parse_fn)(kc_file *f, yaml_node_t *m, const char *who, void *out);
+
+typedef struct {
+    const char *list;  /* "clusters" */
+    const char *field; /* "cluster" */
+    parse_fn parse;
+} kc_kind;
+
+static void *list_find(kc_list *l, const char *name) {
+    for (size_t i = 0; i < *l->n; i++) {
+        kl_kc_named *e = (kl_kc_named *)((char *)*l->items + i * l->size);
+        if (!strcmp(e->name, name)) return e;
+    }
+    return NULL;
+}
+
+/* Adds a parsed entry by client-go's merge rule; takes ownership of entry's
+ * contents either way. */
+static int list_merge(kc_list *l, void *entry, kc_file *f) {
+    kl_kc_named *e = entry, *old = list_find(l, e->name);
+    if (old && old->file != f->index) {
+        l->clear(entry);
+        return 0;
+    }
+    if (old) {
+        l->clear(old);
+        memcpy(old, entry, l->size);
+        return 0;
+    }
+    void *grown = realloc(*l->items, (*l->n + 1) * l->size);
+    if (!grown) {
+        l->clear(entry);
+        return oom(f);
+    }
+    *l->items = grown;
+    memcpy((char *)grown + (*l->n)++ * l->size, entry, l->size);
+    return 0;
+}
+
+static int parse_entry(kc_file *f, const kc_kind *k, kc_list *l, yaml_node_t *item) {
+    if (item->type != YAML_MAPPING_NODE) return type_error(f, item, k->list, "a list of mappings");
+    char *name = NULL;
+    if (get_str(f, item, "name", "", &name) < 0) return -1;
+    if (!name)
+        return kl_cfg_fail(f->err, f->errlen, "kubeconfig %s line %zu: a %s entry has no name",
+                           f->path, kl_ydoc_line(item), k->field);
+    char who[200];
+    snprintf(who, sizeof who, "%s \"%.150s\"", k->field, name);
+    kc_entry entry;
+    memset(&entry, 0, sizeof entry);
+    entry.head.name = name;
+    entry.head.file = f->index;
+    yaml_node_t *body = kl_ydoc_get(&f->d, item, k->field);
+    if (body && body->type != YAML_MAPPING_NODE) {
+        l->clear(&entry);
+        char what[256];
+        snprintf(what, sizeof what, "%s: %s", who, k->field);
+        return type_error(f, body, what, "a mapping");
+    }
+    if (body && k->parse(f, body, who, &entry) < 0) {
+        l->clear(&entry);
+        return -1;
+    }
+    return list_merge(l, &entry, f);
+}
+
+static int parse_list(kc_file *f, yaml_node_t *root, const kc_kind *k, kc_list *l) {
+    yaml_node_t *seq = kl_ydoc_get(&f->d, root, k->list);
+    if (!seq) return 0;
+    if (seq->type != YAML_SEQUENCE_NODE) return type_error(f, seq, k->list, "a list");
+    for (size_t i = 0; i < kl_ydoc_len(seq); i++)
+        if (parse_entry(f, k, l, kl_ydoc_item(&f->d, seq, i)) < 0) return -1;
+    return 0;
+}
+
+static int merge_file(kl_kubeconfig *kc, kc_file *f) {
+    yaml_node_t *root = kl_ydoc_root(&f->d);
+    if (!root) return 0;
+    if (root->type != YAML_MAPPING_NODE) return type_error(f, root, "the document", "a mapping");
+    const kc_kind kinds[] = {{"clusters", "cluster", parse_cluster},
+                             {"users", "user", parse_user},
+                             {"contexts", "context", parse_context}};
+    kc_list lists[] = {{(void **)&kc->clusters, &kc->nclusters, sizeof(kl_kc_cluster), clear_cluster},
+                       {(void **)&kc->users, &kc->nusers, sizeof(kl_kc_user), clear_user},
+                       {(void **)&kc->contexts, &kc->ncontexts, sizeof(kl_kc_context), clear_context}};
+    for (size_t i = 0; i < 3; i++)
+        if (parse_list(f, root, &kinds[i], &lists[i]) < 0) return -1;
+    if (kc->current_context) return 0;
+    return get_str(f, root, "current-context", "", &kc->current_context);
+}
+
+/* 1 when the file was merged, 0 when it does not exist, -1 on error. */
+static int load_file(kl_kubeconfig *kc, const char *path, size_t index, char *err, size_t errlen) {
+    size_t len;
+    char *buf = kl_cfg_read_file(path, KL_KUBECONFIG_MAX, &len);
+    if (!buf && errno == ENOENT) return 0;
+    if (!buf && errno == EFBIG)
+        return kl_cfg_fail(err, errlen, "kubeconfig %s: larger than %zu MiB", path,
+                           KL_KUBECONFIG_MAX >> 20);
+    if (!buf) return kl_cfg_fail(err, errlen, "kubeconfig %s: %s", path, strerror(errno));
+    kc_file f = {.path = path, .index = index, .err = err, .errlen = errlen};
+    char why[200];
+    int rc = kl_ydoc_load(&f.d, buf, len, 0, why, sizeof why);
+    if (rc < 0) rc = kl_cfg_fail(err, errlen, "kubeconfig %s: invalid YAML at %s", path, why);
+    else if (!(f.dir = kl_cfg_dirname(path))) rc = oom(&f);
+    else rc = merge_file(kc, &f);
+    kl_ydoc_free(&f.d);
+    free(f.dir);
+    kl_cfg_free_secret(buf, len);
+    return rc < 0 ? -1 : 1;
+}
+
+int kl_kubeconfig_load(kl_kubeconfig *kc, char *const *paths, size_t n, char *err, size_t errlen) {
+    memset(kc, 0, sizeof *kc);
+    if (n && !(kc->found = calloc(n, sizeof *kc->found))) return kl_cfg_fail(err, errlen, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        int rc = load_file(kc, paths[i], i, err, errlen);
+        if (rc < 0) return -1;
+        if (rc) kc->found[kc->files_found++] = i;
+    }
+    return 0;
+}
+
+void kl_kubeconfig_free(kl_kubeconfig *kc) {
+    for (size_t i = 0; i < kc->nclusters; i++) clear_cluster(&kc->clusters[i]);
+    for (size_t i = 0; i < kc->nusers; i++) clear_user(&kc->users[i]);
+    for (size_t i = 0; i < kc->ncontexts; i++) clear_context(&kc->contexts[i]);
+    free(kc->clusters);
+    free(kc->users);
+    free(kc->contexts);
+    free(kc->current_context);
+    free(kc->found);
+    memset(kc, 0, sizeof *kc);
+}
+
+int kl_kubeconfig_empty(const kl_kubeconfig *kc) {
+    return !kc->nclusters && !kc->nusers && !kc->ncontexts && !kc->current_context;
+}
+
+const kl_kc_cluster *kl_kubeconfig_cluster(const kl_kubeconfig *kc, const char *name) {
+    for (size_t i = 0; name && i < kc->nclusters; i++)
+        if (!strcmp(kc->clusters[i].head.name, name)) return &kc->clusters[i];
+    return NULL;
+}
+
+const kl_kc_user *kl_kubeconfig_user(const kl_kubeconfig *kc, const char *name) {
+    for (size_t i = 0; name && i < kc->nusers; i++)
+        if (!strcmp(kc->users[i].head.name, name)) return &kc->users[i];
+    return NULL;
+}
+
+const kl_kc_context *kl_kubeconfig_context(const kl_kubeconfig *kc, const char *name) {
+    for (size_t i = 0; name && i < kc->ncontexts; i++)
+        if (!strcmp(kc->contexts[i].head.name, name)) return &kc->contexts[i];
+    return NULL;
+}

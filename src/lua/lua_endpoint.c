@@ -1,0 +1,105 @@
+/*
+ * lua_endpoint.c - serves klua.endpoint's answers over HTTP on the loop.
+ *
+ * A request is answered synchronously on the loop's thread, between two
+ * turns of it: klua.endpoint.handle runs as a protected call on the main
+ * Lua thread, outside any task (it only reads counters, never waits). A
+ * loop stuck in a handler answers nothing, which is how /healthz fails.
+ */
+#include "lua/lua_endpoint.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/loop.h"
+#include "conn/serve.h"
+#include "base/xalloc.h"
+
+struct kl_endpoint {
+    kl_rt *rt;
+    kl_serve *serve;
+    uint64_t tick;
+    kl_endpoint *next;
+};
+
+/* require('klua.endpoint').handle(path) -> status, content type, body. */
+static void answer(void *ud, const char *path, kl_serve_reply *reply) {
+    kl_endpoint *e = ud;
+    lua_State *L = e->rt->L;
+    int top = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "klua.endpoint");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+        lua_getfield(L, -1, "handle"); /* module handle */
+        lua_pushstring(L, path);
+        if (lua_pcall(L, 1, 3, 0) == LUA_OK) {
+            reply->status = (unsigned)luaL_optinteger(L, -3, 500);
+            size_t len;
+            const char *body = lua_tolstring(L, -1, &len);
+            reply->content_type = lua_isstring(L, -2) && !strncmp(lua_tostring(L, -2), "text/plain; version", 19)
+                                      ? "text/plain; version=0.0.4; charset=utf-8"
+                                      : "text/plain; charset=utf-8";
+            if (body) {
+                reply->body = kl_xmalloc(len ? len : 1);
+                memcpy(reply->body, body, len);
+                reply->len = len;
+            }
+            lua_settop(L, top);
+            return;
+        }
+    }
+    kl_log(KL_LOG_ERROR, "endpoint", "%s failed: %s", path, lua_tostring(L, -1));
+    lua_settop(L, top);
+    static const char failed[] = "klua could not answer this request: see its log\n";
+    reply->status = 500;
+    reply->body = kl_xstrdup(failed);
+    reply->len = sizeof failed - 1;
+}
+
+static void on_ready(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_serve_run(((kl_endpoint *)ud)->serve);
+}
+
+/* libmicrohttpd drops idle and stuck connections when it runs: once a
+ * second is enough for its 10 s connection timeout. */
+static void on_tick(kl_loop *loop, void *ud) {
+    kl_endpoint *e = ud;
+    kl_serve_run(e->serve);
+    e->tick = kl_loop_after(loop, 1.0, on_tick, e);
+}
+
+int kl_endpoint_open(kl_rt *rt, const char *addr, char *err, size_t errlen) {
+    kl_endpoint *e = kl_xcalloc(1, sizeof *e);
+    e->rt = rt;
+    e->serve = kl_serve_start(addr, answer, e, err, errlen);
+    if (!e->serve) {
+        free(e);
+        return -1;
+    }
+    if (kl_loop_watch(rt->loop, kl_serve_fd(e->serve), on_ready, e) < 0) {
+        snprintf(err, errlen, "%s: too many endpoints", addr);
+        kl_serve_free(e->serve);
+        free(e);
+        return -1;
+    }
+    e->tick = kl_loop_after(rt->loop, 1.0, on_tick, e);
+    e->next = rt->endpoints;
+    rt->endpoints = e;
+    kl_log(KL_LOG_INFO, "endpoint", "serving /metrics, /healthz and /readyz on %s (port %u)", addr,
+           kl_serve_port(e->serve));
+    return 0;
+}
+
+void kl_endpoint_close_all(kl_rt *rt) {
+    while (rt->endpoints) {
+        kl_endpoint *e = rt->endpoints;
+        rt->endpoints = e->next;
+        kl_loop_unwatch(rt->loop, kl_serve_fd(e->serve));
+        kl_loop_cancel(rt->loop, e->tick);
+        kl_serve_free(e->serve);
+        free(e);
+    }
+}

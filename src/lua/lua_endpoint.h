@@ -1,0 +1,20 @@
+/*
+ * lua_endpoint.h - the metrics and probe endpoint of a runtime: an HTTP
+ * server on the loop (serve.h) whose answers come from the Lua module
+ * klua.endpoint (/metrics, /healthz, /readyz).
+ */
+#ifndef KLUA_LUA_ENDPOINT_H
+#define KLUA_LUA_ENDPOINT_H
+
+#include <stddef.h>
+
+#include "lua/runtime.h"
+
+/* Listens on addr for rt, answering every path klua.endpoint knows.
+ * Returns 0, or -1 with the reason in err (the address unparsable or in
+ * use). The runtime owns the endpoint from then on. */
+int kl_endpoint_open(kl_rt *rt, const char *addr, char *err, size_t errlen);
+/* Stops every endpoint of rt. */
+void kl_endpoint_close_all(kl_rt *rt);
+
+#endif

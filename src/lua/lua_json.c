@@ -1,0 +1,450 @@
+/* lua_json.c - the klua.json table; see lua_json.h. */
+#include "lua/lua_json.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/view.h"
+
+#define ARRAY_MT "klua.json.array"
+
+void kl_json_push_array_mt(lua_State *L) { luaL_newmetatable(L, ARRAY_MT); }
+
+/* ---- JSON to Lua ---- */
+
+static void push_container(lua_State *L, const kl_json_tape *t, size_t i, int amt) {
+    luaL_checkstack(L, 4, "JSON nested too deeply");
+    size_t n = kl_jt_count(t, i), end = kl_jt_close(t, i);
+    if (kl_jt_type(t, i) == '{') {
+        lua_createtable(L, 0, n > INT32_MAX ? 0 : (int)n);
+        for (size_t j = i + 1; j < end; j = kl_jt_next(t, j + 1)) {
+            size_t klen;
+            const char *k = kl_jt_string(t, j, &klen);
+            lua_pushlstring(L, k, klen);
+            kl_json_push_value(L, t, j + 1, amt);
+            lua_rawset(L, -3);
+        }
+        return;
+    }
+    lua_createtable(L, n > INT32_MAX ? 0 : (int)n, 0);
+    lua_Integer k = 1;
+    for (size_t j = i + 1; j < end; j = kl_jt_next(t, j)) {
+        kl_json_push_value(L, t, j, amt);
+        lua_rawseti(L, -2, k++);
+    }
+    lua_pushvalue(L, amt);
+    lua_setmetatable(L, -2);
+}
+
+void kl_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int amt) {
+    size_t len;
+    const char *s;
+    switch (kl_jt_type(t, i)) {
+    case '{':
+    case '[': push_container(L, t, i, amt); break;
+    case '"':
+        s = kl_jt_string(t, i, &len);
+        lua_pushlstring(L, s, len);
+        break;
+    case 'l': lua_pushinteger(L, (lua_Integer)kl_jt_int(t, i)); break;
+    case 'u': lua_pushnumber(L, (lua_Number)kl_jt_uint(t, i)); break;
+    case 'd': lua_pushnumber(L, (lua_Number)kl_jt_double(t, i)); break;
+    case 't': lua_pushboolean(L, 1); break;
+    case 'f': lua_pushboolean(L, 0); break;
+    default: lua_pushlightuserdata(L, NULL); break;
+    }
+}
+
+#define GUARD_MT "klua.json.guard"
+
+static int guard_gc(lua_State *L) {
+    kl_json_doc **d = lua_touserdata(L, 1);
+    kl_json_free(*d);
+    *d = NULL;
+    return 0;
+}
+
+kl_json_doc **kl_json_push_guard(lua_State *L) {
+    kl_json_doc **d = lua_newuserdatauv(L, sizeof *d, 0);
+    *d = NULL;
+    if (luaL_newmetatable(L, GUARD_MT)) {
+        lua_pushcfunction(L, guard_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    return d;
+}
+
+int kl_json_decode(lua_State *L, const char *s, size_t len) {
+    kl_json_push_array_mt(L);
+    int amt = lua_gettop(L);
+    kl_json_doc **guard = kl_json_push_guard(L);
+    kl_json_error jerr;
+    *guard = kl_json_parse(s, len, 0, &jerr);
+    if (!*guard) {
+        char msg[160];
+        kl_json_error_format(&jerr, "text", msg, sizeof msg);
+        lua_pop(L, 2);
+        lua_pushnil(L);
+        lua_pushstring(L, msg);
+        return 2;
+    }
+    kl_json_tape t = kl_json_doc_tape(*guard);
+    kl_json_push_value(L, &t, 1, amt);
+    kl_json_free(*guard);
+    *guard = NULL;
+    lua_replace(L, amt);
+    lua_pop(L, 1);
+    return 1;
+}
+
+/* ---- Lua to JSON ---- */
+
+/* Where the encoder is, for error messages and cycle detection. */
+typedef struct path {
+    const struct path *up;
+    const char *key; /* member name, or NULL for an array index */
+    size_t keylen;
+    lua_Integer index;
+    const void *table; /* the table being encoded at this level, if any */
+} path;
+
+typedef struct enc {
+    lua_State *L;
+    int box;   /* stack index of the userdata holding buf */
+    int amt;   /* stack index of the array metatable */
+    char *buf;
+    size_t len, cap;
+} enc;
+
+static void reserve(enc *e, size_t n) {
+    if (e->cap - e->len >= n) return;
+    size_t cap = e->cap * 2;
+    if (cap < e->len + n) cap = e->len + n;
+    char *b = lua_newuserdatauv(e->L, cap, 0);
+    memcpy(b, e->buf, e->len);
+    lua_replace(e->L, e->box);
+    e->buf = b;
+    e->cap = cap;
+}
+
+static void put(enc *e, const char *s, size_t n) {
+    reserve(e, n);
+    memcpy(e->buf + e->len, s, n);
+    e->len += n;
+}
+
+static void putc_(enc *e, char c) {
+    reserve(e, 1);
+    e->buf[e->len++] = c;
+}
+
+/* Pushes the path as text, like spec.containers[1].image. */
+static void push_path(lua_State *L, const path *p) {
+    const path *chain[KL_JSON_MAX_DEPTH + 2];
+    int n = 0;
+    for (; p && p->up && n < KL_JSON_MAX_DEPTH + 2; p = p->up) chain[n++] = p;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = n - 1; i >= 0; i--) {
+        if (chain[i]->key) {
+            if (i != n - 1) luaL_addchar(&b, '.');
+            luaL_addlstring(&b, chain[i]->key, chain[i]->keylen);
+        } else {
+            char num[32];
+            snprintf(num, sizeof num, "[%lld]", (long long)chain[i]->index);
+            luaL_addstring(&b, num);
+        }
+    }
+    luaL_pushresult(&b);
+}
+
+/* Raises "cannot encode <what> at <path><why>". */
+static int enc_error(enc *e, const path *p, const char *what, const char *why) {
+    lua_State *L = e->L;
+    if (p->up) {
+        push_path(L, p);
+        return luaL_error(L, "klua.json.encode: cannot encode %s at %s%s", what, lua_tostring(L, -1), why);
+    }
+    return luaL_error(L, "klua.json.encode: cannot encode %s%s", what, why);
+}
+
+static void encode_value(enc *e, int idx, const path *p, int depth);
+
+static int utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0], len, min, cp;
+    if (c >= 0xc2 && c <= 0xdf) len = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef) len = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4) len = 4, min = 0x10000;
+    else return 0;
+    if (n < len) return 0;
+    cp = c & (0x7f >> len);
+    for (unsigned i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return (int)len;
+}
+
+/* The letter of c's two-character escape, or 0 when it needs \u00XX. */
+static char short_escape(unsigned char c) {
+    switch (c) {
+    case '"': return '"';
+    case '\\': return '\\';
+    case '\b': return 'b';
+    case '\f': return 'f';
+    case '\n': return 'n';
+    case '\r': return 'r';
+    case '\t': return 't';
+    default: return 0;
+    }
+}
+
+static void encode_string(enc *e, const char *s, size_t n, const path *p) {
+    static const char hex[] = "0123456789abcdef";
+    reserve(e, n + 2);
+    e->buf[e->len++] = '"';
+    size_t run = 0; /* start of bytes not yet copied */
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0x80) {
+            int l = utf8_len((const unsigned char *)s + i, n - i);
+            if (!l) {
+                char why[64];
+                snprintf(why, sizeof why, ": it is not valid UTF-8 (at byte %zu)", i);
+                enc_error(e, p, "a string", why);
+            }
+            i += (size_t)l;
+            continue;
+        }
+        put(e, s + run, i - run);
+        char esc = short_escape(c);
+        if (esc) {
+            char two[2] = {'\\', esc};
+            put(e, two, 2);
+        } else {
+            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            put(e, u, 6);
+        }
+        run = ++i;
+    }
+    put(e, s + run, n - run);
+    putc_(e, '"');
+}
+
+static void encode_number(enc *e, int idx, const path *p) {
+    char num[40];
+    int n;
+    if (lua_isinteger(e->L, idx)) {
+        n = snprintf(num, sizeof num, LUA_INTEGER_FMT, lua_tointeger(e->L, idx));
+    } else {
+        double d = (double)lua_tonumber(e->L, idx);
+        if (isnan(d)) enc_error(e, p, "NaN", "");
+        if (isinf(d)) enc_error(e, p, "an infinite number", "");
+        if (d == floor(d) && fabs(d) < 9.2e18) {
+            n = snprintf(num, sizeof num, "%lld", (long long)d);
+        } else {
+            n = 0;
+            for (int prec = 15; prec <= 17; prec++) {
+                n = snprintf(num, sizeof num, "%.*g", prec, d);
+                if (strtod(num, NULL) == d) break;
+            }
+        }
+    }
+    put(e, num, (size_t)n);
+}
+
+/* How a table encodes. */
+typedef enum { AS_OBJECT, AS_ARRAY, AS_INVALID } table_shape;
+
+/* Counts the keys of the table at idx and sets *n; decides its shape. */
+static table_shape table_shape_of(lua_State *L, int idx, int marked, lua_Integer *n) {
+    lua_Integer count = 0, ints = 0, max = 0;
+    int strings = 0, others = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        count++;
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            strings = 1;
+        } else if (lua_isinteger(L, -2) && lua_tointeger(L, -2) > 0) {
+            ints++;
+            if (lua_tointeger(L, -2) > max) max = lua_tointeger(L, -2);
+        } else {
+            others = 1;
+        }
+        lua_pop(L, 1);
+    }
+    *n = count;
+    int sequence = !strings && !others && ints == count && max == count;
+    if (marked) return sequence ? AS_ARRAY : AS_INVALID;
+    if (count == 0) return AS_OBJECT;
+    if (sequence) return AS_ARRAY;
+    return strings && !others && ints == 0 ? AS_OBJECT : AS_INVALID;
+}
+
+int kl_json_table_kind(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    kl_json_push_array_mt(L);
+    int marked = 0;
+    if (lua_getmetatable(L, idx)) {
+        marked = lua_rawequal(L, -1, -2);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_Integer n;
+    switch (table_shape_of(L, idx, marked, &n)) {
+    case AS_ARRAY: return '[';
+    case AS_OBJECT: return '{';
+    default: return 0;
+    }
+}
+
+static void encode_array(enc *e, int idx, lua_Integer n, const path *p, int depth) {
+    putc_(e, '[');
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (i > 1) putc_(e, ',');
+        path child = {p, NULL, 0, i, NULL};
+        lua_rawgeti(e->L, idx, i);
+        encode_value(e, lua_gettop(e->L), &child, depth + 1);
+        lua_pop(e->L, 1);
+    }
+    putc_(e, ']');
+}
+
+static void encode_object(enc *e, int idx, const path *p, int depth) {
+    lua_State *L = e->L;
+    putc_(e, '{');
+    int first = 1;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        size_t klen;
+        const char *k = lua_tolstring(L, -2, &klen);
+        if (!first) putc_(e, ',');
+        first = 0;
+        path child = {p, k, klen, 0, NULL};
+        encode_string(e, k, klen, &child);
+        putc_(e, ':');
+        encode_value(e, lua_gettop(L), &child, depth + 1);
+        lua_pop(L, 1);
+    }
+    putc_(e, '}');
+}
+
+static void encode_table(enc *e, int idx, const path *p, int depth) {
+    lua_State *L = e->L;
+    const void *t = lua_topointer(L, idx);
+    for (const path *q = p->up; q; q = q->up)
+        if (q->table == t) enc_error(e, p, "a table", ": it contains itself");
+    if (depth >= KL_JSON_MAX_DEPTH) enc_error(e, p, "a table", ": nested deeper than 1024 levels");
+    luaL_checkstack(L, 4, "klua.json.encode: nested too deeply");
+    path here = *p;
+    here.table = t;
+    int marked = 0;
+    if (lua_getmetatable(L, idx)) {
+        marked = lua_rawequal(L, -1, e->amt);
+        lua_pop(L, 1);
+    }
+    lua_Integer n;
+    switch (table_shape_of(L, idx, marked, &n)) {
+    case AS_ARRAY: encode_array(e, idx, n, &here, depth); break;
+    case AS_OBJECT: encode_object(e, idx, &here, depth); break;
+    default:
+        enc_error(e, p, "a table", marked ? ": it is marked as an array but its keys are not exactly 1..n"
+                                          : ": its keys must be all strings (an object) or exactly 1..n (an array)");
+    }
+}
+
+static void encode_value(enc *e, int idx, const path *p, int depth) {
+    lua_State *L = e->L;
+    size_t n;
+    const char *s;
+    switch (lua_type(L, idx)) {
+    case LUA_TNIL: put(e, "null", 4); break;
+    case LUA_TBOOLEAN: lua_toboolean(L, idx) ? put(e, "true", 4) : put(e, "false", 5); break;
+    case LUA_TNUMBER: encode_number(e, idx, p); break;
+    case LUA_TSTRING:
+        s = lua_tolstring(L, idx, &n);
+        encode_string(e, s, n, p);
+        break;
+    case LUA_TTABLE: encode_table(e, idx, p, depth); break;
+    case LUA_TLIGHTUSERDATA:
+        if (lua_touserdata(L, idx) == NULL) {
+            put(e, "null", 4);
+            break;
+        }
+        enc_error(e, p, "a light userdata", " (only klua.null is allowed)");
+        break;
+    case LUA_TUSERDATA:
+        if ((s = kl_view_json(L, idx, &n))) {
+            put(e, s, n);
+            break;
+        }
+        enc_error(e, p, "a userdata", " (only views from the cache are allowed)");
+        break;
+    default:
+        enc_error(e, p, lua_type(L, idx) == LUA_TFUNCTION ? "a function" : "a thread", "");
+    }
+}
+
+void kl_json_encode(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    enc e = {L, 0, 0, NULL, 0, 256};
+    kl_json_push_array_mt(L);
+    e.amt = lua_gettop(L);
+    e.buf = lua_newuserdatauv(L, e.cap, 0);
+    e.box = lua_gettop(L);
+    path root = {NULL, NULL, 0, 0, NULL};
+    encode_value(&e, idx, &root, 0);
+    lua_pushlstring(L, e.buf, e.len);
+    lua_replace(L, e.amt);
+    lua_pop(L, 1);
+}
+
+/* ---- the module ---- */
+
+/* klua.json.encode(value) -> string. Raises an error naming the path of
+ * anything that has no JSON form. */
+static int l_encode(lua_State *L) {
+    luaL_checkany(L, 1);
+    kl_json_encode(L, 1);
+    return 1;
+}
+
+/* klua.json.decode(text) -> value, or nil and a message saying where the
+ * text is not valid JSON. */
+static int l_decode(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    return kl_json_decode(L, s, len);
+}
+
+/* klua.json.array([t]) -> t marked as a JSON array (a new empty table when
+ * t is absent), so that it encodes as [] even when empty. */
+static int l_array(lua_State *L) {
+    if (lua_isnoneornil(L, 1)) {
+        lua_settop(L, 0);
+        lua_newtable(L);
+    }
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    kl_json_push_array_mt(L);
+    lua_setmetatable(L, 1);
+    return 1;
+}
+
+void kl_json_push_module(lua_State *L) {
+    static const luaL_Reg funcs[] = {{"encode", l_encode}, {"decode", l_decode}, {"array", l_array}, {NULL, NULL}};
+    luaL_newlib(L, funcs);
+    lua_pushlightuserdata(L, NULL);
+    lua_setfield(L, -2, "null");
+    kl_json_push_array_mt(L);
+    lua_setfield(L, -2, "array_mt");
+}

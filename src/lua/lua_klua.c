@@ -1,0 +1,339 @@
+/*
+ * lua_klua.c - klua.core: requests, timers, logging, stop; see lua_klua.h.
+ *
+ * Functions that wait (request, sleep) suspend the calling task and yield;
+ * they may only be called from a task: the script's main chunk, a handler,
+ * a timer callback or a reconcile function.
+ */
+#include "lua/lua_klua.h"
+
+#include <lauxlib.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/procstat.h"
+#include "lua/lua_json.h"
+#include "lua/task.h"
+#include "lua/view.h"
+#include "base/xalloc.h"
+
+struct kl_rt_timer {
+    kl_rt *rt;
+    kl_rt_timer *prev, *next;
+    uint64_t loop_id;
+    lua_Integer serial; /* what the script's handle names */
+    int fn_ref;
+    double interval; /* > 0 for klua.every */
+};
+
+/* Raises an error when the runtime is closing: what a __gc handler run at
+ * exit makes would outlive everything it needs. */
+static void check_open(lua_State *L, const char *what) {
+    if (kl_rt_of(L)->closing) luaL_error(L, "%s: klua is shutting down", what);
+}
+
+/* ---- request ---------------------------------------------------------- */
+
+static void on_request_done(void *ud, const kl_http_resp *resp) {
+    kl_task *t = ud;
+    lua_State *co = kl_task_thread(t);
+    if (resp->outcome != KL_HTTP_OK && resp->outcome != KL_HTTP_STATUS) {
+        lua_pushnil(co);
+        lua_pushstring(co, kl_http_outcome_name(resp->outcome));
+        lua_pushstring(co, resp->error ? resp->error : "request failed");
+        kl_task_resume(t, 3);
+        return;
+    }
+    lua_pushinteger(co, resp->status);
+    lua_pushlstring(co, resp->body ? resp->body : "", resp->body_len);
+    if (resp->retry_after >= 0) lua_pushnumber(co, resp->retry_after);
+    else lua_pushnil(co);
+    kl_task_resume(t, 3);
+}
+
+/* core.request(method, path [, body [, content_type]]) -> status, body, retry_after
+ * when the server answered (any status), | nil, outcome, message when it did not
+ * (outcome: kl_http_outcome_name). Yields until the request has ended. */
+static int l_request(lua_State *L) {
+    kl_task *t = kl_task_check_wait(L, "an API call");
+    kl_rt *rt = kl_rt_of(L);
+    size_t blen = 0;
+    kl_http_opts o = {
+        .method = luaL_checkstring(L, 1),
+        .path = luaL_checkstring(L, 2),
+        .body = luaL_optlstring(L, 3, NULL, &blen),
+        .content_type = luaL_optstring(L, 4, NULL),
+        .timeout_ms = rt->opts.request_timeout > 0 ? (long)(rt->opts.request_timeout * 1000) : 60000,
+    };
+    o.body_len = blen;
+    luaL_argcheck(L, o.path[0] == '/', 2, "path must start with '/'");
+    kl_http_start(rt->http, &o, (kl_http_cb){.done = on_request_done}, t);
+    kl_task_suspend(t);
+    return lua_yield(L, 0);
+}
+
+/* ---- timers ----------------------------------------------------------- */
+
+static void timer_free(kl_rt_timer *tm) {
+    kl_rt *rt = tm->rt;
+    if (tm->prev) tm->prev->next = tm->next;
+    else rt->timers = tm->next;
+    if (tm->next) tm->next->prev = tm->prev;
+    kl_loop_cancel(rt->loop, tm->loop_id);
+    luaL_unref(rt->L, LUA_REGISTRYINDEX, tm->fn_ref);
+    free(tm);
+}
+
+static void on_timer(kl_loop *loop, void *ud) {
+    kl_rt_timer *tm = ud;
+    kl_rt *rt = tm->rt;
+    tm->loop_id = 0;
+    lua_rawgeti(rt->L, LUA_REGISTRYINDEX, tm->fn_ref);
+    if (tm->interval > 0) {
+        tm->loop_id = kl_loop_after(loop, tm->interval, on_timer, tm);
+        kl_task_spawn(rt, NULL, "klua.every callback", 0, NULL, NULL);
+    } else {
+        /* Freed first (fn is already on the stack), so the callback runs
+         * with its timer gone and the script can count as idle after it. */
+        timer_free(tm);
+        kl_task_spawn(rt, NULL, "klua.after callback", 0, NULL, NULL);
+    }
+}
+
+static int add_timer(lua_State *L, double interval) {
+    kl_rt *rt = kl_rt_of(L);
+    lua_Number secs = luaL_checknumber(L, 1);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    luaL_argcheck(L, secs >= 0, 1, "seconds must not be negative");
+    luaL_argcheck(L, interval == 0 || secs > 0, 1, "the interval must be positive");
+    check_open(L, "cannot start a timer");
+    kl_rt_timer *tm = kl_xcalloc(1, sizeof *tm);
+    tm->rt = rt;
+    tm->interval = interval > 0 ? secs : 0;
+    lua_pushvalue(L, 2);
+    tm->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    tm->serial = ++rt->timer_serial;
+    tm->loop_id = kl_loop_after(rt->loop, secs, on_timer, tm);
+    tm->next = rt->timers;
+    if (rt->timers) rt->timers->prev = tm;
+    rt->timers = tm;
+    lua_pushinteger(L, tm->serial);
+    return 1;
+}
+
+/* core.after(seconds, fn) -> timer id: runs fn once, later. */
+static int l_after(lua_State *L) { return add_timer(L, 0); }
+/* core.every(seconds, fn) -> timer id: runs fn every `seconds`. */
+static int l_every(lua_State *L) { return add_timer(L, 1); }
+
+/* core.cancel(timer id) -> true if the timer was still pending. */
+static int l_cancel(lua_State *L) {
+    kl_rt *rt = kl_rt_of(L);
+    lua_Integer id = luaL_checkinteger(L, 1);
+    for (kl_rt_timer *tm = rt->timers; tm; tm = tm->next) {
+        if (tm->serial == id) {
+            timer_free(tm);
+            lua_pushboolean(L, 1);
+            kl_rt_check_idle(rt);
+            return 1;
+        }
+    }
+    lua_pushboolean(L, 0);
+    return 1;
+}
+
+static void on_sleep_over(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_task_resume(ud, 0);
+}
+
+/* core.sleep(seconds): suspends the calling task. */
+static int l_sleep(lua_State *L) {
+    kl_task *t = kl_task_check_wait(L, "klua.sleep");
+    lua_Number secs = luaL_checknumber(L, 1);
+    kl_loop_after(kl_rt_of(L)->loop, secs, on_sleep_over, t);
+    kl_task_suspend(t);
+    return lua_yield(L, 0);
+}
+
+/* ---- the rest --------------------------------------------------------- */
+
+/* core.stop([code]): ends the run once the current callback returns; no
+ * further script code starts. klua run exits with code (default 0). */
+static int l_stop(lua_State *L) {
+    kl_rt *rt = kl_rt_of(L);
+    rt->exit_code = (int)luaL_optinteger(L, 1, 0);
+    kl_loop_stop(rt->loop);
+    return 0;
+}
+
+/* core.log(level, message): level is "debug", "info", "warn" or "error". */
+static int l_log(lua_State *L) {
+    static const char *const names[] = {"debug", "info", "warn", "error", NULL};
+    _Static_assert(KL_LOG_DEBUG == 0 && KL_LOG_ERROR == 3, "names follows kl_log_level");
+    int level = luaL_checkoption(L, 1, NULL, names);
+    const char *msg = luaL_checkstring(L, 2);
+    kl_log((kl_log_level)level, kl_rt_of(L)->script_name, "%s", msg);
+    return 0;
+}
+
+/* core.verbosity() -> the -v level. */
+static int l_verbosity(lua_State *L) {
+    lua_pushinteger(L, kl_log_verbosity());
+    return 1;
+}
+
+/* core.now() -> seconds on a monotonic clock. */
+static int l_now(lua_State *L) {
+    lua_pushnumber(L, kl_now());
+    return 1;
+}
+
+/* core.namespace() -> the namespace of the kubeconfig context. */
+static int l_namespace(lua_State *L) {
+    lua_pushstring(L, kl_conn_namespace(kl_rt_of(L)->conn));
+    return 1;
+}
+
+/* core.stdout_closed() -> true once stdout's reader has gone: a pipe or
+ * socket whose other end closed reports POLLERR or POLLHUP, so klua watch
+ * can tell without a line to write. Never blocks. */
+static int l_stdout_closed(lua_State *L) {
+    struct pollfd p = {.fd = STDOUT_FILENO, .events = 0};
+    lua_pushboolean(L, poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)));
+    return 1;
+}
+
+/* core.on_synced(fn): fn runs once every informer has synced. */
+static int l_on_synced(lua_State *L) {
+    kl_rt *rt = kl_rt_of(L);
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    if (rt->on_synced_ref == LUA_NOREF) {
+        lua_newtable(L);
+        rt->on_synced_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, rt->on_synced_ref);
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+    lua_pop(L, 1);
+    if (rt->running) kl_klua_check_synced(rt, L);
+    return 0;
+}
+
+/* core.stats() -> {task_errors=, lua_memory=, suspended=}. */
+static int l_stats(lua_State *L) {
+    kl_rt *rt = kl_rt_of(L);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, (lua_Integer)rt->task_errors);
+    lua_setfield(L, -2, "task_errors");
+    lua_pushinteger(L, (lua_Integer)rt->mem_used);
+    lua_setfield(L, -2, "lua_memory");
+    lua_pushinteger(L, (lua_Integer)rt->suspended);
+    lua_setfield(L, -2, "suspended");
+    return 1;
+}
+
+static void set_string(lua_State *L, const char *key, const char *v) {
+    if (!v) return;
+    lua_pushstring(L, v);
+    lua_setfield(L, -2, key);
+}
+
+static void set_number(lua_State *L, const char *key, double v) {
+    if (v <= 0) return;
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, key);
+}
+
+/* core.controller_options() -> what --leader-elect and its flags asked:
+ * {leader_elect, election_id, election_namespace, lease_duration,
+ * renew_deadline, retry_period, script} (unset flags absent). */
+static int l_controller_options(lua_State *L) {
+    kl_rt *rt = kl_rt_of(L);
+    const kl_ctl_opts *o = &rt->opts.ctl;
+    lua_createtable(L, 0, 7);
+    lua_pushboolean(L, o->leader_elect);
+    lua_setfield(L, -2, "leader_elect");
+    set_string(L, "election_id", o->election_id);
+    set_string(L, "election_namespace", o->election_namespace);
+    set_number(L, "lease_duration", o->lease_duration);
+    set_number(L, "renew_deadline", o->renew_deadline);
+    set_number(L, "retry_period", o->retry_period);
+    if (o->script) {
+        const char *base = strrchr(o->script, '/');
+        set_string(L, "script", base ? base + 1 : o->script);
+    }
+    return 1;
+}
+
+/* core.process() -> the process_* figures (procstat.h), or nil. */
+static int l_process(lua_State *L) {
+    kl_procstat st;
+    if (kl_procstat_read(&st) < 0) return 0;
+    const struct {
+        const char *key;
+        double v;
+    } fields[] = {{"cpu_seconds", st.cpu_seconds}, {"resident_bytes", st.resident_bytes},
+                  {"virtual_bytes", st.virtual_bytes}, {"open_fds", st.open_fds},
+                  {"max_fds", st.max_fds},         {"start_time", st.start_time}};
+    lua_createtable(L, 0, 6);
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        lua_pushnumber(L, fields[k].v);
+        lua_setfield(L, -2, fields[k].key);
+    }
+    return 1;
+}
+
+void kl_klua_check_synced(kl_rt *rt, lua_State *from) {
+    if (!rt->main_done || rt->on_synced_ref == LUA_NOREF || !kl_informers_synced(rt)) return;
+    lua_State *L = rt->L;
+    int ref = rt->on_synced_ref;
+    rt->on_synced_ref = LUA_NOREF;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    lua_Integer n = (lua_Integer)luaL_len(L, -1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        kl_task_spawn(rt, from, "klua.on_synced callback", 0, NULL, NULL);
+    }
+    lua_pop(L, 1);
+}
+
+void kl_klua_set_args(kl_rt *rt, int argc, char **argv) {
+    lua_State *L = rt->L;
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, "klua.core");
+    lua_createtable(L, argc, 0);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "args");
+    lua_pop(L, 2);
+}
+
+void kl_klua_close(kl_rt *rt) {
+    while (rt->timers) timer_free(rt->timers);
+    kl_informers_close(rt);
+    kl_queues_close(rt);
+}
+
+int kl_open_core(lua_State *L) {
+    static const luaL_Reg fns[] = {
+        {"request", l_request}, {"after", l_after},         {"every", l_every},
+        {"cancel", l_cancel},   {"sleep", l_sleep},         {"stop", l_stop},
+        {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now},
+        {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
+        {"controller_options", l_controller_options}, {"process", l_process},
+        {"stdout_closed", l_stdout_closed}, {NULL, NULL}};
+    luaL_newlib(L, fns);
+    kl_view_set_functions(L);
+    kl_json_push_module(L);
+    lua_setfield(L, -2, "json");
+    kl_informer_open(L);
+    kl_queue_open(L);
+    return 1;
+}

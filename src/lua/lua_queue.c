@@ -1,0 +1,321 @@
+/*
+ * lua_queue.c - work queues for scripts: client-go's rate-limited,
+ * delaying queue (queue.c) with a get() that suspends the calling task
+ * until a key is ready.
+ *
+ * Waiting workers are woken from deferred work, never from inside the call
+ * that added the key, so an add in a handler does not run a reconcile in
+ * the middle of that handler.
+ *
+ * A queue belongs to its Lua handle: it is freed when the handle is
+ * collected (a worker waiting in get() keeps the handle on its stack), or
+ * when the runtime closes. A handle whose queue is gone raises "this queue
+ * is closed" from every method, so a __gc handler that runs at exit is safe.
+ */
+#include <lauxlib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/lua_klua.h"
+#include "cache/queue.h"
+#include "lua/task.h"
+
+#define QUEUE_MT "klua.queue"
+
+typedef struct box {
+    lua_queue *lq; /* NULL once the queue is freed */
+} box;
+
+struct lua_queue {
+    kl_rt *rt;
+    kl_queue *q;
+    box *handle;
+    lua_queue *prev, *next;
+    kl_task **waiters; /* workers suspended in get(), oldest first */
+    size_t nwaiters, capwaiters;
+    uint64_t wake_id; /* the deferred wake, or 0 */
+    uint64_t timer;
+    double timer_at;
+};
+
+static lua_queue *check_queue(lua_State *L) {
+    box *b = luaL_checkudata(L, 1, QUEUE_MT);
+    if (!b->lq) luaL_error(L, "this queue is closed: klua is shutting down");
+    return b->lq;
+}
+
+static void wake(kl_loop *loop, void *ud);
+
+static void schedule_wake(lua_queue *lq) {
+    if (!lq->wake_id && lq->nwaiters) lq->wake_id = kl_loop_defer(lq->rt->loop, wake, lq);
+}
+
+static void on_due(kl_loop *loop, void *ud) {
+    (void)loop;
+    lua_queue *lq = ud;
+    lq->timer = 0;
+    schedule_wake(lq);
+}
+
+static kl_task *pop_waiter(lua_queue *lq) {
+    kl_task *t = lq->waiters[0];
+    memmove(lq->waiters, lq->waiters + 1, --lq->nwaiters * sizeof *lq->waiters);
+    return t;
+}
+
+/* Hands ready keys to waiting workers; arms a timer for delayed ones. */
+static void wake(kl_loop *loop, void *ud) {
+    (void)loop;
+    lua_queue *lq = ud;
+    lq->wake_id = 0;
+    double now = kl_now();
+    while (lq->nwaiters && !kl_loop_stopping(loop)) {
+        int shut = 0;
+        const char *key = kl_queue_get(lq->q, now, &shut);
+        if (!key && !shut) break;
+        kl_task *t = pop_waiter(lq);
+        lua_State *co = kl_task_thread(t);
+        if (key) lua_pushstring(co, key);
+        else lua_pushnil(co);
+        kl_task_resume(t, 1);
+    }
+    double next = kl_queue_next_ready(lq->q);
+    if (lq->nwaiters && next >= 0 && (!lq->timer || next < lq->timer_at)) {
+        kl_loop_cancel(lq->rt->loop, lq->timer);
+        lq->timer_at = next;
+        lq->timer = kl_loop_after(lq->rt->loop, next - now, on_due, lq);
+    }
+}
+
+static const char *check_key(lua_State *L) {
+    const char *key = luaL_checkstring(L, 2);
+    luaL_argcheck(L, key[0] != '\0', 2, "a key must not be empty");
+    return key;
+}
+
+static int added(lua_State *L, lua_queue *lq, int rc) {
+    if (rc < 0) return luaL_error(L, "out of memory");
+    schedule_wake(lq);
+    return 0;
+}
+
+/* q:add(key): queues key unless it is queued already. */
+static int l_add(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    return added(L, lq, kl_queue_add(lq->q, check_key(L), kl_now()));
+}
+
+/* q:add_after(key, seconds): queues key later. */
+static int l_add_after(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    const char *key = check_key(L);
+    return added(L, lq, kl_queue_add_after(lq->q, key, luaL_checknumber(L, 3), kl_now()));
+}
+
+/* q:add_rate_limited(key): queues key after its backoff (5 ms doubling to
+ * 1000 s) and the overall token bucket (10/s, burst 100) allow. */
+static int l_add_rate_limited(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    return added(L, lq, kl_queue_add_rate_limited(lq->q, check_key(L), kl_now()));
+}
+
+/* q:forget(key): clears key's failure count. */
+static int l_forget(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    kl_queue_forget(lq->q, check_key(L));
+    return 0;
+}
+
+/* q:num_requeues(key) -> failures of key since it was last forgotten. */
+static int l_num_requeues(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    lua_pushinteger(L, kl_queue_num_requeues(lq->q, check_key(L)));
+    return 1;
+}
+
+/* q:get() -> the next key, suspending until one is ready; nil once the
+ * queue is shut down and drained. */
+static int l_get(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    kl_task *t = kl_task_check_wait(L, "q:get()");
+    int shut = 0;
+    const char *key = kl_queue_get(lq->q, kl_now(), &shut);
+    if (key || shut) {
+        if (key) lua_pushstring(L, key);
+        else lua_pushnil(L);
+        return 1;
+    }
+    if (lq->nwaiters == lq->capwaiters) {
+        size_t cap = lq->capwaiters ? lq->capwaiters * 2 : 4;
+        kl_task **w = realloc(lq->waiters, cap * sizeof *w);
+        if (!w) return luaL_error(L, "out of memory");
+        lq->waiters = w;
+        lq->capwaiters = cap;
+    }
+    lq->waiters[lq->nwaiters++] = t;
+    kl_task_suspend(t);
+    /* A delayed key may be due before anything else wakes the queue: the
+     * wake arms its timer. It is deferred, as t must have yielded before
+     * anything can resume it. */
+    schedule_wake(lq);
+    return lua_yield(L, 0);
+}
+
+/* q:done(key): ends processing of key (re-queued if added meanwhile). */
+static int l_done(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    kl_queue_done(lq->q, check_key(L), kl_now());
+    schedule_wake(lq);
+    return 0;
+}
+
+/* q:observe(seconds): records one reconcile duration. */
+static int l_observe(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    kl_queue_observe(lq->q, luaL_checknumber(L, 2));
+    return 0;
+}
+
+/* q:len() -> keys queued and ready. */
+static int l_len(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    lua_pushinteger(L, (lua_Integer)kl_queue_len(lq->q));
+    return 1;
+}
+
+/* q:shutdown(): no more adds; waiting workers get nil once drained. */
+static int l_shutdown(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    kl_queue_shutdown(lq->q);
+    schedule_wake(lq);
+    return 0;
+}
+
+/* Sets t[name] = {count, sum, max, buckets = {{le, count}...}} for the
+ * table t on top; the bucket counts are cumulative, as Prometheus's are,
+ * and the last bound, +Inf, is left to the count. */
+static void push_dist(lua_State *L, const kl_queue_dist *d, const char *name) {
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)d->count);
+    lua_setfield(L, -2, "count");
+    lua_pushnumber(L, d->sum);
+    lua_setfield(L, -2, "sum");
+    lua_pushnumber(L, d->max);
+    lua_setfield(L, -2, "max");
+    lua_createtable(L, KL_QUEUE_BUCKETS - 1, 0);
+    uint64_t below = 0;
+    for (int i = 0; i < KL_QUEUE_BUCKETS - 1; i++) {
+        below += d->buckets[i];
+        lua_createtable(L, 2, 0); /* {le, count} */
+        lua_pushnumber(L, kl_queue_bucket_bound(i));
+        lua_rawseti(L, -2, 1);
+        lua_pushinteger(L, (lua_Integer)below);
+        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "buckets");
+    lua_setfield(L, -2, name);
+}
+
+/* q:stats() -> {depth, processing, waiting, failing, adds, retries,
+ * longest, wait = {count, sum, max}, work = {...}, reconcile = {...}}. */
+static int l_stats(lua_State *L) {
+    lua_queue *lq = check_queue(L);
+    kl_queue_stats s;
+    kl_queue_get_stats(lq->q, kl_now(), &s);
+    lua_createtable(L, 0, 10);
+#define FIELD(f)                           \
+    lua_pushinteger(L, (lua_Integer)s.f); \
+    lua_setfield(L, -2, #f)
+    FIELD(depth);
+    FIELD(processing);
+    FIELD(waiting);
+    FIELD(failing);
+    FIELD(adds);
+    FIELD(retries);
+#undef FIELD
+    lua_pushnumber(L, s.longest);
+    lua_setfield(L, -2, "longest");
+    push_dist(L, &s.wait, "wait");
+    push_dist(L, &s.work, "work");
+    push_dist(L, &s.reconcile, "reconcile");
+    return 1;
+}
+
+static double opt_field(lua_State *L, int idx, const char *name) {
+    lua_getfield(L, idx, name);
+    double v = lua_isnil(L, -1) ? 0 : (double)luaL_checknumber(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* core.queue{base_delay=, max_delay=, qps=, burst=} -> a work queue. */
+static int l_queue(lua_State *L) {
+    kl_rt *rt = kl_rt_of(L);
+    if (rt->closing) return luaL_error(L, "cannot make a queue: klua is shutting down");
+    kl_queue_opts o = {0};
+    if (lua_istable(L, 1)) {
+        o.base_delay = opt_field(L, 1, "base_delay");
+        o.max_delay = opt_field(L, 1, "max_delay");
+        o.qps = opt_field(L, 1, "qps");
+        o.burst = (int)opt_field(L, 1, "burst");
+    }
+    lua_queue *lq = calloc(1, sizeof *lq);
+    if (!lq) return luaL_error(L, "out of memory");
+    lq->rt = rt;
+    lq->q = kl_queue_new(&o);
+    if (!lq->q) {
+        free(lq);
+        return luaL_error(L, "out of memory");
+    }
+    box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->lq = lq;
+    lq->handle = b;
+    luaL_setmetatable(L, QUEUE_MT);
+    lq->next = rt->queues;
+    if (rt->queues) rt->queues->prev = lq;
+    rt->queues = lq;
+    return 1;
+}
+
+static void queue_free(lua_queue *lq) {
+    kl_rt *rt = lq->rt;
+    if (lq->prev) lq->prev->next = lq->next;
+    else rt->queues = lq->next;
+    if (lq->next) lq->next->prev = lq->prev;
+    lq->handle->lq = NULL;
+    kl_loop_cancel(rt->loop, lq->timer);
+    kl_loop_cancel(rt->loop, lq->wake_id);
+    kl_queue_free(lq->q);
+    free(lq->waiters);
+    free(lq);
+}
+
+static int l_gc(lua_State *L) {
+    box *b = luaL_checkudata(L, 1, QUEUE_MT);
+    if (b->lq) queue_free(b->lq);
+    return 0;
+}
+
+void kl_queues_close(kl_rt *rt) {
+    while (rt->queues) queue_free(rt->queues);
+}
+
+void kl_queue_open(lua_State *L) {
+    static const luaL_Reg methods[] = {
+        {"add", l_add},       {"add_after", l_add_after}, {"add_rate_limited", l_add_rate_limited},
+        {"forget", l_forget}, {"num_requeues", l_num_requeues}, {"get", l_get},
+        {"done", l_done},     {"observe", l_observe},     {"len", l_len},
+        {"shutdown", l_shutdown}, {"stats", l_stats},     {NULL, NULL}};
+    if (luaL_newmetatable(L, QUEUE_MT)) {
+        luaL_setfuncs(L, methods, 0);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, l_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_queue);
+    lua_setfield(L, -2, "queue");
+}

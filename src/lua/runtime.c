@@ -1,0 +1,169 @@
+/* runtime.c - the Lua state, the loop and the script's lifetime; see runtime.h. */
+#include "lua/runtime.h"
+
+#include <lauxlib.h>
+#include <lua-cjson.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/embedded.h"
+#include "base/log.h"
+#include "lua/lua_endpoint.h"
+#include "lua/lua_klua.h"
+#include "lua/task.h"
+#include "lua/view.h"
+
+kl_rt *kl_rt_of(lua_State *L) {
+    void *ud;
+    lua_getallocf(L, &ud);
+    return ud;
+}
+
+/* The memory limit binds only while script code runs, so the host's own
+ * pushes (views, threads) can never fail outside a protected call. */
+static void *rt_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    kl_rt *rt = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        free(ptr);
+        rt->mem_used -= old;
+        return NULL;
+    }
+    if (rt->cur.enforce_memory && rt->opts.memory_limit && nsize > old &&
+        rt->mem_used - old + nsize > rt->opts.memory_limit)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p) rt->mem_used = rt->mem_used - old + nsize;
+    return p;
+}
+
+static void preload(lua_State *L, const char *name, lua_CFunction open) {
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, open);
+    lua_setfield(L, -2, name);
+    lua_pop(L, 1);
+}
+
+static int open_state(lua_State *L) {
+    luaL_openlibs(L);
+    kl_task_open_guards(L);
+    kl_view_open(L);
+    preload(L, "cjson", luaopen_cjson);
+    preload(L, "klua.core", kl_open_core);
+    kl_embedded_add_searcher(L);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "klua");
+    lua_call(L, 1, 1);
+    lua_setglobal(L, "klua");
+    return 0;
+}
+
+kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
+    kl_rt *rt = calloc(1, sizeof *rt);
+    if (!rt) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    rt->opts = *opts;
+    rt->on_synced_ref = LUA_NOREF;
+    snprintf(rt->script_name, sizeof rt->script_name, "script");
+    rt->conn = kl_conn_load(&opts->conn, err, errlen);
+    if (!rt->conn) goto fail;
+    rt->loop = kl_loop_new(kl_http_transfer_done);
+    rt->http = rt->loop ? kl_http_new(rt->loop, rt->conn) : NULL;
+    rt->L = lua_newstate(rt_alloc, rt);
+    if (!rt->loop || !rt->http || !rt->L) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    /* Threads copy the main thread's extra space: NULL marks them (and the
+     * coroutines a script creates) as no task of ours. */
+    *(kl_task **)lua_getextraspace(rt->L) = NULL;
+    kl_task_init(rt);
+    lua_pushcfunction(rt->L, open_state);
+    if (lua_pcall(rt->L, 0, 0, 0) != LUA_OK) {
+        snprintf(err, errlen, "cannot start Lua: %s", lua_tostring(rt->L, -1));
+        goto fail;
+    }
+    return rt;
+fail:
+    kl_rt_free(rt);
+    return NULL;
+}
+
+/* The one teardown order. Script code may still run in it: the __gc
+ * handlers that lua_close calls. So first the endpoints (they call into
+ * Lua), then everything that could start
+ * script code or that a handle points to is closed (timers, informers with
+ * their requests, queues; their handles then raise "closed"), then the
+ * requests of API calls, then the tasks, whose waits can no longer end;
+ * then lua_close, while making anything new is refused (rt->closing) and
+ * the loop, which the count hook reads, still exists; the loop, which
+ * only holds pointers to what is gone by now, and the connection last. */
+void kl_rt_free(kl_rt *rt) {
+    if (!rt) return;
+    rt->closing = 1;
+    rt->cur = (kl_run_state){0}; /* __gc handlers start with a budget of their own */
+    kl_endpoint_close_all(rt);
+    if (rt->L) kl_klua_close(rt);
+    kl_http_free(rt->http);
+    if (rt->L) {
+        kl_task_pool_free(rt);
+        lua_close(rt->L);
+    }
+    kl_loop_free(rt->loop);
+    kl_conn_free(rt->conn);
+    free(rt);
+}
+
+void kl_rt_check_idle(kl_rt *rt) {
+    if (rt->running && rt->main_done && !rt->cur.task && !rt->suspended && !rt->timers &&
+        !rt->informers)
+        kl_loop_stop(rt->loop);
+}
+
+int kl_rt_stop_signal(const kl_rt *rt) { return kl_loop_signal(rt->loop); }
+
+static void on_main_done(void *ud, kl_task *t, int ok) {
+    (void)t;
+    kl_rt *rt = ud;
+    rt->main_done = 1;
+    kl_informers_start_dispatch(rt);
+    if (ok) kl_klua_check_synced(rt, NULL);
+    /* Cut short by a signal is a stop, not a failure. */
+    if (!ok && !kl_loop_signal(rt->loop)) {
+        rt->script_failed = 1;
+        kl_loop_stop(rt->loop);
+    }
+}
+
+static void set_script_name(kl_rt *rt, const char *path) {
+    const char *base = path ? strrchr(path, '/') : NULL;
+    snprintf(rt->script_name, sizeof rt->script_name, "%s", base ? base + 1 : path ? path : "script");
+}
+
+int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **argv) {
+    lua_State *L = rt->L;
+    set_script_name(rt, path ? path : "-e");
+    int st = chunk ? luaL_loadbuffer(L, chunk, strlen(chunk), path ? path : "=(command line)")
+                   : luaL_loadfile(L, path);
+    if (st != LUA_OK) {
+        if (kl_log_format_json()) kl_log(KL_LOG_ERROR, "klua", "%s", lua_tostring(L, -1));
+        else fprintf(stderr, "klua: %s\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return 1;
+    }
+    kl_klua_set_args(rt, argc, argv);
+    for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
+    rt->running = 1;
+    kl_task_spawn(rt, NULL, "the script's main chunk", argc, on_main_done, rt);
+    if (!rt->script_failed) {
+        kl_rt_check_idle(rt);
+        if (!kl_loop_stopping(rt->loop)) kl_loop_run(rt->loop);
+    }
+    rt->running = 0;
+    if (rt->script_failed) return 1;
+    return rt->exit_code;
+}

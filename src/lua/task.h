@@ -1,0 +1,60 @@
+/*
+ * task.h - script code running in a coroutine on the loop.
+ *
+ * A task runs one function. When it finishes or fails its done callback
+ * runs; a failure is logged with its traceback and the task's name, and
+ * counted, and nothing else stops. A C function that needs to wait (for a
+ * response, a timer) gets its task from kl_task_check_wait, calls
+ * kl_task_suspend and yields; whoever ends the wait pushes the results on
+ * the task's thread and calls kl_task_resume from the loop.
+ *
+ * A count hook on every thread of the Lua state counts the instructions of
+ * the running task and looks for SIGINT/SIGTERM every 100000
+ * instructions. A task that runs past the instruction budget in one go, or
+ * that runs when a signal arrives, is stopped: from then on every further
+ * instruction it runs fails again (in its own coroutines too, within a
+ * period), so no pcall, xpcall handler, __close or __gc can catch its way
+ * out, until the error has left the task. A task stopped by a signal is no
+ * failure: it is logged on one info line and not counted.
+ */
+#ifndef KLUA_TASK_H
+#define KLUA_TASK_H
+
+#include <lua.h>
+
+#include "lua/runtime.h"
+
+typedef void (*kl_task_done_fn)(void *ud, kl_task *t, int ok);
+
+/* Installs the count hook on rt->L, before any thread is made from it:
+ * threads inherit their creator's hook. */
+void kl_task_init(kl_rt *rt);
+/* Replaces the global xpcall with one whose message handler is not called
+ * once the task is stopped. Called once the standard libraries are open.
+ * [-0, +0, e] */
+void kl_task_open_guards(lua_State *L);
+/* Runs the function under nargs arguments on top of rt->L, popping them
+ * all. from is the thread whose C function starts the task (its C stack
+ * depth carries over), or NULL from the loop. name says what runs, for
+ * errors ("add handler of pods"). done (may be NULL) runs when the task
+ * ends; with t NULL and ok 0 when it could not start: out of memory, or the
+ * loop is stopping, as no script code starts then. Returns 1 if the task is
+ * suspended, 0 if it has already ended or never started. [-(nargs+1), +0] */
+int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_task_done_fn done,
+                  void *ud);
+/* The task running on thread L, or NULL when L is not a task's thread. */
+kl_task *kl_task_current(lua_State *L);
+/* The task on L that is about to wait in `what` ("klua.sleep"); raises an
+ * error naming where waiting is allowed when L is no task's thread or
+ * cannot yield here (a __gc handler, a table.sort comparison). */
+kl_task *kl_task_check_wait(lua_State *L, const char *what);
+/* Marks the running task as waiting; the C function then returns lua_yield. */
+void kl_task_suspend(kl_task *t);
+/* Resumes a waiting task with nres values already pushed on its thread.
+ * Called from the loop only, never from script code. */
+void kl_task_resume(kl_task *t, int nres);
+lua_State *kl_task_thread(kl_task *t);
+/* Frees every task, waiting or pooled; called when the runtime closes. */
+void kl_task_pool_free(kl_rt *rt);
+
+#endif

@@ -1,0 +1,439 @@
+/* view.c - lazy read-only Lua views over JSON bytes; see view.h. */
+#include "lua/view.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+#include "wire/json.h"
+#include "lua/lua_json.h"
+
+#define VIEW_MT "klua.view"
+#define DOC_MT "klua.view.doc"
+
+/*
+ * One object's bytes and, once parsed, its tape: a full userdata shared by
+ * all views of the object (their user value). Its tape lives in Lua memory
+ * so that the collector paces itself by it: right after the vdoc when the
+ * view was made from a decoded event, or in the vdoc's own user value when
+ * it was parsed on first access.
+ */
+typedef struct vdoc {
+    kl_blob *blob;    /* one reference, dropped by __gc */
+    size_t off, len;  /* the root value's JSON is blob->data[off, off+len) */
+    size_t root;      /* tape index of the root value; 0 until parsed */
+    kl_json_tape t;
+} vdoc;
+
+/* A view: one value inside a vdoc (user value 1). */
+typedef struct view {
+    vdoc *doc;
+    size_t at;               /* tape index of the value; 0 for the root */
+    size_t cursor, cursor_at; /* array element `cursor` (1-based) is at tape index cursor_at */
+    size_t raw_off, raw_len; /* the value's bytes in the blob, once found (raw_len > 0) */
+} view;
+
+/* ---- the parsed form ---- */
+
+/* Copies t into dst (nwords words, then the strings) and points d at it. */
+static void adopt_tape(vdoc *d, void *dst, const kl_json_tape *t, size_t nstrings, size_t root) {
+    uint64_t *words = dst;
+    memcpy(words, t->words, t->nwords * sizeof *words);
+    memcpy(words + t->nwords, t->strings, nstrings);
+    d->t.words = words;
+    d->t.strings = (const uint8_t *)(words + t->nwords);
+    d->t.nwords = t->nwords;
+    d->root = root;
+}
+
+/* Parses the vdoc at index di on first use. */
+static void parse_doc(lua_State *L, int di, vdoc *d) {
+    kl_json_doc **guard = kl_json_push_guard(L);
+    kl_json_error err;
+    *guard = kl_json_parse(d->blob->data + d->off, d->len, 1, &err);
+    if (!*guard) {
+        char msg[200];
+        kl_json_error_format(&err, "klua: a cached object", msg, sizeof msg);
+        luaL_error(L, "%s", msg);
+    }
+    kl_json_tape t = kl_json_doc_tape(*guard);
+    size_t nstrings = kl_json_doc_strings_size(*guard);
+    void *storage = lua_newuserdatauv(L, t.nwords * sizeof(uint64_t) + nstrings, 0);
+    adopt_tape(d, storage, &t, nstrings, kl_json_doc_selected(*guard));
+    lua_setiuservalue(L, di, 1);
+    kl_json_free(*guard);
+    *guard = NULL;
+    lua_pop(L, 1);
+}
+
+/* The tape index of the view at vi, parsing its object on first use. */
+static size_t view_at(lua_State *L, int vi, view *v) {
+    if (v->at) return v->at;
+    if (!v->doc->root) {
+        lua_getiuservalue(L, vi, 1);
+        parse_doc(L, lua_gettop(L), v->doc);
+        lua_pop(L, 1);
+    }
+    return v->doc->root;
+}
+
+/* ---- pushing values ---- */
+
+/* Pushes a new view of tape index at, sharing the vdoc of the view at vi;
+ * mt is the index of the view metatable. */
+static void push_child_view(lua_State *L, int vi, int mt, const view *parent, size_t at) {
+    view *c = lua_newuserdatauv(L, sizeof *c, 1);
+    memset(c, 0, sizeof *c);
+    c->doc = parent->doc;
+    c->at = at;
+    lua_pushvalue(L, mt);
+    lua_setmetatable(L, -2);
+    lua_getiuservalue(L, vi, 1);
+    lua_setiuservalue(L, -2, 1);
+}
+
+/* Pushes the value at tape index i (0: nil) of the view at vi: a view for
+ * an object or array, the plain value otherwise. */
+static void push_member(lua_State *L, int vi, int mt, const view *v, size_t i) {
+    const kl_json_tape *t = &v->doc->t;
+    if (!i) lua_pushnil(L);
+    else if (kl_jt_type(t, i) == '{' || kl_jt_type(t, i) == '[') push_child_view(L, vi, mt, v, i);
+    else kl_json_push_value(L, t, i, 0);
+}
+
+/* The tape index of element k (1-based) of the array at tape index at, or
+ * 0. Remembers where it stopped, so that walking an array in order is
+ * linear. */
+static size_t element(view *v, size_t at, lua_Integer k) {
+    const kl_json_tape *t = &v->doc->t;
+    if (kl_jt_type(t, at) != '[' || k < 1 || (size_t)k > kl_jt_count(t, at)) return 0;
+    size_t i = 1, pos = at + 1;
+    if (v->cursor && (size_t)k >= v->cursor) {
+        i = v->cursor;
+        pos = v->cursor_at;
+    }
+    for (; i < (size_t)k; i++) pos = kl_jt_next(t, pos);
+    v->cursor = i;
+    v->cursor_at = pos;
+    return pos;
+}
+
+/* The tape index of key (a string or an integer at ki) in the view at vi,
+ * or 0. */
+static size_t lookup(lua_State *L, int vi, view *v, int ki) {
+    size_t at = view_at(L, vi, v);
+    if (lua_type(L, ki) == LUA_TSTRING) {
+        size_t n;
+        const char *k = lua_tolstring(L, ki, &n);
+        return kl_jt_find(&v->doc->t, at, k, n);
+    }
+    int isint = 0;
+    lua_Integer k = lua_type(L, ki) == LUA_TNUMBER ? lua_tointegerx(L, ki, &isint) : 0;
+    return isint ? element(v, at, k) : 0;
+}
+
+/* ---- metamethods; upvalue 1 is the view metatable ---- */
+
+#define MT_UPVALUE lua_upvalueindex(1)
+
+static int is_view(lua_State *L, int i) {
+    if (lua_type(L, i) != LUA_TUSERDATA || !lua_getmetatable(L, i)) return 0;
+    int ok = lua_rawequal(L, -1, MT_UPVALUE);
+    lua_pop(L, 1);
+    return ok;
+}
+
+static view *check_view(lua_State *L, int i) {
+    if (!is_view(L, i)) luaL_typeerror(L, i, "klua view");
+    return lua_touserdata(L, i);
+}
+
+/* view[key]: the member key, or element key of an array, whatever its name.
+ * Views have no methods: a method's name would hide a member of that name
+ * (a label "copy", a ConfigMap key "get"), so the operations on objects are
+ * functions of the klua module instead. */
+static int view_index(lua_State *L) {
+    view *v = check_view(L, 1);
+    push_member(L, 1, MT_UPVALUE, v, lookup(L, 1, v, 2));
+    return 1;
+}
+
+static int view_newindex(lua_State *L) {
+    check_view(L, 1);
+    if (lua_type(L, 2) == LUA_TSTRING)
+        return luaL_error(L, "klua: cannot set field '%s': objects from the cache are read-only; "
+                             "use klua.copy(obj) for a mutable table", lua_tostring(L, 2));
+    return luaL_error(L, "klua: cannot set %s: objects from the cache are read-only; "
+                         "use klua.copy(obj) for a mutable table", luaL_typename(L, 2));
+}
+
+/* #view: an array's length; 0 for an object. */
+static int view_len(lua_State *L) {
+    view *v = check_view(L, 1);
+    size_t at = view_at(L, 1, v);
+    const kl_json_tape *t = &v->doc->t;
+    lua_pushinteger(L, kl_jt_type(t, at) == '[' ? (lua_Integer)kl_jt_count(t, at) : 0);
+    return 1;
+}
+
+/* The iterator of pairs(view). Upvalues: the view metatable, the view, the
+ * tape index of the next member or element, the next array index. */
+static int view_next(lua_State *L) {
+    view *v = lua_touserdata(L, lua_upvalueindex(2));
+    const kl_json_tape *t = &v->doc->t;
+    size_t at = view_at(L, lua_upvalueindex(2), v);
+    size_t pos = (size_t)lua_tointeger(L, lua_upvalueindex(3));
+    if (!pos || pos >= kl_jt_close(t, at)) return 0;
+    size_t value = pos;
+    if (kl_jt_type(t, at) == '{') {
+        size_t n;
+        const char *k = kl_jt_string(t, pos, &n);
+        lua_pushlstring(L, k, n);
+        value = pos + 1;
+    } else {
+        lua_Integer k = lua_tointeger(L, lua_upvalueindex(4));
+        lua_pushinteger(L, k);
+        lua_pushinteger(L, k + 1);
+        lua_replace(L, lua_upvalueindex(4));
+    }
+    push_member(L, lua_upvalueindex(2), lua_upvalueindex(1), v, value);
+    lua_pushinteger(L, (lua_Integer)kl_jt_next(t, value));
+    lua_replace(L, lua_upvalueindex(3));
+    return 2;
+}
+
+/* pairs(view): members in JSON order, or elements 1..n. */
+static int view_pairs(lua_State *L) {
+    view *v = check_view(L, 1);
+    size_t at = view_at(L, 1, v);
+    const kl_json_tape *t = &v->doc->t;
+    int container = kl_jt_type(t, at) == '{' || kl_jt_type(t, at) == '[';
+    lua_pushvalue(L, MT_UPVALUE);
+    lua_pushvalue(L, 1);
+    lua_pushinteger(L, container ? (lua_Integer)at + 1 : 0); /* 0: a scalar has nothing to walk */
+    lua_pushinteger(L, 1);
+    lua_pushcclosure(L, view_next, 4);
+    lua_pushvalue(L, 1);
+    lua_pushnil(L);
+    return 3;
+}
+
+/* The bytes of the view's value within its blob. */
+static const char *view_bytes(view *v, size_t *len) {
+    vdoc *d = v->doc;
+    if (!v->at) {
+        *len = d->len;
+        return d->blob->data + d->off;
+    }
+    if (!v->raw_len) {
+        size_t end = d->off + d->len;
+        v->raw_off = kl_json_raw_seek(d->blob->data, end, d->off, d->root, v->at);
+        v->raw_len = kl_json_raw_skip(d->blob->data, end, v->raw_off) - v->raw_off;
+    }
+    *len = v->raw_len;
+    return d->blob->data + v->raw_off;
+}
+
+/* tostring(view) -> the value's JSON text, its exact bytes. */
+static int view_tostring(lua_State *L) {
+    view *v = check_view(L, 1);
+    size_t len;
+    const char *s = view_bytes(v, &len);
+    lua_pushlstring(L, s, len);
+    return 1;
+}
+
+/* a == b for two views of the same value. */
+static int view_eq(lua_State *L) {
+    int same = 0;
+    if (is_view(L, 1) && is_view(L, 2)) {
+        const view *a = lua_touserdata(L, 1), *b = lua_touserdata(L, 2);
+        same = a->doc == b->doc && a->at == b->at;
+    }
+    lua_pushboolean(L, same);
+    return 1;
+}
+
+static int doc_gc(lua_State *L) {
+    vdoc *d = lua_touserdata(L, 1);
+    kl_blob_unref(d->blob);
+    d->blob = NULL;
+    return 0;
+}
+
+void kl_view_open(lua_State *L) {
+    static const luaL_Reg metamethods[] = {{"__index", view_index}, {"__newindex", view_newindex},
+                                           {"__len", view_len},     {"__pairs", view_pairs},
+                                           {"__tostring", view_tostring}, {"__eq", view_eq},
+                                           {NULL, NULL}};
+    if (luaL_newmetatable(L, DOC_MT)) {
+        lua_pushcfunction(L, doc_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    if (!luaL_newmetatable(L, VIEW_MT)) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_pushvalue(L, -1);
+    luaL_setfuncs(L, metamethods, 1); /* each gets the metatable as upvalue */
+    lua_pop(L, 1);
+    kl_json_push_array_mt(L);
+    lua_pop(L, 1);
+}
+
+/* The view may be the last holder of its blob, whose bytes the collector
+ * cannot see: count them as if the view had allocated them, or garbage
+ * views would pin megabytes of blobs between two cycles. */
+static void account_blob(lua_State *L, const kl_blob *b) {
+    int kb = (int)((b->len + KL_BLOB_PADDING) >> 10);
+    if (kb > 0 && lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb);
+}
+
+void kl_view_push(lua_State *L, const kl_obj *o, void *parsed) {
+    kl_json_doc *pd = parsed;
+    kl_json_tape t = {0};
+    size_t nstrings = 0;
+    if (pd) {
+        t = kl_json_doc_tape(pd);
+        nstrings = kl_json_doc_strings_size(pd);
+    }
+    vdoc *d = lua_newuserdatauv(L, sizeof *d + t.nwords * sizeof(uint64_t) + nstrings, 1);
+    memset(d, 0, sizeof *d);
+    d->off = o->off;
+    d->len = o->len;
+    if (pd) adopt_tape(d, d + 1, &t, nstrings, kl_json_doc_selected(pd));
+    luaL_setmetatable(L, DOC_MT);
+    d->blob = kl_blob_ref(o->blob);
+    view *v = lua_newuserdatauv(L, sizeof *v, 1);
+    memset(v, 0, sizeof *v);
+    v->doc = d;
+    luaL_setmetatable(L, VIEW_MT);
+    lua_rotate(L, -2, 1);
+    lua_setiuservalue(L, -2, 1);
+    account_blob(L, o->blob);
+}
+
+const char *kl_view_json(lua_State *L, int idx, size_t *len) {
+    view *v = luaL_testudata(L, idx, VIEW_MT);
+    return v ? view_bytes(v, len) : NULL;
+}
+
+void kl_view_copy(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    view *v = luaL_checkudata(L, idx, VIEW_MT);
+    size_t at = view_at(L, idx, v);
+    kl_json_push_array_mt(L);
+    kl_json_push_value(L, &v->doc->t, at, lua_gettop(L));
+    lua_remove(L, -2);
+}
+
+/* ---- klua.copy, klua.get, klua.type ---- */
+
+static void copy_value(lua_State *L, int idx, int seen, int amt, int depth);
+
+/* Pushes a deep copy of the table at idx; seen maps each table already
+ * copied to its copy, so that shared parts stay shared and cycles end. */
+static void copy_table(lua_State *L, int idx, int seen, int amt, int depth) {
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, seen) != LUA_TNIL) return;
+    lua_pop(L, 1);
+    if (depth >= KL_JSON_MAX_DEPTH) luaL_error(L, "klua.copy: a table nested deeper than %d levels", KL_JSON_MAX_DEPTH);
+    luaL_checkstack(L, 6, "klua.copy: nested too deeply");
+    lua_newtable(L);
+    int copy = lua_gettop(L);
+    lua_pushvalue(L, idx);
+    lua_pushvalue(L, copy);
+    lua_rawset(L, seen);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pushvalue(L, -2);                                   /* key value key */
+        copy_value(L, lua_gettop(L) - 1, seen, amt, depth + 1); /* key value key copy */
+        lua_rawset(L, copy);
+        lua_pop(L, 1);
+    }
+    if (lua_getmetatable(L, idx)) lua_setmetatable(L, copy);
+}
+
+static void copy_value(lua_State *L, int idx, int seen, int amt, int depth) {
+    view *v = luaL_testudata(L, idx, VIEW_MT);
+    if (v) kl_json_push_value(L, &v->doc->t, view_at(L, idx, v), amt);
+    else if (lua_type(L, idx) == LUA_TTABLE) copy_table(L, idx, seen, amt, depth);
+    else lua_pushvalue(L, idx);
+}
+
+/* klua.copy(v) -> a plain, mutable, fully decoded copy of a view (as
+ * klua.json.decode would build it), a deep copy of a table (views inside
+ * decoded too, metatables kept), or v itself for any other value. */
+static int l_copy(lua_State *L) {
+    luaL_checkany(L, 1);
+    lua_settop(L, 1);
+    lua_newtable(L);
+    kl_json_push_array_mt(L);
+    copy_value(L, 1, 2, 3, 0);
+    return 1;
+}
+
+/* klua.get(v, k1, ..., kn) -> v[k1][k2]...[kn], or nil as soon as a step is
+ * missing or reaches a value without members (a string, a number,
+ * klua.null). Views and tables alike; a table's members are read raw. */
+static int l_get(lua_State *L) {
+    int n = lua_gettop(L);
+    luaL_checkany(L, 1);
+    luaL_getmetatable(L, VIEW_MT);
+    int mt = n + 1;
+    lua_pushvalue(L, 1);
+    for (int k = 2; k <= n; k++) {
+        int cur = lua_gettop(L);
+        view *v = luaL_testudata(L, cur, VIEW_MT);
+        if (v) {
+            push_member(L, cur, mt, v, lookup(L, cur, v, k));
+        } else if (lua_type(L, cur) == LUA_TTABLE) {
+            lua_pushvalue(L, k);
+            lua_rawget(L, cur);
+        } else {
+            lua_pushnil(L);
+        }
+        lua_remove(L, cur);
+    }
+    return 1;
+}
+
+static const char *tape_type_name(char c) {
+    switch (c) {
+    case '{': return "object";
+    case '[': return "array";
+    case '"': return "string";
+    case 't':
+    case 'f': return "boolean";
+    case 'n': return "null";
+    default: return "number";
+    }
+}
+
+/* klua.type(v) -> the JSON type of v as klua reads and writes it: "object",
+ * "array", "string", "number", "boolean" or "null", for a view and for a
+ * plain value alike (a table as klua.json.encode would write it); Lua's
+ * type() name for a value without a JSON form ("nil", "function", "table"
+ * for a table with mixed keys, ...). */
+static int l_type(lua_State *L) {
+    luaL_checkany(L, 1);
+    view *v = luaL_testudata(L, 1, VIEW_MT);
+    const char *name;
+    if (v) {
+        name = tape_type_name(kl_jt_type(&v->doc->t, view_at(L, 1, v)));
+    } else if (lua_type(L, 1) == LUA_TTABLE) {
+        int kind = kl_json_table_kind(L, 1);
+        name = kind == '[' ? "array" : kind == '{' ? "object" : "table";
+    } else if (lua_type(L, 1) == LUA_TLIGHTUSERDATA && !lua_touserdata(L, 1)) {
+        name = "null";
+    } else {
+        name = luaL_typename(L, 1);
+    }
+    lua_pushstring(L, name);
+    return 1;
+}
+
+void kl_view_set_functions(lua_State *L) {
+    static const luaL_Reg funcs[] = {{"copy", l_copy}, {"get", l_get}, {"type", l_type}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
+}

@@ -1,0 +1,65 @@
+/*
+ * view.h - lazy read-only Lua views over objects kept as JSON bytes.
+ *
+ * Handlers and cache lookups receive views, not decoded tables: a view
+ * decodes only what the script touches, so reading three fields of a Pod
+ * costs a parse of its bytes (reused from the watch event when there is
+ * one) and three lookups, never a table per field.
+ *
+ * The Lua contract:
+ *   obj.metadata.name, obj.spec.containers[1].image: indexing works as on
+ *     tables. Objects and arrays inside are views too; scalars are plain
+ *     values: strings, booleans, integers as Lua integers (math.type
+ *     'integer') when they fit 64 bits, other numbers as floats, and JSON
+ *     null as klua.null (the same value as cjson.null). Missing keys are
+ *     nil; arrays are 1-based.
+ *   pairs(view) walks an object's members in JSON order or an array's
+ *     elements 1..n; ipairs works on arrays. #view is an array's length and
+ *     0 for an object (as for a table without an array part).
+ *   A member reads as itself whatever its name: views have no methods
+ *     (obj.metadata.labels.copy is the label "copy", nil when missing).
+ *     The operations are functions of the klua module, which work alike
+ *     on views and on plain tables: klua.copy(v) a plain, mutable, fully
+ *     decoded table (as klua.json.decode would build it: arrays carry
+ *     klua.json.array_mt); klua.get(v, k1, k2, ...) a nested member or nil
+ *     when a step is missing; klua.type(v) "object", "array", ...
+ *   tostring(view) and klua.json.encode(view) give the value's JSON, its
+ *     exact bytes. type(view) is "userdata".
+ *   Writes raise "klua: cannot set field 'x': objects from the cache are
+ *     read-only; use klua.copy(obj) for a mutable table".
+ *   Two views of the same value compare equal (==).
+ *
+ * Lifetime: a view holds a reference on its object's blob, so it stays
+ * readable after the store drops the object. The parsed form lives in Lua
+ * memory, shared by the views of one object, and is collected with the
+ * last of them.
+ */
+#ifndef KLUA_VIEW_H
+#define KLUA_VIEW_H
+
+#include <lua.h>
+
+#include "wire/obj.h"
+
+/* Creates the metatables; call once per lua_State. Stack unchanged. [-0, +0] */
+void kl_view_open(lua_State *L);
+
+/* Pushes a view of o's object (takes its own blob reference). parsed:
+ * optional parsed form of the bytes from kl_decode_event (kl_event.parsed,
+ * a kl_json_doc with the object selected); the view copies what it needs,
+ * the caller keeps ownership. NULL parses lazily on first access. [-0, +1] */
+void kl_view_push(lua_State *L, const kl_obj *o, void *parsed);
+
+/* If the value at idx is a view, returns its JSON bytes (length in *len),
+ * else NULL. The pointer is valid while the view is alive. [-0, +0] */
+const char *kl_view_json(lua_State *L, int idx, size_t *len);
+
+/* Pushes a plain, mutable, fully decoded copy of the view at idx (as
+ * klua.copy(obj)). Raises an error if idx is not a view. [-0, +1, e] */
+void kl_view_copy(lua_State *L, int idx);
+
+/* Sets the functions copy, get and type (klua.copy, klua.get, klua.type)
+ * in the table on top of the stack; kl_view_open must have run. [-0, +0] */
+void kl_view_set_functions(lua_State *L);
+
+#endif

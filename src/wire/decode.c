@@ -1,0 +1,369 @@
+/* decode.c - watch frames and LIST bodies; see decode.h. */
+#include "wire/decode.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/json.h"
+#include "base/xalloc.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A malloc'd copy of the string member key of the object at i, dflt when
+ * the member is missing or not a string (dflt NULL gives NULL). */
+static char *dup_member(const kl_json_tape *t, size_t i, const char *key, const char *dflt) {
+    size_t n;
+    const char *s = i ? kl_jt_get_string(t, i, key, &n) : NULL;
+    if (!s) return dflt ? kl_xstrdup(dflt) : NULL;
+    char *c = kl_xmalloc(n + 1);
+    memcpy(c, s, n);
+    c[n] = 0;
+    return c;
+}
+
+/* Fills o's identity from the object at i: metadata.namespace, .name and
+ * .resourceVersion. */
+static void read_identity(const kl_json_tape *t, size_t i, kl_obj *o) {
+    size_t md = kl_jt_get(t, i, "metadata");
+    if (md && kl_jt_type(t, md) != '{') md = 0;
+    size_t nsn = 0, namen = 0, rvn = 0;
+    const char *ns = md ? kl_jt_get_string(t, md, "namespace", &nsn) : NULL;
+    const char *name = md ? kl_jt_get_string(t, md, "name", &namen) : NULL;
+    const char *rv = md ? kl_jt_get_string(t, md, "resourceVersion", &rvn) : NULL;
+    kl_obj_set_identity(o, ns, ns ? nsn : 0, name, name ? namen : 0, rv, rv ? rvn : 0);
+}
+
+static int parse_type(const char *s, size_t n, kl_ev_type *type) {
+    static const struct {
+        const char *name;
+        kl_ev_type type;
+    } types[] = {{"ADDED", KL_EV_ADDED},
+                 {"MODIFIED", KL_EV_MODIFIED},
+                 {"DELETED", KL_EV_DELETED},
+                 {"BOOKMARK", KL_EV_BOOKMARK},
+                 {"ERROR", KL_EV_ERROR}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        if (strlen(types[i].name) == n && memcmp(types[i].name, s, n) == 0) {
+            *type = types[i].type;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int initial_events_end(const kl_json_tape *t, size_t obj) {
+    size_t md = kl_jt_get(t, obj, "metadata");
+    size_t ann = md ? kl_jt_get(t, md, "annotations") : 0;
+    size_t n;
+    const char *v = ann ? kl_jt_get_string(t, ann, "k8s.io/initial-events-end", &n) : NULL;
+    return v && n == 4 && memcmp(v, "true", 4) == 0;
+}
+
+/* Fills code, reason and message from the Status object at i. */
+static void read_status(const kl_json_tape *t, size_t i, int *code, char **reason, char **message) {
+    size_t c = kl_jt_get(t, i, "code");
+    *code = c && kl_jt_type(t, c) == 'l' ? (int)kl_jt_int(t, c) : 0;
+    *reason = dup_member(t, i, "reason", NULL);
+    *message = dup_member(t, i, "message", NULL);
+}
+
+static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* The byte span of the value at tape index v, a member of the root object
+ * of frame. The object is usually the root's last member, found from the
+ * end of the frame; otherwise its bytes are scanned. */
+static void object_span(const kl_blob *frame, const kl_json_tape *t, size_t v, size_t *off, size_t *len) {
+    const char *s = frame->data;
+    size_t root_off = 0;
+    while (root_off < frame->len && s[root_off] != '{') root_off++;
+    size_t start = kl_json_raw_seek(s, frame->len, root_off, 1, v), end;
+    if (kl_jt_next(t, v) == kl_jt_close(t, 1)) {
+        end = frame->len;
+        while (end > 0 && s[end - 1] != '}') end--; /* the root's '}' */
+        end--;
+        while (end > start && is_ws(s[end - 1])) end--;
+    } else {
+        end = kl_json_raw_skip(s, frame->len, start);
+    }
+    *off = start;
+    *len = end - start;
+}
+
+static int decode_error_event(const kl_json_tape *t, size_t obj, kl_event *ev) {
+    read_status(t, obj, &ev->code, &ev->reason, &ev->message);
+    return 0;
+}
+
+static int check_kind(const kl_json_tape *t, size_t obj, const char *expect, char *err, size_t errlen) {
+    size_t n;
+    const char *kind = expect ? kl_jt_get_string(t, obj, "kind", &n) : NULL;
+    if (!kind || (strlen(expect) == n && memcmp(kind, expect, n) == 0)) return 0;
+    return fail(err, errlen, "watch event object is a %.*s, expected %s", (int)(n > 64 ? 64 : n), kind, expect);
+}
+
+static int decode_object_event(kl_blob *frame, const kl_json_tape *t, size_t obj, const char *expect_kind,
+                               kl_event *ev, char *err, size_t errlen) {
+    if (check_kind(t, obj, expect_kind, err, errlen) < 0) return -1;
+    read_identity(t, obj, &ev->obj);
+    if (ev->type != KL_EV_BOOKMARK && !ev->obj.name[0])
+        return fail(err, errlen, "watch event object has no metadata.name");
+    if (ev->type == KL_EV_BOOKMARK) ev->initial_events_end = initial_events_end(t, obj);
+    object_span(frame, t, obj, &ev->obj.off, &ev->obj.len);
+    ev->obj.blob = kl_blob_ref(frame);
+    return 0;
+}
+
+/* Reads the parsed frame into ev and sets *objp to the object's tape index. */
+static int decode_parsed(kl_blob *frame, kl_json_doc *doc, const char *expect_kind, kl_event *ev, size_t *objp,
+                         char *err, size_t errlen) {
+    kl_json_tape t = kl_json_doc_tape(doc);
+    if (kl_jt_type(&t, 1) != '{') return fail(err, errlen, "watch event is not a JSON object");
+    size_t n;
+    const char *type = kl_jt_get_string(&t, 1, "type", &n);
+    if (!type) return fail(err, errlen, "watch event has no type");
+    if (parse_type(type, n, &ev->type) < 0)
+        return fail(err, errlen, "watch event has unknown type \"%.*s\"", (int)(n > 64 ? 64 : n), type);
+    size_t obj = kl_jt_get(&t, 1, "object");
+    if (!obj || kl_jt_type(&t, obj) != '{') return fail(err, errlen, "watch event has no object");
+    *objp = obj;
+    if (ev->type == KL_EV_ERROR) return decode_error_event(&t, obj, ev);
+    return decode_object_event(frame, &t, obj, expect_kind, ev, err, errlen);
+}
+
+int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char *err, size_t errlen) {
+    memset(ev, 0, sizeof *ev);
+    kl_json_error jerr;
+    kl_json_doc *doc = kl_json_parse(frame->data, frame->len, 1, &jerr);
+    if (!doc) {
+        kl_json_error_format(&jerr, "watch event", err, errlen);
+        return -1;
+    }
+    size_t obj = 0;
+    if (decode_parsed(frame, doc, expect_kind, ev, &obj, err, errlen) < 0) {
+        kl_json_free(doc);
+        kl_event_clear(ev);
+        return -1;
+    }
+    if (ev->type == KL_EV_ERROR) {
+        kl_json_free(doc);
+    } else {
+        /* Events may wait in a queue before a view reads them: keep the
+         * compact tape, not the parser (which goes back to the pool). */
+        kl_json_doc_select(doc, obj);
+        ev->parsed = kl_json_compact(doc);
+    }
+    return 0;
+}
+
+void kl_event_clear(kl_event *ev) {
+    kl_obj_clear(&ev->obj);
+    free(ev->reason);
+    free(ev->message);
+    kl_json_free(ev->parsed);
+    memset(ev, 0, sizeof *ev);
+}
+
+/* ---- LIST ---- */
+
+static void read_list_meta(const kl_json_tape *t, kl_list *out) {
+    out->kind = dup_member(t, 1, "kind", NULL);
+    out->api_version = dup_member(t, 1, "apiVersion", NULL);
+    size_t md = kl_jt_get(t, 1, "metadata");
+    if (md && kl_jt_type(t, md) != '{') md = 0;
+    out->rv = dup_member(t, md, "resourceVersion", "");
+    size_t n;
+    if (md && kl_jt_get_string(t, md, "continue", &n)) out->cont = dup_member(t, md, "continue", NULL);
+    size_t rem = md ? kl_jt_get(t, md, "remainingItemCount") : 0;
+    out->remaining = rem && kl_jt_type(t, rem) == 'l' ? (long long)kl_jt_int(t, rem) : -1;
+}
+
+/* Whether the object at i has neither a kind nor an apiVersion (absent or
+ * empty, as apimachinery reads them). */
+static int is_untyped(const kl_json_tape *t, size_t i) {
+    size_t kn = 0, an = 0;
+    const char *k = kl_jt_get_string(t, i, "kind", &kn);
+    const char *a = kl_jt_get_string(t, i, "apiVersion", &an);
+    return (!k || !kn) && (!a || !an);
+}
+
+/* The length of s written as a JSON string by put_json_string. */
+static size_t json_string_len(const char *s, size_t len) {
+    size_t n = 2;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        n += c == '"' || c == '\\' ? 2 : c < 0x20 ? 6 : 1;
+    }
+    return n;
+}
+
+/* Appends s as a JSON string to buf at *n. */
+static void put_json_string(char *buf, size_t *n, const char *s, size_t len) {
+    static const char hex[] = "0123456789abcdef";
+    buf[(*n)++] = '"';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            buf[(*n)++] = '\\';
+            buf[(*n)++] = (char)c;
+        } else if (c < 0x20) {
+            memcpy(buf + *n, "\\u00", 4);
+            buf[*n + 4] = hex[c >> 4];
+            buf[*n + 5] = hex[c & 15];
+            *n += 6;
+        } else {
+            buf[(*n)++] = (char)c;
+        }
+    }
+    buf[(*n)++] = '"';
+}
+
+void kl_obj_set_type(kl_obj *o, const char *list_kind, const char *api_version) {
+    if (!list_kind || !api_version || !api_version[0]) return;
+    size_t kn = strlen(list_kind), an = strlen(api_version);
+    if (kn >= 4 && memcmp(list_kind + kn - 4, "List", 4) == 0) kn -= 4;
+    if (!kn) return;
+    const char *src = o->blob->data + o->off;
+    size_t len = o->len, body = 1; /* past the object's '{' */
+    while (body < len && is_ws(src[body])) body++;
+    int empty = body < len && src[body] == '}';
+    size_t total = 8 + json_string_len(list_kind, kn) + 14 + json_string_len(api_version, an) + !empty +
+                   (len - body);
+    kl_blob *b = kl_blob_alloc(total);
+    size_t n = 0;
+    memcpy(b->data, "{\"kind\":", 8);
+    n = 8;
+    put_json_string(b->data, &n, list_kind, kn);
+    memcpy(b->data + n, ",\"apiVersion\":", 14);
+    n += 14;
+    put_json_string(b->data, &n, api_version, an);
+    if (!empty) b->data[n++] = ',';
+    memcpy(b->data + n, src + body, len - body);
+    n += len - body;
+    kl_blob_unref(o->blob);
+    o->blob = b;
+    o->off = 0;
+    o->len = n;
+}
+
+/* Copies item k, the value at tape index i spanning body[off, end), into
+ * out->items[k]. */
+static int read_item(const char *body, size_t off, size_t end, const kl_json_tape *t, size_t i, kl_obj *o,
+                     size_t k, char *err, size_t errlen) {
+    if (kl_jt_type(t, i) != '{') return fail(err, errlen, "LIST item %zu is not an object", k + 1);
+    read_identity(t, i, o);
+    if (!o->name[0]) return fail(err, errlen, "LIST item %zu has no metadata.name", k + 1);
+    o->blob = kl_blob_new(body + off, end - off);
+    o->off = 0;
+    o->len = end - off;
+    return 0;
+}
+
+static int read_items(const char *body, size_t len, const kl_json_tape *t, size_t items, kl_list *out, char *err,
+                      size_t errlen) {
+    size_t n = kl_jt_count(t, items);
+    out->items = kl_xcalloc(n ? n : 1, sizeof *out->items);
+    size_t root_off = 0;
+    while (root_off < len && body[root_off] != '{') root_off++;
+    size_t off = kl_json_raw_seek(body, len, root_off, 1, items) + 1; /* past '[' */
+    size_t i = items + 1;
+    for (size_t k = 0; k < n; k++, i = kl_jt_next(t, i)) {
+        off = kl_json_raw_seek(body, len, off, i, i); /* skips separators */
+        size_t end = kl_json_raw_skip(body, len, off);
+        out->n = k + 1;
+        if (read_item(body, off, end, t, i, &out->items[k], k, err, errlen) < 0) return -1;
+        if (is_untyped(t, i)) kl_obj_set_type(&out->items[k], out->kind, out->api_version);
+        off = end;
+    }
+    return 0;
+}
+
+static int decode_list_tape(const char *body, size_t len, const kl_json_tape *t, kl_list *out, char *err,
+                            size_t errlen) {
+    if (kl_jt_type(t, 1) != '{') return fail(err, errlen, "LIST response is not a JSON object");
+    size_t items = kl_jt_get(t, 1, "items");
+    if (items && kl_jt_type(t, items) == 'n') items = 0;
+    if (items && kl_jt_type(t, items) != '[') return fail(err, errlen, "LIST response items is not an array");
+    read_list_meta(t, out);
+    if (!items) return 0;
+    return read_items(body, len, t, items, out, err, errlen);
+}
+
+int kl_decode_list(const char *body, size_t len, kl_list *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    out->remaining = -1;
+    kl_json_error jerr;
+    kl_json_doc *doc = kl_json_parse(body, len, 0, &jerr);
+    if (!doc) {
+        kl_json_error_format(&jerr, "LIST response", err, errlen);
+        return -1;
+    }
+    kl_json_tape t = kl_json_doc_tape(doc);
+    int rc = decode_list_tape(body, len, &t, out, err, errlen);
+    kl_json_free(doc);
+    if (rc < 0) kl_list_clear(out);
+    return rc;
+}
+
+int kl_decode_item(kl_blob *item, kl_obj *o, int *untyped, char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    kl_json_error jerr;
+    kl_json_doc *doc = kl_json_parse(item->data, item->len, 1, &jerr);
+    if (!doc) {
+        kl_json_error_format(&jerr, "object", err, errlen);
+        return -1;
+    }
+    kl_json_tape t = kl_json_doc_tape(doc);
+    int rc;
+    if (kl_jt_type(&t, 1) != '{') rc = fail(err, errlen, "not an object");
+    else {
+        read_identity(&t, 1, o);
+        rc = o->name[0] ? 0 : fail(err, errlen, "no metadata.name");
+    }
+    if (rc == 0 && untyped) *untyped = is_untyped(&t, 1);
+    kl_json_free(doc);
+    if (rc < 0) {
+        kl_obj_clear(o);
+        return -1;
+    }
+    o->blob = kl_blob_ref(item);
+    o->off = 0;
+    o->len = item->len;
+    return 0;
+}
+
+void kl_list_clear(kl_list *l) {
+    for (size_t i = 0; i < l->n; i++) kl_obj_clear(&l->items[i]);
+    free(l->items);
+    free(l->rv);
+    free(l->cont);
+    free(l->kind);
+    free(l->api_version);
+    memset(l, 0, sizeof *l);
+    l->remaining = -1;
+}
+
+int kl_decode_status(const char *body, size_t len, int *code, char **reason, char **message) {
+    kl_json_error jerr;
+    kl_json_doc *doc = kl_json_parse(body, len, 0, &jerr);
+    if (!doc) return -1;
+    kl_json_tape t = kl_json_doc_tape(doc);
+    size_t n;
+    const char *kind = kl_jt_type(&t, 1) == '{' ? kl_jt_get_string(&t, 1, "kind", &n) : NULL;
+    int rc = -1;
+    if (kind && n == 6 && memcmp(kind, "Status", 6) == 0) {
+        read_status(&t, 1, code, reason, message);
+        rc = 0;
+    }
+    kl_json_free(doc);
+    return rc;
+}

@@ -1,0 +1,73 @@
+/*
+ * framer.h - splits a watch body into its JSON values.
+ *
+ * A watch body arrives in reads of any size: a frame may span many reads and
+ * one read may hold many frames. kube-apiserver writes one event per line,
+ * but client-go does not rely on that: apimachinery's JSON frame reader is a
+ * json.Decoder that frames by the values themselves, so events written back
+ * to back with no newline, or pretty-printed over many lines, decode the
+ * same. The framer does the same: a frame is one top-level object or array,
+ * from its opening bracket to the bracket that closes it, found by tracking
+ * strings, escapes and nesting depth across reads; whitespace between values
+ * is skipped. Each whole frame is handed on as a blob, copied exactly once
+ * out of the reads.
+ *
+ * A byte between values that cannot start an object or an array (a text
+ * error page, a bare number or string) makes json.Decoder fail and the watch
+ * end. Here the bytes from it to the end of its line are handed on as one
+ * frame, which the decoder refuses as a malformed event, so the reflector
+ * relists with backoff just as it does for any malformed event.
+ *
+ * A frame longer than the limit is refused: the framer reports it and
+ * discards its bytes without buffering them, so a hostile server cannot grow
+ * memory, scanning on to the end of the value (or of the junk line) it was
+ * in; framing resumes after it.
+ */
+#ifndef KLUA_FRAMER_H
+#define KLUA_FRAMER_H
+
+#include <stddef.h>
+
+#include "base/blob.h"
+
+#define KL_FRAME_MAX_DEFAULT ((size_t)16 << 20)
+
+typedef struct kl_framer_callbacks {
+    /* A whole frame; the callee takes the reference. */
+    void (*frame)(void *ud, kl_blob *frame);
+    /* A frame passed max bytes; its remaining bytes are being skipped. */
+    void (*oversize)(void *ud, size_t max);
+} kl_framer_callbacks;
+
+struct kl_framer;
+/* A value scanner: see scan_blocks in framer.c. */
+typedef size_t kl_framer_scan(struct kl_framer *f, const char *p, size_t n, int *done);
+
+typedef struct kl_framer {
+    size_t max;
+    kl_framer_callbacks cb;
+    void *ud;
+    kl_blob *partial; /* bytes of an unfinished frame; len counts them */
+    size_t cap;       /* bytes partial can hold before it must grow */
+    int state;        /* between values, in a value, or in a junk line */
+    int skipping;     /* inside an oversize frame, discarding to its end */
+    size_t depth;     /* brackets open in the current value */
+    int in_string;    /* the value's last scanned byte is inside a string */
+    int escaped;      /* the value's next byte is escaped by a backslash */
+    kl_framer_scan *scan; /* the fastest this CPU runs */
+} kl_framer;
+
+void kl_framer_init(kl_framer *f, size_t max, kl_framer_callbacks cb, void *ud);
+/* Makes f scan with the named scanner instead of the fastest this CPU runs,
+ * so that tests cover each: "avx512", "avx2" (x86-64 only) or "portable".
+ * Returns 0, or -1 when this build or CPU has no such scanner. Call it
+ * right after init. */
+int kl_framer_use_scanner(kl_framer *f, const char *name);
+/* Frees the unfinished frame, if any, and starts over between values. */
+void kl_framer_reset(kl_framer *f);
+/* Consumes data; returns 0, or -1 when out of memory. */
+int kl_framer_feed(kl_framer *f, const char *data, size_t len);
+/* Bytes of an unfinished frame held (0 while skipping). */
+size_t kl_framer_pending(const kl_framer *f);
+
+#endif

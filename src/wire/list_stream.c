@@ -1,0 +1,241 @@
+/* list_stream.c - LIST responses decoded item by item; see list_stream.h. */
+#include "wire/list_stream.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/xalloc.h"
+
+void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
+    memset(s, 0, sizeof *s);
+    memset(out, 0, sizeof *out);
+    out->remaining = -1;
+    s->out = out;
+    s->max_item = max_item;
+}
+
+void kl_list_stream_free(kl_list_stream *s) {
+    free(s->scratch);
+    free(s->env);
+    free(s->untyped);
+    s->scratch = NULL;
+    s->env = NULL;
+    s->untyped = NULL;
+}
+
+static int fail(kl_list_stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(kl_list_stream *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    s->failed = 1;
+    return -1;
+}
+
+static int env_add(kl_list_stream *s, const char *p, size_t n) {
+    if (!n) return 0;
+    if (s->envlen + n > KL_LIST_ENVELOPE_MAX)
+        return fail(s, "LIST response has more than %zu bytes outside its items", KL_LIST_ENVELOPE_MAX);
+    if (s->envlen + n + 1 > s->envcap) {
+        size_t cap = s->envcap ? s->envcap * 2 : 1024;
+        while (cap < s->envlen + n + 1) cap *= 2;
+        s->env = kl_xrealloc(s->env, cap);
+        s->envcap = cap;
+    }
+    memcpy(s->env + s->envlen, p, n);
+    s->envlen += n;
+    return 0;
+}
+
+/* Keeps the start of an element that continues in the next read. */
+static int item_add(kl_list_stream *s, const char *p, size_t n) {
+    if (s->scratch_len + n > s->max_item)
+        return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
+    if (s->scratch_len + n > s->scratch_cap) {
+        size_t cap = s->scratch_cap ? s->scratch_cap : 16384;
+        while (cap < s->scratch_len + n) cap *= 2;
+        s->scratch = kl_xrealloc(s->scratch, cap);
+        s->scratch_cap = cap;
+    }
+    memcpy(s->scratch + s->scratch_len, p, n);
+    s->scratch_len += n;
+    return 0;
+}
+
+/* The element ends with p[0, n): decode it and append it to the list. */
+static int item_end(kl_list_stream *s, const char *p, size_t n) {
+    size_t len = s->scratch_len + n;
+    if (len > s->max_item) return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
+    kl_blob *b = kl_blob_alloc(len);
+    if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
+    memcpy(b->data + s->scratch_len, p, n);
+    s->scratch_len = 0;
+    s->collecting = 0;
+    kl_list *l = s->out;
+    if (l->n == s->items_cap) {
+        size_t cap = s->items_cap ? s->items_cap * 2 : 64;
+        l->items = kl_xrealloc(l->items, cap * sizeof *l->items);
+        s->items_cap = cap;
+    }
+    if (l->n == s->untyped_cap) {
+        size_t cap = s->untyped_cap ? s->untyped_cap * 2 : 64;
+        unsigned char *u = realloc(s->untyped, cap);
+        if (!u) {
+            free(b);
+            return fail(s, "out of memory decoding a LIST response");
+        }
+        s->untyped = u;
+        s->untyped_cap = cap;
+    }
+    char err[200];
+    kl_obj *o = &l->items[l->n];
+    int untyped = 0;
+    int rc = kl_decode_item(b, o, &untyped, err, sizeof err);
+    kl_blob_unref(b);
+    if (rc < 0) return fail(s, "LIST item %zu: %s", l->n + 1, err);
+    s->untyped[l->n++] = (unsigned char)untyped;
+    return 0;
+}
+
+/* Whether a member name, as written (escapes included), reads "items". */
+static int names_items(const char *raw, size_t n) {
+    char name[5];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = raw[i];
+        if (c == '\\') {
+            /* Only \u00XX can spell a letter; every other escape cannot. */
+            if (i + 5 >= n + 1 || raw[i + 1] != 'u') return 0;
+            unsigned v = 0;
+            for (int d = 2; d < 6; d++) {
+                char h = raw[i + d];
+                v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0'
+                                        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                        : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 999);
+            }
+            if (v > 0x7f) return 0;
+            c = (char)v;
+            i += 5;
+        }
+        if (k == sizeof name) return 0;
+        name[k++] = c;
+    }
+    return k == 5 && memcmp(name, "items", 5) == 0;
+}
+
+/* Follows one byte outside strings; returns -1 on a structural error. */
+static int structure(kl_list_stream *s, char c) {
+    switch (c) {
+    case '"':
+        s->in_string = 1;
+        if (s->depth == 1 && s->expect_key) {
+            s->reading_key = 1;
+            s->keylen = 0;
+        }
+        break;
+    case '{':
+    case '[':
+        if (s->depth == 1 && c == '[' && s->key_is_items) s->in_items = s->items_seen = 1;
+        s->key_is_items = 0;
+        if (++s->depth == 1) s->expect_key = 1;
+        if (s->depth > 1000000) return fail(s, "LIST response nests too deep");
+        break;
+    case '}':
+    case ']':
+        if (s->depth == 2 && s->in_items && c == ']') s->in_items = 0;
+        if (--s->depth < 0) return fail(s, "LIST response is not valid JSON");
+        break;
+    case ',':
+        if (s->depth == 1) s->expect_key = 1;
+        break;
+    case ':':
+        if (s->depth == 1) {
+            s->expect_key = 0;
+            s->key_is_items = !s->items_seen && s->keylen <= sizeof s->key && names_items(s->key, s->keylen);
+            if (s->key_is_items) s->items_seen = 1;
+        }
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static void string_byte(kl_list_stream *s, char c) {
+    if (s->escape) {
+        s->escape = 0;
+    } else if (c == '\\') {
+        s->escape = 1;
+    } else if (c == '"') {
+        s->in_string = 0;
+        s->reading_key = 0;
+        return;
+    }
+    if (s->reading_key) {
+        if (s->keylen < sizeof s->key) s->key[s->keylen] = c;
+        s->keylen++;
+    }
+}
+
+int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n) {
+    if (s->failed) return -1;
+    size_t start = 0; /* first byte of p not yet copied where it belongs */
+    for (size_t i = 0; i < n; i++) {
+        if (s->in_string) {
+            if (!s->reading_key && !s->escape) {
+                /* Most bytes are inside strings: skip to what matters. */
+                while (i < n && p[i] != '"' && p[i] != '\\') i++;
+                if (i == n) break;
+            }
+            string_byte(s, p[i]);
+            continue;
+        }
+        char c = p[i];
+        int collecting = s->collecting;
+        if (!collecting && s->in_items && s->depth == 2) {
+            /* Between elements: separators stay out of the envelope. */
+            if (c == '{') {
+                if (env_add(s, p + start, i - start) < 0) return -1;
+                start = i;
+                s->collecting = 1;
+                s->depth++;
+                continue;
+            }
+            if (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+                if (env_add(s, p + start, i - start) < 0) return -1;
+                start = i + 1;
+                continue;
+            }
+            if (c != ']') return fail(s, "LIST item %zu is not an object", s->out->n + 1);
+        }
+        if (structure(s, c) < 0) return -1;
+        if (collecting && s->depth == 2) {
+            if (item_end(s, p + start, i + 1 - start) < 0) return -1;
+            start = i + 1;
+        }
+    }
+    return s->collecting ? item_add(s, p + start, n - start) : env_add(s, p + start, n - start);
+}
+
+int kl_list_stream_finish(kl_list_stream *s) {
+    if (s->failed) return -1;
+    if (s->collecting || s->depth != 0) return fail(s, "LIST response ended early");
+    kl_list meta;
+    char err[200];
+    if (kl_decode_list(s->env ? s->env : "", s->envlen, &meta, err, sizeof err) < 0)
+        return fail(s, "%s", err);
+    kl_list *l = s->out;
+    l->rv = meta.rv;
+    l->cont = meta.cont;
+    l->kind = meta.kind;
+    l->api_version = meta.api_version;
+    l->remaining = meta.remaining;
+    meta.rv = meta.cont = meta.kind = meta.api_version = NULL;
+    kl_list_clear(&meta);
+    for (size_t i = 0; i < l->n; i++)
+        if (s->untyped[i]) kl_obj_set_type(&l->items[i], l->kind, l->api_version);
+    return 0;
+}

@@ -1,0 +1,59 @@
+/*
+ * list_stream.h - decodes a LIST response as it arrives, one item at a time.
+ *
+ * A LIST at resourceVersion 0 is served in one piece, hundreds of MB for a
+ * large cluster. Buffering it and parsing it whole would hold the body, its
+ * parse and the item copies at once; instead the splitter follows the JSON
+ * structure byte by byte, copies each element of the top-level "items"
+ * array into its own blob (once when the element lies within one read, as
+ * most do; twice when it spans reads) and decodes it alone, and keeps the rest of
+ * the body (kind, metadata) as a small envelope decoded at the end. Memory
+ * stays at the size of the cache being built.
+ */
+#ifndef KLUA_LIST_STREAM_H
+#define KLUA_LIST_STREAM_H
+
+#include <stddef.h>
+
+#include "wire/decode.h"
+
+#define KL_LIST_ENVELOPE_MAX ((size_t)1 << 20)
+
+typedef struct kl_list_stream {
+    kl_list *out;  /* items are appended here */
+    size_t items_cap; /* room in out->items */
+    size_t max_item;
+    int depth, in_string, escape;
+    int expect_key;     /* at depth 1, the next string is a member name */
+    int key_is_items;   /* the member whose value comes next is "items" */
+    int items_seen;     /* the first "items" member was met: later ones are
+                         * ignored, as a JSON parser keeps the first */
+    int in_items;       /* inside the top-level items array */
+    int reading_key;
+    char key[64];       /* raw member name: enough for "items" however escaped */
+    size_t keylen;
+    int collecting;     /* inside an element */
+    char *scratch;      /* the part of an element that came in earlier reads */
+    size_t scratch_len, scratch_cap;
+    char *env;          /* the body without the items' elements */
+    size_t envlen, envcap;
+    unsigned char *untyped; /* per item: it has no kind and no apiVersion; the
+                             * list's own may come after its items, so they
+                             * are filled in at the end */
+    size_t untyped_cap;
+    int failed;
+    char err[256];
+} kl_list_stream;
+
+/* Starts decoding into out (zeroed here). max_item bounds one item's size. */
+void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item);
+/* Consumes bytes; 0, or -1 with s->err set (the stream is then dead). */
+int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n);
+/* Ends the body: decodes the envelope into out's rv, continue, remaining
+ * count, kind and apiVersion, and types the untyped items from the list
+ * (kl_obj_set_type). 0, or -1 with s->err set. */
+int kl_list_stream_finish(kl_list_stream *s);
+/* Frees the stream's buffers (not out). */
+void kl_list_stream_free(kl_list_stream *s);
+
+#endif

@@ -1,0 +1,261 @@
+/*
+ * testing_config.c - `klua_testing.load_config{...}` for the specs.
+ *
+ *   conn, err = testing.load_config{kubeconfig=, context=, server=, token=,
+ *       insecure=, allow_insecure_credentials=, env=, exec_timeout_ms=}
+ *
+ * resolves a connection. With `env` (a table), environment lookups see only
+ * that table, so a spec controls HOME, KUBECONFIG and the in-cluster
+ * variables without touching the real environment. The result reads like a
+ * table of what the connection uses - conn.server, .namespace, .context,
+ * .source, .auth, .ca, .client_cert, .insecure, .tls_server_name, .proxy -
+ * never a secret, and has methods:
+ *   conn:describe()          those fields as a plain table
+ *   conn:prepare()           the header lines kl_conn_prepare adds, or nil, err
+ *   conn:request(url)        prepares a handle and performs a blocking GET:
+ *                            {status=, body=}, or nil, err
+ *   conn:unauthorized()      kl_conn_unauthorized as a boolean
+ *   conn:advance_clock(s)    kl_conn_advance_clock
+ * The spec module shows real header values: the specs' tokens are fake.
+ */
+#include <curl/curl.h>
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn/conn.h"
+#include "testing.h"
+
+#define CONN_MT "klua_testing.conn"
+
+typedef struct {
+    kl_conn *c;
+} test_conn;
+
+static kl_conn *check_conn(lua_State *L) {
+    test_conn *t = luaL_checkudata(L, 1, CONN_MT);
+    if (!t->c) luaL_error(L, "connection already freed");
+    return t->c;
+}
+
+/* Looks name up in the env table at ud's stack index. The string stays
+ * alive in that table for the whole load. */
+typedef struct {
+    lua_State *L;
+    int env;
+} env_lookup;
+
+static const char *lookup_env(void *ud, const char *name) {
+    env_lookup *e = ud;
+    lua_getfield(e->L, e->env, name);
+    const char *v = lua_type(e->L, -1) == LUA_TSTRING ? lua_tostring(e->L, -1) : NULL;
+    lua_pop(e->L, 1);
+    return v;
+}
+
+static const char *opt_string(lua_State *L, const char *key) {
+    lua_getfield(L, 1, key);
+    const char *s = lua_tostring(L, -1); /* kept alive by the options table */
+    lua_pop(L, 1);
+    return s;
+}
+
+static int opt_bool(lua_State *L, const char *key) {
+    lua_getfield(L, 1, key);
+    int b = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return b;
+}
+
+static void set_string(lua_State *L, const char *key, const char *value) {
+    if (!value) return;
+    lua_pushstring(L, value);
+    lua_setfield(L, -2, key);
+}
+
+/* Pushes the description table of c. */
+static void push_description(lua_State *L, const kl_conn *c) {
+    kl_conn_info info;
+    kl_conn_describe(c, &info);
+    lua_createtable(L, 0, 10);
+    set_string(L, "server", kl_conn_server(c));
+    set_string(L, "namespace", kl_conn_namespace(c));
+    set_string(L, "context", kl_conn_context(c));
+    set_string(L, "source", info.source);
+    set_string(L, "auth", info.auth);
+    set_string(L, "ca", info.ca);
+    set_string(L, "client_cert", info.client_cert);
+    set_string(L, "tls_server_name", info.tls_server_name);
+    set_string(L, "proxy", info.proxy);
+    lua_pushboolean(L, info.insecure);
+    lua_setfield(L, -2, "insecure");
+}
+
+static int t_load(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    kl_conn_opts o = {
+        .kubeconfig = opt_string(L, "kubeconfig"),
+        .context = opt_string(L, "context"),
+        .server = opt_string(L, "server"),
+        .token = opt_string(L, "token"),
+        .insecure_skip_tls_verify = opt_bool(L, "insecure"),
+        .allow_insecure_credentials = opt_bool(L, "allow_insecure_credentials"),
+    };
+    lua_getfield(L, 1, "exec_timeout_ms");
+    kl_conn_hooks hooks = {.exec_timeout_ms = (int)luaL_optinteger(L, -1, 0)};
+    lua_getfield(L, 1, "env");
+    env_lookup lookup = {L, lua_gettop(L)};
+    if (!lua_isnil(L, -1)) {
+        luaL_checktype(L, -1, LUA_TTABLE);
+        hooks.getenv = lookup_env;
+        hooks.ud = &lookup;
+    }
+    test_conn *t = lua_newuserdatauv(L, sizeof *t, 1);
+    t->c = NULL;
+    luaL_setmetatable(L, CONN_MT);
+    char err[1024];
+    if (!(t->c = kl_conn_load_with(&o, &hooks, err, sizeof err))) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    push_description(L, t->c);
+    lua_setiuservalue(L, -2, 1);
+    return 1;
+}
+
+/* __index: a method, else a field of the description. */
+static int t_index(lua_State *L) {
+    luaL_checkudata(L, 1, CONN_MT);
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    lua_getiuservalue(L, 1, 1);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    return 1;
+}
+
+static int t_describe(lua_State *L) {
+    push_description(L, check_conn(L));
+    return 1;
+}
+
+static int t_prepare(lua_State *L) {
+    kl_conn *c = check_conn(L);
+    CURL *e = curl_easy_init();
+    if (!e) return luaL_error(L, "curl_easy_init failed");
+    struct curl_slist *headers = NULL;
+    char err[1024];
+    int rc = kl_conn_prepare(c, e, &headers, err, sizeof err);
+    curl_easy_cleanup(e);
+    if (rc < 0) {
+        curl_slist_free_all(headers);
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    lua_newtable(L);
+    lua_Integer i = 0;
+    for (struct curl_slist *h = headers; h; h = h->next) {
+        lua_pushstring(L, h->data);
+        lua_rawseti(L, -2, ++i);
+    }
+    curl_slist_free_all(headers);
+    return 1;
+}
+
+typedef struct {
+    char *data;
+    size_t len;
+} body_buf;
+
+static size_t on_body(char *ptr, size_t size, size_t n, void *ud) {
+    body_buf *b = ud;
+    char *grown = realloc(b->data, b->len + size * n + 1);
+    if (!grown) return 0;
+    memcpy(grown + b->len, ptr, size * n);
+    b->data = grown;
+    b->len += size * n;
+    return size * n;
+}
+
+static void perform(lua_State *L, CURL *e, const char *url, struct curl_slist *headers) {
+    body_buf body = {NULL, 0};
+    char detail[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, detail);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(e);
+    if (rc != CURLE_OK) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", curl_easy_strerror(rc), detail);
+    } else {
+        long status = 0;
+        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+        lua_createtable(L, 0, 2);
+        lua_pushinteger(L, status);
+        lua_setfield(L, -2, "status");
+        lua_pushlstring(L, body.data ? body.data : "", body.len);
+        lua_setfield(L, -2, "body");
+        lua_pushnil(L);
+    }
+    free(body.data);
+}
+
+static int t_request(lua_State *L) {
+    kl_conn *c = check_conn(L);
+    const char *url = luaL_checkstring(L, 2);
+    CURL *e = curl_easy_init();
+    if (!e) return luaL_error(L, "curl_easy_init failed");
+    struct curl_slist *headers = NULL;
+    char err[1024];
+    if (kl_conn_prepare(c, e, &headers, err, sizeof err) < 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+    } else {
+        perform(L, e, url, headers);
+    }
+    curl_easy_cleanup(e);
+    curl_slist_free_all(headers);
+    return 2;
+}
+
+static int t_unauthorized(lua_State *L) {
+    lua_pushboolean(L, kl_conn_unauthorized(check_conn(L)));
+    return 1;
+}
+
+static int t_advance_clock(lua_State *L) {
+    kl_conn_advance_clock(check_conn(L), (long)luaL_checkinteger(L, 2));
+    return 0;
+}
+
+static int t_gc(lua_State *L) {
+    test_conn *t = luaL_checkudata(L, 1, CONN_MT);
+    kl_conn_free(t->c);
+    t->c = NULL;
+    return 0;
+}
+
+void kl_testing_open_config(lua_State *L) {
+    static const luaL_Reg methods[] = {{"describe", t_describe},
+                                       {"prepare", t_prepare},
+                                       {"request", t_request},
+                                       {"unauthorized", t_unauthorized},
+                                       {"advance_clock", t_advance_clock},
+                                       {NULL, NULL}};
+    if (luaL_newmetatable(L, CONN_MT)) {
+        luaL_newlib(L, methods);
+        lua_pushcclosure(L, t_index, 1);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, t_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    lua_pushcfunction(L, t_load);
+    lua_setfield(L, -2, "load_config");
+}

@@ -1,0 +1,278 @@
+/*
+ * testing_json.c - the JSON layer in klua_testing, for the specs.
+ *
+ *   view(json)                 a view of json, parsed lazily (as the store's)
+ *   view_probe(json)           a view and a probe: probe() is the number of
+ *                              references on the view's blob besides the
+ *                              probe's own; probe:view() is another view of
+ *                              the same blob
+ *   event_view(frame, kind)    the view a handler gets for a watch event
+ *                              (reusing the event's parse), or nil, err
+ *   decode_event(frame, kind)  {type=, ns=, name=, rv=, object_json=, code=,
+ *                              reason=, message=, initial_events_end=,
+ *                              parsed_bytes= (memory the parse kept for the
+ *                              view holds)} or nil, err
+ *   decode_list(body)          {items = {{ns=, name=, rv=, json=}...}, rv=,
+ *                              continue=, remaining=} or nil, err
+ *   decode_status(body)        {code=, reason=, message=} or nil
+ *   view_json(v)               kl_view_json: the bytes of a view, or nil
+ *   view_copy(v)               kl_view_copy
+ *   copy, get, type            klua.copy, klua.get and klua.type
+ *   json, null                 the klua.json table and klua.null
+ */
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/decode.h"
+#include "wire/list_stream.h"
+#include "wire/json.h"
+#include "lua/lua_json.h"
+#include "testing.h"
+#include "lua/view.h"
+
+#define PROBE_MT "klua_testing.blob_probe"
+
+static const char *type_names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
+
+/* Wraps s in a blob-backed kl_obj, as the store holds objects. */
+static kl_blob *blob_from_arg(lua_State *L, int i) {
+    size_t len;
+    const char *s = luaL_checklstring(L, i, &len);
+    kl_blob *b = kl_blob_new(s, len);
+    if (!b) luaL_error(L, "out of memory");
+    return b;
+}
+
+static void push_view_of(lua_State *L, kl_blob *b) {
+    kl_obj o = {0};
+    o.blob = b;
+    o.len = b->len;
+    kl_view_push(L, &o, NULL);
+}
+
+static int t_view(lua_State *L) {
+    kl_blob *b = blob_from_arg(L, 1);
+    push_view_of(L, b);
+    kl_blob_unref(b);
+    return 1;
+}
+
+static int probe_refs(lua_State *L) {
+    kl_blob **b = luaL_checkudata(L, 1, PROBE_MT);
+    lua_pushinteger(L, (lua_Integer)(*b)->refs - 1);
+    return 1;
+}
+
+static int probe_gc(lua_State *L) {
+    kl_blob **b = luaL_checkudata(L, 1, PROBE_MT);
+    kl_blob_unref(*b);
+    *b = NULL;
+    return 0;
+}
+
+static int probe_view(lua_State *L) {
+    kl_blob **b = luaL_checkudata(L, 1, PROBE_MT);
+    push_view_of(L, *b);
+    return 1;
+}
+
+static int t_view_probe(lua_State *L) {
+    kl_blob **probe = lua_newuserdatauv(L, sizeof *probe, 0);
+    *probe = NULL;
+    luaL_setmetatable(L, PROBE_MT);
+    *probe = blob_from_arg(L, 1);
+    push_view_of(L, *probe);
+    lua_insert(L, -2);
+    return 2;
+}
+
+static void set_string(lua_State *L, const char *key, const char *value) {
+    if (!value) return;
+    lua_pushstring(L, value);
+    lua_setfield(L, -2, key);
+}
+
+static void push_event(lua_State *L, const kl_event *ev) {
+    lua_newtable(L);
+    set_string(L, "type", type_names[ev->type]);
+    set_string(L, "ns", ev->obj.ns);
+    set_string(L, "name", ev->obj.name);
+    set_string(L, "rv", ev->obj.rv);
+    if (ev->obj.blob) {
+        lua_pushlstring(L, ev->obj.blob->data + ev->obj.off, ev->obj.len);
+        lua_setfield(L, -2, "object_json");
+    }
+    lua_pushinteger(L, ev->code);
+    lua_setfield(L, -2, "code");
+    set_string(L, "reason", ev->reason);
+    set_string(L, "message", ev->message);
+    lua_pushboolean(L, ev->initial_events_end);
+    lua_setfield(L, -2, "initial_events_end");
+    if (ev->parsed) {
+        lua_pushinteger(L, (lua_Integer)kl_json_doc_memory(ev->parsed));
+        lua_setfield(L, -2, "parsed_bytes");
+    }
+}
+
+/* Decodes the frame at 1 with the kind at 2; pushes nil, err on failure. */
+static int decode_arg(lua_State *L, kl_event *ev) {
+    kl_blob *b = blob_from_arg(L, 1);
+    const char *kind = luaL_optstring(L, 2, NULL);
+    char err[256];
+    int rc = kl_decode_event(b, kind, ev, err, sizeof err);
+    kl_blob_unref(b);
+    if (rc == 0) return 0;
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return -1;
+}
+
+static int t_decode_event(lua_State *L) {
+    kl_event ev;
+    if (decode_arg(L, &ev) < 0) return 2;
+    push_event(L, &ev);
+    kl_event_clear(&ev);
+    return 1;
+}
+
+static int t_event_view(lua_State *L) {
+    kl_event ev;
+    if (decode_arg(L, &ev) < 0) return 2;
+    if (!ev.obj.blob) {
+        kl_event_clear(&ev);
+        return luaL_error(L, "an ERROR event has no object to view");
+    }
+    kl_view_push(L, &ev.obj, ev.parsed);
+    kl_event_clear(&ev);
+    return 1;
+}
+
+static void push_item(lua_State *L, const kl_obj *o) {
+    lua_createtable(L, 0, 4);
+    set_string(L, "ns", o->ns);
+    set_string(L, "name", o->name);
+    set_string(L, "rv", o->rv);
+    lua_pushlstring(L, o->blob->data + o->off, o->len);
+    lua_setfield(L, -2, "json");
+}
+
+static int push_list(lua_State *L, kl_list *list);
+
+static int t_decode_list(lua_State *L) {
+    size_t len;
+    const char *body = luaL_checklstring(L, 1, &len);
+    kl_list list;
+    char err[256];
+    if (kl_decode_list(body, len, &list, err, sizeof err) < 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    return push_list(L, &list);
+}
+
+/* decode_list_stream({chunk, ...} [, max_item]): the streaming decoder fed
+ * the chunks in order; the same result as decode_list. */
+static int t_decode_list_stream(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer max = luaL_optinteger(L, 2, 16 << 20);
+    kl_list list;
+    kl_list_stream s;
+    kl_list_stream_init(&s, &list, (size_t)max);
+    lua_Integer n = (lua_Integer)luaL_len(L, 1);
+    int rc = 0;
+    for (lua_Integer i = 1; i <= n && rc == 0; i++) {
+        size_t len;
+        lua_rawgeti(L, 1, i);
+        const char *chunk = luaL_checklstring(L, -1, &len);
+        rc = kl_list_stream_feed(&s, chunk, len);
+        lua_pop(L, 1);
+    }
+    if (rc == 0) rc = kl_list_stream_finish(&s);
+    kl_list_stream_free(&s);
+    if (rc < 0) {
+        kl_list_clear(&list);
+        lua_pushnil(L);
+        lua_pushstring(L, s.err);
+        return 2;
+    }
+    return push_list(L, &list);
+}
+
+static int push_list(lua_State *L, kl_list *l) {
+    kl_list list = *l;
+    lua_newtable(L);
+    lua_createtable(L, (int)list.n, 0);
+    for (size_t i = 0; i < list.n; i++) {
+        push_item(L, &list.items[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "items");
+    set_string(L, "rv", list.rv);
+    set_string(L, "continue", list.cont);
+    lua_pushinteger(L, list.remaining);
+    lua_setfield(L, -2, "remaining");
+    kl_list_clear(&list);
+    return 1;
+}
+
+static int t_decode_status(lua_State *L) {
+    size_t len;
+    const char *body = luaL_checklstring(L, 1, &len);
+    int code;
+    char *reason, *message;
+    if (kl_decode_status(body, len, &code, &reason, &message) < 0) return 0;
+    lua_newtable(L);
+    lua_pushinteger(L, code);
+    lua_setfield(L, -2, "code");
+    set_string(L, "reason", reason);
+    set_string(L, "message", message);
+    free(reason);
+    free(message);
+    return 1;
+}
+
+static int t_view_json(lua_State *L) {
+    size_t len;
+    const char *s = kl_view_json(L, 1, &len);
+    if (!s) return 0;
+    lua_pushlstring(L, s, len);
+    return 1;
+}
+
+static int t_view_copy(lua_State *L) {
+    kl_view_copy(L, 1);
+    return 1;
+}
+
+void kl_testing_open_json(lua_State *L) {
+    static const luaL_Reg funcs[] = {{"view", t_view},
+                                     {"view_probe", t_view_probe},
+                                     {"event_view", t_event_view},
+                                     {"decode_event", t_decode_event},
+                                     {"decode_list", t_decode_list},
+                                     {"decode_list_stream", t_decode_list_stream},
+                                     {"decode_status", t_decode_status},
+                                     {"view_json", t_view_json},
+                                     {"view_copy", t_view_copy},
+                                     {NULL, NULL}};
+    kl_view_open(L);
+    if (luaL_newmetatable(L, PROBE_MT)) {
+        lua_pushcfunction(L, probe_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, probe_refs);
+        lua_setfield(L, -2, "__call");
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, probe_view);
+        lua_setfield(L, -2, "view");
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pop(L, 1);
+    luaL_setfuncs(L, funcs, 0);
+    kl_view_set_functions(L);
+    kl_json_push_module(L);
+    lua_setfield(L, -2, "json");
+    lua_pushlightuserdata(L, NULL);
+    lua_setfield(L, -2, "null");
+}

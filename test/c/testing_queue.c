@@ -1,0 +1,315 @@
+/*
+ * testing_queue.c - `klua_testing.queue(opts)` and `klua_testing.hmap()`
+ * for the specs.
+ *
+ * queue(opts) returns a work queue whose methods mirror kl_queue_*; every
+ * method that needs the time takes it as its last argument, so specs drive
+ * a fake clock. hmap() returns a string map whose values are integers.
+ */
+#include <lauxlib.h>
+#include <stdint.h>
+
+#include "base/hmap.h"
+#include "cache/queue.h"
+#include "testing.h"
+
+#define QUEUE_MT "klua_testing.queue"
+#define HMAP_MT "klua_testing.hmap"
+
+/* ---- queue ---- */
+
+static kl_queue *check_queue(lua_State *L) {
+    kl_queue **ud = luaL_checkudata(L, 1, QUEUE_MT);
+    luaL_argcheck(L, *ud != NULL, 1, "queue already freed");
+    return *ud;
+}
+
+static int check_oom(lua_State *L, int rc) {
+    if (rc < 0) return luaL_error(L, "queue: out of memory");
+    return 0;
+}
+
+/* q:add(key, now) */
+static int q_add(lua_State *L) {
+    kl_queue *q = check_queue(L);
+    return check_oom(L, kl_queue_add(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3)));
+}
+
+/* q:add_after(key, delay, now) */
+static int q_add_after(lua_State *L) {
+    kl_queue *q = check_queue(L);
+    const char *key = luaL_checkstring(L, 2);
+    return check_oom(L, kl_queue_add_after(q, key, luaL_checknumber(L, 3), luaL_checknumber(L, 4)));
+}
+
+/* q:add_rate_limited(key, now) */
+static int q_add_rate_limited(lua_State *L) {
+    kl_queue *q = check_queue(L);
+    return check_oom(L, kl_queue_add_rate_limited(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3)));
+}
+
+/* q:forget(key) */
+static int q_forget(lua_State *L) {
+    kl_queue_forget(check_queue(L), luaL_checkstring(L, 2));
+    return 0;
+}
+
+/* q:num_requeues(key) -> integer */
+static int q_num_requeues(lua_State *L) {
+    lua_pushinteger(L, kl_queue_num_requeues(check_queue(L), luaL_checkstring(L, 2)));
+    return 1;
+}
+
+/* q:advance(now) -> how many delayed keys fell due */
+static int q_advance(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)kl_queue_advance(check_queue(L), luaL_checknumber(L, 2)));
+    return 1;
+}
+
+/* q:get(now) -> key or nil, shut_down */
+static int q_get(lua_State *L) {
+    int shut_down;
+    const char *key = kl_queue_get(check_queue(L), luaL_checknumber(L, 2), &shut_down);
+    if (key) lua_pushstring(L, key);
+    else lua_pushnil(L);
+    lua_pushboolean(L, shut_down);
+    return 2;
+}
+
+/* q:done(key, now) */
+static int q_done(lua_State *L) {
+    kl_queue *q = check_queue(L);
+    kl_queue_done(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3));
+    return 0;
+}
+
+/* q:next_ready() -> time or nil */
+static int q_next_ready(lua_State *L) {
+    double t = kl_queue_next_ready(check_queue(L));
+    if (t < 0) lua_pushnil(L);
+    else lua_pushnumber(L, t);
+    return 1;
+}
+
+/* q:len() -> keys ready for get */
+static int q_len(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)kl_queue_len(check_queue(L)));
+    return 1;
+}
+
+/* q:shutdown() */
+static int q_shutdown(lua_State *L) {
+    kl_queue_shutdown(check_queue(L));
+    return 0;
+}
+
+/* q:shutting_down() -> boolean */
+static int q_shutting_down(lua_State *L) {
+    lua_pushboolean(L, kl_queue_shutting_down(check_queue(L)));
+    return 1;
+}
+
+/* q:observe(seconds) */
+static int q_observe(lua_State *L) {
+    kl_queue_observe(check_queue(L), luaL_checknumber(L, 2));
+    return 0;
+}
+
+static void set_number(lua_State *L, const char *name, double v) {
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, name);
+}
+
+static void set_integer(lua_State *L, const char *name, uint64_t v) {
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, name);
+}
+
+/* Pushes {count=, sum=, max=, buckets={n1, n2, ...}} and stores it as name
+ * in the table below it. */
+static void set_dist(lua_State *L, const char *name, const kl_queue_dist *d) {
+    lua_createtable(L, 0, 4);
+    set_integer(L, "count", d->count);
+    set_number(L, "sum", d->sum);
+    set_number(L, "max", d->max);
+    lua_createtable(L, KL_QUEUE_BUCKETS, 0);
+    for (int i = 0; i < KL_QUEUE_BUCKETS; i++) {
+        lua_pushinteger(L, (lua_Integer)d->buckets[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "buckets");
+    lua_setfield(L, -2, name);
+}
+
+/* q:stats(now) -> table of kl_queue_stats fields */
+static int q_stats(lua_State *L) {
+    kl_queue_stats s;
+    kl_queue_get_stats(check_queue(L), luaL_checknumber(L, 2), &s);
+    lua_createtable(L, 0, 11);
+    set_integer(L, "depth", s.depth);
+    set_integer(L, "processing", s.processing);
+    set_integer(L, "waiting", s.waiting);
+    set_integer(L, "failing", s.failing);
+    set_integer(L, "adds", s.adds);
+    set_integer(L, "retries", s.retries);
+    set_number(L, "unfinished", s.unfinished);
+    set_number(L, "longest", s.longest);
+    set_dist(L, "wait", &s.wait);
+    set_dist(L, "work", &s.work);
+    set_dist(L, "reconcile", &s.reconcile);
+    return 1;
+}
+
+static int q_gc(lua_State *L) {
+    kl_queue **ud = luaL_checkudata(L, 1, QUEUE_MT);
+    kl_queue_free(*ud);
+    *ud = NULL;
+    return 0;
+}
+
+static double opt_field(lua_State *L, const char *name) {
+    lua_getfield(L, 1, name);
+    double v = luaL_optnumber(L, -1, 0);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* queue([{base_delay=, max_delay=, qps=, burst=}]) -> queue */
+static int q_new(lua_State *L) {
+    kl_queue_opts opts = {0};
+    if (!lua_isnoneornil(L, 1)) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        opts.base_delay = opt_field(L, "base_delay");
+        opts.max_delay = opt_field(L, "max_delay");
+        opts.qps = opt_field(L, "qps");
+        opts.burst = (int)opt_field(L, "burst");
+    }
+    kl_queue **ud = lua_newuserdatauv(L, sizeof *ud, 0);
+    *ud = kl_queue_new(&opts);
+    if (!*ud) return luaL_error(L, "queue: out of memory");
+    luaL_setmetatable(L, QUEUE_MT);
+    return 1;
+}
+
+/* queue_bucket_bounds() -> {upper bound of each histogram bucket} */
+static int q_bucket_bounds(lua_State *L) {
+    lua_createtable(L, KL_QUEUE_BUCKETS, 0);
+    for (int i = 0; i < KL_QUEUE_BUCKETS; i++) {
+        lua_pushnumber(L, kl_queue_bucket_bound(i));
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* ---- hmap ---- */
+
+static kl_hmap *check_hmap(lua_State *L) {
+    kl_hmap **ud = luaL_checkudata(L, 1, HMAP_MT);
+    luaL_argcheck(L, *ud != NULL, 1, "map already freed");
+    return *ud;
+}
+
+static void *int_value(lua_Integer v) { return (void *)(intptr_t)v; }
+
+/* m:put(key, integer) -> "added" or "replaced" */
+static int m_put(lua_State *L) {
+    kl_hmap *m = check_hmap(L);
+    int rc = kl_hmap_put(m, luaL_checkstring(L, 2), int_value(luaL_checkinteger(L, 3)));
+    if (rc < 0) return luaL_error(L, "hmap: out of memory");
+    lua_pushstring(L, rc ? "added" : "replaced");
+    return 1;
+}
+
+/* m:get(key) -> integer or nil */
+static int m_get(lua_State *L) {
+    void *v;
+    if (kl_hmap_lookup(check_hmap(L), luaL_checkstring(L, 2), NULL, &v))
+        lua_pushinteger(L, (lua_Integer)(intptr_t)v);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+/* m:del(key) -> the removed integer, or nil when key was absent */
+static int m_del(lua_State *L) {
+    void *v;
+    if (kl_hmap_del(check_hmap(L), luaL_checkstring(L, 2), &v))
+        lua_pushinteger(L, (lua_Integer)(intptr_t)v);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+/* m:len() -> integer */
+static int m_len(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)kl_hmap_len(check_hmap(L)));
+    return 1;
+}
+
+/* m:items() -> {key = integer, ...}, built by iterating the map */
+static int m_items(lua_State *L) {
+    kl_hmap *m = check_hmap(L);
+    lua_createtable(L, 0, (int)kl_hmap_len(m));
+    size_t cursor = 0;
+    const char *key;
+    void *v;
+    while (kl_hmap_next(m, &cursor, &key, &v)) {
+        lua_pushinteger(L, (lua_Integer)(intptr_t)v);
+        lua_setfield(L, -2, key);
+    }
+    return 1;
+}
+
+static int m_gc(lua_State *L) {
+    kl_hmap **ud = luaL_checkudata(L, 1, HMAP_MT);
+    kl_hmap_free(*ud);
+    *ud = NULL;
+    return 0;
+}
+
+/* hmap() -> map */
+static int m_new(lua_State *L) {
+    kl_hmap **ud = lua_newuserdatauv(L, sizeof *ud, 0);
+    *ud = kl_hmap_new();
+    if (!*ud) return luaL_error(L, "hmap: out of memory");
+    luaL_setmetatable(L, HMAP_MT);
+    return 1;
+}
+
+/* Creates the metatable `name` with methods as its __index; pops it. */
+static void new_class(lua_State *L, const char *name, const luaL_Reg *methods) {
+    if (luaL_newmetatable(L, name)) {
+        luaL_setfuncs(L, methods, 0);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pop(L, 1);
+}
+
+void kl_testing_open_queue(lua_State *L) {
+    static const luaL_Reg queue_methods[] = {
+        {"add", q_add},
+        {"add_after", q_add_after},
+        {"add_rate_limited", q_add_rate_limited},
+        {"forget", q_forget},
+        {"num_requeues", q_num_requeues},
+        {"advance", q_advance},
+        {"get", q_get},
+        {"done", q_done},
+        {"next_ready", q_next_ready},
+        {"len", q_len},
+        {"shutdown", q_shutdown},
+        {"shutting_down", q_shutting_down},
+        {"observe", q_observe},
+        {"stats", q_stats},
+        {"__gc", q_gc},
+        {NULL, NULL}};
+    static const luaL_Reg hmap_methods[] = {
+        {"put", m_put}, {"get", m_get}, {"del", m_del}, {"len", m_len},
+        {"items", m_items}, {"__gc", m_gc}, {NULL, NULL}};
+    static const luaL_Reg functions[] = {
+        {"queue", q_new}, {"queue_bucket_bounds", q_bucket_bounds}, {"hmap", m_new}, {NULL, NULL}};
+    new_class(L, QUEUE_MT, queue_methods);
+    new_class(L, HMAP_MT, hmap_methods);
+    luaL_setfuncs(L, functions, 0);
+}
