@@ -1,6 +1,6 @@
 /*
  * fuzz_kubeconfig.c - libFuzzer target for the kubeconfig loader
- * (src/conn/kubeconfig.c, src/conn/*.c, the YAML and exec-config readers).
+ * (src/conn/kubeconfig.c, the other src/conn files, the YAML and exec-config readers).
  *
  * The input is a kubeconfig file. It is written to a private temporary
  * directory and loaded three ways, as klua would:

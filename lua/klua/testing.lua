@@ -681,13 +681,18 @@ end
 --   handle:wait_for(fn, t)   waits until fn(events) is truthy (t seconds, default 5)
 --   handle:finished(t)       waits for curl to end; returns its exit code (18 = cut short)
 --   handle:stop()            ends curl
--- opts.max_time bounds the stream (default 20 s). It returns once the response headers
+-- opts.max_time bounds the stream (default 20 s); opts.headers (name = value) are sent
+-- with the request, as an Accept asking for a Table. It returns once the response headers
 -- have arrived, so the watch is registered and sees every later change.
 function Sandbox:watch(path, opts)
   opts = opts or {}
   local h = { out = self:tmpfile('watch'), rc = self:tmpfile('watch-rc'),
     pidfile = self:tmpfile('watch-pid'), head = self:tmpfile('watch-headers') }
   local args = self:curl_args()
+  for name, value in pairs(opts.headers or {}) do
+    args[#args + 1] = '-H'
+    args[#args + 1] = name .. ': ' .. value
+  end
   for _, a in ipairs({ '-N', '-D', h.head, '--max-time', tostring(opts.max_time or 20),
     self.url .. path }) do
     args[#args + 1] = a

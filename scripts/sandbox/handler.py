@@ -8,7 +8,7 @@ import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 
-from . import control, discovery, fields, routes, tables
+from . import control, discovery, fields, partial, routes, tables
 from .api import Request
 from .status import ApiError, bad_request, internal_error, path_not_found, rbac_forbidden, \
     unauthorized
@@ -112,9 +112,13 @@ class Handler(BaseHTTPRequestHandler):
                     "update": ctx.api.update, "patch": ctx.api.patch, "delete": ctx.api.delete,
                     "deletecollection": ctx.api.delete_collection}
         code, text = handlers[req.verb](req)
-        table = tables.wanted_version(self.headers.get("Accept"))
-        if table and code == 200 and req.verb in ("get", "list") and not req.subresource:
-            text = tables.convert(ctx.store, req, table, text)
+        accept = self.headers.get("Accept")
+        table, form = tables.wanted_version(accept), partial.wanted(accept)
+        if code == 200 and req.verb in ("get", "list") and not req.subresource:
+            if table:
+                text = tables.convert(ctx.store, req, table, text)
+            elif form:
+                text = partial.convert(req.rtype, form, text)
         self.send_json(code, text, fields.warning_header(req.warnings))
 
     def authenticate(self):

@@ -7,7 +7,7 @@ LIVENESS_SECONDS to notice a client that hung up.
 import select
 import time
 
-from . import tables
+from . import partial, tables
 from .api import list_options_invalid, parse_rv, render
 from .selection import FieldSelector, LabelSelector
 from .status import ApiError, too_large_resource_version
@@ -39,7 +39,8 @@ class Watcher:
         self.injected = []
         self.closed = None
         self.cursor = 0
-        self.table = None
+        # The Table or metadata-only form the client's Accept header asked for, if any.
+        self.form = None
 
     def close(self, clean):
         """Ends the watch at its next wake-up; the caller notifies the store condition."""
@@ -67,8 +68,8 @@ class Watcher:
         return None
 
     def encode(self, etype, obj):
-        if self.table:
-            return self.table.encode(etype, render(self.rtype, self.version, obj))
+        if self.form:
+            return self.form.encode(etype, render(self.rtype, self.version, obj))
         return '{"type":"%s","object":%s}\n' % (etype, render(self.rtype, self.version, obj))
 
     def bookmark(self, rv, initial_end=False):
@@ -136,8 +137,11 @@ class WatchStream:
                                else "", LabelSelector(req.param("labelSelector")),
                                FieldSelector(req.param("fieldSelector"), req.rtype.fields))
         table = tables.wanted_version(handler.headers.get("Accept"))
+        form = partial.wanted(handler.headers.get("Accept"))
         if table:
-            self.watcher.table = tables.WatchTables(ctx.store, req, table)
+            self.watcher.form = tables.WatchTables(ctx.store, req, table)
+        elif form:
+            self.watcher.form = partial.WatchPartial(form)
         self.sent = 0
         self.started = time.monotonic()
         self.deadline = self.started + self.opts.timeout
