@@ -1,0 +1,77 @@
+-- Pruning (src/wire/prune.c): the C cache transform that drops named members, such as
+-- metadata.managedFields, from an object's JSON before the cache keeps it, so a cached
+-- object costs only the bytes its handlers read.
+local cjson = require 'cjson'
+local T = require 'klua_testing'
+
+local POD = cjson.encode({
+  kind = 'Pod', apiVersion = 'v1',
+  metadata = { name = 'web', namespace = 'default', resourceVersion = '7', uid = 'u-1',
+    labels = { app = 'web' },
+    managedFields = { { manager = 'kubectl', operation = 'Apply', fieldsType = 'FieldsV1',
+      fieldsV1 = { ['f:metadata'] = { ['f:labels'] = { ['f:app'] = {} } } } } } },
+  spec = { containers = { { name = 'c', image = 'nginx' } } },
+  status = { phase = 'Running', conditions = { { type = 'Ready', status = 'True' } } },
+})
+
+describe('pruning cached objects', function()
+  it('drops metadata.managedFields and keeps every other member as it was', function()
+    local out, changed = T.prune(POD, { 'metadata.managedFields' })
+    assert.is_true(changed)
+    local want = cjson.decode(POD)
+    want.metadata.managedFields = nil
+    assert.same(want, cjson.decode(out))
+    assert.is_true(#out < #POD)
+  end)
+
+  it('drops several paths at once, at any depth through objects', function()
+    local out = T.prune(POD, { 'metadata.managedFields', 'status.conditions', 'spec' })
+    local got = cjson.decode(out)
+    assert.is_nil(got.metadata.managedFields)
+    assert.is_nil(got.status.conditions)
+    assert.is_nil(got.spec)
+    assert.equals('Running', got.status.phase)
+    assert.same({ app = 'web' }, got.metadata.labels)
+  end)
+
+  it('leaves an object without those members untouched', function()
+    local bare = '{"kind":"Pod","metadata":{"name":"a"},"status":{}}'
+    assert.same({ bare, false }, { T.prune(bare, { 'metadata.managedFields', 'status.x.y' }) })
+  end)
+
+  it('removes the first, a middle and the last member alike, leaving valid JSON', function()
+    local obj = '{ "a" : 1 , "b" : {"x":[1,{"y":"}"}],"z":"\\"q"} , "c" : null }'
+    for _, case in ipairs({ { 'a', { b = { x = { 1, { y = '}' } }, z = '"q' }, c = cjson.null } },
+      { 'b', { a = 1, c = cjson.null } }, { 'c', { a = 1, b = { x = { 1, { y = '}' } }, z = '"q' } } },
+      { 'b.x', { a = 1, b = { z = '"q' }, c = cjson.null } } }) do
+      local out, changed = T.prune(obj, { case[1] })
+      assert.is_true(changed, case[1])
+      assert.same(case[2], cjson.decode(out), case[1])
+    end
+  end)
+
+  it('empties an object whose only member goes', function()
+    assert.same({ '{"metadata":{}}', true },
+      { T.prune('{"metadata":{"managedFields":[]}}', { 'metadata.managedFields' }) })
+  end)
+
+  it('does not reach into arrays or into a member that is not an object', function()
+    local obj = '{"items":[{"a":1}],"status":"Running"}'
+    assert.same({ obj, false }, { T.prune(obj, { 'items.a', 'status.phase' }) })
+  end)
+
+  it('leaves bytes that are not an object untouched and says so', function()
+    assert.same({ '[1,2]', nil }, { T.prune('[1,2]', { 'a' }) })
+    assert.same({ '{"a":', nil }, { T.prune('{"a":', { 'a' }) })
+  end)
+
+  it('refuses a path that would remove what the cache keys on, naming it', function()
+    for _, path in ipairs({ 'metadata', 'metadata.name', 'metadata.namespace',
+      'metadata.resourceVersion', 'metadata.uid', 'kind', 'apiVersion' }) do
+      assert.has_error(function() T.prune(POD, { path }) end,
+        'prune path "' .. path .. '" would remove the object\'s identity')
+    end
+    assert.has_error(function() T.prune(POD, { 'metadata..x' }) end,
+      'prune path "metadata..x" has an empty member name')
+  end)
+end)

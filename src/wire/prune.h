@@ -1,0 +1,42 @@
+/*
+ * prune.h - dropping named members from objects before they are cached.
+ *
+ * A cache transform, as client-go's SetTransform is most often used: an
+ * informer whose handlers never read metadata.managedFields (or
+ * status.conditions, or any other member) need not keep their bytes for
+ * every cached object. A prune is a set of dotted paths through objects
+ * ("metadata.managedFields"); kl_prune_obj rewrites an object's JSON without
+ * the members they name, so a view of the result reads like the original
+ * minus those members.
+ *
+ * Paths go through objects only (a member of an array's elements cannot be
+ * named) and compare member names byte for byte as they are written in the
+ * JSON (Kubernetes field names need no escapes). A path that would remove
+ * what the cache keys on or what a view needs to know the object's type is
+ * refused: kind, apiVersion, metadata, metadata.name, metadata.namespace,
+ * metadata.resourceVersion, metadata.uid.
+ */
+#ifndef KLUA_PRUNE_H
+#define KLUA_PRUNE_H
+
+#include <stddef.h>
+
+#include "wire/obj.h"
+
+typedef struct kl_prune kl_prune;
+
+/* Compiles n dotted paths. Returns the prune, or NULL with a one-line
+ * message in err such as
+ *   prune path "metadata..x" has an empty member name
+ *   prune path "metadata.name" would remove the object's identity
+ */
+kl_prune *kl_prune_new(const char *const *paths, size_t n, char *err, size_t errlen);
+void kl_prune_free(kl_prune *p);
+
+/* Rewrites o without the members p names: when o's JSON holds at least one,
+ * o's blob is replaced by a new one holding only the rewritten object (off
+ * 0) and 1 is returned; otherwise o is untouched and 0 is returned. Bytes
+ * that are not a JSON object leave o untouched and return -1. */
+int kl_prune_obj(const kl_prune *p, kl_obj *o);
+
+#endif
