@@ -1,6 +1,7 @@
 """The HTTP side: request parsing, authentication, per-request faults and responses."""
 import hmac
 import ipaddress
+import json
 import socket
 import sys
 import time
@@ -8,8 +9,8 @@ import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 
-from . import control, discovery, fields, partial, routes, tables
-from .api import Request
+from . import control, discovery, fields, partial, protobuf, rbac, routes, tables
+from .api import PROTOBUF, Request
 from .status import ApiError, bad_request, internal_error, path_not_found, rbac_forbidden, \
     unauthorized
 from .store import dumps
@@ -98,6 +99,7 @@ class Handler(BaseHTTPRequestHandler):
             ctx.stats.request("other")
             raise
         ctx.stats.request(route.verb, route.rtype.key if route.rtype else None)
+        rbac.authorize(ctx.store, user, route)
         self.apply_faults(route, user)
         if route.kind != "resource":
             self.serve_discovery(route)
@@ -107,6 +109,17 @@ class Handler(BaseHTTPRequestHandler):
                       route.subresource, params, body, ctype, user)
         if route.verb == "watch":
             WatchStream(ctx, self, req).serve()
+            return
+        if req.subresource == "token":
+            if ctype == PROTOBUF:
+                request = protobuf.decode(body)
+            else:
+                try:
+                    request = json.loads(body or b"{}")
+                except ValueError as err:
+                    raise bad_request("the body is not a TokenRequest: %s" % err) from None
+            code, text = ctx.tokens.issue(ctx.store, req, request)
+            self.send_json(code, text)
             return
         handlers = {"get": ctx.api.get, "list": ctx.api.list, "create": ctx.api.create,
                     "update": ctx.api.update, "patch": ctx.api.patch, "delete": ctx.api.delete,
@@ -122,13 +135,18 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(code, text, fields.warning_header(req.warnings))
 
     def authenticate(self):
-        """The user name, or 401. Tokens are compared in constant time and never logged."""
+        """The user name, or 401. Tokens are compared in constant time and never logged.
+
+        A service-account token (rbac.Tokens) authenticates whatever --auth says, as its
+        ServiceAccount, whom RBAC then binds."""
         ctx = self.ctx
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        sa_user = ctx.tokens.user(ctx.store, ctx.store.registry, token) if token else None
+        if sa_user:
+            return sa_user
         if ctx.auth == "token":
-            header = self.headers.get("Authorization", "")
-            scheme, _, token = header.partition(" ")
-            if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(),
-                                                                ctx.token.encode()):
+            if token and hmac.compare_digest(token.encode(), ctx.token.encode()):
                 return "sandbox-admin"
             raise unauthorized()
         if ctx.auth == "cert":

@@ -1,5 +1,6 @@
 """Decodes the protobuf request bodies kubectl's typed clients send (kubectl create
-configmap/secret/namespace/deployment/service, kubectl run) into the JSON form.
+configmap/secret/namespace/deployment/service/serviceaccount/token, kubectl run) into the
+JSON form.
 
 Only the messages and fields those commands set are known; anything else is refused with
 415 so that nothing is silently dropped. Field numbers are those of the Kubernetes API's
@@ -108,6 +109,12 @@ SCHEMA = {
     "LeaseSpec": {1: ("holderIdentity", "string", KEEP),
                   2: ("leaseDurationSeconds", "int", KEEP), 3: ("acquireTime", "microtime"),
                   4: ("renewTime", "microtime"), 5: ("leaseTransitions", "int", KEEP)},
+    "ServiceAccount": {1: ("metadata", "ObjectMeta"),
+                       4: ("automountServiceAccountToken", "bool", KEEP)},
+    "TokenRequest": {1: ("metadata", "ObjectMeta"), 2: ("spec", "TokenRequestSpec"),
+                     3: ("status", "skip")},
+    "TokenRequestSpec": {1: ("audiences", "string", REPEATED), 3: ("boundObjectRef", "skip"),
+                         4: ("expirationSeconds", "int", KEEP)},
     "Timestamp": {1: ("seconds", "int"), 2: ("nanos", "int")},
     "IntOrString": {1: ("type", "int"), 2: ("intVal", "int"), 3: ("strVal", "string")},
     "Quantity": {1: ("string", "string")},

@@ -104,6 +104,7 @@ class ResourceType:
 
 
 REPLICAS = Scale(".spec.replicas", ".status.replicas")
+RBAC = "rbac.authorization.k8s.io"
 
 
 def builtin_types():
@@ -120,7 +121,12 @@ def builtin_types():
                      status=True, scale=REPLICAS, categories=["all"]),
         ResourceType("apps", ["v1"], "replicasets", "ReplicaSet", True, ["rs"], status=True,
                      scale=REPLICAS, categories=["all"]),
+        ResourceType("", ["v1"], "serviceaccounts", "ServiceAccount", True, ["sa"]),
         ResourceType("coordination.k8s.io", ["v1"], "leases", "Lease", True),
+        ResourceType(RBAC, ["v1"], "roles", "Role", True),
+        ResourceType(RBAC, ["v1"], "rolebindings", "RoleBinding", True),
+        ResourceType(RBAC, ["v1"], "clusterroles", "ClusterRole", False),
+        ResourceType(RBAC, ["v1"], "clusterrolebindings", "ClusterRoleBinding", False),
         ResourceType("apiextensions.k8s.io", ["v1"], "customresourcedefinitions",
                      "CustomResourceDefinition", False, ["crd", "crds"], status=True),
     ]

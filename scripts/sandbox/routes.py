@@ -75,7 +75,8 @@ def _resource(method, group, version, rest, params, registry):
 
 
 def _has_subresource(rtype, name):
-    return (name == "status" and rtype.status) or (name == "scale" and rtype.scale)
+    return ((name == "status" and rtype.status) or (name == "scale" and rtype.scale)
+            or (name == "token" and rtype.key == "serviceaccounts"))
 
 
 def _verb(method, route, params):
@@ -86,8 +87,11 @@ def _verb(method, route, params):
         return "watch" if params.get("watch", "").lower() in ("true", "1") else "list"
     verbs = {("POST", False): "create", ("PUT", True): "update", ("PATCH", True): "patch",
              ("DELETE", True): "delete", ("DELETE", False): "deletecollection"}
+    if route.subresource == "token":
+        # A TokenRequest is created on its ServiceAccount: POST .../serviceaccounts/NAME/token.
+        verbs = {("POST", True): "create"}
     verb = verbs.get((method, named))
-    if verb is None or (route.subresource and verb not in ("update", "patch")):
+    if verb is None or (route.subresource not in ("", "token") and verb not in ("update", "patch")):
         raise method_not_allowed(route.rtype)
     if route.rtype.namespaced and not route.namespace:
         raise method_not_allowed(route.rtype)

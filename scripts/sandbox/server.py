@@ -20,6 +20,7 @@ from .faults import Faults, Stats
 from .gc import GarbageCollector
 from .nodes import Nodes
 from .handler import Handler
+from .rbac import Tokens
 from .status import ApiError
 from .store import Store
 
@@ -40,6 +41,7 @@ class Context:
         self.bookmark_interval = args.bookmark_interval
         self.auth = args.auth
         self.token = args.token or (secrets.token_urlsafe(24) if args.auth == "token" else "")
+        self.tokens = Tokens()
         self.connections = set()
         self.connections_lock = threading.Lock()
         self.httpd = None
