@@ -9,6 +9,7 @@ local core = require 'klua.core'
 local endpoint = require 'klua.endpoint'
 local discovery = require 'klua.discovery'
 local selector = require 'klua.selector'
+local index = require 'klua.index'
 
 local klua = {}
 
@@ -106,10 +107,29 @@ function Informer:list(opts)
   end
   return out
 end
+--- The cached objects whose index `name` (opts.indexes of klua.informer)
+-- holds `value`, in key order: as client-go's ByIndex, up to date with the
+-- cache at the moment of the call.
+--   pods:by_index('by_node', 'node-7')
+function Informer:by_index(name, value)
+  local out = {}
+  for i, key in ipairs(self:index_keys(name, value)) do out[i] = self._c:get(key) end
+  return out
+end
+--- The keys of the objects by_index(name, value) would return, sorted.
+function Informer:index_keys(name, value)
+  if not self._indexes then error(self._name .. ' has no indexes: give klua.informer indexes = {...}', 2) end
+  return self._indexes:lookup(name, value)
+end
 --- Whether the first list is cached and was handed to the handlers.
 function Informer:synced() return self._c:synced() end
---- The reflector's counters (lists, relists, watches, events, ...).
-function Informer:stats() return self._c:stats() end
+--- The reflector's counters (lists, relists, watches, events, ...) and
+-- index_errors, the index function calls that failed.
+function Informer:stats()
+  local s = self._c:stats()
+  s.index_errors = self._indexes and self._indexes.errors or 0
+  return s
+end
 function Informer:__tostring() return tostring(self._c) end
 --- The informer's name: its resource, namespace and selector, as logs show it.
 function Informer:name() return self._name end
@@ -120,7 +140,9 @@ function Informer:name() return self._name end
 -- opts.namespace: one namespace (default: all namespaces);
 -- opts.label_selector, opts.field_selector: server-side filters;
 -- opts.resync: seconds between resyncs that re-deliver every cached object
---   as an update (default: none).
+--   as an update (default: none);
+-- opts.indexes: {name = function(obj) return value(s) end}, for
+--   inf:by_index (lua/klua/index.lua).
 function klua.informer(opts)
   if type(opts) == 'string' then opts = { resource = opts } end
   if type(opts) ~= 'table' then error('klua.informer takes a table such as {resource = "pods"}', 2) end
@@ -134,6 +156,7 @@ function klua.informer(opts)
   local name = r.resource .. (r.group ~= '' and ('.' .. r.group) or '')
   if opts.namespace then name = name .. ' -n ' .. opts.namespace end
   if opts.label_selector then name = name .. ' -l ' .. opts.label_selector end
+  local indexes = index.new(opts.indexes, name)
   local c = core.informer {
     name = name,
     path = discovery.collection_path(r, opts.namespace),
@@ -142,7 +165,8 @@ function klua.informer(opts)
     field_selector = opts.field_selector,
     resync = opts.resync,
   }
-  local inf = setmetatable({ _c = c, _name = name, resource = r, namespace = opts.namespace }, Informer)
+  local inf = setmetatable({ _c = c, _name = name, resource = r, namespace = opts.namespace,
+    _indexes = indexes and indexes:attach(c) }, Informer)
   endpoint.track_informer(inf)
   return inf
 end

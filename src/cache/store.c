@@ -13,14 +13,42 @@ typedef struct entry {
 } entry;
 
 struct kl_store {
-    kl_hmap *map; /* key -> entry* */
+    kl_hmap *map;        /* key -> entry* */
+    kl_hmap *namespaces; /* namespace -> kl_hmap* of its keys -> entry* */
+    kl_hmap *changed;    /* keys changed since the last take_changes; NULL until tracked */
     unsigned long gen;
 };
 
 kl_store *kl_store_new(void) {
     kl_store *s = kl_xcalloc(1, sizeof *s);
     s->map = kl_hmap_new();
+    s->namespaces = kl_hmap_new();
     return s;
+}
+
+static void note_changed(kl_store *s, const char *key) {
+    if (s->changed) kl_hmap_put(s->changed, key, NULL);
+}
+
+static const char *ns_of(const entry *e) { return e->obj.ns ? e->obj.ns : ""; }
+
+static void index_add(kl_store *s, const char *key, entry *e) {
+    kl_hmap *keys = kl_hmap_get(s->namespaces, ns_of(e));
+    if (!keys) {
+        keys = kl_hmap_new();
+        kl_hmap_put(s->namespaces, ns_of(e), keys);
+    }
+    kl_hmap_put(keys, key, e);
+}
+
+static void index_del(kl_store *s, const char *key, const entry *e) {
+    kl_hmap *keys = kl_hmap_get(s->namespaces, ns_of(e));
+    if (!keys) return;
+    kl_hmap_del(keys, key, NULL);
+    if (kl_hmap_len(keys) == 0) {
+        kl_hmap_del(s->namespaces, ns_of(e), NULL);
+        kl_hmap_free(keys);
+    }
 }
 
 void kl_store_free(kl_store *s) {
@@ -32,6 +60,10 @@ void kl_store_free(kl_store *s) {
         free(v);
     }
     kl_hmap_free(s->map);
+    cur = 0;
+    while (kl_hmap_next(s->namespaces, &cur, NULL, &v)) kl_hmap_free(v);
+    kl_hmap_free(s->namespaces);
+    kl_hmap_free(s->changed);
     free(s);
 }
 
@@ -49,8 +81,10 @@ const kl_obj *kl_store_get(const kl_store *s, const char *key) {
 int kl_store_put(kl_store *s, kl_obj *o, kl_obj *old) {
     char key[512];
     key_of(o, key, sizeof key);
+    note_changed(s, key);
     entry *e = kl_hmap_get(s->map, key);
     if (e) {
+        /* The key names the namespace, so the entry stays in its index. */
         *old = e->obj;
         e->obj = *o;
         e->seen = s->gen;
@@ -61,6 +95,7 @@ int kl_store_put(kl_store *s, kl_obj *o, kl_obj *old) {
     e->obj = *o;
     e->seen = s->gen;
     kl_hmap_put(s->map, key, e);
+    index_add(s, key, e);
     memset(o, 0, sizeof *o);
     return 0;
 }
@@ -68,6 +103,8 @@ int kl_store_put(kl_store *s, kl_obj *o, kl_obj *old) {
 int kl_store_delete(kl_store *s, const char *key, kl_obj *old) {
     void *v;
     if (!kl_hmap_del(s->map, key, &v)) return 0;
+    note_changed(s, key);
+    index_del(s, key, v);
     *old = ((entry *)v)->obj;
     free(v);
     return 1;
@@ -104,6 +141,7 @@ void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *u
         entry *e = kl_hmap_get(s->map, key);
         if (e && e->seen == s->gen) {
             /* A duplicate key within one list: the later item wins. */
+            note_changed(s, key);
             kl_obj old = e->obj;
             e->obj = *o;
             memset(o, 0, sizeof *o);
@@ -126,4 +164,24 @@ void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *u
 const kl_obj *kl_store_next(const kl_store *s, size_t *cursor) {
     void *v;
     return kl_hmap_next(s->map, cursor, NULL, &v) ? &((entry *)v)->obj : NULL;
+}
+
+const kl_obj *kl_store_next_in(const kl_store *s, const char *ns, size_t *cursor) {
+    kl_hmap *keys = kl_hmap_get(s->namespaces, ns);
+    void *v;
+    return keys && kl_hmap_next(keys, cursor, NULL, &v) ? &((entry *)v)->obj : NULL;
+}
+
+void kl_store_track_changes(kl_store *s) {
+    if (!s->changed) s->changed = kl_hmap_new();
+}
+
+void kl_store_take_changes(kl_store *s, void (*fn)(void *ud, const char *key), void *ud) {
+    if (!s->changed) return;
+    kl_hmap *changed = s->changed;
+    s->changed = kl_hmap_new();
+    size_t cur = 0;
+    const char *key;
+    while (kl_hmap_next(changed, &cur, &key, NULL)) fn(ud, key);
+    kl_hmap_free(changed);
 }

@@ -5,7 +5,9 @@
  * result of a LIST and reports exactly what changed against the previous
  * contents: new keys as adds, keys whose resourceVersion moved as updates,
  * and keys that vanished as deletes, so that a relist after a gap still
- * tells every handler about every change it missed.
+ * tells every handler about every change it missed. An index by
+ * namespace is kept with every change, so listing one namespace visits
+ * only its objects.
  */
 #ifndef KLUA_STORE_H
 #define KLUA_STORE_H
@@ -44,5 +46,17 @@ void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *u
 /* Iterates: *cursor = 0 first; returns NULL at the end. The store must not
  * change during an iteration. */
 const kl_obj *kl_store_next(const kl_store *s, size_t *cursor);
+
+/* The same, over the objects of namespace ns only ("" for cluster-scoped
+ * ones), from an index kept on every change: no other object is visited. */
+const kl_obj *kl_store_next_in(const kl_store *s, const char *ns, size_t *cursor);
+
+/* From now on, remembers every key put or deleted, for indexes kept
+ * outside the store (the Lua informers' by_index). */
+void kl_store_track_changes(kl_store *s);
+/* Calls fn with each key changed since tracking began or since the last
+ * call (each once, in no order), and forgets them. The store may be read,
+ * but not changed, from fn. Nothing happens when changes are not tracked. */
+void kl_store_take_changes(kl_store *s, void (*fn)(void *ud, const char *key), void *ud);
 
 #endif

@@ -243,8 +243,7 @@ static int l_get(lua_State *L) {
 }
 
 /* inf:list([namespace]) -> the cached objects (those in namespace when
- * given), as an array of read-only views. The namespace is compared with
- * each object's decoded identity, so no object is parsed to filter it. */
+ * given, from the store's namespace index), as an array of read-only views. */
 static int l_list(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const char *ns = luaL_optstring(L, 2, NULL);
@@ -253,11 +252,32 @@ static int l_list(lua_State *L) {
     size_t cur = 0;
     lua_Integer i = 0;
     const kl_obj *o;
-    while ((o = kl_store_next(s, &cur))) {
-        if (ns && strcmp(ns, o->ns ? o->ns : "") != 0) continue;
+    while ((o = ns ? kl_store_next_in(s, ns, &cur) : kl_store_next(s, &cur))) {
         kl_view_push(L, o, NULL);
-        lua_rawseti(L, -2, ++i);
+        lua_rawseti(L, -2, ++i); /* stack: list */
     }
+    return 1;
+}
+
+/* inf:track_changes(): from now on the store remembers the keys it
+ * changes, for inf:changes(). */
+static int l_track_changes(lua_State *L) {
+    kl_store_track_changes(kl_informer_store(check_informer(L, 1)->inf));
+    return 0;
+}
+
+static void push_key(void *ud, const char *key) {
+    lua_State *L = ud; /* stack: keys */
+    lua_pushstring(L, key);
+    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+}
+
+/* inf:changes() -> the keys put or deleted since the last call (each once),
+ * which the store then forgets. */
+static int l_changes(lua_State *L) {
+    lua_informer *li = check_informer(L, 1);
+    lua_newtable(L);
+    kl_store_take_changes(kl_informer_store(li->inf), push_key, L);
     return 1;
 }
 
@@ -401,6 +421,7 @@ void kl_informers_close(kl_rt *rt) {
 void kl_informer_open(lua_State *L) {
     static const luaL_Reg methods[] = {{"on", l_on},         {"get", l_get},
                                        {"list", l_list},     {"synced", l_synced},
+                                       {"track_changes", l_track_changes}, {"changes", l_changes},
                                        {"stats", l_stats},   {"__tostring", l_tostring},
                                        {NULL, NULL}};
     if (luaL_newmetatable(L, INFORMER_MT)) {
