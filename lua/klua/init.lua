@@ -134,6 +134,28 @@ function Informer:__tostring() return tostring(self._c) end
 --- The informer's name: its resource, namespace and selector, as logs show it.
 function Informer:name() return self._name end
 
+local DROP = {}
+
+--- A cache transform for klua.informer{transform = ...}, as client-go's
+-- SetTransform is most used: the members at these dotted paths through
+-- objects are dropped, in C, before each object is cached or handed to a
+-- handler, so an informer that never reads them does not keep them. Paths
+-- that the cache keys on (metadata.name, .namespace, .resourceVersion,
+-- .uid, kind, apiVersion, metadata) are refused.
+--   klua.informer { resource = 'pods',
+--     transform = klua.drop_fields('metadata.managedFields', 'status.conditions') }
+function klua.drop_fields(...)
+  local paths = table.pack(...)
+  if paths.n == 0 then error("drop_fields takes paths, such as 'metadata.managedFields'", 2) end
+  for i = 1, paths.n do
+    if type(paths[i]) ~= 'string' then
+      error(('drop_fields: path %d must be a string such as \'metadata.managedFields\''):format(i), 2)
+    end
+  end
+  paths.n = nil
+  return setmetatable({ paths = paths }, DROP)
+end
+
 --- Creates and starts an informer.
 -- opts.resource: as kubectl names it ("pods", "po", "deployments.apps",
 --   "apps/v1/deployments", a CRD's plural or short name);
@@ -142,7 +164,9 @@ function Informer:name() return self._name end
 -- opts.resync: seconds between resyncs that re-deliver every cached object
 --   as an update (default: none);
 -- opts.indexes: {name = function(obj) return value(s) end}, for
---   inf:by_index (lua/klua/index.lua).
+--   inf:by_index (lua/klua/index.lua);
+-- opts.transform: klua.drop_fields(path, ...), members dropped from every
+--   object before it is cached and handed to handlers.
 function klua.informer(opts)
   if type(opts) == 'string' then opts = { resource = opts } end
   if type(opts) ~= 'table' then error('klua.informer takes a table such as {resource = "pods"}', 2) end
@@ -157,6 +181,14 @@ function klua.informer(opts)
   if opts.namespace then name = name .. ' -n ' .. opts.namespace end
   if opts.label_selector then name = name .. ' -l ' .. opts.label_selector end
   local indexes = index.new(opts.indexes, name)
+  local drop = nil
+  if opts.transform ~= nil then
+    if getmetatable(opts.transform) ~= DROP then
+      error('transform takes klua.drop_fields(path, ...), such as '
+        .. "klua.drop_fields('metadata.managedFields')", 2)
+    end
+    drop = opts.transform.paths
+  end
   local c = core.informer {
     name = name,
     path = discovery.collection_path(r, opts.namespace),
@@ -164,6 +196,7 @@ function klua.informer(opts)
     label_selector = opts.label_selector,
     field_selector = opts.field_selector,
     resync = opts.resync,
+    drop = drop,
   }
   local inf = setmetatable({ _c = c, _name = name, resource = r, namespace = opts.namespace,
     _indexes = indexes and indexes:attach(c) }, Informer)

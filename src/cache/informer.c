@@ -22,6 +22,7 @@ struct kl_informer {
     int listed;            /* the first LIST has been stored */
     size_t initial_left;   /* notifications of the first list not yet taken */
     uint64_t seq;          /* of the last notification queued */
+    kl_prune *prune;       /* members dropped before caching, or NULL */
 };
 
 void kl_notif_clear(kl_notif *n) {
@@ -76,8 +77,18 @@ static int full(kl_informer *inf) {
     return inf->held;
 }
 
+/* Drops the informer's pruned members from o. A rewritten object's parsed
+ * tape (*parsed, when given) describes the old bytes: it goes, and a view
+ * of the object parses the new ones. */
+static void prune(kl_informer *inf, kl_obj *o, void **parsed) {
+    if (!inf->prune || kl_prune_obj(inf->prune, o) != 1 || !parsed) return;
+    kl_json_free(*parsed);
+    *parsed = NULL;
+}
+
 static int sink_replace(void *ud, kl_list *list) {
     kl_informer *inf = ud;
+    for (size_t i = 0; inf->prune && i < list->n; i++) prune(inf, &list->items[i], NULL);
     kl_store_replace(inf->store, list, on_change, inf);
     inf->listed = 1;
     /* An empty list queues nothing, yet the dispatcher must see the sync. */
@@ -89,6 +100,7 @@ static int sink_event(void *ud, kl_event *ev) {
     kl_informer *inf = ud;
     kl_notif n;
     memset(&n, 0, sizeof n);
+    prune(inf, &ev->obj, &ev->parsed);
     if (ev->type == KL_EV_DELETED) {
         char key[512];
         kl_obj_key(&ev->obj, key, sizeof key);
@@ -130,7 +142,13 @@ void kl_informer_free(kl_informer *inf) {
     while (kl_informer_pop(inf, &n)) kl_notif_clear(&n);
     free(inf->q);
     kl_store_free(inf->store);
+    kl_prune_free(inf->prune);
     free(inf);
+}
+
+void kl_informer_set_prune(kl_informer *inf, kl_prune *p) {
+    kl_prune_free(inf->prune);
+    inf->prune = p;
 }
 
 int kl_informer_pop(kl_informer *inf, kl_notif *n) {

@@ -14,6 +14,7 @@
 
 #include "cache/reflector.h"
 #include "cache/store.h"
+#include "wire/prune.h"
 
 typedef struct kl_notif {
     kl_change type;
@@ -41,6 +42,10 @@ void kl_informer_free(kl_informer *inf);
 int kl_informer_pop(kl_informer *inf, kl_notif *n);
 size_t kl_informer_pending(const kl_informer *inf);
 void kl_notif_clear(kl_notif *n);
+
+/* Drops p's members from every object before it is cached or handed to a
+ * handler (a cache transform); the informer owns p. Call before start. */
+void kl_informer_set_prune(kl_informer *inf, kl_prune *p);
 
 kl_store *kl_informer_store(kl_informer *inf);
 /* The first LIST has been stored and all its notifications taken. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cache/informer.h"
+#include "wire/prune.h"
 #include "base/log.h"
 #include "lua/lua_klua.h"
 #include "lua/task.h"
@@ -345,8 +346,34 @@ static double opt_number(lua_State *L, int idx, const char *field) {
     return v;
 }
 
+#define MAX_DROP 32
+
+/* The prune of the informer option drop (a list of dotted paths), or NULL
+ * without one; raises for a path kl_prune_new refuses. [-0, +0, e] */
+static kl_prune *opt_prune(lua_State *L, int idx) {
+    if (lua_getfield(L, idx, "drop") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    luaL_argexpected(L, lua_istable(L, -1), idx, "drop as a list of paths");
+    const char *paths[MAX_DROP];
+    size_t n = (size_t)luaL_len(L, -1);
+    if (n > MAX_DROP) luaL_error(L, "drop takes at most %d paths", MAX_DROP);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i + 1); /* stack: drop, path */
+        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "drop[%d] must be a path such as \"metadata.managedFields\"", (int)i + 1);
+        paths[i] = lua_tostring(L, -1);
+        lua_pop(L, 1); /* the string stays alive in the drop table */
+    }
+    char err[256];
+    kl_prune *p = kl_prune_new(paths, n, err, sizeof err);
+    lua_pop(L, 1);
+    if (!p) luaL_error(L, "%s", err);
+    return p;
+}
+
 /* core.informer{name=, path=, kind=, label_selector=, field_selector=,
- * resync=} -> informer handle, already started. */
+ * resync=, drop=} -> informer handle, already started. */
 static int l_informer(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -367,10 +394,12 @@ static int l_informer(lua_State *L) {
     double resync = opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");
     if (rt->closing) return luaL_error(L, "cannot start an informer: klua is shutting down");
+    kl_prune *prune = opt_prune(L, 1);
     lua_informer *li = kl_xcalloc(1, sizeof *li);
     li->rt = rt;
     snprintf(li->name, sizeof li->name, "%s", o.name ? o.name : o.path);
     li->inf = kl_informer_new(rt->loop, rt->http, &o, on_ready, li);
+    kl_informer_set_prune(li->inf, prune);
     box *b = lua_newuserdatauv(L, sizeof *b, 2);
     b->li = li;
     luaL_setmetatable(L, INFORMER_MT);

@@ -51,7 +51,7 @@ static node *child(node *n, const char *name, size_t len) {
 static int check_path(const char *path, char *err, size_t errlen) {
     for (size_t i = 0; i < sizeof KEPT / sizeof *KEPT; i++) {
         if (strcmp(path, KEPT[i]) == 0) {
-            snprintf(err, errlen, "prune path \"%s\" would remove the object's identity", path);
+            snprintf(err, errlen, "path \"%s\" cannot be dropped: the cache keys on it", path);
             return -1;
         }
     }
@@ -60,7 +60,7 @@ static int check_path(const char *path, char *err, size_t errlen) {
         const char *dot = strchr(p, '.');
         size_t len = dot ? (size_t)(dot - p) : strlen(p);
         if (len == 0) {
-            snprintf(err, errlen, "prune path \"%s\" has an empty member name", path);
+            snprintf(err, errlen, "path \"%s\" has an empty member name", path);
             return -1;
         }
         if (!dot) return 0;

@@ -27,8 +27,8 @@ typedef struct kl_prune kl_prune;
 
 /* Compiles n dotted paths. Returns the prune, or NULL with a one-line
  * message in err such as
- *   prune path "metadata..x" has an empty member name
- *   prune path "metadata.name" would remove the object's identity
+ *   path "metadata..x" has an empty member name
+ *   path "metadata.name" cannot be dropped: the cache keys on it
  */
 kl_prune *kl_prune_new(const char *const *paths, size_t n, char *err, size_t errlen);
 void kl_prune_free(kl_prune *p);
