@@ -100,6 +100,14 @@ describe('scripts/bootstrap', function()
     assert.matches('lua%-busted +the spec runner', err)
   end)
 
+  it('adds the peers make bench measures: the Python client, and node and npm where none is installed', function()
+    local dir = stubs { installed = with(BUILD, 'openssl'), kubectl = true }
+    local err, status, log = bootstrap('bench', dir, dir)
+    assert.are.equal(0, status)
+    assert.matches('install %-y %-qq %-%-no%-install%-recommends python3%-kubernetes nodejs npm\n$', log)
+    assert.matches('python3%-kubernetes +the Python kubernetes client, a peer in make bench', err)
+  end)
+
   it('waits for the dpkg lock another package manager holds, saying so once', function()
     local dir = stubs { installed = { 'gcc' }, lock_failures = 3 }
     local err, status, log = bootstrap('build', dir, dir)

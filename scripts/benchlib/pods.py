@@ -19,7 +19,8 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"))
 # Fields that are numbers in the JSON; every other field is a string.
 _NUMERIC = ("restarts",)
 _FIELDS = ("name", "namespace", "uid", "rv", "created", "updated", "app", "hash", "tier", "owner", "owner_uid",
-           "image", "sidecar", "cpu", "node", "host_ip", "ip", "container_id", "sidecar_id", "restarts")
+           "image", "image_id", "sidecar", "sidecar_image_id", "cpu", "node", "host_ip", "ip", "container_id",
+           "sidecar_id", "restarts")
 
 
 def _token(bits, n):
@@ -66,9 +67,10 @@ def _managed_fields(v):
     ]
 
 
-def _container_status(name, image, restarts, t, container_id):
+def _container_status(name, image, image_id, restarts, t, container_id):
+    # imageID is required in the API (no omitempty): clients with typed models reject a status without it.
     return {"name": name, "state": {"running": {"startedAt": t}}, "ready": True, "restartCount": restarts,
-            "image": image, "containerID": "containerd://" + container_id}
+            "image": image, "imageID": image_id, "containerID": "containerd://" + container_id}
 
 
 def _shape(v):
@@ -102,8 +104,9 @@ def _shape(v):
                            for kind in ("Ready", "ContainersReady", "PodScheduled")],
             "hostIP": v["host_ip"], "podIP": v["ip"], "podIPs": [{"ip": v["ip"]}], "startTime": v["created"],
             "containerStatuses": [
-                _container_status("app", v["image"], v["restarts"], v["updated"], v["container_id"]),
-                _container_status("sidecar", v["sidecar"], 0, v["updated"], v["sidecar_id"])],
+                _container_status("app", v["image"], v["image_id"], v["restarts"], v["updated"], v["container_id"]),
+                _container_status("sidecar", v["sidecar"], v["sidecar_image_id"], 0, v["updated"],
+                                  v["sidecar_id"])],
         },
     }
 
@@ -131,15 +134,22 @@ def _identity(index):
     template_hash = _token(bits, 10)
     owner = "%s-%s" % (app, template_hash)
     ip = "10.%d.%d.%d" % (bits % 256, bits >> 8 & 255, 1 + (bits >> 16) % 254)
+    image = "registry.example.com/%s:1.%d.%d" % (app, bits % 20, bits // 20 % 10)
+    sidecar = "registry.example.com/metrics-agent:0.%d.0" % (bits % 9)
     return {
         "name": "%s-%s%d" % (owner, _token(bits >> 50, 3), index), "namespace": "team-%02d" % (index % NAMESPACES),
         "uid": _uid(rng.getrandbits(128)), "created": _stamp(bits), "app": app, "hash": template_hash,
         "tier": TIERS[index % len(TIERS)], "owner": owner, "owner_uid": _uid(rng.getrandbits(128)),
-        "image": "registry.example.com/%s:1.%d.%d" % (app, bits % 20, bits // 20 % 10),
-        "sidecar": "registry.example.com/metrics-agent:0.%d.0" % (bits % 9), "cpu": "%dm" % (100 + bits % 400),
+        "image": image, "image_id": _image_id(image), "sidecar": sidecar, "sidecar_image_id": _image_id(sidecar),
+        "cpu": "%dm" % (100 + bits % 400),
         "node": "node-%03d" % (bits % NODES), "host_ip": "192.168.0.%d" % (10 + bits % NODES), "ip": ip,
         "bits": bits,
     }
+
+
+def _image_id(image):
+    """The digest reference the kubelet reports for a pulled image."""
+    return "%s@sha256:%s" % (image.split(":")[0], hashlib.sha256(image.encode()).hexdigest())
 
 
 def fields(index, rv, generation=0):

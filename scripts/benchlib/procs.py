@@ -1,13 +1,17 @@
-"""Child processes of the harness: started, watched, measured and always ended.
+"""Child processes of scripts/bench and scripts/soak: started, watched, measured and always ended.
 
-Every child is registered in a Children set; kill_all() ends whatever is still running, so an
-error or Ctrl-C in the harness never leaves a server or a klua behind. Resource usage comes from
-wait4(2) on the child itself, so it covers exactly that process.
+Every child is registered in a Children set; kill_all() ends whatever is still running, and
+on_exit() makes it run on exit and on SIGINT, SIGTERM and SIGHUP, so an error or Ctrl-C in the
+harness never leaves a server or a klua behind. Resource usage comes from wait4(2) on the child
+itself, so it covers exactly that process.
 """
+import atexit
 import os
+import re
 import select
 import signal
 import subprocess
+import sys
 import time
 
 READ_SIZE = 1 << 20
@@ -34,12 +38,14 @@ class Usage:
 
 
 class Child:
-    """One started process: its Popen, when it started and where its stderr goes."""
+    """One started process: its Popen, when it started, where its stderr goes and, when not to a
+    pipe, its stdout."""
 
-    def __init__(self, popen, started, log_path):
+    def __init__(self, popen, started, log_path, out_path=None):
         self.popen = popen
         self.started = started
         self.log_path = log_path
+        self.out_path = out_path
         self.usage = None
 
     @property
@@ -66,6 +72,28 @@ class Child:
                 return f.read().splitlines()[-lines:]
         except OSError:
             return []
+
+    def wait_for_output(self, pattern, timeout):
+        """Waits for a line of the stdout file to match the regular expression pattern; the match, or
+        None once the process has ended or timeout seconds have passed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with open(self.out_path, errors="replace") as f:
+                    for line in f:
+                        m = re.match(pattern, line)
+                        if m:
+                            return m
+            except OSError:
+                pass
+            if self.poll() is not None or time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+
+    def poll(self):
+        """The exit status (negative: the signal that ended it), or None while it runs."""
+        usage = self.reap(0)
+        return usage.exit_code if usage else None
 
     def reap(self, timeout):
         """Waits up to timeout for the process to exit; its Usage, or None if still running."""
@@ -109,14 +137,16 @@ class Children:
         self.log_dir = log_dir
         self.children = []
 
-    def spawn(self, name, argv, env=None):
-        """Starts argv with stdout on a pipe and stderr in LOG_DIR/name.log."""
+    def spawn(self, name, argv, env=None, stdout_to_file=False):
+        """Starts argv with stderr in LOG_DIR/name.log and stdout on a pipe (for pump()) or, with
+        stdout_to_file, in LOG_DIR/name.stdout (for a child nobody reads all the time)."""
         log_path = os.path.join(self.log_dir, "%s.log" % name)
+        out_path = os.path.join(self.log_dir, "%s.stdout" % name) if stdout_to_file else None
         # A session of its own keeps a terminal's Ctrl-C away from the child: the harness ends it.
-        with open(log_path, "ab") as log:
-            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env=env,
-                                     start_new_session=True)
-        child = Child(popen, time.monotonic(), log_path)
+        with open(log_path, "ab") as log, open(out_path or os.devnull, "ab") as out:
+            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out if out_path else subprocess.PIPE,
+                                     stderr=log, env=env, start_new_session=True)
+        child = Child(popen, time.monotonic(), log_path, out_path)
         self.children.append(child)
         return child
 
@@ -126,6 +156,14 @@ class Children:
                 child.stop(grace=1.0)
             if child.popen.stdout:
                 child.popen.stdout.close()
+
+
+def on_exit(cleanup):
+    """Runs cleanup (which should end the children) when the harness exits, and makes SIGINT, SIGTERM
+    and SIGHUP exit it (status 128 + the signal) rather than kill it without a cleanup."""
+    atexit.register(cleanup)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
 
 
 def pump(child, on_data, timeout, quiet=None):

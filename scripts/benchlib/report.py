@@ -1,5 +1,4 @@
 """The benchmark report: machine facts, one table of scenarios, and the details behind each row."""
-import json
 import os
 import platform
 import subprocess
@@ -10,12 +9,12 @@ PASS, FAIL, INFO, ERROR = "pass", "FAIL", "-", "error"
 
 class Row:
     """One line of the table. ok is True, False or None (a reference point without a target);
-    rate, in events/s, is compared with kubectl's once every scenario has run."""
+    rate, in events/s, is compared with each measured peer's once every scenario has run (vs)."""
 
     def __init__(self, scenario, result, target="-", ok=None, rate=None, details=()):
         self.scenario, self.result, self.target = scenario, result, target
         self.ok, self.rate, self.details = ok, rate, list(details)
-        self.vs_kubectl = "-"
+        self.vs = "-"
         self.error = False
 
     @classmethod
@@ -70,18 +69,7 @@ def _memory_total():
     return "unknown"
 
 
-def _kubectl_version(kubectl):
-    if not kubectl:
-        return "not installed"
-    try:
-        out = subprocess.run([kubectl, "version", "--client", "-o", "json"], capture_output=True, text=True,
-                             timeout=20).stdout
-        return json.loads(out)["clientVersion"]["gitVersion"]
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
-        return "unknown"
-
-
-def machine_facts(klua, kubectl):
+def machine_facts(klua):
     """(name, value) pairs describing where and with what the benchmark ran."""
     versions = []
     try:
@@ -96,7 +84,6 @@ def machine_facts(klua, kubectl):
         ("load average at the end", "%.2f %.2f %.2f (other work on the machine skews every number)"
          % os.getloadavg()),
         ("klua", ", ".join(versions) or "unknown"),
-        ("kubectl", _kubectl_version(kubectl)),
         ("python", platform.python_version()),
     ]
 
@@ -118,8 +105,8 @@ def render(facts, setup, rows):
     out.extend("- %s: %s" % (k, v) for k, v in facts)
     out.extend("- %s: %s" % (k, v) for k, v in setup)
     out.append("")
-    out.extend(_table(["scenario", "result", "target", "pass/fail", "vs kubectl"],
-                      [[r.scenario, r.result, r.target, r.verdict, r.vs_kubectl] for r in rows]))
+    out.extend(_table(["scenario", "result", "target", "pass/fail", "vs peers"],
+                      [[r.scenario, r.result, r.target, r.verdict, r.vs] for r in rows]))
     details = [r for r in rows if r.details]
     if details:
         out += ["", "Details:", ""]

@@ -1,15 +1,7 @@
-"""The benchmark scenarios, each a separate klua (or kubectl, or lua5.4) process against bench-server.
+"""The benchmark scenarios, each a separate klua (or peer, or lua5.4) process against bench-server.
 
-Scenario ids, for --only:
-  server  how fast the server delivers the watch stream (socket reader and curl)
-  ref     lua-cjson decoding the same lines in plain lua5.4 (reference)
-  d       `klua watch pods -A -o name` against `kubectl get pods -A --watch-only -o name`
-  a       update handler reading three fields of every event
-  b       update handler calling klua.copy(new)
-  c       "controller" update handler enqueuing namespace/name
-  e       initial sync of --pods Pods: time to synced and peak RSS (one page, and paged)
-  f       resident memory per cached Pod against its JSON size
-  scale   (a) and (f) at a tenth of the size: CPU per event and memory per object must stay flat
+Scenarios have names (DESCRIPTIONS, in ORDER); the letters earlier reports used stay aliases
+(ALIASES), on the command line and in the report's rows.
 """
 import os
 import re
@@ -19,15 +11,31 @@ import subprocess
 import sys
 import time
 
-from . import data, procs
+from . import data, peers, procs
 from .pods import NAMESPACES
 from .report import Row, number, ratio
 
-ORDER = ["server", "ref", "d", "a", "b", "c", "e", "f", "scale"]
+ORDER = ["server", "ref", "peers", "watch-names", "handler-3-fields", "handler-copy", "controller-enqueue",
+         "initial-sync", "memory-per-pod", "scale"]
+DESCRIPTIONS = {
+    "server": "how fast the server delivers the watch stream (socket reader and curl)",
+    "ref": "lua-cjson decoding the same lines in plain lua5.4 (reference)",
+    "peers": "kubectl, @kubernetes/client-node's informer and the Python client's watch on the same stream",
+    "watch-names": "`klua watch pods -A -o name --watch-only`, against the kubectl peer",
+    "handler-3-fields": "update handler reading metadata.name, metadata.namespace, status.phase",
+    "handler-copy": "update handler calling klua.copy(new)",
+    "controller-enqueue": "\"controller\" update handler enqueuing namespace/name",
+    "initial-sync": "initial sync of --pods Pods: time to synced and peak RSS (one page, and paged)",
+    "memory-per-pod": "resident memory per cached Pod against its JSON size",
+    "scale": "handler-3-fields and memory-per-pod at a tenth of the size: both must stay flat",
+}
+ALIASES = {"a": "handler-3-fields", "b": "handler-copy", "c": "controller-enqueue", "d": "watch-names",
+           "e": "initial-sync", "f": "memory-per-pod"}
+LETTERS = {name: letter for letter, name in ALIASES.items()}
 LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
-MODES = {"a": ("read", "handler reads metadata.name, metadata.namespace, status.phase"),
-         "b": ("copy", "handler calls klua.copy(new)"),
-         "c": ("enqueue", "controller handler enqueues namespace/name")}
+MODES = {"handler-3-fields": ("read", "handler reads metadata.name, metadata.namespace, status.phase"),
+         "handler-copy": ("copy", "handler calls klua.copy(new)"),
+         "controller-enqueue": ("enqueue", "controller handler enqueues namespace/name")}
 # Targets from klua's performance issue; the others follow from them (see docs/benchmarks.md).
 TARGET_READ = 100000
 TARGET_COPY = 25000
@@ -38,7 +46,8 @@ TARGET_SYNC_PODS = 100000
 TARGET_MEMORY = 1.5
 TARGET_FLAT = 1.25
 TARGET_SERVER = 1e9
-# klua watch (d) and the reading handler (a) must each be 15 times kubectl's rate.
+# klua watch (watch-names) and the reading handler (handler-3-fields) must each be 15 times
+# kubectl's rate. The other peers are compared, without a target.
 TARGET_VS_KUBECTL = 15.0
 # A watch printer silent this long after its first line has stopped for good (events were lost).
 QUIET = 3.0
@@ -46,6 +55,17 @@ QUIET = 3.0
 SPEED_BYTES = 512 << 20
 SPEED_SECONDS = 1.0
 LINE = re.compile(rb"^bench (\w[\w-]*)((?: [\w-]+=\S*)*)$")
+
+
+def resolve(ids):
+    """(scenario names in ORDER, unknown ids) for names or letter aliases."""
+    names = {ALIASES.get(i, i) for i in ids}
+    return [n for n in ORDER if n in names], [i for i in ids if ALIASES.get(i, i) not in DESCRIPTIONS]
+
+
+def title(name):
+    """A scenario's name as the report shows it: with its letter, when it has one."""
+    return "%s (%s)" % (name, LETTERS[name]) if name in LETTERS else name
 
 
 class ScenarioError(Exception):
@@ -70,12 +90,13 @@ class Bench:
     def __init__(self, opts, root, klua, workdir, children):
         self.opts, self.root, self.klua = opts, root, klua
         self.workdir, self.children = workdir, children
-        self.kubectl = shutil.which("kubectl")
         self.lua = shutil.which("lua5.4")
         self.dataset = None
         self.servers = {}
         self.memo = {}
-        self.kubectl_rate = None
+        # Set by the peers scenario: each Peer, and the event rate of those measured, in peers.ORDER.
+        self.peers = []
+        self.peer_rates = {}
         self.env = dict(os.environ)
         path = os.path.join(LUA_DIR, "?.lua") + ";;"
         self.env.update(LUA_PATH=path, LUA_PATH_5_4=path)
@@ -99,7 +120,7 @@ class Bench:
                      "about %s Pods, %s MB" % (number(self.dataset.average_pod_bytes()), NAMESPACES, number(o.events),
                                                number(o.watch_pods), number(self.dataset.meta["event_bytes"] / 1e6))),
             ("server", "scripts/bench-server over loopback, HTTP/1.1 chunked, sendfile; watch end: %s" % o.watch_end),
-        ]
+        ] + [("peer", p.fact()) for p in self.peers]
 
     def log(self, message):
         print(message, file=sys.stderr, flush=True)
@@ -128,7 +149,11 @@ class Bench:
     def klua_script(self, name, url, script, args, until):
         """Runs `klua --server URL run SCRIPT ARGS` until it prints `bench UNTIL`; the child and its records."""
         argv = [self.klua, "--server", url, "run", os.path.join(LUA_DIR, script)] + [str(a) for a in args]
-        child = self.children.spawn(name, argv, env=self.env)
+        return self.script(name, argv, until, "klua", self.env)
+
+    def script(self, name, argv, until, what, env=None):
+        """Runs argv until it prints `bench UNTIL` (events.lua's protocol); the child and its records."""
+        child = self.children.spawn(name, argv, env=env)
         records, pending = {}, bytearray()
 
         def on_data(now, chunk):
@@ -145,9 +170,9 @@ class Bench:
         reason = procs.pump(child, on_data, self.opts.timeout)
         if reason != "done":
             child.stop()
-            what = "timed out after %d s" % self.opts.timeout if reason == "timeout" else \
+            how = "timed out after %d s" % self.opts.timeout if reason == "timeout" else \
                 "exited with status %s" % getattr(child.usage, "exit_code", "?")
-            raise ScenarioError("klua %s before printing `bench %s`" % (what, until),
+            raise ScenarioError("%s %s before printing `bench %s`" % (what, how, until),
                                 ["command: " + " ".join(argv)] + child.log_tail())
         return child, records
 
@@ -156,7 +181,7 @@ class Bench:
         return max((run() for _ in range(self.opts.repeat)), key=lambda r: r.rate)
 
     def events_run(self, mode, count):
-        """Scenarios (a)-(c): a handler on `count` watch events, best of --repeat runs. Memoised."""
+        """handler-3-fields, handler-copy, controller-enqueue: a handler on `count` watch events, best of --repeat runs. Memoised."""
         key = ("events", mode, count)
         if key not in self.memo:
             url, _ = self.server(self.opts.watch_pods, count)
@@ -169,8 +194,22 @@ class Bench:
             self.memo[key] = self.best(once)
         return self.memo[key]
 
+    def peer_events_run(self, peer, count):
+        """A peer's handler on `count` watch events (informer.mjs or python_watch.py), best of --repeat runs."""
+        _, kubeconfig = self.server(self.opts.watch_pods, count)
+        args = {"client-node": [kubeconfig, count], "python": [kubeconfig, count, self.opts.timeout, "dict"]}
+        argv = peer.command + [str(a) for a in args[peer.name]]
+
+        def once():
+            child, records = self.script("peer-%s-%d" % (peer.name, count), argv, "done", peer.name)
+            usage = child.reap(5) or child.stop()
+            return EventsRun(count, records, usage, time.monotonic() - child.started, self.opts.repeat,
+                             synced_by="the list returned", clock="the peer's monotonic clock",
+                             cpu_clock=PEER_CPU_CLOCKS[peer.name])
+        return self.best(once)
+
     def sync_run(self, pods, paginate="auto"):
-        """Scenarios (e)-(f): sync `pods` Pods, then read the settled RSS. Memoised."""
+        """initial-sync, memory-per-pod: sync `pods` Pods, then read the settled RSS. Memoised."""
         key = ("sync", pods, paginate)
         if key not in self.memo:
             url, _ = self.server(pods, 0, paginate)
@@ -195,14 +234,19 @@ class Bench:
         return run
 
 
-class EventsRun:
-    """What events.lua reported."""
+PEER_CPU_CLOCKS = {"client-node": "process.cpuUsage()", "python": "time.process_time()"}
 
-    def __init__(self, count, records, usage, wall, runs):
+
+class EventsRun:
+    """What events.lua, or a peer speaking its protocol, reported."""
+
+    def __init__(self, count, records, usage, wall, runs, synced_by="klua.on_synced ran",
+                 clock="klua's monotonic clock", cpu_clock="os.clock"):
         self.count, self.usage, self.wall, self.runs = count, usage, wall, runs
+        self.synced_by, self.clock, self.cpu_clock = synced_by, clock, cpu_clock
         fields = records["done"][1]
         self.seen = int(fields["seen"])
-        self.queued = int(fields["queued"])
+        self.queued = int(fields.get("queued", 0))
         # The clocks were read at the first update and at the stamped-th.
         stamped = int(fields["stamped"])
         span = float(fields["last"]) - float(fields["first"])
@@ -214,19 +258,19 @@ class EventsRun:
 
     def details(self):
         if self.synced:
-            sync = "klua.on_synced ran %.2f s after the script started, after %s updates" % (
-                float(self.synced["at"]), number(int(self.synced["updates"])))
+            sync = "%s %.2f s after the script started, after %s updates" % (
+                self.synced_by, float(self.synced["at"]), number(int(self.synced["updates"])))
         else:
-            sync = "klua.on_synced had not run by the last update"
-        out = ["%s of %s updates handled; rate from the first to the last on klua's monotonic clock; "
-               "best of %d runs" % (number(self.seen), number(self.count), self.runs), sync,
-               "CPU per event %s (os.clock from the first update to the last clock reading)"
-               % _us(self.cpu_per_event),
+            sync = "%s only after the last update" % self.synced_by
+        out = ["%s of %s updates handled; rate from the first to the last on %s; "
+               "best of %d runs" % (number(self.seen), number(self.count), self.clock, self.runs), sync,
+               "CPU per event %s (%s from the first update to the last clock reading)"
+               % (_us(self.cpu_per_event), self.cpu_clock),
                "whole process: %.2f s wall, %.2f s CPU (wait4), peak RSS %s (VmHWM; ru_maxrss %s)"
                % (self.wall, self.usage.cpu, _mb(self.hwm_kb), _mb(self.usage.maxrss_kb))]
         if self.seen < self.count:
             out.append("the first watch stream ended (the server had sent all %s events) but only %s reached "
-                       "the handler before klua watched again" % (number(self.count), number(self.seen)))
+                       "the handler before the stream was watched again" % (number(self.count), number(self.seen)))
         return out
 
 
@@ -331,45 +375,72 @@ def scenario_ref(b):
     seen, cpu = int(m.group(1)), float(m.group(2))
     rate = seen / cpu if cpu else 0.0
     return [Row("lua-cjson decode in lua5.4 (reference)", "%s ev/s" % number(rate), rate=rate,
-                details=["cjson.decode of %s event lines and the same three fields as (a); CPU time"
-                         % number(seen)])]
+                details=["cjson.decode of %s event lines and the same three fields as handler-3-fields (a); "
+                         "CPU time" % number(seen)])]
 
 
-def scenario_d(b):
+def scenario_peers(b):
+    """Each peer on the watch stream, best of --repeat runs as klua gets; a peer that cannot run here
+    is reported as not measured, and the run goes on."""
     n = b.opts.events
-    url, kubeconfig = b.server(b.opts.watch_pods, n)
-    expected_last = "pod/" + b.dataset.pod_name((n - 1) % b.opts.watch_pods)
+    b.peers = peers.find(b.opts.peers_dir, b.opts.python, b.log)
     rows = []
-    if b.kubectl:
-        cache = os.path.join(b.workdir, "kube-cache")
-        argv = [b.kubectl, "--kubeconfig", kubeconfig, "--cache-dir", cache, "get", "pods", "-A", "--watch-only",
-                "-o", "name"]
-        env = dict(os.environ, HOME=b.workdir)
+    for peer in b.peers:
+        if peer.missing:
+            rows.append(Row(peer.label, "not measured", details=[peer.missing]))
+            continue
         try:
-            run = b.count_lines("kubectl-watch", argv, n, env=env)
-            b.kubectl_rate = run.rate
-            rows.append(_watch_row("kubectl get pods -A --watch-only -o name (reference)", run, expected_last))
+            if peer.name == "kubectl":
+                row = _kubectl_row(b, peer, n)
+            else:
+                r = b.peer_events_run(peer, n)
+                row = Row(peer.label, _rate_text(r.rate, r.seen, r.count, "events"), rate=r.rate,
+                          details=r.details())
         except ScenarioError as e:
-            rows.append(Row.failed("kubectl get pods -A --watch-only -o name (reference)", str(e), e.details))
-    else:
-        rows.append(Row("kubectl get pods -A --watch-only -o name (reference)", "skipped: kubectl not installed"))
+            rows.append(Row.failed(peer.label, str(e), e.details))
+            continue
+        b.peer_rates[peer.name] = row.rate
+        rows.append(row)
+    return rows
+
+
+def _kubectl_row(b, peer, n):
+    _, kubeconfig = b.server(b.opts.watch_pods, n)
+    cache = os.path.join(b.workdir, "kube-cache")
+    argv = [peer.command, "--kubeconfig", kubeconfig, "--cache-dir", cache, "get", "pods", "-A", "--watch-only",
+            "-o", "name"]
+    env = dict(os.environ, HOME=b.workdir)
+    run = b.best(lambda: b.count_lines("kubectl-watch", argv, n, env=env))
+    row = _watch_row(peer.label, run, _expected_last(b, n))
+    row.details[0] += "; best of %d runs" % b.opts.repeat
+    return row
+
+
+def _expected_last(b, n):
+    return "pod/" + b.dataset.pod_name((n - 1) % b.opts.watch_pods)
+
+
+def scenario_watch_names(b):
+    n = b.opts.events
+    url, _ = b.server(b.opts.watch_pods, n)
     argv = [b.klua, "--server", url, "watch", "pods", "-A", "-o", "name", "--watch-only"]
     run = b.best(lambda: b.count_lines("klua-watch", argv, n))
-    row = _watch_row("d: klua watch pods -A -o name --watch-only", run, expected_last)
+    row = _watch_row("%s: klua watch pods -A -o name --watch-only" % title("watch-names"), run, _expected_last(b, n))
     row.details[0] += "; best of %d runs" % b.opts.repeat
-    if b.kubectl_rate:
+    kubectl = b.peer_rates.get("kubectl")
+    if kubectl:
         row.target = "≥ %g× kubectl" % TARGET_VS_KUBECTL
-        row.ok = run.lines >= n and run.rate >= TARGET_VS_KUBECTL * b.kubectl_rate
-    rows.append(row)
-    return rows
+        row.ok = run.lines >= n and run.rate >= TARGET_VS_KUBECTL * kubectl
+    return [row]
 
 
 def _watch_row(name, run, expected_last):
     details = ["%s of %s lines; rate between the first and the last of them as the harness read them"
                % (number(run.lines), number(run.count)),
-               "process: %.2f s to the last line, %.2f s CPU (wait4), peak RSS %s (VmHWM; ru_maxrss %s)"
-               % ((run.last_time or run.started) - run.started, run.usage.cpu, _mb(run.hwm_kb),
-                  _mb(run.usage.maxrss_kb))]
+               "process: %.2f s to the last line, %.2f s CPU (wait4), peak RSS %s"
+               % ((run.last_time or run.started) - run.started, run.usage.cpu,
+                  "%s (VmHWM; ru_maxrss %s)" % (_mb(run.hwm_kb), _mb(run.usage.maxrss_kb)) if run.hwm_kb else
+                  "not read: the process had ended with its stream (ru_maxrss %s)" % _mb(run.usage.maxrss_kb))]
     if run.lines >= run.count:
         got = run.final_line
         if got != expected_last:
@@ -386,35 +457,36 @@ def _rate_text(rate, seen, count, what):
     return text
 
 
-def scenario_handler(letter):
-    mode, label = MODES[letter]
+def scenario_handler(name):
+    mode, label = MODES[name]
     target = {"read": TARGET_READ, "copy": TARGET_COPY, "enqueue": TARGET_ENQUEUE}[mode]
 
     def run(b):
         r = b.events_run(mode, b.opts.events)
         details, ok = r.details(), r.seen == r.count and r.rate >= target
         target_text = "≥ %s ev/s" % number(target)
-        if mode == "read" and b.kubectl_rate:
+        kubectl = b.peer_rates.get("kubectl")
+        if mode == "read" and kubectl:
             target_text += ", ≥ %g× kubectl" % TARGET_VS_KUBECTL
-            ok = ok and r.rate >= TARGET_VS_KUBECTL * b.kubectl_rate
+            ok = ok and r.rate >= TARGET_VS_KUBECTL * kubectl
         if mode == "enqueue":
             # Event k modifies Pod k mod --watch-pods, so the set holds one key per Pod seen.
             expected = min(b.opts.watch_pods, r.seen)
             details.append("the queue holds %s distinct keys (%s expected)" % (number(r.queued), number(expected)))
             ok = ok and r.queued == expected
-        return [Row("%s: %s" % (letter, label), _rate_text(r.rate, r.seen, r.count, "events"),
+        return [Row("%s: %s" % (title(name), label), _rate_text(r.rate, r.seen, r.count, "events"),
                     target_text, ok, r.rate, details)]
     return run
 
 
-def scenario_e(b):
+def scenario_initial_sync(b):
     rows = []
     for paginate, label in (("auto", "resourceVersion=0, one page"), ("always", "paged by 500")):
         r = b.sync_run(b.opts.pods, paginate)
         rate = r.pods / r.wall if r.wall > 0 else 0.0
         json_mb = b.dataset.average_pod_bytes(r.pods) * r.pods / 1e6
         limit = TARGET_SYNC_SECONDS * r.pods / TARGET_SYNC_PODS
-        rows.append(Row("e: initial sync of %s Pods (%s)" % (number(r.pods), label),
+        rows.append(Row("%s: initial sync of %s Pods (%s)" % (title("initial-sync"), number(r.pods), label),
                         "%.2f s (%s obj/s), peak RSS %s" % (r.wall, number(rate), _mb(r.hwm_kb)),
                         "synced ≤ %.2f s" % limit, r.cached == r.pods and r.wall <= limit,
                         details=["from process start to klua.on_synced (%.2f s from the script's start)"
@@ -433,10 +505,10 @@ def _memory_row(b, pods):
     return full, idle, per_object, size
 
 
-def scenario_f(b):
+def scenario_memory_per_pod(b):
     full, idle, per_object, size = _memory_row(b, b.opts.pods)
     r = per_object / size
-    return [Row("f: memory per cached Pod (%s Pods)" % number(b.opts.pods),
+    return [Row("%s: memory per cached Pod (%s Pods)" % (title("memory-per-pod"), number(b.opts.pods)),
                 "%s B = %.2f× its JSON (%s B)" % (number(per_object), r, number(size)),
                 "≤ %.1f×" % TARGET_MEMORY, full.cached == b.opts.pods and r <= TARGET_MEMORY,
                 details=["(VmRSS after sync - VmRSS of an idle klua) / Pods = (%s - %s) / %s, read from "
@@ -449,41 +521,45 @@ def scenario_scale(b):
     small_pods = max(1, b.opts.pods // 10)
     big, small = b.events_run("read", b.opts.events), b.events_run("read", small_events)
     growth = big.cpu_per_event / small.cpu_per_event if small.cpu_per_event else 0.0
-    rows = [Row("scale: CPU per event, %s vs %s events (a)" % (number(small_events), number(b.opts.events)),
+    rows = [Row("scale: CPU per event, %s vs %s events (%s)" % (number(small_events), number(b.opts.events),
+                                                                 title("handler-3-fields")),
                 "%s vs %s (%.2f×)" % (_us(small.cpu_per_event), _us(big.cpu_per_event), growth),
                 "flat (≤ %.2f×)" % TARGET_FLAT, 0 < growth <= TARGET_FLAT and 1 / growth <= TARGET_FLAT,
                 details=small.details())]
     _, _, big_obj, _ = _memory_row(b, b.opts.pods)
     _, _, small_obj, _ = _memory_row(b, small_pods)
     growth = big_obj / small_obj if small_obj > 0 else 0.0
-    rows.append(Row("scale: memory per Pod, %s vs %s Pods (f)" % (number(small_pods), number(b.opts.pods)),
+    rows.append(Row("scale: memory per Pod, %s vs %s Pods (%s)" % (number(small_pods), number(b.opts.pods),
+                                                                    title("memory-per-pod")),
                     "%s B vs %s B (%.2f×)" % (number(small_obj), number(big_obj), growth),
                     "flat (≤ %.2f×)" % TARGET_FLAT, 0 < growth <= TARGET_FLAT and 1 / growth <= TARGET_FLAT))
     return rows
 
 
-SCENARIOS = {"server": scenario_server, "ref": scenario_ref, "d": scenario_d, "a": scenario_handler("a"),
-             "b": scenario_handler("b"), "c": scenario_handler("c"), "e": scenario_e, "f": scenario_f,
-             "scale": scenario_scale}
+SCENARIOS = {"server": scenario_server, "ref": scenario_ref, "peers": scenario_peers,
+             "watch-names": scenario_watch_names, "handler-3-fields": scenario_handler("handler-3-fields"),
+             "handler-copy": scenario_handler("handler-copy"),
+             "controller-enqueue": scenario_handler("controller-enqueue"), "initial-sync": scenario_initial_sync,
+             "memory-per-pod": scenario_memory_per_pod, "scale": scenario_scale}
 
 
 def run(b, ids):
-    """Runs the scenarios in ORDER that are in ids; returns their rows."""
+    """Runs the scenarios in ORDER whose names are in ids; returns their rows."""
     rows = []
     for sid in ORDER:
         if sid not in ids:
             continue
-        b.log("scenario %s ..." % sid)
+        b.log("scenario %s ..." % title(sid))
         started = time.monotonic()
         try:
             rows.extend(SCENARIOS[sid](b))
         except ScenarioError as e:
-            rows.append(Row.failed(sid, str(e), e.details))
+            rows.append(Row.failed(title(sid), str(e), e.details))
         except (KeyError, ValueError) as e:
-            rows.append(Row.failed(sid, "unexpected output from a benchmark process (%s: %s)"
+            rows.append(Row.failed(title(sid), "unexpected output from a benchmark process (%s: %s)"
                                    % (type(e).__name__, e)))
         b.log("  %.1f s" % (time.monotonic() - started))
     for row in rows:
-        if row.rate is not None and b.kubectl_rate:
-            row.vs_kubectl = ratio(row.rate, b.kubectl_rate)
+        if row.rate is not None and b.peer_rates:
+            row.vs = ", ".join("%s %s" % (ratio(row.rate, rate), name) for name, rate in b.peer_rates.items())
     return rows

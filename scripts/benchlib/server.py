@@ -52,6 +52,12 @@ def seconds(text):
         return 0.0
 
 
+def flag(text):
+    """A boolean parameter as kube-apiserver reads one (apimachinery's Convert_Slice_string_To_bool):
+    false only when absent, "0" or "false" in any case, so the Python client's watch=True is true."""
+    return text is not None and text != "0" and text.lower() != "false"
+
+
 def count(text):
     """A limit parameter; 0 (no limit) when absent or not a whole number."""
     return int(text) if text and text.isdigit() else 0
@@ -120,7 +126,7 @@ class Handler(BaseHTTPRequestHandler):
         return self._json(404, status(404, "NotFound", "the server could not find the requested resource"))
 
     def _collection(self, sel, query):
-        if query.get("watch") in ("true", "1"):
+        if flag(query.get("watch")):
             return self._watch(sel, query)
         return self._list(sel, query)
 

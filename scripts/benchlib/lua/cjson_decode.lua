@@ -1,5 +1,5 @@
 --- Reference point: lua-cjson decoding the watch stream's lines in a plain
--- lua5.4 loop, reading the same three fields as scenario (a).
+-- lua5.4 loop, reading the same three fields as scenario handler-3-fields (a).
 --
 --   lua5.4 cjson_decode.lua EVENTS.ndjson COUNT
 local cjson = require('cjson')

@@ -1,4 +1,5 @@
---- Scenarios (a) to (c): one update handler on every event of a watch stream.
+--- Scenarios handler-3-fields, handler-copy and controller-enqueue (a to c): one
+-- update handler on every event of a watch stream.
 --
 --   klua run events.lua MODE COUNT
 --

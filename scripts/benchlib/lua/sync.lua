@@ -1,4 +1,4 @@
---- Scenarios (e) and (f): the initial sync of every Pod, then the memory it holds.
+--- Scenarios initial-sync and memory-per-pod (e, f): the initial sync of every Pod, then the memory it holds.
 --
 --   klua run sync.lua HOLD
 --

@@ -1,0 +1,80 @@
+// Peer of scenario handler-3-fields (a): @kubernetes/client-node's informer,
+// made as its README makes one (makeInformer over listPodForAllNamespaces),
+// with an update handler that reads the same three fields.
+//
+//   node informer.mjs CLIENT_NODE_INDEX_JS KUBECONFIG COUNT
+//
+// The package is not installed next to this file but into the bench's own
+// folder (scripts/benchlib/peers.py), so it is imported by path. Prints the
+// `bench synced` and `bench done` lines events.lua prints, with times from
+// performance.now() and CPU from process.cpuUsage(), read at the first
+// update, every STAMP_EVERY-th and the last, as events.lua reads its clocks.
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+
+const STAMP_EVERY = 256;
+const [modulePath, kubeconfig, countArg] = process.argv.slice(2);
+const count = Number(countArg);
+if (!modulePath || !kubeconfig || !(count >= 2)) {
+  console.error('usage: node informer.mjs CLIENT_NODE_INDEX_JS KUBECONFIG COUNT (COUNT >= 2)');
+  process.exit(2);
+}
+const k8s = await import(pathToFileURL(modulePath).href);
+
+const now = () => performance.now() / 1000;
+const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
+const hwmKb = () => Number((readFileSync('/proc/self/status', 'utf8').match(/^VmHWM:\s+(\d+) kB$/m) || [0, 0])[1]);
+
+function emit(name, fields) {
+  const parts = ['bench', name];
+  for (const key of Object.keys(fields).sort()) {
+    const v = fields[key];
+    parts.push(`${key}=${Number.isInteger(v) ? v : typeof v === 'number' ? v.toFixed(6) : v}`);
+  }
+  process.stdout.write(parts.join(' ') + '\n');
+}
+
+const started = now();
+const kc = new k8s.KubeConfig();
+kc.loadFromFile(kubeconfig);
+// client-node refuses a plain http:// server unless TLS verification is off,
+// and the bench server speaks no TLS (neither does any peer's connection).
+kc.loadFromOptions({
+  clusters: kc.clusters.map((c) => ({ ...c, skipTLSVerify: true })),
+  users: kc.users, contexts: kc.contexts, currentContext: kc.getCurrentContext(),
+});
+const api = kc.makeApiClient(k8s.CoreV1Api);
+const informer = k8s.makeInformer(kc, '/api/v1/pods', async () => {
+  const list = await api.listPodForAllNamespaces();
+  emit('synced', { at: now() - started, cached: list.items.length, updates: 0 });
+  return list;
+});
+
+let seen = 0, stamped = 0, first = 0, cpuFirst = 0, last = 0, cpuLast = 0, connects = 0;
+function finish(reason) {
+  emit('done', { reason, seen, stamped, first, last, cpu_first: cpuFirst, cpu_last: cpuLast, hwm_kb: hwmKb() });
+  process.exit(0);
+}
+
+informer.on('update', (obj) => {
+  const md = obj.metadata;
+  void md.name, md.namespace, obj.status.phase;
+  seen += 1;
+  if (seen === 1) {
+    first = now(); cpuFirst = cpu();
+  } else if (seen === count || seen % STAMP_EVERY === 0) {
+    stamped = seen; last = now(); cpuLast = cpu();
+    if (seen === count) finish('count');
+  }
+});
+// A second connect is the re-watch after the first stream ended: readline has
+// delivered every line of that stream by then, so no more of its events come.
+informer.on('connect', () => {
+  connects += 1;
+  if (connects >= 2 && seen < count) finish('stream-ended');
+});
+informer.on('error', (err) => {
+  console.error('informer error:', err && (err.stack || err));
+  process.exit(1);
+});
+await informer.start();

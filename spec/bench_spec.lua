@@ -1,0 +1,57 @@
+-- scripts/bench, `make bench`'s harness (docs/benchmarks.md): scenarios are chosen by
+-- name or by the letter earlier reports used, and a peer that cannot be had on this
+-- machine is reported as not measured while the run goes on. These runs are tiny and
+-- check what the report says, never how fast anything is.
+local K = require 'support.klua'
+
+local ROOT = os.getenv('KLUA_ROOT') or '.'
+local BENCH = 'python3 ' .. K.quote(ROOT .. '/scripts/bench')
+
+-- Runs the bench with args (and env, a prefix of VAR=value words); its output and exit status.
+local function bench(args, env)
+  local out = os.tmpname()
+  local ok, _, status = os.execute(('%s %s %s > %s 2>&1'):format(env or '', BENCH, args, out))
+  local text = K.read_file(out)
+  os.remove(out)
+  return text, ok and 0 or status
+end
+
+describe('scripts/bench', function()
+  it('takes scenarios by name or by their old letter, and lists them in the order they run', function()
+    local by_letter, status = bench('--list --only d,a,handler-copy')
+    assert.equals(0, status, by_letter)
+    local names = {}
+    for name in by_letter:gmatch('([%w-]+ %(%a%))%s') do names[#names + 1] = name end
+    assert.same({ 'watch-names (d)', 'handler-3-fields (a)', 'handler-copy (b)' }, names)
+    assert.equals(bench('--list --only a'), bench('--list --only handler-3-fields'))
+  end)
+
+  it('refuses an unknown scenario, naming the names and the letters', function()
+    local out, status = bench('--list --only a,nope')
+    assert.equals(2, status, out)
+    assert.matches('unknown scenario nope; choose among server,ref,peers,watch%-names,handler%-3%-fields', out)
+    assert.matches('or the letters a,b,c,d,e,f', out)
+  end)
+
+  it('reports a peer it cannot install or find as not measured, and still succeeds', function()
+    local dir = K.tmpdir()
+    -- npm is pointed at a closed loopback port with an empty cache: a machine without network.
+    local env = ('npm_config_registry=http://127.0.0.1:9/ npm_config_fetch_retries=0 npm_config_cache=%s')
+      :format(K.quote(dir .. '/npm-cache'))
+    local out, status = bench(('--only peers,a --events 50 --pods 10 --watch-pods 10 --repeat 1 --timeout 60 '
+      .. '--klua %s --peers-dir %s --python /bin/false'):format(K.quote(K.bin), K.quote(dir .. '/peers')), env)
+    os.execute('rm -rf ' .. K.quote(dir))
+    assert.equals(0, status, out)
+    assert.matches('\n| peer client%-node: @kubernetes/client%-node [%d.]+ informer[^|]*| not measured +|', out)
+    assert.matches('\n| peer python: kubernetes Watch[^|]*| not measured +|', out)
+    assert.matches('\n%- peer: client%-node: not measured: npm ci could not install @kubernetes/client%-node', out)
+    assert.matches('\n%- peer: python: not measured: no interpreter imports kubernetes %(/bin/false', out)
+    assert.matches('python3%-kubernetes', out)
+    -- The peer that is there is measured, and klua's rows are compared with it alone.
+    assert.matches('\n| peer kubectl: kubectl get pods %-A %-%-watch%-only %-o name +| [%d,]+ ev/s', out)
+    local row = out:match('\n(| handler%-3%-fields %(a%): [^\n]*)')
+    assert.is_truthy(row, out)
+    assert.matches('| [%d.]+× kubectl +|$', row)
+    assert.is_nil(row:find('client-node', 1, true), row)
+  end)
+end)
