@@ -250,6 +250,17 @@ describe('sandbox API server over HTTP', function()
         'the DELETED event carries the last state that matched')
     end)
 
+    it('reads boolean parameters as apimachinery does: present and not false or 0 is true', function()
+      for _, q in ipairs({ 'watch=', 'watch=True', 'watch=yes' }) do
+        local _, body = sb:request('GET', CM:format('default') .. '?' .. q .. '&timeoutSeconds=1&resourceVersion=0')
+        assert.is_nil(body:match('"kind":"ConfigMapList"'), q .. ' watches')
+      end
+      for _, q in ipairs({ 'watch=false', 'watch=0', 'watch=FALSE' }) do
+        local _, body = sb:request('GET', CM:format('default') .. '?' .. q)
+        assert.truthy(body:match('"kind":"ConfigMapList"'), q .. ' lists')
+      end
+    end)
+
     it('forgets a watch whose client hung up', function()
       -- Secrets, which no other spec here watches: the configmap watches the specs before
       -- stopped may still be open until the server notices that their clients went away.

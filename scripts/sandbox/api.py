@@ -11,6 +11,7 @@ import json
 from . import defaults, deletion, fields, objects, protobuf
 from .objects import now
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from .routes import query_bool
 from .selection import FieldSelector, LabelSelector
 from .status import (ApiError, Cause, already_exists, bad_request,
                      conflict, forbidden, invalid, not_found,
@@ -47,7 +48,7 @@ class Request:
         return self.params.get(name, default)
 
     def flag(self, name):
-        return self.params.get(name, "").lower() in ("true", "1")
+        return query_bool(self.params, name)
 
     def dry_run(self):
         return self.param("dryRun") == "All"

@@ -2,6 +2,13 @@
 from .status import method_not_allowed, path_not_found
 
 
+def query_bool(params, name):
+    """A boolean query parameter as apimachinery converts it: false when absent or "false"
+    or "0" (any case), true otherwise, "?watch=" included."""
+    value = params.get(name)
+    return value is not None and value.lower() not in ("false", "0")
+
+
 class Route:
     """kind is one of root, version, health, api, apis, group, resources, openapi_v2,
     openapi_index, openapi, resource. The rest is set when it applies."""
@@ -84,7 +91,7 @@ def _verb(method, route, params):
     if method == "GET":
         if named:
             return "get"
-        return "watch" if params.get("watch", "").lower() in ("true", "1") else "list"
+        return "watch" if query_bool(params, "watch") else "list"
     verbs = {("POST", False): "create", ("PUT", True): "update", ("PATCH", True): "patch",
              ("DELETE", True): "delete", ("DELETE", False): "deletecollection"}
     if route.subresource == "token":

@@ -88,7 +88,7 @@ class Options:
         self.rv = req.param("resourceVersion")
         self.match = req.param("resourceVersionMatch")
         send = req.params.get("sendInitialEvents")
-        self.send_initial = None if send is None else send.lower() in ("true", "1")
+        self.send_initial = None if send is None else req.flag("sendInitialEvents")
         self.bookmarks = req.flag("allowWatchBookmarks")
         timeout = parse_rv(req.param("timeoutSeconds") or "0", "timeoutSeconds")
         self.timeout = timeout or DEFAULT_TIMEOUT
