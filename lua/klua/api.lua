@@ -97,6 +97,14 @@ end
 --- api.request(method, path [, body [, content_type]]) -> the decoded
 -- body, or nil, err. body is a string sent as it is, or a table sent as
 -- JSON (content_type "application/json" unless given).
+-- @function klua.api.request(method, path, body, content_type)
+-- @param method "GET", "POST", "PUT", "PATCH" or "DELETE"
+-- @param path the request's path and query, such as "/api/v1/namespaces"
+-- @param body optional: a string, or a table sent as JSON
+-- @param content_type optional: the body's type
+-- @return the decoded body, or nil and err
+-- @usage
+-- local ns, err = klua.api.request('GET', '/api/v1/namespaces/default')
 local function call(method, path, body, content_type)
   local payload
   if body ~= nil then
@@ -241,14 +249,36 @@ local function reason_is(reason, code)
 end
 
 --- True when err says the object does not exist (404 NotFound).
+-- @param err an error from a klua.api call (anything else is false)
+-- @return true or false
+-- @usage
+-- local pod, err = klua.api.get('pods', key)
+-- if klua.api.is_not_found(err) then return end
 api.is_not_found = reason_is('NotFound', 404)
 --- True when err is a write conflict (409 Conflict): fetch again and retry.
+-- @param err an error from a klua.api call (anything else is false)
+-- @return true or false
+-- @usage
+-- if klua.api.is_conflict(err) then return klua.requeue() end
 api.is_conflict = reason_is('Conflict')
 --- True when err says the object already exists (409 AlreadyExists).
+-- @param err an error from a klua.api call (anything else is false)
+-- @return true or false
+-- @usage
+-- local _, err = klua.api.create('configmaps', cm)
+-- if err and not klua.api.is_already_exists(err) then return nil, err end
 api.is_already_exists = reason_is('AlreadyExists')
 --- True when err says the credentials may not do this (403 Forbidden).
+-- @param err an error from a klua.api call (anything else is false)
+-- @return true or false
+-- @usage
+-- if klua.api.is_forbidden(err) then klua.log.error('grant update on configmaps') end
 api.is_forbidden = reason_is('Forbidden', 403)
 --- True when err says the object is invalid (422 Invalid).
+-- @param err an error from a klua.api call (anything else is false)
+-- @return true or false
+-- @usage
+-- if klua.api.is_invalid(err) then klua.log.error('%s', err.message) end
 api.is_invalid = reason_is('Invalid', 422)
 
 return api

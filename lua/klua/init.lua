@@ -12,8 +12,34 @@ local selector = require 'klua.selector'
 
 local klua = {}
 
---- JSON encoding and decoding that keep integers, nulls and empty arrays.
+--- JSON encoding and decoding that keep integers, nulls and empty arrays:
+-- `klua.json.encode`, `klua.json.decode`, `klua.json.array`.
 klua.json = core.json
+
+--- Encodes a value as JSON: tables (and views) as objects or arrays,
+-- `klua.null` as null, integers without a fraction.
+-- @function klua.json.encode(value)
+-- @param value a table, view, string, number, boolean or `klua.null`
+-- @return the JSON text
+-- @raise when value holds a function, a userdata other than a view, or a
+--   table that is nested too deeply or refers to itself
+-- @usage
+-- print(klua.json.encode({ name = 'web', replicas = 3 }))
+
+--- Decodes JSON text into tables: null as `klua.null`, arrays marked with
+-- `klua.json.array_mt` so that they encode as arrays again, even empty.
+-- @function klua.json.decode(text)
+-- @param text a JSON text
+-- @return the value, or nil and a message when text is not JSON
+-- @usage
+-- local obj, err = klua.json.decode('{"items": []}')
+
+--- Marks a table as a JSON array, so that it encodes as [] when empty.
+-- @function klua.json.array(t)
+-- @param t a table (default: a new one)
+-- @return t
+-- @usage
+-- local cm = { data = {}, finalizers = klua.json.array() }
 --- The value JSON null decodes to (the same as lua-cjson's `cjson.null`).
 klua.null = core.json.null
 
@@ -25,15 +51,30 @@ klua.null = core.json.null
 -- builds tables: arrays carry `klua.json.array_mt`), a deep copy of a table
 -- (views inside decoded, metatables kept), or `v` itself for a string,
 -- number, boolean, `klua.null` or any other value.
+-- @param v a view, a table or any value
+-- @return the copy
+-- @usage
+-- local cm = klua.copy(obj)
+-- cm.data.seen = 'yes'
+-- klua.api.update('configmaps', cm)
 klua.copy = core.copy
 --- `klua.get(obj, 'metadata', 'labels', 'app')`: the nested member, or nil
 -- as soon as one step is missing or reaches a value without members
 -- (a string, a number, `klua.null`). Never raises; reads views and tables.
+-- @param obj a view or a table
+-- @param ... the keys of each step: strings, or integers for arrays
+-- @return the member, or nil
+-- @usage
+-- local app = klua.get(pod, 'metadata', 'labels', 'app') or 'none'
 klua.get = core.get
 --- The JSON type of a view or value: "object", "array", "string",
 -- "number", "boolean" or "null"; Lua's `type()` name for a value without a
 -- JSON form ("nil", "function", "table" for mixed keys). `type(view)` is
 -- "userdata", since a view is not a table.
+-- @param v any value
+-- @return the type's name
+-- @usage
+-- if klua.type(obj.spec) == 'object' then ... end
 klua.type = core.type
 
 local function format(fmt, ...)
@@ -42,8 +83,41 @@ local function format(fmt, ...)
 end
 
 --- Logging to stderr: `klua.log.info("synced %d pods", n)`. Messages go
--- through string.format when arguments follow the first.
+-- through string.format when arguments follow the first. One function a
+-- level: klua.log.debug (shown from -v 4), info, warn and error.
 klua.log = {}
+
+--- Logs at level debug, shown from -v 4.
+-- @function klua.log.debug(fmt, ...)
+-- @param fmt the message, or a string.format format when more follow
+-- @param ... the format's arguments
+-- @raise when fmt does not format the arguments (string.format's error)
+-- @usage
+-- klua.log.debug('queue depth %d', q:len())
+
+--- Logs at level info.
+-- @function klua.log.info(fmt, ...)
+-- @param fmt the message, or a string.format format when more follow
+-- @param ... the format's arguments
+-- @raise when fmt does not format the arguments (string.format's error)
+-- @usage
+-- klua.log.info('synced %d pods', #pods:list())
+
+--- Logs at level warn.
+-- @function klua.log.warn(fmt, ...)
+-- @param fmt the message, or a string.format format when more follow
+-- @param ... the format's arguments
+-- @raise when fmt does not format the arguments (string.format's error)
+-- @usage
+-- klua.log.warn('%s has no owner', key)
+
+--- Logs at level error.
+-- @function klua.log.error(fmt, ...)
+-- @param fmt the message, or a string.format format when more follow
+-- @param ... the format's arguments
+-- @raise when fmt does not format the arguments (string.format's error)
+-- @usage
+-- klua.log.error('cannot update %s: %s', key, tostring(err))
 for _, level in ipairs({ 'debug', 'info', 'warn', 'error' }) do
   klua.log[level] = function(fmt, ...) core.log(level, format(fmt, ...)) end
 end
@@ -52,24 +126,57 @@ local Timer = {}
 Timer.__index = Timer
 --- Cancels the timer; returns true if it had not fired (or, for
 -- `klua.every`, was still repeating).
+-- @return whether the timer was still pending
+-- @usage
+-- local t = klua.after(30, give_up)
+-- if done then t:cancel() end
 function Timer:cancel() return core.cancel(self.id) end
 
---- Runs `fn` once, `seconds` from now. Returns a timer with `:cancel()`.
+--- Runs `fn` once, `seconds` from now, as its own task.
+-- @param seconds a number >= 0
+-- @param fn the function to run; it may call the API and sleep
+-- @return a timer with `:cancel()`
+-- @raise when seconds is not a number or fn not a function
+-- @usage
+-- klua.after(5, function() klua.log.info('five seconds later') end)
 function klua.after(seconds, fn) return setmetatable({ id = core.after(seconds, fn) }, Timer) end
---- Runs `fn` every `seconds`. Returns a timer with `:cancel()`.
+--- Runs `fn` every `seconds`, each time as its own task.
+-- @param seconds a number > 0
+-- @param fn the function to run
+-- @return a timer with `:cancel()`
+-- @raise when seconds is not a number or fn not a function
+-- @usage
+-- klua.every(60, function() klua.log.info('%d pods', #pods:list()) end)
 function klua.every(seconds, fn) return setmetatable({ id = core.every(seconds, fn) }, Timer) end
 --- Suspends the calling handler or timer for `seconds` without blocking
 -- anything else.
+-- @param seconds a number >= 0
+-- @raise where Lua cannot suspend (a table.sort comparison, a __gc
+--   handler), and when seconds is not a number
+-- @usage
+-- klua.sleep(0.5)
 klua.sleep = core.sleep
 --- Ends the run with exit status `code` (default 0) once the current
 -- callback returns; no handler, timer or callback starts after it.
+-- @param code the exit status (default 0)
+-- @usage
+-- klua.on_synced(function() klua.stop(0) end)
 klua.stop = core.stop
 --- Runs `fn` once, when every informer has listed its resource and handed
 -- the initial objects to its handlers.
+-- @param fn the function to run, as its own task
+-- @usage
+-- klua.on_synced(function() klua.log.info('%d pods', #pods:list()) end)
 klua.on_synced = core.on_synced
 --- The namespace of the kubeconfig's current context ("default" if unset).
+-- @return the namespace's name
+-- @usage
+-- local cms = klua.informer { resource = 'configmaps', namespace = klua.namespace() }
 klua.namespace = core.namespace
 --- Counters of the runtime: task_errors, lua_memory, suspended.
+-- @return a table of the counters
+-- @usage
+-- klua.log.info('%d task errors', klua.stats().task_errors)
 klua.stats = core.stats
 
 local Informer = {}
@@ -161,24 +268,59 @@ local leader = require 'klua.leader'
 -- on_started_leading, on_stopped_leading, on_new_leader(identity),
 -- release_on_stop (default true). Losing the Lease ends klua with status 1.
 -- Returns the election: e:is_leader(), e:stop() (releases the Lease).
+-- @param opts the table of settings above
+-- @return the election
+-- @raise when the settings are invalid (client-go's NewLeaderElector's
+--   checks) or an election runs already
+-- @usage
+-- local e = klua.leader_election { name = 'my-controller', on_started_leading = start }
 klua.leader_election = leader.elect
 --- Whether this process leads: true without leader election.
+-- @return true or false
+-- @usage
+-- if klua.leader() then klua.api.update('configmaps', cm) end
 klua.leader = leader.leading
 --- Runs fn once this process leads (at once without leader election).
 -- Controllers start their workers this way.
+-- @param fn the function to run, as its own task
+-- @usage
+-- klua.on_leading(function() klua.log.info('leading') end)
 klua.on_leading = leader.on_leading
 
 local controller = require 'klua.controller'
 --- Creates and starts a controller: informers' changes become keys in a
 -- work queue that `workers` coroutines reconcile (see klua.controller docs).
+-- @param opts name, watches (informers whose objects' keys are enqueued),
+--   owns (informers whose objects enqueue their controller owner's key),
+--   workers (default 1), reconcile = function(key, ctx), rate_limit
+-- @return the controller (ctl:enqueue, ctl:stats, ctl:shutdown)
+-- @raise when opts has no reconcile function or no informer in watches
+-- @usage
+-- klua.controller {
+--   watches = { podsets }, owns = { pods },
+--   reconcile = function(key) return reconcile_podset(key) end,
+-- }
 klua.controller = controller.new
---- Reconcile results: process the key again after `seconds`, or after its
--- rate-limited backoff.
+--- A reconcile result: process the key again after `seconds`.
+-- @param seconds a number >= 0
+-- @return the result to return from reconcile
+-- @usage
+-- return klua.requeue_after(30)
 klua.requeue_after = controller.requeue_after
+--- A reconcile result: process the key again after its rate-limited
+-- backoff (per key, 5 ms doubling to 1000 s).
+-- @return the result to return from reconcile
+-- @usage
+-- if not ready then return klua.requeue() end
 klua.requeue = controller.requeue
 --- A work queue with client-go's semantics, for scripts that drive their
 -- own workers: q:add, add_after, add_rate_limited, get (suspends), done,
 -- forget, num_requeues, len, shutdown, stats.
+-- @param rate_limit optional {qps=, burst=, base_delay=, max_delay=}
+-- @return the queue
+-- @usage
+-- local q = klua.queue()
+-- q:add('default/web')
 klua.queue = core.queue
 --- The REST API client (see lua/klua/api.lua).
 klua.api = require 'klua.api'
@@ -186,6 +328,16 @@ klua.api = require 'klua.api'
 -- klua.labels.parse(text) -> selector (sel:matches(obj_or_labels),
 -- tostring(sel)) or nil and a message.
 klua.labels = { parse = selector.parse }
+
+--- Parses a label selector in apimachinery's syntax ("app=web,tier!=db",
+-- "env in (a,b)", "!legacy").
+-- @function klua.labels.parse(text)
+-- @param text the selector
+-- @return the selector (sel:matches, sel:empty, tostring(sel)), or nil and
+--   a message that says what is wrong where
+-- @usage
+-- local sel = assert(klua.labels.parse('app=web'))
+-- if sel:matches(pod) then ... end
 --- Helpers for owner references, finalizers, conditions, events and
 -- update predicates (see lua/klua/helpers.lua).
 klua.helpers = require 'klua.helpers'
@@ -204,6 +356,11 @@ end
 
 --- Resolves a resource name through discovery: {group=, version=,
 -- resource=, kind=, namespaced=, ...} or nil and a message.
+-- @param name as kubectl names a resource ("po", "deployments.apps")
+-- @return the resource's description, or nil and a message
+-- @usage
+-- local r = assert(klua.resolve('deploy'))
+-- print(r.group, r.version, r.resource)
 klua.resolve = discovery.resolve
 
 --- `klua.args`: the script's command-line arguments (also passed to the

@@ -104,26 +104,56 @@ local function amount(n, name)
   return n
 end
 
---- counter:inc(labels) adds 1; counter:add(n, labels) adds n >= 0.
+--- Adds 1 to a counter or gauge.
+-- @param labels optional: the series' label values, {label = value}
+-- @usage
+-- reconciles:inc { result = 'ok' }
 function Metric:inc(labels) self:add(1, labels) end
+--- Adds n to a counter (n >= 0) or gauge.
+-- @param n a number
+-- @param labels optional: the series' label values
+-- @raise when n is not a number, or negative for a counter
+-- @usage
+-- bytes:add(#body)
 function Metric:add(n, labels)
   n = amount(n, self.name)
   if self.kind == 'counter' and n < 0 then error(self.name .. ': a counter only goes up', 2) end
   local s = self:series(labels)
   s.value = s.value + n
 end
---- gauge:set(v, labels); gauge:dec(labels) subtracts 1; gauge:sub(n, labels).
+--- Sets a gauge to v.
+-- @param v a number
+-- @param labels optional: the series' label values
+-- @raise when the metric is not a gauge or v not a number
+-- @usage
+-- depth:set(q:len())
 function Metric:set(v, labels)
   if self.kind ~= 'gauge' then error(self.name .. ': only a gauge can be set', 2) end
   self:series(labels).value = amount(v, self.name)
 end
+--- Subtracts 1 from a gauge.
+-- @param labels optional: the series' label values
+-- @raise when the metric is not a gauge
+-- @usage
+-- in_flight:dec()
 function Metric:dec(labels) self:sub(1, labels) end
+--- Subtracts n from a gauge.
+-- @param n a number
+-- @param labels optional: the series' label values
+-- @raise when the metric is not a gauge or n not a number
+-- @usage
+-- free:sub(used)
 function Metric:sub(n, labels)
   if self.kind ~= 'gauge' then error(self.name .. ': only a gauge goes down', 2) end
   local s = self:series(labels)
   s.value = s.value - amount(n, self.name)
 end
---- histogram:observe(v, labels) counts v in its buckets.
+--- Counts v in a histogram's buckets.
+-- @param v a number
+-- @param labels optional: the series' label values
+-- @raise when the metric is not a histogram or v not a number
+-- @usage
+-- duration:observe(klua.stats().lua_memory)
 function Metric:observe(v, labels)
   if self.kind ~= 'histogram' then error(self.name .. ': only a histogram observes', 2) end
   v = amount(v, self.name)

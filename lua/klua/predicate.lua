@@ -24,6 +24,12 @@ end
 
 --- Whether a and b are equal values, comparing tables and views entry by
 -- entry (arrays and objects alike; metatables are not compared).
+-- @function klua.helpers.deep_equal(a, b)
+-- @param a a value, table or view
+-- @param b another
+-- @return true or false
+-- @usage
+-- if klua.helpers.deep_equal(old.spec, new.spec) then return end
 function deep_equal(a, b)
   if rawequal(a, b) then return true end
   if indexable(a) and indexable(b) then return same_entries(a, b, EMPTY) end
