@@ -132,7 +132,7 @@ soak:
 # lua/klua/watch.lua; klua-lua(7) and docs/api.md from the doc comments in
 # lua/klua (scripts/gen-api); the completions from `klua completion SHELL`.
 # docs/install.md says why these tools.
-VERSION   := $(shell sed -n 's/^\#define KLUA_VERSION "\(.*\)"/\1/p' src/base/version.h)
+VERSION    = $(shell sed -n 's/^\#define KLUA_VERSION "\(.*\)"/\1/p' src/base/version.h)
 MAN1      := $(BUILD)/man/klua.1 $(BUILD)/man/klua-run.1 $(BUILD)/man/klua-watch.1
 MAN7      := $(BUILD)/man/klua-lua.7
 COMPLETIONS := $(BUILD)/completion/klua.bash $(BUILD)/completion/_klua $(BUILD)/completion/klua.fish
