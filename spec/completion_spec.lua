@@ -69,6 +69,8 @@ describe('klua completion', function()
 
   for _, shell in ipairs({ 'zsh', 'fish' }) do
     -- zsh and fish come from Debian's packages, installed by scripts/bootstrap test.
+    -- fish's script is also run below; zsh's completion system cannot be driven
+    -- without a terminal (zpty), so its script is only parsed.
     it('prints a ' .. shell .. ' script ' .. shell .. ' parses without error', function()
       local check = shell == 'zsh' and 'zsh -n' or 'fish --no-execute'
       local dir = K.tmpdir()
@@ -79,6 +81,28 @@ describe('klua completion', function()
       os.execute('rm -rf ' .. K.quote(dir))
     end)
   end
+end)
+
+describe('fish completion', function()
+  -- fish's `complete -C LINE` answers as a TAB at the end of LINE would; the
+  -- script calls the klua it finds on PATH by the name typed.
+  local function fish_complete(line)
+    local dir = K.tmpdir()
+    local bindir = K.run_command('dirname "$(realpath ' .. K.quote(K.bin) .. ')"')
+    K.run_command(('%s completion fish > %s/klua.fish'):format(K.quote(K.bin), K.quote(dir)))
+    local out = K.run_command(('PATH=%s:"$PATH" fish --no-config -c %s 2>&1'):format(K.quote(bindir),
+      K.quote(('source %s/klua.fish; complete -C %s'):format(dir, K.quote(line)))))
+    os.execute('rm -rf ' .. K.quote(dir))
+    local got = {}
+    for word in out:gmatch('[^\n]+') do got[#got + 1] = word end
+    return got
+  end
+
+  it("completes commands and the words of a flag's argument as the bash script does", function()
+    assert.are.same({ 'watch' }, fish_complete('klua wa'))
+    assert.are.same({ 'json', 'line', 'name' }, fish_complete('klua watch pods -o '))
+    assert.are.same({ '--log-format=json', '--log-format=text' }, fish_complete('klua --log-format='))
+  end)
 end)
 
 describe('bash completion', function()

@@ -50,6 +50,11 @@ static void read_line(help_words *h, char *line, int in_commands) {
     }
 }
 
+static void help_words_free(help_words *h) {
+    free(h->text);
+    h->text = NULL;
+}
+
 /* Reads the help of command (klua's own when NULL): 0, or -1 without one. */
 static int help_words_load(help_words *h, const char *command) {
     memset(h, 0, sizeof *h);
@@ -58,7 +63,10 @@ static int help_words_load(help_words *h, const char *command) {
     int code = out && errs ? kl_cli_help(command, out, errs) : 1;
     if (errs) fclose(errs);
     if (out) fclose(out);
-    if (code || !h->text) return -1;
+    if (code || !h->text) {
+        help_words_free(h);
+        return -1;
+    }
     int in_commands = 0;
     for (char *line = h->text, *end; *line; line = end + 1) {
         end = strchr(line, '\n');
@@ -70,11 +78,6 @@ static int help_words_load(help_words *h, const char *command) {
     return 0;
 }
 
-static void help_words_free(help_words *h) {
-    free(h->text);
-    h->text = NULL;
-}
-
 /* The index of the flag a word names (the part before any '='), or -1. */
 static int find_flag(const help_words *h, const char *word) {
     size_t len = strcspn(word, "=");
@@ -84,153 +87,6 @@ static int find_flag(const help_words *h, const char *word) {
             return (int)k;
     }
     return -1;
-}
-
-/* ---- answers --------------------------------------------------------------- */
-
-/* How the shell goes on after the candidates, the last line of the answer
- * as ":N" (kubectl's __complete writes the same): with DEFAULT it completes
- * file names when no candidate matched, with NO_FILES never. */
-enum { DIRECTIVE_DEFAULT = 0, DIRECTIVE_NO_FILES = 4 };
-
-static void offer(FILE *out, const char *prefix, const char *cur, const char *word, size_t len) {
-    if (strlen(cur) <= len && !strncmp(word, cur, strlen(cur))) fprintf(out, "%s%.*s\n", prefix, (int)len, word);
-}
-
-/* Each word of "text|json" that begins with cur. */
-static int offer_choices(FILE *out, const char *prefix, const char *cur, const char *arg) {
-    if (!strchr(arg, '|')) return 0;
-    for (const char *w = arg; *w; w += strcspn(w, "|"), w += *w == '|') offer(out, prefix, cur, w, strcspn(w, "|"));
-    return 1;
-}
-
-static void offer_flags(FILE *out, const help_words *h, const char *cur) {
-    for (size_t k = 0; k < h->nflags; k++) {
-        if (h->shorts[k]) offer(out, "", cur, h->shorts[k], strlen(h->shorts[k]));
-        /* -v's alias --v is no name anyone types. */
-        if (!h->shorts[k] || strlen(h->longs[k]) > 3) offer(out, "", cur, h->longs[k], strlen(h->longs[k]));
-    }
-}
-
-/* Asks the server, through the connection the first nwords words describe
- * (their --kubeconfig, --context, --server...), for its names of what
- * ("resources" or "namespaces") that begin with cur, each after prefix
- * (the "--namespace=" of a word that holds it); the chunk writes them
- * to stdout, which out is. Anything that fails writes nothing: stderr goes
- * to /dev/null first, since completion must not write over the command
- * line being edited. */
-static void offer_from_server(FILE *out, int nwords, char **argv, const char *what, const char *prefix,
-                              const char *cur) {
-    fflush(out);
-    if (!freopen("/dev/null", "w", stderr)) return;
-    char **words = calloc((size_t)nwords + 2, sizeof *words);
-    if (!words) return;
-    words[0] = "klua";
-    memcpy(words + 1, argv, (size_t)nwords * sizeof *words);
-    kl_cli c;
-    if (kl_cli_parse(&c, nwords + 1, words, stderr) == 0) {
-        /* A server that does not answer must not hang the shell. */
-        if (c.rt.request_timeout <= 0) c.rt.request_timeout = 5;
-        char err[256];
-        kl_rt *rt = kl_rt_new(&c.rt, err, sizeof err);
-        if (rt) {
-            char *args[3] = {(char *)what, (char *)prefix, (char *)cur};
-            kl_rt_run(rt, "klua __complete", "return require('klua.complete').main(...)", 3, args);
-            kl_rt_free(rt);
-        }
-    }
-    fflush(stdout);
-    kl_cli_free(&c);
-    free(words);
-}
-
-/* What the word cur, after a flag that takes arg, may be; the directive. */
-/* What the word cur, the value of a flag that takes arg, may be; the
- * directive. The connection comes from the first nwords words. */
-static int complete_value(FILE *out, int nwords, char **argv, const char *prefix, const char *arg, const char *cur) {
-    if (offer_choices(out, prefix, cur, arg)) return DIRECTIVE_NO_FILES;
-    if (!strcmp(arg, "FILE")) return DIRECTIVE_DEFAULT;
-    if (!strcmp(arg, "NS")) offer_from_server(out, nwords, argv, "namespaces", prefix, cur);
-    return DIRECTIVE_NO_FILES;
-}
-
-/* Where a line stands before its last word: the command, whether that word
- * is the value of a flag, how many plain words the command has. */
-typedef struct line_state {
-    const char *command;
-    int value_of;  /* the flag whose value the last word is, or -1 */
-    int words;     /* the command's words that are not flags */
-    int rest;      /* the rest of the line is a script's or busted's */
-} line_state;
-
-static void walk(line_state *st, const help_words *h, int n, char **w) {
-    for (int i = 0; i < n && !st->rest; i++) {
-        int k = w[i][0] == '-' && w[i][1] ? find_flag(h, w[i]) : -1;
-        if (k >= 0 && h->args[k] && !strchr(w[i], '=')) {
-            if (i + 1 == n) st->value_of = k;
-            i++;
-        } else if (w[i][0] == '-' && w[i][1]) {
-            continue;
-        } else if (!st->command) {
-            st->command = w[i];
-            st->rest = !strcmp(w[i], "test");
-        } else {
-            st->words++;
-            st->rest = !strcmp(st->command, "run");
-        }
-    }
-}
-
-static int complete(FILE *out, int argc, char **argv) {
-    const char *cur = argv[argc - 1];
-    help_words global, own;
-    if (help_words_load(&global, NULL) < 0) return DIRECTIVE_DEFAULT;
-    line_state st = {NULL, -1, 0, 0};
-    walk(&st, &global, argc - 1, argv);
-    /* Past the command the flags are its own help's (watch's, then the
-     * global ones), so the words are walked again with those. */
-    const help_words *h = &global;
-    if (st.command && help_words_load(&own, st.command) == 0) {
-        h = &own;
-        st = (line_state){NULL, -1, 0, 0};
-        walk(&st, h, argc - 1, argv);
-    } else {
-        own.text = NULL;
-    }
-    int directive = DIRECTIVE_NO_FILES;
-    const char *eq = cur[0] == '-' ? strchr(cur, '=') : NULL;
-    int k = eq ? find_flag(h, cur) : -1;
-    if (st.rest) {
-        directive = DIRECTIVE_DEFAULT;
-    } else if (st.value_of >= 0) {
-        directive = complete_value(out, argc - 2, argv, "", h->args[st.value_of], cur);
-    } else if (k >= 0 && h->args[k]) {
-        char prefix[128];
-        snprintf(prefix, sizeof prefix, "%.*s", (int)(eq - cur + 1), cur);
-        directive = complete_value(out, argc - 1, argv, prefix, h->args[k], eq + 1);
-    } else if (cur[0] == '-') {
-        offer_flags(out, h, cur);
-    } else if (!st.command || !strcmp(st.command, "help")) {
-        for (size_t c = 0; c < global.ncommands && (!st.command || !st.words); c++)
-            offer(out, "", cur, global.commands[c], strlen(global.commands[c]));
-    } else if (!strcmp(st.command, "completion") && !st.words) {
-        offer_choices(out, "", cur, "bash|zsh|fish");
-    } else if (!strcmp(st.command, "run")) {
-        directive = DIRECTIVE_DEFAULT;
-    } else if (!strcmp(st.command, "watch") && !st.words) {
-        offer_from_server(out, argc - 1, argv, "resources", "", cur);
-    }
-    help_words_free(&own);
-    help_words_free(&global);
-    return directive;
-}
-
-int kl_complete_words(int argc, char **argv) {
-    char *empty[1] = {""};
-    if (argc < 1) argc = 1, argv = empty;
-    int directive = complete(stdout, argc, argv);
-    printf(":%d\n", directive);
-    return 0;
 }
 
 /* ---- the scripts ----------------------------------------------------------- */
@@ -307,11 +163,161 @@ static const char fish_script[] =
     "complete -c klua -f -a '(__klua_complete)'\n"
     "complete -c kubectl-klua -f -a '(__klua_complete)'\n";
 
+/* The shells `klua completion` knows. */
+static const struct {
+    const char *name, *script;
+} shells[] = {{"bash", bash_script}, {"zsh", zsh_script}, {"fish", fish_script}};
+#define NSHELLS (sizeof shells / sizeof shells[0])
+
+/* ---- answers --------------------------------------------------------------- */
+
+
+/* How the shell goes on after the candidates, the last line of the answer
+ * as ":N" (kubectl's __complete writes the same): with DEFAULT it completes
+ * file names when no candidate matched, with NO_FILES never. */
+enum { DIRECTIVE_DEFAULT = 0, DIRECTIVE_NO_FILES = 4 };
+
+static void offer(FILE *out, const char *prefix, const char *cur, const char *word, size_t len) {
+    if (strlen(cur) <= len && !strncmp(word, cur, strlen(cur))) fprintf(out, "%s%.*s\n", prefix, (int)len, word);
+}
+
+/* Each word of "text|json" that begins with cur. */
+static int offer_choices(FILE *out, const char *prefix, const char *cur, const char *arg) {
+    if (!strchr(arg, '|')) return 0;
+    for (const char *w = arg; *w; w += strcspn(w, "|"), w += *w == '|') offer(out, prefix, cur, w, strcspn(w, "|"));
+    return 1;
+}
+
+static void offer_flags(FILE *out, const help_words *h, const char *cur) {
+    for (size_t k = 0; k < h->nflags; k++) {
+        if (h->shorts[k]) offer(out, "", cur, h->shorts[k], strlen(h->shorts[k]));
+        /* -v's alias --v is no name anyone types. */
+        if (!h->shorts[k] || strlen(h->longs[k]) > 3) offer(out, "", cur, h->longs[k], strlen(h->longs[k]));
+    }
+}
+
+/* Asks the server, through the connection the first nwords words describe
+ * (their --kubeconfig, --context, --server...), for its names of what
+ * ("resources" or "namespaces") that begin with cur, each after prefix
+ * (the "--namespace=" of a word that holds it); the chunk writes them
+ * to stdout, which out is. Anything that fails writes nothing: stderr goes
+ * to /dev/null first, since completion must not write over the command
+ * line being edited. */
+static void offer_from_server(FILE *out, int nwords, char **argv, const char *what, const char *prefix,
+                              const char *cur) {
+    fflush(out);
+    if (!freopen("/dev/null", "w", stderr)) return;
+    char **words = calloc((size_t)nwords + 2, sizeof *words);
+    if (!words) return;
+    words[0] = "klua";
+    memcpy(words + 1, argv, (size_t)nwords * sizeof *words);
+    kl_cli c;
+    if (kl_cli_parse(&c, nwords + 1, words, stderr) == 0) {
+        /* A server that does not answer must not hang the shell. */
+        if (c.rt.request_timeout <= 0) c.rt.request_timeout = 5;
+        char err[256];
+        kl_rt *rt = kl_rt_new(&c.rt, err, sizeof err);
+        if (rt) {
+            char *args[3] = {(char *)what, (char *)prefix, (char *)cur};
+            kl_rt_run(rt, "klua __complete", "return require('klua.complete').main(...)", 3, args);
+            kl_rt_free(rt);
+        }
+    }
+    fflush(stdout);
+    kl_cli_free(&c);
+    free(words);
+}
+
+/* What the word cur, the value of a flag that takes arg, may be; the
+ * directive. The connection comes from the first nwords words. */
+static int complete_value(FILE *out, int nwords, char **argv, const char *prefix, const char *arg, const char *cur) {
+    if (offer_choices(out, prefix, cur, arg)) return DIRECTIVE_NO_FILES;
+    if (!strcmp(arg, "FILE")) return DIRECTIVE_DEFAULT;
+    if (!strcmp(arg, "NS")) offer_from_server(out, nwords, argv, "namespaces", prefix, cur);
+    return DIRECTIVE_NO_FILES;
+}
+
+/* Where a line stands before its last word: the command, whether that word
+ * is the value of a flag, how many plain words the command has. */
+typedef struct line_state {
+    const char *command;
+    int value_of;  /* the flag whose value the last word is, or -1 */
+    int words;     /* the command's words that are not flags */
+    int rest;      /* the rest of the line is a script's or busted's */
+} line_state;
+
+static void walk(line_state *st, const help_words *h, int n, char **w) {
+    for (int i = 0; i < n && !st->rest; i++) {
+        int k = w[i][0] == '-' && w[i][1] ? find_flag(h, w[i]) : -1;
+        if (k >= 0 && h->args[k] && !strchr(w[i], '=')) {
+            if (i + 1 == n) st->value_of = k;
+            i++;
+        } else if (w[i][0] == '-' && w[i][1]) {
+            continue;
+        } else if (!st->command) {
+            st->command = w[i];
+            st->rest = !strcmp(w[i], "test");
+        } else {
+            st->words++;
+            st->rest = !strcmp(st->command, "run");
+        }
+    }
+}
+
+static int complete(FILE *out, int argc, char **argv) {
+    const char *cur = argv[argc - 1];
+    help_words global, own;
+    if (help_words_load(&global, NULL) < 0) return DIRECTIVE_DEFAULT;
+    line_state st = {NULL, -1, 0, 0};
+    walk(&st, &global, argc - 1, argv);
+    /* Past the command the flags are its own help's (watch's, then the
+     * global ones), so the words are walked again with those. */
+    const help_words *h = &global;
+    if (st.command && help_words_load(&own, st.command) == 0) {
+        h = &own;
+        st = (line_state){NULL, -1, 0, 0};
+        walk(&st, h, argc - 1, argv);
+    } else {
+        own.text = NULL;
+    }
+    int directive = DIRECTIVE_NO_FILES;
+    const char *eq = cur[0] == '-' ? strchr(cur, '=') : NULL;
+    int k = eq ? find_flag(h, cur) : -1;
+    if (st.rest) {
+        directive = DIRECTIVE_DEFAULT;
+    } else if (st.value_of >= 0) {
+        directive = complete_value(out, argc - 2, argv, "", h->args[st.value_of], cur);
+    } else if (k >= 0 && h->args[k]) {
+        char prefix[128];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(eq - cur + 1), cur);
+        directive = complete_value(out, argc - 1, argv, prefix, h->args[k], eq + 1);
+    } else if (cur[0] == '-') {
+        offer_flags(out, h, cur);
+    } else if (!st.command || !strcmp(st.command, "help")) {
+        for (size_t c = 0; c < global.ncommands && (!st.command || !st.words); c++)
+            offer(out, "", cur, global.commands[c], strlen(global.commands[c]));
+    } else if (!strcmp(st.command, "completion") && !st.words) {
+        for (size_t sh = 0; sh < NSHELLS; sh++) offer(out, "", cur, shells[sh].name, strlen(shells[sh].name));
+    } else if (!strcmp(st.command, "run")) {
+        directive = DIRECTIVE_DEFAULT;
+    } else if (!strcmp(st.command, "watch") && !st.words) {
+        offer_from_server(out, argc - 1, argv, "resources", "", cur);
+    }
+    help_words_free(&own);
+    help_words_free(&global);
+    return directive;
+}
+
+int kl_complete_words(int argc, char **argv) {
+    char *empty[1] = {""};
+    if (argc < 1) argc = 1, argv = empty;
+    int directive = complete(stdout, argc, argv);
+    printf(":%d\n", directive);
+    return 0;
+}
+
 int kl_complete_script(const char *shell, FILE *out, FILE *errs) {
-    static const struct {
-        const char *name, *script;
-    } shells[] = {{"bash", bash_script}, {"zsh", zsh_script}, {"fish", fish_script}};
-    for (size_t k = 0; shell && k < sizeof shells / sizeof shells[0]; k++) {
+    for (size_t k = 0; shell && k < NSHELLS; k++) {
         if (!strcmp(shell, shells[k].name)) {
             fputs(shells[k].script, out);
             return 0;

@@ -119,6 +119,7 @@ int main(int argc, char **argv) {
     mallopt(M_TOP_PAD, 16 << 20);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int code;
+    memset(&c, 0, sizeof c); /* freed below on every path, __complete's too */
     /* The completion scripts' call back: the words are a line being typed,
      * flags half-written included, so they are not parsed as a command. */
     if (argc > 1 && !strcmp(argv[1], "__complete")) code = kl_complete_words(argc - 2, argv + 2);
