@@ -76,6 +76,11 @@ describe('the Lua API reference', function()
     assert.are.same({}, missing)
   end)
 
+  it('gives every documented function an example and a line for each argument of its signature', function()
+    assert.are.equal('', K.run_command('python3 ' .. K.quote(root .. '/scripts/gen-api') .. ' lint '
+      .. K.quote(root .. '/lua/klua') .. ' 2>&1'))
+  end)
+
   it('is docs/api.md as scripts/gen-api writes it now: run make docs after changing a doc comment', function()
     local now = K.run_command('python3 ' .. K.quote(root .. '/scripts/gen-api') .. ' md ' .. K.quote(root .. '/lua/klua'))
     assert.is_true(#now > 1000)

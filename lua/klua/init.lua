@@ -187,6 +187,13 @@ Informer.__index = Informer
 -- Handlers added while the main chunk runs see every notification; one
 -- added later sees the changes from then on, and an add handler first
 -- gets every cached object (in_initial_list true).
+-- @param event "add", "update" or "delete"
+-- @param fn the handler, run as its own task
+-- @return the informer, so that calls chain
+-- @raise for an event other than "add", "update" or "delete"
+-- @usage
+-- pods:on('add', function(pod, initial) klua.log.info('%s', pod.metadata.name) end)
+--     :on('delete', function(pod) klua.log.info('gone: %s', pod.metadata.name) end)
 function Informer:on(event, fn)
   if event ~= 'add' and event ~= 'update' and event ~= 'delete' then
     error(('unknown event "%s": use "add", "update" or "delete"'):format(tostring(event)), 2)
@@ -195,10 +202,20 @@ function Informer:on(event, fn)
   return self
 end
 --- The cached object under "namespace/name" ("name" when cluster-scoped).
+-- @param key "namespace/name", or "name" for a cluster-scoped object
+-- @return the cached object (a view), or nil
+-- @usage
+-- local pod = pods:get('default/web-0')
 function Informer:get(key) return self._c:get(key) end
 --- The cached objects: every one, or with opts those in opts.namespace
 -- whose labels match opts.label_selector (a string or a klua.labels
 -- selector), as client-go's listers filter.
+-- @param opts optional {namespace=, label_selector=}
+-- @return a list of views
+-- @raise when opts is not a table, namespace not a string, or the selector
+--   not valid
+-- @usage
+-- for _, pod in ipairs(pods:list { label_selector = 'app=web' }) do print(pod.metadata.name) end
 function Informer:list(opts)
   if opts == nil then return self._c:list() end
   if type(opts) ~= 'table' then error('list takes nothing or a table such as {namespace = "default"}', 2) end
@@ -214,11 +231,20 @@ function Informer:list(opts)
   return out
 end
 --- Whether the first list is cached and was handed to the handlers.
+-- @return true or false
+-- @usage
+-- if not pods:synced() then return klua.requeue_after(1) end
 function Informer:synced() return self._c:synced() end
 --- The reflector's counters (lists, relists, watches, events, ...).
+-- @return a table of counters
+-- @usage
+-- klua.log.info('%d relists', pods:stats().relists)
 function Informer:stats() return self._c:stats() end
 function Informer:__tostring() return tostring(self._c) end
 --- The informer's name: its resource, namespace and selector, as logs show it.
+-- @return the name
+-- @usage
+-- klua.log.info('%s synced', pods:name())
 function Informer:name() return self._name end
 
 --- Creates and starts an informer.
@@ -228,6 +254,13 @@ function Informer:name() return self._name end
 -- opts.label_selector, opts.field_selector: server-side filters;
 -- opts.resync: seconds between resyncs that re-deliver every cached object
 --   as an update (default: none).
+-- @param opts a table as above, or the resource's name alone
+-- @return the informer (inf:on, inf:get, inf:list, inf:synced, inf:stats, inf:name)
+-- @raise when the resource is unknown to the server (discovery's message), the
+--   label selector is not valid, or a namespace is given for a cluster-scoped
+--   resource
+-- @usage
+-- local pods = klua.informer { resource = 'pods', namespace = 'default', label_selector = 'app=web' }
 function klua.informer(opts)
   if type(opts) == 'string' then opts = { resource = opts } end
   if type(opts) ~= 'table' then error('klua.informer takes a table such as {resource = "pods"}', 2) end
@@ -348,6 +381,12 @@ klua.helpers.set_array_mt(core.json.array_mt)
 -- created Event, or nil, err: err from event_for when obj lacks
 -- metadata.name or kind ({reason, message}), else from klua.api.create.
 -- Raises when opts is not valid, a mistake in the call.
+-- @param obj the object the Event is about (a view or a table)
+-- @param opts {type=, reason=, message=, component=}
+-- @return the created Event, or nil and err
+-- @raise when opts is not valid
+-- @usage
+-- klua.record_event(podset, { type = 'Warning', reason = 'ScaleFailed', message = tostring(err) })
 function klua.record_event(obj, opts)
   local ev, err = klua.helpers.event_for(obj, opts)
   if not ev then return nil, err end

@@ -196,11 +196,29 @@ end
 
 --- Declares a counter: opts.name (ending in "_total"), opts.help,
 -- opts.labels (a list of label names). Returns it (c:inc, c:add).
+-- @param opts {name=, help=, labels=}
+-- @return the counter
+-- @raise when the name is not valid, taken, or lacks "_total", or help is missing
+-- @usage
+-- local reconciles = klua.metrics.counter { name = 'podset_reconciles_total', help = 'Reconciles.', labels = { 'result' } }
+-- reconciles:inc { result = 'ok' }
 function M.counter(opts) return declare('counter', opts) end
 --- Declares a gauge (g:set, g:inc, g:dec, g:add, g:sub).
+-- @param opts {name=, help=, labels=}
+-- @return the gauge
+-- @raise when the name is not valid or taken, or help is missing
+-- @usage
+-- local depth = klua.metrics.gauge { name = 'podset_pending', help = 'Pods not yet ready.' }
+-- depth:set(3)
 function M.gauge(opts) return declare('gauge', opts) end
 --- Declares a histogram; opts.buckets: increasing upper bounds
 -- (default: Prometheus's, 5 ms to 10 s). Returns it (h:observe).
+-- @param opts {name=, help=, labels=, buckets=}
+-- @return the histogram
+-- @raise when the name is not valid or taken, help is missing, or buckets do not increase
+-- @usage
+-- local took = klua.metrics.histogram { name = 'podset_sync_seconds', help = 'Sync time.' }
+-- took:observe(0.12)
 function M.histogram(opts) return declare('histogram', opts) end
 
 local function labels_text(names, values, extra_name, extra_value)
@@ -232,9 +250,17 @@ end
 --- Registers fn(add) to run at every scrape: it adds families computed
 -- then, each as add{name=, help=, kind=, labels=, samples = {{values, value}}}.
 -- The runtime's informers, queues and controllers report this way.
+-- @param fn function(add), called at every scrape
+-- @usage
+-- klua.metrics.collector(function(add)
+--   add { name = 'podset_cached', help = 'Cached PodSets.', kind = 'gauge', samples = { { {}, #podsets:list() } } }
+-- end)
 function M.collector(fn) collectors[#collectors + 1] = fn end
 
 --- The text of every metric, as `/metrics` serves it.
+-- @return the exposition text
+-- @usage
+-- io.write(klua.metrics.expose())
 function M.expose()
   local out = {}
   local seen = {}
