@@ -32,7 +32,8 @@ CORE_OBJ  := $(CSRC:%.c=$(BUILD)/%.o) $(CXXSRC:%.cc=$(BUILD)/%.o) $(BUILD)/lua_e
 TEST_OBJ  := $(TESTSRC:%.c=$(BUILD)/%.o)
 DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/src/cli/main.d
 
-.PHONY: all test demo bench soak fuzz fuzz-smoke test-asan clean bootstrap pkgcheck install uninstall
+.PHONY: all test demo bench soak fuzz fuzz-smoke test-asan clean bootstrap pkgcheck install uninstall \
+        man completion docs deb
 
 all: pkgcheck $(BUILD)/klua $(BUILD)/klua_testing.so
 
@@ -66,7 +67,7 @@ $(BUILD)/%.o: %.cc
 	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/klua: $(CORE_OBJ) $(BUILD)/src/cli/main.o
-	$(CXX) $(SAN) -o $@ $^ $(LDLIBS)
+	$(CXX) $(SAN) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/klua_testing.so: $(CORE_OBJ) $(TEST_OBJ)
 	$(CXX) $(SAN) -shared -o $@ $^ $(TESTLIBS)
@@ -125,31 +126,89 @@ soak:
 	@$(MAKE) --no-print-directory all
 	@python3 scripts/soak --duration $(DURATION) --klua $(BUILD)/klua
 
+# The man pages and the shell completions, made from the built klua: klua(1),
+# klua-run(1) and klua-watch(1) from its help (scripts/gen-man), whose flags
+# come from the flag table of src/cli/cli.c and watch's FLAGS in
+# lua/klua/watch.lua; klua-lua(7) and docs/api.md from the doc comments in
+# lua/klua (scripts/gen-api); the completions from `klua completion SHELL`.
+# docs/install.md says why these tools.
+VERSION    = $(shell sed -n 's/^\#define KLUA_VERSION "\(.*\)"/\1/p' src/base/version.h)
+MAN1      := $(BUILD)/man/klua.1 $(BUILD)/man/klua-run.1 $(BUILD)/man/klua-watch.1
+MAN7      := $(BUILD)/man/klua-lua.7
+COMPLETIONS := $(BUILD)/completion/klua.bash $(BUILD)/completion/_klua $(BUILD)/completion/klua.fish
+
+man: $(MAN1) $(MAN7)
+completion: $(COMPLETIONS)
+docs: docs/api.md
+
+$(MAN1) &: $(BUILD)/klua scripts/gen-man
+	@mkdir -p $(BUILD)/man
+	python3 scripts/gen-man $(BUILD)/klua $(BUILD)/man
+
+$(MAN7): $(LUASRC) scripts/gen-api
+	@mkdir -p $(@D)
+	python3 scripts/gen-api man lua/klua $(VERSION) > $@.tmp && mv $@.tmp $@
+
+docs/api.md: $(LUASRC) scripts/gen-api
+	python3 scripts/gen-api md lua/klua > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/completion/klua.bash: $(BUILD)/klua
+	@mkdir -p $(@D)
+	$(BUILD)/klua completion bash > $@
+$(BUILD)/completion/_klua: $(BUILD)/klua
+	@mkdir -p $(@D)
+	$(BUILD)/klua completion zsh > $@
+$(BUILD)/completion/klua.fish: $(BUILD)/klua
+	@mkdir -p $(@D)
+	$(BUILD)/klua completion fish > $@
+
 # `make install` (PREFIX, DESTDIR as usual): the binary, which carries its
 # Lua library inside and reads nothing from this tree; kubectl-klua beside
 # it, so that `kubectl klua ...` finds it as a plugin; the examples; the
 # test harness and the sandbox server it starts, under share/klua in the
 # tree's own layout (lua/klua/testing.lua, scripts/), which is how the
 # harness and `klua test` find them (docs/testing.md).
+# The man pages and completions go where man, bash-completion, zsh and fish
+# look for them under PREFIX.
 PREFIX    ?= /usr/local
 BINDIR    := $(PREFIX)/bin
 DOCDIR    := $(PREFIX)/share/doc/klua
 DATADIR   := $(PREFIX)/share/klua
-INSTALLED := $(DESTDIR)$(BINDIR)/klua $(DESTDIR)$(BINDIR)/kubectl-klua $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)
+MANDIR    := $(PREFIX)/share/man
+BASHDIR   := $(PREFIX)/share/bash-completion/completions
+ZSHDIR    := $(PREFIX)/share/zsh/site-functions
+FISHDIR   := $(PREFIX)/share/fish/vendor_completions.d
+INSTALLED := $(DESTDIR)$(BINDIR)/klua $(DESTDIR)$(BINDIR)/kubectl-klua $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR) \
+             $(MAN1:$(BUILD)/man/%=$(DESTDIR)$(MANDIR)/man1/%) $(MAN7:$(BUILD)/man/%=$(DESTDIR)$(MANDIR)/man7/%) \
+             $(DESTDIR)$(BASHDIR)/klua $(DESTDIR)$(ZSHDIR)/_klua $(DESTDIR)$(FISHDIR)/klua.fish
 
-install: pkgcheck $(BUILD)/klua
+install: pkgcheck $(BUILD)/klua $(MAN1) $(MAN7) $(COMPLETIONS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DATADIR)/lua/klua \
-	  $(DESTDIR)$(DATADIR)/scripts/sandbox
+	  $(DESTDIR)$(DATADIR)/scripts/sandbox $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
+	  $(DESTDIR)$(BASHDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR)
 	install -m 755 $(BUILD)/klua $(DESTDIR)$(BINDIR)/klua
 	ln -sf klua $(DESTDIR)$(BINDIR)/kubectl-klua
 	install -m 644 examples/*.lua examples/*.yaml examples/README.md $(DESTDIR)$(DOCDIR)/examples
-	install -m 644 README.md docs/testing.md $(DESTDIR)$(DOCDIR)
+	install -m 644 README.md docs/testing.md docs/api.md $(DESTDIR)$(DOCDIR)
 	install -m 644 lua/klua/testing.lua $(DESTDIR)$(DATADIR)/lua/klua
 	install -m 755 scripts/sandbox-apiserver $(DESTDIR)$(DATADIR)/scripts
 	install -m 644 scripts/sandbox/*.py $(DESTDIR)$(DATADIR)/scripts/sandbox
+	install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1
+	install -m 644 $(MAN7) $(DESTDIR)$(MANDIR)/man7
+	install -m 644 $(BUILD)/completion/klua.bash $(DESTDIR)$(BASHDIR)/klua
+	install -m 644 $(BUILD)/completion/_klua $(DESTDIR)$(ZSHDIR)/_klua
+	install -m 644 $(BUILD)/completion/klua.fish $(DESTDIR)$(FISHDIR)/klua.fish
 
 uninstall:
 	rm -rf $(INSTALLED)
+
+# `make deb`: a Debian package, built by debhelper from debian/ (docs/install.md):
+# build/klua_VERSION_ARCH.deb. It compiles in $(BUILD)/deb with Debian's build
+# flags, apart from the objects of `make`, and again only what changed.
+deb:
+	@sh scripts/bootstrap deb
+	dpkg-checkbuilddeps
+	DEB_OUT=$(BUILD) debian/rules binary
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -104,7 +104,8 @@ static void check_cli(int argc, char **argv) {
             die("--watch-timeout gives an empty range", NULL);
         int code = kl_cli_answer(&c, g.devnull, g.devnull);
         int to_run = c.command && (!strcmp(c.command, "run") || !strcmp(c.command, "watch") ||
-                                   !strcmp(c.command, "test") || !strcmp(c.command, "version"));
+                                   !strcmp(c.command, "test") || !strcmp(c.command, "version") ||
+                                   !strcmp(c.command, "completion"));
         if (code < 0 ? !to_run : code > 2) die("kl_cli_answer gave a status it should not", c.command);
     }
     kl_cli_free(&c);

@@ -48,6 +48,40 @@ describe('make install', function()
     assert.matches('klua.informer', K.read_file(dest .. '/usr/share/doc/klua/examples/pod-logger.lua'))
   end)
 
+  it('puts the man pages where man finds them, rendering without warnings and listing every flag the help lists', function()
+    local man = dest .. '/usr/share/man'
+    local pages = { { 'man1/klua.1', { '--help' } }, { 'man1/klua-run.1', { 'help', 'run' } },
+      { 'man1/klua-watch.1', { 'help', 'watch' } } }
+    for _, p in ipairs(pages) do
+      local path = man .. '/' .. p[1]
+      local warnings = K.run_command('LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z ' .. K.quote(path) .. ' 2>&1; echo "status $?"')
+      assert.are.equal('status 0', warnings, p[1])
+      local text = K.run_command('MANWIDTH=200 man -l ' .. K.quote(path) .. ' 2>&1 | col -b')
+      local help = K.run(p[2])
+      local flags = 0
+      for line in help:gmatch('[^\n]+') do
+        local left = line:match('^  (.-%S)  ') or ''
+        for flag in left:gmatch('%-%-[%w-]+') do
+          flags = flags + 1
+          assert.truthy(text:find(flag, 1, true), p[1] .. ' lacks ' .. flag)
+        end
+      end
+      assert.is_true(flags > 20, p[1])
+    end
+    -- watch's own flags, from lua/klua/watch.lua's FLAGS, are in klua-watch(1).
+    assert.truthy(K.read_file(man .. '/man1/klua-watch.1'):find('\\-\\-field\\-selector', 1, true))
+    local api = K.run_command('MANWIDTH=200 man -l ' .. K.quote(man .. '/man7/klua-lua.7') .. ' 2>&1 | col -b')
+    assert.matches('klua%.after%(seconds, fn%)', api)
+    assert.matches('klua%.api%.get%(resource, key%)', api)
+  end)
+
+  it('puts the shell completions where bash-completion, zsh and fish look', function()
+    local share = dest .. '/usr/share'
+    assert.matches('complete %-F _klua klua', K.read_file(share .. '/bash-completion/completions/klua'))
+    assert.matches('^#compdef klua', K.read_file(share .. '/zsh/site-functions/_klua'))
+    assert.matches('__klua_complete', K.read_file(share .. '/fish/vendor_completions.d/klua.fish'))
+  end)
+
   it('gives a klua that runs a controller from another directory', function()
     local out, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run', script },
       { bin = dest .. '/usr/bin/klua', cwd = '/' })

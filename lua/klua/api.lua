@@ -97,6 +97,14 @@ end
 --- api.request(method, path [, body [, content_type]]) -> the decoded
 -- body, or nil, err. body is a string sent as it is, or a table sent as
 -- JSON (content_type "application/json" unless given).
+-- @function klua.api.request(method, path, body, content_type)
+-- @param method "GET", "POST", "PUT", "PATCH" or "DELETE"
+-- @param path the request's path and query, such as "/api/v1/namespaces"
+-- @param body optional: a string, or a table sent as JSON
+-- @param content_type optional: the body's type
+-- @return the decoded body, or nil and err
+-- @usage
+-- local ns, err = klua.api.request('GET', '/api/v1/namespaces/default')
 local function call(method, path, body, content_type)
   local payload
   if body ~= nil then
@@ -121,6 +129,12 @@ local function meta_key(obj)
 end
 
 --- api.get(resource, key) -> object table, or nil, err.
+-- @param resource a resource name ("pods"), a resolved resource or an informer
+-- @param key "namespace/name", or "name"
+-- @return the object, or nil and err (err.reason "NotFound" when it does not exist)
+-- @usage
+-- local cm, err = klua.api.get('configmaps', 'default/settings')
+-- if not cm and not klua.api.is_not_found(err) then return nil, err end
 function api.get(resource, key)
   local r, err = resolve(resource)
   if not r then return nil, err end
@@ -133,6 +147,12 @@ end
 -- page fetched. opts: namespace (default all), label_selector,
 -- field_selector, limit (page size), one_page (fetch the first page only;
 -- its metadata.continue says whether more would follow).
+-- @param resource a resource name, a resolved resource or an informer
+-- @param opts optional, as above
+-- @return the list, or nil and err
+-- @usage
+-- local list = assert(klua.api.list('pods', { namespace = 'default', label_selector = 'app=web' }))
+-- print(#list.items)
 function api.list(resource, opts)
   opts = opts or {}
   local r, err = resolve(resource)
@@ -162,6 +182,15 @@ end
 --- api.create(resource, obj, opts) -> created object, or nil, err. The
 -- namespace comes from obj.metadata.namespace, else opts.namespace, else
 -- the context's. opts: namespace, field_manager, dry_run.
+-- @param resource a resource name, a resolved resource or an informer
+-- @param obj the object, a table
+-- @param opts optional, as above
+-- @return the created object, or nil and err (reason "AlreadyExists" when it exists)
+-- @usage
+-- local cm, err = klua.api.create('configmaps', {
+--   apiVersion = 'v1', kind = 'ConfigMap',
+--   metadata = { name = 'settings', namespace = 'default' }, data = { mode = 'on' },
+-- })
 function api.create(resource, obj, opts)
   opts = opts or {}
   local r, err = resolve(resource)
@@ -183,10 +212,27 @@ end
 --- api.update(resource, obj, opts) -> updated object, or nil, err. obj
 -- carries its metadata.resourceVersion: a stale one fails with a conflict
 -- (see api.is_conflict); fetch again and retry.
+-- @param resource a resource name, a resolved resource or an informer
+-- @param obj the whole object, with metadata.name and resourceVersion
+-- @param opts optional {field_manager=, dry_run=}
+-- @return the updated object, or nil and err (reason "Conflict" when stale)
+-- @usage
+-- local cm = klua.copy(cms:get('default/settings'))
+-- cm.data.mode = 'off'
+-- local _, err = klua.api.update('configmaps', cm)
+-- if klua.api.is_conflict(err) then return klua.requeue() end
 function api.update(resource, obj, opts) return put(resource, obj, nil, opts) end
 
 --- api.update_status(resource, obj, opts): like update, for the status
 -- subresource: only obj.status is written.
+-- @param resource a resource name, a resolved resource or an informer
+-- @param obj the whole object; its status is written
+-- @param opts optional {field_manager=, dry_run=}
+-- @return the updated object, or nil and err
+-- @usage
+-- local ps = klua.copy(podset)
+-- ps.status = { replicas = #pods }
+-- klua.api.update_status('podsets', ps)
 function api.update_status(resource, obj, opts) return put(resource, obj, 'status', opts) end
 
 local PATCH_TYPES = {
@@ -200,6 +246,13 @@ local PATCH_TYPES = {
 -- opts.type: "merge" (default), "json", "strategic" or "apply" (server-side
 -- apply: needs opts.field_manager; opts.force takes fields from other
 -- managers). opts.subresource: e.g. "status".
+-- @param resource a resource name, a resolved resource or an informer
+-- @param key "namespace/name", or "name"
+-- @param patch the patch, a table (sent as JSON) or a string
+-- @param opts optional, as above
+-- @return the patched object, or nil and err
+-- @usage
+-- klua.api.patch('deployments.apps', 'default/web', { spec = { replicas = 3 } })
 function api.patch(resource, key, patch, opts)
   opts = opts or {}
   local r, err = resolve(resource)
@@ -221,6 +274,13 @@ end
 -- or a Status), or nil, err. opts: propagation_policy ("Foreground",
 -- "Background", "Orphan"), preconditions {uid=, resource_version=},
 -- grace_period_seconds.
+-- @param resource a resource name, a resolved resource or an informer
+-- @param key "namespace/name", or "name"
+-- @param opts optional, as above
+-- @return the server's answer, or nil and err
+-- @usage
+-- local _, err = klua.api.delete('pods', 'default/web-0', { propagation_policy = 'Background' })
+-- if err and not klua.api.is_not_found(err) then return nil, err end
 function api.delete(resource, key, opts)
   opts = opts or {}
   local r, err = resolve(resource)
@@ -241,14 +301,36 @@ local function reason_is(reason, code)
 end
 
 --- True when err says the object does not exist (404 NotFound).
+-- @param err an error from a klua.api call (anything else is false)
+-- @return true or false
+-- @usage
+-- local pod, err = klua.api.get('pods', key)
+-- if klua.api.is_not_found(err) then return end
 api.is_not_found = reason_is('NotFound', 404)
 --- True when err is a write conflict (409 Conflict): fetch again and retry.
+-- @param err an error from a klua.api call (anything else is false)
+-- @return true or false
+-- @usage
+-- if klua.api.is_conflict(err) then return klua.requeue() end
 api.is_conflict = reason_is('Conflict')
 --- True when err says the object already exists (409 AlreadyExists).
+-- @param err an error from a klua.api call (anything else is false)
+-- @return true or false
+-- @usage
+-- local _, err = klua.api.create('configmaps', cm)
+-- if err and not klua.api.is_already_exists(err) then return nil, err end
 api.is_already_exists = reason_is('AlreadyExists')
 --- True when err says the credentials may not do this (403 Forbidden).
+-- @param err an error from a klua.api call (anything else is false)
+-- @return true or false
+-- @usage
+-- if klua.api.is_forbidden(err) then klua.log.error('grant update on configmaps') end
 api.is_forbidden = reason_is('Forbidden', 403)
 --- True when err says the object is invalid (422 Invalid).
+-- @param err an error from a klua.api call (anything else is false)
+-- @return true or false
+-- @usage
+-- if klua.api.is_invalid(err) then klua.log.error('%s', err.message) end
 api.is_invalid = reason_is('Invalid', 422)
 
 return api

@@ -44,12 +44,22 @@ end
 
 --- The condition of the given type in obj.status.conditions, or nil.
 -- obj may be a view.
+-- @param obj a view or a table
+-- @param type_ the condition's type, such as "Ready"
+-- @return the condition, or nil
+-- @usage
+-- local ready = klua.helpers.get_condition(node, 'Ready')
 function M.get_condition(obj, type_)
   return (find(obj, type_))
 end
 
 --- Whether obj has a condition of the given type with status "True".
 -- obj may be a view.
+-- @param obj a view or a table
+-- @param type_ the condition's type
+-- @return true or false
+-- @usage
+-- if klua.helpers.is_condition_true(pod, 'Ready') then ready = ready + 1 end
 function M.is_condition_true(obj, type_)
   return field(M.get_condition(obj, type_), 'status') == 'True'
 end
@@ -101,6 +111,15 @@ end
 -- lastTransitionTime is set to now (or c.last_transition_time) when the
 -- condition is new or its status changes, and is kept otherwise.
 -- obj must be a mutable table. Returns true when obj changed.
+-- @param obj a mutable table
+-- @param c the condition, as above
+-- @return true when obj changed
+-- @raise when obj is not a mutable table, or c lacks type, a valid status or reason
+-- @usage
+-- local ps = klua.copy(podset)
+-- if klua.helpers.set_condition(ps, { type = 'Ready', status = 'True', reason = 'AllPodsReady' }) then
+--   klua.api.update_status('podsets', ps)
+-- end
 function M.set_condition(obj, c)
   if type(obj) ~= 'table' then
     error('set_condition: obj must be a mutable table (views are read-only: use klua.copy(obj))', 2)
@@ -122,6 +141,12 @@ end
 
 --- Removes the condition of the given type from obj.status.conditions.
 -- obj must be a mutable table. Returns true when obj changed.
+-- @param obj a mutable table
+-- @param type_ the condition's type
+-- @return true when obj changed
+-- @raise when obj is not a mutable table
+-- @usage
+-- klua.helpers.remove_condition(ps, 'Degraded')
 function M.remove_condition(obj, type_)
   if type(obj) ~= 'table' then
     error('remove_condition: obj must be a mutable table (views are read-only: use klua.copy(obj))', 2)

@@ -64,11 +64,17 @@ local Controller = {}
 Controller.__index = Controller
 
 --- Enqueues a key by hand.
+-- @param key "namespace/name", or "name"
+-- @usage
+-- ctl:enqueue('default/web')
 function Controller:enqueue(key) self.queue:add(key) end
 
 --- Counters: depth, adds, retries, reconciles, successes, failures,
 -- requeues, active (reconciles running now), and wait/work/reconcile
 -- durations {count, sum, max, buckets}.
+-- @return a table of the counters
+-- @usage
+-- klua.log.info('%d reconciles', ctl:stats().reconciles)
 function Controller:stats()
   local s = self.queue:stats()
   s.reconciles, s.successes, s.failures, s.requeues = self.reconciles, self.successes, self.failures, self.requeues
@@ -77,6 +83,8 @@ function Controller:stats()
 end
 
 --- Stops taking keys: workers finish what they hold and end.
+-- @usage
+-- klua.after(60, function() ctl:shutdown() end)
 function Controller:shutdown() self.queue:shutdown() end
 
 local function failed(c, key, why)

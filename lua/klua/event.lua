@@ -63,6 +63,13 @@ end
 -- obj may be a view. Returns the Event, or nil and an error {reason,
 -- message} when obj lacks metadata.name ('MissingName') or a kind
 -- ('MissingKind'). Raises when opts is not valid (a mistake in the call).
+-- @param obj a view or a table
+-- @param opts as above
+-- @return the Event, or nil and err {reason, message}
+-- @raise when opts is not valid
+-- @usage
+-- local ev = assert(klua.helpers.event_for(podset, { reason = 'Scaled', message = 'now 3 pods' }))
+-- klua.api.create('events', ev)
 function M.event_for(obj, opts)
   check_opts(opts)
   local ref, err = involved_object(obj, opts)

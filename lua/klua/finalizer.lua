@@ -28,6 +28,11 @@ local function check_mutable(fn, obj)
 end
 
 --- Whether obj's metadata.finalizers holds name. obj may be a view.
+-- @param obj a view or a table
+-- @param name the finalizer, such as "example.com/cleanup"
+-- @return true or false
+-- @usage
+-- if klua.helpers.has_finalizer(obj, 'example.com/cleanup') then cleanup(obj) end
 function M.has_finalizer(obj, name)
   check_name('has_finalizer', name)
   local md = indexable(obj) and obj.metadata
@@ -44,6 +49,13 @@ end
 
 --- Appends name to obj.metadata.finalizers unless it is there.
 -- Returns true when obj changed.
+-- @param obj a mutable table
+-- @param name the finalizer
+-- @return true when obj changed
+-- @raise when obj is not a mutable table or name not a string
+-- @usage
+-- local o = klua.copy(obj)
+-- if klua.helpers.add_finalizer(o, 'example.com/cleanup') then klua.api.update('configmaps', o) end
 function M.add_finalizer(obj, name)
   check_mutable('add_finalizer', obj)
   check_name('add_finalizer', name)
@@ -56,6 +68,13 @@ end
 
 --- Removes every occurrence of name from obj.metadata.finalizers.
 -- Returns true when obj changed.
+-- @param obj a mutable table
+-- @param name the finalizer
+-- @return true when obj changed
+-- @raise when obj is not a mutable table or name not a string
+-- @usage
+-- local o = klua.copy(obj)
+-- if klua.helpers.remove_finalizer(o, 'example.com/cleanup') then klua.api.update('configmaps', o) end
 function M.remove_finalizer(obj, name)
   check_mutable('remove_finalizer', obj)
   check_name('remove_finalizer', name)

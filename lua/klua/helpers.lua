@@ -36,10 +36,17 @@ local CLOCK_USERS = { condition, event }
 local array_mt
 
 --- The metatable that marks the lists the helpers create as JSON arrays.
+-- @return the metatable
+-- @usage
+-- local list = setmetatable({}, klua.helpers.array_mt())
 function M.array_mt() return array_mt end
 
 --- Sets that metatable; the host calls this once with its own, so that a
 -- list the helpers create re-encodes as [] rather than {}.
+-- @param mt the metatable
+-- @raise when mt is not a table
+-- @usage
+-- klua.helpers.set_array_mt(klua.json.array_mt)
 function M.set_array_mt(mt)
   if type(mt) ~= 'table' then error('set_array_mt: mt must be a table', 2) end
   array_mt = mt
@@ -48,6 +55,10 @@ end
 
 --- Sets the clock that dates condition transitions and events: a function
 -- returning seconds since the Unix epoch (os.time by default).
+-- @param fn a function returning epoch seconds
+-- @raise when fn is not a function
+-- @usage
+-- klua.helpers.set_clock(function() return 1700000000 end) -- a fixed time, in a spec
 function M.set_clock(fn)
   if type(fn) ~= 'function' then error('set_clock: fn must be a function returning epoch seconds', 2) end
   for _, mod in ipairs(CLOCK_USERS) do mod.set_clock(fn) end

@@ -13,8 +13,34 @@ local index = require 'klua.index'
 
 local klua = {}
 
---- JSON encoding and decoding that keep integers, nulls and empty arrays.
+--- JSON encoding and decoding that keep integers, nulls and empty arrays:
+-- `klua.json.encode`, `klua.json.decode`, `klua.json.array`.
 klua.json = core.json
+
+--- Encodes a value as JSON: tables (and views) as objects or arrays,
+-- `klua.null` as null, integers without a fraction.
+-- @function klua.json.encode(value)
+-- @param value a table, view, string, number, boolean or `klua.null`
+-- @return the JSON text
+-- @raise when value holds a function, a userdata other than a view, or a
+--   table that is nested too deeply or refers to itself
+-- @usage
+-- print(klua.json.encode({ name = 'web', replicas = 3 }))
+
+--- Decodes JSON text into tables: null as `klua.null`, arrays marked with
+-- `klua.json.array_mt` so that they encode as arrays again, even empty.
+-- @function klua.json.decode(text)
+-- @param text a JSON text
+-- @return the value, or nil and a message when text is not JSON
+-- @usage
+-- local obj, err = klua.json.decode('{"items": []}')
+
+--- Marks a table as a JSON array, so that it encodes as [] when empty.
+-- @function klua.json.array(t)
+-- @param t a table (default: a new one)
+-- @return t
+-- @usage
+-- local cm = { data = {}, finalizers = klua.json.array() }
 --- The value JSON null decodes to (the same as lua-cjson's `cjson.null`).
 klua.null = core.json.null
 
@@ -26,15 +52,30 @@ klua.null = core.json.null
 -- builds tables: arrays carry `klua.json.array_mt`), a deep copy of a table
 -- (views inside decoded, metatables kept), or `v` itself for a string,
 -- number, boolean, `klua.null` or any other value.
+-- @param v a view, a table or any value
+-- @return the copy
+-- @usage
+-- local cm = klua.copy(obj)
+-- cm.data.seen = 'yes'
+-- klua.api.update('configmaps', cm)
 klua.copy = core.copy
 --- `klua.get(obj, 'metadata', 'labels', 'app')`: the nested member, or nil
 -- as soon as one step is missing or reaches a value without members
 -- (a string, a number, `klua.null`). Never raises; reads views and tables.
+-- @param obj a view or a table
+-- @param ... the keys of each step: strings, or integers for arrays
+-- @return the member, or nil
+-- @usage
+-- local app = klua.get(pod, 'metadata', 'labels', 'app') or 'none'
 klua.get = core.get
 --- The JSON type of a view or value: "object", "array", "string",
 -- "number", "boolean" or "null"; Lua's `type()` name for a value without a
 -- JSON form ("nil", "function", "table" for mixed keys). `type(view)` is
 -- "userdata", since a view is not a table.
+-- @param v any value
+-- @return the type's name
+-- @usage
+-- if klua.type(obj.spec) == 'object' then ... end
 klua.type = core.type
 
 local function format(fmt, ...)
@@ -43,8 +84,41 @@ local function format(fmt, ...)
 end
 
 --- Logging to stderr: `klua.log.info("synced %d pods", n)`. Messages go
--- through string.format when arguments follow the first.
+-- through string.format when arguments follow the first. One function a
+-- level: klua.log.debug (shown from -v 4), info, warn and error.
 klua.log = {}
+
+--- Logs at level debug, shown from -v 4.
+-- @function klua.log.debug(fmt, ...)
+-- @param fmt the message, or a string.format format when more follow
+-- @param ... the format's arguments
+-- @raise when fmt does not format the arguments (string.format's error)
+-- @usage
+-- klua.log.debug('queue depth %d', q:len())
+
+--- Logs at level info.
+-- @function klua.log.info(fmt, ...)
+-- @param fmt the message, or a string.format format when more follow
+-- @param ... the format's arguments
+-- @raise when fmt does not format the arguments (string.format's error)
+-- @usage
+-- klua.log.info('synced %d pods', #pods:list())
+
+--- Logs at level warn.
+-- @function klua.log.warn(fmt, ...)
+-- @param fmt the message, or a string.format format when more follow
+-- @param ... the format's arguments
+-- @raise when fmt does not format the arguments (string.format's error)
+-- @usage
+-- klua.log.warn('%s has no owner', key)
+
+--- Logs at level error.
+-- @function klua.log.error(fmt, ...)
+-- @param fmt the message, or a string.format format when more follow
+-- @param ... the format's arguments
+-- @raise when fmt does not format the arguments (string.format's error)
+-- @usage
+-- klua.log.error('cannot update %s: %s', key, tostring(err))
 for _, level in ipairs({ 'debug', 'info', 'warn', 'error' }) do
   klua.log[level] = function(fmt, ...) core.log(level, format(fmt, ...)) end
 end
@@ -53,24 +127,57 @@ local Timer = {}
 Timer.__index = Timer
 --- Cancels the timer; returns true if it had not fired (or, for
 -- `klua.every`, was still repeating).
+-- @return whether the timer was still pending
+-- @usage
+-- local t = klua.after(30, give_up)
+-- if done then t:cancel() end
 function Timer:cancel() return core.cancel(self.id) end
 
---- Runs `fn` once, `seconds` from now. Returns a timer with `:cancel()`.
+--- Runs `fn` once, `seconds` from now, as its own task.
+-- @param seconds a number >= 0
+-- @param fn the function to run; it may call the API and sleep
+-- @return a timer with `:cancel()`
+-- @raise when seconds is not a number or fn not a function
+-- @usage
+-- klua.after(5, function() klua.log.info('five seconds later') end)
 function klua.after(seconds, fn) return setmetatable({ id = core.after(seconds, fn) }, Timer) end
---- Runs `fn` every `seconds`. Returns a timer with `:cancel()`.
+--- Runs `fn` every `seconds`, each time as its own task.
+-- @param seconds a number > 0
+-- @param fn the function to run
+-- @return a timer with `:cancel()`
+-- @raise when seconds is not a number or fn not a function
+-- @usage
+-- klua.every(60, function() klua.log.info('%d pods', #pods:list()) end)
 function klua.every(seconds, fn) return setmetatable({ id = core.every(seconds, fn) }, Timer) end
 --- Suspends the calling handler or timer for `seconds` without blocking
 -- anything else.
+-- @param seconds a number >= 0
+-- @raise where Lua cannot suspend (a table.sort comparison, a __gc
+--   handler), and when seconds is not a number
+-- @usage
+-- klua.sleep(0.5)
 klua.sleep = core.sleep
 --- Ends the run with exit status `code` (default 0) once the current
 -- callback returns; no handler, timer or callback starts after it.
+-- @param code the exit status (default 0)
+-- @usage
+-- klua.on_synced(function() klua.stop(0) end)
 klua.stop = core.stop
 --- Runs `fn` once, when every informer has listed its resource and handed
 -- the initial objects to its handlers.
+-- @param fn the function to run, as its own task
+-- @usage
+-- klua.on_synced(function() klua.log.info('%d pods', #pods:list()) end)
 klua.on_synced = core.on_synced
 --- The namespace of the kubeconfig's current context ("default" if unset).
+-- @return the namespace's name
+-- @usage
+-- local cms = klua.informer { resource = 'configmaps', namespace = klua.namespace() }
 klua.namespace = core.namespace
 --- Counters of the runtime: task_errors, lua_memory, suspended.
+-- @return a table of the counters
+-- @usage
+-- klua.log.info('%d task errors', klua.stats().task_errors)
 klua.stats = core.stats
 
 local Informer = {}
@@ -81,6 +188,13 @@ Informer.__index = Informer
 -- Handlers added while the main chunk runs see every notification; one
 -- added later sees the changes from then on, and an add handler first
 -- gets every cached object (in_initial_list true).
+-- @param event "add", "update" or "delete"
+-- @param fn the handler, run as its own task
+-- @return the informer, so that calls chain
+-- @raise for an event other than "add", "update" or "delete"
+-- @usage
+-- pods:on('add', function(pod, initial) klua.log.info('%s', pod.metadata.name) end)
+--     :on('delete', function(pod) klua.log.info('gone: %s', pod.metadata.name) end)
 function Informer:on(event, fn)
   if event ~= 'add' and event ~= 'update' and event ~= 'delete' then
     error(('unknown event "%s": use "add", "update" or "delete"'):format(tostring(event)), 2)
@@ -89,10 +203,20 @@ function Informer:on(event, fn)
   return self
 end
 --- The cached object under "namespace/name" ("name" when cluster-scoped).
+-- @param key "namespace/name", or "name" for a cluster-scoped object
+-- @return the cached object (a view), or nil
+-- @usage
+-- local pod = pods:get('default/web-0')
 function Informer:get(key) return self._c:get(key) end
 --- The cached objects: every one, or with opts those in opts.namespace
 -- whose labels match opts.label_selector (a string or a klua.labels
 -- selector), as client-go's listers filter.
+-- @param opts optional {namespace=, label_selector=}
+-- @return a list of views
+-- @raise when opts is not a table, namespace not a string, or the selector
+--   not valid
+-- @usage
+-- for _, pod in ipairs(pods:list { label_selector = 'app=web' }) do print(pod.metadata.name) end
 function Informer:list(opts)
   if opts == nil then return self._c:list() end
   if type(opts) ~= 'table' then error('list takes nothing or a table such as {namespace = "default"}', 2) end
@@ -110,21 +234,38 @@ end
 --- The cached objects whose index `name` (opts.indexes of klua.informer)
 -- holds `value`, in key order: as client-go's ByIndex, up to date with the
 -- cache at the moment of the call.
---   pods:by_index('by_node', 'node-7')
+-- @param name the index's name
+-- @param value the value looked up (a string)
+-- @return a list of read-only views
+-- @raise when the informer has no such index, or value is not a string
+-- @usage
+-- for _, pod in ipairs(pods:by_index('by_node', 'node-7')) do print(pod.metadata.name) end
 function Informer:by_index(name, value)
   local out = {}
   for i, key in ipairs(self:index_keys(name, value)) do out[i] = self._c:get(key) end
   return out
 end
 --- The keys of the objects by_index(name, value) would return, sorted.
+-- @param name the index's name
+-- @param value the value looked up (a string)
+-- @return a list of keys ("namespace/name")
+-- @raise as by_index
+-- @usage
+-- local keys = pods:index_keys('by_node', 'node-7')
 function Informer:index_keys(name, value)
   if not self._indexes then error(self._name .. ' has no indexes: give klua.informer indexes = {...}', 2) end
   return self._indexes:lookup(name, value)
 end
 --- Whether the first list is cached and was handed to the handlers.
+-- @return true or false
+-- @usage
+-- if not pods:synced() then return klua.requeue_after(1) end
 function Informer:synced() return self._c:synced() end
 --- The reflector's counters (lists, relists, watches, events, ...) and
 -- index_errors, the index function calls that failed.
+-- @return a table of counters
+-- @usage
+-- klua.log.info('%d relists', pods:stats().relists)
 function Informer:stats()
   local s = self._c:stats()
   s.index_errors = self._indexes and self._indexes.errors or 0
@@ -132,6 +273,9 @@ function Informer:stats()
 end
 function Informer:__tostring() return tostring(self._c) end
 --- The informer's name: its resource, namespace and selector, as logs show it.
+-- @return the name
+-- @usage
+-- klua.log.info('%s synced', pods:name())
 function Informer:name() return self._name end
 
 local DROP = {}
@@ -142,8 +286,12 @@ local DROP = {}
 -- handler, so an informer that never reads them does not keep them. Paths
 -- that the cache keys on (metadata.name, .namespace, .resourceVersion,
 -- .uid, kind, apiVersion, metadata) are refused.
---   klua.informer { resource = 'pods',
---     transform = klua.drop_fields('metadata.managedFields', 'status.conditions') }
+-- @param ... the dotted paths, such as 'metadata.managedFields'
+-- @return a transform for klua.informer's transform option
+-- @raise when no path is given or a path is not a string
+-- @usage
+-- klua.informer { resource = 'pods',
+--   transform = klua.drop_fields('metadata.managedFields', 'status.conditions') }
 function klua.drop_fields(...)
   local paths = table.pack(...)
   if paths.n == 0 then error("drop_fields takes paths, such as 'metadata.managedFields'", 2) end
@@ -167,6 +315,13 @@ end
 --   inf:by_index (lua/klua/index.lua);
 -- opts.transform: klua.drop_fields(path, ...), members dropped from every
 --   object before it is cached and handed to handlers.
+-- @param opts a table as above, or the resource's name alone
+-- @return the informer (inf:on, inf:get, inf:list, inf:by_index, inf:synced, inf:stats, inf:name)
+-- @raise when the resource is unknown to the server (discovery's message), the
+--   label selector is not valid, a namespace is given for a cluster-scoped
+--   resource, or indexes or transform are not as above
+-- @usage
+-- local pods = klua.informer { resource = 'pods', namespace = 'default', label_selector = 'app=web' }
 function klua.informer(opts)
   if type(opts) == 'string' then opts = { resource = opts } end
   if type(opts) ~= 'table' then error('klua.informer takes a table such as {resource = "pods"}', 2) end
@@ -218,24 +373,59 @@ local leader = require 'klua.leader'
 -- on_started_leading, on_stopped_leading, on_new_leader(identity),
 -- release_on_stop (default true). Losing the Lease ends klua with status 1.
 -- Returns the election: e:is_leader(), e:stop() (releases the Lease).
+-- @param opts the table of settings above
+-- @return the election
+-- @raise when the settings are invalid (client-go's NewLeaderElector's
+--   checks) or an election runs already
+-- @usage
+-- local e = klua.leader_election { name = 'my-controller', on_started_leading = start }
 klua.leader_election = leader.elect
 --- Whether this process leads: true without leader election.
+-- @return true or false
+-- @usage
+-- if klua.leader() then klua.api.update('configmaps', cm) end
 klua.leader = leader.leading
 --- Runs fn once this process leads (at once without leader election).
 -- Controllers start their workers this way.
+-- @param fn the function to run, as its own task
+-- @usage
+-- klua.on_leading(function() klua.log.info('leading') end)
 klua.on_leading = leader.on_leading
 
 local controller = require 'klua.controller'
 --- Creates and starts a controller: informers' changes become keys in a
 -- work queue that `workers` coroutines reconcile (see klua.controller docs).
+-- @param opts name, watches (informers whose objects' keys are enqueued),
+--   owns (informers whose objects enqueue their controller owner's key),
+--   workers (default 1), reconcile = function(key, ctx), rate_limit
+-- @return the controller (ctl:enqueue, ctl:stats, ctl:shutdown)
+-- @raise when opts has no reconcile function or no informer in watches
+-- @usage
+-- klua.controller {
+--   watches = { podsets }, owns = { pods },
+--   reconcile = function(key) return reconcile_podset(key) end,
+-- }
 klua.controller = controller.new
---- Reconcile results: process the key again after `seconds`, or after its
--- rate-limited backoff.
+--- A reconcile result: process the key again after `seconds`.
+-- @param seconds a number >= 0
+-- @return the result to return from reconcile
+-- @usage
+-- return klua.requeue_after(30)
 klua.requeue_after = controller.requeue_after
+--- A reconcile result: process the key again after its rate-limited
+-- backoff (per key, 5 ms doubling to 1000 s).
+-- @return the result to return from reconcile
+-- @usage
+-- if not ready then return klua.requeue() end
 klua.requeue = controller.requeue
 --- A work queue with client-go's semantics, for scripts that drive their
 -- own workers: q:add, add_after, add_rate_limited, get (suspends), done,
 -- forget, num_requeues, len, shutdown, stats.
+-- @param rate_limit optional {qps=, burst=, base_delay=, max_delay=}
+-- @return the queue
+-- @usage
+-- local q = klua.queue()
+-- q:add('default/web')
 klua.queue = core.queue
 --- The REST API client (see lua/klua/api.lua).
 klua.api = require 'klua.api'
@@ -243,6 +433,16 @@ klua.api = require 'klua.api'
 -- klua.labels.parse(text) -> selector (sel:matches(obj_or_labels),
 -- tostring(sel)) or nil and a message.
 klua.labels = { parse = selector.parse }
+
+--- Parses a label selector in apimachinery's syntax ("app=web,tier!=db",
+-- "env in (a,b)", "!legacy").
+-- @function klua.labels.parse(text)
+-- @param text the selector
+-- @return the selector (sel:matches, sel:empty, tostring(sel)), or nil and
+--   a message that says what is wrong where
+-- @usage
+-- local sel = assert(klua.labels.parse('app=web'))
+-- if sel:matches(pod) then ... end
 --- Helpers for owner references, finalizers, conditions, events and
 -- update predicates (see lua/klua/helpers.lua).
 klua.helpers = require 'klua.helpers'
@@ -253,6 +453,12 @@ klua.helpers.set_array_mt(core.json.array_mt)
 -- created Event, or nil, err: err from event_for when obj lacks
 -- metadata.name or kind ({reason, message}), else from klua.api.create.
 -- Raises when opts is not valid, a mistake in the call.
+-- @param obj the object the Event is about (a view or a table)
+-- @param opts {type=, reason=, message=, component=}
+-- @return the created Event, or nil and err
+-- @raise when opts is not valid
+-- @usage
+-- klua.record_event(podset, { type = 'Warning', reason = 'ScaleFailed', message = tostring(err) })
 function klua.record_event(obj, opts)
   local ev, err = klua.helpers.event_for(obj, opts)
   if not ev then return nil, err end
@@ -261,6 +467,11 @@ end
 
 --- Resolves a resource name through discovery: {group=, version=,
 -- resource=, kind=, namespaced=, ...} or nil and a message.
+-- @param name as kubectl names a resource ("po", "deployments.apps")
+-- @return the resource's description, or nil and a message
+-- @usage
+-- local r = assert(klua.resolve('deploy'))
+-- print(r.group, r.version, r.resource)
 klua.resolve = discovery.resolve
 
 --- `klua.args`: the script's command-line arguments (also passed to the

@@ -206,6 +206,9 @@ end
 
 --- Runs the election in its own task: acquire, lead, renew, until the
 -- Lease is lost or `stop` is called.
+-- @return the election
+-- @usage
+-- local e = klua.leader_election { name = 'my-controller' } -- which calls e:start()
 function Elector:start()
   core.after(0, function()
     core.log('info', ('lease %s: attempting to acquire the leader lease as %s'):format(self:key(), self.identity))
@@ -224,10 +227,15 @@ function Elector:start()
 end
 
 --- Whether this process holds the Lease now.
+-- @return true or false
+-- @usage
+-- if e:is_leader() then reconcile_all() end
 function Elector:is_leader() return self.leading end
 
 --- Stops taking part; a leader releases the Lease (unless release_on_stop
 -- is false) so that another candidate takes over at its next try.
+-- @usage
+-- e:stop()
 function Elector:stop()
   if self.stopped then return end
   self.stopped = true

@@ -104,26 +104,56 @@ local function amount(n, name)
   return n
 end
 
---- counter:inc(labels) adds 1; counter:add(n, labels) adds n >= 0.
+--- Adds 1 to a counter or gauge.
+-- @param labels optional: the series' label values, {label = value}
+-- @usage
+-- reconciles:inc { result = 'ok' }
 function Metric:inc(labels) self:add(1, labels) end
+--- Adds n to a counter (n >= 0) or gauge.
+-- @param n a number
+-- @param labels optional: the series' label values
+-- @raise when n is not a number, or negative for a counter
+-- @usage
+-- bytes:add(#body)
 function Metric:add(n, labels)
   n = amount(n, self.name)
   if self.kind == 'counter' and n < 0 then error(self.name .. ': a counter only goes up', 2) end
   local s = self:series(labels)
   s.value = s.value + n
 end
---- gauge:set(v, labels); gauge:dec(labels) subtracts 1; gauge:sub(n, labels).
+--- Sets a gauge to v.
+-- @param v a number
+-- @param labels optional: the series' label values
+-- @raise when the metric is not a gauge or v not a number
+-- @usage
+-- depth:set(q:len())
 function Metric:set(v, labels)
   if self.kind ~= 'gauge' then error(self.name .. ': only a gauge can be set', 2) end
   self:series(labels).value = amount(v, self.name)
 end
+--- Subtracts 1 from a gauge.
+-- @param labels optional: the series' label values
+-- @raise when the metric is not a gauge
+-- @usage
+-- in_flight:dec()
 function Metric:dec(labels) self:sub(1, labels) end
+--- Subtracts n from a gauge.
+-- @param n a number
+-- @param labels optional: the series' label values
+-- @raise when the metric is not a gauge or n not a number
+-- @usage
+-- free:sub(used)
 function Metric:sub(n, labels)
   if self.kind ~= 'gauge' then error(self.name .. ': only a gauge goes down', 2) end
   local s = self:series(labels)
   s.value = s.value - amount(n, self.name)
 end
---- histogram:observe(v, labels) counts v in its buckets.
+--- Counts v in a histogram's buckets.
+-- @param v a number
+-- @param labels optional: the series' label values
+-- @raise when the metric is not a histogram or v not a number
+-- @usage
+-- duration:observe(klua.stats().lua_memory)
 function Metric:observe(v, labels)
   if self.kind ~= 'histogram' then error(self.name .. ': only a histogram observes', 2) end
   v = amount(v, self.name)
@@ -166,11 +196,29 @@ end
 
 --- Declares a counter: opts.name (ending in "_total"), opts.help,
 -- opts.labels (a list of label names). Returns it (c:inc, c:add).
+-- @param opts {name=, help=, labels=}
+-- @return the counter
+-- @raise when the name is not valid, taken, or lacks "_total", or help is missing
+-- @usage
+-- local reconciles = klua.metrics.counter { name = 'podset_reconciles_total', help = 'Reconciles.', labels = { 'result' } }
+-- reconciles:inc { result = 'ok' }
 function M.counter(opts) return declare('counter', opts) end
 --- Declares a gauge (g:set, g:inc, g:dec, g:add, g:sub).
+-- @param opts {name=, help=, labels=}
+-- @return the gauge
+-- @raise when the name is not valid or taken, or help is missing
+-- @usage
+-- local depth = klua.metrics.gauge { name = 'podset_pending', help = 'Pods not yet ready.' }
+-- depth:set(3)
 function M.gauge(opts) return declare('gauge', opts) end
 --- Declares a histogram; opts.buckets: increasing upper bounds
 -- (default: Prometheus's, 5 ms to 10 s). Returns it (h:observe).
+-- @param opts {name=, help=, labels=, buckets=}
+-- @return the histogram
+-- @raise when the name is not valid or taken, help is missing, or buckets do not increase
+-- @usage
+-- local took = klua.metrics.histogram { name = 'podset_sync_seconds', help = 'Sync time.' }
+-- took:observe(0.12)
 function M.histogram(opts) return declare('histogram', opts) end
 
 local function labels_text(names, values, extra_name, extra_value)
@@ -202,9 +250,17 @@ end
 --- Registers fn(add) to run at every scrape: it adds families computed
 -- then, each as add{name=, help=, kind=, labels=, samples = {{values, value}}}.
 -- The runtime's informers, queues and controllers report this way.
+-- @param fn function(add), called at every scrape
+-- @usage
+-- klua.metrics.collector(function(add)
+--   add { name = 'podset_cached', help = 'Cached PodSets.', kind = 'gauge', samples = { { {}, #podsets:list() } } }
+-- end)
 function M.collector(fn) collectors[#collectors + 1] = fn end
 
 --- The text of every metric, as `/metrics` serves it.
+-- @return the exposition text
+-- @usage
+-- io.write(klua.metrics.expose())
 function M.expose()
   local out = {}
   local seen = {}

@@ -40,6 +40,11 @@ end
 
 --- The ownerReferences entry of obj that has controller = true, or nil.
 -- obj may be a view.
+-- @param obj a view or a table
+-- @return the ownerReferences entry, or nil
+-- @usage
+-- local ref = klua.helpers.get_controller_of(pod)
+-- if ref and ref.kind == 'PodSet' then q:add(pod.metadata.namespace .. '/' .. ref.name) end
 function M.get_controller_of(obj)
   local refs = field(field(obj, 'metadata'), 'ownerReferences')
   if not indexable(refs) then return nil end
@@ -53,6 +58,11 @@ function M.get_controller_of(obj)
 end
 
 --- Whether owner (by uid) is the controller of obj. Both may be views.
+-- @param obj a view or a table
+-- @param owner a view or a table with metadata.uid
+-- @return true or false
+-- @usage
+-- if not klua.helpers.is_controlled_by(pod, podset) then return end
 function M.is_controlled_by(obj, owner)
   local ref = M.get_controller_of(obj)
   local uid = field(field(owner, 'metadata'), 'uid')
@@ -101,6 +111,14 @@ end
 -- the reference ('CrossNamespaceOwner', 'ClusterScopedWithNamespacedOwner'),
 -- or the owner lacks apiVersion/kind ('MissingKind') or name/uid
 -- ('MissingUID'). Raises when obj is not a mutable table or opts not a table.
+-- @param owner the owner, a view or a table
+-- @param obj the owned object, a mutable table
+-- @param opts optional {api_version=, kind=}
+-- @return true, or nil and err {reason, message}
+-- @raise when obj is not a mutable table or opts not a table
+-- @usage
+-- local pod = { apiVersion = 'v1', kind = 'Pod', metadata = { name = 'web-0', namespace = 'default' } }
+-- assert(klua.helpers.set_controller_reference(podset, pod))
 function M.set_controller_reference(owner, obj, opts)
   if type(obj) ~= 'table' then
     error('set_controller_reference: obj must be a mutable table (views are read-only: use klua.copy(obj))', 2)

@@ -24,6 +24,12 @@ end
 
 --- Whether a and b are equal values, comparing tables and views entry by
 -- entry (arrays and objects alike; metatables are not compared).
+-- @function klua.helpers.deep_equal(a, b)
+-- @param a a value, table or view
+-- @param b another
+-- @return true or false
+-- @usage
+-- if klua.helpers.deep_equal(old.spec, new.spec) then return end
 function deep_equal(a, b)
   if rawequal(a, b) then return true end
   if indexable(a) and indexable(b) then return same_entries(a, b, EMPTY) end
@@ -32,6 +38,13 @@ end
 M.deep_equal = deep_equal
 
 --- Whether metadata.generation differs: the spec changed.
+-- @param old the object before the update
+-- @param new the object after it
+-- @return true or false
+-- @usage
+-- podsets:on('update', function(old, new)
+--   if klua.helpers.generation_changed(old, new) then q:add(key_of(new)) end
+-- end)
 function M.generation_changed(old, new)
   return field(field(old, 'metadata'), 'generation') ~= field(field(new, 'metadata'), 'generation')
 end
@@ -43,11 +56,21 @@ local function map_at(obj, key)
 end
 
 --- Whether metadata.labels differ (absent labels equal empty labels).
+-- @param old the object before the update
+-- @param new the object after it
+-- @return true or false
+-- @usage
+-- if klua.helpers.labels_changed(old, new) then relabel(new) end
 function M.labels_changed(old, new)
   return not deep_equal(map_at(old, 'labels'), map_at(new, 'labels'))
 end
 
 --- Whether metadata.annotations differ (absent equals empty).
+-- @param old the object before the update
+-- @param new the object after it
+-- @return true or false
+-- @usage
+-- if klua.helpers.annotations_changed(old, new) then reconfigure(new) end
 function M.annotations_changed(old, new)
   return not deep_equal(map_at(old, 'annotations'), map_at(new, 'annotations'))
 end
@@ -58,6 +81,11 @@ local METADATA_SKIP = { resourceVersion = true, managedFields = true }
 --- Whether the update changed nothing but status, metadata.resourceVersion
 -- and metadata.managedFields (also true when nothing changed at all), so
 -- that a controller reconciling spec and metadata can skip it.
+-- @param old the object before the update
+-- @param new the object after it
+-- @return true or false
+-- @usage
+-- if klua.helpers.only_status_or_rv_changed(old, new) then return end
 function M.only_status_or_rv_changed(old, new)
   if not indexable(old) or not indexable(new) then return false end
   if not same_entries(old, new, TOP_SKIP) then return false end

@@ -249,6 +249,11 @@ end
 
 --- Whether the labels hold every requirement. labels: a table of labels,
 -- or an object (its metadata.labels; an object without labels has none).
+-- @param labels a table of labels or an object (view or table)
+-- @return true or false
+-- @usage
+-- local sel = assert(klua.labels.parse('app=web,tier!=db'))
+-- print(sel:matches { app = 'web', tier = 'cache' }) --> true
 function Selector:matches(labels)
   if labels == nil then labels = {} end
   local md = labels.metadata
@@ -260,6 +265,9 @@ function Selector:matches(labels)
 end
 
 --- Whether the selector selects everything (it has no requirement).
+-- @return true or false
+-- @usage
+-- print(assert(klua.labels.parse('')):empty()) --> true
 function Selector:empty() return #self.requirements == 0 end
 
 --- The canonical form: the requirements sorted by key, values sorted.

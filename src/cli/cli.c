@@ -344,6 +344,15 @@ static const command commands[] = {
     {"version", "version", "print the versions of klua, Lua, libcurl and lua-cjson", "usage: klua version",
      "Prints the version of klua and of the libraries it runs with, one per line\n"
      "(also klua --version and klua -V)."},
+    {"completion", "completion bash|zsh|fish", "print the shell completion script of bash, zsh or fish",
+     "usage: klua completion bash|zsh|fish",
+     "Prints the completion script of a shell. It completes commands and flags, the\n"
+     "values of flags that take one of a few words, namespaces and, after watch,\n"
+     "the resources the server serves: the script asks this klua (klua __complete),\n"
+     "which asks the server through the kubeconfig and the flags on the line, and\n"
+     "says nothing when no server answers. Load it for the session with\n"
+     "  source <(klua completion bash)\n"
+     "or install it where the shell looks (make install does)."},
     {"help", "help [COMMAND]", "print this help, or the help of COMMAND (also COMMAND --help)",
      "usage: klua help [COMMAND]", "Prints the help of klua, or of COMMAND with its flags."},
 };
@@ -621,6 +630,18 @@ static int command_help(const command *cmd, FILE *out, FILE *errs) {
     return 0;
 }
 
+int kl_cli_help(const char *name, FILE *out, FILE *errs) {
+    if (!name) {
+        print_root(out);
+        return 0;
+    }
+    const command *cmd = find_command(name);
+    if (cmd) return command_help(cmd, out, errs);
+    fprintf(errs, "klua: unknown help topic \"%s\"\n", name);
+    hint(errs, suggest_command(name), NULL);
+    return 2;
+}
+
 int kl_cli_answer(const kl_cli *c, FILE *out, FILE *errs) {
     if (!c->command) {
         print_root(errs);
@@ -638,11 +659,7 @@ int kl_cli_answer(const kl_cli *c, FILE *out, FILE *errs) {
             print_root(out);
             return 0;
         }
-        const command *topic = find_command(c->args[0]);
-        if (topic) return command_help(topic, out, errs);
-        fprintf(errs, "klua: unknown help topic \"%s\"\n", c->args[0]);
-        hint(errs, suggest_command(c->args[0]), NULL);
-        return 2;
+        return kl_cli_help(c->args[0], out, errs);
     }
     if (strcmp(cmd->name, "watch")) return -1;
     lua_State *L = watch_module(errs);

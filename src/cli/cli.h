@@ -56,6 +56,12 @@ void kl_cli_free(kl_cli *c);
  * to run ("run", "watch" or "version"). */
 int kl_cli_answer(const kl_cli *c, FILE *out, FILE *errs);
 
+/* Writes the help of command (klua's own when NULL) to out, as `klua help
+ * COMMAND` does; the man pages and the shell completion read their flags
+ * and commands from this text, in the layout above. Returns the exit
+ * status: 2, after a message to errs, for an unknown command. */
+int kl_cli_help(const char *command, FILE *out, FILE *errs);
+
 /* Pushes suggest(word, names) -> the name nearest to word among names and
  * the global flags, or nil: the suggestion klua.watch's parse makes for an
  * unknown flag. [-0, +1] */

@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/cmd_test.h"
+#include "cli/complete.h"
 #include "base/log.h"
 #include "lua/lua_endpoint.h"
 #include "lua/runtime.h"
@@ -118,10 +119,17 @@ int main(int argc, char **argv) {
     mallopt(M_TOP_PAD, 16 << 20);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int code;
-    if (kl_cli_parse(&c, argc, argv, stderr) < 0) code = 2;
+    memset(&c, 0, sizeof c); /* freed below on every path, __complete's too */
+    /* The completion scripts' call back: the words are a line being typed,
+     * flags half-written included, so they are not parsed as a command. */
+    if (argc > 1 && !strcmp(argv[1], "__complete")) code = kl_complete_words(argc - 2, argv + 2);
+    else if (kl_cli_parse(&c, argc, argv, stderr) < 0) code = 2;
     else if ((code = kl_cli_answer(&c, stdout, stderr)) < 0) {
         if (!strcmp(c.command, "version")) code = cmd_version();
         else if (!strcmp(c.command, "test")) code = kl_cmd_test(c.nargs, c.args);
+        else if (!strcmp(c.command, "completion"))
+            code = c.nargs > 1 ? (fputs("klua completion: one shell: bash, zsh or fish\n", stderr), 2)
+                               : kl_complete_script(c.nargs ? c.args[0] : NULL, stdout, stderr);
         else code = run(&c);
     }
     kl_cli_free(&c);
