@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/xalloc.h"
 
 typedef struct timer {
@@ -151,11 +152,7 @@ void kl_loop_cancel(kl_loop *loop, uint64_t id) {
 }
 
 uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud) {
-    if (loop->nwork == loop->capwork) {
-        size_t cap = loop->capwork ? loop->capwork * 2 : 16;
-        loop->work = kl_xrealloc(loop->work, cap * sizeof *loop->work);
-        loop->capwork = cap;
-    }
+    loop->work = kl_buf_grow(loop->work, &loop->capwork, loop->nwork + 1, sizeof *loop->work, 16);
     loop->work[loop->nwork++] = (deferred){loop->next_id, fn, ud};
     return loop->next_id++;
 }

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "conn/cfg.h"
 
 extern char **environ;
@@ -273,8 +274,8 @@ static int sink_read(sink *s) {
         take = s->max - s->len;
     }
     if (s->len + take + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + take + 1) cap *= 2;
+        /* Not realloc: the old buffer holds a secret to wipe before it is freed. */
+        size_t cap = kl_buf_cap(s->cap, s->len + take + 1, 4096);
         char *nb = malloc(cap);
         if (!nb) return -1;
         if (s->buf) memcpy(nb, s->buf, s->len);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "cache/informer.h"
 #include "base/log.h"
 #include "lua/lua_klua.h"
@@ -36,7 +37,8 @@ struct lua_informer {
     /* Per event type: the handlers, and for each the seq of the first
      * notification it takes (0 for handlers added before dispatch began). */
     uint64_t *since[3];
-    int nhandlers[3], cap[3];
+    int nhandlers[3];
+    size_t cap[3];
     kl_notif cur; /* the notification being dispatched */
     int has_cur, hidx, views_made;
     int busy;      /* a handler of cur is suspended */
@@ -198,11 +200,8 @@ static void on_resync(kl_loop *loop, void *ud) {
 /* Appends a handler of type that takes the notifications after seq `after`;
  * returns its 1-based index. */
 static int add_handler(lua_informer *li, int type, uint64_t after) {
-    if (li->nhandlers[type] == li->cap[type]) {
-        int cap = li->cap[type] ? li->cap[type] * 2 : 4;
-        li->since[type] = kl_xrealloc(li->since[type], (size_t)cap * sizeof *li->since[type]);
-        li->cap[type] = cap;
-    }
+    li->since[type] = kl_buf_grow(li->since[type], &li->cap[type], (size_t)li->nhandlers[type] + 1,
+                                  sizeof *li->since[type], 4);
     li->since[type][li->nhandlers[type]] = after + 1;
     return ++li->nhandlers[type];
 }

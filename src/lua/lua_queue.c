@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "lua/lua_klua.h"
 #include "cache/queue.h"
 #include "lua/task.h"
@@ -146,13 +147,9 @@ static int l_get(lua_State *L) {
         else lua_pushnil(L);
         return 1;
     }
-    if (lq->nwaiters == lq->capwaiters) {
-        size_t cap = lq->capwaiters ? lq->capwaiters * 2 : 4;
-        kl_task **w = realloc(lq->waiters, cap * sizeof *w);
-        if (!w) return luaL_error(L, "out of memory");
-        lq->waiters = w;
-        lq->capwaiters = cap;
-    }
+    kl_task **w = kl_buf_try_grow(lq->waiters, &lq->capwaiters, lq->nwaiters + 1, sizeof *w, 4);
+    if (!w) return luaL_error(L, "out of memory");
+    lq->waiters = w;
     lq->waiters[lq->nwaiters++] = t;
     kl_task_suspend(t);
     /* A delayed key may be due before anything else wakes the queue: the

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 
 #define POOL_MAX 64 /* idle threads kept; a burst beyond is freed */
@@ -66,12 +67,8 @@ static void task_destroy(kl_task *t) {
 static void task_put(kl_task *t) {
     kl_rt *rt = t->rt;
     if (rt->npool == rt->cappool && rt->cappool < POOL_MAX) {
-        size_t cap = rt->cappool ? rt->cappool * 2 : 8;
-        kl_task **p = realloc(rt->pool, cap * sizeof *p);
-        if (p) {
-            rt->pool = p;
-            rt->cappool = cap;
-        }
+        kl_task **p = kl_buf_try_grow(rt->pool, &rt->cappool, rt->npool + 1, sizeof *p, 8);
+        if (p) rt->pool = p;
     }
     if (rt->npool < rt->cappool) rt->pool[rt->npool++] = t;
     else task_destroy(t);
