@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "lua/view.h"
 
 #define ARRAY_MT "klua.json.array"
@@ -174,22 +175,6 @@ static int enc_error(enc *e, const path *p, const char *what, const char *why) {
 
 static void encode_value(enc *e, int idx, const path *p, int depth);
 
-static int utf8_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0], len, min, cp;
-    if (c >= 0xc2 && c <= 0xdf) len = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef) len = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4, min = 0x10000;
-    else return 0;
-    if (n < len) return 0;
-    cp = c & (0x7f >> len);
-    for (unsigned i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return (int)len;
-}
-
 /* The letter of c's two-character escape, or 0 when it needs \u00XX. */
 static char short_escape(unsigned char c) {
     switch (c) {
@@ -216,13 +201,13 @@ static void encode_string(enc *e, const char *s, size_t n, const path *p) {
             continue;
         }
         if (c >= 0x80) {
-            int l = utf8_len((const unsigned char *)s + i, n - i);
+            size_t l = kl_utf8_len((const unsigned char *)s + i, n - i);
             if (!l) {
                 char why[64];
                 snprintf(why, sizeof why, ": it is not valid UTF-8 (at byte %zu)", i);
                 enc_error(e, p, "a string", why);
             }
-            i += (size_t)l;
+            i += l;
             continue;
         }
         put(e, s + run, i - run);
