@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsonesc.h"
 #include "base/utf8.h"
 #include "lua/view.h"
 
@@ -175,31 +176,12 @@ static int enc_error(enc *e, const path *p, const char *what, const char *why) {
 
 static void encode_value(enc *e, int idx, const path *p, int depth);
 
-/* The letter of c's two-character escape, or 0 when it needs \u00XX. */
-static char short_escape(unsigned char c) {
-    switch (c) {
-    case '"': return '"';
-    case '\\': return '\\';
-    case '\b': return 'b';
-    case '\f': return 'f';
-    case '\n': return 'n';
-    case '\r': return 'r';
-    case '\t': return 't';
-    default: return 0;
-    }
-}
-
 static void encode_string(enc *e, const char *s, size_t n, const path *p) {
-    static const char hex[] = "0123456789abcdef";
     reserve(e, n + 2);
     e->buf[e->len++] = '"';
     size_t run = 0; /* start of bytes not yet copied */
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-            i++;
-            continue;
-        }
         if (c >= 0x80) {
             size_t l = kl_utf8_len((const unsigned char *)s + i, n - i);
             if (!l) {
@@ -210,15 +192,14 @@ static void encode_string(enc *e, const char *s, size_t n, const path *p) {
             i += l;
             continue;
         }
-        put(e, s + run, i - run);
-        char esc = short_escape(c);
-        if (esc) {
-            char two[2] = {'\\', esc};
-            put(e, two, 2);
-        } else {
-            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            put(e, u, 6);
+        char esc[KL_JSONESC_MAX];
+        size_t elen = kl_jsonesc_char(c, esc);
+        if (!elen) {
+            i++;
+            continue;
         }
+        put(e, s + run, i - run);
+        put(e, esc, elen);
         run = ++i;
     }
     put(e, s + run, n - run);
