@@ -16,6 +16,7 @@
 #include "cache/informer.h"
 #include "base/log.h"
 #include "lua/lua_klua.h"
+#include "lua/opt.h"
 #include "lua/task.h"
 #include "lua/view.h"
 #include "base/xalloc.h"
@@ -306,35 +307,17 @@ static int l_tostring(lua_State *L) {
 
 /* ---- creation --------------------------------------------------------- */
 
-/* The string field of the table at idx, or NULL when absent. The value
- * stays pushed so that the string lives until the caller returns: a number
- * converted by lua_tolstring exists only in that stack slot. [-0, +1, e] */
-static const char *opt_string(lua_State *L, int idx, const char *field) {
-    int t = lua_getfield(L, idx, field);
-    if (t == LUA_TNIL) return NULL;
-    if (t != LUA_TSTRING && t != LUA_TNUMBER)
-        luaL_error(L, "informer option %s must be a string, not a %s", field, lua_typename(L, t));
-    return lua_tostring(L, -1);
-}
-
-static double opt_number(lua_State *L, int idx, const char *field) {
-    lua_getfield(L, idx, field);
-    double v = lua_isnil(L, -1) ? 0 : (double)luaL_checknumber(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
 /* core.informer{name=, path=, kind=, label_selector=, field_selector=,
  * resync=} -> informer handle, already started. */
 static int l_informer(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
     luaL_checktype(L, 1, LUA_TTABLE);
     kl_reflector_opts o = {
-        .name = opt_string(L, 1, "name"),
-        .path = opt_string(L, 1, "path"),
-        .kind = opt_string(L, 1, "kind"),
-        .label_selector = opt_string(L, 1, "label_selector"),
-        .field_selector = opt_string(L, 1, "field_selector"),
+        .name = kl_opt_string(L, 1, "name", "informer"),
+        .path = kl_opt_string(L, 1, "path", "informer"),
+        .kind = kl_opt_string(L, 1, "kind", "informer"),
+        .label_selector = kl_opt_string(L, 1, "label_selector", "informer"),
+        .field_selector = kl_opt_string(L, 1, "field_selector", "informer"),
         .page_size = rt->opts.page_size,
         .idle_timeout = rt->opts.idle_timeout,
         .watch_timeout_min = rt->opts.watch_timeout_min,
@@ -343,7 +326,7 @@ static int l_informer(lua_State *L) {
         .watch_list_deadline = rt->opts.watch_list_deadline,
         .list_timeout = rt->opts.request_timeout,
     };
-    double resync = opt_number(L, 1, "resync");
+    double resync = kl_opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");
     if (rt->closing) return luaL_error(L, "cannot start an informer: klua is shutting down");
     lua_informer *li = kl_xcalloc(1, sizeof *li);

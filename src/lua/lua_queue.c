@@ -19,6 +19,7 @@
 
 #include "base/buf.h"
 #include "lua/lua_klua.h"
+#include "lua/opt.h"
 #include "cache/queue.h"
 #include "lua/task.h"
 
@@ -240,23 +241,16 @@ static int l_stats(lua_State *L) {
     return 1;
 }
 
-static double opt_field(lua_State *L, int idx, const char *name) {
-    lua_getfield(L, idx, name);
-    double v = lua_isnil(L, -1) ? 0 : (double)luaL_checknumber(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
 /* core.queue{base_delay=, max_delay=, qps=, burst=} -> a work queue. */
 static int l_queue(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
     if (rt->closing) return luaL_error(L, "cannot make a queue: klua is shutting down");
     kl_queue_opts o = {0};
     if (lua_istable(L, 1)) {
-        o.base_delay = opt_field(L, 1, "base_delay");
-        o.max_delay = opt_field(L, 1, "max_delay");
-        o.qps = opt_field(L, 1, "qps");
-        o.burst = (int)opt_field(L, 1, "burst");
+        o.base_delay = kl_opt_number(L, 1, "base_delay");
+        o.max_delay = kl_opt_number(L, 1, "max_delay");
+        o.qps = kl_opt_number(L, 1, "qps");
+        o.burst = (int)kl_opt_number(L, 1, "burst");
     }
     lua_queue *lq = calloc(1, sizeof *lq);
     if (!lq) return luaL_error(L, "out of memory");
