@@ -7,6 +7,8 @@
  * later notifications wait too, as client-go's listeners do. Handlers of one
  * notification share the same read-only views.
  */
+#include "lua/lua_informer.h"
+
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,6 @@
 #include "base/buf.h"
 #include "cache/informer.h"
 #include "base/log.h"
-#include "lua/lua_klua.h"
 #include "lua/opt.h"
 #include "lua/task.h"
 #include "lua/view.h"
@@ -29,10 +30,18 @@ _Static_assert(KL_CHANGE_ADD == 0 && KL_CHANGE_UPDATE == 1 && KL_CHANGE_DELETE =
                    sizeof event_names / sizeof *event_names == KL_CHANGE_DELETE + 2,
                "one event name per kl_change, in its order, then NULL");
 
+typedef struct lua_informer lua_informer;
+
+/* The runtime's part KL_RT_INFORMERS. */
+typedef struct informers {
+    kl_rt *rt;
+    lua_informer *list; /* every informer the script made, newest first */
+} informers;
+
 struct lua_informer {
     kl_rt *rt;
     kl_informer *inf;
-    lua_informer *next; /* the runtime's list, in the order made, newest first */
+    lua_informer *next; /* informers' list */
     int ud_ref; /* the script's handle, kept for the runtime's lifetime */
     char name[160];
     /* Per event type: the handlers, and for each the seq of the first
@@ -65,7 +74,7 @@ static lua_informer *check_informer(lua_State *L, int idx) {
 static void drain(kl_loop *loop, void *ud);
 
 static void schedule_drain(lua_informer *li) {
-    if (!li->drain_id) li->drain_id = kl_loop_defer(li->rt->loop, drain, li);
+    if (!li->drain_id) li->drain_id = kl_loop_defer(kl_rt_loop(li->rt), drain, li);
 }
 
 static void on_ready(void *ud, kl_informer *inf) {
@@ -89,7 +98,7 @@ static void push_state(lua_State *L, lua_informer *li) {
 }
 
 static void make_views(lua_informer *li) {
-    lua_State *L = li->rt->L;
+    lua_State *L = kl_rt_lua(li->rt);
     push_state(L, li);
     kl_view_push(L, &li->cur.cur, li->cur.parsed);
     lua_rawseti(L, -2, 1);
@@ -105,7 +114,7 @@ static void finish_notification(lua_informer *li) {
     kl_notif_clear(&li->cur);
     li->has_cur = 0;
     if (li->views_made) {
-        lua_State *L = li->rt->L;
+        lua_State *L = kl_rt_lua(li->rt);
         push_state(L, li);
         lua_pushnil(L);
         lua_rawseti(L, -2, 1);
@@ -128,7 +137,7 @@ static int next_handler(const lua_informer *li) {
 
 /* Calls handler h of the current notification as a task. */
 static void call_handler(lua_informer *li, int h) {
-    lua_State *L = li->rt->L;
+    lua_State *L = kl_rt_lua(li->rt);
     int type = (int)li->cur.type;
     if (!li->views_made) make_views(li);
     li->hidx = h;
@@ -159,7 +168,7 @@ static void check_synced(lua_informer *li) {
     if (li->was_synced || li->has_cur || !kl_informer_synced(li->inf)) return;
     li->was_synced = 1;
     kl_vlog(2, li->name, "synced: %zu objects cached", kl_store_len(kl_informer_store(li->inf)));
-    kl_klua_check_synced(li->rt, NULL);
+    kl_rt_check_synced(li->rt, NULL);
 }
 
 /* Delivers up to a batch of notifications. Nothing is delivered while the
@@ -170,7 +179,7 @@ static void check_synced(lua_informer *li) {
 static void drain(kl_loop *loop, void *ud) {
     lua_informer *li = ud;
     li->drain_id = 0;
-    if (!li->rt->main_done) return;
+    if (!kl_rt_started(li->rt)) return;
     for (int n = 0; !li->busy && !kl_loop_stopping(loop);) {
         if (!li->has_cur) {
             if (n == DISPATCH_BATCH || !kl_informer_pop(li->inf, &li->cur)) break;
@@ -186,8 +195,8 @@ static void drain(kl_loop *loop, void *ud) {
     check_synced(li);
 }
 
-void kl_informers_start_dispatch(kl_rt *rt) {
-    for (lua_informer *li = rt->informers; li; li = li->next) schedule_drain(li);
+static void informers_started(void *state) {
+    for (lua_informer *li = ((informers *)state)->list; li; li = li->next) schedule_drain(li);
 }
 
 static void on_resync(kl_loop *loop, void *ud) {
@@ -221,7 +230,7 @@ static int l_on(lua_State *L) {
         if (strcmp(ev, event_names[i]) == 0) type = i;
     if (type < 0) return luaL_error(L, "unknown event \"%s\": use \"add\", \"update\" or \"delete\"", ev);
     luaL_checktype(L, 3, LUA_TFUNCTION);
-    int late = li->rt->main_done;
+    int late = kl_rt_started(li->rt);
     int h = add_handler(li, type, late ? kl_informer_seq(li->inf) : 0);
     lua_getiuservalue(L, 1, 1);
     lua_getfield(L, -1, ev);
@@ -311,6 +320,8 @@ static int l_tostring(lua_State *L) {
  * resync=} -> informer handle, already started. */
 static int l_informer(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
+    const kl_rt_opts *ro = kl_rt_options(rt);
+    informers *all = kl_rt_state(rt, KL_RT_INFORMERS);
     luaL_checktype(L, 1, LUA_TTABLE);
     kl_reflector_opts o = {
         .name = kl_opt_string(L, 1, "name", "informer"),
@@ -318,21 +329,21 @@ static int l_informer(lua_State *L) {
         .kind = kl_opt_string(L, 1, "kind", "informer"),
         .label_selector = kl_opt_string(L, 1, "label_selector", "informer"),
         .field_selector = kl_opt_string(L, 1, "field_selector", "informer"),
-        .page_size = rt->opts.page_size,
-        .idle_timeout = rt->opts.idle_timeout,
-        .watch_timeout_min = rt->opts.watch_timeout_min,
-        .watch_timeout_max = rt->opts.watch_timeout_max,
-        .watch_list = rt->opts.watch_list,
-        .watch_list_deadline = rt->opts.watch_list_deadline,
-        .list_timeout = rt->opts.request_timeout,
+        .page_size = ro->page_size,
+        .idle_timeout = ro->idle_timeout,
+        .watch_timeout_min = ro->watch_timeout_min,
+        .watch_timeout_max = ro->watch_timeout_max,
+        .watch_list = ro->watch_list,
+        .watch_list_deadline = ro->watch_list_deadline,
+        .list_timeout = ro->request_timeout,
     };
     double resync = kl_opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");
-    if (rt->closing) return luaL_error(L, "cannot start an informer: klua is shutting down");
+    if (kl_rt_closing(rt)) return luaL_error(L, "cannot start an informer: klua is shutting down");
     lua_informer *li = kl_xcalloc(1, sizeof *li);
     li->rt = rt;
     snprintf(li->name, sizeof li->name, "%s", o.name ? o.name : o.path);
-    li->inf = kl_informer_new(rt->loop, rt->http, &o, on_ready, li);
+    li->inf = kl_informer_new(kl_rt_loop(rt), kl_rt_http(rt), &o, on_ready, li);
     box *b = lua_newuserdatauv(L, sizeof *b, 2);
     b->li = li;
     luaL_setmetatable(L, INFORMER_MT);
@@ -346,41 +357,48 @@ static int l_informer(lua_State *L) {
     lua_setiuservalue(L, -2, 2);
     lua_pushvalue(L, -1);
     li->ud_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    li->next = rt->informers;
-    rt->informers = li;
+    li->next = all->list;
+    all->list = li;
     if (resync > 0) {
         li->resync = resync;
-        li->resync_timer = kl_loop_after(rt->loop, resync, on_resync, li);
+        li->resync_timer = kl_loop_after(kl_rt_loop(rt), resync, on_resync, li);
     }
     kl_informer_start(li->inf);
     return 1;
 }
 
-int kl_informers_synced(kl_rt *rt) {
-    for (lua_informer *li = rt->informers; li; li = li->next)
+static int informers_synced(void *state) {
+    for (lua_informer *li = ((informers *)state)->list; li; li = li->next)
         if (!li->was_synced) return 0;
     return 1;
 }
 
-void kl_informers_close(kl_rt *rt) {
-    while (rt->informers) {
-        lua_informer *li = rt->informers;
-        rt->informers = li->next;
-        kl_loop_cancel(rt->loop, li->resync_timer);
-        kl_loop_cancel(rt->loop, li->drain_id);
+static int informers_idle(void *state) { return !((informers *)state)->list; }
+
+/* Frees every informer with its requests; the handles stay, closed. */
+static void informers_close(void *state) {
+    informers *all = state;
+    kl_rt *rt = all->rt;
+    lua_State *L = kl_rt_lua(rt);
+    while (all->list) {
+        lua_informer *li = all->list;
+        all->list = li->next;
+        kl_loop_cancel(kl_rt_loop(rt), li->resync_timer);
+        kl_loop_cancel(kl_rt_loop(rt), li->drain_id);
         if (li->has_cur) kl_notif_clear(&li->cur);
         for (int i = 0; i < 3; i++) free(li->since[i]);
         kl_informer_free(li->inf);
         li->inf = NULL;
-        lua_rawgeti(rt->L, LUA_REGISTRYINDEX, li->ud_ref);
-        ((box *)lua_touserdata(rt->L, -1))->li = NULL;
-        lua_pop(rt->L, 1);
-        luaL_unref(rt->L, LUA_REGISTRYINDEX, li->ud_ref);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
+        ((box *)lua_touserdata(L, -1))->li = NULL;
+        lua_pop(L, 1);
+        luaL_unref(L, LUA_REGISTRYINDEX, li->ud_ref);
         free(li);
     }
 }
 
-void kl_informer_open(lua_State *L) {
+static void informers_open(void *state, lua_State *L) {
+    (void)state;
     static const luaL_Reg methods[] = {{"on", l_on},         {"get", l_get},
                                        {"list", l_list},     {"synced", l_synced},
                                        {"stats", l_stats},   {"__tostring", l_tostring},
@@ -393,4 +411,16 @@ void kl_informer_open(lua_State *L) {
     lua_pop(L, 1);
     lua_pushcfunction(L, l_informer);
     lua_setfield(L, -2, "informer");
+}
+
+void kl_lua_informer_init(kl_rt *rt) {
+    static const kl_rt_hooks hooks = {.open = informers_open,
+                                      .idle = informers_idle,
+                                      .synced = informers_synced,
+                                      .started = informers_started,
+                                      .close = informers_close,
+                                      .free = free};
+    informers *all = kl_xcalloc(1, sizeof *all);
+    all->rt = rt;
+    kl_rt_register(rt, KL_RT_INFORMERS, &hooks, all);
 }

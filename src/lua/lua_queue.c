@@ -12,25 +12,35 @@
  * when the runtime closes. A handle whose queue is gone raises "this queue
  * is closed" from every method, so a __gc handler that runs at exit is safe.
  */
+#include "lua/lua_queue.h"
+
 #include <lauxlib.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
-#include "lua/lua_klua.h"
 #include "lua/opt.h"
 #include "cache/queue.h"
 #include "lua/task.h"
+#include "base/xalloc.h"
 
 #define QUEUE_MT "klua.queue"
+
+typedef struct lua_queue lua_queue;
 
 typedef struct box {
     lua_queue *lq; /* NULL once the queue is freed */
 } box;
 
-struct lua_queue {
+/* The runtime's part KL_RT_QUEUES. */
+typedef struct queues {
     kl_rt *rt;
+    lua_queue *list; /* every live queue */
+} queues;
+
+struct lua_queue {
+    queues *all;
     kl_queue *q;
     box *handle;
     lua_queue *prev, *next;
@@ -50,7 +60,7 @@ static lua_queue *check_queue(lua_State *L) {
 static void wake(kl_loop *loop, void *ud);
 
 static void schedule_wake(lua_queue *lq) {
-    if (!lq->wake_id && lq->nwaiters) lq->wake_id = kl_loop_defer(lq->rt->loop, wake, lq);
+    if (!lq->wake_id && lq->nwaiters) lq->wake_id = kl_loop_defer(kl_rt_loop(lq->all->rt), wake, lq);
 }
 
 static void on_due(kl_loop *loop, void *ud) {
@@ -84,9 +94,9 @@ static void wake(kl_loop *loop, void *ud) {
     }
     double next = kl_queue_next_ready(lq->q);
     if (lq->nwaiters && next >= 0 && (!lq->timer || next < lq->timer_at)) {
-        kl_loop_cancel(lq->rt->loop, lq->timer);
+        kl_loop_cancel(kl_rt_loop(lq->all->rt), lq->timer);
         lq->timer_at = next;
-        lq->timer = kl_loop_after(lq->rt->loop, next - now, on_due, lq);
+        lq->timer = kl_loop_after(kl_rt_loop(lq->all->rt), next - now, on_due, lq);
     }
 }
 
@@ -244,7 +254,7 @@ static int l_stats(lua_State *L) {
 /* core.queue{base_delay=, max_delay=, qps=, burst=} -> a work queue. */
 static int l_queue(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
-    if (rt->closing) return luaL_error(L, "cannot make a queue: klua is shutting down");
+    if (kl_rt_closing(rt)) return luaL_error(L, "cannot make a queue: klua is shutting down");
     kl_queue_opts o = {0};
     if (lua_istable(L, 1)) {
         o.base_delay = kl_opt_number(L, 1, "base_delay");
@@ -254,7 +264,7 @@ static int l_queue(lua_State *L) {
     }
     lua_queue *lq = calloc(1, sizeof *lq);
     if (!lq) return luaL_error(L, "out of memory");
-    lq->rt = rt;
+    lq->all = kl_rt_state(rt, KL_RT_QUEUES);
     lq->q = kl_queue_new(&o);
     if (!lq->q) {
         free(lq);
@@ -264,20 +274,20 @@ static int l_queue(lua_State *L) {
     b->lq = lq;
     lq->handle = b;
     luaL_setmetatable(L, QUEUE_MT);
-    lq->next = rt->queues;
-    if (rt->queues) rt->queues->prev = lq;
-    rt->queues = lq;
+    lq->next = lq->all->list;
+    if (lq->all->list) lq->all->list->prev = lq;
+    lq->all->list = lq;
     return 1;
 }
 
 static void queue_free(lua_queue *lq) {
-    kl_rt *rt = lq->rt;
+    queues *all = lq->all;
     if (lq->prev) lq->prev->next = lq->next;
-    else rt->queues = lq->next;
+    else all->list = lq->next;
     if (lq->next) lq->next->prev = lq->prev;
     lq->handle->lq = NULL;
-    kl_loop_cancel(rt->loop, lq->timer);
-    kl_loop_cancel(rt->loop, lq->wake_id);
+    kl_loop_cancel(kl_rt_loop(all->rt), lq->timer);
+    kl_loop_cancel(kl_rt_loop(all->rt), lq->wake_id);
     kl_queue_free(lq->q);
     free(lq->waiters);
     free(lq);
@@ -289,11 +299,14 @@ static int l_gc(lua_State *L) {
     return 0;
 }
 
-void kl_queues_close(kl_rt *rt) {
-    while (rt->queues) queue_free(rt->queues);
+/* Frees every queue; the handles stay, closed. */
+static void queues_close(void *state) {
+    queues *all = state;
+    while (all->list) queue_free(all->list);
 }
 
-void kl_queue_open(lua_State *L) {
+static void queues_open(void *state, lua_State *L) {
+    (void)state;
     static const luaL_Reg methods[] = {
         {"add", l_add},       {"add_after", l_add_after}, {"add_rate_limited", l_add_rate_limited},
         {"forget", l_forget}, {"num_requeues", l_num_requeues}, {"get", l_get},
@@ -309,4 +322,11 @@ void kl_queue_open(lua_State *L) {
     lua_pop(L, 1);
     lua_pushcfunction(L, l_queue);
     lua_setfield(L, -2, "queue");
+}
+
+void kl_lua_queue_init(kl_rt *rt) {
+    static const kl_rt_hooks hooks = {.open = queues_open, .close = queues_close, .free = free};
+    queues *all = kl_xcalloc(1, sizeof *all);
+    all->rt = rt;
+    kl_rt_register(rt, KL_RT_QUEUES, &hooks, all);
 }
