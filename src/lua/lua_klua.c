@@ -20,22 +20,30 @@
 #include "lua/view.h"
 #include "base/xalloc.h"
 
-typedef struct core core;
+#define TIMER_MT "klua.timer"
 
-typedef struct timer {
+typedef struct core core;
+typedef struct timer timer;
+
+/* The script's handle of a timer (the id in lua/klua/init.lua's Timer). */
+typedef struct timer_box {
+    timer *tm; /* NULL once the timer has fired for good or is cancelled */
+} timer_box;
+
+struct timer {
     core *c;
-    struct timer *prev, *next;
+    timer *prev, *next;
     uint64_t loop_id;
-    lua_Integer serial; /* what the script's handle names */
+    timer_box *box;
+    int box_ref; /* the handle, kept while the timer lives: its pointer stays valid */
     int fn_ref;
     double interval; /* > 0 for klua.every */
-} timer;
+};
 
 /* The runtime's part KL_RT_CORE: klua.after and klua.every's timers. */
 struct core {
     kl_rt *rt;
     timer *timers; /* the live ones */
-    lua_Integer timer_serial;
 };
 
 static core *core_of(lua_State *L) { return kl_rt_state(kl_rt_of(L), KL_RT_CORE); }
@@ -95,6 +103,8 @@ static void timer_free(timer *tm) {
     else c->timers = tm->next;
     if (tm->next) tm->next->prev = tm->prev;
     kl_loop_cancel(kl_rt_loop(c->rt), tm->loop_id);
+    tm->box->tm = NULL;
+    luaL_unref(kl_rt_lua(c->rt), LUA_REGISTRYINDEX, tm->box_ref);
     luaL_unref(kl_rt_lua(c->rt), LUA_REGISTRYINDEX, tm->fn_ref);
     free(tm);
 }
@@ -127,33 +137,33 @@ static int add_timer(lua_State *L, double interval) {
     tm->interval = interval > 0 ? secs : 0;
     lua_pushvalue(L, 2);
     tm->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    tm->serial = ++c->timer_serial;
+    tm->box = lua_newuserdatauv(L, sizeof *tm->box, 0);
+    tm->box->tm = tm;
+    luaL_setmetatable(L, TIMER_MT);
+    lua_pushvalue(L, -1); /* stack: ..., handle, handle */
+    tm->box_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     tm->loop_id = kl_loop_after(kl_rt_loop(c->rt), secs, on_timer, tm);
     tm->next = c->timers;
     if (c->timers) c->timers->prev = tm;
     c->timers = tm;
-    lua_pushinteger(L, tm->serial);
     return 1;
 }
 
-/* core.after(seconds, fn) -> timer id: runs fn once, later. */
+/* core.after(seconds, fn) -> timer handle: runs fn once, later. */
 static int l_after(lua_State *L) { return add_timer(L, 0); }
-/* core.every(seconds, fn) -> timer id: runs fn every `seconds`. */
+/* core.every(seconds, fn) -> timer handle: runs fn every `seconds`. */
 static int l_every(lua_State *L) { return add_timer(L, 1); }
 
-/* core.cancel(timer id) -> true if the timer was still pending. */
+/* core.cancel(timer handle) -> true if the timer was still pending. */
 static int l_cancel(lua_State *L) {
-    core *c = core_of(L);
-    lua_Integer id = luaL_checkinteger(L, 1);
-    for (timer *tm = c->timers; tm; tm = tm->next) {
-        if (tm->serial == id) {
-            timer_free(tm);
-            lua_pushboolean(L, 1);
-            kl_rt_check_idle(c->rt);
-            return 1;
-        }
+    timer_box *b = luaL_checkudata(L, 1, TIMER_MT);
+    timer *tm = b->tm;
+    lua_pushboolean(L, tm != NULL);
+    if (tm) {
+        kl_rt *rt = tm->c->rt;
+        timer_free(tm);
+        kl_rt_check_idle(rt);
     }
-    lua_pushboolean(L, 0);
     return 1;
 }
 
@@ -298,6 +308,8 @@ static void core_open(void *state, lua_State *L) {
         {"controller_options", l_controller_options}, {"process", l_process},
         {"stdout_closed", l_stdout_closed}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
+    luaL_newmetatable(L, TIMER_MT); /* what core.cancel checks its handle by */
+    lua_pop(L, 1);
     kl_view_set_functions(L);
     kl_json_push_module(L);
     lua_setfield(L, -2, "json");
