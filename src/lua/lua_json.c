@@ -13,7 +13,7 @@
 
 #define ARRAY_MT "klua.json.array"
 
-void kl_json_push_array_mt(lua_State *L) { luaL_newmetatable(L, ARRAY_MT); }
+void kl_lua_json_push_array_mt(lua_State *L) { luaL_newmetatable(L, ARRAY_MT); }
 
 /* ---- JSON to Lua ---- */
 
@@ -26,7 +26,7 @@ static void push_container(lua_State *L, const kl_json_tape *t, size_t i, int am
             size_t klen;
             const char *k = kl_jt_string(t, j, &klen);
             lua_pushlstring(L, k, klen);
-            kl_json_push_value(L, t, j + 1, amt);
+            kl_lua_json_push_value(L, t, j + 1, amt);
             lua_rawset(L, -3);
         }
         return;
@@ -34,14 +34,14 @@ static void push_container(lua_State *L, const kl_json_tape *t, size_t i, int am
     lua_createtable(L, n > INT32_MAX ? 0 : (int)n, 0);
     lua_Integer k = 1;
     for (size_t j = i + 1; j < end; j = kl_jt_next(t, j)) {
-        kl_json_push_value(L, t, j, amt);
+        kl_lua_json_push_value(L, t, j, amt);
         lua_rawseti(L, -2, k++);
     }
     lua_pushvalue(L, amt);
     lua_setmetatable(L, -2);
 }
 
-void kl_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int amt) {
+void kl_lua_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int amt) {
     size_t len;
     const char *s;
     switch (kl_jt_type(t, i)) {
@@ -69,7 +69,7 @@ static int guard_gc(lua_State *L) {
     return 0;
 }
 
-kl_json_doc **kl_json_push_guard(lua_State *L) {
+kl_json_doc **kl_lua_json_push_guard(lua_State *L) {
     kl_json_doc **d = lua_newuserdatauv(L, sizeof *d, 0);
     *d = NULL;
     if (luaL_newmetatable(L, GUARD_MT)) {
@@ -80,10 +80,10 @@ kl_json_doc **kl_json_push_guard(lua_State *L) {
     return d;
 }
 
-int kl_json_decode(lua_State *L, const char *s, size_t len) {
-    kl_json_push_array_mt(L);
+int kl_lua_json_decode(lua_State *L, const char *s, size_t len) {
+    kl_lua_json_push_array_mt(L);
     int amt = lua_gettop(L);
-    kl_json_doc **guard = kl_json_push_guard(L);
+    kl_json_doc **guard = kl_lua_json_push_guard(L);
     kl_json_error jerr;
     *guard = kl_json_parse(s, len, 0, &jerr);
     if (!*guard) {
@@ -95,7 +95,7 @@ int kl_json_decode(lua_State *L, const char *s, size_t len) {
         return 2;
     }
     kl_json_tape t = kl_json_doc_tape(*guard);
-    kl_json_push_value(L, &t, 1, amt);
+    kl_lua_json_push_value(L, &t, 1, amt);
     kl_json_free(*guard);
     *guard = NULL;
     lua_replace(L, amt);
@@ -256,9 +256,9 @@ static table_shape table_shape_of(lua_State *L, int idx, int marked, lua_Integer
     return strings && !others && ints == 0 ? AS_OBJECT : AS_INVALID;
 }
 
-int kl_json_table_kind(lua_State *L, int idx) {
+int kl_lua_json_table_kind(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L);
     int marked = 0;
     if (lua_getmetatable(L, idx)) {
         marked = lua_rawequal(L, -1, -2);
@@ -360,10 +360,10 @@ static void encode_value(enc *e, int idx, const path *p, int depth) {
     }
 }
 
-void kl_json_encode(lua_State *L, int idx) {
+void kl_lua_json_encode(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
     enc e = {L, 0, 0, NULL, 0, 256};
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L);
     e.amt = lua_gettop(L);
     e.buf = lua_newuserdatauv(L, e.cap, 0);
     e.box = lua_gettop(L);
@@ -380,7 +380,7 @@ void kl_json_encode(lua_State *L, int idx) {
  * anything that has no JSON form. */
 static int l_encode(lua_State *L) {
     luaL_checkany(L, 1);
-    kl_json_encode(L, 1);
+    kl_lua_json_encode(L, 1);
     return 1;
 }
 
@@ -389,7 +389,7 @@ static int l_encode(lua_State *L) {
 static int l_decode(lua_State *L) {
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len);
-    return kl_json_decode(L, s, len);
+    return kl_lua_json_decode(L, s, len);
 }
 
 /* klua.json.array([t]) -> t marked as a JSON array (a new empty table when
@@ -401,16 +401,16 @@ static int l_array(lua_State *L) {
     }
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L);
     lua_setmetatable(L, 1);
     return 1;
 }
 
-void kl_json_push_module(lua_State *L) {
+void kl_lua_json_push_module(lua_State *L) {
     static const luaL_Reg funcs[] = {{"encode", l_encode}, {"decode", l_decode}, {"array", l_array}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     lua_pushlightuserdata(L, NULL);
     lua_setfield(L, -2, "null");
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L);
     lua_setfield(L, -2, "array_mt");
 }

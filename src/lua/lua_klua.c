@@ -311,7 +311,7 @@ static void core_open(void *state, lua_State *L) {
     luaL_newmetatable(L, TIMER_MT); /* what core.cancel checks its handle by */
     lua_pop(L, 1);
     kl_view_set_functions(L);
-    kl_json_push_module(L);
+    kl_lua_json_push_module(L);
     lua_setfield(L, -2, "json");
 }
 

@@ -47,7 +47,7 @@ static void adopt_tape(vdoc *d, void *dst, const kl_json_tape *t, size_t nstring
 
 /* Parses the vdoc at index di on first use. */
 static void parse_doc(lua_State *L, int di, vdoc *d) {
-    kl_json_doc **guard = kl_json_push_guard(L);
+    kl_json_doc **guard = kl_lua_json_push_guard(L);
     kl_json_error err;
     *guard = kl_json_parse(d->blob->data + d->off, d->len, 1, &err);
     if (!*guard) {
@@ -97,7 +97,7 @@ static void push_member(lua_State *L, int vi, int mt, const view *v, size_t i) {
     const kl_json_tape *t = &v->doc->t;
     if (!i) lua_pushnil(L);
     else if (kl_jt_type(t, i) == '{' || kl_jt_type(t, i) == '[') push_child_view(L, vi, mt, v, i);
-    else kl_json_push_value(L, t, i, 0);
+    else kl_lua_json_push_value(L, t, i, 0);
 }
 
 /* The tape index of element k (1-based) of the array at tape index at, or
@@ -277,7 +277,7 @@ void kl_view_open(lua_State *L) {
     lua_pushvalue(L, -1);
     luaL_setfuncs(L, metamethods, 1); /* each gets the metatable as upvalue */
     lua_pop(L, 1);
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L);
     lua_pop(L, 1);
 }
 
@@ -322,8 +322,8 @@ void kl_view_copy(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
     view *v = luaL_checkudata(L, idx, VIEW_MT);
     size_t at = view_at(L, idx, v);
-    kl_json_push_array_mt(L);
-    kl_json_push_value(L, &v->doc->t, at, lua_gettop(L));
+    kl_lua_json_push_array_mt(L);
+    kl_lua_json_push_value(L, &v->doc->t, at, lua_gettop(L));
     lua_remove(L, -2);
 }
 
@@ -356,7 +356,7 @@ static void copy_table(lua_State *L, int idx, int seen, int amt, int depth) {
 
 static void copy_value(lua_State *L, int idx, int seen, int amt, int depth) {
     view *v = luaL_testudata(L, idx, VIEW_MT);
-    if (v) kl_json_push_value(L, &v->doc->t, view_at(L, idx, v), amt);
+    if (v) kl_lua_json_push_value(L, &v->doc->t, view_at(L, idx, v), amt);
     else if (lua_type(L, idx) == LUA_TTABLE) copy_table(L, idx, seen, amt, depth);
     else lua_pushvalue(L, idx);
 }
@@ -368,7 +368,7 @@ static int l_copy(lua_State *L) {
     luaL_checkany(L, 1);
     lua_settop(L, 1);
     lua_newtable(L);
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L);
     copy_value(L, 1, 2, 3, 0);
     return 1;
 }
@@ -422,7 +422,7 @@ static int l_type(lua_State *L) {
     if (v) {
         name = tape_type_name(kl_jt_type(&v->doc->t, view_at(L, 1, v)));
     } else if (lua_type(L, 1) == LUA_TTABLE) {
-        int kind = kl_json_table_kind(L, 1);
+        int kind = kl_lua_json_table_kind(L, 1);
         name = kind == '[' ? "array" : kind == '{' ? "object" : "table";
     } else if (lua_type(L, 1) == LUA_TLIGHTUSERDATA && !lua_touserdata(L, 1)) {
         name = "null";
