@@ -92,19 +92,19 @@ static void on_handler_done(void *ud, kl_task *t, int ok) {
 
 /* Pushes the informer's state table (uservalue 2): [1] cur view, [2] old view. */
 static void push_state(lua_State *L, lua_informer *li) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref);
-    lua_getiuservalue(L, -1, 2);
-    lua_remove(L, -2);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: ..., handle */
+    lua_getiuservalue(L, -1, 2);                   /* stack: ..., handle, state */
+    lua_remove(L, -2);                             /* stack: ..., state */
 }
 
 static void make_views(lua_informer *li) {
     lua_State *L = kl_rt_lua(li->rt);
     push_state(L, li);
-    kl_view_push(L, &li->cur.cur, li->cur.parsed);
-    lua_rawseti(L, -2, 1);
+    kl_view_push(L, &li->cur.cur, li->cur.parsed); /* stack: state, view */
+    lua_rawseti(L, -2, 1);                          /* state[1] = view */
     if (li->cur.type == KL_CHANGE_UPDATE) {
         kl_view_push(L, &li->cur.old, NULL);
-        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, 2); /* state[2] = old view */
     }
     lua_pop(L, 1);
     li->views_made = 1;
@@ -115,7 +115,7 @@ static void finish_notification(lua_informer *li) {
     li->has_cur = 0;
     if (li->views_made) {
         lua_State *L = kl_rt_lua(li->rt);
-        push_state(L, li);
+        push_state(L, li); /* stack: state; its views go, for the collector */
         lua_pushnil(L);
         lua_rawseti(L, -2, 1);
         lua_pushnil(L);
@@ -141,21 +141,22 @@ static void call_handler(lua_informer *li, int h) {
     int type = (int)li->cur.type;
     if (!li->views_made) make_views(li);
     li->hidx = h;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref);
-    lua_getiuservalue(L, -1, 1);
-    lua_getfield(L, -1, event_names[type]);
-    lua_rawgeti(L, -1, h);
-    lua_replace(L, -4);
-    lua_pop(L, 2);
-    push_state(L, li);
-    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
+    lua_getiuservalue(L, -1, 1);                   /* stack: handle, handlers */
+    lua_getfield(L, -1, event_names[type]);        /* stack: handle, handlers, of_type */
+    lua_rawgeti(L, -1, h);                         /* stack: handle, handlers, of_type, fn */
+    lua_replace(L, -4);                            /* stack: fn, handlers, of_type */
+    lua_pop(L, 2);                                 /* stack: fn */
+    push_state(L, li);                             /* stack: fn, state */
+    lua_rawgeti(L, -1, 1);                         /* stack: fn, state, view */
     if (type == KL_CHANGE_UPDATE) {
         lua_rawgeti(L, -2, 2);
-        lua_insert(L, -2); /* update(old, new) */
+        lua_insert(L, -2); /* stack: fn, state, old, view: update(old, new) */
     } else {
+        /* stack: fn, state, view, in_initial_list or final_state_unknown */
         lua_pushboolean(L, type == KL_CHANGE_ADD ? li->cur.initial || li->cur.only : li->cur.unknown);
     }
-    lua_remove(L, -3);
+    lua_remove(L, -3); /* stack: fn, arg1, arg2 */
     char name[200];
     snprintf(name, sizeof name, "%s handler of %s", event_names[type], li->name);
     li->busy = 1;
@@ -232,11 +233,11 @@ static int l_on(lua_State *L) {
     luaL_checktype(L, 3, LUA_TFUNCTION);
     int late = kl_rt_started(li->rt);
     int h = add_handler(li, type, late ? kl_informer_seq(li->inf) : 0);
-    lua_getiuservalue(L, 1, 1);
-    lua_getfield(L, -1, ev);
+    lua_getiuservalue(L, 1, 1); /* stack: inf, event, fn, handlers */
+    lua_getfield(L, -1, ev);    /* stack: inf, event, fn, handlers, of_type */
     lua_pushvalue(L, 3);
-    lua_rawseti(L, -2, h);
-    lua_settop(L, 1);
+    lua_rawseti(L, -2, h); /* of_type[h] = fn */
+    lua_settop(L, 1);      /* stack: inf, returned for chaining */
     if (late && type == KL_CHANGE_ADD) kl_informer_replay(li->inf, h);
     return 1;
 }
@@ -344,18 +345,20 @@ static int l_informer(lua_State *L) {
     li->rt = rt;
     snprintf(li->name, sizeof li->name, "%s", o.name ? o.name : o.path);
     li->inf = kl_informer_new(kl_rt_loop(rt), kl_rt_http(rt), &o, on_ready, li);
-    box *b = lua_newuserdatauv(L, sizeof *b, 2);
+    /* The handle: uservalue 1 the handlers by event type, uservalue 2 the
+     * views of the notification being dispatched (push_state). */
+    box *b = lua_newuserdatauv(L, sizeof *b, 2); /* stack: ..., handle */
     b->li = li;
     luaL_setmetatable(L, INFORMER_MT);
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 3); /* stack: ..., handle, handlers */
     for (int i = 0; event_names[i]; i++) {
         lua_newtable(L);
         lua_setfield(L, -2, event_names[i]);
     }
     lua_setiuservalue(L, -2, 1);
-    lua_createtable(L, 2, 0);
+    lua_createtable(L, 2, 0); /* stack: ..., handle, state */
     lua_setiuservalue(L, -2, 2);
-    lua_pushvalue(L, -1);
+    lua_pushvalue(L, -1); /* stack: ..., handle, handle */
     li->ud_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     li->next = all->list;
     all->list = li;
@@ -403,10 +406,10 @@ static void informers_open(void *state, lua_State *L) {
                                        {"list", l_list},     {"synced", l_synced},
                                        {"stats", l_stats},   {"__tostring", l_tostring},
                                        {NULL, NULL}};
-    if (luaL_newmetatable(L, INFORMER_MT)) {
+    if (luaL_newmetatable(L, INFORMER_MT)) { /* stack: core, mt */
         luaL_setfuncs(L, methods, 0);
         lua_pushvalue(L, -1);
-        lua_setfield(L, -2, "__index");
+        lua_setfield(L, -2, "__index"); /* mt.__index = mt */
     }
     lua_pop(L, 1);
     lua_pushcfunction(L, l_informer);

@@ -81,9 +81,9 @@ kl_json_doc **kl_lua_json_push_guard(lua_State *L) {
 }
 
 int kl_lua_json_decode(lua_State *L, const char *s, size_t len) {
-    kl_lua_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L); /* stack: ..., amt */
     int amt = lua_gettop(L);
-    kl_json_doc **guard = kl_lua_json_push_guard(L);
+    kl_json_doc **guard = kl_lua_json_push_guard(L); /* stack: ..., amt, guard */
     kl_json_error jerr;
     *guard = kl_json_parse(s, len, 0, &jerr);
     if (!*guard) {
@@ -95,10 +95,10 @@ int kl_lua_json_decode(lua_State *L, const char *s, size_t len) {
         return 2;
     }
     kl_json_tape t = kl_json_doc_tape(*guard);
-    kl_lua_json_push_value(L, &t, 1, amt);
+    kl_lua_json_push_value(L, &t, 1, amt); /* stack: ..., amt, guard, value */
     kl_json_free(*guard);
     *guard = NULL;
-    lua_replace(L, amt);
+    lua_replace(L, amt); /* stack: ..., value, guard */
     lua_pop(L, 1);
     return 1;
 }
@@ -128,7 +128,7 @@ static void reserve(enc *e, size_t n) {
     if (cap < e->len + n) cap = e->len + n;
     char *b = lua_newuserdatauv(e->L, cap, 0);
     memcpy(b, e->buf, e->len);
-    lua_replace(e->L, e->box);
+    lua_replace(e->L, e->box); /* the larger buffer in the old one's slot, which the collector frees */
     e->buf = b;
     e->cap = cap;
 }
@@ -363,14 +363,14 @@ static void encode_value(enc *e, int idx, const path *p, int depth) {
 void kl_lua_json_encode(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
     enc e = {L, 0, 0, NULL, 0, 256};
-    kl_lua_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L); /* stack: ..., amt */
     e.amt = lua_gettop(L);
-    e.buf = lua_newuserdatauv(L, e.cap, 0);
+    e.buf = lua_newuserdatauv(L, e.cap, 0); /* stack: ..., amt, buf */
     e.box = lua_gettop(L);
     path root = {NULL, NULL, 0, 0, NULL};
     encode_value(&e, idx, &root, 0);
-    lua_pushlstring(L, e.buf, e.len);
-    lua_replace(L, e.amt);
+    lua_pushlstring(L, e.buf, e.len); /* stack: ..., amt, buf, text */
+    lua_replace(L, e.amt);            /* stack: ..., text, buf */
     lua_pop(L, 1);
 }
 

@@ -59,6 +59,7 @@ static void check_open(lua_State *L, const char *what) {
 static void on_request_done(void *ud, const kl_http_resp *resp) {
     kl_task *t = ud;
     lua_State *co = kl_task_thread(t);
+    /* stack of the task: ..., then core.request's three results */
     if (resp->outcome != KL_HTTP_OK && resp->outcome != KL_HTTP_STATUS) {
         lua_pushnil(co);
         lua_pushstring(co, kl_http_outcome_name(resp->outcome));
@@ -135,7 +136,7 @@ static int add_timer(lua_State *L, double interval) {
     timer *tm = kl_xcalloc(1, sizeof *tm);
     tm->c = c;
     tm->interval = interval > 0 ? secs : 0;
-    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 2); /* stack: seconds, fn, fn */
     tm->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     tm->box = lua_newuserdatauv(L, sizeof *tm->box, 0);
     tm->box->tm = tm;
@@ -307,11 +308,11 @@ static void core_open(void *state, lua_State *L) {
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {"controller_options", l_controller_options}, {"process", l_process},
         {"stdout_closed", l_stdout_closed}, {NULL, NULL}};
-    luaL_setfuncs(L, fns, 0);
-    luaL_newmetatable(L, TIMER_MT); /* what core.cancel checks its handle by */
+    luaL_setfuncs(L, fns, 0);       /* stack: core */
+    luaL_newmetatable(L, TIMER_MT); /* stack: core, mt: what core.cancel checks its handle by */
     lua_pop(L, 1);
     kl_view_set_functions(L);
-    kl_lua_json_push_module(L);
+    kl_lua_json_push_module(L); /* stack: core, json */
     lua_setfield(L, -2, "json");
 }
 

@@ -88,7 +88,7 @@ static void wake(kl_loop *loop, void *ud) {
         if (!key && !shut) break;
         kl_task *t = pop_waiter(lq);
         lua_State *co = kl_task_thread(t);
-        if (key) lua_pushstring(co, key);
+        if (key) lua_pushstring(co, key); /* stack of the worker: ..., key (get's result) */
         else lua_pushnil(co);
         kl_task_resume(t, 1);
     }
@@ -211,19 +211,19 @@ static void push_dist(lua_State *L, const kl_queue_dist *d, const char *name) {
     lua_setfield(L, -2, "sum");
     lua_pushnumber(L, d->max);
     lua_setfield(L, -2, "max");
-    lua_createtable(L, KL_QUEUE_BUCKETS - 1, 0);
+    lua_createtable(L, KL_QUEUE_BUCKETS - 1, 0); /* stack: ..., t, dist, buckets */
     uint64_t below = 0;
     for (int i = 0; i < KL_QUEUE_BUCKETS - 1; i++) {
         below += d->buckets[i];
-        lua_createtable(L, 2, 0); /* {le, count} */
+        lua_createtable(L, 2, 0); /* stack: ..., t, dist, buckets, {le, count} */
         lua_pushnumber(L, kl_queue_bucket_bound(i));
         lua_rawseti(L, -2, 1);
         lua_pushinteger(L, (lua_Integer)below);
         lua_rawseti(L, -2, 2);
-        lua_rawseti(L, -2, i + 1);
+        lua_rawseti(L, -2, i + 1); /* buckets[i + 1] = {le, count} */
     }
-    lua_setfield(L, -2, "buckets");
-    lua_setfield(L, -2, name);
+    lua_setfield(L, -2, "buckets"); /* stack: ..., t, dist */
+    lua_setfield(L, -2, name);      /* stack: ..., t */
 }
 
 /* q:stats() -> {depth, processing, waiting, failing, adds, retries,
@@ -270,7 +270,7 @@ static int l_queue(lua_State *L) {
         free(lq);
         return luaL_error(L, "out of memory");
     }
-    box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    box *b = lua_newuserdatauv(L, sizeof *b, 0); /* stack: ..., handle */
     b->lq = lq;
     lq->handle = b;
     luaL_setmetatable(L, QUEUE_MT);
@@ -312,10 +312,10 @@ static void queues_open(void *state, lua_State *L) {
         {"forget", l_forget}, {"num_requeues", l_num_requeues}, {"get", l_get},
         {"done", l_done},     {"observe", l_observe},     {"len", l_len},
         {"shutdown", l_shutdown}, {"stats", l_stats},     {NULL, NULL}};
-    if (luaL_newmetatable(L, QUEUE_MT)) {
+    if (luaL_newmetatable(L, QUEUE_MT)) { /* stack: core, mt */
         luaL_setfuncs(L, methods, 0);
         lua_pushvalue(L, -1);
-        lua_setfield(L, -2, "__index");
+        lua_setfield(L, -2, "__index"); /* mt.__index = mt */
         lua_pushcfunction(L, l_gc);
         lua_setfield(L, -2, "__gc");
     }

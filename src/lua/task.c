@@ -187,7 +187,7 @@ size_t kl_task_suspended(const kl_rt *rt) { return tasks_of(rt)->suspended; }
 static int guarded_handler(lua_State *L) {
     if (tasks_of(kl_rt_of(L))->cur.stopped) return 1;
     lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
+    lua_insert(L, 1); /* stack: handler, message */
     lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
     return lua_gettop(L);
 }
@@ -313,7 +313,7 @@ int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_ta
     t->done = done;
     t->ud = ud;
     t->waiting = 0;
-    lua_xmove(ts->L, t->co, nargs + 1);
+    lua_xmove(ts->L, t->co, nargs + 1); /* the task's stack: fn, args */
     return run(t, from, nargs);
 }
 
