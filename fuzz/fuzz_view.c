@@ -77,7 +77,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     free(src);
     lua_newtable(state);
     kl_view_set_functions(state);
-    kl_json_push_module(state);
+    kl_lua_json_push_module(state);
     lua_setfield(state, -2, "json");
     return 0;
 }

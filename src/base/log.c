@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/jsonesc.h"
+
 static struct {
     int verbosity;
     kl_log_format format;
@@ -20,18 +22,6 @@ void kl_log_configure(int verbosity, kl_log_format format) {
 int kl_log_verbosity(void) { return sink.verbosity; }
 int kl_log_format_json(void) { return sink.format == KL_LOG_JSON; }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void emit(kl_log_level level, const char *component, const char *msg) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -42,9 +32,9 @@ static void emit(kl_log_level level, const char *component, const char *msg) {
     snprintf(when + n, sizeof when - n, ".%03ldZ", ts.tv_nsec / 1000000);
     if (sink.format == KL_LOG_JSON) {
         fprintf(stderr, "{\"time\":\"%s\",\"level\":\"%s\",\"component\":", when, level_names[level]);
-        json_string(stderr, component);
+        kl_jsonesc_fputs(stderr, component);
         fputs(",\"msg\":", stderr);
-        json_string(stderr, msg);
+        kl_jsonesc_fputs(stderr, msg);
         fputs("}\n", stderr);
     } else {
         fprintf(stderr, "%s %-5s [%s] %s\n", when, level_names[level], component, msg);

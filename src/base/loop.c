@@ -8,7 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/xalloc.h"
+#include "base/buf.h"
+#include "base/heap.h"
 
 typedef struct timer {
     double when;
@@ -33,8 +34,7 @@ typedef struct deferred {
 struct kl_loop {
     CURLM *multi;
     kl_loop_done_fn on_done;
-    timer *heap; /* min-heap on when, then id */
-    size_t ntimers, captimers;
+    kl_heap timers; /* of timer, on when, then id */
     uint64_t next_id; /* timers and deferred work share one id space */
     deferred *work; /* deferred work queued for the next iteration */
     size_t nwork, capwork;
@@ -53,12 +53,18 @@ double kl_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static int earlier(const void *pa, const void *pb) {
+    const timer *a = pa, *b = pb;
+    return a->when < b->when || (a->when == b->when && a->id < b->id);
+}
+
 kl_loop *kl_loop_new(kl_loop_done_fn on_done) {
     kl_loop *loop = calloc(1, sizeof *loop);
     if (!loop) return NULL;
     loop->multi = curl_multi_init();
     loop->on_done = on_done;
     loop->next_id = 1;
+    kl_heap_init(&loop->timers, sizeof(timer), earlier, NULL);
     sigemptyset(&loop->sigs);
     sigaddset(&loop->sigs, SIGINT);
     sigaddset(&loop->sigs, SIGTERM);
@@ -76,62 +82,17 @@ void kl_loop_free(kl_loop *loop) {
     if (loop->multi) curl_multi_cleanup(loop->multi);
     if (loop->sigfd >= 0) close(loop->sigfd);
     sigprocmask(SIG_SETMASK, &loop->oldmask, NULL);
-    free(loop->heap);
+    kl_heap_free(&loop->timers);
     free(loop->work);
     free(loop);
 }
 
 CURLM *kl_loop_multi(kl_loop *loop) { return loop->multi; }
 
-static int earlier(const timer *a, const timer *b) {
-    return a->when < b->when || (a->when == b->when && a->id < b->id);
-}
-
-static void swap(timer *a, timer *b) {
-    timer t = *a;
-    *a = *b;
-    *b = t;
-}
-
-static void sift_up(timer *h, size_t i) {
-    while (i > 0 && earlier(&h[i], &h[(i - 1) / 2])) {
-        swap(&h[i], &h[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
-}
-
-static void sift_down(timer *h, size_t n, size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && earlier(&h[l], &h[m])) m = l;
-        if (r < n && earlier(&h[r], &h[m])) m = r;
-        if (m == i) return;
-        swap(&h[i], &h[m]);
-        i = m;
-    }
-}
-
-static void heap_remove(kl_loop *loop, size_t i) {
-    loop->heap[i] = loop->heap[--loop->ntimers];
-    if (i < loop->ntimers) {
-        sift_down(loop->heap, loop->ntimers, i);
-        sift_up(loop->heap, i);
-    }
-}
-
 uint64_t kl_loop_after(kl_loop *loop, double delay, kl_loop_fn fn, void *ud) {
-    if (loop->ntimers == loop->captimers) {
-        size_t cap = loop->captimers ? loop->captimers * 2 : 16;
-        loop->heap = kl_xrealloc(loop->heap, cap * sizeof *loop->heap);
-        loop->captimers = cap;
-    }
-    timer *t = &loop->heap[loop->ntimers];
-    t->when = kl_now() + (delay > 0 ? delay : 0);
-    t->id = loop->next_id++;
-    t->fn = fn;
-    t->ud = ud;
-    sift_up(loop->heap, loop->ntimers++);
-    return loop->next_id - 1;
+    timer t = {kl_now() + (delay > 0 ? delay : 0), loop->next_id++, fn, ud};
+    kl_heap_push(&loop->timers, &t);
+    return t.id;
 }
 
 void kl_loop_cancel(kl_loop *loop, uint64_t id) {
@@ -142,20 +103,16 @@ void kl_loop_cancel(kl_loop *loop, uint64_t id) {
             return;
         }
     }
-    for (size_t i = 0; i < loop->ntimers; i++) {
-        if (loop->heap[i].id == id) {
-            heap_remove(loop, i);
+    for (size_t i = 0; i < kl_heap_len(&loop->timers); i++) {
+        if (((timer *)kl_heap_at(&loop->timers, i))->id == id) {
+            kl_heap_remove(&loop->timers, i, NULL);
             return;
         }
     }
 }
 
 uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud) {
-    if (loop->nwork == loop->capwork) {
-        size_t cap = loop->capwork ? loop->capwork * 2 : 16;
-        loop->work = kl_xrealloc(loop->work, cap * sizeof *loop->work);
-        loop->capwork = cap;
-    }
+    loop->work = kl_buf_grow(loop->work, &loop->capwork, loop->nwork + 1, sizeof *loop->work, 16);
     loop->work[loop->nwork++] = (deferred){loop->next_id, fn, ud};
     return loop->next_id++;
 }
@@ -165,9 +122,10 @@ int kl_loop_stopping(const kl_loop *loop) { return loop->stop; }
 
 static void run_timers(kl_loop *loop) {
     double now = kl_now();
-    while (loop->ntimers && loop->heap[0].when <= now && !loop->stop) {
-        timer t = loop->heap[0];
-        heap_remove(loop, 0);
+    while (kl_heap_len(&loop->timers) && ((timer *)kl_heap_at(&loop->timers, 0))->when <= now &&
+           !loop->stop) {
+        timer t;
+        kl_heap_remove(&loop->timers, 0, &t);
         t.fn(loop, t.ud);
     }
 }
@@ -221,8 +179,8 @@ int kl_loop_signal(const kl_loop *loop) { return loop->stop_signal; }
 
 static int wait_timeout_ms(kl_loop *loop) {
     if (loop->nwork) return 0;
-    if (!loop->ntimers) return 1000;
-    double ms = (loop->heap[0].when - kl_now()) * 1000.0;
+    if (!kl_heap_len(&loop->timers)) return 1000;
+    double ms = (((timer *)kl_heap_at(&loop->timers, 0))->when - kl_now()) * 1000.0;
     if (ms <= 0) return 0;
     return ms > 1000 ? 1000 : (int)ms + 1;
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "base/heap.h"
 #include "base/hmap.h"
 
 #define NOT_WAITING SIZE_MAX
@@ -33,8 +34,7 @@ struct kl_queue {
     size_t depth;
     item *run_head, *run_tail;
     size_t processing;
-    item **heap; /* delayed keys, a min-heap on (ready_at, seq) */
-    size_t heap_len, heap_cap;
+    kl_heap delayed; /* of item *, on (ready_at, seq) */
     uint64_t seq;
     double tokens, last_take; /* the overall bucket */
     bool bucket_started;
@@ -61,6 +61,14 @@ static void dist_observe(kl_queue_dist *d, double seconds) {
     d->buckets[i]++;
 }
 
+/* The delayed keys' order, and how each knows its place in the heap. */
+static int due_before(const void *pa, const void *pb) {
+    const item *a = *(item *const *)pa, *b = *(item *const *)pb;
+    return a->ready_at < b->ready_at || (a->ready_at == b->ready_at && a->seq < b->seq);
+}
+
+static void track(void *elem, size_t index) { (*(item **)elem)->heap_pos = index; }
+
 static kl_queue_opts resolve_opts(const kl_queue_opts *in) {
     kl_queue_opts o = in ? *in : (kl_queue_opts){0};
     if (!(o.base_delay > 0)) o.base_delay = 0.005;
@@ -79,6 +87,7 @@ kl_queue *kl_queue_new(const kl_queue_opts *opts) {
         return NULL;
     }
     q->opts = resolve_opts(opts);
+    kl_heap_init(&q->delayed, sizeof(item *), due_before, track);
     return q;
 }
 
@@ -88,7 +97,7 @@ void kl_queue_free(kl_queue *q) {
     void *it;
     while (kl_hmap_next(q->items, &cursor, NULL, &it)) free(it);
     kl_hmap_free(q->items);
-    free(q->heap);
+    kl_heap_free(&q->delayed);
     free(q);
 }
 
@@ -174,62 +183,14 @@ int kl_queue_add(kl_queue *q, const char *key, double now) {
 
 /* ---- delayed adds: a binary min-heap that knows each item's position ---- */
 
-static bool due_before(const item *a, const item *b) {
-    return a->ready_at < b->ready_at || (a->ready_at == b->ready_at && a->seq < b->seq);
-}
-
-static void heap_place(kl_queue *q, item *it, size_t pos) {
-    q->heap[pos] = it;
-    it->heap_pos = pos;
-}
-
-static void sift_up(kl_queue *q, size_t pos) {
-    item *it = q->heap[pos];
-    while (pos > 0) {
-        size_t parent = (pos - 1) / 2;
-        if (!due_before(it, q->heap[parent])) break;
-        heap_place(q, q->heap[parent], pos);
-        pos = parent;
-    }
-    heap_place(q, it, pos);
-}
-
-static void sift_down(kl_queue *q, size_t pos) {
-    item *it = q->heap[pos];
-    for (;;) {
-        size_t child = 2 * pos + 1;
-        if (child >= q->heap_len) break;
-        if (child + 1 < q->heap_len && due_before(q->heap[child + 1], q->heap[child])) child++;
-        if (!due_before(q->heap[child], it)) break;
-        heap_place(q, q->heap[child], pos);
-        pos = child;
-    }
-    heap_place(q, it, pos);
-}
-
-static int heap_push(kl_queue *q, item *it) {
-    if (q->heap_len == q->heap_cap) {
-        size_t cap = q->heap_cap ? q->heap_cap * 2 : 16;
-        item **grown = realloc(q->heap, cap * sizeof *grown);
-        if (!grown) return -1;
-        q->heap = grown;
-        q->heap_cap = cap;
-    }
-    q->heap_len++;
-    heap_place(q, it, q->heap_len - 1);
-    sift_up(q, q->heap_len - 1);
-    return 0;
-}
-
 static item *heap_pop(kl_queue *q) {
-    item *top = q->heap[0];
+    item *top;
+    kl_heap_remove(&q->delayed, 0, &top);
     top->heap_pos = NOT_WAITING;
-    if (--q->heap_len > 0) {
-        heap_place(q, q->heap[q->heap_len], 0);
-        sift_down(q, 0);
-    }
     return top;
 }
+
+static item *heap_top(const kl_queue *q) { return *(item **)kl_heap_at(&q->delayed, 0); }
 
 /* Schedules it at `ready`, keeping an earlier pending time as client-go does. */
 static int schedule(kl_queue *q, item *it, double ready) {
@@ -237,13 +198,13 @@ static int schedule(kl_queue *q, item *it, double ready) {
         if (ready < it->ready_at) {
             it->ready_at = ready;
             it->seq = q->seq++;
-            sift_up(q, it->heap_pos);
+            kl_heap_fix(&q->delayed, it->heap_pos);
         }
         return 0;
     }
     it->ready_at = ready;
     it->seq = q->seq++;
-    return heap_push(q, it);
+    return kl_heap_try_push(&q->delayed, &it);
 }
 
 static int add_after_item(kl_queue *q, item *it, double delay, double now) {
@@ -266,7 +227,7 @@ int kl_queue_add_after(kl_queue *q, const char *key, double delay, double now) {
 
 size_t kl_queue_advance(kl_queue *q, double now) {
     size_t moved = 0;
-    while (q->heap_len > 0 && q->heap[0]->ready_at <= now) {
+    while (kl_heap_len(&q->delayed) > 0 && heap_top(q)->ready_at <= now) {
         item *it = heap_pop(q);
         /* It has waited since it fell due, however late the loop came. */
         mark_dirty(q, it, it->ready_at);
@@ -275,7 +236,9 @@ size_t kl_queue_advance(kl_queue *q, double now) {
     return moved;
 }
 
-double kl_queue_next_ready(const kl_queue *q) { return q->heap_len ? q->heap[0]->ready_at : -1; }
+double kl_queue_next_ready(const kl_queue *q) {
+    return kl_heap_len(&q->delayed) ? heap_top(q)->ready_at : -1;
+}
 
 /* ---- rate limiting: per-key exponential backoff and the overall bucket ---- */
 
@@ -358,7 +321,7 @@ size_t kl_queue_len(const kl_queue *q) { return q->depth; }
 
 void kl_queue_shutdown(kl_queue *q) {
     q->shutting_down = true;
-    while (q->heap_len > 0) release_if_idle(q, heap_pop(q));
+    while (kl_heap_len(&q->delayed) > 0) release_if_idle(q, heap_pop(q));
 }
 
 int kl_queue_shutting_down(const kl_queue *q) { return q->shutting_down; }
@@ -369,7 +332,7 @@ void kl_queue_get_stats(const kl_queue *q, double now, kl_queue_stats *out) {
     *out = (kl_queue_stats){
         .depth = q->depth,
         .processing = q->processing,
-        .waiting = q->heap_len,
+        .waiting = kl_heap_len(&q->delayed),
         .failing = q->failing,
         .adds = q->adds,
         .retries = q->retries,

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/hmap.h"
 #include "base/xalloc.h"
 
@@ -118,10 +119,7 @@ static void sweep(kl_store *s, kl_store_change_fn fn, void *ud) {
     void *v;
     while (kl_hmap_next(s->map, &cur, &key, &v)) {
         if (((entry *)v)->seen == s->gen) continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            gone = kl_xrealloc(gone, cap * sizeof *gone);
-        }
+        gone = kl_buf_grow(gone, &cap, n + 1, sizeof *gone, 16);
         gone[n++] = kl_xstrdup(key);
     }
     for (size_t i = 0; i < n; i++) {

@@ -94,7 +94,7 @@ static int run(kl_cli *c) {
     const char *flag_names[2] = {"--metrics-bind-address", "--health-probe-bind-address"};
     for (int k = 0; k < 2; k++) {
         if (!addrs[k] || (k == 1 && addrs[0] && !strcmp(addrs[0], addrs[1]))) continue;
-        if (kl_endpoint_open(rt, addrs[k], err, sizeof err) < 0) {
+        if (kl_lua_endpoint_open(rt, addrs[k], err, sizeof err) < 0) {
             run_error(c, "%s %s", flag_names[k], err);
             kl_rt_free(rt);
             return 2;

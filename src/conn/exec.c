@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/buf.h"
+#include "base/jsonesc.h"
 #include "conn/cfg.h"
 
 extern char **environ;
@@ -168,24 +170,13 @@ void kl_exec_config_clear(kl_exec_config *cfg) {
 
 /* ---- KUBERNETES_EXEC_INFO ------------------------------------------------ */
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void json_field(FILE *f, const char *key, const char *value, int *first) {
     if (!value) return;
     fputs(*first ? "" : ",", f);
     *first = 0;
-    json_str(f, key);
+    kl_jsonesc_fputs(f, key);
     fputc(':', f);
-    json_str(f, value);
+    kl_jsonesc_fputs(f, value);
 }
 
 /* Field names and order follow client-go's clientauthentication.Cluster. */
@@ -215,7 +206,7 @@ static char *exec_info_json(const kl_exec_config *cfg, const kl_exec_cluster *cl
     FILE *f = open_memstream(&buf, &len);
     if (!f) return NULL;
     fputs("{\"kind\":\"ExecCredential\",\"apiVersion\":", f);
-    json_str(f, cfg->api_version);
+    kl_jsonesc_fputs(f, cfg->api_version);
     fputs(",\"spec\":{", f);
     int rc = cluster ? json_cluster(f, cluster) : 0;
     fprintf(f, "\"interactive\":%s}}", interactive ? "true" : "false");
@@ -273,8 +264,8 @@ static int sink_read(sink *s) {
         take = s->max - s->len;
     }
     if (s->len + take + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + take + 1) cap *= 2;
+        /* Not realloc: the old buffer holds a secret to wipe before it is freed. */
+        size_t cap = kl_buf_cap(s->cap, s->len + take + 1, 4096);
         char *nb = malloc(cap);
         if (!nb) return -1;
         if (s->buf) memcpy(nb, s->buf, s->len);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/version.h"
 #include "base/xalloc.h"
@@ -106,12 +107,7 @@ static int is_2xx(long status) { return status >= 200 && status < 300; }
 
 static int buffer(kl_http_req *r, const char *p, size_t n, size_t max) {
     if (r->len + n > max) return -1;
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 16384;
-        while (cap < r->len + n + 1) cap *= 2;
-        r->buf = kl_xrealloc(r->buf, cap);
-        r->cap = cap;
-    }
+    r->buf = kl_buf_grow(r->buf, &r->cap, r->len + n + 1, 1, 16384);
     memcpy(r->buf + r->len, p, n);
     r->len += n;
     r->buf[r->len] = '\0';

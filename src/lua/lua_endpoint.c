@@ -17,22 +17,28 @@
 #include "conn/serve.h"
 #include "base/xalloc.h"
 
-struct kl_endpoint {
+typedef struct endpoint {
     kl_rt *rt;
     kl_serve *serve;
     uint64_t tick;
-    kl_endpoint *next;
-};
+    struct endpoint *next;
+} endpoint;
+
+/* The runtime's part KL_RT_ENDPOINTS: at most two servers. */
+typedef struct endpoints {
+    kl_rt *rt;
+    endpoint *list;
+} endpoints;
 
 /* require('klua.endpoint').handle(path) -> status, content type, body. */
 static void answer(void *ud, const char *path, kl_serve_reply *reply) {
-    kl_endpoint *e = ud;
-    lua_State *L = e->rt->L;
+    endpoint *e = ud;
+    lua_State *L = kl_rt_lua(e->rt);
     int top = lua_gettop(L);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "klua.endpoint");
     if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
-        lua_getfield(L, -1, "handle"); /* module handle */
+        lua_getfield(L, -1, "handle"); /* stack: ..., module, handle */
         lua_pushstring(L, path);
         if (lua_pcall(L, 1, 3, 0) == LUA_OK) {
             reply->status = (unsigned)luaL_optinteger(L, -3, 500);
@@ -60,46 +66,57 @@ static void answer(void *ud, const char *path, kl_serve_reply *reply) {
 
 static void on_ready(kl_loop *loop, void *ud) {
     (void)loop;
-    kl_serve_run(((kl_endpoint *)ud)->serve);
+    kl_serve_run(((endpoint *)ud)->serve);
 }
 
 /* libmicrohttpd drops idle and stuck connections when it runs: once a
  * second is enough for its 10 s connection timeout. */
 static void on_tick(kl_loop *loop, void *ud) {
-    kl_endpoint *e = ud;
+    endpoint *e = ud;
     kl_serve_run(e->serve);
     e->tick = kl_loop_after(loop, 1.0, on_tick, e);
 }
 
-int kl_endpoint_open(kl_rt *rt, const char *addr, char *err, size_t errlen) {
-    kl_endpoint *e = kl_xcalloc(1, sizeof *e);
+int kl_lua_endpoint_open(kl_rt *rt, const char *addr, char *err, size_t errlen) {
+    endpoints *all = kl_rt_state(rt, KL_RT_ENDPOINTS);
+    endpoint *e = kl_xcalloc(1, sizeof *e);
     e->rt = rt;
     e->serve = kl_serve_start(addr, answer, e, err, errlen);
     if (!e->serve) {
         free(e);
         return -1;
     }
-    if (kl_loop_watch(rt->loop, kl_serve_fd(e->serve), on_ready, e) < 0) {
+    if (kl_loop_watch(kl_rt_loop(rt), kl_serve_fd(e->serve), on_ready, e) < 0) {
         snprintf(err, errlen, "%s: too many endpoints", addr);
         kl_serve_free(e->serve);
         free(e);
         return -1;
     }
-    e->tick = kl_loop_after(rt->loop, 1.0, on_tick, e);
-    e->next = rt->endpoints;
-    rt->endpoints = e;
+    e->tick = kl_loop_after(kl_rt_loop(rt), 1.0, on_tick, e);
+    e->next = all->list;
+    all->list = e;
     kl_log(KL_LOG_INFO, "endpoint", "serving /metrics, /healthz and /readyz on %s (port %u)", addr,
            kl_serve_port(e->serve));
     return 0;
 }
 
-void kl_endpoint_close_all(kl_rt *rt) {
-    while (rt->endpoints) {
-        kl_endpoint *e = rt->endpoints;
-        rt->endpoints = e->next;
-        kl_loop_unwatch(rt->loop, kl_serve_fd(e->serve));
-        kl_loop_cancel(rt->loop, e->tick);
+/* Stops every server: they call into Lua, so they go first. */
+static void endpoints_close(void *state) {
+    endpoints *all = state;
+    kl_loop *loop = kl_rt_loop(all->rt);
+    while (all->list) {
+        endpoint *e = all->list;
+        all->list = e->next;
+        kl_loop_unwatch(loop, kl_serve_fd(e->serve));
+        kl_loop_cancel(loop, e->tick);
         kl_serve_free(e->serve);
         free(e);
     }
+}
+
+void kl_lua_endpoint_init(kl_rt *rt) {
+    static const kl_rt_hooks hooks = {.close = endpoints_close, .free = free};
+    endpoints *all = kl_xcalloc(1, sizeof *all);
+    all->rt = rt;
+    kl_rt_register(rt, KL_RT_ENDPOINTS, &hooks, all);
 }

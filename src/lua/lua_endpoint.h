@@ -10,11 +10,12 @@
 
 #include "lua/runtime.h"
 
+/* Makes the runtime's part KL_RT_ENDPOINTS (kl_rt_new); closed first of
+ * all when the runtime closes. */
+void kl_lua_endpoint_init(kl_rt *rt);
 /* Listens on addr for rt, answering every path klua.endpoint knows.
  * Returns 0, or -1 with the reason in err (the address unparsable or in
- * use). The runtime owns the endpoint from then on. */
-int kl_endpoint_open(kl_rt *rt, const char *addr, char *err, size_t errlen);
-/* Stops every endpoint of rt. */
-void kl_endpoint_close_all(kl_rt *rt);
+ * use). The runtime's part owns the endpoint from then on. */
+int kl_lua_endpoint_open(kl_rt *rt, const char *addr, char *err, size_t errlen);
 
 #endif

@@ -7,15 +7,18 @@
  * later notifications wait too, as client-go's listeners do. Handlers of one
  * notification share the same read-only views.
  */
+#include "lua/lua_informer.h"
+
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "cache/informer.h"
 #include "wire/prune.h"
 #include "base/log.h"
-#include "lua/lua_klua.h"
+#include "lua/opt.h"
 #include "lua/task.h"
 #include "lua/view.h"
 #include "base/xalloc.h"
@@ -28,16 +31,25 @@ _Static_assert(KL_CHANGE_ADD == 0 && KL_CHANGE_UPDATE == 1 && KL_CHANGE_DELETE =
                    sizeof event_names / sizeof *event_names == KL_CHANGE_DELETE + 2,
                "one event name per kl_change, in its order, then NULL");
 
+typedef struct lua_informer lua_informer;
+
+/* The runtime's part KL_RT_INFORMERS. */
+typedef struct informers {
+    kl_rt *rt;
+    lua_informer *list; /* every informer the script made, newest first */
+} informers;
+
 struct lua_informer {
     kl_rt *rt;
     kl_informer *inf;
-    lua_informer *next; /* the runtime's list, in the order made, newest first */
+    lua_informer *next; /* informers' list */
     int ud_ref; /* the script's handle, kept for the runtime's lifetime */
     char name[160];
     /* Per event type: the handlers, and for each the seq of the first
      * notification it takes (0 for handlers added before dispatch began). */
     uint64_t *since[3];
-    int nhandlers[3], cap[3];
+    int nhandlers[3];
+    size_t cap[3];
     kl_notif cur; /* the notification being dispatched */
     int has_cur, hidx, views_made;
     int busy;      /* a handler of cur is suspended */
@@ -63,7 +75,7 @@ static lua_informer *check_informer(lua_State *L, int idx) {
 static void drain(kl_loop *loop, void *ud);
 
 static void schedule_drain(lua_informer *li) {
-    if (!li->drain_id) li->drain_id = kl_loop_defer(li->rt->loop, drain, li);
+    if (!li->drain_id) li->drain_id = kl_loop_defer(kl_rt_loop(li->rt), drain, li);
 }
 
 static void on_ready(void *ud, kl_informer *inf) {
@@ -81,19 +93,19 @@ static void on_handler_done(void *ud, kl_task *t, int ok) {
 
 /* Pushes the informer's state table (uservalue 2): [1] cur view, [2] old view. */
 static void push_state(lua_State *L, lua_informer *li) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref);
-    lua_getiuservalue(L, -1, 2);
-    lua_remove(L, -2);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: ..., handle */
+    lua_getiuservalue(L, -1, 2);                   /* stack: ..., handle, state */
+    lua_remove(L, -2);                             /* stack: ..., state */
 }
 
 static void make_views(lua_informer *li) {
-    lua_State *L = li->rt->L;
+    lua_State *L = kl_rt_lua(li->rt);
     push_state(L, li);
-    kl_view_push(L, &li->cur.cur, li->cur.parsed);
-    lua_rawseti(L, -2, 1);
+    kl_view_push(L, &li->cur.cur, li->cur.parsed); /* stack: state, view */
+    lua_rawseti(L, -2, 1);                          /* state[1] = view */
     if (li->cur.type == KL_CHANGE_UPDATE) {
         kl_view_push(L, &li->cur.old, NULL);
-        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, 2); /* state[2] = old view */
     }
     lua_pop(L, 1);
     li->views_made = 1;
@@ -103,8 +115,8 @@ static void finish_notification(lua_informer *li) {
     kl_notif_clear(&li->cur);
     li->has_cur = 0;
     if (li->views_made) {
-        lua_State *L = li->rt->L;
-        push_state(L, li);
+        lua_State *L = kl_rt_lua(li->rt);
+        push_state(L, li); /* stack: state; its views go, for the collector */
         lua_pushnil(L);
         lua_rawseti(L, -2, 1);
         lua_pushnil(L);
@@ -126,25 +138,26 @@ static int next_handler(const lua_informer *li) {
 
 /* Calls handler h of the current notification as a task. */
 static void call_handler(lua_informer *li, int h) {
-    lua_State *L = li->rt->L;
+    lua_State *L = kl_rt_lua(li->rt);
     int type = (int)li->cur.type;
     if (!li->views_made) make_views(li);
     li->hidx = h;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref);
-    lua_getiuservalue(L, -1, 1);
-    lua_getfield(L, -1, event_names[type]);
-    lua_rawgeti(L, -1, h);
-    lua_replace(L, -4);
-    lua_pop(L, 2);
-    push_state(L, li);
-    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
+    lua_getiuservalue(L, -1, 1);                   /* stack: handle, handlers */
+    lua_getfield(L, -1, event_names[type]);        /* stack: handle, handlers, of_type */
+    lua_rawgeti(L, -1, h);                         /* stack: handle, handlers, of_type, fn */
+    lua_replace(L, -4);                            /* stack: fn, handlers, of_type */
+    lua_pop(L, 2);                                 /* stack: fn */
+    push_state(L, li);                             /* stack: fn, state */
+    lua_rawgeti(L, -1, 1);                         /* stack: fn, state, view */
     if (type == KL_CHANGE_UPDATE) {
         lua_rawgeti(L, -2, 2);
-        lua_insert(L, -2); /* update(old, new) */
+        lua_insert(L, -2); /* stack: fn, state, old, view: update(old, new) */
     } else {
+        /* stack: fn, state, view, in_initial_list or final_state_unknown */
         lua_pushboolean(L, type == KL_CHANGE_ADD ? li->cur.initial || li->cur.only : li->cur.unknown);
     }
-    lua_remove(L, -3);
+    lua_remove(L, -3); /* stack: fn, arg1, arg2 */
     char name[200];
     snprintf(name, sizeof name, "%s handler of %s", event_names[type], li->name);
     li->busy = 1;
@@ -157,7 +170,7 @@ static void check_synced(lua_informer *li) {
     if (li->was_synced || li->has_cur || !kl_informer_synced(li->inf)) return;
     li->was_synced = 1;
     kl_vlog(2, li->name, "synced: %zu objects cached", kl_store_len(kl_informer_store(li->inf)));
-    kl_klua_check_synced(li->rt, NULL);
+    kl_rt_check_synced(li->rt, NULL);
 }
 
 /* Delivers up to a batch of notifications. Nothing is delivered while the
@@ -168,7 +181,7 @@ static void check_synced(lua_informer *li) {
 static void drain(kl_loop *loop, void *ud) {
     lua_informer *li = ud;
     li->drain_id = 0;
-    if (!li->rt->main_done) return;
+    if (!kl_rt_started(li->rt)) return;
     for (int n = 0; !li->busy && !kl_loop_stopping(loop);) {
         if (!li->has_cur) {
             if (n == DISPATCH_BATCH || !kl_informer_pop(li->inf, &li->cur)) break;
@@ -184,8 +197,8 @@ static void drain(kl_loop *loop, void *ud) {
     check_synced(li);
 }
 
-void kl_informers_start_dispatch(kl_rt *rt) {
-    for (lua_informer *li = rt->informers; li; li = li->next) schedule_drain(li);
+static void informers_started(void *state) {
+    for (lua_informer *li = ((informers *)state)->list; li; li = li->next) schedule_drain(li);
 }
 
 static void on_resync(kl_loop *loop, void *ud) {
@@ -199,11 +212,8 @@ static void on_resync(kl_loop *loop, void *ud) {
 /* Appends a handler of type that takes the notifications after seq `after`;
  * returns its 1-based index. */
 static int add_handler(lua_informer *li, int type, uint64_t after) {
-    if (li->nhandlers[type] == li->cap[type]) {
-        int cap = li->cap[type] ? li->cap[type] * 2 : 4;
-        li->since[type] = kl_xrealloc(li->since[type], (size_t)cap * sizeof *li->since[type]);
-        li->cap[type] = cap;
-    }
+    li->since[type] = kl_buf_grow(li->since[type], &li->cap[type], (size_t)li->nhandlers[type] + 1,
+                                  sizeof *li->since[type], 4);
     li->since[type][li->nhandlers[type]] = after + 1;
     return ++li->nhandlers[type];
 }
@@ -222,13 +232,13 @@ static int l_on(lua_State *L) {
         if (strcmp(ev, event_names[i]) == 0) type = i;
     if (type < 0) return luaL_error(L, "unknown event \"%s\": use \"add\", \"update\" or \"delete\"", ev);
     luaL_checktype(L, 3, LUA_TFUNCTION);
-    int late = li->rt->main_done;
+    int late = kl_rt_started(li->rt);
     int h = add_handler(li, type, late ? kl_informer_seq(li->inf) : 0);
-    lua_getiuservalue(L, 1, 1);
-    lua_getfield(L, -1, ev);
+    lua_getiuservalue(L, 1, 1); /* stack: inf, event, fn, handlers */
+    lua_getfield(L, -1, ev);    /* stack: inf, event, fn, handlers, of_type */
     lua_pushvalue(L, 3);
-    lua_rawseti(L, -2, h);
-    lua_settop(L, 1);
+    lua_rawseti(L, -2, h); /* of_type[h] = fn */
+    lua_settop(L, 1);      /* stack: inf, returned for chaining */
     if (late && type == KL_CHANGE_ADD) kl_informer_replay(li->inf, h);
     return 1;
 }
@@ -328,24 +338,6 @@ static int l_tostring(lua_State *L) {
 
 /* ---- creation --------------------------------------------------------- */
 
-/* The string field of the table at idx, or NULL when absent. The value
- * stays pushed so that the string lives until the caller returns: a number
- * converted by lua_tolstring exists only in that stack slot. [-0, +1, e] */
-static const char *opt_string(lua_State *L, int idx, const char *field) {
-    int t = lua_getfield(L, idx, field);
-    if (t == LUA_TNIL) return NULL;
-    if (t != LUA_TSTRING && t != LUA_TNUMBER)
-        luaL_error(L, "informer option %s must be a string, not a %s", field, lua_typename(L, t));
-    return lua_tostring(L, -1);
-}
-
-static double opt_number(lua_State *L, int idx, const char *field) {
-    lua_getfield(L, idx, field);
-    double v = lua_isnil(L, -1) ? 0 : (double)luaL_checknumber(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
 #define MAX_DROP 32
 
 /* The prune of the informer option drop (a list of dotted paths), or NULL
@@ -376,89 +368,112 @@ static kl_prune *opt_prune(lua_State *L, int idx) {
  * resync=, drop=} -> informer handle, already started. */
 static int l_informer(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
+    const kl_rt_opts *ro = kl_rt_options(rt);
+    informers *all = kl_rt_state(rt, KL_RT_INFORMERS);
     luaL_checktype(L, 1, LUA_TTABLE);
     kl_reflector_opts o = {
-        .name = opt_string(L, 1, "name"),
-        .path = opt_string(L, 1, "path"),
-        .kind = opt_string(L, 1, "kind"),
-        .label_selector = opt_string(L, 1, "label_selector"),
-        .field_selector = opt_string(L, 1, "field_selector"),
-        .page_size = rt->opts.page_size,
-        .idle_timeout = rt->opts.idle_timeout,
-        .watch_timeout_min = rt->opts.watch_timeout_min,
-        .watch_timeout_max = rt->opts.watch_timeout_max,
-        .watch_list = rt->opts.watch_list,
-        .watch_list_deadline = rt->opts.watch_list_deadline,
-        .list_timeout = rt->opts.request_timeout,
+        .name = kl_opt_string(L, 1, "name", "informer"),
+        .path = kl_opt_string(L, 1, "path", "informer"),
+        .kind = kl_opt_string(L, 1, "kind", "informer"),
+        .label_selector = kl_opt_string(L, 1, "label_selector", "informer"),
+        .field_selector = kl_opt_string(L, 1, "field_selector", "informer"),
+        .page_size = ro->page_size,
+        .idle_timeout = ro->idle_timeout,
+        .watch_timeout_min = ro->watch_timeout_min,
+        .watch_timeout_max = ro->watch_timeout_max,
+        .watch_list = ro->watch_list,
+        .watch_list_deadline = ro->watch_list_deadline,
+        .list_timeout = ro->request_timeout,
     };
-    double resync = opt_number(L, 1, "resync");
+    double resync = kl_opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");
-    if (rt->closing) return luaL_error(L, "cannot start an informer: klua is shutting down");
+    if (kl_rt_closing(rt)) return luaL_error(L, "cannot start an informer: klua is shutting down");
     kl_prune *prune = opt_prune(L, 1);
     lua_informer *li = kl_xcalloc(1, sizeof *li);
     li->rt = rt;
     snprintf(li->name, sizeof li->name, "%s", o.name ? o.name : o.path);
-    li->inf = kl_informer_new(rt->loop, rt->http, &o, on_ready, li);
+    li->inf = kl_informer_new(kl_rt_loop(rt), kl_rt_http(rt), &o, on_ready, li);
     kl_informer_set_prune(li->inf, prune);
-    box *b = lua_newuserdatauv(L, sizeof *b, 2);
+    /* The handle: uservalue 1 the handlers by event type, uservalue 2 the
+     * views of the notification being dispatched (push_state). */
+    box *b = lua_newuserdatauv(L, sizeof *b, 2); /* stack: ..., handle */
     b->li = li;
     luaL_setmetatable(L, INFORMER_MT);
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 3); /* stack: ..., handle, handlers */
     for (int i = 0; event_names[i]; i++) {
         lua_newtable(L);
         lua_setfield(L, -2, event_names[i]);
     }
     lua_setiuservalue(L, -2, 1);
-    lua_createtable(L, 2, 0);
+    lua_createtable(L, 2, 0); /* stack: ..., handle, state */
     lua_setiuservalue(L, -2, 2);
-    lua_pushvalue(L, -1);
+    lua_pushvalue(L, -1); /* stack: ..., handle, handle */
     li->ud_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    li->next = rt->informers;
-    rt->informers = li;
+    li->next = all->list;
+    all->list = li;
     if (resync > 0) {
         li->resync = resync;
-        li->resync_timer = kl_loop_after(rt->loop, resync, on_resync, li);
+        li->resync_timer = kl_loop_after(kl_rt_loop(rt), resync, on_resync, li);
     }
     kl_informer_start(li->inf);
     return 1;
 }
 
-int kl_informers_synced(kl_rt *rt) {
-    for (lua_informer *li = rt->informers; li; li = li->next)
+static int informers_synced(void *state) {
+    for (lua_informer *li = ((informers *)state)->list; li; li = li->next)
         if (!li->was_synced) return 0;
     return 1;
 }
 
-void kl_informers_close(kl_rt *rt) {
-    while (rt->informers) {
-        lua_informer *li = rt->informers;
-        rt->informers = li->next;
-        kl_loop_cancel(rt->loop, li->resync_timer);
-        kl_loop_cancel(rt->loop, li->drain_id);
+static int informers_idle(void *state) { return !((informers *)state)->list; }
+
+/* Frees every informer with its requests; the handles stay, closed. */
+static void informers_close(void *state) {
+    informers *all = state;
+    kl_rt *rt = all->rt;
+    lua_State *L = kl_rt_lua(rt);
+    while (all->list) {
+        lua_informer *li = all->list;
+        all->list = li->next;
+        kl_loop_cancel(kl_rt_loop(rt), li->resync_timer);
+        kl_loop_cancel(kl_rt_loop(rt), li->drain_id);
         if (li->has_cur) kl_notif_clear(&li->cur);
         for (int i = 0; i < 3; i++) free(li->since[i]);
         kl_informer_free(li->inf);
         li->inf = NULL;
-        lua_rawgeti(rt->L, LUA_REGISTRYINDEX, li->ud_ref);
-        ((box *)lua_touserdata(rt->L, -1))->li = NULL;
-        lua_pop(rt->L, 1);
-        luaL_unref(rt->L, LUA_REGISTRYINDEX, li->ud_ref);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
+        ((box *)lua_touserdata(L, -1))->li = NULL;
+        lua_pop(L, 1);
+        luaL_unref(L, LUA_REGISTRYINDEX, li->ud_ref);
         free(li);
     }
 }
 
-void kl_informer_open(lua_State *L) {
+static void informers_open(void *state, lua_State *L) {
+    (void)state;
     static const luaL_Reg methods[] = {{"on", l_on},         {"get", l_get},
                                        {"list", l_list},     {"synced", l_synced},
                                        {"track_changes", l_track_changes}, {"changes", l_changes},
                                        {"stats", l_stats},   {"__tostring", l_tostring},
                                        {NULL, NULL}};
-    if (luaL_newmetatable(L, INFORMER_MT)) {
+    if (luaL_newmetatable(L, INFORMER_MT)) { /* stack: core, mt */
         luaL_setfuncs(L, methods, 0);
         lua_pushvalue(L, -1);
-        lua_setfield(L, -2, "__index");
+        lua_setfield(L, -2, "__index"); /* mt.__index = mt */
     }
     lua_pop(L, 1);
     lua_pushcfunction(L, l_informer);
     lua_setfield(L, -2, "informer");
+}
+
+void kl_lua_informer_init(kl_rt *rt) {
+    static const kl_rt_hooks hooks = {.open = informers_open,
+                                      .idle = informers_idle,
+                                      .synced = informers_synced,
+                                      .started = informers_started,
+                                      .close = informers_close,
+                                      .free = free};
+    informers *all = kl_xcalloc(1, sizeof *all);
+    all->rt = rt;
+    kl_rt_register(rt, KL_RT_INFORMERS, &hooks, all);
 }

@@ -7,11 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsonesc.h"
+#include "base/utf8.h"
 #include "lua/view.h"
 
 #define ARRAY_MT "klua.json.array"
 
-void kl_json_push_array_mt(lua_State *L) { luaL_newmetatable(L, ARRAY_MT); }
+void kl_lua_json_push_array_mt(lua_State *L) { luaL_newmetatable(L, ARRAY_MT); }
 
 /* ---- JSON to Lua ---- */
 
@@ -24,7 +26,7 @@ static void push_container(lua_State *L, const kl_json_tape *t, size_t i, int am
             size_t klen;
             const char *k = kl_jt_string(t, j, &klen);
             lua_pushlstring(L, k, klen);
-            kl_json_push_value(L, t, j + 1, amt);
+            kl_lua_json_push_value(L, t, j + 1, amt);
             lua_rawset(L, -3);
         }
         return;
@@ -32,14 +34,14 @@ static void push_container(lua_State *L, const kl_json_tape *t, size_t i, int am
     lua_createtable(L, n > INT32_MAX ? 0 : (int)n, 0);
     lua_Integer k = 1;
     for (size_t j = i + 1; j < end; j = kl_jt_next(t, j)) {
-        kl_json_push_value(L, t, j, amt);
+        kl_lua_json_push_value(L, t, j, amt);
         lua_rawseti(L, -2, k++);
     }
     lua_pushvalue(L, amt);
     lua_setmetatable(L, -2);
 }
 
-void kl_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int amt) {
+void kl_lua_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int amt) {
     size_t len;
     const char *s;
     switch (kl_jt_type(t, i)) {
@@ -67,7 +69,7 @@ static int guard_gc(lua_State *L) {
     return 0;
 }
 
-kl_json_doc **kl_json_push_guard(lua_State *L) {
+kl_json_doc **kl_lua_json_push_guard(lua_State *L) {
     kl_json_doc **d = lua_newuserdatauv(L, sizeof *d, 0);
     *d = NULL;
     if (luaL_newmetatable(L, GUARD_MT)) {
@@ -78,10 +80,10 @@ kl_json_doc **kl_json_push_guard(lua_State *L) {
     return d;
 }
 
-int kl_json_decode(lua_State *L, const char *s, size_t len) {
-    kl_json_push_array_mt(L);
+int kl_lua_json_decode(lua_State *L, const char *s, size_t len) {
+    kl_lua_json_push_array_mt(L); /* stack: ..., amt */
     int amt = lua_gettop(L);
-    kl_json_doc **guard = kl_json_push_guard(L);
+    kl_json_doc **guard = kl_lua_json_push_guard(L); /* stack: ..., amt, guard */
     kl_json_error jerr;
     *guard = kl_json_parse(s, len, 0, &jerr);
     if (!*guard) {
@@ -93,10 +95,10 @@ int kl_json_decode(lua_State *L, const char *s, size_t len) {
         return 2;
     }
     kl_json_tape t = kl_json_doc_tape(*guard);
-    kl_json_push_value(L, &t, 1, amt);
+    kl_lua_json_push_value(L, &t, 1, amt); /* stack: ..., amt, guard, value */
     kl_json_free(*guard);
     *guard = NULL;
-    lua_replace(L, amt);
+    lua_replace(L, amt); /* stack: ..., value, guard */
     lua_pop(L, 1);
     return 1;
 }
@@ -126,7 +128,7 @@ static void reserve(enc *e, size_t n) {
     if (cap < e->len + n) cap = e->len + n;
     char *b = lua_newuserdatauv(e->L, cap, 0);
     memcpy(b, e->buf, e->len);
-    lua_replace(e->L, e->box);
+    lua_replace(e->L, e->box); /* the larger buffer in the old one's slot, which the collector frees */
     e->buf = b;
     e->cap = cap;
 }
@@ -174,66 +176,30 @@ static int enc_error(enc *e, const path *p, const char *what, const char *why) {
 
 static void encode_value(enc *e, int idx, const path *p, int depth);
 
-static int utf8_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0], len, min, cp;
-    if (c >= 0xc2 && c <= 0xdf) len = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef) len = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4, min = 0x10000;
-    else return 0;
-    if (n < len) return 0;
-    cp = c & (0x7f >> len);
-    for (unsigned i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return (int)len;
-}
-
-/* The letter of c's two-character escape, or 0 when it needs \u00XX. */
-static char short_escape(unsigned char c) {
-    switch (c) {
-    case '"': return '"';
-    case '\\': return '\\';
-    case '\b': return 'b';
-    case '\f': return 'f';
-    case '\n': return 'n';
-    case '\r': return 'r';
-    case '\t': return 't';
-    default: return 0;
-    }
-}
-
 static void encode_string(enc *e, const char *s, size_t n, const path *p) {
-    static const char hex[] = "0123456789abcdef";
     reserve(e, n + 2);
     e->buf[e->len++] = '"';
     size_t run = 0; /* start of bytes not yet copied */
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-            i++;
-            continue;
-        }
         if (c >= 0x80) {
-            int l = utf8_len((const unsigned char *)s + i, n - i);
+            size_t l = kl_utf8_len((const unsigned char *)s + i, n - i);
             if (!l) {
                 char why[64];
                 snprintf(why, sizeof why, ": it is not valid UTF-8 (at byte %zu)", i);
                 enc_error(e, p, "a string", why);
             }
-            i += (size_t)l;
+            i += l;
+            continue;
+        }
+        char esc[KL_JSONESC_MAX];
+        size_t elen = kl_jsonesc_char(c, esc);
+        if (!elen) {
+            i++;
             continue;
         }
         put(e, s + run, i - run);
-        char esc = short_escape(c);
-        if (esc) {
-            char two[2] = {'\\', esc};
-            put(e, two, 2);
-        } else {
-            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            put(e, u, 6);
-        }
+        put(e, esc, elen);
         run = ++i;
     }
     put(e, s + run, n - run);
@@ -290,9 +256,9 @@ static table_shape table_shape_of(lua_State *L, int idx, int marked, lua_Integer
     return strings && !others && ints == 0 ? AS_OBJECT : AS_INVALID;
 }
 
-int kl_json_table_kind(lua_State *L, int idx) {
+int kl_lua_json_table_kind(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L);
     int marked = 0;
     if (lua_getmetatable(L, idx)) {
         marked = lua_rawequal(L, -1, -2);
@@ -394,17 +360,17 @@ static void encode_value(enc *e, int idx, const path *p, int depth) {
     }
 }
 
-void kl_json_encode(lua_State *L, int idx) {
+void kl_lua_json_encode(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
     enc e = {L, 0, 0, NULL, 0, 256};
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L); /* stack: ..., amt */
     e.amt = lua_gettop(L);
-    e.buf = lua_newuserdatauv(L, e.cap, 0);
+    e.buf = lua_newuserdatauv(L, e.cap, 0); /* stack: ..., amt, buf */
     e.box = lua_gettop(L);
     path root = {NULL, NULL, 0, 0, NULL};
     encode_value(&e, idx, &root, 0);
-    lua_pushlstring(L, e.buf, e.len);
-    lua_replace(L, e.amt);
+    lua_pushlstring(L, e.buf, e.len); /* stack: ..., amt, buf, text */
+    lua_replace(L, e.amt);            /* stack: ..., text, buf */
     lua_pop(L, 1);
 }
 
@@ -414,7 +380,7 @@ void kl_json_encode(lua_State *L, int idx) {
  * anything that has no JSON form. */
 static int l_encode(lua_State *L) {
     luaL_checkany(L, 1);
-    kl_json_encode(L, 1);
+    kl_lua_json_encode(L, 1);
     return 1;
 }
 
@@ -423,7 +389,7 @@ static int l_encode(lua_State *L) {
 static int l_decode(lua_State *L) {
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len);
-    return kl_json_decode(L, s, len);
+    return kl_lua_json_decode(L, s, len);
 }
 
 /* klua.json.array([t]) -> t marked as a JSON array (a new empty table when
@@ -435,16 +401,16 @@ static int l_array(lua_State *L) {
     }
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L);
     lua_setmetatable(L, 1);
     return 1;
 }
 
-void kl_json_push_module(lua_State *L) {
+void kl_lua_json_push_module(lua_State *L) {
     static const luaL_Reg funcs[] = {{"encode", l_encode}, {"decode", l_decode}, {"array", l_array}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     lua_pushlightuserdata(L, NULL);
     lua_setfield(L, -2, "null");
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L);
     lua_setfield(L, -2, "array_mt");
 }

@@ -30,34 +30,34 @@
 
 /* Pushes the klua.json table: encode, decode, null, array_mt, array.
  * [-0, +1] */
-void kl_json_push_module(lua_State *L);
+void kl_lua_json_push_module(lua_State *L);
 
 /* Encodes the value at idx to JSON into a new Lua string pushed on the
  * stack, or raises a Lua error with a clear message. Views are emitted from
  * their raw bytes. [-0, +1, e] */
-void kl_json_encode(lua_State *L, int idx);
+void kl_lua_json_encode(lua_State *L, int idx);
 
 /* Decodes s into a value as klua.copy(view) would. Returns 1 with the value
  * pushed, or pushes nil and a message and returns 2. [-0, +1|+2] */
-int kl_json_decode(lua_State *L, const char *s, size_t len);
+int kl_lua_json_decode(lua_State *L, const char *s, size_t len);
 
 /* How klua.json.encode writes the table at idx: '[' an array, '{' an
  * object, 0 neither (mixed or sparse keys). [-0, +0] */
-int kl_json_table_kind(lua_State *L, int idx);
+int kl_lua_json_table_kind(lua_State *L, int idx);
 
 /* Pushes the metatable that marks tables as JSON arrays, creating it on
  * first use. [-0, +1] */
-void kl_json_push_array_mt(lua_State *L);
+void kl_lua_json_push_array_mt(lua_State *L);
 
 /* Pushes the value at tape index i fully decoded, as klua.json.decode
  * would; amt is the stack index of the array metatable (unused when the
  * value is not a container). [-0, +1] */
-void kl_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int amt);
+void kl_lua_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int amt);
 
 /* Pushes a userdata holding a kl_json_doc pointer (initially NULL) that
  * frees the document when collected, so that a memory error raised while a
  * document is turned into Lua values does not leak it. Store the document
  * in *guard; free it and set NULL when done. [-0, +1] */
-kl_json_doc **kl_json_push_guard(lua_State *L);
+kl_json_doc **kl_lua_json_push_guard(lua_State *L);
 
 #endif

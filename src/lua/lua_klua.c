@@ -20,19 +20,38 @@
 #include "lua/view.h"
 #include "base/xalloc.h"
 
-struct kl_rt_timer {
-    kl_rt *rt;
-    kl_rt_timer *prev, *next;
+#define TIMER_MT "klua.timer"
+
+typedef struct core core;
+typedef struct timer timer;
+
+/* The script's handle of a timer (the id in lua/klua/init.lua's Timer). */
+typedef struct timer_box {
+    timer *tm; /* NULL once the timer has fired for good or is cancelled */
+} timer_box;
+
+struct timer {
+    core *c;
+    timer *prev, *next;
     uint64_t loop_id;
-    lua_Integer serial; /* what the script's handle names */
+    timer_box *box;
+    int box_ref; /* the handle, kept while the timer lives: its pointer stays valid */
     int fn_ref;
     double interval; /* > 0 for klua.every */
 };
 
+/* The runtime's part KL_RT_CORE: klua.after and klua.every's timers. */
+struct core {
+    kl_rt *rt;
+    timer *timers; /* the live ones */
+};
+
+static core *core_of(lua_State *L) { return kl_rt_state(kl_rt_of(L), KL_RT_CORE); }
+
 /* Raises an error when the runtime is closing: what a __gc handler run at
  * exit makes would outlive everything it needs. */
 static void check_open(lua_State *L, const char *what) {
-    if (kl_rt_of(L)->closing) luaL_error(L, "%s: klua is shutting down", what);
+    if (kl_rt_closing(kl_rt_of(L))) luaL_error(L, "%s: klua is shutting down", what);
 }
 
 /* ---- request ---------------------------------------------------------- */
@@ -40,6 +59,7 @@ static void check_open(lua_State *L, const char *what) {
 static void on_request_done(void *ud, const kl_http_resp *resp) {
     kl_task *t = ud;
     lua_State *co = kl_task_thread(t);
+    /* stack of the task: ..., then core.request's three results */
     if (resp->outcome != KL_HTTP_OK && resp->outcome != KL_HTTP_STATUS) {
         lua_pushnil(co);
         lua_pushstring(co, kl_http_outcome_name(resp->outcome));
@@ -60,38 +80,41 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
 static int l_request(lua_State *L) {
     kl_task *t = kl_task_check_wait(L, "an API call");
     kl_rt *rt = kl_rt_of(L);
+    double timeout = kl_rt_options(rt)->request_timeout;
     size_t blen = 0;
     kl_http_opts o = {
         .method = luaL_checkstring(L, 1),
         .path = luaL_checkstring(L, 2),
         .body = luaL_optlstring(L, 3, NULL, &blen),
         .content_type = luaL_optstring(L, 4, NULL),
-        .timeout_ms = rt->opts.request_timeout > 0 ? (long)(rt->opts.request_timeout * 1000) : 60000,
+        .timeout_ms = timeout > 0 ? (long)(timeout * 1000) : 60000,
     };
     o.body_len = blen;
     luaL_argcheck(L, o.path[0] == '/', 2, "path must start with '/'");
-    kl_http_start(rt->http, &o, (kl_http_cb){.done = on_request_done}, t);
+    kl_http_start(kl_rt_http(rt), &o, (kl_http_cb){.done = on_request_done}, t);
     kl_task_suspend(t);
     return lua_yield(L, 0);
 }
 
 /* ---- timers ----------------------------------------------------------- */
 
-static void timer_free(kl_rt_timer *tm) {
-    kl_rt *rt = tm->rt;
+static void timer_free(timer *tm) {
+    core *c = tm->c;
     if (tm->prev) tm->prev->next = tm->next;
-    else rt->timers = tm->next;
+    else c->timers = tm->next;
     if (tm->next) tm->next->prev = tm->prev;
-    kl_loop_cancel(rt->loop, tm->loop_id);
-    luaL_unref(rt->L, LUA_REGISTRYINDEX, tm->fn_ref);
+    kl_loop_cancel(kl_rt_loop(c->rt), tm->loop_id);
+    tm->box->tm = NULL;
+    luaL_unref(kl_rt_lua(c->rt), LUA_REGISTRYINDEX, tm->box_ref);
+    luaL_unref(kl_rt_lua(c->rt), LUA_REGISTRYINDEX, tm->fn_ref);
     free(tm);
 }
 
 static void on_timer(kl_loop *loop, void *ud) {
-    kl_rt_timer *tm = ud;
-    kl_rt *rt = tm->rt;
+    timer *tm = ud;
+    kl_rt *rt = tm->c->rt;
     tm->loop_id = 0;
-    lua_rawgeti(rt->L, LUA_REGISTRYINDEX, tm->fn_ref);
+    lua_rawgeti(kl_rt_lua(rt), LUA_REGISTRYINDEX, tm->fn_ref); /* stack: fn, for the task */
     if (tm->interval > 0) {
         tm->loop_id = kl_loop_after(loop, tm->interval, on_timer, tm);
         kl_task_spawn(rt, NULL, "klua.every callback", 0, NULL, NULL);
@@ -104,44 +127,44 @@ static void on_timer(kl_loop *loop, void *ud) {
 }
 
 static int add_timer(lua_State *L, double interval) {
-    kl_rt *rt = kl_rt_of(L);
+    core *c = core_of(L);
     lua_Number secs = luaL_checknumber(L, 1);
     luaL_checktype(L, 2, LUA_TFUNCTION);
     luaL_argcheck(L, secs >= 0, 1, "seconds must not be negative");
     luaL_argcheck(L, interval == 0 || secs > 0, 1, "the interval must be positive");
     check_open(L, "cannot start a timer");
-    kl_rt_timer *tm = kl_xcalloc(1, sizeof *tm);
-    tm->rt = rt;
+    timer *tm = kl_xcalloc(1, sizeof *tm);
+    tm->c = c;
     tm->interval = interval > 0 ? secs : 0;
-    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 2); /* stack: seconds, fn, fn */
     tm->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    tm->serial = ++rt->timer_serial;
-    tm->loop_id = kl_loop_after(rt->loop, secs, on_timer, tm);
-    tm->next = rt->timers;
-    if (rt->timers) rt->timers->prev = tm;
-    rt->timers = tm;
-    lua_pushinteger(L, tm->serial);
+    tm->box = lua_newuserdatauv(L, sizeof *tm->box, 0);
+    tm->box->tm = tm;
+    luaL_setmetatable(L, TIMER_MT);
+    lua_pushvalue(L, -1); /* stack: ..., handle, handle */
+    tm->box_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    tm->loop_id = kl_loop_after(kl_rt_loop(c->rt), secs, on_timer, tm);
+    tm->next = c->timers;
+    if (c->timers) c->timers->prev = tm;
+    c->timers = tm;
     return 1;
 }
 
-/* core.after(seconds, fn) -> timer id: runs fn once, later. */
+/* core.after(seconds, fn) -> timer handle: runs fn once, later. */
 static int l_after(lua_State *L) { return add_timer(L, 0); }
-/* core.every(seconds, fn) -> timer id: runs fn every `seconds`. */
+/* core.every(seconds, fn) -> timer handle: runs fn every `seconds`. */
 static int l_every(lua_State *L) { return add_timer(L, 1); }
 
-/* core.cancel(timer id) -> true if the timer was still pending. */
+/* core.cancel(timer handle) -> true if the timer was still pending. */
 static int l_cancel(lua_State *L) {
-    kl_rt *rt = kl_rt_of(L);
-    lua_Integer id = luaL_checkinteger(L, 1);
-    for (kl_rt_timer *tm = rt->timers; tm; tm = tm->next) {
-        if (tm->serial == id) {
-            timer_free(tm);
-            lua_pushboolean(L, 1);
-            kl_rt_check_idle(rt);
-            return 1;
-        }
+    timer_box *b = luaL_checkudata(L, 1, TIMER_MT);
+    timer *tm = b->tm;
+    lua_pushboolean(L, tm != NULL);
+    if (tm) {
+        kl_rt *rt = tm->c->rt;
+        timer_free(tm);
+        kl_rt_check_idle(rt);
     }
-    lua_pushboolean(L, 0);
     return 1;
 }
 
@@ -154,7 +177,7 @@ static void on_sleep_over(kl_loop *loop, void *ud) {
 static int l_sleep(lua_State *L) {
     kl_task *t = kl_task_check_wait(L, "klua.sleep");
     lua_Number secs = luaL_checknumber(L, 1);
-    kl_loop_after(kl_rt_of(L)->loop, secs, on_sleep_over, t);
+    kl_loop_after(kl_rt_loop(kl_rt_of(L)), secs, on_sleep_over, t);
     kl_task_suspend(t);
     return lua_yield(L, 0);
 }
@@ -164,9 +187,7 @@ static int l_sleep(lua_State *L) {
 /* core.stop([code]): ends the run once the current callback returns; no
  * further script code starts. klua run exits with code (default 0). */
 static int l_stop(lua_State *L) {
-    kl_rt *rt = kl_rt_of(L);
-    rt->exit_code = (int)luaL_optinteger(L, 1, 0);
-    kl_loop_stop(rt->loop);
+    kl_rt_exit(kl_rt_of(L), (int)luaL_optinteger(L, 1, 0));
     return 0;
 }
 
@@ -176,7 +197,7 @@ static int l_log(lua_State *L) {
     _Static_assert(KL_LOG_DEBUG == 0 && KL_LOG_ERROR == 3, "names follows kl_log_level");
     int level = luaL_checkoption(L, 1, NULL, names);
     const char *msg = luaL_checkstring(L, 2);
-    kl_log((kl_log_level)level, kl_rt_of(L)->script_name, "%s", msg);
+    kl_log((kl_log_level)level, kl_rt_script_name(kl_rt_of(L)), "%s", msg);
     return 0;
 }
 
@@ -194,7 +215,7 @@ static int l_now(lua_State *L) {
 
 /* core.namespace() -> the namespace of the kubeconfig context. */
 static int l_namespace(lua_State *L) {
-    lua_pushstring(L, kl_conn_namespace(kl_rt_of(L)->conn));
+    lua_pushstring(L, kl_conn_namespace(kl_rt_conn(kl_rt_of(L))));
     return 1;
 }
 
@@ -209,17 +230,8 @@ static int l_stdout_closed(lua_State *L) {
 
 /* core.on_synced(fn): fn runs once every informer has synced. */
 static int l_on_synced(lua_State *L) {
-    kl_rt *rt = kl_rt_of(L);
     luaL_checktype(L, 1, LUA_TFUNCTION);
-    if (rt->on_synced_ref == LUA_NOREF) {
-        lua_newtable(L);
-        rt->on_synced_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, rt->on_synced_ref);
-    lua_pushvalue(L, 1);
-    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
-    lua_pop(L, 1);
-    if (rt->running) kl_klua_check_synced(rt, L);
+    kl_rt_on_synced(L, 1);
     return 0;
 }
 
@@ -227,11 +239,11 @@ static int l_on_synced(lua_State *L) {
 static int l_stats(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
     lua_createtable(L, 0, 3);
-    lua_pushinteger(L, (lua_Integer)rt->task_errors);
+    lua_pushinteger(L, (lua_Integer)kl_task_errors(rt));
     lua_setfield(L, -2, "task_errors");
-    lua_pushinteger(L, (lua_Integer)rt->mem_used);
+    lua_pushinteger(L, (lua_Integer)kl_rt_memory(rt));
     lua_setfield(L, -2, "lua_memory");
-    lua_pushinteger(L, (lua_Integer)rt->suspended);
+    lua_pushinteger(L, (lua_Integer)kl_task_suspended(rt));
     lua_setfield(L, -2, "suspended");
     return 1;
 }
@@ -252,8 +264,7 @@ static void set_number(lua_State *L, const char *key, double v) {
  * {leader_elect, election_id, election_namespace, lease_duration,
  * renew_deadline, retry_period, script} (unset flags absent). */
 static int l_controller_options(lua_State *L) {
-    kl_rt *rt = kl_rt_of(L);
-    const kl_ctl_opts *o = &rt->opts.ctl;
+    const kl_ctl_opts *o = &kl_rt_options(kl_rt_of(L))->ctl;
     lua_createtable(L, 0, 7);
     lua_pushboolean(L, o->leader_elect);
     lua_setfield(L, -2, "leader_elect");
@@ -287,41 +298,9 @@ static int l_process(lua_State *L) {
     return 1;
 }
 
-void kl_klua_check_synced(kl_rt *rt, lua_State *from) {
-    if (!rt->main_done || rt->on_synced_ref == LUA_NOREF || !kl_informers_synced(rt)) return;
-    lua_State *L = rt->L;
-    int ref = rt->on_synced_ref;
-    rt->on_synced_ref = LUA_NOREF;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, ref);
-    lua_Integer n = (lua_Integer)luaL_len(L, -1);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, -1, i);
-        kl_task_spawn(rt, from, "klua.on_synced callback", 0, NULL, NULL);
-    }
-    lua_pop(L, 1);
-}
-
-void kl_klua_set_args(kl_rt *rt, int argc, char **argv) {
-    lua_State *L = rt->L;
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_getfield(L, -1, "klua.core");
-    lua_createtable(L, argc, 0);
-    for (int i = 0; i < argc; i++) {
-        lua_pushstring(L, argv[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-    lua_setfield(L, -2, "args");
-    lua_pop(L, 2);
-}
-
-void kl_klua_close(kl_rt *rt) {
-    while (rt->timers) timer_free(rt->timers);
-    kl_informers_close(rt);
-    kl_queues_close(rt);
-}
-
-int kl_open_core(lua_State *L) {
+/* Adds klua.core's own functions, the view functions and klua.json. */
+static void core_open(void *state, lua_State *L) {
+    (void)state;
     static const luaL_Reg fns[] = {
         {"request", l_request}, {"after", l_after},         {"every", l_every},
         {"cancel", l_cancel},   {"sleep", l_sleep},         {"stop", l_stop},
@@ -329,11 +308,25 @@ int kl_open_core(lua_State *L) {
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {"controller_options", l_controller_options}, {"process", l_process},
         {"stdout_closed", l_stdout_closed}, {NULL, NULL}};
-    luaL_newlib(L, fns);
+    luaL_setfuncs(L, fns, 0);       /* stack: core */
+    luaL_newmetatable(L, TIMER_MT); /* stack: core, mt: what core.cancel checks its handle by */
+    lua_pop(L, 1);
     kl_view_set_functions(L);
-    kl_json_push_module(L);
+    kl_lua_json_push_module(L); /* stack: core, json */
     lua_setfield(L, -2, "json");
-    kl_informer_open(L);
-    kl_queue_open(L);
-    return 1;
+}
+
+static int core_idle(void *state) { return !((core *)state)->timers; }
+
+static void core_close(void *state) {
+    core *c = state;
+    while (c->timers) timer_free(c->timers);
+}
+
+void kl_lua_klua_init(kl_rt *rt) {
+    static const kl_rt_hooks hooks = {
+        .open = core_open, .idle = core_idle, .close = core_close, .free = free};
+    core *c = kl_xcalloc(1, sizeof *c);
+    c->rt = rt;
+    kl_rt_register(rt, KL_RT_CORE, &hooks, c);
 }

@@ -11,27 +11,10 @@
 
 #include "lua/runtime.h"
 
-/* luaopen-style opener for "klua.core". [-0, +1] */
-int kl_open_core(lua_State *L);
-/* Sets klua.core.args to the script's arguments. */
-void kl_klua_set_args(kl_rt *rt, int argc, char **argv);
-/* Fires klua.on_synced callbacks once every informer has synced; from is
- * the thread of the C function asking (NULL from the loop). */
-void kl_klua_check_synced(kl_rt *rt, lua_State *from);
-/* Frees timers, informers and queues; their handles then raise an error
- * saying so. Called before the Lua state closes. */
-void kl_klua_close(kl_rt *rt);
-
-/* From lua_informer.c: adds `informer` to the core table on top. [-0, +0] */
-void kl_informer_open(lua_State *L);
-/* Whether every informer has synced (vacuously true with none). */
-int kl_informers_synced(kl_rt *rt);
-void kl_informers_close(kl_rt *rt);
-/* Starts delivering notifications: called once the main chunk returned. */
-void kl_informers_start_dispatch(kl_rt *rt);
-
-/* From lua_queue.c: adds `queue` to the core table on top. [-0, +0] */
-void kl_queue_open(lua_State *L);
-void kl_queues_close(kl_rt *rt);
+/* Makes the runtime's part KL_RT_CORE (kl_rt_new): klua.core's own
+ * functions, opened into the table that the other parts fill too. Its
+ * timers keep the script running; they are freed when the runtime closes,
+ * and their callbacks do not run again. */
+void kl_lua_klua_init(kl_rt *rt);
 
 #endif

@@ -12,23 +12,35 @@
  * when the runtime closes. A handle whose queue is gone raises "this queue
  * is closed" from every method, so a __gc handler that runs at exit is safe.
  */
+#include "lua/lua_queue.h"
+
 #include <lauxlib.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lua/lua_klua.h"
+#include "base/buf.h"
+#include "lua/opt.h"
 #include "cache/queue.h"
 #include "lua/task.h"
+#include "base/xalloc.h"
 
 #define QUEUE_MT "klua.queue"
+
+typedef struct lua_queue lua_queue;
 
 typedef struct box {
     lua_queue *lq; /* NULL once the queue is freed */
 } box;
 
-struct lua_queue {
+/* The runtime's part KL_RT_QUEUES. */
+typedef struct queues {
     kl_rt *rt;
+    lua_queue *list; /* every live queue */
+} queues;
+
+struct lua_queue {
+    queues *all;
     kl_queue *q;
     box *handle;
     lua_queue *prev, *next;
@@ -48,7 +60,7 @@ static lua_queue *check_queue(lua_State *L) {
 static void wake(kl_loop *loop, void *ud);
 
 static void schedule_wake(lua_queue *lq) {
-    if (!lq->wake_id && lq->nwaiters) lq->wake_id = kl_loop_defer(lq->rt->loop, wake, lq);
+    if (!lq->wake_id && lq->nwaiters) lq->wake_id = kl_loop_defer(kl_rt_loop(lq->all->rt), wake, lq);
 }
 
 static void on_due(kl_loop *loop, void *ud) {
@@ -76,15 +88,15 @@ static void wake(kl_loop *loop, void *ud) {
         if (!key && !shut) break;
         kl_task *t = pop_waiter(lq);
         lua_State *co = kl_task_thread(t);
-        if (key) lua_pushstring(co, key);
+        if (key) lua_pushstring(co, key); /* stack of the worker: ..., key (get's result) */
         else lua_pushnil(co);
         kl_task_resume(t, 1);
     }
     double next = kl_queue_next_ready(lq->q);
     if (lq->nwaiters && next >= 0 && (!lq->timer || next < lq->timer_at)) {
-        kl_loop_cancel(lq->rt->loop, lq->timer);
+        kl_loop_cancel(kl_rt_loop(lq->all->rt), lq->timer);
         lq->timer_at = next;
-        lq->timer = kl_loop_after(lq->rt->loop, next - now, on_due, lq);
+        lq->timer = kl_loop_after(kl_rt_loop(lq->all->rt), next - now, on_due, lq);
     }
 }
 
@@ -146,13 +158,9 @@ static int l_get(lua_State *L) {
         else lua_pushnil(L);
         return 1;
     }
-    if (lq->nwaiters == lq->capwaiters) {
-        size_t cap = lq->capwaiters ? lq->capwaiters * 2 : 4;
-        kl_task **w = realloc(lq->waiters, cap * sizeof *w);
-        if (!w) return luaL_error(L, "out of memory");
-        lq->waiters = w;
-        lq->capwaiters = cap;
-    }
+    kl_task **w = kl_buf_try_grow(lq->waiters, &lq->capwaiters, lq->nwaiters + 1, sizeof *w, 4);
+    if (!w) return luaL_error(L, "out of memory");
+    lq->waiters = w;
     lq->waiters[lq->nwaiters++] = t;
     kl_task_suspend(t);
     /* A delayed key may be due before anything else wakes the queue: the
@@ -203,19 +211,19 @@ static void push_dist(lua_State *L, const kl_queue_dist *d, const char *name) {
     lua_setfield(L, -2, "sum");
     lua_pushnumber(L, d->max);
     lua_setfield(L, -2, "max");
-    lua_createtable(L, KL_QUEUE_BUCKETS - 1, 0);
+    lua_createtable(L, KL_QUEUE_BUCKETS - 1, 0); /* stack: ..., t, dist, buckets */
     uint64_t below = 0;
     for (int i = 0; i < KL_QUEUE_BUCKETS - 1; i++) {
         below += d->buckets[i];
-        lua_createtable(L, 2, 0); /* {le, count} */
+        lua_createtable(L, 2, 0); /* stack: ..., t, dist, buckets, {le, count} */
         lua_pushnumber(L, kl_queue_bucket_bound(i));
         lua_rawseti(L, -2, 1);
         lua_pushinteger(L, (lua_Integer)below);
         lua_rawseti(L, -2, 2);
-        lua_rawseti(L, -2, i + 1);
+        lua_rawseti(L, -2, i + 1); /* buckets[i + 1] = {le, count} */
     }
-    lua_setfield(L, -2, "buckets");
-    lua_setfield(L, -2, name);
+    lua_setfield(L, -2, "buckets"); /* stack: ..., t, dist */
+    lua_setfield(L, -2, name);      /* stack: ..., t */
 }
 
 /* q:stats() -> {depth, processing, waiting, failing, adds, retries,
@@ -243,50 +251,43 @@ static int l_stats(lua_State *L) {
     return 1;
 }
 
-static double opt_field(lua_State *L, int idx, const char *name) {
-    lua_getfield(L, idx, name);
-    double v = lua_isnil(L, -1) ? 0 : (double)luaL_checknumber(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
 /* core.queue{base_delay=, max_delay=, qps=, burst=} -> a work queue. */
 static int l_queue(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
-    if (rt->closing) return luaL_error(L, "cannot make a queue: klua is shutting down");
+    if (kl_rt_closing(rt)) return luaL_error(L, "cannot make a queue: klua is shutting down");
     kl_queue_opts o = {0};
     if (lua_istable(L, 1)) {
-        o.base_delay = opt_field(L, 1, "base_delay");
-        o.max_delay = opt_field(L, 1, "max_delay");
-        o.qps = opt_field(L, 1, "qps");
-        o.burst = (int)opt_field(L, 1, "burst");
+        o.base_delay = kl_opt_number(L, 1, "base_delay");
+        o.max_delay = kl_opt_number(L, 1, "max_delay");
+        o.qps = kl_opt_number(L, 1, "qps");
+        o.burst = (int)kl_opt_number(L, 1, "burst");
     }
     lua_queue *lq = calloc(1, sizeof *lq);
     if (!lq) return luaL_error(L, "out of memory");
-    lq->rt = rt;
+    lq->all = kl_rt_state(rt, KL_RT_QUEUES);
     lq->q = kl_queue_new(&o);
     if (!lq->q) {
         free(lq);
         return luaL_error(L, "out of memory");
     }
-    box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    box *b = lua_newuserdatauv(L, sizeof *b, 0); /* stack: ..., handle */
     b->lq = lq;
     lq->handle = b;
     luaL_setmetatable(L, QUEUE_MT);
-    lq->next = rt->queues;
-    if (rt->queues) rt->queues->prev = lq;
-    rt->queues = lq;
+    lq->next = lq->all->list;
+    if (lq->all->list) lq->all->list->prev = lq;
+    lq->all->list = lq;
     return 1;
 }
 
 static void queue_free(lua_queue *lq) {
-    kl_rt *rt = lq->rt;
+    queues *all = lq->all;
     if (lq->prev) lq->prev->next = lq->next;
-    else rt->queues = lq->next;
+    else all->list = lq->next;
     if (lq->next) lq->next->prev = lq->prev;
     lq->handle->lq = NULL;
-    kl_loop_cancel(rt->loop, lq->timer);
-    kl_loop_cancel(rt->loop, lq->wake_id);
+    kl_loop_cancel(kl_rt_loop(all->rt), lq->timer);
+    kl_loop_cancel(kl_rt_loop(all->rt), lq->wake_id);
     kl_queue_free(lq->q);
     free(lq->waiters);
     free(lq);
@@ -298,24 +299,34 @@ static int l_gc(lua_State *L) {
     return 0;
 }
 
-void kl_queues_close(kl_rt *rt) {
-    while (rt->queues) queue_free(rt->queues);
+/* Frees every queue; the handles stay, closed. */
+static void queues_close(void *state) {
+    queues *all = state;
+    while (all->list) queue_free(all->list);
 }
 
-void kl_queue_open(lua_State *L) {
+static void queues_open(void *state, lua_State *L) {
+    (void)state;
     static const luaL_Reg methods[] = {
         {"add", l_add},       {"add_after", l_add_after}, {"add_rate_limited", l_add_rate_limited},
         {"forget", l_forget}, {"num_requeues", l_num_requeues}, {"get", l_get},
         {"done", l_done},     {"observe", l_observe},     {"len", l_len},
         {"shutdown", l_shutdown}, {"stats", l_stats},     {NULL, NULL}};
-    if (luaL_newmetatable(L, QUEUE_MT)) {
+    if (luaL_newmetatable(L, QUEUE_MT)) { /* stack: core, mt */
         luaL_setfuncs(L, methods, 0);
         lua_pushvalue(L, -1);
-        lua_setfield(L, -2, "__index");
+        lua_setfield(L, -2, "__index"); /* mt.__index = mt */
         lua_pushcfunction(L, l_gc);
         lua_setfield(L, -2, "__gc");
     }
     lua_pop(L, 1);
     lua_pushcfunction(L, l_queue);
     lua_setfield(L, -2, "queue");
+}
+
+void kl_lua_queue_init(kl_rt *rt) {
+    static const kl_rt_hooks hooks = {.open = queues_open, .close = queues_close, .free = free};
+    queues *all = kl_xcalloc(1, sizeof *all);
+    all->rt = rt;
+    kl_rt_register(rt, KL_RT_QUEUES, &hooks, all);
 }

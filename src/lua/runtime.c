@@ -8,12 +8,83 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lua/embedded.h"
 #include "base/log.h"
+#include "lua/embedded.h"
 #include "lua/lua_endpoint.h"
+#include "lua/lua_informer.h"
 #include "lua/lua_klua.h"
+#include "lua/lua_queue.h"
 #include "lua/task.h"
 #include "lua/view.h"
+
+typedef struct part {
+    const kl_rt_hooks *hooks;
+    void *state;
+} part;
+
+struct kl_rt {
+    lua_State *L;
+    kl_loop *loop;
+    kl_conn *conn;
+    kl_http *http;
+    kl_rt_opts opts;
+    size_t mem_used;
+    int memory_binds;  /* script code runs: the memory limit binds */
+    part parts[KL_RT_NPARTS];
+    int on_synced_ref; /* table of callbacks waiting for sync, or LUA_NOREF */
+    int exit_code;
+    int script_failed;
+    int main_done;
+    int running; /* inside kl_rt_run */
+    int closing; /* kl_rt_free has begun: nothing new may be made */
+    char script_name[64];
+};
+
+/* The parts, made in this order by kl_rt_new (kl_rt_part). */
+static void (*const part_init[KL_RT_NPARTS])(kl_rt *) = {
+    [KL_RT_TASKS] = kl_task_init,
+    [KL_RT_CORE] = kl_lua_klua_init,
+    [KL_RT_INFORMERS] = kl_lua_informer_init,
+    [KL_RT_QUEUES] = kl_lua_queue_init,
+    [KL_RT_ENDPOINTS] = kl_lua_endpoint_init,
+};
+
+void kl_rt_register(kl_rt *rt, kl_rt_part p, const kl_rt_hooks *hooks, void *state) {
+    rt->parts[p] = (part){hooks, state};
+}
+
+void *kl_rt_state(const kl_rt *rt, kl_rt_part p) { return rt->parts[p].state; }
+lua_State *kl_rt_lua(const kl_rt *rt) { return rt->L; }
+kl_loop *kl_rt_loop(const kl_rt *rt) { return rt->loop; }
+kl_conn *kl_rt_conn(const kl_rt *rt) { return rt->conn; }
+kl_http *kl_rt_http(const kl_rt *rt) { return rt->http; }
+const kl_rt_opts *kl_rt_options(const kl_rt *rt) { return &rt->opts; }
+const char *kl_rt_script_name(const kl_rt *rt) { return rt->script_name; }
+size_t kl_rt_memory(const kl_rt *rt) { return rt->mem_used; }
+int kl_rt_closing(const kl_rt *rt) { return rt->closing; }
+int kl_rt_started(const kl_rt *rt) { return rt->main_done; }
+void kl_rt_bind_memory(kl_rt *rt, int on) { rt->memory_binds = on; }
+
+void kl_rt_exit(kl_rt *rt, int code) {
+    rt->exit_code = code;
+    kl_loop_stop(rt->loop);
+}
+
+static int parts_idle(const kl_rt *rt) {
+    for (int i = 0; i < KL_RT_NPARTS; i++) {
+        const part *p = &rt->parts[i];
+        if (p->hooks && p->hooks->idle && !p->hooks->idle(p->state)) return 0;
+    }
+    return 1;
+}
+
+static int parts_synced(const kl_rt *rt) {
+    for (int i = 0; i < KL_RT_NPARTS; i++) {
+        const part *p = &rt->parts[i];
+        if (p->hooks && p->hooks->synced && !p->hooks->synced(p->state)) return 0;
+    }
+    return 1;
+}
 
 kl_rt *kl_rt_of(lua_State *L) {
     void *ud;
@@ -31,7 +102,7 @@ static void *rt_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         rt->mem_used -= old;
         return NULL;
     }
-    if (rt->cur.enforce_memory && rt->opts.memory_limit && nsize > old &&
+    if (rt->memory_binds && rt->opts.memory_limit && nsize > old &&
         rt->mem_used - old + nsize > rt->opts.memory_limit)
         return NULL;
     void *p = realloc(ptr, nsize);
@@ -46,12 +117,23 @@ static void preload(lua_State *L, const char *name, lua_CFunction open) {
     lua_pop(L, 1);
 }
 
+/* The klua.core opener: a table every part adds its functions to. */
+static int open_core(lua_State *L) {
+    kl_rt *rt = kl_rt_of(L);
+    lua_newtable(L);
+    for (int i = 0; i < KL_RT_NPARTS; i++) {
+        const part *p = &rt->parts[i];
+        if (p->hooks && p->hooks->open) p->hooks->open(p->state, L);
+    }
+    return 1;
+}
+
 static int open_state(lua_State *L) {
     luaL_openlibs(L);
     kl_task_open_guards(L);
     kl_view_open(L);
     preload(L, "cjson", luaopen_cjson);
-    preload(L, "klua.core", kl_open_core);
+    preload(L, "klua.core", open_core);
     kl_embedded_add_searcher(L);
     lua_getglobal(L, "require");
     lua_pushstring(L, "klua");
@@ -81,7 +163,7 @@ kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
     /* Threads copy the main thread's extra space: NULL marks them (and the
      * coroutines a script creates) as no task of ours. */
     *(kl_task **)lua_getextraspace(rt->L) = NULL;
-    kl_task_init(rt);
+    for (int i = 0; i < KL_RT_NPARTS; i++) part_init[i](rt);
     lua_pushcfunction(rt->L, open_state);
     if (lua_pcall(rt->L, 0, 0, 0) != LUA_OK) {
         snprintf(err, errlen, "cannot start Lua: %s", lua_tostring(rt->L, -1));
@@ -93,25 +175,36 @@ fail:
     return NULL;
 }
 
+static void close_part(kl_rt *rt, kl_rt_part which) {
+    const part *p = &rt->parts[which];
+    if (p->hooks && p->hooks->close) p->hooks->close(p->state);
+}
+
 /* The one teardown order. Script code may still run in it: the __gc
  * handlers that lua_close calls. So first the endpoints (they call into
- * Lua), then everything that could start
- * script code or that a handle points to is closed (timers, informers with
- * their requests, queues; their handles then raise "closed"), then the
- * requests of API calls, then the tasks, whose waits can no longer end;
- * then lua_close, while making anything new is refused (rt->closing) and
- * the loop, which the count hook reads, still exists; the loop, which
- * only holds pointers to what is gone by now, and the connection last. */
+ * Lua), then everything that could start script code or that a handle
+ * points to is closed (timers, informers with their requests, queues;
+ * their handles then raise "closed"), then the requests of API calls,
+ * then the tasks, whose waits can no longer end (and the run state, so
+ * that __gc handlers start with a budget of their own); then lua_close,
+ * while making anything new is refused (rt->closing) and the loop and the
+ * tasks' run state, which the count hook reads, still exist; then what is
+ * left of the parts; the loop, which only holds pointers to what is gone
+ * by now, and the connection last. */
 void kl_rt_free(kl_rt *rt) {
     if (!rt) return;
     rt->closing = 1;
-    rt->cur = (kl_run_state){0}; /* __gc handlers start with a budget of their own */
-    kl_endpoint_close_all(rt);
-    if (rt->L) kl_klua_close(rt);
+    rt->memory_binds = 0;
+    close_part(rt, KL_RT_ENDPOINTS);
+    close_part(rt, KL_RT_CORE);
+    close_part(rt, KL_RT_INFORMERS);
+    close_part(rt, KL_RT_QUEUES);
     kl_http_free(rt->http);
-    if (rt->L) {
-        kl_task_pool_free(rt);
-        lua_close(rt->L);
+    close_part(rt, KL_RT_TASKS);
+    if (rt->L) lua_close(rt->L);
+    for (int i = 0; i < KL_RT_NPARTS; i++) {
+        const part *p = &rt->parts[i];
+        if (p->hooks && p->hooks->free) p->hooks->free(p->state);
     }
     kl_loop_free(rt->loop);
     kl_conn_free(rt->conn);
@@ -119,26 +212,69 @@ void kl_rt_free(kl_rt *rt) {
 }
 
 void kl_rt_check_idle(kl_rt *rt) {
-    if (rt->running && rt->main_done && !rt->cur.task && !rt->suspended && !rt->timers &&
-        !rt->informers)
-        kl_loop_stop(rt->loop);
+    if (rt->running && rt->main_done && parts_idle(rt)) kl_loop_stop(rt->loop);
 }
 
 int kl_rt_stop_signal(const kl_rt *rt) { return kl_loop_signal(rt->loop); }
+
+void kl_rt_on_synced(lua_State *L, int idx) {
+    kl_rt *rt = kl_rt_of(L);
+    idx = lua_absindex(L, idx);
+    if (rt->on_synced_ref == LUA_NOREF) {
+        lua_newtable(L);
+        rt->on_synced_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, rt->on_synced_ref); /* stack: ..., waiting */
+    lua_pushvalue(L, idx);
+    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+    lua_pop(L, 1);
+    if (rt->running) kl_rt_check_synced(rt, L);
+}
+
+void kl_rt_check_synced(kl_rt *rt, lua_State *from) {
+    if (!rt->main_done || rt->on_synced_ref == LUA_NOREF || !parts_synced(rt)) return;
+    lua_State *L = rt->L;
+    int ref = rt->on_synced_ref;
+    rt->on_synced_ref = LUA_NOREF;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref); /* stack: waiting */
+    luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    lua_Integer n = (lua_Integer)luaL_len(L, -1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i); /* stack: waiting, fn; the task pops fn */
+        kl_task_spawn(rt, from, "klua.on_synced callback", 0, NULL, NULL);
+    }
+    lua_pop(L, 1);
+}
+
+/* Sets klua.core.args to the script's arguments. */
+static void set_args(kl_rt *rt, int argc, char **argv) {
+    lua_State *L = rt->L;
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, "klua.core"); /* stack: loaded, core */
+    lua_createtable(L, argc, 0);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "args");
+    lua_pop(L, 2);
+}
 
 static void on_main_done(void *ud, kl_task *t, int ok) {
     (void)t;
     kl_rt *rt = ud;
     rt->main_done = 1;
-    kl_informers_start_dispatch(rt);
-    if (ok) kl_klua_check_synced(rt, NULL);
+    for (int i = 0; i < KL_RT_NPARTS; i++) {
+        const part *p = &rt->parts[i];
+        if (p->hooks && p->hooks->started) p->hooks->started(p->state);
+    }
+    if (ok) kl_rt_check_synced(rt, NULL);
     /* Cut short by a signal is a stop, not a failure. */
     if (!ok && !kl_loop_signal(rt->loop)) {
         rt->script_failed = 1;
         kl_loop_stop(rt->loop);
     }
 }
-
 static void set_script_name(kl_rt *rt, const char *path) {
     const char *base = path ? strrchr(path, '/') : NULL;
     snprintf(rt->script_name, sizeof rt->script_name, "%s", base ? base + 1 : path ? path : "script");
@@ -155,7 +291,7 @@ int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **a
         lua_pop(L, 1);
         return 1;
     }
-    kl_klua_set_args(rt, argc, argv);
+    set_args(rt, argc, argv);
     for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
     rt->running = 1;
     kl_task_spawn(rt, NULL, "the script's main chunk", argc, on_main_done, rt);

@@ -9,18 +9,19 @@
  *
  * The runtime is found from any lua_State through the allocator's userdata,
  * and a task from its thread's extra space (NULL for threads the script
- * created itself), so nothing here is global.
+ * created itself), so nothing here is global. The runtime itself owns the
+ * Lua state, the loop, the connection, the HTTP client, the script's
+ * lifetime and the sync barrier; the rest belongs to its parts
+ * (kl_rt_part), each behind its own header.
  */
 #ifndef KLUA_RUNTIME_H
 #define KLUA_RUNTIME_H
 
 #include <lua.h>
 
+#include "base/loop.h"
 #include "conn/conn.h"
 #include "conn/http.h"
-#include "base/loop.h"
-
-typedef struct kl_task kl_task;
 
 /* What running a controller for real adds (docs/deploy.md): leader
  * election and the metrics and probe endpoint. Strings point into argv. */
@@ -47,50 +48,39 @@ typedef struct kl_rt_opts {
     double request_timeout;  /* seconds for a LIST or an API call; 0 = 300 and 60 */
 } kl_rt_opts;
 
-/* Why every further instruction of the running task fails. */
-enum { KL_STOPPED_BY_BUDGET = 1, KL_STOPPED_BY_SIGNAL };
+/* The parts of a runtime: each is one file of src/lua/ that owns its state
+ * behind its own header and registers it, with its hooks, when the runtime
+ * is made (kl_rt_new, in this order). No part reads another's state: parts
+ * call the runtime, and the runtime calls them through their hooks. */
+typedef enum kl_rt_part {
+    KL_RT_TASKS,     /* task.c: the coroutines, their pool, the run state */
+    KL_RT_CORE,      /* lua_klua.c: klua.core's timers */
+    KL_RT_INFORMERS, /* lua_informer.c: informers and their dispatch */
+    KL_RT_QUEUES,    /* lua_queue.c: work queues */
+    KL_RT_ENDPOINTS, /* lua_endpoint.c: the metrics and probe servers */
+    KL_RT_NPARTS
+} kl_rt_part;
 
-/* What runs now: the innermost task being resumed. Saved and restored
- * around every resume (task.c), so that a task started from inside another
- * one leaves the outer one's state as it found it. */
-typedef struct kl_run_state {
-    kl_task *task;      /* NULL while no task runs */
-    long used;          /* instructions run since the resume */
-    int stopped;        /* 0 or KL_STOPPED_BY_*: every instruction fails */
-    int enforce_memory; /* the memory limit binds only while script code runs */
-} kl_run_state;
+/* What the runtime asks of a part; any hook may be NULL. */
+typedef struct kl_rt_hooks {
+    /* Adds the part's functions to the klua.core table on top of L, when
+     * the script first requires it. [-0, +0, e] */
+    void (*open)(void *state, lua_State *L);
+    /* Whether nothing of the part can start script code again (NULL: it
+     * never keeps the script running). */
+    int (*idle)(void *state);
+    /* Whether the part has what klua.on_synced waits for (NULL: it has). */
+    int (*synced)(void *state);
+    /* The script's main chunk has returned: handlers may now be called. */
+    void (*started)(void *state);
+    /* Closes what script code could reach, before lua_close, in
+     * kl_rt_free's order: the part's handles then raise "closed". */
+    void (*close)(void *state);
+    /* Frees the state itself, after lua_close (NULL: close freed it). */
+    void (*free)(void *state);
+} kl_rt_hooks;
 
-typedef struct kl_rt_timer kl_rt_timer;
-typedef struct kl_endpoint kl_endpoint;
-typedef struct lua_informer lua_informer;
-typedef struct lua_queue lua_queue;
-
-typedef struct kl_rt {
-    lua_State *L;
-    kl_loop *loop;
-    kl_conn *conn;
-    kl_http *http;
-    kl_rt_opts opts;
-    size_t mem_used;
-    kl_run_state cur;
-    kl_task *tasks; /* every task alive, for the final clean-up */
-    kl_task **pool; /* finished tasks kept for reuse with their threads */
-    size_t npool, cappool;
-    size_t suspended;        /* tasks waiting on I/O or a timer */
-    unsigned long task_errors;
-    kl_rt_timer *timers;     /* klua.after / klua.every, live ones */
-    lua_Integer timer_serial;
-    lua_informer *informers; /* every informer the script made */
-    lua_queue *queues;       /* every work queue the script made */
-    kl_endpoint *endpoints;  /* the metrics and probe servers, at most two */
-    int on_synced_ref;       /* table of callbacks waiting for sync, or LUA_NOREF */
-    int exit_code;
-    int script_failed;
-    int main_done;
-    int running; /* inside kl_rt_run */
-    int closing; /* kl_rt_free has begun: nothing new may be made */
-    char script_name[64];
-} kl_rt;
+typedef struct kl_rt kl_rt;
 
 /* A runtime connected as opts says. NULL with a message in err. */
 kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen);
@@ -104,8 +94,42 @@ int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **a
 /* The signal that stopped the run, or 0. */
 int kl_rt_stop_signal(const kl_rt *rt);
 kl_rt *kl_rt_of(lua_State *L);
-/* Stops the loop when no task runs and nothing is left that could run
- * script code again. */
+/* Stops the loop when the script's main chunk has returned and every part
+ * is idle. */
 void kl_rt_check_idle(kl_rt *rt);
+
+/* Called once by each part as kl_rt_new makes it; hooks (static) and
+ * state stay the part's. */
+void kl_rt_register(kl_rt *rt, kl_rt_part part, const kl_rt_hooks *hooks, void *state);
+/* The state a part registered, for that part's own functions. */
+void *kl_rt_state(const kl_rt *rt, kl_rt_part part);
+
+lua_State *kl_rt_lua(const kl_rt *rt);
+kl_loop *kl_rt_loop(const kl_rt *rt);
+kl_conn *kl_rt_conn(const kl_rt *rt);
+kl_http *kl_rt_http(const kl_rt *rt);
+const kl_rt_opts *kl_rt_options(const kl_rt *rt);
+/* The script's file name, for the log. */
+const char *kl_rt_script_name(const kl_rt *rt);
+/* Bytes the Lua state holds. */
+size_t kl_rt_memory(const kl_rt *rt);
+/* Whether kl_rt_free has begun: nothing new may be made. */
+int kl_rt_closing(const kl_rt *rt);
+/* Whether the script's main chunk has returned. */
+int kl_rt_started(const kl_rt *rt);
+/* klua.stop(code): the run ends with code once the current callback returns. */
+void kl_rt_exit(kl_rt *rt, int code);
+/* Whether --memory-limit binds: only while script code runs (task.c says
+ * when), so the host's own pushes never fail outside a protected call. */
+void kl_rt_bind_memory(kl_rt *rt, int on);
+
+/* The sync barrier, in one place: klua.on_synced(fn) queues the function
+ * at idx, run as a task once the main chunk has returned and every part is
+ * synced (at once when both hold already). [-0, +0, e] */
+void kl_rt_on_synced(lua_State *L, int idx);
+/* Runs the queued on_synced functions if the barrier is passed; a part
+ * calls it when it may have become synced. from is the thread of the C
+ * function asking (NULL from the loop). */
+void kl_rt_check_synced(kl_rt *rt, lua_State *from);
 
 #endif

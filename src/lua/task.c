@@ -7,15 +7,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/log.h"
+#include "base/xalloc.h"
 
 #define POOL_MAX 64 /* idle threads kept; a burst beyond is freed */
 /* Instructions between two looks for a signal: a read() of the signalfd
  * per ~1 ms of Lua at most, which costs nothing measurable. */
 #define HOOK_PERIOD 100000
 
-struct kl_task {
+/* Why every further instruction of the running task fails. */
+enum { STOPPED_BY_BUDGET = 1, STOPPED_BY_SIGNAL };
+
+/* What runs now: the innermost task being resumed. Saved and restored
+ * around every resume, so that a task started from inside another one
+ * leaves the outer one's state as it found it. */
+typedef struct run_state {
+    kl_task *task;      /* NULL while no task runs */
+    long used;          /* instructions run since the resume */
+    int stopped;        /* 0 or STOPPED_BY_*: every instruction fails */
+    int enforce_memory; /* the memory limit binds only while script code runs */
+} run_state;
+
+/* The runtime's part KL_RT_TASKS. */
+typedef struct tasks {
     kl_rt *rt;
+    lua_State *L;
+    run_state cur;
+    kl_task *all;    /* every task alive, for the final clean-up */
+    kl_task **pool;  /* finished tasks kept for reuse with their threads */
+    size_t npool, cappool;
+    size_t suspended; /* tasks waiting on I/O or a timer */
+    unsigned long errors;
+} tasks;
+
+static tasks *tasks_of(const kl_rt *rt) { return kl_rt_state(rt, KL_RT_TASKS); }
+
+/* The run state changed: the memory limit binds as it says. */
+static void set_cur(tasks *ts, run_state cur) {
+    ts->cur = cur;
+    kl_rt_bind_memory(ts->rt, cur.enforce_memory);
+}
+
+struct kl_task {
+    tasks *ts;
     lua_State *co;
     int ref; /* keeps co alive in the registry */
     char name[96];
@@ -40,50 +75,39 @@ kl_task *kl_task_check_wait(lua_State *L, const char *what) {
     return t;
 }
 
-static kl_task *task_get(kl_rt *rt) {
-    if (rt->npool) return rt->pool[--rt->npool];
+static kl_task *task_get(tasks *ts) {
+    if (ts->npool) return ts->pool[--ts->npool];
     kl_task *t = calloc(1, sizeof *t);
     if (!t) return NULL;
-    t->rt = rt;
-    t->co = lua_newthread(rt->L);
+    t->ts = ts;
+    t->co = lua_newthread(ts->L);
     *(kl_task **)lua_getextraspace(t->co) = t;
-    t->ref = luaL_ref(rt->L, LUA_REGISTRYINDEX);
-    t->next = rt->tasks;
-    if (rt->tasks) rt->tasks->prev = t;
-    rt->tasks = t;
+    t->ref = luaL_ref(ts->L, LUA_REGISTRYINDEX);
+    t->next = ts->all;
+    if (ts->all) ts->all->prev = t;
+    ts->all = t;
     return t;
 }
 
 static void task_destroy(kl_task *t) {
     *(kl_task **)lua_getextraspace(t->co) = NULL;
-    luaL_unref(t->rt->L, LUA_REGISTRYINDEX, t->ref);
+    luaL_unref(t->ts->L, LUA_REGISTRYINDEX, t->ref);
     if (t->prev) t->prev->next = t->next;
-    else t->rt->tasks = t->next;
+    else t->ts->all = t->next;
     if (t->next) t->next->prev = t->prev;
     free(t);
 }
 
 static void task_put(kl_task *t) {
-    kl_rt *rt = t->rt;
-    if (rt->npool == rt->cappool && rt->cappool < POOL_MAX) {
-        size_t cap = rt->cappool ? rt->cappool * 2 : 8;
-        kl_task **p = realloc(rt->pool, cap * sizeof *p);
-        if (p) {
-            rt->pool = p;
-            rt->cappool = cap;
-        }
+    tasks *ts = t->ts;
+    if (ts->npool == ts->cappool && ts->cappool < POOL_MAX) {
+        kl_task **p = kl_buf_try_grow(ts->pool, &ts->cappool, ts->npool + 1, sizeof *p, 8);
+        if (p) ts->pool = p;
     }
-    if (rt->npool < rt->cappool) rt->pool[rt->npool++] = t;
+    if (ts->npool < ts->cappool) ts->pool[ts->npool++] = t;
     else task_destroy(t);
 }
 
-void kl_task_pool_free(kl_rt *rt) {
-    while (rt->tasks) task_destroy(rt->tasks);
-    rt->npool = 0;
-    free(rt->pool);
-    rt->pool = NULL;
-    rt->cappool = 0;
-}
 
 static const char *signal_name(int sig) {
     return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
@@ -92,28 +116,29 @@ static const char *signal_name(int sig) {
 /* Instructions to run before the hook's next call: what is left of the
  * budget, at most a period, so the budget binds exactly on the task's own
  * thread. */
-static int next_count(const kl_rt *rt) {
-    long budget = rt->opts.instruction_budget;
-    long left = budget > 0 ? budget - rt->cur.used : HOOK_PERIOD;
+static int next_count(const tasks *ts) {
+    long budget = kl_rt_options(ts->rt)->instruction_budget;
+    long left = budget > 0 ? budget - ts->cur.used : HOOK_PERIOD;
     return left < 1 ? 1 : left > HOOK_PERIOD ? HOOK_PERIOD : (int)left;
 }
 
 /* Runs on every thread, the coroutines a script creates included (they
- * inherit it), and counts for whatever rt->cur says runs now. */
+ * inherit it), and counts for whatever the run state says runs now. */
 static void count_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     kl_rt *rt = kl_rt_of(L);
-    kl_run_state *c = &rt->cur;
+    tasks *ts = tasks_of(rt);
+    long budget = kl_rt_options(rt)->instruction_budget;
+    run_state *c = &ts->cur;
     if (!c->stopped) {
         c->used += lua_gethookcount(L);
         /* At close the first signal is in hand already, and a second one
          * ends the process: finalizers are left to the budget. */
-        if (!rt->closing && kl_loop_poll_signal(rt->loop)) c->stopped = KL_STOPPED_BY_SIGNAL;
-        else if (rt->opts.instruction_budget > 0 && c->used >= rt->opts.instruction_budget)
-            c->stopped = KL_STOPPED_BY_BUDGET;
+        if (!kl_rt_closing(rt) && kl_loop_poll_signal(kl_rt_loop(rt))) c->stopped = STOPPED_BY_SIGNAL;
+        else if (budget > 0 && c->used >= budget) c->stopped = STOPPED_BY_BUDGET;
     }
     if (!c->stopped) {
-        lua_sethook(L, count_hook, LUA_MASKCOUNT, next_count(rt));
+        lua_sethook(L, count_hook, LUA_MASKCOUNT, next_count(ts));
         return;
     }
     /* The error is catchable, so the hook fires on every instruction from
@@ -121,21 +146,48 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
      * on the task's thread too when a coroutine of the script ran out. */
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
     if (c->task && c->task->co != L) lua_sethook(c->task->co, count_hook, LUA_MASKCOUNT, 1);
-    if (c->stopped == KL_STOPPED_BY_SIGNAL)
-        luaL_error(L, "stopped: klua is stopping on %s", signal_name(kl_loop_signal(rt->loop)));
+    if (c->stopped == STOPPED_BY_SIGNAL)
+        luaL_error(L, "stopped: klua is stopping on %s", signal_name(kl_loop_signal(kl_rt_loop(rt))));
     luaL_error(L, "stopped after running past its instruction budget of %I instructions "
-                  "(raise it with --instruction-budget)", (lua_Integer)rt->opts.instruction_budget);
+                  "(raise it with --instruction-budget)", (lua_Integer)budget);
 }
 
-void kl_task_init(kl_rt *rt) { lua_sethook(rt->L, count_hook, LUA_MASKCOUNT, HOOK_PERIOD); }
+static int tasks_idle(void *state) {
+    tasks *ts = state;
+    return !ts->cur.task && !ts->suspended;
+}
+
+/* Every task, waiting or pooled, is freed: their waits can no longer end.
+ * The run state starts afresh, so __gc handlers have a budget of their own. */
+static void tasks_close(void *state) {
+    tasks *ts = state;
+    set_cur(ts, (run_state){0});
+    while (ts->all) task_destroy(ts->all);
+    ts->npool = 0;
+    free(ts->pool);
+    ts->pool = NULL;
+    ts->cappool = 0;
+}
+
+void kl_task_init(kl_rt *rt) {
+    static const kl_rt_hooks hooks = {.idle = tasks_idle, .close = tasks_close, .free = free};
+    tasks *ts = kl_xcalloc(1, sizeof *ts);
+    ts->rt = rt;
+    ts->L = kl_rt_lua(rt);
+    kl_rt_register(rt, KL_RT_TASKS, &hooks, ts);
+    lua_sethook(ts->L, count_hook, LUA_MASKCOUNT, HOOK_PERIOD);
+}
+
+unsigned long kl_task_errors(const kl_rt *rt) { return tasks_of(rt)->errors; }
+size_t kl_task_suspended(const kl_rt *rt) { return tasks_of(rt)->suspended; }
 
 /* The message handler of an xpcall, wrapped: an error raised by the count
  * hook calls the handler with hooks off, so once the task is stopped the
  * script's handler is not called at all and the error passes unchanged. */
 static int guarded_handler(lua_State *L) {
-    if (kl_rt_of(L)->cur.stopped) return 1;
+    if (tasks_of(kl_rt_of(L))->cur.stopped) return 1;
     lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
+    lua_insert(L, 1); /* stack: handler, message */
     lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
     return lua_gettop(L);
 }
@@ -163,7 +215,9 @@ void kl_task_open_guards(lua_State *L) {
 }
 
 static void report_failure(kl_task *t, int status) {
-    kl_rt *rt = t->rt;
+    tasks *ts = t->ts;
+    const kl_rt_opts *opts = kl_rt_options(ts->rt);
+    const char *script = kl_rt_script_name(ts->rt);
     lua_State *co = t->co;
     const char *msg = lua_tostring(co, -1);
     char buf[160];
@@ -174,17 +228,17 @@ static void report_failure(kl_task *t, int status) {
         snprintf(buf, sizeof buf, "(error object is a %s value)", luaL_typename(co, -1));
         msg = buf;
     }
-    if (status == LUA_ERRMEM && rt->opts.memory_limit) {
+    if (status == LUA_ERRMEM && opts->memory_limit) {
         lua_pushfstring(co, "%s: not enough memory: the Lua state reached its limit of %d MiB "
                             "(raise it with --memory-limit)", t->name,
-                        (int)(rt->opts.memory_limit >> 20));
-        kl_log(KL_LOG_ERROR, rt->script_name, "%s", lua_tostring(co, -1));
+                        (int)(opts->memory_limit >> 20));
+        kl_log(KL_LOG_ERROR, script, "%s", lua_tostring(co, -1));
     } else {
-        luaL_traceback(rt->L, co, msg, 0);
-        kl_log(KL_LOG_ERROR, rt->script_name, "%s failed: %s", t->name, lua_tostring(rt->L, -1));
-        lua_pop(rt->L, 1);
+        luaL_traceback(ts->L, co, msg, 0);
+        kl_log(KL_LOG_ERROR, script, "%s failed: %s", t->name, lua_tostring(ts->L, -1));
+        lua_pop(ts->L, 1);
     }
-    rt->task_errors++;
+    ts->errors++;
 }
 
 /* Ends a task: back to the pool (or freed, when its thread cannot be used
@@ -192,7 +246,7 @@ static void report_failure(kl_task *t, int status) {
 static void finish(kl_task *t, int ok, int reuse) {
     kl_task_done_fn done = t->done;
     void *ud = t->ud;
-    kl_rt *rt = t->rt;
+    kl_rt *rt = t->ts->rt;
     t->done = NULL;
     t->ud = NULL;
     if (reuse) task_put(t);
@@ -206,16 +260,16 @@ static void finish(kl_task *t, int ok, int reuse) {
  * calls (klua.on_synced in a timer): the run state of the outer one is put
  * back as it was when the inner one returns or waits. */
 static int run(kl_task *t, lua_State *from, int nargs) {
-    kl_rt *rt = t->rt;
+    tasks *ts = t->ts;
     lua_State *co = t->co;
-    kl_run_state outer = rt->cur;
-    rt->cur = (kl_run_state){.task = t, .enforce_memory = 1};
-    lua_sethook(co, count_hook, LUA_MASKCOUNT, next_count(rt));
+    run_state outer = ts->cur;
+    set_cur(ts, (run_state){.task = t, .enforce_memory = 1});
+    lua_sethook(co, count_hook, LUA_MASKCOUNT, next_count(ts));
     int nres;
     int status = lua_resume(co, from, nargs, &nres);
-    int stopped = rt->cur.stopped;
+    int stopped = ts->cur.stopped;
     /* Outside every task the count starts again with each task's end. */
-    rt->cur = outer.task ? outer : (kl_run_state){0};
+    set_cur(ts, outer.task ? outer : (run_state){0});
     if (status == LUA_YIELD && t->waiting) return 1;
     if (status == LUA_YIELD) {
         lua_settop(co, 0);
@@ -227,9 +281,9 @@ static int run(kl_task *t, lua_State *from, int nargs) {
         finish(t, 1, 1);
         return 0;
     }
-    if (stopped == KL_STOPPED_BY_SIGNAL)
-        kl_log(KL_LOG_INFO, rt->script_name, "%s interrupted: klua is stopping on %s", t->name,
-               signal_name(kl_loop_signal(rt->loop)));
+    if (stopped == STOPPED_BY_SIGNAL)
+        kl_log(KL_LOG_INFO, kl_rt_script_name(ts->rt), "%s interrupted: klua is stopping on %s",
+               t->name, signal_name(kl_loop_signal(kl_rt_loop(ts->rt))));
     else report_failure(t, status);
     if (stopped) {
         /* The error left the hook's call with hooks off on this thread
@@ -246,11 +300,12 @@ static int run(kl_task *t, lua_State *from, int nargs) {
 
 int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_task_done_fn done,
                   void *ud) {
-    kl_task *t = kl_loop_stopping(rt->loop) ? NULL : task_get(rt);
+    tasks *ts = tasks_of(rt);
+    kl_task *t = kl_loop_stopping(kl_rt_loop(rt)) ? NULL : task_get(ts);
     if (!t) {
-        lua_pop(rt->L, nargs + 1);
-        if (!kl_loop_stopping(rt->loop))
-            kl_log(KL_LOG_ERROR, rt->script_name, "out of memory starting %s", name);
+        lua_pop(ts->L, nargs + 1);
+        if (!kl_loop_stopping(kl_rt_loop(rt)))
+            kl_log(KL_LOG_ERROR, kl_rt_script_name(rt), "out of memory starting %s", name);
         if (done) done(ud, NULL, 0);
         return 0;
     }
@@ -258,17 +313,17 @@ int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_ta
     t->done = done;
     t->ud = ud;
     t->waiting = 0;
-    lua_xmove(rt->L, t->co, nargs + 1);
+    lua_xmove(ts->L, t->co, nargs + 1); /* the task's stack: fn, args */
     return run(t, from, nargs);
 }
 
 void kl_task_suspend(kl_task *t) {
     t->waiting = 1;
-    t->rt->suspended++;
+    t->ts->suspended++;
 }
 
 void kl_task_resume(kl_task *t, int nres) {
     t->waiting = 0;
-    t->rt->suspended--;
+    t->ts->suspended--;
     run(t, NULL, nres);
 }

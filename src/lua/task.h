@@ -24,16 +24,21 @@
 
 #include "lua/runtime.h"
 
+typedef struct kl_task kl_task;
 typedef void (*kl_task_done_fn)(void *ud, kl_task *t, int ok);
 
-/* Installs the count hook on rt->L, before any thread is made from it:
- * threads inherit their creator's hook. */
+/* Makes the runtime's part KL_RT_TASKS (kl_rt_new) and installs the count
+ * hook on the Lua state, before any thread is made from it: threads
+ * inherit their creator's hook. Idle while no task runs or waits; closed
+ * after every other part (kl_rt_free): every task is freed, waiting or
+ * pooled. */
 void kl_task_init(kl_rt *rt);
 /* Replaces the global xpcall with one whose message handler is not called
  * once the task is stopped. Called once the standard libraries are open.
  * [-0, +0, e] */
 void kl_task_open_guards(lua_State *L);
-/* Runs the function under nargs arguments on top of rt->L, popping them
+/* Runs the function under nargs arguments on top of the runtime's main
+ * Lua thread (kl_rt_lua), popping them
  * all. from is the thread whose C function starts the task (its C stack
  * depth carries over), or NULL from the loop. name says what runs, for
  * errors ("add handler of pods"). done (may be NULL) runs when the task
@@ -54,7 +59,9 @@ void kl_task_suspend(kl_task *t);
  * Called from the loop only, never from script code. */
 void kl_task_resume(kl_task *t, int nres);
 lua_State *kl_task_thread(kl_task *t);
-/* Frees every task, waiting or pooled; called when the runtime closes. */
-void kl_task_pool_free(kl_rt *rt);
+/* Tasks that failed so far (klua.stats().task_errors). */
+unsigned long kl_task_errors(const kl_rt *rt);
+/* Tasks waiting now (klua.stats().suspended). */
+size_t kl_task_suspended(const kl_rt *rt);
 
 #endif

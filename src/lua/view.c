@@ -47,7 +47,7 @@ static void adopt_tape(vdoc *d, void *dst, const kl_json_tape *t, size_t nstring
 
 /* Parses the vdoc at index di on first use. */
 static void parse_doc(lua_State *L, int di, vdoc *d) {
-    kl_json_doc **guard = kl_json_push_guard(L);
+    kl_json_doc **guard = kl_lua_json_push_guard(L); /* stack: ..., guard (frees the doc on error) */
     kl_json_error err;
     *guard = kl_json_parse(d->blob->data + d->off, d->len, 1, &err);
     if (!*guard) {
@@ -58,8 +58,8 @@ static void parse_doc(lua_State *L, int di, vdoc *d) {
     kl_json_tape t = kl_json_doc_tape(*guard);
     size_t nstrings = kl_json_doc_strings_size(*guard);
     void *storage = lua_newuserdatauv(L, t.nwords * sizeof(uint64_t) + nstrings, 0);
-    adopt_tape(d, storage, &t, nstrings, kl_json_doc_selected(*guard));
-    lua_setiuservalue(L, di, 1);
+    adopt_tape(d, storage, &t, nstrings, kl_json_doc_selected(*guard)); /* stack: ..., guard, tape */
+    lua_setiuservalue(L, di, 1); /* the vdoc keeps its tape alive; stack: ..., guard */
     kl_json_free(*guard);
     *guard = NULL;
     lua_pop(L, 1);
@@ -69,7 +69,7 @@ static void parse_doc(lua_State *L, int di, vdoc *d) {
 static size_t view_at(lua_State *L, int vi, view *v) {
     if (v->at) return v->at;
     if (!v->doc->root) {
-        lua_getiuservalue(L, vi, 1);
+        lua_getiuservalue(L, vi, 1); /* stack: ..., vdoc */
         parse_doc(L, lua_gettop(L), v->doc);
         lua_pop(L, 1);
     }
@@ -86,9 +86,9 @@ static void push_child_view(lua_State *L, int vi, int mt, const view *parent, si
     c->doc = parent->doc;
     c->at = at;
     lua_pushvalue(L, mt);
-    lua_setmetatable(L, -2);
-    lua_getiuservalue(L, vi, 1);
-    lua_setiuservalue(L, -2, 1);
+    lua_setmetatable(L, -2);     /* stack: ..., child */
+    lua_getiuservalue(L, vi, 1); /* stack: ..., child, vdoc */
+    lua_setiuservalue(L, -2, 1); /* the child keeps the shared vdoc alive; stack: ..., child */
 }
 
 /* Pushes the value at tape index i (0: nil) of the view at vi: a view for
@@ -97,7 +97,7 @@ static void push_member(lua_State *L, int vi, int mt, const view *v, size_t i) {
     const kl_json_tape *t = &v->doc->t;
     if (!i) lua_pushnil(L);
     else if (kl_jt_type(t, i) == '{' || kl_jt_type(t, i) == '[') push_child_view(L, vi, mt, v, i);
-    else kl_json_push_value(L, t, i, 0);
+    else kl_lua_json_push_value(L, t, i, 0);
 }
 
 /* The tape index of element k (1-based) of the array at tape index at, or
@@ -191,13 +191,13 @@ static int view_next(lua_State *L) {
         value = pos + 1;
     } else {
         lua_Integer k = lua_tointeger(L, lua_upvalueindex(4));
-        lua_pushinteger(L, k);
+        lua_pushinteger(L, k); /* stack: key */
         lua_pushinteger(L, k + 1);
-        lua_replace(L, lua_upvalueindex(4));
+        lua_replace(L, lua_upvalueindex(4)); /* the next index */
     }
-    push_member(L, lua_upvalueindex(2), lua_upvalueindex(1), v, value);
+    push_member(L, lua_upvalueindex(2), lua_upvalueindex(1), v, value); /* stack: key, value */
     lua_pushinteger(L, (lua_Integer)kl_jt_next(t, value));
-    lua_replace(L, lua_upvalueindex(3));
+    lua_replace(L, lua_upvalueindex(3)); /* the next position on the tape */
     return 2;
 }
 
@@ -207,13 +207,14 @@ static int view_pairs(lua_State *L) {
     size_t at = view_at(L, 1, v);
     const kl_json_tape *t = &v->doc->t;
     int container = kl_jt_type(t, at) == '{' || kl_jt_type(t, at) == '[';
+    /* view_next's upvalues: the metatable, the view, the tape position, the next index */
     lua_pushvalue(L, MT_UPVALUE);
     lua_pushvalue(L, 1);
     lua_pushinteger(L, container ? (lua_Integer)at + 1 : 0); /* 0: a scalar has nothing to walk */
     lua_pushinteger(L, 1);
-    lua_pushcclosure(L, view_next, 4);
+    lua_pushcclosure(L, view_next, 4); /* stack: view, next */
     lua_pushvalue(L, 1);
-    lua_pushnil(L);
+    lua_pushnil(L); /* stack: view, next, view, nil: what pairs returns */
     return 3;
 }
 
@@ -277,7 +278,7 @@ void kl_view_open(lua_State *L) {
     lua_pushvalue(L, -1);
     luaL_setfuncs(L, metamethods, 1); /* each gets the metatable as upvalue */
     lua_pop(L, 1);
-    kl_json_push_array_mt(L);
+    kl_lua_json_push_array_mt(L);
     lua_pop(L, 1);
 }
 
@@ -302,14 +303,14 @@ void kl_view_push(lua_State *L, const kl_obj *o, void *parsed) {
     d->off = o->off;
     d->len = o->len;
     if (pd) adopt_tape(d, d + 1, &t, nstrings, kl_json_doc_selected(pd));
-    luaL_setmetatable(L, DOC_MT);
+    luaL_setmetatable(L, DOC_MT); /* stack: ..., vdoc */
     d->blob = kl_blob_ref(o->blob);
     view *v = lua_newuserdatauv(L, sizeof *v, 1);
     memset(v, 0, sizeof *v);
     v->doc = d;
-    luaL_setmetatable(L, VIEW_MT);
-    lua_rotate(L, -2, 1);
-    lua_setiuservalue(L, -2, 1);
+    luaL_setmetatable(L, VIEW_MT); /* stack: ..., vdoc, view */
+    lua_rotate(L, -2, 1);          /* stack: ..., view, vdoc */
+    lua_setiuservalue(L, -2, 1);   /* stack: ..., view */
     account_blob(L, o->blob);
 }
 
@@ -322,8 +323,8 @@ void kl_view_copy(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
     view *v = luaL_checkudata(L, idx, VIEW_MT);
     size_t at = view_at(L, idx, v);
-    kl_json_push_array_mt(L);
-    kl_json_push_value(L, &v->doc->t, at, lua_gettop(L));
+    kl_lua_json_push_array_mt(L); /* stack: ..., amt */
+    kl_lua_json_push_value(L, &v->doc->t, at, lua_gettop(L)); /* stack: ..., amt, copy */
     lua_remove(L, -2);
 }
 
@@ -356,7 +357,7 @@ static void copy_table(lua_State *L, int idx, int seen, int amt, int depth) {
 
 static void copy_value(lua_State *L, int idx, int seen, int amt, int depth) {
     view *v = luaL_testudata(L, idx, VIEW_MT);
-    if (v) kl_json_push_value(L, &v->doc->t, view_at(L, idx, v), amt);
+    if (v) kl_lua_json_push_value(L, &v->doc->t, view_at(L, idx, v), amt);
     else if (lua_type(L, idx) == LUA_TTABLE) copy_table(L, idx, seen, amt, depth);
     else lua_pushvalue(L, idx);
 }
@@ -367,8 +368,8 @@ static void copy_value(lua_State *L, int idx, int seen, int amt, int depth) {
 static int l_copy(lua_State *L) {
     luaL_checkany(L, 1);
     lua_settop(L, 1);
-    lua_newtable(L);
-    kl_json_push_array_mt(L);
+    lua_newtable(L);              /* stack: v, seen (tables already copied) */
+    kl_lua_json_push_array_mt(L); /* stack: v, seen, amt */
     copy_value(L, 1, 2, 3, 0);
     return 1;
 }
@@ -379,11 +380,11 @@ static int l_copy(lua_State *L) {
 static int l_get(lua_State *L) {
     int n = lua_gettop(L);
     luaL_checkany(L, 1);
-    luaL_getmetatable(L, VIEW_MT);
+    luaL_getmetatable(L, VIEW_MT); /* stack: v, k1..kn, mt */
     int mt = n + 1;
-    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 1); /* stack: v, k1..kn, mt, cur */
     for (int k = 2; k <= n; k++) {
-        int cur = lua_gettop(L);
+        int cur = lua_gettop(L); /* each step replaces cur with cur[k] */
         view *v = luaL_testudata(L, cur, VIEW_MT);
         if (v) {
             push_member(L, cur, mt, v, lookup(L, cur, v, k));
@@ -422,7 +423,7 @@ static int l_type(lua_State *L) {
     if (v) {
         name = tape_type_name(kl_jt_type(&v->doc->t, view_at(L, 1, v)));
     } else if (lua_type(L, 1) == LUA_TTABLE) {
-        int kind = kl_json_table_kind(L, 1);
+        int kind = kl_lua_json_table_kind(L, 1);
         name = kind == '[' ? "array" : kind == '{' ? "object" : "table";
     } else if (lua_type(L, 1) == LUA_TLIGHTUSERDATA && !lua_touserdata(L, 1)) {
         name = "null";

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsonesc.h"
 #include "wire/json.h"
 #include "base/xalloc.h"
 
@@ -197,33 +198,12 @@ static int is_untyped(const kl_json_tape *t, size_t i) {
 }
 
 /* The length of s written as a JSON string by put_json_string. */
-static size_t json_string_len(const char *s, size_t len) {
-    size_t n = 2;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        n += c == '"' || c == '\\' ? 2 : c < 0x20 ? 6 : 1;
-    }
-    return n;
-}
+static size_t json_string_len(const char *s, size_t len) { return 2 + kl_jsonesc_len(s, len); }
 
 /* Appends s as a JSON string to buf at *n. */
 static void put_json_string(char *buf, size_t *n, const char *s, size_t len) {
-    static const char hex[] = "0123456789abcdef";
     buf[(*n)++] = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            buf[(*n)++] = '\\';
-            buf[(*n)++] = (char)c;
-        } else if (c < 0x20) {
-            memcpy(buf + *n, "\\u00", 4);
-            buf[*n + 4] = hex[c >> 4];
-            buf[*n + 5] = hex[c & 15];
-            *n += 6;
-        } else {
-            buf[(*n)++] = (char)c;
-        }
-    }
+    *n += kl_jsonesc_put(buf + *n, s, len);
     buf[(*n)++] = '"';
 }
 

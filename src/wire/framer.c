@@ -39,6 +39,8 @@
 #include <immintrin.h>
 #endif
 
+#include "base/buf.h"
+
 enum { BETWEEN, IN_VALUE, IN_JUNK };
 
 static kl_framer_scan *best_scan(void);
@@ -304,8 +306,7 @@ static void emit(kl_framer *f, kl_blob *b) {
 static int append(kl_framer *f, const char *p, size_t n) {
     size_t have = kl_framer_pending(f);
     if (have + n > f->cap) {
-        size_t cap = f->cap ? f->cap : 4096;
-        while (cap < have + n) cap *= 2;
+        size_t cap = kl_buf_cap(f->cap, have + n, 4096);
         if (cap > f->max) cap = f->max;
         kl_blob *b = realloc(f->partial, sizeof(kl_blob) + cap + KL_BLOB_PADDING);
         if (!b) return -1;

@@ -5,6 +5,7 @@
 #include "wire/json.h"
 
 extern "C" {
+#include "base/utf8.h"
 #include "base/xalloc.h"
 }
 
@@ -177,20 +178,11 @@ struct checker {
         return true;
     }
     bool utf8() {
-        const unsigned char *s = p;
-        unsigned c = *p, n, min;
-        if (c >= 0xc2 && c <= 0xdf) n = 1, min = 0x80;
-        else if (c >= 0xe0 && c <= 0xef) n = 2, min = 0x800;
-        else if (c >= 0xf0 && c <= 0xf4) n = 3, min = 0x10000;
-        else return fail(s, "invalid UTF-8");
-        unsigned cp = c & (0x3f >> n);
-        if (end - p <= (long)n) return fail(s, "invalid UTF-8");
-        for (unsigned i = 1; i <= n; i++) {
-            if ((p[i] & 0xc0) != 0x80) return fail(s, "invalid UTF-8");
-            cp = cp << 6 | (p[i] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return fail(s, "invalid UTF-8");
-        p += n + 1;
+        // The closing quote must still follow: a sequence that ends the
+        // text is as invalid as a cut one.
+        size_t n = kl_utf8_len(p, (size_t)(end - p) - 1);
+        if (!n) return fail(p, "invalid UTF-8");
+        p += n;
         return true;
     }
     bool string() {

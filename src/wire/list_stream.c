@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/xalloc.h"
 
 void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
@@ -39,12 +40,7 @@ static int env_add(kl_list_stream *s, const char *p, size_t n) {
     if (!n) return 0;
     if (s->envlen + n > KL_LIST_ENVELOPE_MAX)
         return fail(s, "LIST response has more than %zu bytes outside its items", KL_LIST_ENVELOPE_MAX);
-    if (s->envlen + n + 1 > s->envcap) {
-        size_t cap = s->envcap ? s->envcap * 2 : 1024;
-        while (cap < s->envlen + n + 1) cap *= 2;
-        s->env = kl_xrealloc(s->env, cap);
-        s->envcap = cap;
-    }
+    s->env = kl_buf_grow(s->env, &s->envcap, s->envlen + n + 1, 1, 1024);
     memcpy(s->env + s->envlen, p, n);
     s->envlen += n;
     return 0;
@@ -54,12 +50,7 @@ static int env_add(kl_list_stream *s, const char *p, size_t n) {
 static int item_add(kl_list_stream *s, const char *p, size_t n) {
     if (s->scratch_len + n > s->max_item)
         return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
-    if (s->scratch_len + n > s->scratch_cap) {
-        size_t cap = s->scratch_cap ? s->scratch_cap : 16384;
-        while (cap < s->scratch_len + n) cap *= 2;
-        s->scratch = kl_xrealloc(s->scratch, cap);
-        s->scratch_cap = cap;
-    }
+    s->scratch = kl_buf_grow(s->scratch, &s->scratch_cap, s->scratch_len + n, 1, 16384);
     memcpy(s->scratch + s->scratch_len, p, n);
     s->scratch_len += n;
     return 0;
@@ -75,21 +66,13 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     s->scratch_len = 0;
     s->collecting = 0;
     kl_list *l = s->out;
-    if (l->n == s->items_cap) {
-        size_t cap = s->items_cap ? s->items_cap * 2 : 64;
-        l->items = kl_xrealloc(l->items, cap * sizeof *l->items);
-        s->items_cap = cap;
+    l->items = kl_buf_grow(l->items, &s->items_cap, l->n + 1, sizeof *l->items, 64);
+    unsigned char *u = kl_buf_try_grow(s->untyped, &s->untyped_cap, l->n + 1, 1, 64);
+    if (!u) {
+        free(b);
+        return fail(s, "out of memory decoding a LIST response");
     }
-    if (l->n == s->untyped_cap) {
-        size_t cap = s->untyped_cap ? s->untyped_cap * 2 : 64;
-        unsigned char *u = realloc(s->untyped, cap);
-        if (!u) {
-            free(b);
-            return fail(s, "out of memory decoding a LIST response");
-        }
-        s->untyped = u;
-        s->untyped_cap = cap;
-    }
+    s->untyped = u;
     char err[200];
     kl_obj *o = &l->items[l->n];
     int untyped = 0;

@@ -271,7 +271,7 @@ void kl_testing_open_json(lua_State *L) {
     lua_pop(L, 1);
     luaL_setfuncs(L, funcs, 0);
     kl_view_set_functions(L);
-    kl_json_push_module(L);
+    kl_lua_json_push_module(L);
     lua_setfield(L, -2, "json");
     lua_pushlightuserdata(L, NULL);
     lua_setfield(L, -2, "null");
