@@ -4,6 +4,8 @@
 -- told otherwise. These specs run a small script that lists and gets
 -- namespaces against sandboxes that require a token or a client certificate.
 local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
+local fixtures = require 'support.fixtures'
 local K = require 'support.klua'
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
@@ -24,22 +26,11 @@ end)
 ]]
 local PROBED = 'default kube-public kube-system\tdefault\tdefault\n'
 
-local dirs = {}
 local probe_path
+-- Temporary directories are removed when their describe block (or the file) ends.
+local tmpdir = K.tmpdir
 
-local function tmpdir()
-  local d = K.tmpdir()
-  dirs[#dirs + 1] = d
-  return d
-end
-
-setup(function()
-  probe_path = K.script(PROBE)
-  dirs[#dirs + 1] = probe_path:match('^(.*)/[^/]+$')
-end)
-teardown(function()
-  for _, d in ipairs(dirs) do os.execute('rm -rf ' .. K.quote(d)) end
-end)
+setup(function() probe_path = K.script(PROBE) end)
 
 -- Runs `klua FLAGS... run PROBE` with variables added to klua's environment
 -- (by default an empty HOME and no KUBECONFIG, so that only what the spec
@@ -55,48 +46,22 @@ local function probe(flags, env)
   return K.run(args, { env = env })
 end
 
--- Writes a kubeconfig with one cluster, user and context; returns its path.
--- cluster: {server=, ca=FILE, insecure=bool}; user: a YAML flow mapping.
-local function kubeconfig(dir, cluster, user)
-  local c = { ('server: %s'):format(cluster.server) }
-  if cluster.ca then c[#c + 1] = ('certificate-authority: %s'):format(cluster.ca) end
-  local text = table.concat({
-    'apiVersion: v1',
-    'kind: Config',
-    'clusters:',
-    '- name: c',
-    '  cluster: {' .. table.concat(c, ', ') .. '}',
-    'users:',
-    '- name: u',
-    '  user: ' .. (user or '{}'),
-    'contexts:',
-    '- name: ctx',
-    '  context: {cluster: c, user: u}',
-    'current-context: ctx',
-    '',
-  }, '\n')
-  local path = dir .. '/kubeconfig'
-  K.write_file(path, text)
-  return path
-end
-
 local function assert_probed(out, err, code)
   assert(code == 0, ('klua exited %s\nstdout:\n%s\nstderr:\n%s'):format(tostring(code), out, err))
   assert.equals(PROBED, out)
 end
 
 describe('with TLS and a bearer token', function()
-  local sb, other_ca
+  local sb = testing.with_sandbox { tls = true, auth = 'token' }
+  local other_ca
 
   setup(function()
-    sb = sandbox.start { tls = true, auth = 'token' }
     local d = tmpdir()
     other_ca = d .. '/other-ca.crt'
     os.execute(('openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 '
       .. '-subj /CN=another-ca -keyout %s/other-ca.key -out %s 2>/dev/null'):format(d, other_ca))
     assert(K.read_file(other_ca):find('BEGIN CERTIFICATE', 1, true), 'openssl made no CA')
   end)
-  teardown(function() sb:stop() end)
 
   it('connects with the kubeconfig the sandbox wrote (embedded CA and token)', function()
     assert_probed(probe({ '--kubeconfig', sb.kubeconfig }))
@@ -120,7 +85,7 @@ describe('with TLS and a bearer token', function()
   end)
 
   it('fails TLS verification when the kubeconfig names another CA, and connects with --insecure-skip-tls-verify', function()
-    local kc = kubeconfig(tmpdir(), { server = sb.url, ca = other_ca }, ('{token: %s}'):format(sb.token))
+    local kc = fixtures.kubeconfig(tmpdir() .. '/kubeconfig', { server = sb.url, ca = other_ca, user = ('{token: %s}'):format(sb.token) })
     local out, err, code = probe({ '--kubeconfig', kc })
     assert.equals(1, code)
     assert.equals('', out)
@@ -139,7 +104,7 @@ describe('with TLS and a bearer token', function()
   it('reads the token from a tokenFile, relative to the kubeconfig', function()
     local d = tmpdir()
     K.write_file(d .. '/token', sb.token .. '\n')
-    local kc = kubeconfig(d, { server = sb.url, ca = sb.dir .. '/ca.crt' }, '{tokenFile: token}')
+    local kc = fixtures.kubeconfig(d .. '/kubeconfig', { server = sb.url, ca = sb.dir .. '/ca.crt', user = '{tokenFile: token}' })
     assert_probed(probe({ '--kubeconfig', kc }))
   end)
 
@@ -148,9 +113,9 @@ describe('with TLS and a bearer token', function()
       local vars = {}
       for k, v in pairs(env) do vars[#vars + 1] = ('{name: %s, value: "%s"}'):format(k, v) end
       table.sort(vars)
-      return kubeconfig(d, { server = sb.url, ca = sb.dir .. '/ca.crt' },
+      return fixtures.kubeconfig(d .. '/kubeconfig', { server = sb.url, ca = sb.dir .. '/ca.crt', user =
         ('{exec: {apiVersion: client.authentication.k8s.io/v1, command: sh, args: ["%s"], '
-          .. 'interactiveMode: Never, env: [%s]}}'):format(PLUGIN, table.concat(vars, ', ')))
+          .. 'interactiveMode: Never, env: [%s]}}'):format(PLUGIN, table.concat(vars, ', ')) })
     end
 
     local function runs(count_file)
@@ -194,22 +159,20 @@ describe('with TLS and a bearer token', function()
 end)
 
 describe('with TLS and client certificates', function()
-  local sb
-  setup(function() sb = sandbox.start { tls = true, auth = 'cert' } end)
-  teardown(function() sb:stop() end)
+  local sb = testing.with_sandbox { tls = true, auth = 'cert' }
 
   it('connects with the kubeconfig the sandbox wrote (embedded certificate and key)', function()
     assert_probed(probe({ '--kubeconfig', sb.kubeconfig }))
   end)
 
   it('connects with certificate and key files named in a kubeconfig', function()
-    local kc = kubeconfig(tmpdir(), { server = sb.url, ca = sb.dir .. '/ca.crt' },
-      ('{client-certificate: %s/client.crt, client-key: %s/client.key}'):format(sb.dir, sb.dir))
+    local kc = fixtures.kubeconfig(tmpdir() .. '/kubeconfig', { server = sb.url, ca = sb.dir .. '/ca.crt', user =
+      ('{client-certificate: %s/client.crt, client-key: %s/client.key}'):format(sb.dir, sb.dir) })
     assert_probed(probe({ '--kubeconfig', kc }))
   end)
 
   it('fails with Unauthorized without a client certificate', function()
-    local kc = kubeconfig(tmpdir(), { server = sb.url, ca = sb.dir .. '/ca.crt' })
+    local kc = fixtures.kubeconfig(tmpdir() .. '/kubeconfig', { server = sb.url, ca = sb.dir .. '/ca.crt' })
     local out, err, code = probe({ '--kubeconfig', kc })
     assert.is_true(code ~= 0)
     assert.equals('', out)
@@ -218,12 +181,10 @@ describe('with TLS and client certificates', function()
 end)
 
 describe('over plain http', function()
-  local sb
-  setup(function() sb = sandbox.start { auth = 'token' } end)
-  teardown(function() sb:stop() end)
+  local sb = testing.with_sandbox { auth = 'token' }
 
   it('refuses to send a bearer token, before any request, unless --allow-insecure-credentials', function()
-    local kc = kubeconfig(tmpdir(), { server = sb.url }, ('{token: %s}'):format(sb.token))
+    local kc = fixtures.kubeconfig(tmpdir() .. '/kubeconfig', { server = sb.url, user = ('{token: %s}'):format(sb.token) })
     local before = sb:stats().requests
     local out, err, code = probe({ '--kubeconfig', kc })
     assert.equals(1, code)

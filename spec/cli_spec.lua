@@ -3,24 +3,15 @@
 -- fail, how it stops on signals, its JSON log, and how it connects with
 -- --server alone.
 local cjson = require 'cjson'
-local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local testing = require 'klua.testing'
 
-local dirs = {}
-
--- Writes a script into a fresh directory, removed after the file's specs.
-local function script(text)
-  local path = K.script(text)
-  dirs[#dirs + 1] = path:match('^(.*)/[^/]+$')
-  return path
-end
+-- Writes a script into a fresh directory, removed when its describe block ends.
+local script = K.script
 
 -- An environment without any kubeconfig: an empty HOME and no KUBECONFIG.
 local function no_kubeconfig()
-  local home = K.tmpdir()
-  dirs[#dirs + 1] = home
-  return { HOME = home, KUBECONFIG = '' }
+  return { HOME = K.tmpdir(), KUBECONFIG = '' }
 end
 
 -- Runs klua to completion with variables added to its environment; returns
@@ -29,15 +20,7 @@ local function run_env(env, args)
   return K.run(args, { env = env })
 end
 
-local function lines(text)
-  local out = {}
-  for line in text:gmatch('[^\n]+') do out[#out + 1] = line end
-  return out
-end
-
-teardown(function()
-  for _, d in ipairs(dirs) do os.execute('rm -rf ' .. K.quote(d)) end
-end)
+local lines = K.lines
 
 describe('klua version', function()
   it('prints the versions of klua, Lua, libcurl and lua-cjson, one per line', function()
@@ -326,9 +309,7 @@ describe('klua run', function()
 end)
 
 describe('klua against a server', function()
-  local sb
-  setup(function() sb = sandbox.start() end)
-  teardown(function() sb:stop() end)
+  local sb = testing.with_sandbox()
 
   local WATCHER = [[
     local inf = klua.informer('configmaps')
@@ -428,9 +409,7 @@ describe('klua with an unreachable server', function()
 end)
 
 describe('klua stopping on a signal', function()
-  local sb
-  setup(function() sb = sandbox.start() end)
-  teardown(function() sb:stop() end)
+  local sb = testing.with_sandbox()
 
   -- A handler that never returns, logging first that it has started.
   local SPINNER = [[

@@ -1,20 +1,17 @@
 -- klua.controller turns informer events into keys in a work queue with
 -- client-go's semantics, and runs reconcile functions as coroutines whose
 -- API calls never block the loop.
-local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 local K = require 'support.klua'
 local I = require 'support.informer'
 
+-- Runs the script body against sb; fails unless it exits 0. Returns stdout and stderr.
 local function run(sb, body, timeout)
-  local out, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run', K.script(body) }, { timeout = timeout or 30 })
-  assert.equals(0, code, err)
-  return out, err
+  return K.run_script_ok(body, { kubeconfig = sb.kubeconfig, timeout = timeout or 30 })
 end
 
 describe('a controller', function()
-  local sb
-  setup(function() sb = sandbox.start { bookmark_interval = 1 } end)
-  teardown(function() sb:stop() end)
+  local sb = testing.with_sandbox { bookmark_interval = 1 }
 
   -- A sentinel key enqueued by the first reconcile comes after anything
   -- still queued, so the report waits for the queue, not for a clock.

@@ -5,7 +5,6 @@
 -- /healthz while the loop turns; bad addresses refused before any watch.
 local testing = require 'klua.testing'
 local cjson = require 'cjson'
-local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local prometheus = require 'support.prometheus'
 
@@ -43,18 +42,10 @@ local function sample(text, series)
 end
 
 describe('the metrics and probe endpoint', function()
-  local sb, script, dirs = nil, nil, {}
+  local sb = testing.with_sandbox()
+  local script
 
-  setup(function()
-    sb = sandbox.start()
-    script = K.script(CONTROLLER)
-    dirs[#dirs + 1] = script:match('^(.*)/[^/]+$')
-  end)
-
-  teardown(function()
-    sb:stop()
-    for _, d in ipairs(dirs) do os.execute('rm -rf ' .. K.quote(d)) end
-  end)
+  setup(function() script = K.script(CONTROLLER) end)
 
   local function start(args)
     local full = { '--kubeconfig', sb.kubeconfig }
@@ -110,7 +101,6 @@ describe('the metrics and probe endpoint', function()
     assert.truthy(p:wait_for('successes', 20 * K.slowdown), p:errors())
     local stats = cjson.decode(p:output():match('[^\n]+'))
     local dir = K.tmpdir()
-    dirs[#dirs + 1] = dir
     K.write_file(dir .. '/prometheus.yml', ([[
 global:
   scrape_interval: 1s
@@ -154,18 +144,13 @@ scrape_configs:
 end)
 
 describe('klua run --leader-elect', function()
-  local sb, script
+  local sb = testing.with_sandbox()
+  local script
 
   setup(function()
-    sb = sandbox.start()
     script = K.script(CONTROLLER)
     sb:kubectl('create configmap le-1 --from-literal=k=v')
     sb:kubectl('label configmap le-1 endpoint-spec=yes')
-  end)
-
-  teardown(function()
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
   end)
 
   local FLAGS = { '--leader-elect', '--leader-election-id', 'flag-spec', '--leader-elect-lease-duration', '3s',

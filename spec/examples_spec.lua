@@ -37,20 +37,14 @@ end
 local function join(list) return table.concat(list, ' ') end
 
 describe('examples/pod-logger.lua', function()
-  local cluster, p
-  -- A server per spec: each starts from an empty cluster. What the harness
-  -- starts lives until its describe block ends, so these are stopped here.
-  before_each(function() cluster = testing.sandbox() end)
-  after_each(function()
-    if p then p:cleanup() end
-    p = nil
-    cluster:stop()
-  end)
+  -- A server per spec: each starts from an empty cluster, and the server and the
+  -- controller a spec starts are stopped after it.
+  local cluster = testing.with_sandbox { each = true }
 
   it('logs the adds, phase changes and deletions of the pods matching the selector given as argument', function()
     cluster:kubectl('run web --image=nginx -l app=web')
     cluster:kubectl('run db --image=postgres -l app=db')
-    p = start_example(cluster, 'pod-logger.lua', { 'app=web' })
+    local p = start_example(cluster, 'pod-logger.lua', { 'app=web' })
     p:wait_log('watching pods matching app=web: 1 found', CONVERGE)
     cluster:kubectl('run api --image=nginx -l app=web')
     p:wait_log('added default/api', CONVERGE)
@@ -79,7 +73,7 @@ describe('examples/pod-logger.lua', function()
 
   it('logs every pod in every namespace when no selector is given', function()
     cluster:kubectl('create namespace shop')
-    p = start_example(cluster, 'pod-logger.lua')
+    local p = start_example(cluster, 'pod-logger.lua')
     p:wait_log('watching pods: 0 found', CONVERGE)
     cluster:kubectl('run cart -n shop --image=nginx')
     cluster:kubectl('delete pod cart -n shop')
@@ -93,8 +87,8 @@ describe('examples/pod-logger.lua', function()
 end)
 
 describe('examples/configmap-sync.lua', function()
-  local cluster, p
-  setup(function() cluster = testing.sandbox() end)
+  local cluster = testing.with_sandbox()
+  local p
 
   -- "namespace=value" for each copy of team-a/settings, sorted; value is
   -- the copy's data.color.
@@ -172,11 +166,9 @@ describe('examples/configmap-sync.lua', function()
 end)
 
 describe('examples/podset-controller.lua', function()
-  local cluster, p
-  setup(function()
-    cluster = testing.sandbox()
-    cluster:kubectl('apply -f ' .. EXAMPLES .. 'podset-crd.yaml')
-  end)
+  local cluster = testing.with_sandbox()
+  local p
+  setup(function() cluster:kubectl('apply -f ' .. EXAMPLES .. 'podset-crd.yaml') end)
 
   local function start_controller()
     p = start_example(cluster, 'podset-controller.lua')
@@ -315,9 +307,9 @@ spec:
 end)
 
 describe('examples/finalizer.lua', function()
-  local cluster, p
+  local cluster = testing.with_sandbox()
+  local p
   setup(function()
-    cluster = testing.sandbox()
     p = start_example(cluster, 'finalizer.lua')
     p:wait_log('guarding 0 ConfigMaps', CONVERGE)
   end)

@@ -1,10 +1,10 @@
 -- Every fault the sandbox can inject, met by a running informer: each one
 -- is survived, counted, and followed by a cache equal to the server's state,
 -- with no event lost and none delivered out of order.
-local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local I = require 'support.informer'
 local testing = require 'klua.testing'
+local fixtures = require 'support.fixtures'
 
 local CM = '/api/v1/namespaces/default/configmaps'
 local ROOT = os.getenv('KLUA_ROOT')
@@ -14,13 +14,9 @@ local function changes(sb, prefix, n)
 end
 
 describe('an informer under faults', function()
-  local sb, p
-  before_each(function() sb = sandbox.start { bookmark_interval = 0.5, history = 200 } end)
-  after_each(function()
-    if p then p:cleanup() end
-    p = nil
-    sb:stop()
-  end)
+  -- A server per spec: it and the recorder p a spec starts are stopped after it.
+  local sb = testing.with_sandbox { each = true, bookmark_interval = 0.5, history = 200 }
+  local p
 
   local function settle()
     sb:reset_faults()
@@ -260,22 +256,11 @@ end)
 -- "storage is (re)initializing" (Retry-After: 1) while the new watch cache fills, then a
 -- watch cache whose history starts at its creation.
 describe('an informer on a custom resource whose CRD is deleted and created again', function()
-  local sb, p
-  local CRDS = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
+  local CRDS = fixtures.CRDS
   local WIDGETS = '/apis/example.com/v1/namespaces/default/widgets'
-  local CRD = { apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
-    metadata = { name = 'widgets.example.com' },
-    spec = { group = 'example.com', scope = 'Namespaced',
-      names = { plural = 'widgets', singular = 'widget', kind = 'Widget' },
-      versions = { { name = 'v1', served = true, storage = true,
-        schema = { openAPIV3Schema = { type = 'object' } } } } } }
+  local CRD = fixtures.WIDGETS_CRD
 
-  before_each(function() sb = sandbox.start { args = { '--watch-cache-fill', '2' } } end)
-  after_each(function()
-    if p then p:cleanup() end
-    p = nil
-    sb:stop()
-  end)
+  local sb = testing.with_sandbox { each = true, args = { '--watch-cache-fill', '2' } }
 
   local function serve_widgets()
     assert.equals(201, (sb:json('POST', CRDS, CRD)))
@@ -290,7 +275,7 @@ describe('an informer on a custom resource whose CRD is deleted and created agai
   it('forgets, as client-go, the objects of a resource that is gone when it lists', function()
     serve_widgets()
     widget('w1')
-    p = I.start(sb, 'widgets', { flags = { '-v', '2' } })
+    local p = I.start(sb, 'widgets', { flags = { '-v', '2' } })
     -- The watch is cut before the deletes reach it: only the LIST's 404 tells.
     sb:fault { watch_drop_after = 0 }
     assert.equals(200, (sb:request('DELETE', CRDS .. '/widgets.example.com')))
@@ -304,7 +289,7 @@ describe('an informer on a custom resource whose CRD is deleted and created agai
     serve_widgets()
     widget('old-1')
     widget('old-2')
-    p = I.start(sb, 'widgets', { flags = { '-v', '2' } })
+    local p = I.start(sb, 'widgets', { flags = { '-v', '2' } })
     assert.equals(200, (sb:request('DELETE', CRDS .. '/widgets.example.com')))
     assert.truthy(testing.poll(function() return I.cache(p) == '\n' end, 10), I.cache(p))
     assert.truthy(p:wait_for('404', 10, 'err'), p:errors())
@@ -325,17 +310,11 @@ describe('an informer on a custom resource whose CRD is deleted and created agai
 end)
 
 describe('an informer in WatchList mode', function()
-  local sb, p
-  before_each(function() sb = sandbox.start { bookmark_interval = 0.5 } end)
-  after_each(function()
-    if p then p:cleanup() end
-    p = nil
-    sb:stop()
-  end)
+  local sb = testing.with_sandbox { each = true, bookmark_interval = 0.5 }
 
   it('streams the initial state and syncs at the initial-events-end bookmark', function()
     for i = 1, 5 do I.configmap(sb, 'wl-' .. i) end
-    p = I.start(sb, 'configmaps', { flags = { '--watch-list', '-v', '2' } })
+    local p = I.start(sb, 'configmaps', { flags = { '--watch-list', '-v', '2' } })
     assert.truthy(p:output():find('synced 5', 1, true))
     assert.truthy(p:errors():find('initial events end', 1, true))
     assert.is_nil(p:errors():find('LIST from', 1, true))
@@ -353,7 +332,7 @@ describe('an informer in WatchList mode', function()
     I.configmap(sb, 'a-oldest')
     for i = 1, 5 do I.configmap(sb, 'b-' .. i) end
     sb:fault { watch_stall_after = 1 }
-    p = I.start(sb, 'configmaps', { flags = { '--watch-list', '--watch-list-deadline', '1',
+    local p = I.start(sb, 'configmaps', { flags = { '--watch-list', '--watch-list-deadline', '1',
       '--page-size', '500', '-v', '2' }, no_wait = true })
     assert.truthy(p:wait_for('synced', 15), p:errors())
     assert.truthy(p:output():find('synced 6', 1, true), p:output() .. p:errors())
@@ -363,7 +342,7 @@ describe('an informer in WatchList mode', function()
   it('falls back to LIST when the initial-events-end bookmark does not come in time', function()
     I.configmap(sb, 'fallback')
     sb:fault { watch_stall_after = 0 }
-    p = I.start(sb, 'configmaps', { flags = { '--watch-list', '--watch-list-deadline', '1', '-v', '2' }, no_wait = true })
+    local p = I.start(sb, 'configmaps', { flags = { '--watch-list', '--watch-list-deadline', '1', '-v', '2' }, no_wait = true })
     assert.truthy(p:wait_for('falling back to LIST', 10, 'err'))
     sb:reset_faults()
     assert.truthy(p:wait_for('synced 1', 10))

@@ -8,72 +8,17 @@
 -- responses come first, good ones after.
 local K = require 'support.klua'
 local I = require 'support.informer'
-local cjson = require 'cjson'
+local hostile = require 'support.hostile'
 local testing = require 'klua.testing'
 
-local ROOT = os.getenv('KLUA_ROOT') or '.'
 local MiB = 1024 * 1024
 -- Memory bounds allow for the sanitizers' overhead under make test-asan.
 local BOUND = K.slowdown
 
-local Server = {}
-Server.__index = Server
-
-local function wait_until(fn, timeout)
-  return testing.eventually(fn, timeout or 10, { interval = 0.1, fail = false })
-end
-
---- Starts scripts/hostile-server with flags (a list); returns a handle.
-local function start_server(flags)
-  local s = setmetatable({ dir = K.tmpdir() }, Server)
-  local args = { 'python3', ROOT .. '/scripts/hostile-server', '--owner-pid', K.run_command('echo $PPID') }
-  for _, f in ipairs(flags) do args[#args + 1] = f end
-  local quoted = {}
-  for i, a in ipairs(args) do quoted[i] = K.quote(a) end
-  s.pid = tonumber(K.run_command(('%s > %s/stdout 2> %s/stderr & echo $!'):format(
-    table.concat(quoted, ' '), s.dir, s.dir)))
-  s.url = wait_until(function() return K.read_file(s.dir .. '/stdout'):match('listening on (%S+)') end)
-  assert(s.url, 'hostile-server did not start: ' .. K.read_file(s.dir .. '/stderr'))
-  return s
-end
-
-function Server:get(path)
-  local curl = io.popen(('curl -sk --max-time 10 %s'):format(K.quote(self.url .. path)))
-  local body = curl:read('a')
-  curl:close()
-  return body
-end
-
---- The final state the server serves once it behaves: "KEY RV" lines, sorted.
-function Server:state() return self:get('/hostile/v1/state') end
-
---- {bad_served = n, requests = {{method, path, authorization}...}}.
-function Server:stats() return cjson.decode(self:get('/hostile/v1/stats')) end
-
-function Server:stop()
-  os.execute('kill ' .. self.pid .. ' 2>/dev/null')
-  os.execute('rm -rf ' .. K.quote(self.dir))
-end
-
---- A kubeconfig for url; opts.ca (a CA file) and opts.token.
-local function kubeconfig(dir, url, opts)
-  opts = opts or {}
-  local path = dir .. '/kubeconfig'
-  local cluster = '{server: "' .. url .. '"' .. (opts.ca and (', certificate-authority: "' .. opts.ca .. '"') or '') .. '}'
-  local user = opts.token and ('{token: "' .. opts.token .. '"}') or '{}'
-  K.write_file(path, table.concat({
-    'apiVersion: v1', 'kind: Config',
-    'clusters:', '- name: hostile', '  cluster: ' .. cluster,
-    'users:', '- name: hostile', '  user: ' .. user,
-    'contexts:', '- name: hostile', '  context: {cluster: hostile, user: hostile, namespace: default}',
-    'current-context: hostile', '' }, '\n'))
-  return path
-end
-
 --- Starts spec/scripts/recorder.lua on configmaps against server s.
 local function recorder(s, flags, opts)
   opts = opts or {}
-  local args = { '--kubeconfig', opts.kubeconfig or kubeconfig(s.dir, s.url), '--watch-idle-timeout', '2' }
+  local args = { '--kubeconfig', opts.kubeconfig or s:kubeconfig(), '--watch-idle-timeout', '2' }
   for _, f in ipairs(flags or {}) do args[#args + 1] = f end
   local dump = s.dir .. '/cache'
   for _, a in ipairs({ 'run', I.RECORDER, 'configmaps', dump, '' }) do args[#args + 1] = a end
@@ -85,11 +30,11 @@ end
 --- Waits until p's cache equals the server's final state; returns both.
 local function converge(s, p)
   local want, cache = s:state(), nil
-  wait_until(function()
+  testing.poll(function()
     if p:exit_code() then return true end
     cache = I.cache(p)
     return cache == want
-  end, 20)
+  end, 20, 0.1)
   return cache, want
 end
 
@@ -104,7 +49,7 @@ local function log_of(p) return p:errors() end
 
 --- Waits until klua's log holds text (plain text, or a Lua pattern when pattern is true).
 local function logged(p, text, pattern)
-  return wait_until(function() return p:errors():find(text, 1, not pattern) ~= nil end, 10)
+  return testing.poll(function() return p:errors():find(text, 1, not pattern) ~= nil end, 10, 0.1)
 end
 
 describe('klua against a hostile server', function()
@@ -135,7 +80,7 @@ describe('klua against a hostile server', function()
 
   -- The common ending: alive, converged, nothing stale, the bad responses served.
   local function behaves_again(bad)
-    wait_until(function() return s:stats().bad_served >= bad or p:exit_code() end)
+    testing.poll(function() return s:stats().bad_served >= bad or p:exit_code() end, 10, 0.1)
     local cache, want = converge(s, p)
     assert.is_nil(p:exit_code(), 'klua exited: ' .. log_of(p))
     assert.equals(want, cache, log_of(p))
@@ -144,7 +89,7 @@ describe('klua against a hostile server', function()
   end
 
   it('re-watches from the last event after a watch body ends in the middle of a chunk', function()
-    s = start_server { '--mode', 'truncated-chunk', '--bad', '2' }
+    s = hostile.start { '--mode', 'truncated-chunk', '--bad', '2' }
     p = recorder(s, { '-v', '2' })
     behaves_again(2)
     assert.truthy(logged(p, 'watch failed: transfer closed with outstanding read data remaining'), log_of(p))
@@ -152,7 +97,7 @@ describe('klua against a hostile server', function()
   end)
 
   it('refuses a 100 MiB line past 16 MiB without buffering it, then relists', function()
-    s = start_server { '--mode', 'huge-line' }
+    s = hostile.start { '--mode', 'huge-line' }
     p = recorder(s)
     behaves_again(1)
     assert.truthy(logged(p, 'watch event larger than 16777216 bytes refused; relisting'), log_of(p))
@@ -161,21 +106,21 @@ describe('klua against a hostile server', function()
   end)
 
   it('refuses a watch event nested 10,000 arrays deep, then relists', function()
-    s = start_server { '--mode', 'deep-watch' }
+    s = hostile.start { '--mode', 'deep-watch' }
     p = recorder(s)
     behaves_again(1)
     assert.truthy(logged(p, 'watch event is not valid JSON at byte %d+: nested too deeply; relisting', true), log_of(p))
   end)
 
   it('refuses a LIST with an item nested 10,000 arrays deep, says so, and lists again', function()
-    s = start_server { '--mode', 'deep-list' }
+    s = hostile.start { '--mode', 'deep-list' }
     p = recorder(s)
     behaves_again(1)
     assert.truthy(logged(p, 'LIST[^\n]*nested too deeply', true), log_of(p))
   end)
 
   it('refuses watch events with invalid UTF-8 in their strings and never hands them to a handler', function()
-    s = start_server { '--mode', 'bad-utf8', '--bad', '2' }
+    s = hostile.start { '--mode', 'bad-utf8', '--bad', '2' }
     p = recorder(s)
     behaves_again(2)
     assert.truthy(logged(p, 'watch event is not valid JSON at byte %d+: invalid UTF%-8; relisting', true), log_of(p))
@@ -183,7 +128,7 @@ describe('klua against a hostile server', function()
   end)
 
   it('refuses a raw NUL byte inside a string, and passes an escaped one (\\u0000) through intact', function()
-    s = start_server { '--mode', 'nul-byte' }
+    s = hostile.start { '--mode', 'nul-byte' }
     p = recorder(s)
     behaves_again(1)
     assert.truthy(logged(p, 'watch event is not valid JSON at byte %d+: control character in string', true), log_of(p))
@@ -204,7 +149,7 @@ describe('klua against a hostile server', function()
   end)
 
   it('refuses events of an unknown type, without a type, or with an object that is not one', function()
-    s = start_server { '--mode', 'unknown-type', '--bad', '3' }
+    s = hostile.start { '--mode', 'unknown-type', '--bad', '3' }
     p = recorder(s)
     behaves_again(3)
     assert.truthy(logged(p, 'watch event has unknown type "BOGUS"; relisting'), log_of(p))
@@ -213,7 +158,7 @@ describe('klua against a hostile server', function()
   end)
 
   it('waits a backoff, doubling each time, before relisting after a stream it cannot read', function()
-    s = start_server { '--mode', 'unknown-type', '--bad', '3' }
+    s = hostile.start { '--mode', 'unknown-type', '--bad', '3' }
     p = recorder(s, { '-v', '2' })
     behaves_again(3)
     assert.truthy(logged(p, 'waiting %d+%.%d s before LIST: the watch stream could not be read', true), log_of(p))
@@ -233,7 +178,7 @@ describe('klua against a hostile server', function()
       end
       return found
     end
-    local relists = wait_until(function() local g = gaps(); return #g == 3 and g end, 15 * K.slowdown)
+    local relists = testing.poll(function() local g = gaps(); return #g == 3 and g end, 15 * K.slowdown, 0.1)
     assert.truthy(relists, log_of(p))
     for i, least in ipairs({ 0.8, 1.6, 3.2 }) do
       assert.is_true(relists[i] >= least, ('relist %d came %.2f s after its watch'):format(i, relists[i]))
@@ -241,21 +186,21 @@ describe('klua against a hostile server', function()
   end)
 
   it('backs off and lists again after a 500 whose body is an HTML page', function()
-    s = start_server { '--mode', 'html-500', '--bad', '2' }
+    s = hostile.start { '--mode', 'html-500', '--bad', '2' }
     p = recorder(s)
     behaves_again(2)
     assert.truthy(logged(p, 'LIST failed: HTTP 500'), log_of(p))
   end)
 
   it('backs off and watches again after a 401 with a text/plain body', function()
-    s = start_server { '--mode', 'text-401', '--bad', '2' }
+    s = hostile.start { '--mode', 'text-401', '--bad', '2' }
     p = recorder(s)
     behaves_again(2)
     assert.truthy(logged(p, 'watch failed: HTTP 401'), log_of(p))
   end)
 
   it('restarts a watch whose 200 never sends a byte once --watch-idle-timeout passes', function()
-    s = start_server { '--mode', 'silent-watch', '--bad', '2' }
+    s = hostile.start { '--mode', 'silent-watch', '--bad', '2' }
     p = recorder(s)
     behaves_again(2)
     assert.truthy(logged(p, 'watch silent for 2 s; restarting it'), log_of(p))
@@ -263,7 +208,7 @@ describe('klua against a hostile server', function()
   end)
 
   it('abandons a LIST whose 200 never sends a byte once --request-timeout passes, and lists again', function()
-    s = start_server { '--mode', 'silent-list' }
+    s = hostile.start { '--mode', 'silent-list' }
     p = recorder(s, { '--request-timeout', '3' })
     behaves_again(1)
     assert.truthy(logged(p, 'LIST failed: Operation timed out after %d+ milliseconds', true), log_of(p))
@@ -273,7 +218,7 @@ describe('klua against a hostile server', function()
   -- as a response with a bad body ("InvalidResponse"): err.code is 0 and
   -- err.reason names the outcome, and the next call, answered, succeeds.
   local function api_list_twice(mode, flags)
-    s = start_server { '--mode', mode }
+    s = hostile.start { '--mode', mode }
     local path = script [[
       for _ = 1, 2 do
         local list, err = klua.api.list('configmaps', { namespace = 'default' })
@@ -282,7 +227,7 @@ describe('klua against a hostile server', function()
       end
       klua.stop(0)
     ]]
-    local args = { '--kubeconfig', kubeconfig(s.dir, s.url) }
+    local args = { '--kubeconfig', s:kubeconfig() }
     for _, f in ipairs(flags or {}) do args[#args + 1] = f end
     args[#args + 1] = 'run'
     args[#args + 1] = path
@@ -309,7 +254,7 @@ describe('klua against a hostile server', function()
   end)
 
   it('gives up on a watch that drips one byte a second past the timeout it asked for, and watches again', function()
-    s = start_server { '--mode', 'drip' }
+    s = hostile.start { '--mode', 'drip' }
     p = recorder(s, { '--watch-timeout', '2:3' })
     behaves_again(1)
     local peak = peak_rss(p.pid)
@@ -320,7 +265,7 @@ describe('klua against a hostile server', function()
   -- is not something a client may rely on: events back to back, indented over many lines or
   -- with CRLF and spaces between them are the same stream.
   it('reads watch events written back to back or indented over many lines, without relisting', function()
-    s = start_server { '--mode', 'unframed' }
+    s = hostile.start { '--mode', 'unframed' }
     p = recorder(s, { '-v', '2' })
     behaves_again(1)
     assert.truthy(logged(p, 'BOOKMARK at resourceVersion 9'), log_of(p))
@@ -337,7 +282,7 @@ describe('klua against a hostile server', function()
   end)
 
   it('refuses a line of text between watch events as a malformed event, then relists', function()
-    s = start_server { '--mode', 'junk-between' }
+    s = hostile.start { '--mode', 'junk-between' }
     p = recorder(s)
     behaves_again(1)
     assert.truthy(logged(p, 'watch event is not valid JSON at byte 0: [^\n]*; relisting', true), log_of(p))
@@ -346,8 +291,8 @@ describe('klua against a hostile server', function()
 
   it('refuses a TLS certificate made for another host name, with a clear TLS error', function()
     local certs = scratch()
-    s = start_server { '--tls', '--tls-name', 'wrong.example', '--cert-dir', certs }
-    local kc = kubeconfig(s.dir, s.url, { ca = certs .. '/ca.crt', token = 'hostile-spec-token' })
+    s = hostile.start { '--tls', '--tls-name', 'wrong.example', '--cert-dir', certs }
+    local kc = s:kubeconfig({ ca = certs .. '/ca.crt', token = 'hostile-spec-token' })
     local _, err, code = K.run({ '--kubeconfig', kc, 'run', I.RECORDER, 'configmaps' })
     assert.equals(1, code)
     assert.truthy(err:find("no alternative certificate subject name matches target host name '127.0.0.1'", 1, true), err)
@@ -356,12 +301,12 @@ describe('klua against a hostile server', function()
   end)
 
   it('does not follow a redirect to another host, so its credentials never reach it', function()
-    local elsewhere = start_server { '--host', '127.0.0.2' }
+    local elsewhere = hostile.start { '--host', '127.0.0.2' }
     others[1] = elsewhere
     local certs = scratch()
-    s = start_server { '--mode', 'redirect', '--bad', '2', '--redirect-to', elsewhere.url,
+    s = hostile.start { '--mode', 'redirect', '--bad', '2', '--redirect-to', elsewhere.url,
       '--tls', '--tls-name', '127.0.0.1', '--cert-dir', certs }
-    local kc = kubeconfig(s.dir, s.url, { ca = certs .. '/ca.crt', token = 'hostile-spec-token' })
+    local kc = s:kubeconfig({ ca = certs .. '/ca.crt', token = 'hostile-spec-token' })
     p = recorder(s, nil, { kubeconfig = kc })
     behaves_again(2)
     assert.truthy(logged(p, 'LIST failed: HTTP 302'), log_of(p))
@@ -370,7 +315,7 @@ describe('klua against a hostile server', function()
   end)
 
   it('lists 100,000 objects from one unpaged response and syncs, with memory bounded (under 300 MiB)', function()
-    s = start_server { '--items', '100000' }
+    s = hostile.start { '--items', '100000' }
     local sync = script([[
       local inf = klua.informer { resource = 'configmaps' }
       klua.on_synced(function() print('synced', #inf:list()); io.stdout:flush() end)
@@ -379,7 +324,7 @@ describe('klua against a hostile server', function()
         if late and late.metadata.resourceVersion == '100004' then print('cached', #inf:list()); io.stdout:flush() end
       end)
     ]])
-    p = K.spawn({ '--kubeconfig', kubeconfig(s.dir, s.url), 'run', sync })
+    p = K.spawn({ '--kubeconfig', s:kubeconfig(), 'run', sync })
     assert.truthy(p:wait_for('cached', 60), p:errors())
     local peak = peak_rss(p.pid)
     assert.truthy(p:output():find('synced\t100000\n', 1, true))

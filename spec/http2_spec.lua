@@ -1,9 +1,9 @@
 -- Over TLS klua speaks HTTP/2, so every list and watch of the process share
 -- one connection. nghttpx (Debian's nghttp2-proxy) terminates HTTP/2 in
 -- front of the sandbox, which speaks HTTP/1.1.
-local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local testing = require 'klua.testing'
+local fixtures = require 'support.fixtures'
 
 local function free_port()
   return tonumber(K.run_command([[python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])']]))
@@ -24,9 +24,9 @@ local function connections(pid, port)
 end
 
 describe('klua over HTTP/2', function()
-  local sb, dir, proxy_pid, port
+  local sb = testing.with_sandbox()
+  local dir, proxy_pid, port
   setup(function()
-    sb = sandbox.start {}
     dir = K.tmpdir()
     os.execute(('openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/key.pem -out %s/cert.pem -days 2 ' ..
       '-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null'):format(dir, dir))
@@ -35,20 +35,7 @@ describe('klua over HTTP/2', function()
       '--workers=1 --no-ocsp --frontend-read-timeout=1h --backend-read-timeout=1h ' ..
       '--accesslog-file=%s/access.log --errorlog-file=%s/error.log > /dev/null 2>&1 & echo $!'):format(
       port, sb.port, dir, dir, dir, dir)))
-    K.write_file(dir .. '/kubeconfig', ([[
-apiVersion: v1
-kind: Config
-clusters:
-- name: h2
-  cluster: {server: "https://127.0.0.1:%d", certificate-authority: %s/cert.pem}
-users:
-- name: anonymous
-  user: {}
-contexts:
-- name: h2
-  context: {cluster: h2, user: anonymous}
-current-context: h2
-]]):format(port, dir))
+    fixtures.kubeconfig(dir .. '/kubeconfig', { server = 'https://127.0.0.1:' .. port, ca = dir .. '/cert.pem' })
     local up, failure = testing.eventually(function()
       return K.run_command(('curl -s -o /dev/null -w %%{http_code} --cacert %s/cert.pem https://127.0.0.1:%d/version'):format(dir, port)) == '200'
     end, 10, { fail = false })
@@ -56,7 +43,6 @@ current-context: h2
   end)
   teardown(function()
     if proxy_pid then os.execute('kill ' .. proxy_pid) end
-    sb:stop()
   end)
 
   it('lists and watches three resources through a single connection', function()

@@ -1,9 +1,9 @@
 -- An informer keeps a correct local copy of a resource and tells the
 -- script's handlers about every change: the initial list as adds, then each
 -- watch event, across drops, relists and server faults.
-local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local I = require 'support.informer'
+local testing = require 'klua.testing'
 
 local CM = '/api/v1/namespaces/default/configmaps'
 
@@ -13,25 +13,20 @@ local function contains(list, item)
 end
 
 describe('an informer', function()
-  local sb, p
-  before_each(function() sb = sandbox.start { bookmark_interval = 0.5 } end)
-  after_each(function()
-    if p then p:cleanup() end
-    p = nil
-    sb:stop()
-  end)
+  -- A server per spec: it and the recorder a spec starts are stopped after it.
+  local sb = testing.with_sandbox { each = true, bookmark_interval = 0.5 }
 
   it('delivers the existing objects as adds from the initial list, then reports synced', function()
     local rv1 = I.configmap(sb, 'one')
     local rv2 = I.configmap(sb, 'two')
-    p = I.start(sb, 'configmaps')
+    local p = I.start(sb, 'configmaps')
     local calls = I.calls(p)
     assert.same({ 'add default/one ' .. rv1 .. ' true', 'add default/two ' .. rv2 .. ' true' }, calls)
     assert.truthy(p:output():find('synced 2', 1, true))
   end)
 
   it('delivers add, update with old and new, and delete for changes made with kubectl', function()
-    p = I.start(sb, 'cm')
+    local p = I.start(sb, 'cm')
     sb:kubectl('create configmap web --from-literal=a=1')
     assert.truthy(p:wait_for('add default/web'))
     local created = sb:kubectl_json('get configmap web').metadata.resourceVersion
@@ -50,7 +45,7 @@ describe('an informer', function()
   end)
 
   it('keeps the cache equal to the server after a burst of 1,000 changes by kubectl and direct API calls', function()
-    p = I.start(sb, 'configmaps', { namespace = 'default' })
+    local p = I.start(sb, 'configmaps', { namespace = 'default' })
     local root = os.getenv('KLUA_ROOT')
     local n = K.run_command(('python3 %s/spec/support/burst.py %s default burst 500 300 100'):format(root, sb.url))
     assert.equals('900', n)
@@ -72,7 +67,7 @@ describe('an informer', function()
     I.configmap(sb, 'kept')
     I.configmap(sb, 'changed')
     I.configmap(sb, 'removed')
-    p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
+    local p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
     local before = #I.events(p)
     -- Every watch is now cut before its first event: the informer sees nothing.
     sb:fault { watch_drop_after = 0 }
@@ -189,7 +184,7 @@ describe('an informer', function()
   end)
 
   it('narrates its reflector at -v 2: lists, watches, bookmarks, relists and waits', function()
-    p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
+    local p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
     assert.truthy(p:wait_for('BOOKMARK at resourceVersion', 5, 'err'))
     sb:fault { expire_watches = true }
     assert.truthy(p:wait_for('relisting', 5, 'err'), p:errors())

@@ -3,8 +3,8 @@
 -- from any directory; kubectl finds it as the plugin `kubectl klua`; the
 -- test harness and the sandbox server are installed with it, and `klua test`
 -- uses them (docs/testing.md).
-local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
+local testing = require 'klua.testing'
 
 local root = os.getenv('KLUA_ROOT') or '.'
 local build = os.getenv('KLUA_BUILD') or 'build'
@@ -23,10 +23,10 @@ end)
 ]]
 
 describe('make install', function()
-  local sb, dest, script
+  local sb = testing.with_sandbox()
+  local dest, script
 
   setup(function()
-    sb = sandbox.start()
     sb:kubectl('create namespace install-spec')
     sb:kubectl('-n install-spec create configmap installed-a --from-literal=k=v')
     sb:kubectl('-n install-spec create configmap installed-b --from-literal=k=v')
@@ -35,11 +35,6 @@ describe('make install', function()
     local out = K.run_command(('make -s -C %s install BUILD=%s DESTDIR=%s PREFIX=/usr 2>&1; echo "status $?"')
       :format(K.quote(root), K.quote(build), K.quote(dest)))
     assert.matches('status 0$', out)
-  end)
-
-  teardown(function()
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(dest) .. ' ' .. K.quote(script:match('^(.*)/[^/]+$')))
   end)
 
   it('puts the binary, the kubectl plugin link and the examples under PREFIX in DESTDIR', function()

@@ -2,40 +2,26 @@
 -- each running a small script with `klua run` against one shared sandbox.
 -- Specs that write to the server work in namespaces of their own.
 local cjson = require 'cjson'
-local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 local K = require 'support.klua'
+local fixtures = require 'support.fixtures'
 
-local sb
-local dirs = {}
+local sb = testing.with_sandbox()
 
-setup(function() sb = sandbox.start() end)
-teardown(function()
-  sb:stop()
-  for _, d in ipairs(dirs) do os.execute('rm -rf ' .. K.quote(d)) end
-end)
+-- K.run_script's options against the sandbox. opts: flags (before run), args (after the
+-- script), kubeconfig, timeout.
+local function against_sandbox(opts)
+  opts = opts or {}
+  return { kubeconfig = opts.kubeconfig or sb.kubeconfig, flags = opts.flags, args = opts.args,
+    timeout = opts.timeout or 15 }
+end
 
 -- Runs a script with `klua [flags] run SCRIPT [args]` against the sandbox.
--- opts: flags (before run), args (after the script), kubeconfig.
 -- Returns stdout, stderr, exit status and the script's path.
-local function run(text, opts)
-  opts = opts or {}
-  local path = K.script(text)
-  dirs[#dirs + 1] = path:match('^(.*)/[^/]+$')
-  local args = { '--kubeconfig', opts.kubeconfig or sb.kubeconfig }
-  for _, f in ipairs(opts.flags or {}) do args[#args + 1] = f end
-  args[#args + 1] = 'run'
-  args[#args + 1] = path
-  for _, a in ipairs(opts.args or {}) do args[#args + 1] = a end
-  local out, err, code = K.run(args, { timeout = opts.timeout or 15 })
-  return out, err, code, path
-end
+local function run(text, opts) return K.run_script(text, against_sandbox(opts)) end
 
 -- Like run, and asserts that the script exited 0; returns stdout and stderr.
-local function run_ok(text, opts)
-  local out, err, code = run(text, opts)
-  assert(code == 0, ('the script exited %s\nstdout:\n%s\nstderr:\n%s'):format(tostring(code), out, err))
-  return out, err
-end
+local function run_ok(text, opts) return K.run_script_ok(text, against_sandbox(opts)) end
 
 local function namespace(name)
   local status = sb:json('POST', '/api/v1/namespaces', { metadata = { name = name } })
@@ -63,20 +49,7 @@ local function kubeconfig_with_namespace(line)
   return kc
 end
 
-local CRD = [[
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gadgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget, shortNames: [gd]}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-]]
+local CRD = fixtures.GADGETS_CRD
 
 describe('klua.informer', function()
   -- kube-apiserver writes the items of built-in lists without kind and apiVersion; klua

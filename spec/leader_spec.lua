@@ -3,7 +3,6 @@
 -- Lease is taken once it has not changed for its duration; a leader that
 -- stops releases the Lease; a leader that can no longer renew stops
 -- leading and exits 1; the race between candidates is not an error.
-local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local testing = require 'klua.testing'
 
@@ -34,17 +33,10 @@ klua.controller {
 local function literally(s) return (s:gsub('%p', '%%%0')) end
 
 describe('leader election', function()
-  local sb, script, procs, n = nil, nil, {}, 0
+  local sb = testing.with_sandbox()
+  local script, procs, n = nil, {}, 0
 
-  setup(function()
-    sb = sandbox.start()
-    script = K.script(CANDIDATE)
-  end)
-
-  teardown(function()
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
-  end)
+  setup(function() script = K.script(CANDIDATE) end)
 
   after_each(function()
     for _, p in ipairs(procs) do p:cleanup() end

@@ -4,16 +4,9 @@
 local K = require 'support.klua'
 local prometheus = require 'support.prometheus'
 
-local dirs = {}
-teardown(function()
-  for _, d in ipairs(dirs) do os.execute('rm -rf ' .. K.quote(d)) end
-end)
-
 -- Runs a script that needs no cluster; returns stdout, stderr, status.
 local function run(text)
-  local path = K.script(text .. '\nklua.stop()\n')
-  dirs[#dirs + 1] = path:match('^(.*)/[^/]+$')
-  return K.run({ '--server', 'http://127.0.0.1:1', 'run', path })
+  return K.run_script(text .. '\nklua.stop()\n', { flags = { '--server', 'http://127.0.0.1:1' } })
 end
 
 

@@ -1,6 +1,7 @@
 -- The sandbox API server serves HTTPS with a CA it makes at start, authenticates bearer
 -- tokens or client certificates, and writes a kubeconfig that kubectl uses as it is.
 local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 
 local function file(path)
   local f = assert(io.open(path))
@@ -11,12 +12,8 @@ end
 
 describe('sandbox authentication', function()
   describe('with a bearer token over TLS', function()
-    local sb
+    local sb = testing.with_sandbox { tls = true, auth = 'token', args = { '--tls-san', 'sandbox.test' } }
 
-    setup(function()
-      sb = sandbox.start{ tls = true, auth = 'token', args = { '--tls-san', 'sandbox.test' } }
-    end)
-    teardown(function() sb:stop() end)
 
     it('serves https with its own CA', function()
       assert.matches('^https://127%.0%.0%.1:%d+$', sb.url)
@@ -58,10 +55,8 @@ describe('sandbox authentication', function()
   end)
 
   describe('with client certificates', function()
-    local sb
+    local sb = testing.with_sandbox { tls = true, auth = 'cert' }
 
-    setup(function() sb = sandbox.start{ tls = true, auth = 'cert' } end)
-    teardown(function() sb:stop() end)
 
     it('accepts a client certificate signed by its CA, naming the user by CN', function()
       assert.equals(200, (sb:request('GET', '/api/v1/namespaces/default/configmaps')))

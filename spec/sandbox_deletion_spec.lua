@@ -4,15 +4,13 @@
 -- and the DELETED event of an object whose last finalizer an update removed
 -- (store.go Update -> errEmptiedFinalizers -> deleteWithoutFinalizers).
 local testing = require 'klua.testing'
-local sandbox = require 'support.sandbox'
 
 local CM = '/api/v1/namespaces/%s/configmaps'
 
 describe('sandbox deletion', function()
-  local sb, count = nil, 0
+  local sb = testing.with_sandbox()
+  local count = 0
 
-  setup(function() sb = sandbox.start() end)
-  teardown(function() sb:stop() end)
 
   local function namespace()
     count = count + 1

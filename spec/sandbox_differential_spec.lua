@@ -3,7 +3,7 @@
 -- sandbox must answer every row the same way: status code, reason, message and the fields
 -- a client reads.
 local cjson = require 'cjson'
-local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
 
@@ -59,10 +59,9 @@ local function decoded(text, watch)
 end
 
 describe('sandbox answers as kube-apiserver does', function()
-  local sb, count = nil, 0
+  local sb = testing.with_sandbox()
+  local count = 0
 
-  setup(function() sb = sandbox.start() end)
-  teardown(function() sb:stop() end)
 
   for _, row in ipairs(load_table()) do
     it(row.name .. ' [' .. row.source .. ']', function()

@@ -2,7 +2,6 @@
 -- start by flags or at run time through POST /sandbox/v1/faults, and counts what it did
 -- in GET /sandbox/v1/stats.
 local cjson = require 'cjson'
-local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 
 local CM = '/api/v1/namespaces/default/configmaps'
@@ -16,10 +15,9 @@ local function names(events)
 end
 
 describe('sandbox faults', function()
-  local sb, count = nil, 0
+  local sb = testing.with_sandbox()
+  local count = 0
 
-  setup(function() sb = sandbox.start{} end)
-  teardown(function() sb:stop() end)
   before_each(function() sb:reset_faults() end)
 
   local function create(n)
@@ -243,13 +241,8 @@ describe('sandbox faults', function()
   end)
 
   describe('set by flags at start', function()
-    local flagged
-
-    setup(function()
-      flagged = sandbox.start{ args = { '--watch-drop-after', '1', '--forbid', 'leases',
-        '--fail-next', '1', '--fail-code', '503', '--fail-verbs', 'create' } }
-    end)
-    teardown(function() flagged:stop() end)
+    local flagged = testing.with_sandbox { args = { '--watch-drop-after', '1', '--forbid', 'leases',
+      '--fail-next', '1', '--fail-code', '503', '--fail-verbs', 'create' } }
 
     it('applies the same faults as the control endpoint', function()
       assert.equals(503, (flagged:request('POST', CM, { metadata = { name = 'a' } })))

@@ -2,7 +2,6 @@
 -- kube-apiserver defines them: resourceVersion matching, paging, replay, compaction,
 -- bookmarks, initial events, selectors on watches, conflicts and Status errors.
 local cjson = require 'cjson'
-local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 
 local CM = '/api/v1/namespaces/%s/configmaps'
@@ -22,10 +21,9 @@ local function summary(events)
 end
 
 describe('sandbox API server over HTTP', function()
-  local sb, ns_count = nil, 0
+  local sb = testing.with_sandbox { bookmark_interval = 0.3 }
+  local ns_count = 0
 
-  setup(function() sb = sandbox.start{ bookmark_interval = 0.3 } end)
-  teardown(function() sb:stop() end)
 
   -- A fresh namespace per spec keeps specs independent of each other.
   local function namespace()
@@ -274,10 +272,8 @@ describe('sandbox API server over HTTP', function()
   end)
 
   describe('history window', function()
-    local small
+    local small = testing.with_sandbox { history = 3, storage_history = 3 }
 
-    setup(function() small = sandbox.start{ history = 3, storage_history = 3 } end)
-    teardown(function() small:stop() end)
 
     it('expires a watch from before the window with one ERROR 410 event', function()
       local start = tonumber(small:stats().resourceVersion)
@@ -329,10 +325,7 @@ describe('sandbox API server over HTTP', function()
   -- lists with a limit at a resourceVersion other than 0, and continue tokens come from
   -- etcd as the snapshot at that revision (cacher.go shouldDelegateList, 1.32).
   describe('watch cache and storage', function()
-    local two
-
-    before_each(function() two = sandbox.start{ history = 2 } end)
-    after_each(function() two:stop() end)
+    local two = testing.with_sandbox { each = true, history = 2 }
 
     local function put(name, v)
       local path = CM:format('default') .. '/' .. name

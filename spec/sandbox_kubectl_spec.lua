@@ -1,14 +1,11 @@
 -- The sandbox API server is faithful enough that kubectl, a real client-go client, works
 -- against it unchanged: discovery, CRUD, apply, patches, watches, selectors, paging,
 -- finalizers, subresources and custom resources.
-local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
+local fixtures = require 'support.fixtures'
+local K = require 'support.klua'
 
-local function lines(text)
-  local out = {}
-  for line in text:gmatch('[^\n]+') do out[#out + 1] = line end
-  return out
-end
+local lines = K.lines
 
 local function yaml_configmap(name, ns, data)
   local body = ('apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: %s\ndata:\n')
@@ -38,29 +35,11 @@ spec:
         - containerPort: 80
 ]]
 
-local CRD = [[
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-]]
+local CRD = fixtures.WIDGETS_CRD
 
 describe('sandbox API server used by kubectl', function()
-  local sb
+  local sb = testing.with_sandbox()
 
-  setup(function() sb = sandbox.start{} end)
-  teardown(function() sb:stop() end)
 
   local function kubectl_ok(args, stdin)
     local out, ok, err = sb:try_kubectl(args, stdin)
@@ -308,8 +287,7 @@ metadata: {name: c, namespace: labels, labels: {env: prod}}
   end)
 
   it('changes a custom resource status only through the status subresource', function()
-    kubectl_ok('apply -f -', CRD:gsub('widgets', 'gadgets'):gsub('widget', 'gadget')
-      :gsub('Widget', 'Gadget'):gsub('wd%]', 'gd]'))
+    kubectl_ok('apply -f -', fixtures.GADGETS_CRD)
     kubectl_ok('apply -f -', 'apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g1}\n'
       .. 'spec: {enabled: true}\nstatus: {ready: true}\n')
     local path = '/apis/example.com/v1/namespaces/default/gadgets/g1'

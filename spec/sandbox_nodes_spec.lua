@@ -4,15 +4,12 @@
 -- (pkg/registry/core/pod/strategy.go CheckGracefulDelete) and a control endpoint that
 -- makes a Pod's containers exit.
 local testing = require 'klua.testing'
-local sandbox = require 'support.sandbox'
 
 local PODS = '/api/v1/namespaces/default/pods'
 
 describe('sandbox simulated nodes', function()
-  local sb
+  local sb = testing.with_sandbox { args = { '--nodes', '2' } }
 
-  setup(function() sb = sandbox.start{ args = { '--nodes', '2' } } end)
-  teardown(function() sb:stop() end)
 
   local function create(name, restart_policy)
     local status = sb:json('POST', PODS, { metadata = { name = name },

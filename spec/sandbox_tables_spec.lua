@@ -3,30 +3,12 @@
 -- kinds, a CRD's additionalPrinterColumns for custom resources), so plain `kubectl get`
 -- and `kubectl get -w` against the sandbox look as they do against a cluster.
 local testing = require 'klua.testing'
-local sandbox = require 'support.sandbox'
+local fixtures = require 'support.fixtures'
 
 local TABLE = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json'
 
-local CRD = [[
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gadgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-    additionalPrinterColumns:
-    - {name: Size, type: integer, jsonPath: .spec.size}
-    - {name: Colour, type: string, jsonPath: .spec.colour, priority: 1}
-]]
+-- Its table columns are Size and, with -o wide, Colour.
+local CRD = fixtures.GADGETS_CRD
 
 local function words(line)
   local out = {}
@@ -41,10 +23,9 @@ local function header_and_rows(text)
 end
 
 describe('sandbox Table output', function()
-  local sb
+  local sb = testing.with_sandbox { args = { '--nodes', '1' } }
 
   setup(function()
-    sb = sandbox.start{ args = { '--nodes', '1' } }
     local _, ok, err = sb:try_kubectl('run web --image=nginx')
     assert(ok, err)
     _, ok, err = sb:try_kubectl('create configmap settings --from-literal=a=1 --from-literal=b=2')
@@ -53,7 +34,6 @@ describe('sandbox Table output', function()
       return sb:kubectl_json('get pod web').status.phase == 'Running'
     end, 10))
   end)
-  teardown(function() sb:stop() end)
 
   it('answers a list with a meta.k8s.io/v1 Table whose rows carry PartialObjectMetadata', function()
     local status, body = sb:json('GET', '/api/v1/namespaces/default/configmaps', nil, { Accept = TABLE })

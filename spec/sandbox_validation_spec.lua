@@ -4,7 +4,7 @@
 -- the Priority and DefaultTolerationSeconds admission plugins, fieldValidation
 -- (staging/src/k8s.io/apiserver/pkg/endpoints/handlers) and CRD structural schemas
 -- (staging/src/k8s.io/apiextensions-apiserver: schema/pruning and validation).
-local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 
 local PODS = '/api/v1/namespaces/default/pods'
 local CM = '/api/v1/namespaces/default/configmaps'
@@ -14,10 +14,8 @@ local function pod(name, containers)
 end
 
 describe('sandbox validation and defaults', function()
-  local sb
+  local sb = testing.with_sandbox()
 
-  setup(function() sb = sandbox.start() end)
-  teardown(function() sb:stop() end)
 
   describe('validation', function()
     it('refuses a Pod without containers with the message and cause kube-apiserver gives', function()

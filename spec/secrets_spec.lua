@@ -3,10 +3,9 @@
 -- and it sends a bearer token over plain http only when told to.
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
-local cjson = require 'cjson'
 local testing = require 'klua.testing'
-
-local ROOT = os.getenv('KLUA_ROOT') or '.'
+local fixtures = require 'support.fixtures'
+local hostile = require 'support.hostile'
 
 local function random_hex(n)
   local t = {}
@@ -160,28 +159,19 @@ describe('secrets in klua\'s logs', function()
 end)
 
 describe('TLS verification', function()
-  local sb, dir
+  local sb = testing.with_sandbox { tls = true, auth = 'token', token = 'tls-' .. random_hex(24) }
+  local dir
 
   setup(function()
-    sb = sandbox.start { tls = true, auth = 'token', token = 'tls-' .. random_hex(24) }
     dir = K.tmpdir()
     os.execute(('cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes '
       .. '-keyout other-ca.key -out other-ca.crt -subj /CN=some-other-ca -days 2 2>/dev/null'):format(K.quote(dir)))
   end)
 
-  teardown(function()
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(dir))
-  end)
-
+  -- A kubeconfig for the server with its token and these lines of the cluster.
   local function kubeconfig(cluster_lines)
-    local path = dir .. '/kubeconfig'
-    K.write_file(path, table.concat({
-      'apiVersion: v1', 'kind: Config',
-      'clusters:', '- name: c', '  cluster:', '    server: ' .. sb.url, table.concat(cluster_lines, '\n'),
-      'users:', '- name: u', '  user:', '    token: ' .. sb.token,
-      'contexts:', '- name: x', '  context: {cluster: c, user: u}', 'current-context: x', '' }, '\n'))
-    return path
+    return fixtures.kubeconfig(dir .. '/kubeconfig', { server = sb.url, cluster = cluster_lines,
+      user = '{token: ' .. sb.token .. '}' })
   end
 
   local LIST = [[
@@ -191,7 +181,7 @@ describe('TLS verification', function()
   ]]
 
   it('refuses a server whose certificate the kubeconfig\'s CA did not sign', function()
-    local kc = kubeconfig { '    certificate-authority: ' .. dir .. '/other-ca.crt' }
+    local kc = kubeconfig { 'certificate-authority: ' .. dir .. '/other-ca.crt' }
     local out, err, code = K.run({ '--kubeconfig', kc, 'run', script(dir, LIST) })
     assert.equals(1, code)
     assert.equals('', out)
@@ -200,14 +190,14 @@ describe('TLS verification', function()
   end)
 
   it('checks against the system CAs when the kubeconfig names none', function()
-    local kc = kubeconfig { '    # no certificate-authority' }
+    local kc = kubeconfig { '# no certificate-authority' }
     local _, err, code = K.run({ '--kubeconfig', kc, 'run', script(dir, LIST) })
     assert.equals(1, code)
     assert.truthy(err:find('SSL certificate problem', 1, true), err)
   end)
 
   it('skips verification only when the kubeconfig says insecure-skip-tls-verify', function()
-    local kc = kubeconfig { '    insecure-skip-tls-verify: true' }
+    local kc = kubeconfig { 'insecure-skip-tls-verify: true' }
     local out, err, code = K.run({ '--kubeconfig', kc, 'run', script(dir, LIST) })
     assert.equals(0, code, err)
     assert.equals('3\n', out)
@@ -219,30 +209,13 @@ describe('a bearer token and plain http', function()
   local token = 'plain-' .. random_hex(24)
 
   setup(function()
-    dir = K.tmpdir()
-    local pid = K.run_command(('python3 %s/scripts/hostile-server --owner-pid $PPID > %s/stdout 2>&1 & echo $!')
-      :format(K.quote(ROOT), K.quote(dir)))
-    server = { pid = pid }
-    server.url = testing.eventually(function() return K.read_file(dir .. '/stdout'):match('listening on (%S+)') end, 10)
-    kc = dir .. '/kubeconfig'
-    K.write_file(kc, table.concat({
-      'apiVersion: v1', 'kind: Config',
-      'clusters:', '- name: c', '  cluster: {server: "' .. server.url .. '"}',
-      'users:', '- name: u', '  user: {token: "' .. token .. '"}',
-      'contexts:', '- name: x', '  context: {cluster: c, user: u, namespace: default}', 'current-context: x', '' }, '\n'))
+    server = hostile.start()
+    dir = server.dir
+    kc = server:kubeconfig { token = token }
   end)
+  teardown(function() server:stop() end)
 
-  teardown(function()
-    os.execute('kill ' .. server.pid .. ' 2>/dev/null')
-    os.execute('rm -rf ' .. K.quote(dir))
-  end)
-
-  local function requests()
-    local p = io.popen('curl -s ' .. K.quote(server.url .. '/hostile/v1/stats'))
-    local stats = cjson.decode(p:read('a'))
-    p:close()
-    return stats.requests
-  end
+  local function requests() return server:stats().requests end
 
   local SYNC = [[
     local inf = klua.informer { resource = 'configmaps' }

@@ -6,34 +6,16 @@ local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local testing = require 'klua.testing'
+local fixtures = require 'support.fixtures'
 
-local CRD = [[
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-]]
+local CRD = fixtures.WIDGETS_CRD
 
-local function lines(text)
-  local out = {}
-  for line in text:gmatch('[^\n]+') do out[#out + 1] = line end
-  return out
-end
+local lines = K.lines
 
 describe('klua watch', function()
-  local sb
+  local sb = testing.with_sandbox()
   local procs = {}
 
-  setup(function() sb = sandbox.start() end)
-  teardown(function() sb:stop() end)
   after_each(function()
     for _, p in ipairs(procs) do p:cleanup() end
     procs = {}
