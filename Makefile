@@ -1,5 +1,5 @@
 # klua: one Makefile. `make` builds build/klua; `make test`, `make demo` and
-# the other work targets first run scripts/bootstrap, which installs the
+# the other work targets first run scripts/build/bootstrap, which installs the
 # Debian packages that target needs and are missing.
 
 PKGS      := lua5.4 lua5.4-cjson libcurl yaml-0.1 simdjson libmicrohttpd
@@ -37,7 +37,7 @@ DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/src/cli/main.d
 all: pkgcheck $(BUILD)/klua $(BUILD)/klua_testing.so
 
 bootstrap:
-	@sh scripts/bootstrap build
+	@sh scripts/build/bootstrap build
 
 # A missing library is named with the Debian package that provides it,
 # rather than left to fail as a missing header half-way through the build.
@@ -55,8 +55,8 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/lua_embedded.c: $(LUASRC) scripts/embed-lua | $(BUILD)
-	python3 scripts/embed-lua $@ $(LUASRC)
+$(BUILD)/lua_embedded.c: $(LUASRC) scripts/build/embed-lua | $(BUILD)
+	python3 scripts/build/embed-lua $@ $(LUASRC)
 
 $(BUILD)/lua_embedded.o: $(BUILD)/lua_embedded.c
 	$(CC) $(CFLAGS) -c $< -o $@
@@ -75,15 +75,15 @@ $(BUILD):
 	mkdir -p $@
 
 test:
-	@sh scripts/bootstrap test
+	@sh scripts/build/bootstrap test
 	@$(MAKE) --no-print-directory all
-	@KLUA_BUILD=$(BUILD) sh scripts/run-specs $(SPEC)
+	@KLUA_BUILD=$(BUILD) sh scripts/build/run-specs $(SPEC)
 
 test-asan:
-	@sh scripts/bootstrap test
+	@sh scripts/build/bootstrap test
 	@$(MAKE) --no-print-directory all BUILD=build-asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-	@KLUA_BUILD=build-asan KLUA_ASAN=1 sh scripts/run-specs $(SPEC)
+	@KLUA_BUILD=build-asan KLUA_ASAN=1 sh scripts/build/run-specs $(SPEC)
 
 # libFuzzer targets, one per fuzz/fuzz_*.c (fuzz/README.md): built with clang
 # into build-fuzz/, each run for SECONDS on a copy of its corpus; a crash fails.
@@ -93,7 +93,7 @@ FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 DEPS      += $(FUZZ:%=$(BUILD)/%.d)
 
 fuzz:
-	@sh scripts/bootstrap fuzz
+	@sh scripts/build/bootstrap fuzz
 	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang CXX=clang++ OPT=-O1 \
 	  SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZ:%=build-fuzz/%)
 	@sh fuzz/run build-fuzz $(SECONDS) $(FUZZ)
@@ -108,12 +108,12 @@ $(BUILD)/fuzz_%: $(BUILD)/fuzz_%.o $(CORE_OBJ)
 	$(CXX) $(SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 demo:
-	@sh scripts/bootstrap demo
+	@sh scripts/build/bootstrap demo
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo
 
 bench:
-	@sh scripts/bootstrap bench
+	@sh scripts/build/bootstrap bench
 	@$(MAKE) --no-print-directory all
 	@python3 scripts/bench $(BENCH_ARGS)
 
@@ -121,7 +121,7 @@ bench:
 DURATION  ?= 600
 
 soak:
-	@sh scripts/bootstrap test
+	@sh scripts/build/bootstrap test
 	@$(MAKE) --no-print-directory all
 	@python3 scripts/soak --duration $(DURATION) --klua $(BUILD)/klua
 

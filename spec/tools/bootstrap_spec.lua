@@ -1,4 +1,4 @@
--- scripts/bootstrap, the set-up every make target runs first: it installs
+-- scripts/build/bootstrap, the set-up every make target runs first: it installs
 -- only what the target needs, says what and why, waits for a dpkg lock
 -- held by another package manager, and on a machine without apt prints the
 -- packages to install by hand. The package tools are stand-ins here, so no
@@ -53,7 +53,7 @@ end
 -- the exit status and apt-get's log.
 local function bootstrap(target, path, dir)
   local err = os.tmpname()
-  local ok, _, status = os.execute(('PATH=%s sh %s/scripts/bootstrap %s >/dev/null 2>%s')
+  local ok, _, status = os.execute(('PATH=%s sh %s/scripts/build/bootstrap %s >/dev/null 2>%s')
     :format(K.quote(path), K.quote(root), target, err))
   local text = K.read_file(err)
   os.remove(err)
@@ -69,7 +69,7 @@ local function with(list, ...)
   return out
 end
 
-describe('scripts/bootstrap', function()
+describe('scripts/build/bootstrap', function()
   it('does nothing when the target has everything it needs', function()
     local dir = stubs { installed = BUILD }
     local err, status, log = bootstrap('build', dir, dir)

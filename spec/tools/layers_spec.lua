@@ -1,4 +1,4 @@
--- scripts/check-layers keeps src/ layered by pipeline stage (docs/architecture.md):
+-- scripts/build/check-layers keeps src/ layered by pipeline stage (docs/architecture.md):
 -- base < conn < wire < cache < lua < cli, each folder including only its own stage's
 -- headers and those below, each #include naming its stage.
 local K = require 'support.klua'
@@ -12,7 +12,7 @@ end)
 
 -- Runs the check on a tree; returns what it printed and its exit status.
 local function check(tree)
-  local p = io.popen('python3 ' .. K.quote(root .. '/scripts/check-layers') .. ' '
+  local p = io.popen('python3 ' .. K.quote(root .. '/scripts/build/check-layers') .. ' '
     .. K.quote(tree) .. ' 2>&1; echo "rc=$?"')
   local out = p:read('a')
   p:close()
