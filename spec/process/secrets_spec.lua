@@ -143,14 +143,9 @@ describe('secrets in klua\'s logs', function()
     K.write_file(dir .. '/plugin.sh', '#!/bin/sh\nprintf \'{"apiVersion":"client.authentication.k8s.io/v1",'
       .. '"kind":"ExecCredential","status":{"token":"%s"}}\\n\' ' .. token .. '\n')
     os.execute('chmod +x ' .. K.quote(dir .. '/plugin.sh'))
-    local kc = dir .. '/kubeconfig'
-    K.write_file(kc, table.concat({
-      'apiVersion: v1', 'kind: Config',
-      'clusters:', '- name: c', '  cluster:', '    server: ' .. sb.url,
-      '    certificate-authority: ' .. sb.dir .. '/ca.crt',
-      'users:', '- name: u', '  user:', '    exec:', '      apiVersion: client.authentication.k8s.io/v1',
-      '      command: ' .. dir .. '/plugin.sh', '      interactiveMode: Never',
-      'contexts:', '- name: x', '  context: {cluster: c, user: u}', 'current-context: x', '' }, '\n'))
+    local kc = fixtures.kubeconfig(dir .. '/kubeconfig', { server = sb.url, ca = sb.dir .. '/ca.crt',
+      user = '{exec: {apiVersion: client.authentication.k8s.io/v1, command: ' .. dir .. '/plugin.sh, '
+        .. 'interactiveMode: Never}}' })
     local ok, text = pcall(run_both_formats, kc, dir)
     sb:stop()
     assert(ok, text)

@@ -56,7 +56,7 @@ describe('klua watch', function()
 
   -- Waits until the watcher has printed a line containing text.
   local function expect(p, text)
-    local found = testing.eventually(function() return p:output():find(text, 1, true) end, 10, { fail = false })
+    local found = testing.poll(function() return p:output():find(text, 1, true) end, 10)
     assert(found, ('klua watch never printed %q; stdout:\n%s\nstderr:\n%s'):format(text, p:output(), p:errors()))
   end
 
