@@ -225,3 +225,51 @@ describe('testing.eventually', function()
     assert.matches('last raised: [^\n]*not yet', account)
   end)
 end)
+
+describe('testing.with_sandbox', function()
+  -- Whether a process runs, as the harness tells it for its servers.
+  local function running(pid) return testing.Sandbox.alive({ pid = pid }) end
+  -- A script that runs until it is stopped.
+  local WATCHER = 'klua.informer("configmaps")\n'
+
+  describe('with each = true', function()
+    local cluster = testing.with_sandbox { each = true }
+    local first = {}
+
+    it('gives a spec a server of its own', function()
+      first.server = cluster.pid
+      first.controller = cluster:run(K.script(WATCHER)).pid
+      cluster:kubectl('create configmap made-by-the-first-spec')
+      assert.is_true(running(first.server))
+      assert.is_true(running(first.controller))
+    end)
+
+    it('gives the next one a fresh, empty server, the last one stopped with what its spec started', function()
+      assert.are_not.equal(first.server, cluster.pid)
+      assert.is_nil(cluster:get('configmap made-by-the-first-spec'))
+      assert.is_false(running(first.server))
+      assert.is_false(running(first.controller))
+    end)
+  end)
+
+  local shared
+  describe('without each', function()
+    local cluster = testing.with_sandbox()
+
+    it('starts one server for the block', function()
+      shared = cluster.pid
+      cluster:kubectl('create configmap made-by-the-first-spec')
+      assert.is_true(running(shared))
+    end)
+
+    it('which every spec of the block shares', function()
+      assert.equals(shared, cluster.pid)
+      assert.truthy(cluster:get('configmap made-by-the-first-spec'))
+    end)
+  end)
+
+  it('stops the block\'s server when the block ends', function()
+    assert.truthy(shared)
+    assert.is_false(running(shared))
+  end)
+end)
