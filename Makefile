@@ -1,5 +1,5 @@
 # klua: one Makefile. `make` builds build/klua; `make test`, `make demo` and
-# the other work targets first run scripts/bootstrap, which installs the
+# the other work targets first run scripts/build/bootstrap, which installs the
 # Debian packages that target needs and are missing.
 
 PKGS      := lua5.4 lua5.4-cjson libcurl yaml-0.1 simdjson libmicrohttpd
@@ -38,7 +38,7 @@ DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/src/cli/main.d
 all: pkgcheck $(BUILD)/klua $(BUILD)/klua_testing.so
 
 bootstrap:
-	@sh scripts/bootstrap build
+	@sh scripts/build/bootstrap build
 
 # A missing library is named with the Debian package that provides it,
 # rather than left to fail as a missing header half-way through the build.
@@ -56,8 +56,8 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/lua_embedded.c: $(LUASRC) scripts/embed-lua | $(BUILD)
-	python3 scripts/embed-lua $@ $(LUASRC)
+$(BUILD)/lua_embedded.c: $(LUASRC) scripts/build/embed-lua | $(BUILD)
+	python3 scripts/build/embed-lua $@ $(LUASRC)
 
 $(BUILD)/lua_embedded.o: $(BUILD)/lua_embedded.c
 	$(CC) $(CFLAGS) -c $< -o $@
@@ -76,15 +76,15 @@ $(BUILD):
 	mkdir -p $@
 
 test:
-	@sh scripts/bootstrap test
+	@sh scripts/build/bootstrap test
 	@$(MAKE) --no-print-directory all
-	@KLUA_BUILD=$(BUILD) sh scripts/run-specs $(SPEC)
+	@KLUA_BUILD=$(BUILD) sh scripts/build/run-specs $(SPEC)
 
 test-asan:
-	@sh scripts/bootstrap test
+	@sh scripts/build/bootstrap test
 	@$(MAKE) --no-print-directory all BUILD=build-asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-	@KLUA_BUILD=build-asan KLUA_ASAN=1 sh scripts/run-specs $(SPEC)
+	@KLUA_BUILD=build-asan KLUA_ASAN=1 sh scripts/build/run-specs $(SPEC)
 
 # libFuzzer targets, one per fuzz/fuzz_*.c (fuzz/README.md): built with clang
 # into build-fuzz/, each run for SECONDS on a copy of its corpus; a crash fails.
@@ -94,7 +94,7 @@ FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 DEPS      += $(FUZZ:%=$(BUILD)/%.d)
 
 fuzz:
-	@sh scripts/bootstrap fuzz
+	@sh scripts/build/bootstrap fuzz
 	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang CXX=clang++ OPT=-O1 \
 	  SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZ:%=build-fuzz/%)
 	@sh fuzz/run build-fuzz $(SECONDS) $(FUZZ)
@@ -109,12 +109,12 @@ $(BUILD)/fuzz_%: $(BUILD)/fuzz_%.o $(CORE_OBJ)
 	$(CXX) $(SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 demo:
-	@sh scripts/bootstrap demo
+	@sh scripts/build/bootstrap demo
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo
 
 bench:
-	@sh scripts/bootstrap bench
+	@sh scripts/build/bootstrap bench
 	@$(MAKE) --no-print-directory all
 	@python3 scripts/bench $(BENCH_ARGS)
 
@@ -122,15 +122,15 @@ bench:
 DURATION  ?= 600
 
 soak:
-	@sh scripts/bootstrap test
+	@sh scripts/build/bootstrap test
 	@$(MAKE) --no-print-directory all
 	@python3 scripts/soak --duration $(DURATION) --klua $(BUILD)/klua
 
 # The man pages and the shell completions, made from the built klua: klua(1),
-# klua-run(1) and klua-watch(1) from its help (scripts/gen-man), whose flags
+# klua-run(1) and klua-watch(1) from its help (scripts/build/gen-man), whose flags
 # come from the flag table of src/cli/cli.c and watch's FLAGS in
 # lua/klua/watch.lua; klua-lua(7) and docs/api.md from the doc comments in
-# lua/klua (scripts/gen-api); the completions from `klua completion SHELL`.
+# lua/klua (scripts/build/gen-api); the completions from `klua completion SHELL`.
 # docs/install.md says why these tools.
 VERSION    = $(shell sed -n 's/^\#define KLUA_VERSION "\(.*\)"/\1/p' src/base/version.h)
 MAN1      := $(BUILD)/man/klua.1 $(BUILD)/man/klua-run.1 $(BUILD)/man/klua-watch.1
@@ -141,16 +141,16 @@ man: $(MAN1) $(MAN7)
 completion: $(COMPLETIONS)
 docs: docs/api.md
 
-$(MAN1) &: $(BUILD)/klua scripts/gen-man
+$(MAN1) &: $(BUILD)/klua scripts/build/gen-man
 	@mkdir -p $(BUILD)/man
-	python3 scripts/gen-man $(BUILD)/klua $(BUILD)/man
+	python3 scripts/build/gen-man $(BUILD)/klua $(BUILD)/man
 
-$(MAN7): $(LUASRC) scripts/gen-api
+$(MAN7): $(LUASRC) scripts/build/gen-api
 	@mkdir -p $(@D)
-	python3 scripts/gen-api man lua/klua $(VERSION) > $@.tmp && mv $@.tmp $@
+	python3 scripts/build/gen-api man lua/klua $(VERSION) > $@.tmp && mv $@.tmp $@
 
-docs/api.md: $(LUASRC) scripts/gen-api
-	python3 scripts/gen-api md lua/klua > $@.tmp && mv $@.tmp $@
+docs/api.md: $(LUASRC) scripts/build/gen-api
+	python3 scripts/build/gen-api md lua/klua > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/completion/klua.bash: $(BUILD)/klua
 	@mkdir -p $(@D)
@@ -206,7 +206,7 @@ uninstall:
 # build/klua_VERSION_ARCH.deb. It compiles in $(BUILD)/deb with Debian's build
 # flags, apart from the objects of `make`, and again only what changed.
 deb:
-	@sh scripts/bootstrap deb
+	@sh scripts/build/bootstrap deb
 	dpkg-checkbuilddeps
 	DEB_OUT=$(BUILD) debian/rules binary
 

@@ -1,5 +1,5 @@
 -- What fuzz_selector does with an input, and what
--- spec/fuzz_regressions_spec.lua replays: klua.selector's promises.
+-- spec/unit/fuzz_regressions_spec.lua replays: klua.selector's promises.
 --
 --   check(data, selector, fail)
 --

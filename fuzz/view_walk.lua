@@ -1,4 +1,4 @@
--- What fuzz_view does with a view, and what spec/fuzz_regressions_spec.lua
+-- What fuzz_view does with a view, and what spec/unit/fuzz_regressions_spec.lua
 -- replays: every way a script can read a view, checked against klua.json.
 --
 --   walk(view, klua, fail)

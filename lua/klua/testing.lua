@@ -130,12 +130,16 @@ local function release_all(items)
   end
 end
 
+-- busted's API (describe-level functions such as before_each), or nil outside busted.
+local busted_api
+
 local function subscribe_to_busted()
   local ok, busted = pcall(require, 'busted')
   if not ok or type(busted) ~= 'table' then return end
   local has, subscribe = pcall(function() return busted.subscribe end)
   if not has or type(subscribe) ~= 'function' then return end
   fail = busted.fail
+  busted_api = busted
   local function open(element)
     open_scopes[#open_scopes + 1] = { element = element, items = {} }
     return nil, true
@@ -472,6 +476,67 @@ function M.sandbox(opts)
   self.url = url
   self.port = tonumber(url:match(':(%d+)$'))
   return self
+end
+
+-- A table that stands for whichever server get() returns at the time of use: its fields
+-- are that server's and its methods run on it, so a spec names the server once.
+local function stand_in(get)
+  local function current()
+    local sb = get()
+    if not sb then error('with_sandbox: its server runs only while the specs of its block run', 3) end
+    return sb
+  end
+  return setmetatable({}, {
+    __index = function(_, key)
+      local sb = current()
+      local value = sb[key]
+      if type(value) == 'function' then
+        return function(_, ...) return value(sb, ...) end
+      end
+      return value
+    end,
+    __newindex = function(_, key, value) current()[key] = value end,
+  })
+end
+
+--- Declares the sandbox API server of the describe block (or spec file) it is called in,
+-- and returns it. By default one server serves every spec of the block: started before
+-- the first, stopped when the block ends. With opts.each every spec gets a fresh server
+-- (an empty cluster), started before it and stopped after it together with everything
+-- else the spec started (klua processes, temporary directories). The other opts are
+-- testing.sandbox's.
+--
+--   describe('my controller', function()
+--     local cluster = testing.with_sandbox { each = true }
+--     it('labels a new ConfigMap', function()
+--       local controller = cluster:run('controller.lua')   -- stopped after this spec
+--       cluster:kubectl('create configmap settings')
+--       ...
+--
+-- The value returned stands for the server of the spec running: cluster:kubectl(...),
+-- cluster.kubeconfig. Only under busted.
+function M.with_sandbox(opts)
+  if not busted_api then error('with_sandbox needs busted: call testing.sandbox instead', 2) end
+  opts = opts or {}
+  local server
+  if opts.each then
+    local scope
+    busted_api.before_each(function()
+      scope = { items = {} }
+      open_scopes[#open_scopes + 1] = scope
+      server = M.sandbox(opts)
+    end)
+    busted_api.after_each(function()
+      for i = #open_scopes, 1, -1 do
+        if open_scopes[i] == scope then table.remove(open_scopes, i) end
+      end
+      release_all(scope.items)
+      server = nil
+    end)
+  else
+    busted_api.setup(function() server = M.sandbox(opts) end)
+  end
+  return stand_in(function() return server end)
 end
 
 --- Whether the server process is still running (an exited process not yet reaped by

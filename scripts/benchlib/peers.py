@@ -5,7 +5,7 @@
                 the three fields of handler-3-fields; npm installs the version pinned in
                 peer-clients/package-lock.json into the bench's own folder, never globally
   python        the Python kubernetes client's watch.Watch().stream, reading the same fields;
-                Debian's python3-kubernetes (scripts/bootstrap bench installs it)
+                Debian's python3-kubernetes (scripts/build/bootstrap bench installs it)
 
 find() says for each peer how to run it, or why it cannot be run here (not installed, no
 network for npm): such a peer is reported as not measured, and the run goes on.
@@ -76,7 +76,7 @@ def find_kubectl():
     label = "peer kubectl: kubectl get pods -A --watch-only -o name"
     kubectl = shutil.which("kubectl")
     if not kubectl:
-        return Peer("kubectl", label, missing="kubectl not found (sh scripts/bootstrap bench installs "
+        return Peer("kubectl", label, missing="kubectl not found (sh scripts/build/bootstrap bench installs "
                                               "kubernetes-client)")
     return Peer("kubectl", label, "kubectl " + kubectl_version(kubectl), command=kubectl)
 
@@ -106,14 +106,14 @@ def find_client_node(prefix, log):
     label = "peer client-node: %s %s informer, update handler reads the 3 fields" % (CLIENT_NODE, version)
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node:
-        return Peer("client-node", label, missing="node not found (sh scripts/bootstrap bench installs nodejs "
+        return Peer("client-node", label, missing="node not found (sh scripts/build/bootstrap bench installs nodejs "
                                                   "and npm)")
     status, out, _ = _run([node, "--version"])
     node_version = out.strip() if status == 0 else "unknown"
     entry = _installed_entry(prefix, version)
     if entry is None:
         if not npm:
-            return Peer("client-node", label, missing="npm not found (sh scripts/bootstrap bench installs npm)")
+            return Peer("client-node", label, missing="npm not found (sh scripts/build/bootstrap bench installs npm)")
         log("installing %s %s into %s with npm ci ..." % (CLIENT_NODE, version, prefix))
         os.makedirs(prefix, exist_ok=True)
         for name in ("package.json", "package-lock.json"):
@@ -145,7 +145,7 @@ def find_python(python):
                         "kubernetes %s (python %s, %s)" % (client, interpreter, candidate),
                         command=[candidate, os.path.join(CLIENTS, "python_watch.py")])
         errors.append("%s: %s" % (candidate, _last_line(err)))
-    return Peer("python", label, missing="no interpreter imports kubernetes (%s); sh scripts/bootstrap bench "
+    return Peer("python", label, missing="no interpreter imports kubernetes (%s); sh scripts/build/bootstrap bench "
                                          "installs python3-kubernetes" % "; ".join(errors or ["no python3"]))
 
 

@@ -38,16 +38,28 @@ def _san(name):
         return "DNS:" + name
 
 
-def make_pki(directory, sans):
-    """Writes ca.crt/ca.key, server.crt/server.key and client.crt/client.key to directory."""
+def make_ca(directory):
+    """Writes the CA, ca.crt and ca.key, to directory."""
     _openssl(directory, "req", "-x509", *KEY, "-keyout", "ca.key", "-out", "ca.crt",
              "-days", "3650", "-sha256", "-subj", "/CN=klua-sandbox-ca",
              "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    names = ["127.0.0.1", "localhost"] + [s for s in sans if s not in ("127.0.0.1", "localhost")]
+
+
+def make_server_cert(directory, names):
+    """Writes server.crt and server.key, signed by the CA in directory, valid for the DNS
+    names and IP addresses in names only."""
     _signed(directory, "server", "/CN=klua-sandbox-apiserver",
             ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
              "extendedKeyUsage=serverAuth", "subjectAltName=" + ",".join(map(_san, names))])
+
+
+def make_pki(directory, sans):
+    """Writes ca.crt/ca.key, server.crt/server.key (for 127.0.0.1, localhost and sans) and
+    client.crt/client.key to directory."""
+    make_ca(directory)
+    make_server_cert(directory, ["127.0.0.1", "localhost"]
+                     + [s for s in sans if s not in ("127.0.0.1", "localhost")])
     _signed(directory, "client", "/O=system:masters/CN=" + CLIENT_USER,
             ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
              "extendedKeyUsage=clientAuth"])

@@ -1,4 +1,4 @@
--- Loaded by scripts/run-specs under `make test-asan` (busted --helper).
+-- Loaded by scripts/build/run-specs under `make test-asan` (busted --helper).
 -- The interpreter runs with the sanitizer runtime preloaded so that the
 -- instrumented spec module can load; the servers, tools and klua processes
 -- that specs start must not inherit that preload (klua links its own), and

@@ -54,14 +54,7 @@ end
 function M.cache(p)
   os.remove(p.dump)
   K.write_file(p.dump .. '.req', '')
-  local text = testing.eventually(function()
-    local f = io.open(p.dump)
-    if not f then return nil end
-    local s = f:read('a')
-    f:close()
-    return s
-  end, 10, { fail = false })
-  return text or ''
+  return testing.poll(function() return testing.read_file(p.dump) end, 10) or ''
 end
 
 --- The server's state of a collection path as "KEY RV" lines, sorted.
@@ -82,11 +75,11 @@ end
 -- both as last seen.
 function M.converge(sb, p, path, timeout)
   local cache, server
-  testing.eventually(function()
+  testing.poll(function()
     server = M.server_state(sb, path)
     cache = M.cache(p)
     return cache == server
-  end, timeout or 20, { interval = 0.2, fail = false })
+  end, timeout or 20, 0.2)
   return cache, server
 end
 

@@ -29,6 +29,13 @@ function M.run_command(cmd)
   return (out:gsub('\n$', ''))
 end
 
+--- The lines of text, without the empty ones.
+function M.lines(text)
+  local out = {}
+  for line in text:gmatch('[^\n]+') do out[#out + 1] = line end
+  return out
+end
+
 --- Writes a Lua script into a fresh temp directory and returns its path.
 function M.script(text)
   local path = testing.tmpdir() .. '/script.lua'
@@ -48,6 +55,32 @@ function M.run(args, opts)
   opts = opts or {}
   return testing.run(args, { env = opts.env, bin = opts.bin, cwd = opts.cwd, stdout = opts.stdout,
     pipe = opts.pipe, timeout = opts.timeout or 20 * M.slowdown })
+end
+
+--- Writes text as a script and runs `klua [--kubeconfig K] [flags] run SCRIPT [args]` to
+-- completion (M.run). opts: kubeconfig, flags (before run), args (after the script),
+-- env, timeout. Returns stdout, stderr, the exit code and the script's path.
+function M.run_script(text, opts)
+  opts = opts or {}
+  local path = M.script(text)
+  local args = {}
+  if opts.kubeconfig then
+    args[1], args[2] = '--kubeconfig', opts.kubeconfig
+  end
+  for _, f in ipairs(opts.flags or {}) do args[#args + 1] = f end
+  args[#args + 1] = 'run'
+  args[#args + 1] = path
+  for _, a in ipairs(opts.args or {}) do args[#args + 1] = a end
+  local out, err, code = M.run(args, { env = opts.env, timeout = opts.timeout })
+  return out, err, code, path
+end
+
+--- Like run_script, and fails unless the script exited 0 (saying its output); returns
+-- stdout and stderr.
+function M.run_script_ok(text, opts)
+  local out, err, code = M.run_script(text, opts)
+  assert(code == 0, ('the script exited %s\nstdout:\n%s\nstderr:\n%s'):format(tostring(code), out, err))
+  return out, err
 end
 
 --- Starts klua in the background (testing.spawn). Returns a process with :output(),

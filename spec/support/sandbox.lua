@@ -7,6 +7,9 @@
 --   local status, obj = sb:json('GET', '/api/v1/namespaces/default')
 --   sb:stop()
 --
+-- A describe block whose specs share a server (or get one each) declares it with
+-- testing.with_sandbox{...} instead (spec/README.md).
+--
 -- Each server gets its own temporary directory, sb.dir, holding the kubeconfig, kubectl's
 -- discovery cache and, with tls, the certificates the server made: ca.crt, ca.key,
 -- server.crt, server.key, client.crt and client.key (CN=sandbox-admin, O=system:masters).

@@ -1,4 +1,4 @@
-/* embedded.h - klua's Lua library compiled into the binary (scripts/embed-lua). */
+/* embedded.h - klua's Lua library compiled into the binary (scripts/build/embed-lua). */
 #ifndef KLUA_EMBEDDED_H
 #define KLUA_EMBEDDED_H
 

@@ -1,0 +1,1013 @@
+-- The `klua` module, as a script sees it: one spec (or a few) per function,
+-- each running a small script with `klua run` against one shared sandbox.
+-- Specs that write to the server work in namespaces of their own.
+local cjson = require 'cjson'
+local testing = require 'klua.testing'
+local K = require 'support.klua'
+local fixtures = require 'support.fixtures'
+
+local sb = testing.with_sandbox()
+
+-- K.run_script's options against the sandbox. opts: flags (before run), args (after the
+-- script), kubeconfig, timeout.
+local function against_sandbox(opts)
+  opts = opts or {}
+  return { kubeconfig = opts.kubeconfig or sb.kubeconfig, flags = opts.flags, args = opts.args,
+    timeout = opts.timeout or 15 }
+end
+
+-- Runs a script with `klua [flags] run SCRIPT [args]` against the sandbox.
+-- Returns stdout, stderr, exit status and the script's path.
+local function run(text, opts) return K.run_script(text, against_sandbox(opts)) end
+
+-- Like run, and asserts that the script exited 0; returns stdout and stderr.
+local function run_ok(text, opts) return K.run_script_ok(text, against_sandbox(opts)) end
+
+local function namespace(name)
+  local status = sb:json('POST', '/api/v1/namespaces', { metadata = { name = name } })
+  assert(status == 201, 'cannot create namespace ' .. name)
+  return name
+end
+
+local function configmap(ns, name, labels, data)
+  local status, obj = sb:json('POST', '/api/v1/namespaces/' .. ns .. '/configmaps',
+    { metadata = { name = name, labels = labels }, data = data or { v = '1' } })
+  assert(status == 201, 'cannot create configmap ' .. ns .. '/' .. name .. ': ' .. tostring(status))
+  return obj
+end
+
+local function kubectl(args, stdin)
+  local out, ok, err = sb:try_kubectl(args, stdin)
+  assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
+  return out
+end
+
+-- A kubeconfig like the sandbox's, whose context has another namespace line.
+local function kubeconfig_with_namespace(line)
+  local kc = sb:tmpfile('kubeconfig')
+  K.write_file(kc, (K.read_file(sb.kubeconfig):gsub('\n    namespace: default', line)))
+  return kc
+end
+
+local CRD = fixtures.GADGETS_CRD
+
+describe('klua.informer', function()
+  -- kube-apiserver writes the items of built-in lists without kind and apiVersion; klua
+  -- fills them in from the list, so an object reads the same from a LIST as from a watch.
+  it('hands over objects from the initial list with their kind and apiVersion, in views, copies and JSON', function()
+    namespace('inf-kind')
+    configmap('inf-kind', 'listed')
+    local out = run_ok([[
+      local cms = klua.informer { resource = 'configmaps', namespace = 'inf-kind' }
+      local deps = klua.informer { resource = 'deployments', namespace = 'inf-kind' }
+      cms:on('add', function(cm, initial)
+        local copy = klua.copy(cm)
+        print(cm.kind, cm.apiVersion, tostring(initial), copy.kind, copy.apiVersion,
+          klua.json.decode(klua.json.encode(cm)).kind)
+      end)
+      klua.on_synced(function()
+        print(#deps:list(), cms:list()[1].kind)
+        klua.stop()
+      end)
+    ]])
+    assert.equals('ConfigMap v1 true ConfigMap v1 ConfigMap\n0 ConfigMap\n', (out:gsub('\t', ' ')))
+  end)
+
+  it('takes a resource name alone and caches that resource in every namespace', function()
+    namespace('inf-all-a')
+    namespace('inf-all-b')
+    configmap('inf-all-a', 'x')
+    configmap('inf-all-b', 'y')
+    local out = run_ok([[
+      local inf = klua.informer('configmaps')
+      klua.on_synced(function()
+        local keys = {}
+        for _, cm in ipairs(inf:list()) do
+          if cm.metadata.namespace:find('^inf%-all%-') then
+            keys[#keys + 1] = cm.metadata.namespace .. '/' .. cm.metadata.name
+          end
+        end
+        table.sort(keys)
+        print(table.concat(keys, ' '))
+        klua.stop()
+      end)
+    ]])
+    assert.equals('inf-all-a/x inf-all-b/y\n', out)
+  end)
+
+  it('takes a table whose namespace restricts the cache to one namespace', function()
+    namespace('inf-ns-a')
+    namespace('inf-ns-b')
+    configmap('inf-ns-a', 'x')
+    configmap('inf-ns-b', 'y')
+    local out = run_ok([[
+      local inf = klua.informer { resource = 'configmaps', namespace = 'inf-ns-a' }
+      klua.on_synced(function()
+        for _, cm in ipairs(inf:list()) do print(cm.metadata.namespace, cm.metadata.name) end
+        klua.stop()
+      end)
+    ]])
+    assert.equals('inf-ns-a\tx\n', out)
+  end)
+
+  it('filters on the server with label_selector and field_selector', function()
+    local ns = namespace('inf-selectors')
+    configmap(ns, 'web-1', { tier = 'web' })
+    configmap(ns, 'web-2', { tier = 'web' })
+    configmap(ns, 'db-1', { tier = 'db' })
+    local out = run_ok([[
+      local ns = ...
+      local by_label = klua.informer { resource = 'configmaps', namespace = ns, label_selector = 'tier=web' }
+      local by_field = klua.informer { resource = 'configmaps', namespace = ns, field_selector = 'metadata.name=db-1' }
+      local function names(inf)
+        local out = {}
+        for _, cm in ipairs(inf:list()) do out[#out + 1] = cm.metadata.name end
+        table.sort(out)
+        return table.concat(out, ' ')
+      end
+      klua.on_synced(function()
+        print(names(by_label))
+        print(names(by_field))
+        klua.stop()
+      end)
+    ]], { args = { ns } })
+    assert.equals('web-1 web-2\ndb-1\n', out)
+  end)
+
+  it('re-delivers every cached object as an update with old and new at the same resourceVersion every resync seconds', function()
+    local ns = namespace('inf-resync')
+    local rv = configmap(ns, 'only').metadata.resourceVersion
+    local out = run_ok([[
+      local inf = klua.informer { resource = 'configmaps', namespace = ..., resync = 0.2 }
+      local n = 0
+      inf:on('update', function(old, new)
+        n = n + 1
+        print(new.metadata.name, old.metadata.resourceVersion, new.metadata.resourceVersion)
+        if n == 2 then klua.stop() end
+      end)
+    ]], { args = { ns } })
+    assert.equals(('only\t%s\t%s\n'):format(rv, rv):rep(2), out)
+  end)
+
+  it('refuses a namespace for a cluster-scoped resource, at the line of the call', function()
+    local _, err, code, path = run('local inf = klua.informer { resource = "namespaces", namespace = "team-a" }\n')
+    assert.equals(1, code)
+    assert.truthy(err:find(path .. ':1: namespaces is cluster-scoped: drop namespace = "team-a"', 1, true), err)
+  end)
+
+  it('refuses a resource the server does not have, as kubectl words it', function()
+    local _, err, code, path = run('klua.informer("podz")\n')
+    assert.equals(1, code)
+    assert.truthy(err:find(path .. ':1: the server doesn\'t have a resource type "podz"', 1, true), err)
+  end)
+
+  it('refuses a field_selector that is not a string, naming the option', function()
+    local _, err, code = run('klua.informer { resource = "configmaps", field_selector = { "a=b" } }\n')
+    assert.equals(1, code)
+    assert.truthy(err:find('informer option field_selector must be a string, not a table', 1, true), err)
+  end)
+end)
+
+describe('an informer', function()
+  it('calls the handlers registered with :on for add (with in_initial_list), update (old, new) and delete', function()
+    local ns = namespace('inf-on')
+    configmap(ns, 'existing')
+    local out = run_ok([[
+      local ns = ...
+      local inf = klua.informer { resource = 'configmaps', namespace = ns }
+      local same = inf:on('add', function(o, initial) print('add', o.metadata.name, initial) end)
+        :on('update', function(old, new) print('update', old.data.v, new.data.v) end)
+        :on('delete', function(o, unknown)
+          print('delete', o.metadata.name, unknown)
+          klua.stop()
+        end)
+      print('chained', same == inf)
+      klua.on_synced(function()
+        assert(klua.api.create('configmaps', { metadata = { name = 'new', namespace = ns }, data = { v = '1' } }))
+        assert(klua.api.patch('configmaps', ns .. '/new', { data = { v = '2' } }))
+        assert(klua.api.delete('configmaps', ns .. '/new'))
+      end)
+    ]], { args = { ns } })
+    assert.equals('chained\ttrue\nadd\texisting\ttrue\nadd\tnew\tfalse\nupdate\t1\t2\ndelete\tnew\tfalse\n', out)
+  end)
+
+  it('gives an add handler added after the sync every cached object, with in_initial_list true, then the changes after it', function()
+    local ns = namespace('inf-late')
+    configmap(ns, 'a')
+    configmap(ns, 'b')
+    local out = run_ok([[
+      local ns = ...
+      local inf = klua.informer { resource = 'configmaps', namespace = ns }
+      klua.on_synced(function()
+        local seen = {}
+        inf:on('add', function(o, initial)
+          seen[#seen + 1] = o.metadata.name .. '=' .. tostring(initial)
+          if o.metadata.name == 'c' then
+            table.sort(seen)
+            print(table.concat(seen, ' '))
+            klua.stop()
+          end
+        end)
+        assert(klua.api.create('configmaps', { metadata = { name = 'c', namespace = ns } }))
+      end)
+    ]], { args = { ns } })
+    assert.equals('a=true b=true c=false\n', out)
+  end)
+
+  it('gives a handler added by another handler, while notifications wait, each cached object once', function()
+    local ns = namespace('inf-nested')
+    for i = 1, 30 do configmap(ns, ('cm-%02d'):format(i)) end
+    local out = run_ok([[
+      local ns = ...
+      local inf = klua.informer { resource = 'configmaps', namespace = ns }
+      local seen, count = 0, {}
+      inf:on('add', function()
+        -- Registered halfway through the initial list: ten objects were
+        -- handed out already, the rest are queued and already cached.
+        seen = seen + 1
+        if seen ~= 10 then return end
+        klua.sleep(0.1)
+        inf:on('add', function(obj) count[obj.metadata.name] = (count[obj.metadata.name] or 0) + 1 end)
+      end)
+      klua.on_synced(function()
+        klua.sleep(0.2)
+        local names, twice = 0, 0
+        for _, n in pairs(count) do
+          names = names + 1
+          if n > 1 then twice = twice + 1 end
+        end
+        print(names, twice)
+        klua.stop()
+      end)
+    ]], { args = { ns } })
+    assert.equals('30\t0\n', out)
+  end)
+
+  it('refuses an unknown event name in :on, saying which names exist, at the line of the call', function()
+    local _, err, code, path = run('local inf = klua.informer("configmaps")\ninf:on("added", print)\n')
+    assert.equals(1, code)
+    assert.truthy(err:find(path .. ':2: unknown event "added": use "add", "update" or "delete"', 1, true), err)
+  end)
+
+  it('answers :get from its cache by "namespace/name", or "name" when cluster-scoped, with read-only views', function()
+    local ns = namespace('inf-get')
+    configmap(ns, 'cfg', nil, { greeting = 'hello' })
+    local out = run_ok([[
+      local ns = ...
+      local cms = klua.informer { resource = 'configmaps', namespace = ns }
+      local namespaces = klua.informer('namespaces')
+      klua.on_synced(function()
+        local cm = cms:get(ns .. '/cfg')
+        print(cm.metadata.name, cm.data.greeting, type(cm))
+        print(cms:get(ns .. '/missing'), cms:get('cfg'))
+        print(namespaces:get(ns).metadata.name)
+        print(pcall(function() cm.data.greeting = 'bye' end))
+        klua.stop()
+      end)
+    ]], { args = { ns } })
+    local l = {}
+    for line in out:gmatch('[^\n]+') do l[#l + 1] = line end
+    assert.equals('cfg\thello\tuserdata', l[1])
+    assert.equals('nil\tnil', l[2])
+    assert.equals(ns, l[3])
+    assert.matches('^false\t.*read%-only', l[4])
+  end)
+
+  it('answers :list with every cached object', function()
+    local ns = namespace('inf-list')
+    for i = 1, 5 do configmap(ns, 'cm-' .. i) end
+    local out = run_ok([[
+      local inf = klua.informer { resource = 'configmaps', namespace = ... }
+      klua.on_synced(function()
+        local names = {}
+        for _, cm in ipairs(inf:list()) do names[#names + 1] = cm.metadata.name end
+        table.sort(names)
+        print(#inf:list(), table.concat(names, ' '))
+        klua.stop()
+      end)
+    ]], { args = { ns } })
+    assert.equals('5\tcm-1 cm-2 cm-3 cm-4 cm-5\n', out)
+  end)
+
+  it('answers :list{namespace=, label_selector=} with the cached objects in that namespace whose labels match', function()
+    local a, b = namespace('inf-filter-a'), namespace('inf-filter-b')
+    configmap(a, 'web', { app = 'web', tier = 'front' })
+    configmap(a, 'db', { app = 'db' })
+    configmap(b, 'web', { app = 'web', tier = 'back' })
+    configmap(b, 'bare')
+    local out = run_ok([[
+      local a, b = ...
+      local inf = klua.informer { resource = 'configmaps', label_selector = 'klua-spec!=skip' }
+      local function keys(opts)
+        local found = {}
+        for _, cm in ipairs(inf:list(opts)) do
+          local ns = cm.metadata.namespace
+          if ns == a or ns == b then found[#found + 1] = ns .. '/' .. cm.metadata.name end
+        end
+        table.sort(found)
+        return table.concat(found, ' ')
+      end
+      klua.on_synced(function()
+        print(keys { namespace = a })
+        print(keys { label_selector = 'app=web' })
+        print(keys { namespace = b, label_selector = '!app' })
+        print(keys { label_selector = klua.labels.parse('tier in (front,back),app') })
+        print(pcall(inf.list, inf, { label_selector = 'app in web' }))
+        klua.stop()
+      end)
+    ]], { args = { a, b } })
+    assert.equals(table.concat({
+      'inf-filter-a/db inf-filter-a/web',
+      'inf-filter-a/web inf-filter-b/web',
+      'inf-filter-b/bare',
+      'inf-filter-a/web inf-filter-b/web',
+      [[false	label selector "app in web": found 'web', expected '(']],
+    }, '\n') .. '\n', out)
+  end)
+
+  it('refuses a label_selector that does not parse, at the line of the call, before asking the server', function()
+    local _, err, code, path = run('local inf = klua.informer { resource = "pods", label_selector = "app in web" }\n',
+      { kubeconfig = sb.kubeconfig, flags = { '--server', 'http://127.0.0.1:1' } })
+    assert.equals(1, code)
+    assert.truthy(err:find(path .. [[:1: label selector "app in web": found 'web', expected '(']], 1, true), err)
+    assert.is_nil(err:find('cannot reach', 1, true), err)
+  end)
+
+  it('reports :synced false until its first list was handed to the handlers, true after', function()
+    local out = run_ok([[
+      local inf = klua.informer('configmaps')
+      local adds = 0
+      inf:on('add', function() adds = adds + 1 end)
+      print('at start', inf:synced())
+      klua.on_synced(function()
+        print('on sync', inf:synced(), adds == #inf:list())
+        klua.stop()
+      end)
+    ]])
+    assert.equals('at start\tfalse\non sync\ttrue\ttrue\n', out)
+  end)
+
+  it('counts lists, watches, events and cached objects in :stats', function()
+    local ns = namespace('inf-stats')
+    configmap(ns, 'a')
+    configmap(ns, 'b')
+    local out = run_ok([[
+      local ns = ...
+      local inf = klua.informer { resource = 'configmaps', namespace = ns }
+      inf:on('add', function(o, initial)
+        if initial then return end
+        local s = inf:stats()
+        print(s.lists, s.watches, s.events, s.cached, s.resource_version == o.metadata.resourceVersion)
+        klua.stop()
+      end)
+      klua.on_synced(function()
+        local s = inf:stats()
+        print(s.lists, s.relists, s.events, s.cached, s.errors, type(s.resource_version))
+        assert(klua.api.create('configmaps', { metadata = { name = 'c', namespace = ns } }))
+      end)
+    ]], { args = { ns } })
+    assert.equals('1\t0\t0\t2\t0\tstring\n1\t1\t1\t3\ttrue\n', out)
+  end)
+end)
+
+describe('klua.on_synced', function()
+  it('runs its function once, when every informer has synced', function()
+    local out = run_ok([[
+      local a = klua.informer('configmaps')
+      local b = klua.informer('namespaces')
+      local calls = 0
+      klua.on_synced(function()
+        calls = calls + 1
+        print('synced', a:synced(), b:synced())
+      end)
+      klua.after(0.3, function() print('calls', calls); klua.stop() end)
+    ]])
+    assert.equals('synced\ttrue\ttrue\ncalls\t1\n', out)
+  end)
+
+  it('runs a function registered after the sync at once', function()
+    local out = run_ok([[
+      local inf = klua.informer('configmaps')
+      klua.on_synced(function()
+        klua.after(0.1, function()
+          klua.on_synced(function() print('late', inf:synced()); klua.stop() end)
+        end)
+      end)
+    ]])
+    assert.equals('late\ttrue\n', out)
+  end)
+
+  it('waits for the informers the main chunk creates after registering it', function()
+    local out = run_ok([[
+      klua.on_synced(function() print('synced', inf:synced()); klua.stop() end)
+      inf = klua.informer('configmaps')
+    ]], { timeout = 5 })
+    assert.equals('synced\ttrue\n', out)
+  end)
+end)
+
+describe('timers', function()
+  it('klua.after runs a function once, later; the script then exits by itself', function()
+    local out = run_ok([[
+      klua.after(0.2, function() print('second') end)
+      klua.after(0.05, function() print('first') end)
+      print('main')
+    ]])
+    assert.equals('main\nfirst\nsecond\n', out)
+  end)
+
+  it('klua.after returns a timer whose :cancel() keeps it from running', function()
+    local out = run_ok([[
+      local t = klua.after(0.1, function() print('ran') end)
+      print(t:cancel(), t:cancel())
+      klua.after(0.2, function() print('done') end)
+    ]])
+    assert.equals('true\tfalse\ndone\n', out)
+  end)
+
+  it('klua.every repeats until :cancel()', function()
+    local out = run_ok([[
+      local n, t = 0, nil
+      t = klua.every(0.02, function()
+        n = n + 1
+        if n == 3 then print('cancel', t:cancel(), t:cancel()) end
+      end)
+      klua.after(0.2, function() print('ran', n) end)
+    ]])
+    assert.equals('cancel\ttrue\tfalse\nran\t3\n', out)
+  end)
+
+  it('klua.sleep suspends only the calling function: timers and handlers run meanwhile', function()
+    local out = run_ok([[
+      klua.after(0.05, function() print('timer') end)
+      print('sleeping', klua.stats().suspended)
+      klua.sleep(0.2)
+      print('woke')
+    ]])
+    assert.equals('sleeping\t0\ntimer\nwoke\n', out)
+  end)
+
+  it('klua.sleep refuses to wait inside a function that C code calls without letting it wait, and the script still exits by itself', function()
+    local out, err, code = run([[
+      klua.after(0, function()
+        print(pcall(table.sort, { 2, 1 }, function(a, b) klua.sleep(0) return a < b end))
+      end)
+    ]])
+    assert.equals(0, code, err)
+    assert.matches('^false\t.*klua.sleep cannot wait inside a function that C code calls without letting it wait '
+      .. '%(a __gc or __close handler, a table.sort comparison, a string.gsub replacement%): wait in the handler itself\n$', out)
+  end)
+
+  it('refuses a negative delay and a non-positive interval', function()
+    local out = run_ok([[
+      print(select(2, pcall(klua.after, -1, print)))
+      print(select(2, pcall(klua.every, 0, print)))
+    ]])
+    assert.truthy(out:find('seconds must not be negative', 1, true), out)
+    assert.truthy(out:find('the interval must be positive', 1, true), out)
+  end)
+end)
+
+describe('klua.stop', function()
+  it('ends the run with the given exit status once the current callback returns', function()
+    local out, err, code = run([[
+      klua.informer('configmaps')
+      klua.on_synced(function()
+        klua.stop(3)
+        print('still in the callback')
+      end)
+    ]])
+    assert.equals(3, code, err)
+    assert.equals('still in the callback\n', out)
+  end)
+
+  it('ends the run with status 0 when no code is given', function()
+    local _, err, code = run('klua.every(0.05, function() klua.stop() end)\n')
+    assert.equals(0, code, err)
+  end)
+
+  it('starts no further handler call once called, even for notifications already queued', function()
+    local ns = namespace('stop-between-calls')
+    for _, name in ipairs({ 'a', 'b', 'c' }) do configmap(ns, name) end
+    local out, err, code = run([[
+      local inf = klua.informer { resource = 'configmaps', namespace = ... }
+      inf:on('add', function(o) print('add', o.metadata.name) klua.stop(4) end)
+    ]], { args = { ns } })
+    assert.equals(4, code, err)
+    assert.equals('add\ta\n', out)
+  end)
+end)
+
+describe('a __gc handler run as klua exits', function()
+  it('finds queues and informers closed and cannot start anything, each saying so', function()
+    local out, err, code = run([[
+      local q = klua.queue()
+      local inf = klua.informer('namespaces')
+      local function try(what, fn) print(what, select(2, pcall(fn))) end
+      keep = setmetatable({}, { __gc = function()
+        try('add', function() q:add('x') end)
+        try('get', function() inf:get('default') end)
+        try('after', function() klua.after(1, print) end)
+        try('queue', function() klua.queue() end)
+      end })
+      klua.on_synced(function() klua.stop() end)
+    ]])
+    assert.equals(0, code, err)
+    assert.equals('add\tthis queue is closed: klua is shutting down\n'
+      .. 'get\tthis informer is closed: klua is shutting down\n'
+      .. 'after\tcannot start a timer: klua is shutting down\n'
+      .. 'queue\tcannot make a queue: klua is shutting down\n', (out:gsub('\t[^\t\n]-:%d+: ', '\t')))
+  end)
+end)
+
+describe('klua.log', function()
+  local SCRIPT = [[
+    klua.log.debug('debug %d', 1)
+    klua.log.info('synced %d pods in %s', 3, 'default')
+    klua.log.warn('disk at 100%')
+    klua.log.error('cannot %s: %q', 'patch', 'web')
+  ]]
+
+  it('writes info, warn and error lines naming the script, formatting arguments with string.format', function()
+    local out, err = run_ok(SCRIPT)
+    assert.equals('', out)
+    local got = {}
+    for line in err:gmatch('[^\n]+') do
+      got[#got + 1] = assert(line:match('^%d+%-%d+%-%d+T[%d:.]+Z (.*)$'), line)
+    end
+    assert.same({
+      'info  [script.lua] synced 3 pods in default',
+      'warn  [script.lua] disk at 100%',
+      'error [script.lua] cannot patch: "web"',
+    }, got)
+  end)
+
+  it('shows debug lines only at -v 4 and above', function()
+    local _, quiet = run_ok(SCRIPT, { flags = { '-v', '3' } })
+    local _, loud = run_ok(SCRIPT, { flags = { '-v', '4' } })
+    assert.is_nil(quiet:find('debug', 1, true))
+    assert.truthy(loud:find('debug [script.lua] debug 1', 1, true), loud)
+  end)
+end)
+
+describe('klua.json', function()
+  it('decodes and encodes JSON, keeping integers, floats, nulls, empty arrays and empty objects', function()
+    local out = run_ok([[
+      local v = klua.json.decode('{"n":1,"f":1.5,"z":null,"a":[],"o":{},"l":[1,2]}')
+      print(math.type(v.n), math.type(v.f), v.z == klua.null, #v.l)
+      local again = klua.json.decode(klua.json.encode(v))
+      print(klua.json.encode(again.a), klua.json.encode(again.o), klua.json.encode(again.z), again.n, again.f)
+      print(klua.json.encode(klua.json.array({})), klua.json.encode({}), klua.json.encode({ 1, 2 }))
+      print(klua.json.decode('{"a":'))
+    ]])
+    local l = {}
+    for line in out:gmatch('[^\n]+') do l[#l + 1] = line end
+    assert.equals('integer\tfloat\ttrue\t2', l[1])
+    assert.equals('[]\t{}\tnull\t1\t1.5', l[2])
+    assert.equals('[]\t{}\t[1,2]', l[3])
+    assert.matches('^nil\t.+', l[4])
+  end)
+
+  it('klua.null is JSON null: what null decodes to and what encodes as null', function()
+    local out = run_ok([[
+      print(klua.null == require('cjson').null, klua.json.decode('null') == klua.null)
+      print(klua.json.encode({ gone = klua.null }))
+    ]])
+    assert.equals('true\ttrue\n{"gone":null}\n', out)
+  end)
+end)
+
+describe('the script', function()
+  it('gets its arguments as klua.args and as ... in the main chunk', function()
+    local out = run_ok([[
+      print(#klua.args, table.concat(klua.args, '|'))
+      print(select('#', ...), table.concat({ ... }, '|'))
+    ]], { args = { 'one', 'two words', '--flag' } })
+    assert.equals('3\tone|two words|--flag\n3\tone|two words|--flag\n', out)
+  end)
+
+  it("learns the kubeconfig context's namespace from klua.namespace(), default when it names none", function()
+    local with = kubeconfig_with_namespace('\n    namespace: team-a')
+    local without = kubeconfig_with_namespace('')
+    assert.equals('team-a\n', (run_ok('print(klua.namespace())', { kubeconfig = with })))
+    assert.equals('default\n', (run_ok('print(klua.namespace())', { kubeconfig = without })))
+  end)
+
+  it('reads task_errors, lua_memory and suspended from klua.stats()', function()
+    local out = run_ok([[
+      local s = klua.stats()
+      print(s.task_errors, math.type(s.lua_memory), s.lua_memory > 0, s.suspended)
+      klua.after(0, function() error('a failing timer') end)
+      klua.after(0.05, function()
+        local s2 = klua.stats()
+        print(s2.task_errors, s2.suspended)
+      end)
+      klua.sleep(0.1)
+    ]])
+    assert.equals('0\tinteger\ttrue\t0\n1\t1\n', out)
+  end)
+end)
+
+describe('klua.record_event', function()
+  it('creates a core/v1 Event about an object, a cached view included', function()
+    local ns = namespace('record-event')
+    configmap(ns, 'cfg')
+    local out = run_ok([[
+      local ns = ...
+      local cms = klua.informer { resource = 'configmaps', namespace = ns }
+      klua.on_synced(function()
+        local cm = cms:get(ns .. '/cfg')
+        local ev = assert(klua.record_event(cm, { reason = 'Synced', message = 'copied', kind = 'ConfigMap',
+          api_version = 'v1', component = 'spec' }))
+        local got = assert(klua.api.get('events', ns .. '/' .. ev.metadata.name))
+        print(got.reason, got.message, got.involvedObject.kind, got.involvedObject.name, got.source.component)
+        klua.stop()
+      end)
+    ]], { args = { ns } })
+    assert.equals('Synced\tcopied\tConfigMap\tcfg\tspec\n', out)
+  end)
+
+  it('returns nil and an error, without a request, for an object without name or kind', function()
+    local out, err = run_ok([[
+      local ev, err = klua.record_event({ kind = 'Pod', metadata = {} }, { reason = 'Synced' })
+      print(ev, err.reason, tostring(err))
+      ev, err = klua.record_event({ metadata = { name = 'web' } }, { reason = 'Synced' })
+      print(ev, err.reason)
+    ]], { flags = { '-v', '6' } })
+    assert.equals('nil\tMissingName\tevent_for: the object needs metadata.name\nnil\tMissingKind\n', out)
+    assert.is_nil(err:find('/events', 1, true), err)
+  end)
+
+  it('raises for options that are a mistake in the call, naming the fix', function()
+    local out = run_ok([[
+      print(pcall(klua.record_event, { kind = 'Pod', metadata = { name = 'web' } }, { type = 'Error', reason = 'X' }))
+    ]])
+    assert.truthy(out:find("^false\t.*event_for: type must be 'Normal' or 'Warning' %(got Error%)"), out)
+  end)
+end)
+
+describe('klua.resolve', function()
+  it('resolves the names kubectl accepts to group, version, resource, kind and scope', function()
+    kubectl('apply -f -', CRD)
+    local out = run_ok([[
+      for _, name in ipairs({ 'deploy', 'ns', 'po', 'apps/v1/replicasets', 'gd', 'gadgets.example.com' }) do
+        local r = assert(klua.resolve(name))
+        print(name, r.group, r.version, r.resource, r.kind, r.namespaced, r.api_version)
+      end
+      print(klua.resolve('podz'))
+    ]])
+    assert.equals(table.concat({
+      'deploy\tapps\tv1\tdeployments\tDeployment\ttrue\tapps/v1',
+      'ns\t\tv1\tnamespaces\tNamespace\tfalse\tv1',
+      'po\t\tv1\tpods\tPod\ttrue\tv1',
+      'apps/v1/replicasets\tapps\tv1\treplicasets\tReplicaSet\ttrue\tapps/v1',
+      'gd\texample.com\tv1\tgadgets\tGadget\ttrue\texample.com/v1',
+      'gadgets.example.com\texample.com\tv1\tgadgets\tGadget\ttrue\texample.com/v1',
+      'nil\tthe server doesn\'t have a resource type "podz"',
+    }, '\n') .. '\n', out)
+  end)
+end)
+
+describe('klua.api', function()
+  it('is the klua.api module', function()
+    assert.equals('table\ttrue\n', (run_ok('print(type(klua.api), klua.api == require("klua.api"))')))
+  end)
+
+  it('create returns the created object; creating it again fails with is_already_exists', function()
+    local ns = namespace('api-create')
+    local out = run_ok([[
+      local ns = ...
+      local cm = assert(klua.api.create('configmaps', { metadata = { name = 'c', namespace = ns }, data = { k = 'v' } }))
+      print(cm.metadata.name, cm.data.k, type(cm.metadata.uid), type(cm.metadata.resourceVersion))
+      local none, err = klua.api.create('configmaps', { metadata = { name = 'c', namespace = ns } })
+      print(none, err.code, err.reason, klua.api.is_already_exists(err), klua.api.is_conflict(err))
+      print(tostring(err))
+    ]], { args = { ns } })
+    assert.equals('c\tv\tstring\tstring\nnil\t409\tAlreadyExists\ttrue\tfalse\n'
+      .. 'configmaps "c" already exists (409 AlreadyExists)\n', out)
+    assert.equals('v', sb:kubectl_json('get configmap c -n ' .. ns).data.k)
+  end)
+
+  it('get returns the object by key; a missing one fails with is_not_found', function()
+    local ns = namespace('api-get')
+    configmap(ns, 'there', nil, { k = 'v' })
+    local out = run_ok([[
+      local ns = ...
+      print(klua.api.get('configmaps', ns .. '/there').data.k)
+      print(klua.api.get('namespaces', ns).metadata.name)
+      local none, err = klua.api.get('cm', ns .. '/missing')
+      print(none, err.code, klua.api.is_not_found(err), tostring(err))
+    ]], { args = { ns } })
+    assert.equals('v\n' .. ns .. '\nnil\t404\ttrue\tconfigmaps "missing" not found (404 NotFound)\n', out)
+  end)
+
+  it('list fetches every page, filtered by namespace and label_selector', function()
+    local ns = namespace('api-list')
+    for i = 1, 5 do configmap(ns, 'cm-' .. i, { odd = tostring(i % 2 == 1) }) end
+    local out, err = run_ok([[
+      local ns = ...
+      local all = assert(klua.api.list('configmaps', { namespace = ns, limit = 2 }))
+      local names = {}
+      for _, cm in ipairs(all.items) do names[#names + 1] = cm.metadata.name end
+      print(#all.items, table.concat(names, ' '), all.kind)
+      local odd = assert(klua.api.list('configmaps', { namespace = ns, label_selector = 'odd=true' }))
+      print(#odd.items)
+      local none = assert(klua.api.list('configmaps', { namespace = ns, label_selector = 'odd=maybe' }))
+      print(klua.json.encode(none.items))
+    ]], { args = { ns }, flags = { '-v', '6' } })
+    assert.equals('5\tcm-1 cm-2 cm-3 cm-4 cm-5\tConfigMapList\n3\n[]\n', out)
+    local pages = 0
+    for line in err:gmatch('[^\n]+') do
+      if line:find('GET /api/v1/namespaces/api-list/configmaps?', 1, true) and line:find('limit=2 -> 200', 1, true) then
+        pages = pages + 1
+      end
+    end
+    assert.equals(3, pages, err)
+  end)
+
+  describe('update', function()
+    -- A custom resource with what JSON round trips tend to lose.
+    local BODY = '{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"%s","annotations":{}},'
+      .. '"spec":{"size":3,"ratio":1.5,"big":9007199254740993,"neg":-7,"tags":[],"empty":{},"none":null,'
+      .. '"nested":[{"a":[]},{"b":null}],"text":"\\u00e9\\ud83d\\ude00"}}'
+
+    local function strip_changes(text)
+      return (text:gsub('\n%s*"labels": {[^}]*},?', ''):gsub('"resourceVersion": "%d+"', '"resourceVersion": ""'))
+    end
+
+    it('writes back a fetched object changing nothing it did not touch: arrays, integers and nulls survive', function()
+      kubectl('apply -f -', CRD)
+      local ns = namespace('api-fidelity')
+      local path = '/apis/example.com/v1/namespaces/' .. ns .. '/gadgets'
+      for _, name in ipairs({ 'fetched', 'cached' }) do
+        local status = sb:request('POST', path, BODY:format(name))
+        assert.equals(201, status)
+      end
+      local before = {
+        fetched = kubectl('get gadget fetched -o json -n ' .. ns),
+        cached = kubectl('get gadget cached -o json -n ' .. ns),
+      }
+      run_ok([[
+        local ns = ...
+        local fetched = assert(klua.api.get('gadgets', ns .. '/fetched'))
+        fetched.metadata.labels = { touched = 'yes' }
+        assert(klua.api.update('gadgets', fetched))
+        local inf = klua.informer { resource = 'gadgets', namespace = ns }
+        klua.on_synced(function()
+          local copy = klua.copy(inf:get(ns .. '/cached'))
+          copy.metadata.labels = { touched = 'yes' }
+          assert(klua.api.update('gadgets', copy))
+          klua.stop()
+        end)
+      ]], { args = { ns } })
+      for _, name in ipairs({ 'fetched', 'cached' }) do
+        local after = kubectl('get gadget ' .. name .. ' -o json -n ' .. ns)
+        assert.equals('yes', cjson.decode(after).metadata.labels.touched)
+        assert.equals(strip_changes(before[name]), strip_changes(after))
+        -- kubectl prints 3 and 3.0 alike; the server's own bytes tell them apart.
+        local _, raw = sb:request('GET', path .. '/' .. name)
+        for _, piece in ipairs({ '"big":9007199254740993', '"neg":-7', '"ratio":1.5', '"tags":[]', '"empty":{}',
+          '"none":null', '"nested":[{"a":[]},{"b":null}]', '"annotations":{}' }) do
+          assert.truthy(raw:find(piece, 1, true), name .. ': ' .. piece .. ' lost in ' .. raw)
+        end
+        assert.truthy(raw:find('"size":3[,}]'), name .. ': size is no longer the integer 3 in ' .. raw)
+      end
+    end)
+
+    it('fails with is_conflict when the object carries a stale resourceVersion', function()
+      local ns = namespace('api-conflict')
+      configmap(ns, 'c')
+      local out = run_ok([[
+        local ns = ...
+        local a = assert(klua.api.get('configmaps', ns .. '/c'))
+        local b = assert(klua.api.get('configmaps', ns .. '/c'))
+        a.data.v = 'from a'
+        assert(klua.api.update('configmaps', a))
+        b.data.v = 'from b'
+        local none, err = klua.api.update('configmaps', b)
+        print(none, err.code, err.reason, klua.api.is_conflict(err))
+        print(err.message)
+      ]], { args = { ns } })
+      local l1, l2 = out:match('^([^\n]*)\n([^\n]*)\n$')
+      assert.equals('nil\t409\tConflict\ttrue', l1)
+      assert.matches('the object has been modified', l2, 1, true)
+      assert.equals('from a', sb:kubectl_json('get configmap c -n ' .. ns).data.v)
+    end)
+
+    it('update_status writes only the status', function()
+      local ns = namespace('api-status')
+      kubectl('run web --image=nginx -n ' .. ns)
+      local out = run_ok([[
+        local ns = ...
+        local pod = assert(klua.api.get('pods', ns .. '/web'))
+        pod.status.phase = 'Running'
+        pod.spec.containers[1].image = 'ignored'
+        local updated = assert(klua.api.update_status('pods', pod))
+        print(updated.status.phase, updated.spec.containers[1].image)
+      ]], { args = { ns } })
+      assert.equals('Running\tnginx\n', out)
+      local pod = sb:kubectl_json('get pod web -n ' .. ns)
+      assert.equals('Running', pod.status.phase)
+      assert.equals('nginx', pod.spec.containers[1].image)
+    end)
+  end)
+
+  describe('patch', function()
+    it('applies merge (the default), JSON and strategic merge patches', function()
+      local ns = namespace('api-patch')
+      configmap(ns, 'c', nil, { a = '1' })
+      kubectl('run web --image=nginx -n ' .. ns)
+      local out = run_ok([[
+        local ns = ...
+        local api = klua.api
+        local merged = assert(api.patch('configmaps', ns .. '/c', { data = { b = '2' } }))
+        print(merged.data.a, merged.data.b)
+        local ops = klua.json.array { { op = 'replace', path = '/data/a', value = 'one' } }
+        local patched = assert(api.patch('configmaps', ns .. '/c', ops, { type = 'json' }))
+        print(patched.data.a, patched.data.b)
+        local pod = assert(api.patch('pods', ns .. '/web',
+          { spec = { containers = { { name = 'web', image = 'nginx:2' } } } }, { type = 'strategic' }))
+        print(#pod.spec.containers, pod.spec.containers[1].image)
+        print(select(2, api.patch('configmaps', ns .. '/c', {}, { type = 'yaml' })))
+      ]], { args = { ns } })
+      assert.equals('1\t2\none\t2\n1\tnginx:2\n'
+        .. 'unknown patch type "yaml": use merge, json, strategic or apply (400 BadRequest)\n', out)
+    end)
+
+    it('applies server-side with a field_manager, and refuses apply without one', function()
+      local ns = namespace('api-apply')
+      local out = run_ok([[
+        local ns = ...
+        local desired = { apiVersion = 'v1', kind = 'ConfigMap', metadata = { name = 'applied', namespace = ns },
+          data = { k = 'v' } }
+        local obj = assert(klua.api.patch('configmaps', ns .. '/applied', desired,
+          { type = 'apply', field_manager = 'klua-spec' }))
+        print(obj.data.k, obj.metadata.managedFields[1].manager, obj.metadata.managedFields[1].operation)
+        local none, err = klua.api.patch('configmaps', ns .. '/applied', desired, { type = 'apply' })
+        print(none, err.code, err.message)
+      ]], { args = { ns } })
+      assert.equals('v\tklua-spec\tApply\nnil\t400\tserver-side apply needs opts.field_manager\n', out)
+      local cm = sb:kubectl_json('get configmap applied --show-managed-fields -n ' .. ns)
+      assert.equals('klua-spec', cm.metadata.managedFields[1].manager)
+    end)
+  end)
+
+  it('delete honours preconditions: a stale resourceVersion fails with is_conflict, the right uid deletes', function()
+    local ns = namespace('api-delete')
+    configmap(ns, 'c')
+    local out = run_ok([[
+      local ns = ...
+      local api = klua.api
+      local cm = assert(api.get('configmaps', ns .. '/c'))
+      local none, err = api.delete('configmaps', ns .. '/c', { preconditions = { resource_version = '1' } })
+      print(none, err.code, api.is_conflict(err), api.get('configmaps', ns .. '/c') ~= nil)
+      assert(api.delete('configmaps', ns .. '/c', { preconditions = { uid = cm.metadata.uid } }))
+      local gone, gerr = api.get('configmaps', ns .. '/c')
+      print(gone, api.is_not_found(gerr))
+    ]], { args = { ns } })
+    assert.equals('nil\t409\ttrue\ttrue\nnil\ttrue\n', out)
+  end)
+
+  it('reports a 403 so that is_forbidden is true', function()
+    sb:fault { forbid = { 'secrets' } }
+    local out, err, code = run([[
+      local none, err = klua.api.list('secrets')
+      print(none, err.code, err.reason, klua.api.is_forbidden(err), klua.api.is_not_found(err))
+    ]])
+    sb:reset_faults()
+    assert.equals(0, code, err)
+    assert.equals('nil\t403\tForbidden\ttrue\tfalse\n', out)
+  end)
+
+  it('is called by a script that exits 0 by itself once its calls are done', function()
+    local ns = namespace('api-exit')
+    local out, err, code = run([[
+      local ns = ...
+      assert(klua.api.create('configmaps', { metadata = { name = 'done', namespace = ns } }))
+      print(klua.api.get('configmaps', ns .. '/done').metadata.name)
+    ]], { args = { ns }, timeout = 10 })
+    assert.equals(0, code, err)
+    assert.equals('done\n', out)
+  end)
+
+  it('refuses calls from a coroutine the script created itself, saying where calls may be made', function()
+    local out = run_ok([[
+      local co = coroutine.create(function() return klua.api.get('namespaces', 'default') end)
+      print(coroutine.resume(co))
+      print(pcall(coroutine.wrap(function() klua.sleep(0.01) end)))
+    ]])
+    local l1, l2 = out:match('^([^\n]*)\n([^\n]*)\n$')
+    assert.truthy(l1, out)
+    assert.matches('^false\t.*not from a coroutine the script created', l1)
+    assert.matches('^false\t.*not from a coroutine the script created', l2)
+  end)
+end)
+
+describe('--instruction-budget', function()
+  -- Runs script under a small budget; returns stdout, stderr and the status.
+  local function run_budget(text, budget, ...)
+    return run(text, { flags = { '--instruction-budget', budget or '100000' }, args = { ... } })
+  end
+
+  it('also stops a runaway loop inside a coroutine the script created: the task fails as a whole, naming the budget', function()
+    local out, err, code = run_budget([[
+      local co = coroutine.create(function() while true do end end)
+      print(coroutine.resume(co))
+    ]])
+    assert.equals(1, code)
+    assert.equals('', out)
+    assert.truthy(err:find("the script's main chunk failed: stopped after running past its instruction budget "
+      .. 'of 100000 instructions (raise it with --instruction-budget)', 1, true), err)
+  end)
+
+  it('cannot be caught: once over budget every further instruction fails until the callback has returned', function()
+    -- Each callback catches the error and loops again, or runs more code in
+    -- an xpcall handler, a __close handler or a coroutine of its own: all
+    -- fail, and the script goes on with its next callback.
+    local out, err, code = run_budget([[
+      local function spin() while true do end end
+      local tries = {
+        pcall = function() while true do pcall(spin) end end,
+        xpcall = function() while true do xpcall(spin, spin) end end,
+        close = function()
+          while true do
+            pcall(function()
+              local guard <close> = setmetatable({}, { __close = spin })
+              spin()
+            end)
+          end
+        end,
+        coroutine = function()
+          while true do coroutine.resume(coroutine.create(function() while true do pcall(spin) end end)) end
+        end,
+      }
+      for _, name in ipairs({ 'pcall', 'xpcall', 'close', 'coroutine' }) do
+        klua.after(0, function() tries[name]() print('escaped with ' .. name) end)
+      end
+      klua.after(0.1, function() print('task_errors', klua.stats().task_errors) end)
+    ]])
+    assert.equals(0, code, err)
+    assert.equals('task_errors\t4\n', out)
+    local _, stops = err:gsub('klua.after callback failed: [^\n]*past its instruction budget of 100000', '')
+    assert.equals(4, stops, err)
+  end)
+
+  it('stops every handler call that runs away, not only the first', function()
+    local ns = namespace('budget-every-call')
+    for _, name in ipairs({ 'a', 'b', 'c' }) do configmap(ns, name) end
+    local out, err, code = run_budget([[
+      local inf = klua.informer { resource = 'configmaps', namespace = ... }
+      inf:on('add', function(o) print('started', o.metadata.name) while true do end end)
+      klua.on_synced(function()
+        print('task_errors', klua.stats().task_errors)
+        klua.stop()
+      end)
+    ]], '1000000', ns)
+    assert.equals(0, code, err)
+    assert.equals('started\ta\nstarted\tb\nstarted\tc\ntask_errors\t3\n', out)
+  end)
+end)
+
+describe('--memory-limit', function()
+  it('fails a handler that allocates without bound, naming it and the limit, while other handlers and events go on', function()
+    local ns = namespace('memory')
+    configmap(ns, 'a-hog')
+    configmap(ns, 'b-fine')
+    local out, err, code = run([[
+      local inf = klua.informer { resource = 'configmaps', namespace = ... }
+      inf:on('add', function(o)
+        if o.metadata.name ~= 'a-hog' then return end
+        local t = {}
+        for i = 1, math.huge do t[i] = ('x'):rep(64) .. i end
+      end)
+      inf:on('add', function(o) print('second handler', o.metadata.name) end)
+      klua.on_synced(function()
+        print('errors', klua.stats().task_errors)
+        klua.stop()
+      end)
+    ]], { flags = { '--memory-limit', '16' }, args = { ns }, timeout = 30 })
+    assert.equals(0, code, err)
+    assert.equals('second handler\ta-hog\nsecond handler\tb-fine\nerrors\t1\n', out)
+    assert.truthy(err:find('add handler of configmaps -n memory: not enough memory: the Lua state reached its '
+      .. 'limit of 16 MiB (raise it with --memory-limit)', 1, true), err)
+  end)
+
+  it('still binds in a callback after a callback it started inside itself has run', function()
+    -- klua.on_synced after the sync runs its function at once, as a task
+    -- inside the calling one; the caller is limited as before afterwards.
+    local out, err, code = run([[
+      klua.informer('namespaces')
+      klua.on_synced(function()
+        klua.after(0, function()
+          klua.on_synced(function() print('inner ran') end)
+          local t = {}
+          for i = 1, math.huge do t[i] = ('x'):rep(64) .. i end
+        end)
+        klua.after(0.2, function() print('errors', klua.stats().task_errors) klua.stop() end)
+      end)
+    ]], { flags = { '--memory-limit', '16' }, timeout = 30 })
+    assert.equals(0, code, err)
+    assert.equals('inner ran\nerrors\t1\n', out)
+    assert.truthy(err:find('klua.after callback: not enough memory: the Lua state reached its limit of 16 MiB', 1, true), err)
+  end)
+end)

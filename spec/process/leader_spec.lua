@@ -1,0 +1,158 @@
+-- Leader election on a Lease, as client-go's leaderelection: one candidate
+-- leads and reconciles while the others keep warm caches; a dead leader's
+-- Lease is taken once it has not changed for its duration; a leader that
+-- stops releases the Lease; a leader that can no longer renew stops
+-- leading and exits 1; the race between candidates is not an error.
+local K = require 'support.klua'
+local testing = require 'klua.testing'
+
+local CANDIDATE = [[
+io.stdout:setvbuf('line')
+local id, ns, lease_duration, mode = klua.args[1], klua.args[2], tonumber(klua.args[3]), klua.args[4]
+local cms = klua.informer { resource = 'configmaps', namespace = ns }
+local election = klua.leader_election {
+  name = 'spec-lease', namespace = ns, identity = id,
+  lease_duration = lease_duration, renew_deadline = 2, retry_period = 0.5,
+}
+klua.on_synced(function() print('synced ' .. id .. ' leader=' .. tostring(klua.leader())) end)
+klua.on_leading(function()
+  print('leading ' .. id .. ' leader=' .. tostring(klua.leader()))
+  if mode == 'release' then
+    klua.sleep(0.5)
+    election:stop()
+    print('released ' .. id .. ' leader=' .. tostring(klua.leader()))
+  end
+end)
+klua.controller {
+  watches = { cms },
+  reconcile = function(key) print('reconcile ' .. key .. ' by ' .. id) end,
+}
+]]
+
+-- A Lua pattern that matches s literally (namespaces have dashes).
+local function literally(s) return (s:gsub('%p', '%%%0')) end
+
+describe('leader election', function()
+  local sb = testing.with_sandbox()
+  local script, procs, n = nil, {}, 0
+
+  setup(function() script = K.script(CANDIDATE) end)
+
+  after_each(function()
+    for _, p in ipairs(procs) do p:cleanup() end
+    procs = {}
+  end)
+
+  -- A fresh namespace with one ConfigMap for the controllers to reconcile.
+  local function namespace()
+    n = n + 1
+    local ns = 'leader-' .. n
+    sb:kubectl('create namespace ' .. ns)
+    sb:kubectl('-n ' .. ns .. ' create configmap work --from-literal=k=v')
+    return ns
+  end
+
+  local function candidate(id, ns, lease_duration, mode)
+    local p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script, id, ns,
+      tostring(lease_duration or 3), mode or '' })
+    p.id = id
+    procs[#procs + 1] = p
+    return p
+  end
+
+  local function lease(ns)
+    local out, ok = sb:try_kubectl('-n ' .. ns .. ' get lease spec-lease -o json')
+    return ok and require('cjson').decode(out).spec or nil
+  end
+
+  local function holder(ns)
+    local spec = lease(ns)
+    return spec and spec.holderIdentity ~= '' and spec.holderIdentity or nil
+  end
+
+  local function by_id(list, id)
+    for _, p in ipairs(list) do if p.id == id then return p end end
+  end
+
+  -- Starts three candidates and waits until one leads and the other two
+  -- have synced and seen it; returns the leader and the others.
+  local function three(ns, lease_duration)
+    local list = { candidate('a', ns, lease_duration), candidate('b', ns, lease_duration),
+      candidate('c', ns, lease_duration) }
+    local id = testing.eventually(function() return holder(ns) end, 20 * K.slowdown,
+      { what = 'somebody took the Lease' })
+    local leader = by_id(list, id)
+    assert.truthy(leader:wait_for(literally('reconcile ' .. ns .. '/work by ' .. id), 20 * K.slowdown))
+    local others = {}
+    for _, p in ipairs(list) do
+      if p ~= leader then
+        others[#others + 1] = p
+        assert.truthy(p:wait_for('synced ' .. p.id .. ' leader=false', 20 * K.slowdown), p:errors())
+        assert.truthy(p:wait_for('new leader elected: ' .. id, 20 * K.slowdown, 'err'), p:errors())
+      end
+    end
+    return leader, others
+  end
+
+  it('lets exactly one candidate lead and reconcile; the others sync and wait, without errors', function()
+    local ns = namespace()
+    local leader, others = three(ns)
+    assert.matches('leading ' .. leader.id .. ' leader=true', leader:output())
+    for _, p in ipairs(others) do
+      assert.is_nil(p:output():find('leading', 1, true))
+      assert.is_nil(p:output():find('reconcile', 1, true))
+    end
+    for _, p in ipairs({ leader, others[1], others[2] }) do
+      assert.is_nil(p:errors():find(' error ', 1, true), p:errors())
+    end
+    assert.are.equal(0, lease(ns).leaseTransitions)
+  end)
+
+  it('moves to another candidate once a killed leader has not renewed for the lease duration', function()
+    local ns = namespace()
+    local leader, others = three(ns)
+    leader:stop('KILL')
+    local id = testing.eventually(function()
+      local h = holder(ns)
+      return h ~= leader.id and h or nil
+    end, 20 * K.slowdown, { what = 'the Lease moved from the killed leader' })
+    local next = by_id(others, id)
+    assert.truthy(next:wait_for(literally('reconcile ' .. ns .. '/work by ' .. id), 20 * K.slowdown))
+    assert.are.equal(1, lease(ns).leaseTransitions)
+  end)
+
+  it('is handed over when the leader stops its election: it releases the Lease', function()
+    local ns = namespace()
+    -- A lease of 60 s: a takeover within the wait below comes from the
+    -- release, not from the Lease expiring.
+    local first = candidate('first', ns, 60, 'release')
+    assert.truthy(first:wait_for('released first leader=false', 20 * K.slowdown), first:errors())
+    local second = candidate('second', ns, 60)
+    assert.truthy(second:wait_for('leading second', 15 * K.slowdown), second:errors())
+    assert.are.equal('second', holder(ns))
+    assert.is_nil(first:exit_code())
+    assert.matches(literally('lease ' .. ns .. '/spec-lease: released'), first:errors())
+  end)
+
+  it('ends a leader that cannot renew with status 1', function()
+    local ns = namespace()
+    local p = candidate('only', ns)
+    assert.truthy(p:wait_for('leading only', 20 * K.slowdown), p:errors())
+    -- Another holder, freshly written: the leader's renewals fail until its
+    -- renew deadline passes.
+    sb:kubectl('-n ' .. ns .. [[ patch lease spec-lease --type merge -p '{"spec":{"holderIdentity":"intruder"}}']])
+    assert.are.equal(1, p:wait(20 * K.slowdown))
+    assert.matches('leader election lost', p:errors())
+  end)
+
+  it('refuses settings client-go refuses, saying which', function()
+    local bad = K.script([[klua.leader_election { name = 'x', lease_duration = 5, renew_deadline = 5 }]])
+    local _, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run', bad })
+    assert.are_not.equal(0, code)
+    assert.matches('lease_duration %(5 s%) must be greater than renew_deadline %(5 s%)', err)
+    local nameless = K.script([[klua.leader_election { }]])
+    _, err = K.run({ '--kubeconfig', sb.kubeconfig, 'run', nameless })
+    assert.matches('leader election needs name = "<lease name>"', err)
+    os.execute('rm -rf ' .. K.quote(bad:match('^(.*)/[^/]+$')) .. ' ' .. K.quote(nameless:match('^(.*)/[^/]+$')))
+  end)
+end)

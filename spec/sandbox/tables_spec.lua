@@ -1,0 +1,102 @@
+-- Table output: kubectl get asks for Accept: application/json;as=Table;g=meta.k8s.io;v=v1
+-- and prints the server's columns (pkg/printers/internalversion/printers.go for built-in
+-- kinds, a CRD's additionalPrinterColumns for custom resources), so plain `kubectl get`
+-- and `kubectl get -w` against the sandbox look as they do against a cluster.
+local testing = require 'klua.testing'
+local fixtures = require 'support.fixtures'
+
+local TABLE = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json'
+
+-- Its table columns are Size and, with -o wide, Colour.
+local CRD = fixtures.GADGETS_CRD
+
+local function words(line)
+  local out = {}
+  for w in line:gmatch('%S+') do out[#out + 1] = w end
+  return table.concat(out, ' ')
+end
+
+local function header_and_rows(text)
+  local out = {}
+  for line in text:gmatch('[^\n]+') do out[#out + 1] = words(line) end
+  return out
+end
+
+describe('sandbox Table output', function()
+  local sb = testing.with_sandbox { args = { '--nodes', '1' } }
+
+  setup(function()
+    local _, ok, err = sb:try_kubectl('run web --image=nginx')
+    assert(ok, err)
+    _, ok, err = sb:try_kubectl('create configmap settings --from-literal=a=1 --from-literal=b=2')
+    assert(ok, err)
+    assert(testing.poll(function()
+      return sb:kubectl_json('get pod web').status.phase == 'Running'
+    end, 10))
+  end)
+
+  it('answers a list with a meta.k8s.io/v1 Table whose rows carry PartialObjectMetadata', function()
+    local status, body = sb:json('GET', '/api/v1/namespaces/default/configmaps', nil, { Accept = TABLE })
+    assert.equals(200, status)
+    assert.same({ 'Table', 'meta.k8s.io/v1' }, { body.kind, body.apiVersion })
+    local names = {}
+    for i, c in ipairs(body.columnDefinitions) do names[i] = c.name end
+    assert.same({ 'Name', 'Data', 'Age' }, names)
+    assert.same({ 'settings', 2 }, { body.rows[1].cells[1], body.rows[1].cells[2] })
+    assert.equals('PartialObjectMetadata', body.rows[1].object.kind)
+    assert.equals('settings', body.rows[1].object.metadata.name)
+  end)
+
+  it('prints pods with READY STATUS RESTARTS AGE, and the wide columns', function()
+    local out = header_and_rows(assert(sb:try_kubectl('get pods')))
+    assert.equals('NAME READY STATUS RESTARTS AGE', out[1])
+    assert.matches('^web 1/1 Running 0 %d+s$', out[2])
+    out = header_and_rows(assert(sb:try_kubectl('get pods -o wide')))
+    assert.equals('NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES', out[1])
+    assert.matches('^web 1/1 Running 0 %d+s 10%.244%.%d+%.%d+ sandbox%-node%-1 <none> <none>$', out[2])
+  end)
+
+  it('prints configmaps with NAME DATA AGE', function()
+    local out = header_and_rows(assert(sb:try_kubectl('get configmap settings')))
+    assert.equals('NAME DATA AGE', out[1])
+    assert.matches('^settings 2 %d+s$', out[2])
+  end)
+
+  it('prints deployments and services with their printers\' columns', function()
+    assert(select(2, sb:try_kubectl('create deployment front --image=nginx:1.27 --replicas=2')))
+    assert(select(2, sb:try_kubectl('create service clusterip front --tcp=80:8080')))
+    local out = header_and_rows(assert(sb:try_kubectl('get deployment front -o wide')))
+    assert.equals('NAME READY UP-TO-DATE AVAILABLE AGE CONTAINERS IMAGES SELECTOR', out[1])
+    assert.matches('^front 0/2 0 0 %d+s nginx nginx:1%.27 app=front$', out[2])
+    out = header_and_rows(assert(sb:try_kubectl('get service front')))
+    assert.equals('NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE', out[1])
+    assert.matches('^front ClusterIP 10%.96%.%d+%.%d+ <none> 80/TCP %d+s$', out[2])
+  end)
+
+  it('prints a custom resource with its additionalPrinterColumns', function()
+    local _, ok, err = sb:try_kubectl('apply -f -', CRD)
+    assert(ok, err)
+    assert(testing.poll(function() return select(2, sb:try_kubectl('get gadgets')) end, 10))
+    _, ok, err = sb:try_kubectl('apply -f -', 'apiVersion: example.com/v1\nkind: Gadget\n'
+      .. 'metadata: {name: g1}\nspec: {size: 3, colour: red}\n')
+    assert(ok, err)
+    assert.same({ 'NAME SIZE', 'g1 3' }, header_and_rows(assert(sb:try_kubectl('get gadgets'))))
+    assert.same({ 'NAME SIZE COLOUR', 'g1 3 red' }, header_and_rows(assert(sb:try_kubectl('get gadgets -o wide'))))
+  end)
+
+  it('streams Table rows to kubectl get -w', function()
+    local out = sb:tmpfile('watch')
+    os.execute(sb:kubectl_command('get configmaps -w') .. ' > ' .. out .. ' 2>&1 & echo $! > ' .. out .. '.pid')
+    local function text()
+      local f = io.open(out, 'rb'); local t = f and f:read('a') or ''; if f then f:close() end
+      return t
+    end
+    assert.truthy(testing.poll(function() return text():find('settings') end, 10))
+    assert(select(2, sb:try_kubectl('create configmap later --from-literal=x=1')))
+    assert.truthy(testing.poll(function() return text():find('later') end, 10))
+    local f = io.open(out .. '.pid'); os.execute('kill ' .. f:read('a')); f:close()
+    local rows = header_and_rows(text())
+    assert.equals('NAME DATA AGE', rows[1])
+    assert.matches('^later 1 %d+s$', rows[#rows])
+  end)
+end)

@@ -1,0 +1,66 @@
+--- What several specs hand to klua or to the server: kubeconfig files and the custom
+-- resource definitions of the example.com group.
+local cjson = require 'cjson'
+local testing = require 'klua.testing'
+
+local M = {}
+
+--- Writes a kubeconfig whose current context joins one cluster and one user, and returns
+-- its path. opts: server (URL), ca (a certificate-authority file), cluster (more lines of
+-- the cluster, e.g. {'insecure-skip-tls-verify: true'}), user (the user as a YAML flow
+-- mapping, e.g. '{token: abc}'; default '{}'), namespace (the context's).
+function M.kubeconfig(path, opts)
+  local cluster = { '    server: ' .. opts.server }
+  if opts.ca then cluster[#cluster + 1] = '    certificate-authority: ' .. opts.ca end
+  for _, line in ipairs(opts.cluster or {}) do cluster[#cluster + 1] = '    ' .. line end
+  local context = 'cluster: c, user: u' .. (opts.namespace and (', namespace: ' .. opts.namespace) or '')
+  testing.write_file(path, table.concat({
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    '- name: c',
+    '  cluster:',
+    table.concat(cluster, '\n'),
+    'users:',
+    '- name: u',
+    '  user: ' .. (opts.user or '{}'),
+    'contexts:',
+    '- name: ctx',
+    '  context: {' .. context .. '}',
+    'current-context: ctx',
+    '',
+  }, '\n'))
+  return path
+end
+
+--- The path of custom resource definitions on the server.
+M.CRDS = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
+
+-- A namespaced example.com/v1 resource that keeps any fields and has a status
+-- subresource; extra is merged into the version.
+local function crd(plural, kind, short, extra)
+  local version = { name = 'v1', served = true, storage = true,
+    subresources = { status = {} },
+    schema = { openAPIV3Schema = { type = 'object', ['x-kubernetes-preserve-unknown-fields'] = true } } }
+  for k, v in pairs(extra or {}) do version[k] = v end
+  return cjson.encode {
+    apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
+    metadata = { name = plural .. '.example.com' },
+    spec = { group = 'example.com', scope = 'Namespaced',
+      names = { plural = plural, singular = kind:lower(), kind = kind, shortNames = { short } },
+      versions = { version } },
+  }
+end
+
+--- widgets.example.com (kind Widget, short name wd), as JSON for `kubectl apply -f -`
+-- or a POST to M.CRDS.
+M.WIDGETS_CRD = crd('widgets', 'Widget', 'wd')
+
+--- gadgets.example.com (kind Gadget, short name gd), whose table output adds the columns
+-- Size (.spec.size) and, with -o wide, Colour (.spec.colour).
+M.GADGETS_CRD = crd('gadgets', 'Gadget', 'gd', { additionalPrinterColumns = {
+  { name = 'Size', type = 'integer', jsonPath = '.spec.size' },
+  { name = 'Colour', type = 'string', jsonPath = '.spec.colour', priority = 1 },
+} })
+
+return M
