@@ -163,6 +163,24 @@ describe('sandbox server-side apply', function()
       assert.same({ ['f:status'] = { ['f:replicas'] = {} } }, e.fieldsV1)
     end)
 
+    it('an apply to status owns only status, as manager with subresource status', function()
+      local ns = namespace()
+      local path = '/apis/apps/v1/namespaces/' .. ns .. '/deployments/web'
+      local dep = { apiVersion = 'apps/v1', kind = 'Deployment', metadata = { name = 'web' },
+        spec = { replicas = 2, selector = { matchLabels = { app = 'web' } }, template = {
+          metadata = { labels = { app = 'web' } }, spec = { containers = { { name = 'web', image = 'nginx' } } } } } }
+      assert.equals(201, (apply(path, dep, 'fieldManager=app')))
+      local status, obj = apply(path .. '/status', { apiVersion = 'apps/v1', kind = 'Deployment',
+        metadata = { name = 'web' }, spec = { replicas = 9 }, status = { readyReplicas = 2 } }, 'fieldManager=ctl')
+      assert.equals(200, status)
+      assert.equals(2, obj.spec.replicas)
+      assert.equals(2, obj.status.readyReplicas)
+      local e = entry(obj, 'ctl')
+      assert.equals('Apply', e.operation)
+      assert.equals('status', e.subresource)
+      assert.same({ ['f:status'] = { ['f:readyReplicas'] = {} } }, e.fieldsV1)
+    end)
+
     it('managedFields [{}] in a non-apply write strips them; an empty list keeps them', function()
       local ns = namespace()
       sb:json('POST', '/api/v1/namespaces/' .. ns .. '/configmaps', { metadata = { name = 'c' }, data = { a = '1' } })

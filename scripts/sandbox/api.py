@@ -385,11 +385,12 @@ class Api:
         if ctype not in accepted:
             raise unsupported_media_type(accepted)
         apply.check_options(req, ctype == APPLY)
+        if req.subresource == "scale":
+            patch = apply.decode_scale(req) if ctype == APPLY else decode_body(req)
+            return self._update_scale(req, (ctype, patch))
         if ctype == APPLY:
             return self._apply(req)
         patch = decode_body(req)
-        if req.subresource == "scale":
-            return self._update_scale(req, (ctype, patch))
         with self.store.lock:
             cur = self._existing_locked(req)
             patched = self._patched(ctype, cur.data, patch)
@@ -421,8 +422,6 @@ class Api:
 
     def _apply(self, req):
         """Server-side apply (apply.py): creates the object when it does not exist."""
-        if req.subresource == "scale":
-            raise unsupported_media_type([JSON_PATCH, MERGE, STRATEGIC])
         config = apply.decode(req)
         check_identity(req, config)
         schema = managedfields.Schema(req.rtype)

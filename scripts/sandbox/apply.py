@@ -41,8 +41,7 @@ def check_options(req, is_apply):
                       [Cause("force", "Forbidden", "may not be specified for non-apply patch")])
 
 
-def decode(req):
-    """The applied configuration of a request body, YAML or JSON."""
+def _load(req):
     try:
         config = yamlish.loads(req.body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
@@ -50,6 +49,18 @@ def decode(req):
     if not isinstance(config, dict):
         raise bad_request("error decoding YAML: the apply patch must be an object, not %s"
                           % type(config).__name__)
+    return config
+
+
+def decode_scale(req):
+    """An apply to the scale subresource: its Scale, which the sandbox merges into the
+    object's Scale and records as an Update of subresource scale."""
+    return _load(req)
+
+
+def decode(req):
+    """The applied configuration of a request body, YAML or JSON."""
+    config = _load(req)
     rtype = req.rtype
     api_version = rtype.api_version(req.version)
     if config.get("apiVersion") != api_version or config.get("kind") != rtype.kind:
@@ -160,7 +171,10 @@ def _identity_text(manager):
 def apply(schema, live, config, who, force):
     """(new object, its managers) for config applied by who (an Apply Manager) to live (the
     stored object, or the kind's zero value for a create); raises the 409 on conflicts."""
-    if live is None:
+    creating = live is None
+    if creating:
+        # Compared with the kind's zero value, merged into nothing: the zero value's empty
+        # structs are no field of the new object.
         live, managers = schema.zero(), mf.Managers()
     else:
         managers = mf.managers_of(live)
@@ -173,7 +187,7 @@ def apply(schema, live, config, who, force):
                       mf.ignored(mf.field_set(schema, config), schema.rtype, who.subresource),
                       mf.now())
     managers.by_id[who.identity] = mine
-    new = merge(schema, copy.deepcopy(live), config)
+    new = merge(schema, {} if creating else copy.deepcopy(live), config)
     if last:
         new = prune(schema, new, last, managers.owned())
     added, modified, removed = mf.compare(schema, live, new)

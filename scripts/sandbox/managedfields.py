@@ -19,8 +19,8 @@ typed/compare.go, typed/tofieldset.go, merge/update.go).
   write changed a field of it (managedfieldsupdater.go).
 - apiVersion, kind, metadata itself, name, namespace, uid, resourceVersion, generation,
   creationTimestamp, selfLink and managedFields are never owned (stripmeta.go), nor is
-  status on the main resource of a kind with a status subresource (the strategy's reset
-  fields).
+  status on the main resource of a kind with a status subresource, nor anything but status
+  through the status subresource (the strategies' reset fields).
 """
 import copy
 import json
@@ -234,6 +234,8 @@ def _leaf(old, new, path, diff):
 def ignored(paths, rtype, subresource):
     """paths without the ones nobody owns (stripmeta.go, the strategy's reset fields)."""
     out = {p for p in paths if p and p not in STRIPPED}
+    if subresource == "status":
+        return {p for p in out if p[0] == "f:status"}
     if rtype.status and not subresource:
         out = {p for p in out if p[0] != "f:status"}
     return out
@@ -431,7 +433,6 @@ def record_update(schema, managers, old, new, who):
             mine = who
             managers.by_id[who.identity] = who
         mine.fields |= changed
-        mine.api_version = who.api_version
         mine.time = now()
     managers.drop_empty()
     return managers
