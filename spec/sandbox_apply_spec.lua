@@ -2,6 +2,7 @@
 -- them to a client (scripts/sandbox/apply.py and managedfields.py name their sources):
 -- who owns which field, conflicts and force, fields removed when their applier drops them,
 -- lists merged by key, and kubectl's own `apply --server-side`.
+local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
 
 local APPLY = { ['Content-Type'] = 'application/apply-patch+yaml' }
@@ -347,6 +348,25 @@ spec:
       dep = sb:kubectl_json('get deployment web --show-managed-fields' .. flags)
       assert.equals(2, dep.spec.replicas)
       assert.same({ 'kubectl Apply' }, managers(dep), 'kubectl-patch owned only replicas')
+    end)
+
+    it('takes over from client-side apply where the last-applied annotation still holds', function()
+      local ns = namespace()
+      local flags = ' -n ' .. ns
+      sb:kubectl('apply -f -' .. flags, MANIFEST)
+      local dep = sb:kubectl_json('get deployment web --show-managed-fields' .. flags)
+      assert.same({ 'kubectl-client-side-apply Update' }, managers(dep))
+      -- replicas 2 is what the annotation says and what the object has: kubectl may take it.
+      sb:kubectl('apply --server-side -f -' .. flags, (MANIFEST:gsub('replicas: 2', 'replicas: 4')))
+      dep = sb:kubectl_json('get deployment web' .. flags)
+      assert.equals(4, dep.spec.replicas)
+      local last = cjson.decode(dep.metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'])
+      assert.equals(4, last.spec.replicas, 'the annotation follows the applied configuration')
+      -- Once the object differs from the annotation, the field is a conflict again.
+      sb:kubectl([[patch deployment web --type merge -p '{"spec":{"replicas":6}}']] .. flags)
+      local _, ok, err = sb:try_kubectl('apply --server-side -f -' .. flags, MANIFEST)
+      assert.is_false(ok)
+      assert.matches('conflict with "kubectl%-patch" using apps/v1: %.spec%.replicas', err)
     end)
   end)
 end)

@@ -21,14 +21,24 @@ skipnonapplied.go, conflict.go) and sigs.k8s.io/structured-merge-diff/v4 merge/u
   using apps/v1: .spec.replicas`, one FieldManagerConflict cause per field. Setting the
   value the field already has is no conflict: both share it. With force=true the applier
   takes the fields and the other managers lose them.
+- Moving from client-side to server-side apply (lastappliedmanager.go,
+  lastappliedupdater.go): for manager `kubectl` only, a conflict on a field that the
+  `kubectl.kubernetes.io/last-applied-configuration` annotation sets to the value the object
+  still has is no conflict (the apply is forced when all are such); and an apply by
+  `kubectl` to an object with that annotation rewrites it to the applied configuration.
 - An object without managedFields gets a `before-first-apply` Update manager owning all
   its fields first (skipnonapplied.go), so an apply over it conflicts as on a cluster.
 - Apply to a missing object creates it (201).
 """
 import copy
+import json
 
 from . import managedfields as mf, yamlish
 from .status import ApiError, Cause, bad_request, invalid
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# The manager whose applies take over from client-side apply (lastappliedmanager.go).
+KUBECTL = "kubectl"
 
 
 def check_options(req, is_apply):
@@ -195,12 +205,46 @@ def apply(schema, live, config, who, force):
     removed = mf.ignored(removed, schema.rtype, who.subresource)
     others = sorted(managers.others(who.identity), key=_identity_text)
     conflicts = [(m, p) for m in others for p in sorted(m.fields & changed, key=_path_order)]
+    if conflicts and not force and who.manager == KUBECTL:
+        allowed = _allowed_by_last_applied(schema, live)
+        conflicts = [(m, p) for m, p in conflicts if p not in allowed]
     if conflicts and not force:
         raise conflict_error(conflicts)
     for other in others:
         other.fields -= changed | removed
     managers.drop_empty()
+    if who.manager == KUBECTL and _last_applied(live) is not None:
+        _set_last_applied(new, config)
     return new, managers
+
+
+def _last_applied(obj):
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(LAST_APPLIED) or None
+
+
+def _allowed_by_last_applied(schema, live):
+    """The fields the last-applied annotation sets to the values live still has."""
+    try:
+        last = json.loads(_last_applied(live) or "")
+    except ValueError:
+        return set()
+    if not isinstance(last, dict):
+        return set()
+    added, modified, removed = mf.compare(schema, last, live)
+    return mf.field_set(schema, last) - added - modified - removed
+
+
+def _set_last_applied(obj, config):
+    """buildLastApplied: the configuration without the annotation, as Go's JSON encoder
+    writes it (sorted keys, HTML characters escaped, a final newline)."""
+    applied = copy.deepcopy(config)
+    annotations = applied.get("metadata", {}).get("annotations")
+    if isinstance(annotations, dict):
+        annotations.pop(LAST_APPLIED, None)
+    text = json.dumps(applied, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    obj["metadata"].setdefault("annotations", {})[LAST_APPLIED] = text + "\n"
 
 
 def _path_order(path):
