@@ -4,6 +4,7 @@
 -- lists merged by key, and kubectl's own `apply --server-side`.
 local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
+local testing = require 'klua.testing'
 
 local APPLY = { ['Content-Type'] = 'application/apply-patch+yaml' }
 local MERGE = { ['Content-Type'] = 'application/merge-patch+json' }
@@ -310,6 +311,48 @@ describe('sandbox server-side apply', function()
       assert.equals(409, status)
       assert.equals('Apply failed with 1 conflict: conflict with "app": '
         .. '.spec.template.spec.containers[name="web"].args', body.message)
+    end)
+  end)
+
+  describe('custom resources', function()
+    local CRD = {
+      apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
+      metadata = { name = 'routes.apply.example.com' },
+      spec = { group = 'apply.example.com', scope = 'Namespaced',
+        names = { plural = 'routes', singular = 'route', kind = 'Route' },
+        versions = { { name = 'v1', served = true, storage = true, schema = { openAPIV3Schema = {
+          type = 'object', properties = { spec = { type = 'object', properties = {
+            backends = { type = 'array', ['x-kubernetes-list-type'] = 'map',
+              ['x-kubernetes-list-map-keys'] = { 'name' },
+              items = { type = 'object', properties = { name = { type = 'string' }, weight = { type = 'integer' } } } },
+            hosts = { type = 'array', ['x-kubernetes-list-type'] = 'set', items = { type = 'string' } },
+            rules = { type = 'array', items = { type = 'string' } } } } } } } } } } }
+
+    local function route(backends, hosts, rules)
+      return { apiVersion = 'apply.example.com/v1', kind = 'Route', metadata = { name = 'r' },
+        spec = { backends = backends, hosts = hosts, rules = rules } }
+    end
+
+    it('follow their schema: list-type map merges by its keys, set by value, others atomic', function()
+      local ns = namespace()
+      assert.equals(201, (sb:json('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', CRD)))
+      local path = '/apis/apply.example.com/v1/namespaces/' .. ns .. '/routes/r'
+      -- A new CRD's resource is 404, then 429 while its watch cache fills (docs/sandbox.md).
+      local first = testing.poll(function()
+        local st = apply(path, route({ { name = 'a', weight = 1 } }, { 'x.example' }, { 'r1' }), 'fieldManager=one')
+        return st ~= 404 and st ~= 429 and st
+      end, 10)
+      assert.equals(201, first)
+      local status, obj = apply(path, route({ { name = 'b', weight = 2 } }, { 'y.example' }, nil), 'fieldManager=two')
+      assert.equals(200, status)
+      assert.same({ { name = 'a', weight = 1 }, { name = 'b', weight = 2 } }, obj.spec.backends)
+      assert.same({ 'x.example', 'y.example' }, obj.spec.hosts)
+      assert.same({ ['.'] = {}, ['f:name'] = {}, ['f:weight'] = {} },
+        entry(obj, 'two').fieldsV1['f:spec']['f:backends']['k:{"name":"b"}'])
+      assert.same({}, entry(obj, 'two').fieldsV1['f:spec']['f:hosts']['v:"y.example"'])
+      status, obj = apply(path, route(nil, nil, { 'r2' }), 'fieldManager=two')
+      assert.equals(409, status)
+      assert.equals('Apply failed with 1 conflict: conflict with "one": .spec.rules', obj.message)
     end)
   end)
 

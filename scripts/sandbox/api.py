@@ -290,7 +290,7 @@ class Api:
         if self.store.get_locked(rtype, req.namespace, meta["name"]):
             raise already_exists(rtype, meta["name"])
         if managers is None:
-            schema = managedfields.Schema(rtype)
+            schema = self._schema_locked(req)
             managers = managedfields.record_update(
                 schema, managedfields.request_managers(obj, None, ""), schema.zero(), obj,
                 req.manager("Update"))
@@ -364,7 +364,7 @@ class Api:
         if managers is None:
             sub = req.tracked_subresource
             managers = managedfields.record_update(
-                managedfields.Schema(rtype), managedfields.request_managers(obj, cur.data, sub),
+                self._schema_locked(req), managedfields.request_managers(obj, cur.data, sub),
                 cur.data, new, req.manager("Update"))
         managedfields.store(new, managers)
         managedfields.keep_times_if_unchanged(new, cur.data)
@@ -424,9 +424,9 @@ class Api:
         """Server-side apply (apply.py): creates the object when it does not exist."""
         config = apply.decode(req)
         check_identity(req, config)
-        schema = managedfields.Schema(req.rtype)
         who = req.manager("Apply")
         with self.store.lock:
+            schema = self._schema_locked(req)
             cur = self.store.get_locked(req.rtype, req.namespace, req.name)
             if cur is None and req.subresource:
                 raise not_found(req.rtype, req.name)
@@ -537,6 +537,10 @@ class Api:
         return deletion.delete_locked(self.store, rtype, cur, policy, grace)
 
     # -- shared --------------------------------------------------------------------------
+
+    def _schema_locked(self, req):
+        """The list and map types managedFields and apply follow for req's objects."""
+        return managedfields.Schema(req.rtype, fields.crd_schema(self.store, req))
 
     def _existing_locked(self, req):
         doc = self.store.get_locked(req.rtype, req.namespace, req.name)

@@ -11,8 +11,10 @@ typed/compare.go, typed/tofieldset.go, merge/update.go).
   that is itself a member and has children.
 - What is a granular map or list and what is atomic comes from the schema: TYPES below
   holds the list types and atomic structs of k8s.io/api 1.32 that matter for the common
-  built-ins; every other object is a granular map and every other list atomic (custom
-  resources: their schema's x-kubernetes-list-type is not read).
+  built-ins; every other object is a granular map and every other list atomic. Custom
+  resources follow their schema: x-kubernetes-list-type (map with
+  x-kubernetes-list-map-keys, set, atomic: the default) and x-kubernetes-map-type /
+  x-kubernetes-struct-type atomic.
 - An Update (create, update, non-apply patch, status and scale writes) gives its manager
   the fields it changed (added or modified, typed.Compare) and takes them from every other
   manager; fields it removed leave every manager. The entry's time moves only when the
@@ -66,11 +68,37 @@ def now():
 
 
 class Schema:
-    """The list and map types of one resource type's objects, by their field path."""
+    """The list and map types of one resource type's objects, by their field path.
+    openapi: a custom resource's openAPIV3Schema (None: every list atomic)."""
 
-    def __init__(self, rtype):
+    def __init__(self, rtype, openapi=None):
         self.rtype = rtype
         self.custom = bool(rtype.crd_name)
+        self.openapi = openapi if isinstance(openapi, dict) else {}
+
+    def _node(self, names):
+        """The schema node of the field at names (list items: their items schema)."""
+        node = self.openapi
+        for n, name in enumerate(names):
+            node = (node.get("properties") or {}).get(name) or \
+                (node.get("additionalProperties") if isinstance(
+                    node.get("additionalProperties"), dict) else None) or {}
+            if node.get("type") == "array" and n < len(names) - 1:
+                node = node.get("items") or {}
+        return node
+
+    def _custom_list_keys(self, names):
+        node = self._node(names)
+        kind = node.get("x-kubernetes-list-type")
+        if kind == "set":
+            return "set"
+        if kind == "map":
+            return tuple(node.get("x-kubernetes-list-map-keys") or ()) or None
+        return None
+
+    def _custom_atomic(self, names):
+        node = self._node(names)
+        return "atomic" in (node.get("x-kubernetes-map-type"), node.get("x-kubernetes-struct-type"))
 
     def zero(self):
         """The object the kind's Go zero value encodes to (New() in the real server)."""
@@ -81,25 +109,34 @@ class Schema:
         return copy.deepcopy(base)
 
     def atomic_map(self, names):
-        if self.custom or not names:
+        if not names:
             return False
+        if self.custom and names[0] != "metadata":
+            return self._custom_atomic(names)
         if names[-1] in ATOMIC_NAMES:
             return True
         return names == ("spec", "selector") and self.rtype.key in ATOMIC_SELECTOR_KINDS
 
     def list_keys(self, names):
         """The key fields of the list at names, "set" for a set of scalars, or None (atomic)."""
-        if self.custom or not names:
+        if not names:
             return None
-        if names == ("metadata", "finalizers"):
-            return "set"
+        if names[0] == "metadata":
+            return {"finalizers": "set", "ownerReferences": ("uid",)}.get(names[-1]) \
+                if len(names) == 2 else None
+        if self.custom:
+            return self._custom_list_keys(names)
         if names[-1] == "ports":
             return SERVICE_PORT_KEYS if names == ("spec", "ports") and \
                 self.rtype.key == "services" else CONTAINER_PORT_KEYS
         return MAP_LISTS.get(names[-1])
 
     def item_atomic(self, names):
-        return not self.custom and names[-1:] == ("ownerReferences",)
+        if names[:1] == ("metadata",) or not self.custom:
+            return names[-1:] == ("ownerReferences",)
+        items = self._node(names).get("items") or {}
+        return "atomic" in (items.get("x-kubernetes-map-type"),
+                            items.get("x-kubernetes-struct-type"))
 
 
 def item_element(keys, item):
