@@ -183,6 +183,24 @@ describe('sandbox server-side apply', function()
       assert.same({ ['f:status'] = { ['f:readyReplicas'] = {} } }, e.fieldsV1)
     end)
 
+    it('past 10 Update managers the oldest are merged into ancient-changes', function()
+      local ns = namespace()
+      sb:json('POST', '/api/v1/namespaces/' .. ns .. '/configmaps?fieldManager=m01', { metadata = { name = 'c' }, data = { k01 = 'v' } })
+      local obj
+      for i = 2, 11 do
+        local status
+        status, obj = sb:json('PATCH', cm_path(ns, 'c', ('fieldManager=m%02d'):format(i)),
+          { data = { [('k%02d'):format(i)] = 'v' } }, MERGE)
+        assert.equals(200, status)
+      end
+      local names = managers(obj)
+      table.sort(names)
+      assert.same({ 'ancient-changes Update', 'm03 Update', 'm04 Update', 'm05 Update', 'm06 Update',
+        'm07 Update', 'm08 Update', 'm09 Update', 'm10 Update', 'm11 Update' }, names)
+      assert.same({ ['f:data'] = { ['.'] = {}, ['f:k01'] = {}, ['f:k02'] = {} } },
+        entry(obj, 'ancient-changes').fieldsV1)
+    end)
+
     it('managedFields [{}] in a non-apply write strips them; an empty list keeps them', function()
       local ns = namespace()
       sb:json('POST', '/api/v1/namespaces/' .. ns .. '/configmaps', { metadata = { name = 'c' }, data = { a = '1' } })

@@ -18,7 +18,8 @@ typed/compare.go, typed/tofieldset.go, merge/update.go).
 - An Update (create, update, non-apply patch, status and scale writes) gives its manager
   the fields it changed (added or modified, typed.Compare) and takes them from every other
   manager; fields it removed leave every manager. The entry's time moves only when the
-  write changed a field of it (managedfieldsupdater.go).
+  write changed a field of it (managedfieldsupdater.go). Past 10 Update entries the
+  oldest are merged into an `ancient-changes` entry per apiVersion (capmanagers.go).
 - apiVersion, kind, metadata itself, name, namespace, uid, resourceVersion, generation,
   creationTimestamp, selfLink and managedFields are never owned (stripmeta.go), nor is
   status on the main resource of a kind with a status subresource, nor anything but status
@@ -33,6 +34,9 @@ STRIPPED = {("f:apiVersion",), ("f:kind",), ("f:metadata",)} | {
         "name", "namespace", "creationTimestamp", "selfLink", "uid", "clusterName",
         "generation", "managedFields", "resourceVersion")}
 BEFORE_FIRST_APPLY = "before-first-apply"
+# capmanagers.go: past this many Update entries the oldest merge into one per apiVersion.
+MAX_UPDATE_MANAGERS = 10
+ANCIENT_CHANGES = "ancient-changes"
 
 # Lists merged by key (+listType=map, +listMapKey in k8s.io/api 1.32), by field name.
 MAP_LISTS = {
@@ -472,7 +476,34 @@ def record_update(schema, managers, old, new, who):
         mine.fields |= changed
         mine.time = now()
     managers.drop_empty()
+    cap_update_managers(managers)
     return managers
+
+
+def cap_update_managers(managers):
+    """capUpdateManagers: oldest first (by time, then identity), each Update entry past the
+    cap joins the first one of its apiVersion in an ancient-changes entry, which takes the
+    time of the newest entry merged into it."""
+    updaters = sorted((m for m in managers.by_id.values() if m.operation == "Update"),
+                      key=lambda m: (m.time or "", m.identity))
+    length, first = len(updaters), {}
+    for manager in updaters:
+        if length <= MAX_UPDATE_MANAGERS:
+            break
+        version = manager.api_version
+        if version not in first:
+            first[version] = manager
+            continue
+        bucket_id = (ANCIENT_CHANGES, "Update", version, "")
+        if bucket_id not in managers.by_id:
+            oldest = managers.by_id.pop(first[version].identity)
+            managers.by_id[bucket_id] = Manager(ANCIENT_CHANGES, "Update", version, "",
+                                                oldest.fields, oldest.time)
+        bucket = managers.by_id[bucket_id]
+        bucket.fields |= manager.fields
+        bucket.time = manager.time
+        del managers.by_id[manager.identity]
+        length -= 1
 
 
 def store(obj, managers):
