@@ -9,8 +9,8 @@ typed/compare.go, typed/tofieldset.go, merge/update.go).
   field, 'k:{"name":"web"}' for an item of a list merged by key, 'v:"x"' for an item of a
   list of scalars kept as a set. FieldsV1 is the set as a tree, with "." marking a node
   that is itself a member and has children.
-- What is a granular map or list and what is atomic comes from the schema: TYPES below
-  holds the list types and atomic structs of k8s.io/api 1.32 that matter for the common
+- What is a granular map or list and what is atomic comes from the schema: the tables below
+  hold the list types and atomic structs of k8s.io/api 1.32 that matter for the common
   built-ins; every other object is a granular map and every other list atomic. Custom
   resources follow their schema: x-kubernetes-list-type (map with
   x-kubernetes-list-map-keys, set, atomic: the default) and x-kubernetes-map-type /
@@ -52,7 +52,7 @@ SERVICE_PORT_KEYS = ("port", "protocol")
 # Key fields the schema defaults, which an applied item may leave out.
 KEY_DEFAULTS = {"protocol": "TCP"}
 # Structs and maps marked +structType=atomic or +mapType=atomic: owned and replaced whole.
-ATOMIC_NAMES = {"nodeSelector", "involvedObject", "ownerReferences"}
+ATOMIC_NAMES = {"nodeSelector", "involvedObject"}
 ATOMIC_SELECTOR_KINDS = {"deployments.apps", "replicasets.apps", "services"}
 # Structs the zero value of a built-in kind already has (Go value fields, not pointers):
 # a write that fills them does not add them themselves, only their fields.
@@ -63,8 +63,10 @@ ZERO = {
                          "status": {}},
     "replicasets.apps": {"spec": {"template": POD_TEMPLATE_ZERO}, "status": {}},
     "events": {"involvedObject": {}, "source": {}},
+    "leases.coordination.k8s.io": {"spec": {}},
 }
-ZERO_DEFAULT = {"spec": {}, "status": {}}
+# Every other kind with a status subresource has a spec and a status struct.
+ZERO_WITH_STATUS = {"spec": {}, "status": {}}
 
 
 def now():
@@ -108,9 +110,8 @@ class Schema:
         """The object the kind's Go zero value encodes to (New() in the real server)."""
         if self.custom:
             return {}
-        base = ZERO.get(self.rtype.key, ZERO_DEFAULT if self.rtype.status or
-                        self.rtype.key in ("leases.coordination.k8s.io",) else {})
-        return copy.deepcopy(base)
+        return copy.deepcopy(ZERO.get(self.rtype.key,
+                                      ZERO_WITH_STATUS if self.rtype.status else {}))
 
     def atomic_map(self, names):
         if not names:
