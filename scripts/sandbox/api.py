@@ -8,8 +8,7 @@ import binascii
 import copy
 import json
 
-from . import defaults, deletion, fields, objects, protobuf
-from .objects import now
+from . import apply, defaults, deletion, fields, managedfields, objects, protobuf
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from .routes import query_bool
 from .selection import FieldSelector, LabelSelector
@@ -31,7 +30,7 @@ class Request:
     """One parsed API call; params holds the first value of each query parameter."""
 
     def __init__(self, verb, rtype, version, namespace, name, subresource, params, body,
-                 content_type, user):
+                 content_type, user, user_agent=""):
         self.verb = verb
         self.rtype = rtype
         self.version = version
@@ -42,6 +41,9 @@ class Request:
         self.body = body
         self.content_type = content_type
         self.user = user
+        self.user_agent = user_agent
+        # The subresource managedFields names for this write (scale writes the main one).
+        self.tracked_subresource = subresource
         self.warnings = []
 
     def param(self, name, default=""):
@@ -52,6 +54,14 @@ class Request:
 
     def dry_run(self):
         return self.param("dryRun") == "All"
+
+    def manager(self, operation):
+        """Who this write is recorded as in managedFields (managerOrUserAgent in the
+        handlers: the fieldManager parameter, else the User-Agent up to its first /)."""
+        name = self.param("fieldManager") or "".join(
+            c for c in self.user_agent.split("/")[0] if c.isprintable())[:128]
+        return managedfields.Manager(name, operation, self.rtype.api_version(self.version),
+                                     self.tracked_subresource or "")
 
 
 def render(rtype, version, data):
@@ -84,9 +94,6 @@ def decode_body(req):
     try:
         value = json.loads(req.body.decode("utf-8") or "null")
     except (UnicodeDecodeError, ValueError) as err:
-        if req.content_type == APPLY:
-            raise bad_request("the sandbox accepts apply patches as JSON only (kubectl "
-                              "--server-side sends JSON): %s" % err) from None
         raise bad_request("couldn't get version/kind; json parse error: %s" % err) from None
     return value
 
@@ -271,7 +278,8 @@ class Api:
             doc = self._create_locked(req, obj)
         return 201, render(req.rtype, req.version, doc)
 
-    def _create_locked(self, req, obj):
+    def _create_locked(self, req, obj, managers=None):
+        """managers: what an apply made of managedFields; other creates record an Update."""
         rtype, meta = req.rtype, obj["metadata"]
         if rtype.namespaced:
             self._check_namespace_locked(req, meta.get("name") or meta.get("generateName", ""))
@@ -282,6 +290,12 @@ class Api:
         objects.validate(rtype, obj)
         if self.store.get_locked(rtype, req.namespace, meta["name"]):
             raise already_exists(rtype, meta["name"])
+        if managers is None:
+            schema = self._schema_locked(req)
+            managers = managedfields.record_update(
+                schema, managedfields.request_managers(obj, None, ""), schema.zero(), obj,
+                req.manager("Update"))
+        managedfields.store(obj, managers)
         self.defaulter.on_create(rtype, obj)
         if req.dry_run():
             return Doc(obj)
@@ -327,7 +341,8 @@ class Api:
             doc = self._update_locked(req, cur, obj)
         return 200, render(req.rtype, req.version, doc)
 
-    def _update_locked(self, req, cur, obj):
+    def _update_locked(self, req, cur, obj, managers=None):
+        """managers: what an apply made of managedFields; other writes record an Update."""
         rtype = req.rtype
         given_rv = obj["metadata"].get("resourceVersion", "")
         if given_rv and given_rv != cur.meta["resourceVersion"]:
@@ -347,6 +362,13 @@ class Api:
         if defaults.has_generation(rtype) and \
                 objects.spec_part(new) != objects.spec_part(cur.data):
             new["metadata"]["generation"] = cur.meta.get("generation", 0) + 1
+        if managers is None:
+            sub = req.tracked_subresource
+            managers = managedfields.record_update(
+                self._schema_locked(req), managedfields.request_managers(obj, cur.data, sub),
+                cur.data, new, req.manager("Update"))
+        managedfields.store(new, managers)
+        managedfields.keep_times_if_unchanged(new, cur.data)
         if new == cur.data or req.dry_run():
             return Doc(new) if req.dry_run() else cur
         if cur.meta.get("deletionTimestamp") and not new["metadata"].get("finalizers") and \
@@ -363,11 +385,13 @@ class Api:
         accepted = [JSON_PATCH, MERGE, APPLY] + ([] if req.rtype.crd_name else [STRATEGIC])
         if ctype not in accepted:
             raise unsupported_media_type(accepted)
-        patch = decode_body(req)
+        apply.check_options(req, ctype == APPLY)
         if req.subresource == "scale":
+            patch = apply.decode_scale(req) if ctype == APPLY else decode_body(req)
             return self._update_scale(req, (ctype, patch))
         if ctype == APPLY:
-            return self._apply(req, patch)
+            return self._apply(req)
+        patch = decode_body(req)
         with self.store.lock:
             cur = self._existing_locked(req)
             patched = self._patched(ctype, cur.data, patch)
@@ -397,29 +421,22 @@ class Api:
         check_identity(req, patched)
         return patched
 
-    def _apply(self, req, patch):
-        """Server-side apply, simplified: a merge patch that creates when missing."""
-        manager = req.param("fieldManager")
-        if not manager:
-            raise invalid("PatchOptions", "meta.k8s.io", "",
-                          [Cause("fieldManager", "Required value",
-                                 "is required for apply patch")])
-        if not isinstance(patch, dict):
-            raise bad_request("an apply patch must be a JSON object")
-        patch.setdefault("metadata", {})
-        check_kind(patch, req.rtype.kind, req.rtype.api_version(req.version))
-        check_identity(req, patch)
+    def _apply(self, req):
+        """Server-side apply (apply.py): creates the object when it does not exist."""
+        config = apply.decode(req)
+        check_identity(req, config)
+        who = req.manager("Apply")
         with self.store.lock:
+            schema = self._schema_locked(req)
             cur = self.store.get_locked(req.rtype, req.namespace, req.name)
             if cur is None and req.subresource:
                 raise not_found(req.rtype, req.name)
+            new, managers = apply.apply(schema, cur.data if cur else None, config, who,
+                                        req.flag("force"))
             if cur is None:
-                record_manager(patch, manager, patch["apiVersion"])
-                return 201, render(req.rtype, req.version, self._create_locked(req, patch))
-            patched = merge_patch(copy.deepcopy(cur.data), patch)
-            if patched != cur.data:
-                record_manager(patched, manager, patch["apiVersion"])
-            doc = self._update_locked(req, cur, patched)
+                return 201, render(req.rtype, req.version,
+                                   self._create_locked(req, new, managers))
+            doc = self._update_locked(req, cur, new, managers)
         return 200, render(req.rtype, req.version, doc)
 
     # -- scale ---------------------------------------------------------------------------
@@ -457,7 +474,8 @@ class Api:
             new = copy.deepcopy(cur.data)
             objects.set_path(new, req.rtype.scale.spec_path, replicas)
             main = Request("update", req.rtype, req.version, req.namespace, req.name, "",
-                           req.params, b"", "", req.user)
+                           req.params, b"", "", req.user, req.user_agent)
+            main.tracked_subresource = "scale"
             doc = self._update_locked(main, cur, new)
             return 200, dumps(self._scale_view(req.rtype, doc.data))
 
@@ -521,6 +539,10 @@ class Api:
 
     # -- shared --------------------------------------------------------------------------
 
+    def _schema_locked(self, req):
+        """The list and map types managedFields and apply follow for req's objects."""
+        return managedfields.Schema(req.rtype, fields.crd_schema(self.store, req))
+
     def _existing_locked(self, req):
         doc = self.store.get_locked(req.rtype, req.namespace, req.name)
         if doc is None:
@@ -537,11 +559,3 @@ def check_preconditions(rtype, cur, pre):
         raise conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: %s, "
                        "ResourceVersion in object meta: %s"
                        % (pre["resourceVersion"], cur.meta["resourceVersion"]))
-
-
-def record_manager(obj, manager, api_version):
-    entries = [e for e in obj["metadata"].get("managedFields") or []
-               if not (e.get("manager") == manager and e.get("operation") == "Apply")]
-    entries.append({"manager": manager, "operation": "Apply", "apiVersion": api_version,
-                    "time": now(), "fieldsType": "FieldsV1", "fieldsV1": {}})
-    obj["metadata"]["managedFields"] = entries

@@ -39,7 +39,10 @@ def _decode_error(req, message):
                        % (kind, version, kind, message))
 
 
-def _crd_schema(store, req):
+def crd_schema(store, req):
+    """The openAPIV3Schema of the custom resource req addresses, at its version, or None."""
+    if not req.rtype.crd_name:
+        return None
     crd_type = store.registry.by_key("customresourcedefinitions.apiextensions.k8s.io")
     crd = store.get_locked(crd_type, "", req.rtype.crd_name)
     return crdschema.schema_of(crd.data, req.version) if crd else None
@@ -50,7 +53,7 @@ def admit(store, req, obj):
     directive = mode(req)
     rtype = req.rtype
     if rtype.crd_name:
-        schema = _crd_schema(store, req)
+        schema = crd_schema(store, req)
         unknown = schemas.unknown_fields(obj.get("metadata"), schemas.OBJECT_META, "metadata")
         if schema is not None:
             unknown += crdschema.prune(obj, schema)
@@ -73,7 +76,7 @@ def check_schema(store, req, obj):
     """422 Invalid when a custom resource breaks its CRD's openAPIV3Schema."""
     if not req.rtype.crd_name:
         return
-    schema = _crd_schema(store, req)
+    schema = crd_schema(store, req)
     causes = crdschema.validate(obj, schema) if schema is not None else []
     if causes:
         raise invalid(req.rtype.kind, req.rtype.group, obj["metadata"].get("name", ""), causes)

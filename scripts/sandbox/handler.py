@@ -106,7 +106,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         req = Request(route.verb, route.rtype, route.version, route.namespace, route.name,
-                      route.subresource, params, body, ctype, user)
+                      route.subresource, params, body, ctype, user,
+                      self.headers.get("User-Agent") or "")
         if route.verb == "watch":
             WatchStream(ctx, self, req).serve()
             return

@@ -21,7 +21,7 @@ import hashlib
 import threading
 import time
 
-from . import deletion
+from . import deletion, managedfields
 from .objects import now
 from .status import bad_request, not_found
 
@@ -150,12 +150,20 @@ class Nodes:
         else:
             self.live.add(handle)
 
-    def _commit_status_locked(self, doc, status, spec=None):
+    def _commit_status_locked(self, doc, status, spec=None, kubelet=True):
+        """Writes a pod's status (and the binding's nodeName). The kubelet's status writes
+        are recorded in managedFields as a cluster's are (manager kubelet, subresource
+        status); a binding records nothing (the binding storage sets nodeName itself)."""
         pod_type, _ = self._types()
         new = copy.deepcopy(doc.data)
         new["status"] = status
         if spec:
             new["spec"].update(spec)
+        if kubelet:
+            managers = managedfields.record_update(
+                managedfields.Schema(pod_type), managedfields.managers_of(doc.data), doc.data,
+                new, managedfields.Manager("kubelet", "Update", "v1", "status"))
+            managedfields.store(new, managers)
         return self.store.commit_locked(pod_type, "MODIFIED", new, doc)
 
     def _bind_locked(self, pod_type, doc):
@@ -164,7 +172,7 @@ class Nodes:
         status = copy.deepcopy(doc.data.get("status") or {})
         status["conditions"] = [{"type": "PodScheduled", "status": "True",
                                  "lastProbeTime": None, "lastTransitionTime": now()}]
-        self._commit_status_locked(doc, status, {"nodeName": node})
+        self._commit_status_locked(doc, status, {"nodeName": node}, kubelet=False)
 
     def _start_locked(self, doc):
         stamp = now()

@@ -108,9 +108,10 @@ def invalid(kind, group, name, causes):
         summary = causes[0].message()
     else:
         summary = "[" + ", ".join(c.message() for c in causes) + "]"
-    details = {"name": name, "kind": kind,
-               "causes": [{"reason": Cause.REASONS.get(c.kind, "FieldValueInvalid"),
-                           "message": c.body(), "field": c.field} for c in causes]}
+    # StatusDetails.name is omitempty: options objects (PatchOptions...) have none.
+    details = {"name": name} if name else {}
+    details.update(kind=kind, causes=[{"reason": Cause.REASONS.get(c.kind, "FieldValueInvalid"),
+                                       "message": c.body(), "field": c.field} for c in causes])
     if group:
         details["group"] = group
     return ApiError(422, "Invalid", '%s "%s" is invalid: %s' % (qualified, name, summary), details)

@@ -850,6 +850,35 @@ describe('klua.api', function()
       local cm = sb:kubectl_json('get configmap applied --show-managed-fields -n ' .. ns)
       assert.equals('klua-spec', cm.metadata.managedFields[1].manager)
     end)
+
+    it('api.apply finds the resource from apiVersion and kind, creates, and needs force to '
+      .. 'take a field another manager owns', function()
+      local ns = namespace('api-apply-fn')
+      local out = run_ok([[
+        local ns = ...
+        local api = klua.api
+        local function desired(replicas)
+          return { apiVersion = 'apps/v1', kind = 'Deployment', metadata = { name = 'web', namespace = ns },
+            spec = { replicas = replicas, selector = { matchLabels = { app = 'web' } },
+              template = { metadata = { labels = { app = 'web' } },
+                spec = { containers = { { name = 'web', image = 'nginx' } } } } } }
+        end
+        local dep = assert(api.apply(desired(2), { field_manager = 'web-controller' }))
+        print(dep.spec.replicas, dep.metadata.managedFields[1].manager, dep.metadata.managedFields[1].operation)
+        assert(api.patch('deployments.apps', ns .. '/web', { spec = { replicas = 5 } }, { field_manager = 'autoscaler' }))
+        local none, err = api.apply(desired(3), { field_manager = 'web-controller' })
+        print(none, api.is_conflict(err), err.message)
+        dep = assert(api.apply(desired(3), { field_manager = 'web-controller', force = true }))
+        print(dep.spec.replicas)
+        print(select(2, api.apply(desired(3), {})))
+        print(select(2, api.apply({ kind = 'Deployment' }, { field_manager = 'x' })))
+      ]], { args = { ns } })
+      assert.equals('2\tweb-controller\tApply\n'
+        .. 'nil\ttrue\tApply failed with 1 conflict: conflict with "autoscaler" using apps/v1: .spec.replicas\n'
+        .. '3\n'
+        .. 'api.apply needs opts.field_manager: the name that owns the applied fields (400 BadRequest)\n'
+        .. 'api.apply needs an object with apiVersion, kind and metadata.name (400 BadRequest)\n', out)
+    end)
   end)
 
   it('delete honours preconditions: a stale resourceVersion fails with is_conflict, the right uid deletes', function()

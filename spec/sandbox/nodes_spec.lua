@@ -56,6 +56,13 @@ describe('sandbox simulated nodes', function()
     assert.matches('^containerd://%x+$', cs.containerID)
     assert.matches('^docker.io/library/nginx@sha256:%x+$', cs.imageID)
     assert.truthy(pod.status.podIP and pod.status.hostIP and pod.status.startTime)
+    -- The kubelet's status writes are its managedFields entry, as on a cluster.
+    local kubelet
+    for _, e in ipairs(pod.metadata.managedFields) do
+      if e.manager == 'kubelet' then kubelet = e end
+    end
+    assert.same({ 'Update', 'status', 'v1' }, { kubelet.operation, kubelet.subresource, kubelet.apiVersion })
+    assert.truthy(kubelet.fieldsV1['f:status']['f:podIP'])
     assert.truthy(w.wait_for(function(events) return #events >= 3 end))
     w.stop()
     local events = w.events()
