@@ -279,11 +279,15 @@ end
 -- another manager owns instead of failing with a Conflict whose message
 -- names them), namespace (when obj.metadata has none; default the
 -- context's), dry_run.
---
---   local cm, err = klua.api.apply({ apiVersion = 'v1', kind = 'ConfigMap',
---     metadata = { name = 'settings', namespace = 'web' },
---     data = { mode = 'fast' } }, { field_manager = 'my-controller' })
---   if api.is_conflict(err) then ... end -- err.message: Apply failed with 1 conflict: ...
+-- @param obj the fields to own, with apiVersion, kind and metadata.name
+-- @param opts a table: field_manager (required), force, namespace, dry_run
+-- @return the object as stored, or nil and an error (a Conflict names the
+--   fields and their managers)
+-- @usage
+-- local cm, err = klua.api.apply({ apiVersion = 'v1', kind = 'ConfigMap',
+--   metadata = { name = 'settings', namespace = 'web' },
+--   data = { mode = 'fast' } }, { field_manager = 'my-controller' })
+-- if klua.api.is_conflict(err) then klua.log.warn('%s', err.message) end
 function api.apply(obj, opts)
   opts = opts or {}
   if type(obj) ~= 'table' or type(obj.apiVersion) ~= 'string' or type(obj.kind) ~= 'string'
