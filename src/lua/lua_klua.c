@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/procstat.h"
 #include "lua/lua_json.h"
+#include "lua/lua_yaml.h"
 #include "lua/task.h"
 #include "lua/view.h"
 #include "base/xalloc.h"
@@ -333,6 +334,8 @@ int kl_open_core(lua_State *L) {
     kl_view_set_functions(L);
     kl_json_push_module(L);
     lua_setfield(L, -2, "json");
+    kl_yaml_push_module(L);
+    lua_setfield(L, -2, "yaml");
     kl_informer_open(L);
     kl_queue_open(L);
     return 1;
