@@ -78,8 +78,9 @@ describe('klua watch speaks kubectl', function()
 
   -- Runs both on `words` (kubectl's, shell-quoted; klua's as a list) and
   -- creates a pod and sets its phase (unless opts.change is false); waits
-  -- until opts.done(text, pod name) holds for both outputs (by default: the
-  -- text shows Running), then compares them.
+  -- until opts.done(text, pod name, 1 for kubectl or 2 for klua) holds for
+  -- both outputs (by default: the phase change shows) and they agree, then
+  -- compares them.
   local function compare(kubectl_args, klua_args, opts)
     opts = opts or {}
     n = n + 1
@@ -93,21 +94,31 @@ describe('klua watch speaks kubectl', function()
       return kubectl_text():find(first, 1, true) and p:output():find(first, 1, true)
     end, 15, { fail = false })
     local name = 'new' .. string.char(96 + n)
+    local function settled(done)
+      return testing.eventually(function()
+        local a, b = kubectl_text(), p:output()
+        return done(a, name, 1) and done(b, name, 2) and normalise(a) == normalise(b)
+      end, 15, { fail = false })
+    end
+    local done = opts.done
     if opts.change ~= false then
+      -- The pod's ADDED row first, then its phase: by default the two outputs
+      -- are compared once each has one more "Running" than before the change,
+      -- so that they cannot agree too early.
       assert(select(2, sb:try_kubectl(('run %s -n %s --image=nginx'):format(name, ns))))
+      settled(function(t) return t:find(name, 1, true) end)
+      local function running(t) return select(2, t:gsub('Running', '')) end
+      local before = { running(kubectl_text()), running(p:output()) }
       assert(select(2, sb:try_kubectl(('patch pod %s -n %s --subresource=status --type=merge -p '
         .. '\'{"status":{"phase":"Running"}}\''):format(name, ns))))
+      done = done or function(t, _, who) return running(t) > before[who] end
     end
-    local done = opts.done or function(text) return text:find('Running', 1, true) end
-    testing.eventually(function()
-      local a, b = kubectl_text(), p:output()
-      return done(a, name) and done(b, name) and normalise(a) == normalise(b)
-    end, 15, { fail = false })
+    settled(done)
     stop_kubectl(file)
     local a, b, log = kubectl_text(), p:output(), p:errors()
     p:cleanup()
     assert.truthy(started, ('never started: kubectl:\n%s\nklua:\n%s\n%s'):format(a, b, log))
-    assert.truthy(done(b, name), 'klua never printed the change:\n' .. b)
+    assert.truthy(done(b, name, 2), 'klua never printed the change:\n' .. b)
     assert.same(lines(normalise(a)), lines(normalise(b)))
     return a, b
   end
@@ -185,6 +196,20 @@ describe('klua watch speaks kubectl', function()
   it('with -o yaml: documents separated by ---', function()
     local out = same('pods -n speaks -o yaml')
     assert.truthy(out:find('\n---\napiVersion: v1\n', 1, true), out)
+  end)
+
+  -- kubectl's dialect, value by value: fields, [*], unions, slices, filters,
+  -- recursive descent, range/end, string literals, objects printed as JSON.
+  it('with -o jsonpath=: kubectl\'s JSONPath dialect', function()
+    local template = 'jsonpath={.metadata.labels}{"\\n"}{.spec.containers[*].name}|{.spec.containers}|{.spec.priority}|'
+      .. '{.spec.enableServiceLinks}|{.nope}|{range .spec.tolerations[*]}[{.key}]{end}|'
+      .. '{.spec.tolerations[?(@.tolerationSeconds>200)].key}|{..image}|{.spec.tolerations[-1:].key}|'
+      .. "{.spec.tolerations[*]['key','effect']}|{$.kind}|{.metadata.labels.app}{\"-\"}x{.status.phase} "
+      .. '{.spec.tolerations[0:1].operator}|{.spec.tolerations[?(@.key)].effect}|{@.kind}|'
+      .. '{.spec.tolerations[?(@.key!="x")].operator}|{.spec.tolerations[0].tolerationSeconds}{.status}'
+      .. '{"\\n"}'
+    compare('pods webpod -n speaks -o ' .. K.quote(template), { 'pods', 'webpod', '-n', 'speaks', '-o', template },
+      { change = false, done = function(t) return t:find('webpod') end })
   end)
 
   it('with -o jsonpath= and -o custom-columns=', function()

@@ -33,8 +33,11 @@ local NAME_CHAR = '[%w_%-/]'
 -- A parse failure, worded as client-go's parser words it.
 local function perr(msg) error({ jsonpath = msg }, 0) end
 
+-- A byte that starts no valid UTF-8 character reads as U+FFFD, as Go's lexer reads it.
 local function char_error(c)
-  perr(('unrecognized character in action: U+%04X \'%s\''):format(utf8.codepoint(c) or 0, c))
+  local ok, cp = pcall(utf8.codepoint, c)
+  if not ok then cp, c = 0xFFFD, '\u{FFFD}' end
+  perr(('unrecognized character in action: U+%04X \'%s\''):format(cp, c))
 end
 
 -- A parser over the text of one template: s, and the position i.
@@ -129,7 +132,12 @@ end
 
 local OPS = { '==', '!=', '<=', '>=', '<', '>' }
 
+-- Filters nest (@[?(@.a[?(...)])]); past this depth a template is refused.
+local MAX_FILTER_DEPTH = 32
+
 function P:filter()
+  self.depth = (self.depth or 0) + 1
+  if self.depth > MAX_FILTER_DEPTH then perr('filters nested too deeply') end
   local left = self:operand()
   self:skip_space()
   for _, op in ipairs(OPS) do
@@ -138,10 +146,12 @@ function P:filter()
       local right = self:operand()
       self:skip_space()
       self:expect(')')
+      self.depth = self.depth - 1
       return { kind = 'filter', left = left, op = op, right = right }
     end
   end
   self:expect(')')
+  self.depth = self.depth - 1
   return { kind = 'filter', left = left }
 end
 
