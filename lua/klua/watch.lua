@@ -22,7 +22,8 @@ local printers = require 'klua.printers'
 local M = {}
 
 -- Every flag of `klua watch`, with the option it sets (a flag with an arg
--- takes a value, the others are switches) and its one line of help.
+-- takes a value, the others are switches; a `many` flag adds its comma-separated
+-- values to a list, and may come again) and its one line of help.
 local FLAGS = {
   { short = '-n', long = '--namespace', arg = 'NS', key = 'namespace',
     help = "watch this namespace (default: the kubeconfig context's)" },
@@ -34,7 +35,7 @@ local FLAGS = {
   { short = '-e', long = '--expr', arg = 'LUA', key = 'expr',
     help = 'print what this Lua expression or chunk returns per event' },
   { short = '-o', long = '--output', arg = 'FORMAT', key = 'output',
-    help = 'wide, name, json, ndjson, yaml, jsonpath=TEMPLATE, custom-columns=SPEC or line' },
+    help = 'a table (default), wide, name, json, ndjson, yaml, jsonpath=T, custom-columns=SPEC, line' },
   { long = '--output-watch-events', key = 'output_watch_events',
     help = 'show the event type (EVENT column, or {"type":...,"object":...})' },
   { long = '--no-headers', key = 'no_headers', help = 'print table rows without their header' },
@@ -101,9 +102,9 @@ these in scope:
 and Lua's standard functions and klua, as in scripts (type(obj) is
 "userdata" for a view; klua.type(obj) is "object"). nil or false drops the
 event, true prints the event as -o says (a table row by default), a string
-is printed as it is, a table as JSON. An expression that raises drops the event; each distinct error is
-reported once when it first happens, then counted ("-e error (x17): ...")
-every 10 s and at exit.
+is printed as it is, a table as JSON. An expression that raises drops the
+event; each distinct error is reported once when it first happens, then
+counted ("-e error (x17): ...") every 10 s and at exit.
 
 Example: klua watch pods -A -e 'get(obj, "metadata", "labels", "app") == "web"']], '', 'Flags:' }
   for _, f in ipairs(FLAGS) do
