@@ -218,6 +218,17 @@ describe('klua watch', function()
       assert.same(sb:kubectl_json('get pod web -n ' .. ns), obj)
     end)
 
+    -- kubectl get -o jsonpath stops at such an error; klua watch goes on, as with -e.
+    it('a JSONPath that fails on an object (an index out of range) reported once, then counted', function()
+      local ns = namespace('jsonpath-error')
+      pod(ns, 'web')
+      local p = watch({ 'pods', '-n', ns, '-o', 'jsonpath={.spec.containers[3].name}' })
+      assert.truthy(p:wait_for('not printed', 10, 'err'), p:errors())
+      assert.equals('klua watch: -o jsonpath failed on ADDED jsonpath-error/web, which is not printed: array index out '
+        .. 'of bounds: index 3, length 1 (further events failing the same way are counted)\n', p:errors())
+      assert.equals('', p:output())
+    end)
+
     it('with -e, what -e returns, true giving the table row', function()
       local ns = namespace('expr-table')
       pod(ns, 'web', 'app=web')

@@ -480,8 +480,9 @@ end
 local Failures = {}
 Failures.__index = Failures
 
-local function new_failures()
-  local f = setmetatable({ by_message = {}, order = {} }, Failures)
+-- what: the flag whose code failed ("-e", "-o jsonpath").
+local function new_failures(what)
+  local f = setmetatable({ what = what, by_message = {}, order = {} }, Failures)
   -- The summary at exit: the finalizer runs when the Lua state is closed.
   f.at_exit = setmetatable({}, { __gc = function() f:report() end })
   return f
@@ -495,17 +496,17 @@ function Failures:add(message, event, obj)
   end
   self.by_message[message] = { count = 1, reported = 1 }
   self.order[#self.order + 1] = message
-  io.stderr:write(('klua watch: -e failed on %s %s, which is not printed: %s '
-    .. '(further events failing the same way are counted)\n'):format(event, key_of(obj), message))
+  io.stderr:write(('klua watch: %s failed on %s %s, which is not printed: %s '
+    .. '(further events failing the same way are counted)\n'):format(self.what, event, key_of(obj), message))
 end
 
---- Writes "-e error (xN): message" for each error that happened again since
--- it was last reported.
+--- Writes "-e error (xN): message" (with its flag's name) for each error that
+-- happened again since it was last reported.
 function Failures:report()
   for _, message in ipairs(self.order) do
     local e = self.by_message[message]
     if e.count > e.reported then
-      io.stderr:write(('klua watch: -e error (x%d): %s\n'):format(e.count, message))
+      io.stderr:write(('klua watch: %s error (x%d): %s\n'):format(self.what, e.count, message))
       e.reported = e.count
     end
   end
@@ -569,13 +570,20 @@ function M.main(...)
     io.stdout:write(M.help())
     return klua.stop(0)
   end
-  local filter, failures
-  if o.expr or o.template then failures = new_failures() end
+  local filter, failures, render_failures
   if o.expr then
     filter, err = M.compile(o.expr)
     if not filter then return fail('-e: ' .. err) end
+    failures = new_failures('-e')
   end
-  if failures then klua.every(10, function() failures:report() end) end
+  -- A JSONPath that parsed can still fail on an object (an index out of range).
+  if o.template then render_failures = new_failures('-o jsonpath') end
+  if failures or render_failures then
+    klua.every(10, function()
+      if failures then failures:report() end
+      if render_failures then render_failures:report() end
+    end)
+  end
   local ns
   -- One view per type: several names of one type share its header and columns.
   local views, view_of, informed = {}, {}, {}
@@ -642,7 +650,7 @@ function M.main(...)
     local item
     if res == true then
       item = view:render(event, obj)
-      if item.error then return failures:add(item.error, event, obj) end
+      if item.error then return render_failures:add(item.error, event, obj) end
     elseif type(res) == 'table' or type(res) == 'userdata' then
       item = { text = klua.json.encode(res) .. '\n' }
     else
