@@ -198,6 +198,22 @@ describe('klua watch speaks kubectl', function()
     assert.truthy(out:find('\n---\napiVersion: v1\n', 1, true), out)
   end)
 
+  -- go-yaml's choices, which klua.core.yaml makes too: keys x9 before x10,
+  -- strings that would read as numbers, booleans or timestamps double-quoted,
+  -- a line with a newline as a literal block, long lines folded at 80 columns.
+  it('with -o yaml: strings quoted, folded and ordered as go-yaml writes them', function()
+    local manifest = {
+      'apiVersion: v1', 'kind: ConfigMap', 'metadata: {name: tricky}', 'data:',
+      '  x9: "007"', '  x10: "yes"', '  x100: "1.5"', '  when: "2026-01-02T03:04:05Z"', '  colon: "a: b"',
+      '  star: "*x"', '  empty: ""', '  multi: "one\\ntwo\\n"', '  long: "' .. ('abc def '):rep(30) .. '"',
+      '  unicode: "héllo"', '  null-word: "null"', '  spaced: " lead"',
+    }
+    assert(select(2, sb:try_kubectl('apply -n speaks -f -', table.concat(manifest, '\n') .. '\n')))
+    local out = same('configmap tricky -n speaks -o yaml', { first = 'tricky', change = false,
+      done = function(t) return t:find('tricky') end })
+    assert.truthy(out:find('  x9: "007"\n  x10: "yes"\n  x100: "1.5"\n', 1, true), out)
+  end)
+
   -- kubectl's dialect, value by value: fields, [*], unions, slices, filters,
   -- recursive descent, range/end, string literals, objects printed as JSON.
   it('with -o jsonpath=: kubectl\'s JSONPath dialect', function()
