@@ -13,10 +13,11 @@
  *   kl_cli_answer (help, unknown commands, watch's words checked by
  *   klua.watch, all written to /dev/null) leaves to main() only run, watch,
  *   test and version, and otherwise gives an exit status of 0, 1 or 2;
- *   klua.watch parse, given klua's suggest function: returns options or
+ *   klua.watch parse, given klua's suggest function: returns options (targets,
+ *   a known output format, jsonpath and custom-columns with theirs parsed) or
  *   nil, a message and a suggestion that is a flag, never raises, and the
- *   options ask for help or have a resource, an output of line, json or
- *   name, and not both -n and -A.
+ *   options ask for help or have at least one resource, and not both -n
+ *   and -A.
  * The watch module is the copy compiled into klua (lua_embedded.c), loaded
  * with what it requires (klua.selector checks -l) and nothing else of the
  * runtime.
@@ -126,12 +127,27 @@ static void check_watch_options(lua_State *L) {
         return;
     }
     lua_pop(L, 1);
-    if (lua_getfield(L, -1, "resource") != LUA_TSTRING) die("options without a resource", NULL);
+    if (lua_getfield(L, -1, "targets") != LUA_TTABLE || luaL_len(L, -1) < 1) die("options without a resource", NULL);
+    for (lua_Integer i = 1; i <= luaL_len(L, -1); i++) {
+        lua_rawgeti(L, -1, i);
+        if (!lua_istable(L, -1) || lua_getfield(L, -1, "resource") != LUA_TSTRING) die("a target without a resource", NULL);
+        lua_pop(L, 1);
+        if (!string_or_nil(L, "name")) die("a target whose name is not a string", NULL);
+        lua_pop(L, 1);
+    }
     lua_pop(L, 1);
     lua_getfield(L, -1, "output");
     const char *out = lua_tostring(L, -1);
-    if (!out || (strcmp(out, "line") && strcmp(out, "json") && strcmp(out, "name")))
-        die("options with an output that is not line, json or name", out);
+    static const char *const formats[] = {"table", "wide", "name", "json", "ndjson", "yaml", "line", NULL};
+    int known = 0;
+    for (int i = 0; out && formats[i]; i++) known |= !strcmp(out, formats[i]);
+    if (out && !known) {
+        const char *needs = !strcmp(out, "jsonpath") ? "template" : !strcmp(out, "custom-columns") ? "columns" : NULL;
+        if (!needs) die("options with an output that is not one of the formats", out);
+        if (lua_getfield(L, -2, needs) != LUA_TTABLE) die("a template format without its parsed template", out);
+        lua_pop(L, 1);
+    }
+    if (!out) die("options without an output", NULL);
     lua_pop(L, 1);
     if (!string_or_nil(L, "namespace") || !string_or_nil(L, "name") || !string_or_nil(L, "selector") ||
         !string_or_nil(L, "field_selector") || !string_or_nil(L, "expr"))

@@ -1,9 +1,10 @@
 --- `klua watch`: ad hoc event filtering from the shell.
 --
---   klua watch RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL]
---              [-e LUA] [-o line|json|name] [--watch-only]
+--   klua watch TYPE[,TYPE...] [NAME] | TYPE/NAME... [-n NS | -A] [-l SEL]
+--              [--field-selector SEL] [-e LUA] [-o FORMAT] [--watch-only] ...
 --
--- Prints one line per event; M.help() says what -e sees and does.
+-- Prints what kubectl get -w prints (klua.printers, klua.jsonpath, and
+-- klua.core.yaml for -o yaml); M.help() says what -e sees and does.
 --
 -- This module owns watch's flags: FLAGS below drives the parser, the usage
 -- line and `klua watch --help`, whose lines have the layout of klua's global
@@ -15,11 +16,14 @@
 -- resource these credentials may not list); 141 when stdout's reader goes
 -- away. Later failures are retried, as informers do.
 local selector = require 'klua.selector'
+local jsonpath = require 'klua.jsonpath'
+local printers = require 'klua.printers'
 
 local M = {}
 
 -- Every flag of `klua watch`, with the option it sets (a flag with an arg
--- takes a value, the others are switches) and its one line of help.
+-- takes a value, the others are switches; a `many` flag adds its comma-separated
+-- values to a list, and may come again) and its one line of help.
 local FLAGS = {
   { short = '-n', long = '--namespace', arg = 'NS', key = 'namespace',
     help = "watch this namespace (default: the kubeconfig context's)" },
@@ -30,8 +34,17 @@ local FLAGS = {
     help = 'only objects whose fields match, filtered by the server' },
   { short = '-e', long = '--expr', arg = 'LUA', key = 'expr',
     help = 'print what this Lua expression or chunk returns per event' },
-  { short = '-o', long = '--output', arg = 'line|json|name', key = 'output', help = 'format of a line (default line)' },
+  { short = '-o', long = '--output', arg = 'FORMAT', key = 'output',
+    help = 'a table (default), wide, name, json, ndjson, yaml, jsonpath=T, custom-columns=SPEC, line' },
+  { long = '--output-watch-events', key = 'output_watch_events',
+    help = 'show the event type (EVENT column, or {"type":...,"object":...})' },
+  { long = '--no-headers', key = 'no_headers', help = 'print table rows without their header' },
+  { short = '-L', long = '--label-columns', arg = 'KEY,...', key = 'label_columns', many = true,
+    help = 'a column for the value of each of these labels' },
+  { long = '--show-labels', key = 'show_labels', help = 'a LABELS column with every label' },
+  { long = '--sort-by', arg = 'JSONPATH', key = 'sort_by', help = 'order the initial list by this field' },
   { long = '--watch-only', key = 'watch_only', help = 'print only changes, not the objects that exist already' },
+  { short = '-w', long = '--watch', key = 'watch', help = 'accepted for kubectl get -w; watching is what klua watch does' },
   { short = '-h', long = '--help', key = 'help', help = 'print this help' },
 }
 
@@ -47,12 +60,12 @@ end
 
 -- The usage line, made from FLAGS: -n and -A exclude each other.
 local function usage()
-  local words = { 'usage: klua [flags] watch RESOURCE [NAME]' }
+  local words = { 'usage: klua [flags] watch TYPE[,TYPE...] [NAME] | TYPE/NAME...' }
   for _, f in ipairs(FLAGS) do
     local name = f.short or f.long
     if f.key == 'namespace' then
       words[#words + 1] = '[' .. name .. ' ' .. f.arg .. ' | -A]'
-    elseif f.key ~= 'all_namespaces' and f.key ~= 'help' then
+    elseif f.key ~= 'all_namespaces' and f.key ~= 'help' and f.key ~= 'watch' then
       words[#words + 1] = '[' .. name .. (f.arg and (' ' .. f.arg) or '') .. ']'
     end
   end
@@ -64,12 +77,21 @@ end
 -- to 40 columns, then the help), as klua's global flags are printed.
 function M.help()
   local out = { usage(), '', [[
-Prints one line per event, like kubectl get -w: ADDED for each object of the
-initial list, then ADDED, MODIFIED and DELETED as they happen. RESOURCE is
-named as kubectl names it (pods, po, deployments.apps, apps/v1/deployments, a
-CRD's plural or short name); NAME watches that object alone. When stdout's
-reader goes away (klua watch pods | head -1), klua watch ends with exit
-status 141, as kubectl get -w does when SIGPIPE ends it.
+Prints what kubectl get -w prints: the objects that exist (a table with a
+header: NAME, then the kind's columns, as kubectl get shows them), then a row
+for each change. TYPE is named as kubectl names it (pods, po,
+deployments.apps, apps/v1/deployments, a CRD's plural or short name); several
+types are separated by commas (pods,configmaps); NAME, or TYPE/NAME, watches
+that object alone. "No resources found" goes to stderr when nothing exists
+yet. When stdout's reader goes away (klua watch pods | head -1), klua watch
+ends with exit status 141, as kubectl get -w does when SIGPIPE ends it.
+
+-o wide adds the kind's extra columns; name prints kind/name; json prints
+each object as kubectl does (indented), ndjson one object a line; yaml
+prints YAML documents separated by ---; jsonpath=TEMPLATE and
+custom-columns=HEADER:PATH,... take kubectl's JSONPath; line prints
+"EVENT  NAMESPACE/NAME  PHASE". --output-watch-events adds the event type:
+an EVENT column, or {"type":"ADDED","object":{...}} (one a line for json).
 
 -e LUA is a Lua expression, or a chunk with return, run for every event with
 these in scope:
@@ -79,10 +101,10 @@ these in scope:
           error, when a step is missing
 and Lua's standard functions and klua, as in scripts (type(obj) is
 "userdata" for a view; klua.type(obj) is "object"). nil or false drops the
-event, true prints the default line, a string is printed as it is, a table
-as JSON. An expression that raises drops the event; each distinct error is
-reported once when it first happens, then counted ("-e error (x17): ...")
-every 10 s and at exit.
+event, true prints the event as -o says (a table row by default), a string
+is printed as it is, a table as JSON. An expression that raises drops the
+event; each distinct error is reported once when it first happens, then
+counted ("-e error (x17): ...") every 10 s and at exit.
 
 Example: klua watch pods -A -e 'get(obj, "metadata", "labels", "app") == "web"']], '', 'Flags:' }
   for _, f in ipairs(FLAGS) do
@@ -115,12 +137,89 @@ local function split_flag(a)
   return a, nil
 end
 
+local FORMATS = 'custom-columns,json,jsonpath,line,name,ndjson,wide,yaml'
+
+-- The output format in o.output checked, as kubectl words its complaints:
+-- o.output becomes the format's name, with o.template (jsonpath) or
+-- o.columns (custom-columns) parsed. Returns true, or nil and a message.
+local function check_output(o)
+  local format, arg = o.output, nil
+  if format == nil then
+    o.output = 'table'
+    return true
+  end
+  local kind, rest = format:match('^([%a-]+)=(.*)$')
+  if kind == 'jsonpath' or kind == 'custom-columns' then format, arg = kind, rest end
+  if format == 'jsonpath' then
+    if not arg or arg == '' then return nil, 'template format specified but no template given' end
+    local t, err = jsonpath.parse(arg)
+    if not t then return nil, err end
+    o.template = t
+  elseif format == 'custom-columns' then
+    local cols, err = printers.custom_columns(arg)
+    if not cols then return nil, err end
+    o.columns = cols
+  elseif not (FORMATS .. ','):find(format .. ',', 1, true) or format:find(',', 1, true) then
+    return nil, ('unable to match a printer suitable for the output format "%s", allowed formats are: %s')
+      :format(format, FORMATS)
+  end
+  o.output = format
+  return true
+end
+
+-- A group version in "v1/pods" or "apps/v1/deployments", which name a type,
+-- unlike kubectl's TYPE/NAME.
+local function is_versioned_type(word)
+  local first, rest = word:match('^([^/]+)/(.+)$')
+  return rest and (rest:find('/', 1, true) or first:match('^v%d+%l*%d*$')) ~= nil
+end
+
+-- The objects to watch, from the words after the flags, as kubectl get reads
+-- them: TYPE[,TYPE...] [NAME], or TYPE/NAME... Returns a list of
+-- {resource=, name=, qualified=} (qualified: print kind/name as kubectl does
+-- for several types or TYPE/NAME), or nil and a message.
+local function targets_of(words)
+  if #words == 0 then return nil, 'a resource is needed, such as "pods"' end
+  local out = {}
+  if words[1]:find('/', 1, true) and not is_versioned_type(words[1]) then
+    for _, w in ipairs(words) do
+      local rtype, name = w:match('^([^/]+)/([^/]+)$')
+      if not rtype or is_versioned_type(w) then
+        return nil, ('there is no need to specify a resource type as a separate argument when passing '
+          .. 'arguments in resource/name form (e.g. \'klua watch resource/<resource_name>\' instead of '
+          .. '\'klua watch resource resource/<resource_name>\'), not "%s"'):format(w)
+      end
+      out[#out + 1] = { resource = rtype, name = name }
+    end
+    -- kubectl names rows kind/NAME when they are of several types.
+    local types = {}
+    for _, t in ipairs(out) do types[t.resource] = true end
+    local several = next(types, next(types)) ~= nil
+    for _, t in ipairs(out) do t.qualified = several end
+    return out
+  end
+  if #words > 2 then return nil, ('unexpected argument "%s"'):format(words[3]) end
+  if words[2] and words[2]:find('/', 1, true) then return nil, ('a NAME has no "/": %s'):format(words[2]) end
+  local types = {}
+  for t in (words[1] .. ','):gmatch('([^,]*),') do
+    if t == '' then return nil, ('"%s" names an empty resource type'):format(words[1]) end
+    types[#types + 1] = t
+  end
+  for _, t in ipairs(types) do
+    out[#out + 1] = { resource = t, name = words[2], qualified = #types > 1 }
+  end
+  return out
+end
+
 --- Parses the arguments after `watch`. Returns the options (`{help = true}`
 -- as soon as -h or --help comes), or nil, a message and, for an unknown
 -- flag, the nearest known one when `suggest(word, names)` is given (klua
--- passes one that also knows its global flags).
+-- passes one that also knows its global flags). The options hold `targets`
+-- ({resource=, name=, qualified=} each), `output` (the format's name:
+-- table, wide, name, json, ndjson, yaml, jsonpath, custom-columns, line) and
+-- the flags' keys.
 function M.parse(args, suggest)
-  local o, positional, i = { output = 'line' }, {}, 1
+  local o, positional, i = { label_columns = {} }, {}, 1
   while i <= #args do
     local a = args[i]
     local name, value = split_flag(a)
@@ -131,7 +230,11 @@ function M.parse(args, suggest)
         value = args[i]
         if value == nil then return nil, ('flag %s needs a value'):format(name) end
       end
-      o[f.key] = value
+      if f.many then
+        for v in value:gmatch('[^,]+') do o[f.key][#o[f.key] + 1] = v end
+      else
+        o[f.key] = value
+      end
     elseif f then
       local on = true
       if value then on = SWITCH_VALUES[value] end
@@ -145,14 +248,20 @@ function M.parse(args, suggest)
     end
     i = i + 1
   end
-  if #positional == 0 then return nil, 'a resource is needed, such as "pods"' end
-  if #positional > 2 then return nil, ('unexpected argument "%s"'):format(positional[3]) end
-  o.resource, o.name = positional[1], positional[2]
+  local targets, err = targets_of(positional)
+  if not targets then return nil, err end
+  o.targets = targets
   if o.all_namespaces and o.namespace then return nil, '-n and -A cannot be combined' end
-  if not ({ line = true, json = true, name = true })[o.output] then
-    return nil, ('-o must be line, json or name, not "%s"'):format(o.output)
+  local ok, bad = check_output(o)
+  if not ok then return nil, bad end
+  if o.sort_by then
+    local path = o.sort_by:sub(1, 1) == '{' and o.sort_by or ('{' .. o.sort_by .. '}')
+    local t, perr = jsonpath.parse(path)
+    if not t then return nil, '--sort-by: ' .. perr end
+    o.sort_template = t
   end
-  local valid, bad = selector.parse(o.selector)
+  local valid
+  valid, bad = selector.parse(o.selector)
   if not valid then return nil, bad end
   return o
 end
@@ -224,14 +333,145 @@ local function key_of(obj)
   return name
 end
 
-local function default_line(output, r, event, obj)
-  if output == 'name' then
-    return r.name_prefix .. (text_at(obj, 'metadata', 'name') or '?')
-  elseif output == 'json' then
-    return klua.json.encode({ type = event, object = obj })
-  end
+-- klua's own line: EVENT  NAMESPACE/NAME  PHASE.
+local function line_of(event, obj)
   local phase = text_at(obj, 'status', 'phase')
   return ('%-9s %s%s'):format(event, key_of(obj), phase and ('  ' .. phase) or '')
+end
+
+local TABLES = { table = true, wide = true, ['custom-columns'] = true }
+
+-- How one watched type is printed: its columns and tab writer, and the
+-- initial list held until it is complete (to sort it and align it as one
+-- block, as kubectl prints a list).
+local View = {}
+View.__index = View
+
+local function new_view(o, target, r, crd_columns)
+  local v = setmetatable({ o = o, r = r, target = target, tabs = printers.tabs(), initial = {}, target_index = {},
+    flushed = false, headed = o.no_headers or false }, View)
+  if o.output == 'custom-columns' then
+    v.headers = { table.unpack(o.columns.headers) }
+  elseif TABLES[o.output] then
+    v.columns = printers.columns(r, { wide = o.output == 'wide', crd_columns = crd_columns })
+    v.headers = { table.unpack(v.columns.headers) }
+    for _, key in ipairs(o.label_columns) do v.headers[#v.headers + 1] = printers.label_header(key) end
+    if o.show_labels then v.headers[#v.headers + 1] = 'LABELS' end
+  end
+  if v.headers and o.output_watch_events then
+    table.insert(v.headers, 1, 'EVENT')
+    -- kubectl's EVENT column is as wide as its widest word, MODIFIED, from the start.
+    v.tabs.widths[1] = #'MODIFIED' + 3
+  end
+  return v
+end
+
+-- What the event prints as: { row = cells } for the table formats, else
+-- { text = ... } (written as it is: jsonpath adds no newline, as kubectl).
+function View:render(event, obj)
+  local o, r = self.o, self.r
+  local format = o.output
+  if TABLES[format] then
+    local cells
+    if format == 'custom-columns' then
+      cells = printers.custom_cells(o.columns, klua.copy(obj))
+    else
+      local name = text_at(obj, 'metadata', 'name') or ''
+      cells = self.columns.cells(obj, os.time())
+      table.insert(cells, 1, self.target.qualified and (r.name_prefix .. name) or name)
+      local labels = klua.get(obj, 'metadata', 'labels')
+      for _, key in ipairs(o.label_columns) do
+        local value = labels and klua.get(labels, key)
+        cells[#cells + 1] = type(value) == 'string' and value or ''
+      end
+      if o.show_labels then cells[#cells + 1] = printers.labels_text(obj) end
+    end
+    if o.all_namespaces and r.namespaced and format ~= 'custom-columns' then
+      table.insert(cells, 1, text_at(obj, 'metadata', 'namespace') or '')
+    end
+    if o.output_watch_events then table.insert(cells, 1, event) end
+    return { row = cells }
+  elseif format == 'name' then
+    return { text = r.name_prefix .. (text_at(obj, 'metadata', 'name') or '?') .. '\n' }
+  elseif format == 'line' then
+    return { text = line_of(event, obj) .. '\n' }
+  end
+  local value = klua.copy(obj)
+  if (format == 'json' or format == 'ndjson') and o.output_watch_events then
+    -- metav1.WatchEvent's field order, as kubectl writes it: type, then object.
+    return { text = ('{"type":%s,"object":%s}\n'):format(jsonpath.json(event), jsonpath.json(value)) }
+  end
+  if o.output_watch_events then value = { type = event, object = value } end
+  if format == 'json' then
+    return { text = jsonpath.json(value, '    ') .. '\n' }
+  elseif format == 'ndjson' then
+    return { text = jsonpath.json(value) .. '\n' }
+  elseif format == 'yaml' then
+    return { yaml = require('klua.core').yaml.encode(value) }
+  end
+  local text, err = o.template:render(value)
+  if not text then return { error = err } end
+  return { text = text }
+end
+
+-- The header of the table formats, with NAMESPACE first for -A.
+function View:header()
+  local h = { table.unpack(self.headers) }
+  if self.o.all_namespaces and self.r.namespaced and self.o.output ~= 'custom-columns' then
+    table.insert(h, self.o.output_watch_events and 2 or 1, 'NAMESPACE')
+  end
+  return h
+end
+
+-- Writes items: rows aligned together, the first after the header.
+function View:write_items(items, out)
+  local rows = {}
+  for _, item in ipairs(items) do
+    if item.row then
+      if not self.headed then
+        rows[#rows + 1] = self:header()
+        self.headed = true
+      end
+      rows[#rows + 1] = item.row
+    else
+      if #rows > 0 then out.lines(self.tabs:format(rows)) rows = {} end
+      out.item(item)
+    end
+  end
+  if #rows > 0 then out.lines(self.tabs:format(rows)) end
+end
+
+-- The initial list, sorted with --sort-by, written as one block.
+function View:flush(out)
+  if self.flushed then return end
+  self.flushed = true
+  local held = self.initial
+  self.initial = nil
+  -- The objects named first come first, as kubectl lists them.
+  table.sort(held, function(a, b)
+    if a.target ~= b.target then return a.target < b.target end
+    return a.seq < b.seq
+  end)
+  if self.o.sort_template and #held > 1 then
+    local function key(h)
+      local values = self.o.sort_template:values(klua.copy(h.obj))
+      return values and values[1]
+    end
+    for i, h in ipairs(held) do h.key, h.pos = key(h), i end
+    -- Stable, as kubectl's sort: equal keys keep their order; a missing key first.
+    table.sort(held, function(a, b)
+      local x, y = a.key, b.key
+      if type(x) ~= type(y) then
+        if x == nil or y == nil then return x == nil end
+        return type(x) < type(y)
+      end
+      if (type(x) == 'number' or type(x) == 'string') and x ~= y then return x < y end
+      return a.pos < b.pos
+    end)
+  end
+  local items = {}
+  for i, h in ipairs(held) do items[i] = h.item end
+  if #items > 0 then self:write_items(items, out) end
 end
 
 -- The errors of the -e code, each reported when it first happens and then
@@ -240,8 +480,9 @@ end
 local Failures = {}
 Failures.__index = Failures
 
-local function new_failures()
-  local f = setmetatable({ by_message = {}, order = {} }, Failures)
+-- what: the flag whose code failed ("-e", "-o jsonpath").
+local function new_failures(what)
+  local f = setmetatable({ what = what, by_message = {}, order = {} }, Failures)
   -- The summary at exit: the finalizer runs when the Lua state is closed.
   f.at_exit = setmetatable({}, { __gc = function() f:report() end })
   return f
@@ -255,17 +496,17 @@ function Failures:add(message, event, obj)
   end
   self.by_message[message] = { count = 1, reported = 1 }
   self.order[#self.order + 1] = message
-  io.stderr:write(('klua watch: -e failed on %s %s, which is not printed: %s '
-    .. '(further events failing the same way are counted)\n'):format(event, key_of(obj), message))
+  io.stderr:write(('klua watch: %s failed on %s %s, which is not printed: %s '
+    .. '(further events failing the same way are counted)\n'):format(self.what, event, key_of(obj), message))
 end
 
---- Writes "-e error (xN): message" for each error that happened again since
--- it was last reported.
+--- Writes "-e error (xN): message" (with its flag's name) for each error that
+-- happened again since it was last reported.
 function Failures:report()
   for _, message in ipairs(self.order) do
     local e = self.by_message[message]
     if e.count > e.reported then
-      io.stderr:write(('klua watch: -e error (x%d): %s\n'):format(e.count, message))
+      io.stderr:write(('klua watch: %s error (x%d): %s\n'):format(self.what, e.count, message))
       e.reported = e.count
     end
   end
@@ -287,7 +528,7 @@ local EPIPE = 32
 -- 128 + 13). klua notices at the next flush of a pending line, and, with no
 -- line pending, from stdout itself: each tick polls it, and a pipe or socket
 -- whose reader has closed reports POLLERR or POLLHUP. Any other failed write
--- (a full disk) is reported, with status 1. Returns write(line).
+-- (a full disk) is reported, with status 1. Returns write(text).
 local function output(core)
   local failed = false
   local function fail_write(err, code)
@@ -304,11 +545,20 @@ local function output(core)
     elseif core.stdout_closed() then fail_write(nil, EPIPE) end
     if failed then timer:cancel() end
   end)
-  return function(line)
+  return function(text)
     if failed then return end
-    local ok, err, code = io.stdout:write(line, '\n')
+    local ok, err, code = io.stdout:write(text)
     if not ok then fail_write(err, code) end
   end
+end
+
+-- The CRD's additionalPrinterColumns for the resource's version, or nil.
+local function crd_columns_of(r)
+  local crd = klua.api.get('customresourcedefinitions.apiextensions.k8s.io', r.resource .. '.' .. r.group)
+  for _, v in ipairs(crd and crd.spec and crd.spec.versions or {}) do
+    if v.name == r.version then return v.additionalPrinterColumns end
+  end
+  return nil
 end
 
 --- Entry point: `klua watch ARGS...`.
@@ -320,64 +570,124 @@ function M.main(...)
     io.stdout:write(M.help())
     return klua.stop(0)
   end
-  local filter, failures
+  local filter, failures, render_failures
   if o.expr then
     filter, err = M.compile(o.expr)
     if not filter then return fail('-e: ' .. err) end
-    failures = new_failures()
-    klua.every(10, function() failures:report() end)
+    failures = new_failures('-e')
   end
-  local r
-  r, err = klua.resolve(o.resource)
-  if not r then
-    io.stderr:write('klua watch: ', err, '\n')
-    return klua.stop(1)
+  -- A JSONPath that parsed can still fail on an object (an index out of range).
+  if o.template then render_failures = new_failures('-o jsonpath') end
+  if failures or render_failures then
+    klua.every(10, function()
+      if failures then failures:report() end
+      if render_failures then render_failures:report() end
+    end)
   end
-  r.name_prefix = r.kind:lower() .. (r.group ~= '' and ('.' .. r.group) or '') .. '/'
   local ns
-  if r.namespaced and not o.all_namespaces then ns = o.namespace or klua.namespace() end
-  local fs = o.field_selector
-  if o.name then
-    local by_name = 'metadata.name=' .. o.name
-    fs = fs and (fs .. ',' .. by_name) or by_name
-  end
-  -- A selector the server refuses, a resource it does not serve or may not
-  -- be listed by these credentials: retrying will not help, so say so and
-  -- exit, as kubectl does. (klua run retries these: permissions may come.)
-  local _, lerr = klua.api.list(r, { namespace = ns, label_selector = o.selector,
-    field_selector = fs, limit = 1, one_page = true })
-  if lerr and (lerr.code == 400 or lerr.code == 403 or lerr.code == 404) then
-    io.stderr:write('klua watch: ', lerr.message or tostring(lerr), '\n')
-    return klua.stop(1)
+  -- One view per type: several names of one type share its header and columns.
+  local views, view_of, informed = {}, {}, {}
+  for _, target in ipairs(o.targets) do
+    local r
+    r, err = klua.resolve(target.resource)
+    if not r then
+      io.stderr:write('klua watch: ', err, '\n')
+      return klua.stop(1)
+    end
+    r.name_prefix = r.kind:lower() .. (r.group ~= '' and ('.' .. r.group) or '') .. '/'
+    target.ns = nil
+    if r.namespaced and not o.all_namespaces then
+      target.ns = o.namespace or klua.namespace()
+      ns = target.ns
+    end
+    local fs = o.field_selector
+    if target.name then
+      local by_name = 'metadata.name=' .. target.name
+      fs = fs and (fs .. ',' .. by_name) or by_name
+    end
+    target.fs = fs
+    -- A selector the server refuses, a resource it does not serve or may not
+    -- be listed by these credentials: retrying will not help, so say so and
+    -- exit, as kubectl does. (klua run retries these: permissions may come.)
+    local _, lerr = klua.api.list(r, { namespace = target.ns, label_selector = o.selector,
+      field_selector = fs, limit = 1, one_page = true })
+    if lerr and (lerr.code == 400 or lerr.code == 403 or lerr.code == 404) then
+      io.stderr:write('klua watch: ', lerr.message or tostring(lerr), '\n')
+      return klua.stop(1)
+    end
+    if not view_of[target.resource] then
+      local crd_columns
+      if (o.output == 'table' or o.output == 'wide') and r.group ~= '' and not printers.known(r) then
+        crd_columns = crd_columns_of(r)
+      end
+      view_of[target.resource] = new_view(o, target, r, crd_columns)
+      views[#views + 1] = view_of[target.resource]
+    end
+    local view = view_of[target.resource]
+    view.target_index[target] = #informed + 1
+    informed[#informed + 1] = { view = view, target = target }
   end
   local write = output(require 'klua.core')
+  local yaml_docs = 0
+  local out = {
+    lines = function(lines) for _, l in ipairs(lines) do write(l .. '\n') end end,
+    item = function(item)
+      if item.yaml then
+        write((yaml_docs > 0 and '---\n' or '') .. item.yaml)
+        yaml_docs = yaml_docs + 1
+      else
+        write(item.text)
+      end
+    end,
+  }
 
-  local function emit(event, obj, old)
-    local ok, out = true, true
-    if filter then ok, out = pcall(filter, event, obj, old) end
-    if not ok then return failures:add(tostring(out), event, obj) end
-    if not out then return end
-    if out == true then
-      out = default_line(o.output, r, event, obj)
-    elseif type(out) == 'table' or type(out) == 'userdata' then
-      out = klua.json.encode(out)
+  local listed = 0
+  local function emit(view, target, event, obj, old, initial)
+    local ok, res = true, true
+    if filter then ok, res = pcall(filter, event, obj, old) end
+    if not ok then return failures:add(tostring(res), event, obj) end
+    if not res then return end
+    local item
+    if res == true then
+      item = view:render(event, obj)
+      if item.error then return render_failures:add(item.error, event, obj) end
+    elseif type(res) == 'table' or type(res) == 'userdata' then
+      item = { text = klua.json.encode(res) .. '\n' }
     else
-      out = tostring(out)
+      item = { text = tostring(res) .. '\n' }
     end
-    write(out)
+    if initial and not view.flushed then
+      view.initial[#view.initial + 1] = { item = item, obj = obj, target = view.target_index[target], seq = #view.initial }
+      return
+    end
+    view:flush(out)
+    view:write_items({ item }, out)
   end
 
-  local inf = klua.informer {
-    resource = o.resource,
-    namespace = ns,
-    label_selector = o.selector,
-    field_selector = fs,
-  }
-  inf:on('add', function(obj, initial)
-    if not (initial and o.watch_only) then emit('ADDED', obj) end
+  for _, w in ipairs(informed) do
+    local view, target = w.view, w.target
+    local inf = klua.informer {
+      resource = target.resource,
+      namespace = target.ns,
+      label_selector = o.selector,
+      field_selector = target.fs,
+    }
+    inf:on('add', function(obj, initial)
+      if initial then listed = listed + 1 end
+      if not (initial and o.watch_only) then emit(view, target, 'ADDED', obj, nil, initial) end
+    end)
+    inf:on('update', function(old, new) emit(view, target, 'MODIFIED', new, old) end)
+    inf:on('delete', function(obj) emit(view, target, 'DELETED', obj) end)
+  end
+  -- The initial lists are complete: print them, or say that there is
+  -- nothing, as kubectl get does ("No resources found in web namespace.").
+  klua.on_synced(function()
+    for _, view in ipairs(views) do view:flush(out) end
+    if listed == 0 and not o.watch_only then
+      io.stderr:write(ns and #views == 1 and ('No resources found in %s namespace.\n'):format(ns)
+        or 'No resources found\n')
+    end
   end)
-  inf:on('update', function(old, new) emit('MODIFIED', new, old) end)
-  inf:on('delete', function(obj) emit('DELETED', obj) end)
 end
 
 return M

@@ -244,8 +244,14 @@ local function replay_cli(data)
   elseif w.help then
     assert.is_true(w.help)
   else
-    assert.is_string(w.resource)
-    assert(w.output == 'line' or w.output == 'json' or w.output == 'name', 'an output that is not line, json or name')
+    assert(#w.targets > 0, 'options without a resource')
+    for _, t in ipairs(w.targets) do
+      assert.is_string(t.resource)
+      assert(t.name == nil or type(t.name) == 'string', 'a name that is not a string')
+    end
+    local formats = { table = true, wide = true, name = true, json = true, ndjson = true, yaml = true, line = true }
+    assert(formats[w.output] or (w.output == 'jsonpath' and w.template) or (w.output == 'custom-columns' and w.columns),
+      'an output that is not one of the formats, or without its template')
     assert(not (w.all_namespaces and w.namespace), 'both -n and -A')
   end
 end
@@ -259,6 +265,15 @@ local function replay_selector(data)
   selector_check(data, selector, function(msg) error(msg, 2) end)
 end
 
+-- ---- fuzz_jsonpath: a JSONPath template ------------------------------------
+
+local jsonpath_check = dofile(ROOT .. '/fuzz/jsonpath_check.lua')
+local jsonpath = require 'klua.jsonpath'
+
+local function replay_jsonpath(data)
+  jsonpath_check(data, jsonpath, function(msg) error(msg, 2) end)
+end
+
 local targets = {
   { 'fuzz_framer', replay_framer },
   { 'fuzz_decode', replay_decode },
@@ -267,6 +282,7 @@ local targets = {
   { 'fuzz_kubeconfig', replay_kubeconfig },
   { 'fuzz_cli', replay_cli },
   { 'fuzz_selector', replay_selector },
+  { 'fuzz_jsonpath', replay_jsonpath },
 }
 
 for _, t in ipairs(targets) do

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/procstat.h"
 #include "lua/lua_json.h"
+#include "lua/lua_yaml.h"
 #include "lua/task.h"
 #include "lua/view.h"
 #include "base/xalloc.h"
@@ -314,6 +315,8 @@ static void core_open(void *state, lua_State *L) {
     kl_view_set_functions(L);
     kl_lua_json_push_module(L); /* stack: core, json */
     lua_setfield(L, -2, "json");
+    kl_lua_yaml_push_module(L); /* stack: core, yaml */
+    lua_setfield(L, -2, "yaml");
 }
 
 static int core_idle(void *state) { return !((core *)state)->timers; }
