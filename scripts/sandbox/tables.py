@@ -281,6 +281,9 @@ class Converter:
 
     def __init__(self, store, rtype, version, include):
         self.include = include or "Metadata"
+        # includeObject=Object: the object converted to the request's version, so with its
+        # kind and apiVersion even where a list's items have none (what kubectl --sort-by reads).
+        self.type_meta = {"kind": rtype.kind, "apiVersion": rtype.api_version(version)}
         if rtype.crd_name:
             columns = _crd_columns(store, rtype, version)
             self.columns = [dict(NAME)] + [
@@ -302,7 +305,7 @@ class Converter:
     def row(self, obj):
         row = {"cells": [obj["metadata"].get("name", "")] + self.cells(obj)}
         if self.include == "Object":
-            row["object"] = obj
+            row["object"] = dict(self.type_meta, **obj)
         elif self.include == "Metadata":
             row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                              "metadata": obj["metadata"]}

@@ -47,6 +47,21 @@ describe('sandbox Table output', function()
     assert.equals('settings', body.rows[1].object.metadata.name)
   end)
 
+  it('carries the whole object, with kind and apiVersion, in rows asked for with includeObject=Object', function()
+    -- kube-apiserver's asTable converts each row's object to the request's version, so it
+    -- has its type even though a built-in list's items do not: kubectl --sort-by decodes it.
+    local status, body = sb:json('GET', '/api/v1/namespaces/default/configmaps?includeObject=Object',
+      nil, { Accept = TABLE })
+    assert.equals(200, status)
+    local obj = body.rows[1].object
+    assert.same({ 'ConfigMap', 'v1', 'settings', '1' }, { obj.kind, obj.apiVersion, obj.metadata.name, obj.data.a })
+    sb:kubectl('create configmap aaa-first')
+    local out = header_and_rows(sb:kubectl('get configmaps --sort-by=.metadata.name'))
+    sb:kubectl('delete configmap aaa-first')
+    assert.equals('NAME DATA AGE', out[1])
+    assert.matches('^aaa%-first 0 %d+s$', out[2])
+  end)
+
   it('prints pods with READY STATUS RESTARTS AGE, and the wide columns', function()
     local out = header_and_rows(assert(sb:try_kubectl('get pods')))
     assert.equals('NAME READY STATUS RESTARTS AGE', out[1])
