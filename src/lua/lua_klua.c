@@ -170,6 +170,28 @@ static int l_stop(lua_State *L) {
     return 0;
 }
 
+/* core.graceful_shutdown(start, describe): the first SIGINT/SIGTERM runs
+ * start(signal name) as a task instead of stopping; describe() names what
+ * still runs should the stop be cut short (kl_rt_graceful). */
+static int l_graceful_shutdown(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    kl_rt *rt = kl_rt_of(L);
+    if (rt->shutdown.start_ref != LUA_NOREF) return luaL_error(L, "the graceful shutdown is already set");
+    lua_settop(L, 2);
+    kl_rt_graceful(rt, L);
+    return 0;
+}
+
+/* core.reconciling(on): marks the calling task as running a reconcile,
+ * which a graceful stop lets finish. */
+static int l_reconciling(lua_State *L) {
+    kl_task *t = kl_task_current(L);
+    if (!t) return luaL_error(L, "core.reconciling must be called from a task");
+    kl_task_set_reconciling(t, lua_toboolean(L, 1));
+    return 0;
+}
+
 /* core.log(level, message): level is "debug", "info", "warn" or "error". */
 static int l_log(lua_State *L) {
     static const char *const names[] = {"debug", "info", "warn", "error", NULL};
@@ -250,11 +272,12 @@ static void set_number(lua_State *L, const char *key, double v) {
 
 /* core.controller_options() -> what --leader-elect and its flags asked:
  * {leader_elect, election_id, election_namespace, lease_duration,
- * renew_deadline, retry_period, script} (unset flags absent). */
+ * renew_deadline, retry_period, script} (unset flags absent), and
+ * graceful_shutdown_timeout (seconds, 30 unless set). */
 static int l_controller_options(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
     const kl_ctl_opts *o = &rt->opts.ctl;
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 8);
     lua_pushboolean(L, o->leader_elect);
     lua_setfield(L, -2, "leader_elect");
     set_string(L, "election_id", o->election_id);
@@ -262,6 +285,8 @@ static int l_controller_options(lua_State *L) {
     set_number(L, "lease_duration", o->lease_duration);
     set_number(L, "renew_deadline", o->renew_deadline);
     set_number(L, "retry_period", o->retry_period);
+    lua_pushnumber(L, o->graceful_shutdown_timeout > 0 ? o->graceful_shutdown_timeout : 30);
+    lua_setfield(L, -2, "graceful_shutdown_timeout");
     if (o->script) {
         const char *base = strrchr(o->script, '/');
         set_string(L, "script", base ? base + 1 : o->script);
@@ -328,7 +353,8 @@ int kl_open_core(lua_State *L) {
         {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now},
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {"controller_options", l_controller_options}, {"process", l_process},
-        {"stdout_closed", l_stdout_closed}, {NULL, NULL}};
+        {"stdout_closed", l_stdout_closed}, {"graceful_shutdown", l_graceful_shutdown},
+        {"reconciling", l_reconciling}, {NULL, NULL}};
     luaL_newlib(L, fns);
     kl_view_set_functions(L);
     kl_json_push_module(L);

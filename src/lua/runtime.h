@@ -32,6 +32,7 @@ typedef struct kl_ctl_opts {
     const char *metrics_addr;       /* --metrics-bind-address; NULL or "0" = off */
     const char *probe_addr;         /* --health-probe-bind-address; NULL or "0" = off */
     const char *script;             /* klua run's script path, for the Lease's default name */
+    double graceful_shutdown_timeout; /* seconds a graceful stop may take; 0 = 30 */
 } kl_ctl_opts;
 
 typedef struct kl_rt_opts {
@@ -58,7 +59,24 @@ typedef struct kl_run_state {
     long used;          /* instructions run since the resume */
     int stopped;        /* 0 or KL_STOPPED_BY_*: every instruction fails */
     int enforce_memory; /* the memory limit binds only while script code runs */
+    unsigned signals;   /* signals that had come when the resume began */
 } kl_run_state;
+
+/* How a graceful stop was cut short. */
+enum { KL_SHUTDOWN_TIMED_OUT = 1, KL_SHUTDOWN_SIGNALLED };
+
+/* A graceful stop (controller-runtime's): with start_ref set, the first
+ * SIGINT/SIGTERM does not stop the loop but starts that Lua function as a
+ * task (lua/klua/shutdown.lua), which ends the run with klua.stop when the
+ * reconciles in flight, the on_shutdown hooks and the Lease's release are
+ * done; a second signal or the timeout cuts it short. */
+typedef struct kl_rt_shutdown {
+    int start_ref;    /* function(signal name), or LUA_NOREF: no graceful stop */
+    int describe_ref; /* function() -> what still runs, for the report */
+    double deadline;  /* kl_now() past which the stop is cut short; 0 before the signal */
+    uint64_t timer;
+    int cut_short;    /* 0 or KL_SHUTDOWN_* */
+} kl_rt_shutdown;
 
 typedef struct kl_rt_timer kl_rt_timer;
 typedef struct kl_endpoint kl_endpoint;
@@ -84,6 +102,7 @@ typedef struct kl_rt {
     lua_queue *queues;       /* every work queue the script made */
     kl_endpoint *endpoints;  /* the metrics and probe servers, at most two */
     int on_synced_ref;       /* table of callbacks waiting for sync, or LUA_NOREF */
+    kl_rt_shutdown shutdown;
     int exit_code;
     int script_failed;
     int main_done;
@@ -107,5 +126,13 @@ kl_rt *kl_rt_of(lua_State *L);
 /* Stops the loop when no task runs and nothing is left that could run
  * script code again. */
 void kl_rt_check_idle(kl_rt *rt);
+/* Makes the first signal start the Lua function under the one on top of
+ * rt's stack (the start, then the describe function) instead of stopping
+ * the loop; see kl_rt_shutdown. [-2, +0] */
+void kl_rt_graceful(kl_rt *rt, lua_State *L);
+/* For the count hook, once a signal came: whether the graceful stop has
+ * been cut short (a second signal, or its deadline passed: then it cuts it
+ * short now), so that whatever runs must stop. */
+int kl_rt_shutdown_overdue(kl_rt *rt);
 
 #endif

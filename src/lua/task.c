@@ -22,10 +22,12 @@ struct kl_task {
     kl_task_done_fn done;
     void *ud;
     int waiting;
+    int reconciling; /* a graceful stop lets it finish (core.reconciling) */
     kl_task *prev, *next; /* every task of the runtime, pooled or not */
 };
 
 kl_task *kl_task_current(lua_State *L) { return *(kl_task **)lua_getextraspace(L); }
+void kl_task_set_reconciling(kl_task *t, int on) { t->reconciling = on; }
 lua_State *kl_task_thread(kl_task *t) { return t->co; }
 
 kl_task *kl_task_check_wait(lua_State *L, const char *what) {
@@ -98,6 +100,23 @@ static int next_count(const kl_rt *rt) {
     return left < 1 ? 1 : left > HOOK_PERIOD ? HOOK_PERIOD : (int)left;
 }
 
+/* Whether a signal stops what runs now. Without a graceful stop, any
+ * signal does. With one (kl_rt_shutdown) the first signal stops the task
+ * that was running when it came, unless that is a reconcile the stop waits
+ * for, and nothing that starts later; once the stop is cut short (a second
+ * signal, its timeout) every task stops, a reconcile spinning past the
+ * timeout included. Code outside tasks is then the runtime's own (the
+ * endpoint's answers, the report of a stop cut short). At close the first
+ * signal is in hand already, and a second one ends the process: finalizers
+ * are left to the budget. */
+static int stopped_by_signal(kl_rt *rt, const kl_run_state *c) {
+    if (rt->closing || !kl_loop_poll_signal(rt->loop)) return 0;
+    if (rt->shutdown.start_ref == LUA_NOREF) return 1;
+    if (!c->task) return 0;
+    if (kl_rt_shutdown_overdue(rt)) return 1;
+    return kl_loop_signal_count(rt->loop) > c->signals && !c->task->reconciling;
+}
+
 /* Runs on every thread, the coroutines a script creates included (they
  * inherit it), and counts for whatever rt->cur says runs now. */
 static void count_hook(lua_State *L, lua_Debug *ar) {
@@ -106,9 +125,7 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     kl_run_state *c = &rt->cur;
     if (!c->stopped) {
         c->used += lua_gethookcount(L);
-        /* At close the first signal is in hand already, and a second one
-         * ends the process: finalizers are left to the budget. */
-        if (!rt->closing && kl_loop_poll_signal(rt->loop)) c->stopped = KL_STOPPED_BY_SIGNAL;
+        if (stopped_by_signal(rt, c)) c->stopped = KL_STOPPED_BY_SIGNAL;
         else if (rt->opts.instruction_budget > 0 && c->used >= rt->opts.instruction_budget)
             c->stopped = KL_STOPPED_BY_BUDGET;
     }
@@ -209,7 +226,7 @@ static int run(kl_task *t, lua_State *from, int nargs) {
     kl_rt *rt = t->rt;
     lua_State *co = t->co;
     kl_run_state outer = rt->cur;
-    rt->cur = (kl_run_state){.task = t, .enforce_memory = 1};
+    rt->cur = (kl_run_state){.task = t, .enforce_memory = 1, .signals = kl_loop_signal_count(rt->loop)};
     lua_sethook(co, count_hook, LUA_MASKCOUNT, next_count(rt));
     int nres;
     int status = lua_resume(co, from, nargs, &nres);
@@ -258,6 +275,7 @@ int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_ta
     t->done = done;
     t->ud = ud;
     t->waiting = 0;
+    t->reconciling = 0;
     lua_xmove(rt->L, t->co, nargs + 1);
     return run(t, from, nargs);
 }

@@ -11,7 +11,7 @@
  * A count hook on every thread of the Lua state counts the instructions of
  * the running task and looks for SIGINT/SIGTERM every 100000
  * instructions. A task that runs past the instruction budget in one go, or
- * that runs when a signal arrives, is stopped: from then on every further
+ * that runs when a signal arrives (but see kl_rt_shutdown), is stopped: from then on every further
  * instruction it runs fails again (in its own coroutines too, within a
  * period), so no pcall, xpcall handler, __close or __gc can catch its way
  * out, until the error has left the task. A task stopped by a signal is no
@@ -54,6 +54,9 @@ void kl_task_suspend(kl_task *t);
  * Called from the loop only, never from script code. */
 void kl_task_resume(kl_task *t, int nres);
 lua_State *kl_task_thread(kl_task *t);
+/* Marks t as running a reconcile: a graceful stop's first signal lets it
+ * go on (see kl_rt_shutdown). */
+void kl_task_set_reconciling(kl_task *t, int on);
 /* Frees every task, waiting or pooled; called when the runtime closes. */
 void kl_task_pool_free(kl_rt *rt);
 
