@@ -164,3 +164,61 @@ describe('leader election', function()
     os.execute('rm -rf ' .. K.quote(bad:match('^(.*)/[^/]+$')) .. ' ' .. K.quote(nameless:match('^(.*)/[^/]+$')))
   end)
 end)
+
+-- klua.every(seconds, fn, {leader_only = true}): work only one replica may
+-- do, as controller-runtime's leader-election runnables. Each tick logs, so
+-- that its order against the election's own lines is in one log.
+local TICKER = [[
+local id = klua.args[1]
+klua.leader_election {
+  name = 'spec-ticker', namespace = klua.args[2], identity = id,
+  lease_duration = 3, renew_deadline = 2, retry_period = 0.5,
+}
+klua.every(0.1, function() klua.log.info('tick of ' .. id .. ' leader=' .. tostring(klua.leader())) end,
+  { leader_only = true })
+]]
+
+describe('leader-only timers', function()
+  local sb, script, procs = nil, nil, {}
+
+  setup(function()
+    sb = sandbox.start()
+    script = K.script(TICKER)
+    sb:kubectl('create namespace ticker')
+  end)
+
+  teardown(function()
+    for _, p in ipairs(procs) do p:cleanup() end
+    sb:stop()
+    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
+  end)
+
+  local function ticker(id)
+    local p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script, id, 'ticker' })
+    procs[#procs + 1] = p
+    return p
+  end
+
+  it('tick only on the leader, and stop as soon as it loses the Lease', function()
+    local a = ticker('a')
+    assert.truthy(a:wait_for('tick of a leader=true', 20 * K.slowdown, 'err'), a:errors())
+    local b = ticker('b')
+    assert.truthy(b:wait_for('new leader elected: a', 20 * K.slowdown, 'err'), b:errors())
+    -- a ticks on meanwhile; b, which has seen a lead, does not tick.
+    local function ticks(p) return select(2, p:errors():gsub('tick of', '')) end
+    local before = ticks(a)
+    testing.eventually(function() return ticks(a) >= before + 3 end, 10 * K.slowdown,
+      { what = 'three more ticks of the leader' })
+    assert.is_nil(b:errors():find('tick of', 1, true), b:errors())
+    -- Another holder, freshly written: a's renewals fail, it stops leading and exits 1.
+    sb:kubectl([[-n ticker patch lease spec-ticker --type merge -p '{"spec":{"holderIdentity":"intruder"}}']])
+    assert.are.equal(1, a:wait(20 * K.slowdown))
+    local log = a:errors()
+    local lost = log:find('leader election lost', 1, true)
+    assert.truthy(lost, log)
+    assert.is_nil(log:find('tick of', lost, true), log)
+    -- b takes the Lease once the intruder's has expired, and ticks then.
+    assert.truthy(b:wait_for('tick of b leader=true', 20 * K.slowdown, 'err'), b:errors())
+    assert.is_nil(b:errors():find('leader=false', 1, true), b:errors())
+  end)
+end)
