@@ -222,3 +222,62 @@ describe('leader-only timers', function()
     assert.is_nil(b:errors():find('leader=false', 1, true), b:errors())
   end)
 end)
+
+-- --leader-elect with a Lease that cannot be kept: klua says which flag and
+-- what to do, and exits 2 before any informer lists or watches. A GET in a
+-- namespace that does not exist is a plain 404 in kube-apiserver; a create
+-- there is refused by NamespaceLifecycle with 404 for the namespace itself
+-- (details.kind "namespaces"), which klua asks for with a dry run.
+describe('--leader-elect with a Lease it cannot keep', function()
+  local sb, script
+
+  setup(function()
+    sb = sandbox.start()
+    script = K.script([[
+      klua.informer { resource = 'configmaps' }:on('add', function() print('handler ran') end)
+    ]])
+  end)
+
+  teardown(function()
+    sb:stop()
+    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
+  end)
+
+  local function lines(text)
+    local n = 0
+    for _ in text:gmatch('[^\n]+') do n = n + 1 end
+    return n
+  end
+
+  local function run(ns)
+    local before = sb:stats().resources.configmaps
+    local out, err, code = K.run({ '--kubeconfig', sb.kubeconfig, '--leader-elect',
+      '--leader-election-namespace', ns, 'run', script })
+    local after = sb:stats().resources.configmaps
+    return out, err, code, before, after
+  end
+
+  it('exits 2 naming the flag when the namespace does not exist', function()
+    local out, err, code, before, after = run('no-such-namespace')
+    assert.are.equal(2, code, err)
+    assert.matches('%-%-leader%-election%-namespace: namespace "no%-such%-namespace" does not exist: '
+      .. 'create it %(kubectl create namespace no%-such%-namespace%) or name another', err)
+    assert.are.equal(1, lines(err), err)
+    assert.are.equal('', out)
+    assert.are.same(before, after)
+    assert.is_nil(sb:get('namespace no-such-namespace'))
+  end)
+
+  it('exits 2 naming the flag and the RBAC to grant when Leases are forbidden', function()
+    sb:kubectl('create namespace locked')
+    sb:fault { forbid = { 'leases.coordination.k8s.io' } }
+    local out, err, code, before, after = run('locked')
+    sb:reset_faults()
+    assert.are.equal(2, code, err)
+    assert.matches('%-%-leader%-election%-namespace: Leases in namespace "locked" are forbidden %(.-%): grant get, '
+      .. 'create and update on leases%.coordination%.k8s%.io there', err)
+    assert.are.equal(1, lines(err), err)
+    assert.are.equal('', out)
+    assert.are.same(before, after)
+  end)
+end)

@@ -170,6 +170,8 @@ function klua.informer(opts)
   local name = r.resource .. (r.group ~= '' and ('.' .. r.group) or '')
   if opts.namespace then name = name .. ' -n ' .. opts.namespace end
   if opts.label_selector then name = name .. ' -l ' .. opts.label_selector end
+  -- Before its first LIST: a Lease that cannot be kept ends klua first.
+  leader.check()
   local c = core.informer {
     name = name,
     path = discovery.collection_path(r, opts.namespace),
@@ -260,6 +262,7 @@ if ctl.leader_elect then
   leader.elect {
     name = id, namespace = ctl.election_namespace,
     lease_duration = ctl.lease_duration, renew_deadline = ctl.renew_deadline, retry_period = ctl.retry_period,
+    namespace_source = '--leader-election-namespace',
   }
 end
 
