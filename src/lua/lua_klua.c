@@ -312,6 +312,56 @@ static int l_process(lua_State *L) {
     return 1;
 }
 
+/* core.http_metrics() -> {host =, requests = {{method, code, n}, ...},
+ * durations = {{verb, {count =, sum =, buckets = {{le, n}, ...}}}, ...}}:
+ * the HTTP layer's client-go request metrics (conn/http.h). */
+static int l_http_metrics(lua_State *L) {
+    kl_http *h = kl_rt_of(L)->http;
+    size_t n;
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, kl_http_host(h));
+    lua_setfield(L, -2, "host");
+    const kl_http_count *c = kl_http_counts(h, &n);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 3, 0);
+        lua_pushstring(L, c[i].method);
+        lua_rawseti(L, -2, 1);
+        lua_pushstring(L, c[i].code);
+        lua_rawseti(L, -2, 2);
+        lua_pushinteger(L, (lua_Integer)c[i].n);
+        lua_rawseti(L, -2, 3);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "requests");
+    const kl_http_latency *l = kl_http_latencies(h, &n);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 2, 0);
+        lua_pushstring(L, l[i].verb);
+        lua_rawseti(L, -2, 1);
+        lua_createtable(L, 0, 3);
+        lua_pushinteger(L, (lua_Integer)l[i].n);
+        lua_setfield(L, -2, "count");
+        lua_pushnumber(L, l[i].sum);
+        lua_setfield(L, -2, "sum");
+        lua_createtable(L, KL_HTTP_BUCKETS, 0);
+        for (int b = 0; b < KL_HTTP_BUCKETS; b++) {
+            lua_createtable(L, 2, 0);
+            lua_pushnumber(L, kl_http_buckets[b]);
+            lua_rawseti(L, -2, 1);
+            lua_pushinteger(L, (lua_Integer)l[i].le[b]);
+            lua_rawseti(L, -2, 2);
+            lua_rawseti(L, -2, b + 1);
+        }
+        lua_setfield(L, -2, "buckets");
+        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "durations");
+    return 1;
+}
+
 void kl_klua_check_synced(kl_rt *rt, lua_State *from) {
     if (!rt->main_done || rt->on_synced_ref == LUA_NOREF || !kl_informers_synced(rt)) return;
     lua_State *L = rt->L;
@@ -354,7 +404,7 @@ int kl_open_core(lua_State *L) {
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {"controller_options", l_controller_options}, {"process", l_process},
         {"stdout_closed", l_stdout_closed}, {"graceful_shutdown", l_graceful_shutdown},
-        {"reconciling", l_reconciling}, {NULL, NULL}};
+        {"reconciling", l_reconciling}, {"http_metrics", l_http_metrics}, {NULL, NULL}};
     luaL_newlib(L, fns);
     kl_view_set_functions(L);
     kl_json_push_module(L);
