@@ -281,3 +281,106 @@ describe('--leader-elect with a Lease it cannot keep', function()
     assert.are.same(before, after)
   end)
 end)
+
+-- Never two leaders, through faults during renewal. Each candidate, while
+-- it leads, appends its identity to one ConfigMap every 0.2 s with an
+-- update conditioned on the resourceVersion it read (a conflict writes
+-- nothing): the ConfigMap's log is the server's own order of the leaders'
+-- writes. Two replicas leading at once would interleave their identities
+-- in it; one leader after another leaves each identity in one run.
+local LEDGER = [[
+local id, ns = klua.args[1], klua.args[2]
+klua.leader_election {
+  name = 'spec-ledger', namespace = ns, identity = id,
+  lease_duration = 3, renew_deadline = 2, retry_period = 0.5,
+}
+klua.every(0.2, function()
+  local cm = klua.api.get('configmaps', ns .. '/ledger')
+  if not cm or not klua.leader() then return end
+  cm = klua.copy(cm)
+  cm.data.log = cm.data.log .. id .. ','
+  klua.api.update('configmaps', cm)
+end, { leader_only = true })
+]]
+
+describe('leader election through faults during renewal', function()
+  local sb, script, procs, n = nil, nil, {}, 0
+
+  setup(function()
+    sb = sandbox.start()
+    script = K.script(LEDGER)
+  end)
+
+  teardown(function()
+    sb:stop()
+    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
+  end)
+
+  after_each(function()
+    for _, p in ipairs(procs) do p:cleanup() end
+    procs = {}
+  end)
+
+  local function entries(ns)
+    local cm = sb:get('-n ' .. ns .. ' configmap ledger')
+    local list = {}
+    for id in ((cm and cm.data.log) or ''):gmatch('([^,]+),') do list[#list + 1] = id end
+    return list
+  end
+
+  -- Starts three candidates on a fresh ledger and waits for a few writes.
+  local function start()
+    n = n + 1
+    local ns = 'ledger-' .. n
+    sb:kubectl('create namespace ' .. ns)
+    sb:apply(([[{"apiVersion": "v1", "kind": "ConfigMap",
+      "metadata": {"name": "ledger", "namespace": "%s"}, "data": {"log": ""}}]]):format(ns))
+    for _, id in ipairs({ 'a', 'b', 'c' }) do
+      procs[#procs + 1] = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script, id, ns })
+    end
+    testing.eventually(function() return #entries(ns) >= 5 end, 20 * K.slowdown, { what = 'five writes of a leader' })
+    return ns
+  end
+
+  -- Waits for ten more writes after the fault (somebody leads again; with
+  -- handover, ten by another than the leader before it), then checks that
+  -- each identity's writes form one run.
+  local function one_leader_at_a_time(ns, before, handover)
+    local first = entries(ns)[1]
+    testing.eventually(function()
+      local list, others = entries(ns), 0
+      for i = before + 1, #list do
+        if list[i] ~= first then others = others + 1 end
+      end
+      return (handover and others or #list - before) >= 10
+    end, 30 * K.slowdown, { what = 'ten writes of a leader after the fault' })
+    local list, done, runs = entries(ns), {}, {}
+    for i, id in ipairs(list) do
+      if id ~= list[i - 1] then
+        assert.is_nil(done[id], 'two leaders wrote in turn: ' .. table.concat(list, ','))
+        if list[i - 1] then done[list[i - 1]] = true end
+        runs[#runs + 1] = id
+      end
+    end
+    return runs
+  end
+
+  it('keeps one leader at a time across an API server restart', function()
+    local ns = start()
+    local before = #entries(ns)
+    sb:restart(1)
+    one_leader_at_a_time(ns, before)
+  end)
+
+  it('keeps one leader at a time through a burst of 503s on renewal', function()
+    local ns = start()
+    local before = #entries(ns)
+    -- Renewals (PUTs of the Lease) fail for longer than the renew deadline
+    -- while reads go on: the leader must give up leading (and exit 1)
+    -- before the others, seeing the Lease unchanged for its duration, take
+    -- it over.
+    sb:fault { fail = { count = 10, code = 503, verbs = { 'update' }, path = 'leases' } }
+    local runs = one_leader_at_a_time(ns, before, true)
+    assert.truthy(#runs >= 2, table.concat(runs, ','))
+  end)
+end)
