@@ -9,13 +9,14 @@ local K = require 'support.klua'
 local testing = require 'klua.testing'
 local cjson = require 'cjson'
 
--- A controller over the ConfigMaps of one namespace whose reconcile says
--- it started, takes its time (klua.sleep, or the CPU with mode "spin"),
+-- A controller over the ConfigMaps of one namespace, beside a handler of
+-- the script's own, whose reconcile says it started, takes its time (klua.sleep, or the CPU with mode "spin"),
 -- then marks the ConfigMap done; three hooks, the second of which fails.
 local SLOW = [[
 io.stdout:setvbuf('line')
 local ns, seconds, mode = klua.args[1], tonumber(klua.args[2]), klua.args[3]
 local cms = klua.informer { resource = 'configmaps', namespace = ns }
+cms:on('add', function(cm) print('handler saw ' .. cm.metadata.name) end)
 klua.controller {
   name = 'slow',
   watches = { cms },
@@ -128,7 +129,7 @@ describe('klua run on SIGTERM', function()
       .. ns .. '/work (controller slow)'), err)
   end)
 
-  it('takes no new key once the signal came', function()
+  it('takes no new key and calls no handler once the signal came', function()
     local ns = namespace()
     local p = slow(ns, 2)
     p:signal('TERM')
@@ -138,6 +139,8 @@ describe('klua run on SIGTERM', function()
     local out = p:output()
     p:cleanup()
     assert.is_nil(out:find('reconciling ' .. ns .. '/late', 1, true), out)
+    assert.is_nil(out:find('handler saw late', 1, true), out)
+    assert.truthy(out:find('handler saw work', 1, true), out)
   end)
 end)
 
@@ -215,5 +218,19 @@ describe('klua run --leader-elect on SIGTERM', function()
     assert.truthy(second:wait_for('leading second', 10 * K.slowdown), second:errors())
     testing.eventually(function() return (lease(ns) or {}).holderIdentity ~= nil end, 5)
     assert.are.equal(1, lease(ns).leaseTransitions)
+  end)
+end)
+
+describe('--graceful-shutdown-timeout', function()
+  it('takes a positive duration, for klua run only, refusing others with status 2 and the flag named', function()
+    local _, err, code = K.run({ '--graceful-shutdown-timeout', '0s', 'run', 'x.lua' })
+    assert.are.equal(2, code)
+    assert.matches('%-%-graceful%-shutdown%-timeout must be longer than 0s', err)
+    _, err, code = K.run({ '--graceful-shutdown-timeout', 'soon', 'run', 'x.lua' })
+    assert.are.equal(2, code)
+    assert.matches('%-%-graceful%-shutdown%-timeout needs a duration such as 30s', err)
+    _, err, code = K.run({ '--server', 'http://127.0.0.1:1', '--graceful-shutdown-timeout', '5s', 'watch', 'pods' })
+    assert.are.equal(2, code)
+    assert.matches('the graceful shutdown .* are for klua run, not klua watch', err)
   end)
 end)
