@@ -116,6 +116,23 @@ describe('klua run on SIGTERM', function()
       .. ns .. '/work (controller slow)'), err)
   end)
 
+  it('names the on_shutdown hook that outlasts the timeout', function()
+    local hook = K.script([[
+      klua.informer('namespaces')
+      klua.on_synced(function() klua.log.info('synced') end)
+      klua.on_shutdown(function() klua.sleep(3600) end)
+    ]])
+    local p = K.spawn({ '--kubeconfig', sb.kubeconfig, '--graceful-shutdown-timeout', '1s', 'run', hook })
+    assert.truthy(p:wait_for('synced', 20 * K.slowdown, 'err'), p:errors())
+    p:signal('TERM')
+    assert.are.equal(1, p:wait(15 * K.slowdown), p:errors())
+    local err = p:errors()
+    p:cleanup()
+    os.execute('rm -rf ' .. K.quote(hook:match('^(.*)/[^/]+$')))
+    assert.matches('shutdown timed out after 1s %(%-%-graceful%-shutdown%-timeout%); still running: '
+      .. 'on_shutdown hook 1 %(.-script%.lua:3%)', err)
+  end)
+
   it('exits 1 at once on a second SIGTERM, naming the reconcile still running', function()
     local ns = namespace()
     local p = slow(ns, 3600)
