@@ -153,6 +153,20 @@ describe('leader election', function()
     assert.matches('leader election lost', p:errors())
   end)
 
+  it('stops a leader at its renew deadline while its renewal hangs, as client-go cancels it', function()
+    local ns = namespace()
+    local p = candidate('only', ns)
+    assert.truthy(p:wait_for('leading only', 20 * K.slowdown), p:errors())
+    -- Every request now waits two minutes before the server answers: the
+    -- renewal under way cannot end before then, the renew deadline (2 s)
+    -- comes long before, and the leader stops leading and exits 1 then.
+    sb:fault { delay = 120 }
+    local code = p:wait(20 * K.slowdown)
+    sb:reset_faults()
+    assert.are.equal(1, code, p:errors())
+    assert.matches('leader election lost: no renewal within 2 s', p:errors())
+  end)
+
   it('refuses settings client-go refuses, saying which', function()
     local bad = K.script([[klua.leader_election { name = 'x', lease_duration = 5, renew_deadline = 5 }]])
     local _, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run', bad })

@@ -8,7 +8,8 @@
 --   candidate last saw the record change, not the renewTime written in
 --   it, so clocks need not agree between replicas.
 -- * The leader renews every retry period; when no renewal has succeeded
---   within the renew deadline it has lost the Lease and stops leading.
+--   within the renew deadline it has lost the Lease and stops leading, at
+--   the deadline even while a renewal still waits for its answer.
 -- * A conflict (409) on create or update is the normal race between
 --   candidates, not an error.
 -- * Releasing (on a clean stop) writes an empty holder with a one-second
@@ -126,14 +127,15 @@ local function record(e, now)
 end
 
 -- client-go's tryAcquireOrRenew: true when this candidate holds the Lease
--- after the call.
-function Elector:try_acquire_or_renew()
+-- after the call. cycle: the renewal cycle it belongs to, if any.
+function Elector:try_acquire_or_renew(cycle)
   local now = os.time()
   local rec = record(self, now)
   local lease, err = api.get(LEASES, self:key())
   -- Stopped while the read was under way: write nothing, or a released
-  -- Lease would be taken again.
-  if self.stopped then return false end
+  -- Lease would be taken again; past its cycle's deadline, the renewal
+  -- would take back a Lease this process has stopped leading on.
+  if self.stopped or (cycle and cycle.expired) then return false end
   if not lease then
     if not api.is_not_found(err) then
       core.log('error', ('lease %s: cannot read it: %s'):format(self:key(), tostring(err)))
@@ -189,12 +191,24 @@ function Elector:renew_loop()
     core.sleep(self.retry_period)
     if self.stopped then return true end
     local deadline = core.now() + self.renew_deadline
+    -- client-go cancels a renewal still under way at the deadline (its
+    -- context's timeout); a call this task waits in cannot be cancelled,
+    -- so a timer stops leading then, whatever the call is waiting for, and
+    -- the cycle writes nothing more. Otherwise a renewal hanging for the
+    -- request timeout would keep this replica leading past the point where
+    -- another one takes the Lease over.
+    local cycle = {}
+    local watchdog = core.after(self.renew_deadline, function()
+      cycle.expired = true
+      if not self.stopped then self:stop_leading(('no renewal within %g s'):format(self.renew_deadline)) end
+    end)
     local renewed = false
-    while not self.stopped do
-      renewed = self:try_acquire_or_renew() and core.now() <= deadline
+    while not self.stopped and not cycle.expired do
+      renewed = self:try_acquire_or_renew(cycle) and core.now() <= deadline and not cycle.expired
       if renewed or core.now() + self.retry_period > deadline then break end
       core.sleep(self.retry_period)
     end
+    core.cancel(watchdog)
     if self.stopped then return true end
     if not renewed then return false end
   end
