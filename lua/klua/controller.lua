@@ -27,6 +27,10 @@ local endpoint = require 'klua.endpoint'
 
 local M = {}
 
+--- Every controller made, in order: the graceful shutdown stops their
+-- queues and waits for their reconciles (lua/klua/shutdown.lua).
+M.all = {}
+
 local REQUEUE = {}
 
 --- A reconcile result: process the key again after `seconds`.
@@ -82,7 +86,8 @@ function Controller:stats()
   return s
 end
 
---- Stops taking keys: workers finish what they hold and end.
+--- Stops taking keys: workers finish what they hold and end. SIGTERM does
+-- this for every controller (klua.on_shutdown).
 -- @usage
 -- klua.after(60, function() ctl:shutdown() end)
 function Controller:shutdown() self.queue:shutdown() end
@@ -98,7 +103,13 @@ local function process(c, key)
   local started = core.now()
   local ctx = { controller = c, attempt = c.queue:num_requeues(key) + 1 }
   c.active = c.active + 1
+  c.in_flight[key] = true
+  -- A graceful shutdown lets this call finish, even one running when the
+  -- signal comes.
+  core.reconciling(true)
   local ok, res, err = xpcall(c.reconcile, debug.traceback, key, ctx)
+  core.reconciling(false)
+  c.in_flight[key] = nil
   c.active = c.active - 1
   c.queue:observe(core.now() - started)
   c.reconciles = c.reconciles + 1
@@ -150,8 +161,9 @@ function M.new(opts)
     reconcile = opts.reconcile,
     queue = core.queue(opts.rate_limit),
     reconciles = 0, successes = 0, failures = 0, requeues = 0,
-    workers = opts.workers or 1, active = 0,
+    workers = opts.workers or 1, active = 0, in_flight = {},
   }, Controller)
+  M.all[#M.all + 1] = c
   endpoint.track_controller(c)
   local function enqueue(obj) c.queue:add(key_of(obj)) end
   for _, inf in ipairs(watches) do

@@ -4,7 +4,7 @@
 --   /metrics  the script's own metrics (klua.metrics) and klua's, in
 --             Prometheus's text format, with the names Kubernetes users
 --             chart: workqueue_*, controller_runtime_*, leader_election_*,
---             process_*, and klua_informer_*, klua_handler_errors_total,
+--             process_*, rest_client_*, and klua_informer_*, klua_handler_errors_total,
 --             klua_lua_memory_bytes.
 --   /healthz  200 "ok": the answer itself shows the loop turns (a handler
 --             that never returns stops every answer, so the probe times out).
@@ -50,15 +50,19 @@ end
 local function informer_families(add)
   local rows = { events = {}, relists = {}, restarts = {}, cached = {}, synced = {} }
   for _, inf in ipairs(informers) do
-    local s, label = inf:stats(), { inf:name() }
-    rows.events[#rows.events + 1] = { label, s.events }
+    local s, name = inf:stats(), inf:name()
+    local label = { name }
+    rows.events[#rows.events + 1] = { { name, 'ADDED' }, s.added }
+    rows.events[#rows.events + 1] = { { name, 'MODIFIED' }, s.modified }
+    rows.events[#rows.events + 1] = { { name, 'DELETED' }, s.deleted }
     rows.relists[#rows.relists + 1] = { label, s.relists }
     rows.restarts[#rows.restarts + 1] = { label, s.rewatches }
     rows.cached[#rows.cached + 1] = { label, s.cached }
     rows.synced[#rows.synced + 1] = { label, inf:synced() and 1 or 0 }
   end
   local l = { 'resource' }
-  gauge_or_counter(add, 'counter', 'klua_informer_events_total', 'Watch events an informer received.', l, rows.events)
+  gauge_or_counter(add, 'counter', 'klua_informer_events_total', 'Watch events an informer received, by type.',
+    { 'resource', 'type' }, rows.events)
   gauge_or_counter(add, 'counter', 'klua_informer_relists_total', 'LISTs after the first.', l, rows.relists)
   gauge_or_counter(add, 'counter', 'klua_informer_watch_restarts_total', 'Watches started again.', l, rows.restarts)
   gauge_or_counter(add, 'gauge', 'klua_informer_cached_objects', 'Objects in the cache.', l, rows.cached)
@@ -112,6 +116,18 @@ local function controller_families(add)
     'Number of currently used workers per controller.', ctl, c.active)
 end
 
+-- client-go's names and labels (component-base's restclient metrics).
+local function rest_client_families(add)
+  local m = core.http_metrics()
+  local requests, durations = {}, {}
+  for i, r in ipairs(m.requests) do requests[i] = { { r[2], r[1], m.host }, r[3] } end
+  for i, d in ipairs(m.durations) do durations[i] = { { d[1], m.host }, d[2] } end
+  gauge_or_counter(add, 'counter', 'rest_client_requests_total',
+    'Number of HTTP requests, partitioned by status code, method, and host.', { 'code', 'method', 'host' }, requests)
+  histogram(add, 'rest_client_request_duration_seconds', 'Request latency in seconds. Broken down by verb, and host.',
+    { 'verb', 'host' }, durations)
+end
+
 local function runtime_families(add)
   local leader = require 'klua.leader'
   local stats = core.stats()
@@ -145,6 +161,7 @@ end
 
 metrics.collector(informer_families)
 metrics.collector(controller_families)
+metrics.collector(rest_client_families)
 metrics.collector(runtime_families)
 
 -- Set once the script's main chunk has returned and its informers have

@@ -123,6 +123,12 @@ for _, level in ipairs({ 'debug', 'info', 'warn', 'error' }) do
   klua.log[level] = function(fmt, ...) core.log(level, format(fmt, ...)) end
 end
 
+local leader = require 'klua.leader'
+local shutdown = require 'klua.shutdown'
+-- Script code that starts on its own (handlers, timers, hooks) goes
+-- through shutdown.guard: once SIGTERM has come it no longer starts.
+local guard = shutdown.guard
+
 local Timer = {}
 Timer.__index = Timer
 --- Cancels the timer; returns true if it had not fired (or, for
@@ -131,7 +137,12 @@ Timer.__index = Timer
 -- @usage
 -- local t = klua.after(30, give_up)
 -- if done then t:cancel() end
-function Timer:cancel() return core.cancel(self.id) end
+function Timer:cancel()
+  if self.id then return core.cancel(self.id) end
+  local waiting = not self.cancelled
+  self.cancelled = true
+  return waiting
+end
 
 --- Runs `fn` once, `seconds` from now, as its own task.
 -- @param seconds a number >= 0
@@ -140,15 +151,36 @@ function Timer:cancel() return core.cancel(self.id) end
 -- @raise when seconds is not a number or fn not a function
 -- @usage
 -- klua.after(5, function() klua.log.info('five seconds later') end)
-function klua.after(seconds, fn) return setmetatable({ id = core.after(seconds, fn) }, Timer) end
---- Runs `fn` every `seconds`, each time as its own task.
+function klua.after(seconds, fn) return setmetatable({ id = core.after(seconds, guard(fn)) }, Timer) end
+--- Runs `fn` every `seconds`, each time as its own task. With
+-- `opts.leader_only = true` the timer starts once this process leads
+-- (at once without leader election; see klua.on_leading) and a tick runs
+-- only while it still leads, as controller-runtime runs its
+-- leader-election runnables: work only one replica may do.
 -- @param seconds a number > 0
 -- @param fn the function to run
+-- @param opts nil, or {leader_only = true}
 -- @return a timer with `:cancel()`
--- @raise when seconds is not a number or fn not a function
+-- @raise when seconds is not a number, fn not a function or opts not as above
 -- @usage
 -- klua.every(60, function() klua.log.info('%d pods', #pods:list()) end)
-function klua.every(seconds, fn) return setmetatable({ id = core.every(seconds, fn) }, Timer) end
+-- klua.every(300, garbage_collect, { leader_only = true })
+function klua.every(seconds, fn, opts)
+  if opts ~= nil and type(opts) ~= 'table' then error('klua.every takes a table of options such as {leader_only = true}', 2) end
+  local leader_only = opts and opts.leader_only
+  if leader_only ~= nil and type(leader_only) ~= 'boolean' then error('leader_only must be true or false', 2) end
+  if not leader_only then return setmetatable({ id = core.every(seconds, guard(fn)) }, Timer) end
+  if type(seconds) ~= 'number' or seconds <= 0 then error('klua.every needs a positive number of seconds', 2) end
+  if type(fn) ~= 'function' then error('klua.every takes a function', 2) end
+  local timer = setmetatable({}, Timer)
+  leader.on_leading(guard(function()
+    if timer.cancelled then return end
+    timer.id = core.every(seconds, guard(function()
+      if leader.leading() then return fn() end
+    end))
+  end))
+  return timer
+end
 --- Suspends the calling handler or timer for `seconds` without blocking
 -- anything else.
 -- @param seconds a number >= 0
@@ -168,7 +200,16 @@ klua.stop = core.stop
 -- @param fn the function to run, as its own task
 -- @usage
 -- klua.on_synced(function() klua.log.info('%d pods', #pods:list()) end)
-klua.on_synced = core.on_synced
+function klua.on_synced(fn) return core.on_synced(guard(fn)) end
+--- Runs `fn` on SIGTERM or SIGINT under `klua run`, once the reconciles in
+-- flight have ended and before the Lease is released; hooks run one after
+-- the other in the order they were added, may wait (API calls,
+-- klua.sleep), and one that fails is logged without stopping the others.
+-- Everything must end within --graceful-shutdown-timeout (docs/deploy.md).
+-- @param fn the function to run, as its own task
+-- @usage
+-- klua.on_shutdown(function() klua.log.info('bye') end)
+klua.on_shutdown = shutdown.on_shutdown
 --- The namespace of the kubeconfig's current context ("default" if unset).
 -- @return the namespace's name
 -- @usage
@@ -199,7 +240,7 @@ function Informer:on(event, fn)
   if event ~= 'add' and event ~= 'update' and event ~= 'delete' then
     error(('unknown event "%s": use "add", "update" or "delete"'):format(tostring(event)), 2)
   end
-  self._c:on(event, fn)
+  self._c:on(event, guard(fn))
   return self
 end
 --- The cached object under "namespace/name" ("name" when cluster-scoped).
@@ -344,6 +385,8 @@ function klua.informer(opts)
     end
     drop = opts.transform.paths
   end
+  -- Before its first LIST: a Lease that cannot be kept ends klua first.
+  leader.check()
   local c = core.informer {
     name = name,
     path = discovery.collection_path(r, opts.namespace),
@@ -364,7 +407,6 @@ end
 -- /metrics beside klua's own with --metrics-bind-address.
 klua.metrics = require 'klua.metrics'
 
-local leader = require 'klua.leader'
 --- Starts leader election on a coordination.k8s.io/v1 Lease, as client-go's
 -- leaderelection does (see lua/klua/leader.lua); `klua run --leader-elect`
 -- does the same from flags. opts: name (the Lease), namespace (default:
@@ -390,7 +432,7 @@ klua.leader = leader.leading
 -- @param fn the function to run, as its own task
 -- @usage
 -- klua.on_leading(function() klua.log.info('leading') end)
-klua.on_leading = leader.on_leading
+function klua.on_leading(fn) return leader.on_leading(guard(fn)) end
 
 local controller = require 'klua.controller'
 --- Creates and starts a controller: informers' changes become keys in a
@@ -487,11 +529,13 @@ setmetatable(klua, {
 -- so that its controllers wait to lead while their informers sync. The
 -- Lease is named after the script unless --leader-election-id says.
 local ctl = core.controller_options()
+if ctl.script then shutdown.install() end
 if ctl.leader_elect then
   local id = ctl.election_id or (ctl.script or 'klua'):gsub('%.lua$', ''):lower():gsub('[^a-z0-9.-]', '-')
   leader.elect {
     name = id, namespace = ctl.election_namespace,
     lease_duration = ctl.lease_duration, renew_deadline = ctl.renew_deadline, retry_period = ctl.retry_period,
+    namespace_source = '--leader-election-namespace',
   }
 end
 

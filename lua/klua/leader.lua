@@ -8,7 +8,8 @@
 --   candidate last saw the record change, not the renewTime written in
 --   it, so clocks need not agree between replicas.
 -- * The leader renews every retry period; when no renewal has succeeded
---   within the renew deadline it has lost the Lease and stops leading.
+--   within the renew deadline it has lost the Lease and stops leading, at
+--   the deadline even while a renewal still waits for its answer.
 -- * A conflict (409) on create or update is the normal race between
 --   candidates, not an error.
 -- * Releasing (on a clean stop) writes an empty holder with a one-second
@@ -28,6 +29,10 @@ local JITTER = 1.2
 
 local Elector = {}
 Elector.__index = Elector
+
+-- The process's election: at most one, started by --leader-elect or by
+-- the script; hooks wait for it to lead.
+local election
 
 local function micro_time(t)
   return os.date('!%Y-%m-%dT%H:%M:%S.000000Z', t)
@@ -122,14 +127,15 @@ local function record(e, now)
 end
 
 -- client-go's tryAcquireOrRenew: true when this candidate holds the Lease
--- after the call.
-function Elector:try_acquire_or_renew()
+-- after the call. cycle: the renewal cycle it belongs to, if any.
+function Elector:try_acquire_or_renew(cycle)
   local now = os.time()
   local rec = record(self, now)
   local lease, err = api.get(LEASES, self:key())
   -- Stopped while the read was under way: write nothing, or a released
-  -- Lease would be taken again.
-  if self.stopped then return false end
+  -- Lease would be taken again; past its cycle's deadline, the renewal
+  -- would take back a Lease this process has stopped leading on.
+  if self.stopped or (cycle and cycle.expired) then return false end
   if not lease then
     if not api.is_not_found(err) then
       core.log('error', ('lease %s: cannot read it: %s'):format(self:key(), tostring(err)))
@@ -185,12 +191,24 @@ function Elector:renew_loop()
     core.sleep(self.retry_period)
     if self.stopped then return true end
     local deadline = core.now() + self.renew_deadline
+    -- client-go cancels a renewal still under way at the deadline (its
+    -- context's timeout); a call this task waits in cannot be cancelled,
+    -- so a timer stops leading then, whatever the call is waiting for, and
+    -- the cycle writes nothing more. Otherwise a renewal hanging for the
+    -- request timeout would keep this replica leading past the point where
+    -- another one takes the Lease over.
+    local cycle = {}
+    local watchdog = core.after(self.renew_deadline, function()
+      cycle.expired = true
+      if not self.stopped then self:stop_leading(('no renewal within %g s'):format(self.renew_deadline)) end
+    end)
     local renewed = false
-    while not self.stopped do
-      renewed = self:try_acquire_or_renew() and core.now() <= deadline
+    while not self.stopped and not cycle.expired do
+      renewed = self:try_acquire_or_renew(cycle) and core.now() <= deadline and not cycle.expired
       if renewed or core.now() + self.retry_period > deadline then break end
       core.sleep(self.retry_period)
     end
+    core.cancel(watchdog)
     if self.stopped then return true end
     if not renewed then return false end
   end
@@ -211,6 +229,7 @@ end
 -- local e = klua.leader_election { name = 'my-controller' } -- which calls e:start()
 function Elector:start()
   core.after(0, function()
+    if self == election then M.check() end
     core.log('info', ('lease %s: attempting to acquire the leader lease as %s'):format(self:key(), self.identity))
     while not self.stopped and not self:try_acquire_or_renew() do
       core.sleep(jittered(self.retry_period))
@@ -266,10 +285,56 @@ function Elector:stop()
   core.log('warn', ('lease %s: could not release it: it kept changing'):format(self:key()))
 end
 
--- The process's election: at most one, started by --leader-elect or by
--- the script; hooks wait for it to lead.
-local election
+-- Why the Lease cannot live where the election puts it, or nil: its
+-- namespace does not exist (a create is refused with 404 for the
+-- namespace, as kube-apiserver's NamespaceLifecycle admission answers;
+-- a GET of an object in a missing namespace is a plain 404), or RBAC
+-- forbids Leases there. Any other error is left to the election's
+-- retries.
+function Elector:misplaced()
+  local _, err = api.get(LEASES, self:key())
+  if err and api.is_not_found(err) then
+    _, err = api.create(LEASES, {
+      apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
+      metadata = { name = self.name, namespace = self.namespace }, spec = {},
+    }, { dry_run = true })
+    if err and api.is_not_found(err) and (err.details or {}).kind == 'namespaces' then
+      return ('namespace "%s" does not exist: create it (kubectl create namespace %s) or name another'):format(
+        self.namespace, self.namespace)
+    end
+  end
+  if err and api.is_forbidden(err) then
+    return ('Leases in namespace "%s" are forbidden (%s): grant get, create and update on '
+      .. 'leases.coordination.k8s.io there (deploy/rbac.yaml) or name another'):format(
+      self.namespace, err.message or tostring(err))
+  end
+end
+
 local leading_hooks = {}
+-- Its Lease's namespace: nil before M.check, 'checking', then 'ok'.
+local check_state
+
+--- Ends klua with status 2, before any watch starts, when the process's
+-- election cannot keep its Lease where it is to live (see misplaced).
+-- Runs once, from the first informer made or the election's start,
+-- whichever comes first; it waits for the server.
+function M.check()
+  if not election or check_state == 'ok' then return end
+  -- A second caller waits for the first one's answer: the informer it
+  -- makes must not list before it.
+  while check_state == 'checking' do core.sleep(0.01) end
+  if check_state == 'ok' then return end
+  check_state = 'checking'
+  local why = election:misplaced()
+  if not why then
+    check_state = 'ok'
+    return
+  end
+  core.log('error', ('%s: %s'):format(election.namespace_source, why))
+  core.stop(2)
+  -- Nothing of this task may go on: the loop stops once it waits.
+  core.sleep(math.huge)
+end
 
 local function run_hooks()
   local hooks = leading_hooks
@@ -294,6 +359,7 @@ function M.elect(opts)
     core.log('error', 'stopping: the leader lease was lost')
     core.stop(1)
   end
+  e.namespace_source = opts.namespace_source or 'leader election namespace'
   election = e
   return e:start()
 end

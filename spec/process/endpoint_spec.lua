@@ -76,6 +76,50 @@ describe('the metrics and probe endpoint', function()
     p:cleanup()
   end)
 
+  -- client-go's request metrics, counted where each request ends
+  -- (component-base's restclient names and labels), and the informer's
+  -- watch events by type.
+  it('counts API requests by code, method and host, their durations by verb, and watch events by type', function()
+    sb:kubectl('create namespace rest-metrics')
+    local calls = K.script([[
+      io.stdout:setvbuf('line')
+      local cms = klua.informer { resource = 'configmaps', namespace = 'rest-metrics' }
+      klua.on_synced(function()
+        for _ = 1, 2 do assert(klua.api.get('configmaps', 'rest-metrics/missing') == nil) end
+        assert(klua.api.create('configmaps', { metadata = { name = 'made', namespace = 'rest-metrics' }, data = { k = 'v' } }))
+        assert(klua.api.patch('configmaps', 'rest-metrics/made', { data = { k = 'w' } }))
+        assert(klua.api.delete('configmaps', 'rest-metrics/made'))
+        print('done')
+      end)
+    ]])
+    dirs[#dirs + 1] = calls:match('^(.*)/[^/]+$')
+    local p = start { '--metrics-bind-address', '127.0.0.1:0', 'run', calls }
+    assert.truthy(p:wait_for('done', 20 * K.slowdown), p:errors())
+    local host = '127.0.0.1:' .. sb.port
+    local inf = 'configmaps -n rest-metrics'
+    -- The watch delivers the three changes a moment after the calls returned.
+    local text = testing.eventually(function()
+      local code, body = curl(('http://127.0.0.1:%d/metrics'):format(p.port))
+      return code == 200 and sample(body, ('klua_informer_events_total{resource="%s",type="DELETED"}'):format(inf)) == 1
+        and body
+    end, 10 * K.slowdown, { what = 'the DELETED event counted' })
+    assert.matches('status 0', prometheus.check(text))
+    local function requests(code, method)
+      return sample(text, ('rest_client_requests_total{code="%s",method="%s",host="%s"}'):format(code, method, host))
+    end
+    assert.are.equal(2, requests('404', 'GET'))
+    assert.are.equal(1, requests('201', 'POST'))
+    assert.are.equal(1, requests('200', 'PATCH'))
+    assert.are.equal(1, requests('200', 'DELETE'))
+    assert.truthy(requests('200', 'GET') >= 1) -- the informer's LIST and discovery
+    assert.are.equal(1, sample(text, ('rest_client_request_duration_seconds_count{verb="POST",host="%s"}'):format(host)))
+    assert.are.equal(1, sample(text, ('rest_client_request_duration_seconds_bucket{verb="POST",host="%s",le="60"}'):format(host)))
+    assert.matches('# TYPE rest_client_request_duration_seconds histogram', text)
+    assert.are.equal(1, sample(text, ('klua_informer_events_total{resource="%s",type="ADDED"}'):format(inf)))
+    assert.are.equal(1, sample(text, ('klua_informer_events_total{resource="%s",type="MODIFIED"}'):format(inf)))
+    p:cleanup()
+  end)
+
   it('answers /readyz 503 until the informers have synced, then 200; /healthz 200 all along', function()
     -- Every API request waits 3 s, so the first LIST keeps the informer unsynced a while.
     sb:fault { delay = 3 }

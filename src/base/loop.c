@@ -44,7 +44,10 @@ struct kl_loop {
     sigset_t sigs; /* SIGINT and SIGTERM, read through sigfd */
     sigset_t oldmask;
     int stop;
-    int stop_signal;
+    int stop_signal;    /* the first signal read */
+    unsigned nsignals;  /* every one read */
+    kl_loop_fn on_signal; /* when set, signals call it instead of stopping */
+    void *on_signal_ud;
 };
 
 double kl_now(void) {
@@ -158,24 +161,39 @@ static void reap_transfers(kl_loop *loop) {
 /* The first SIGINT or SIGTERM stops the loop; from then on both have their
  * default action again, so that a second one ends the process at once
  * even if the shutdown itself were stuck. */
+/* From now on a signal has its default action: it ends the process. */
+static void default_signals(kl_loop *loop) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    sigprocmask(SIG_UNBLOCK, &loop->sigs, NULL);
+}
+
 static void read_signals(kl_loop *loop) {
     struct signalfd_siginfo si;
     while (read(loop->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        loop->nsignals++;
+        if (!loop->stop_signal) loop->stop_signal = (int)si.ssi_signo;
+        if (loop->on_signal) {
+            loop->on_signal(loop, loop->on_signal_ud);
+            continue;
+        }
         loop->stop = 1;
-        if (loop->stop_signal) continue;
-        loop->stop_signal = (int)si.ssi_signo;
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        sigprocmask(SIG_UNBLOCK, &loop->sigs, NULL);
+        if (loop->nsignals == 1) default_signals(loop);
     }
 }
 
 int kl_loop_poll_signal(kl_loop *loop) {
-    if (!loop->stop_signal) read_signals(loop);
+    if (!loop->stop_signal || (loop->on_signal && !loop->stop)) read_signals(loop);
     return loop->stop_signal;
 }
 
 int kl_loop_signal(const kl_loop *loop) { return loop->stop_signal; }
+unsigned kl_loop_signal_count(const kl_loop *loop) { return loop->nsignals; }
+
+void kl_loop_on_signal(kl_loop *loop, kl_loop_fn fn, void *ud) {
+    loop->on_signal = fn;
+    loop->on_signal_ud = ud;
+}
 
 static int wait_timeout_ms(kl_loop *loop) {
     if (loop->nwork) return 0;
@@ -234,5 +252,8 @@ int kl_loop_run(kl_loop *loop) {
         if (loop->stop) break;
         wait_and_dispatch(loop);
     }
+    /* A graceful stop is over: what runs after the loop (the teardown's
+     * __gc handlers) may not catch a signal, so the next one ends klua. */
+    if (loop->on_signal) default_signals(loop);
     return loop->stop_signal;
 }

@@ -44,17 +44,26 @@ int kl_loop_watch(kl_loop *loop, int fd, kl_loop_fn fn, void *ud);
 void kl_loop_unwatch(kl_loop *loop, int fd);
 
 /* Runs until kl_loop_stop or SIGINT/SIGTERM; once stopped it stays stopped.
- * Returns 0, or the signal number that stopped it. After that first signal
+ * Returns 0, or the first signal that came. After that first signal
  * SIGINT and SIGTERM have their default action again: a second one ends the
- * process at once. */
+ * process at once. With kl_loop_on_signal, signals do not stop the loop but
+ * call that function, each one, until the loop stops; then they have their
+ * default action. */
 int kl_loop_run(kl_loop *loop);
 void kl_loop_stop(kl_loop *loop);
 int kl_loop_stopping(const kl_loop *loop);
 /* Reads a pending SIGINT/SIGTERM without waiting, stopping the loop if one
- * came: for code that runs long without returning to the loop. Returns the
- * signal that stopped the loop, or 0. */
+ * came (or calling the kl_loop_on_signal function): for code that runs long
+ * without returning to the loop. Returns the first signal that came, or 0. */
 int kl_loop_poll_signal(kl_loop *loop);
-/* The signal that stopped the loop, or 0. */
+/* The first signal that came, or 0. */
 int kl_loop_signal(const kl_loop *loop);
+/* How many signals came. */
+unsigned kl_loop_signal_count(const kl_loop *loop);
+/* A graceful stop: fn runs for each SIGINT/SIGTERM instead of stopping the
+ * loop. It may run inside kl_loop_poll_signal, in the middle of script
+ * code, so it may only schedule work (kl_loop_after, kl_loop_defer) or
+ * stop the loop. */
+void kl_loop_on_signal(kl_loop *loop, kl_loop_fn fn, void *ud);
 
 #endif

@@ -494,6 +494,9 @@ static void end_watch_now(kl_reflector *r, end_action a) {
 static void deliver_event(kl_reflector *r, kl_event *ev) {
     r->watch_events++;
     r->stats.events++;
+    if (ev->type == KL_EV_ADDED) r->stats.added++;
+    else if (ev->type == KL_EV_MODIFIED) r->stats.modified++;
+    else if (ev->type == KL_EV_DELETED) r->stats.deleted++;
     /* An initial event's rv is its object's last change, not a point the
      * cache has reached: as client-go, the reflector's rv stays where it
      * was until the initial-events-end bookmark, so a fallback LIST asks

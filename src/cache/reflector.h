@@ -74,6 +74,7 @@ typedef struct kl_reflector_opts {
 
 typedef struct kl_reflector_stats {
     unsigned long lists, relists, watches, rewatches, events, bookmarks;
+    unsigned long added, modified, deleted; /* events by type */
     unsigned long errors, backoffs, idle_restarts, oversize, malformed;
 } kl_reflector_stats;
 

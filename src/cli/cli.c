@@ -213,6 +213,10 @@ static int set_retry_period(kl_cli *c, FILE *errs, const char *name, const char 
     return parse_period(errs, name, v, &c->rt.ctl.retry_period);
 }
 
+static int set_graceful_shutdown_timeout(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_period(errs, name, v, &c->rt.ctl.graceful_shutdown_timeout);
+}
+
 /* A bind address as controller-runtime takes one; "0" turns it off. */
 static int parse_bind_address(FILE *errs, const char *name, const char *v, const char **out) {
     if (!strcmp(v, "0")) {
@@ -290,6 +294,9 @@ static const flag flags[] = {
      set_renew_deadline, NULL},
     {NULL, "--leader-elect-retry-period", NULL, "DUR", "time between tries to take or renew (default 2s)",
      set_retry_period, NULL},
+    {NULL, "--graceful-shutdown-timeout", NULL, "DUR",
+     "on SIGTERM, how long reconciles in flight and on_shutdown hooks may take (default 30s)",
+     set_graceful_shutdown_timeout, NULL},
     {NULL, "--metrics-bind-address", NULL, "ADDR", "serve /metrics on ADDR, e.g. :8080 (default 0: off)",
      set_metrics_addr, NULL},
     {NULL, "--health-probe-bind-address", NULL, "ADDR", "serve /healthz and /readyz on ADDR (default 0: off)",

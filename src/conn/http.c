@@ -18,7 +18,14 @@ struct kl_http {
     kl_loop *loop;
     kl_conn *conn;
     kl_http_req *reqs; /* every running request, so free can cancel them */
+    kl_http_count *counts;
+    size_t ncounts;
+    kl_http_latency *latencies;
+    size_t nlatencies;
+    char host[256];
 };
+
+const double kl_http_buckets[KL_HTTP_BUCKETS] = {0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60};
 
 struct kl_http_req {
     kl_http *h;
@@ -45,11 +52,72 @@ struct kl_http_req {
     char err[512]; /* why it could not be prepared, or its body was too large */
 };
 
+/* "https://host:port/prefix" -> "host:port". */
+static void set_host(kl_http *h) {
+    const char *s = kl_conn_server(h->conn);
+    const char *p = strstr(s, "://");
+    p = p ? p + 3 : s;
+    size_t n = strcspn(p, "/");
+    snprintf(h->host, sizeof h->host, "%.*s", (int)n, p);
+}
+
 kl_http *kl_http_new(kl_loop *loop, kl_conn *conn) {
     kl_http *h = kl_xcalloc(1, sizeof *h);
     h->loop = loop;
     h->conn = conn;
+    set_host(h);
     return h;
+}
+
+const kl_http_count *kl_http_counts(const kl_http *h, size_t *n) {
+    *n = h->ncounts;
+    return h->counts;
+}
+
+const kl_http_latency *kl_http_latencies(const kl_http *h, size_t *n) {
+    *n = h->nlatencies;
+    return h->latencies;
+}
+
+const char *kl_http_host(const kl_http *h) { return h->host; }
+
+static void count_request(kl_http *h, const char *method, long status) {
+    char code[8];
+    if (status > 0 && status < 1000) snprintf(code, sizeof code, "%u", (unsigned)status % 1000u);
+    else snprintf(code, sizeof code, "<error>");
+    for (size_t i = 0; i < h->ncounts; i++) {
+        if (!strcmp(h->counts[i].method, method) && !strcmp(h->counts[i].code, code)) {
+            h->counts[i].n++;
+            return;
+        }
+    }
+    h->counts = kl_xrealloc(h->counts, (h->ncounts + 1) * sizeof *h->counts);
+    kl_http_count *c = &h->counts[h->ncounts++];
+    snprintf(c->method, sizeof c->method, "%s", method);
+    snprintf(c->code, sizeof c->code, "%s", code);
+    c->n = 1;
+}
+
+static void observe_latency(kl_http *h, const char *verb, double seconds) {
+    kl_http_latency *l = NULL;
+    for (size_t i = 0; i < h->nlatencies && !l; i++)
+        if (!strcmp(h->latencies[i].verb, verb)) l = &h->latencies[i];
+    if (!l) {
+        h->latencies = kl_xrealloc(h->latencies, (h->nlatencies + 1) * sizeof *h->latencies);
+        l = memset(&h->latencies[h->nlatencies++], 0, sizeof *l);
+        snprintf(l->verb, sizeof l->verb, "%s", verb);
+    }
+    for (int i = 0; i < KL_HTTP_BUCKETS; i++)
+        if (seconds <= kl_http_buckets[i]) l->le[i]++;
+    l->n++;
+    l->sum += seconds;
+}
+
+/* One attempt ended: a 401 retried counts once on its own, as client-go
+ * counts every attempt. */
+static void count_attempt(kl_http_req *r, long status) {
+    count_request(r->h, r->method, status);
+    if (r->timeout_ms > 0) observe_latency(r->h, r->method, kl_now() - r->started);
 }
 
 const char *kl_http_outcome_name(kl_http_outcome o) {
@@ -86,11 +154,19 @@ static void release(kl_http_req *r) {
 void kl_http_free(kl_http *h) {
     if (!h) return;
     while (h->reqs) release(h->reqs);
+    free(h->counts);
+    free(h->latencies);
     free(h);
 }
 
+static long response_status(kl_http_req *r);
+
+/* The reader ended it (a watch it stopped, a LIST item it refused): the
+ * request ends here, with whatever status had come. */
 void kl_http_cancel(kl_http_req *r) {
-    if (r) release(r);
+    if (!r) return;
+    count_attempt(r, r->easy ? response_status(r) : 0);
+    release(r);
 }
 
 void kl_http_resume(kl_http_req *r) {
@@ -166,6 +242,7 @@ static void report(kl_http_req *r, kl_http_outcome outcome, const char *error) {
         .body_len = r->len,
         .retry_after = r->retry_after,
     };
+    count_attempt(r, resp.status);
     kl_vlog(6, "http", "%s %s -> %ld %s (%.0f ms)%s%s", r->method, r->path, resp.status,
             kl_http_outcome_name(outcome), (kl_now() - r->started) * 1000, error ? ": " : "",
             error ? error : "");
@@ -266,6 +343,7 @@ kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, voi
 static int retry_unauthorized(kl_http_req *r, CURLcode result) {
     if (result != CURLE_OK || r->retried_401 || response_status(r) != 401) return 0;
     if (!kl_conn_unauthorized(r->h->conn)) return 0;
+    count_attempt(r, 401);
     curl_multi_remove_handle(kl_loop_multi(r->h->loop), r->easy);
     curl_easy_cleanup(r->easy);
     r->easy = NULL;

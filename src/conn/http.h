@@ -69,6 +69,32 @@ typedef struct kl_http_opts {
     long timeout_ms;          /* whole request; 0 = none (watches) */
 } kl_http_opts;
 
+/* client-go's request metrics (component-base's restclient adapters):
+ * rest_client_requests_total{code,method,host}, counted where each request
+ * ends, code being the HTTP status or "<error>" when none came; and
+ * rest_client_request_duration_seconds{verb,host} over these buckets, for
+ * requests with a deadline (a watch lasts as long as the server keeps it
+ * open, and client-go observes no latency for one). */
+#define KL_HTTP_BUCKETS 12
+extern const double kl_http_buckets[KL_HTTP_BUCKETS];
+typedef struct kl_http_count {
+    char method[8];
+    char code[8];
+    unsigned long n;
+} kl_http_count;
+typedef struct kl_http_latency {
+    char verb[8];
+    unsigned long le[KL_HTTP_BUCKETS]; /* cumulative: observations <= kl_http_buckets[i] */
+    unsigned long n;
+    double sum;
+} kl_http_latency;
+/* The counters so far; *n is set to their number. Valid until the next
+ * request ends. */
+const kl_http_count *kl_http_counts(const kl_http *h, size_t *n);
+const kl_http_latency *kl_http_latencies(const kl_http *h, size_t *n);
+/* The host label: the server's host and port, as client-go's url.Host. */
+const char *kl_http_host(const kl_http *h);
+
 kl_http *kl_http_new(kl_loop *loop, kl_conn *conn);
 void kl_http_free(kl_http *h); /* cancels every request still running */
 /* The loop's transfer-done callback for handles started here. */

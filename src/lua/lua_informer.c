@@ -303,7 +303,7 @@ static int l_synced(lua_State *L) {
 static int l_stats(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const kl_reflector_stats *s = kl_informer_stats(li->inf);
-    lua_createtable(L, 0, 14);
+    lua_createtable(L, 0, 17);
 #define FIELD(f)                                 \
     lua_pushinteger(L, (lua_Integer)s->f);       \
     lua_setfield(L, -2, #f)
@@ -312,6 +312,9 @@ static int l_stats(lua_State *L) {
     FIELD(watches);
     FIELD(rewatches);
     FIELD(events);
+    FIELD(added);
+    FIELD(modified);
+    FIELD(deleted);
     FIELD(bookmarks);
     FIELD(errors);
     FIELD(backoffs);

@@ -192,6 +192,28 @@ static int l_stop(lua_State *L) {
     return 0;
 }
 
+/* core.graceful_shutdown(start, describe): the first SIGINT/SIGTERM runs
+ * start(signal name) as a task instead of stopping; describe() names what
+ * still runs should the stop be cut short (kl_rt_graceful). */
+static int l_graceful_shutdown(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    kl_rt *rt = kl_rt_of(L);
+    if (kl_rt_graceful_set(rt)) return luaL_error(L, "the graceful shutdown is already set");
+    lua_settop(L, 2);
+    kl_rt_graceful(rt, L);
+    return 0;
+}
+
+/* core.reconciling(on): marks the calling task as running a reconcile,
+ * which a graceful stop lets finish. */
+static int l_reconciling(lua_State *L) {
+    kl_task *t = kl_task_current(L);
+    if (!t) return luaL_error(L, "core.reconciling must be called from a task");
+    kl_task_set_reconciling(t, lua_toboolean(L, 1));
+    return 0;
+}
+
 /* core.log(level, message): level is "debug", "info", "warn" or "error". */
 static int l_log(lua_State *L) {
     static const char *const names[] = {"debug", "info", "warn", "error", NULL};
@@ -263,10 +285,11 @@ static void set_number(lua_State *L, const char *key, double v) {
 
 /* core.controller_options() -> what --leader-elect and its flags asked:
  * {leader_elect, election_id, election_namespace, lease_duration,
- * renew_deadline, retry_period, script} (unset flags absent). */
+ * renew_deadline, retry_period, script} (unset flags absent), and
+ * graceful_shutdown_timeout (seconds, 30 unless set). */
 static int l_controller_options(lua_State *L) {
     const kl_ctl_opts *o = &kl_rt_options(kl_rt_of(L))->ctl;
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 8);
     lua_pushboolean(L, o->leader_elect);
     lua_setfield(L, -2, "leader_elect");
     set_string(L, "election_id", o->election_id);
@@ -274,6 +297,8 @@ static int l_controller_options(lua_State *L) {
     set_number(L, "lease_duration", o->lease_duration);
     set_number(L, "renew_deadline", o->renew_deadline);
     set_number(L, "retry_period", o->retry_period);
+    lua_pushnumber(L, o->graceful_shutdown_timeout > 0 ? o->graceful_shutdown_timeout : 30);
+    lua_setfield(L, -2, "graceful_shutdown_timeout");
     if (o->script) {
         const char *base = strrchr(o->script, '/');
         set_string(L, "script", base ? base + 1 : o->script);
@@ -299,6 +324,56 @@ static int l_process(lua_State *L) {
     return 1;
 }
 
+/* core.http_metrics() -> {host =, requests = {{method, code, n}, ...},
+ * durations = {{verb, {count =, sum =, buckets = {{le, n}, ...}}}, ...}}:
+ * the HTTP layer's client-go request metrics (conn/http.h). */
+static int l_http_metrics(lua_State *L) {
+    kl_http *h = kl_rt_http(kl_rt_of(L));
+    size_t n;
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, kl_http_host(h));
+    lua_setfield(L, -2, "host");
+    const kl_http_count *c = kl_http_counts(h, &n);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 3, 0);
+        lua_pushstring(L, c[i].method);
+        lua_rawseti(L, -2, 1);
+        lua_pushstring(L, c[i].code);
+        lua_rawseti(L, -2, 2);
+        lua_pushinteger(L, (lua_Integer)c[i].n);
+        lua_rawseti(L, -2, 3);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "requests");
+    const kl_http_latency *l = kl_http_latencies(h, &n);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 2, 0);
+        lua_pushstring(L, l[i].verb);
+        lua_rawseti(L, -2, 1);
+        lua_createtable(L, 0, 3);
+        lua_pushinteger(L, (lua_Integer)l[i].n);
+        lua_setfield(L, -2, "count");
+        lua_pushnumber(L, l[i].sum);
+        lua_setfield(L, -2, "sum");
+        lua_createtable(L, KL_HTTP_BUCKETS, 0);
+        for (int b = 0; b < KL_HTTP_BUCKETS; b++) {
+            lua_createtable(L, 2, 0);
+            lua_pushnumber(L, kl_http_buckets[b]);
+            lua_rawseti(L, -2, 1);
+            lua_pushinteger(L, (lua_Integer)l[i].le[b]);
+            lua_rawseti(L, -2, 2);
+            lua_rawseti(L, -2, b + 1);
+        }
+        lua_setfield(L, -2, "buckets");
+        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "durations");
+    return 1;
+}
+
 /* Adds klua.core's own functions, the view functions and klua.json. */
 static void core_open(void *state, lua_State *L) {
     (void)state;
@@ -308,7 +383,8 @@ static void core_open(void *state, lua_State *L) {
         {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now},
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {"controller_options", l_controller_options}, {"process", l_process},
-        {"stdout_closed", l_stdout_closed}, {NULL, NULL}};
+        {"stdout_closed", l_stdout_closed}, {"graceful_shutdown", l_graceful_shutdown},
+        {"reconciling", l_reconciling}, {"http_metrics", l_http_metrics}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);       /* stack: core */
     luaL_newmetatable(L, TIMER_MT); /* stack: core, mt: what core.cancel checks its handle by */
     lua_pop(L, 1);

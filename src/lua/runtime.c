@@ -4,6 +4,7 @@
 #include <lauxlib.h>
 #include <lua-cjson.h>
 #include <lualib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,22 @@
 #include "lua/lua_queue.h"
 #include "lua/task.h"
 #include "lua/view.h"
+
+/* How a graceful stop was cut short. */
+enum { SHUTDOWN_TIMED_OUT = 1, SHUTDOWN_SIGNALLED };
+
+/* A graceful stop (controller-runtime's): with start_ref set, the first
+ * SIGINT/SIGTERM does not stop the loop but starts that Lua function as a
+ * task (lua/klua/shutdown.lua), which ends the run with klua.stop when the
+ * reconciles in flight, the on_shutdown hooks and the Lease's release are
+ * done; a second signal or the timeout cuts it short. */
+typedef struct graceful_stop {
+    int start_ref;    /* function(signal name), or LUA_NOREF: no graceful stop */
+    int describe_ref; /* function() -> what still runs, for the report */
+    double deadline;  /* kl_now() past which the stop is cut short; 0 before the signal */
+    uint64_t timer;
+    int cut_short;    /* 0 or SHUTDOWN_* */
+} graceful_stop;
 
 typedef struct part {
     const kl_rt_hooks *hooks;
@@ -32,6 +49,7 @@ struct kl_rt {
     int memory_binds;  /* script code runs: the memory limit binds */
     part parts[KL_RT_NPARTS];
     int on_synced_ref; /* table of callbacks waiting for sync, or LUA_NOREF */
+    graceful_stop shutdown;
     int exit_code;
     int script_failed;
     int main_done;
@@ -150,6 +168,7 @@ kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
     }
     rt->opts = *opts;
     rt->on_synced_ref = LUA_NOREF;
+    rt->shutdown.start_ref = rt->shutdown.describe_ref = LUA_NOREF;
     snprintf(rt->script_name, sizeof rt->script_name, "script");
     rt->conn = kl_conn_load(&opts->conn, err, errlen);
     if (!rt->conn) goto fail;
@@ -260,6 +279,78 @@ static void set_args(kl_rt *rt, int argc, char **argv) {
     lua_pop(L, 2);
 }
 
+static const char *signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+/* Nothing more runs: the loop stops and kl_rt_run reports what was left. */
+static void cut_short(kl_rt *rt, int why) {
+    if (rt->shutdown.cut_short) return;
+    rt->shutdown.cut_short = why;
+    kl_loop_stop(rt->loop);
+}
+
+int kl_rt_shutdown_overdue(kl_rt *rt) {
+    if (!rt->shutdown.cut_short && rt->shutdown.deadline > 0 && kl_now() >= rt->shutdown.deadline)
+        cut_short(rt, SHUTDOWN_TIMED_OUT);
+    return rt->shutdown.cut_short != 0;
+}
+
+static void on_shutdown_deadline(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_rt *rt = ud;
+    rt->shutdown.timer = 0;
+    cut_short(rt, SHUTDOWN_TIMED_OUT);
+}
+
+static void start_shutdown(kl_loop *loop, void *ud) {
+    kl_rt *rt = ud;
+    lua_rawgeti(rt->L, LUA_REGISTRYINDEX, rt->shutdown.start_ref);
+    lua_pushstring(rt->L, signal_name(kl_loop_signal(loop)));
+    kl_task_spawn(rt, NULL, "the graceful shutdown", 1, NULL, NULL);
+}
+
+static double shutdown_timeout(const kl_rt *rt) {
+    double t = rt->opts.ctl.graceful_shutdown_timeout;
+    return t > 0 ? t : 30;
+}
+
+/* May run inside the count hook (kl_loop_poll_signal): it only schedules. */
+static void on_signal(kl_loop *loop, void *ud) {
+    kl_rt *rt = ud;
+    if (kl_loop_signal_count(loop) > 1) {
+        cut_short(rt, SHUTDOWN_SIGNALLED);
+        return;
+    }
+    rt->shutdown.deadline = kl_now() + shutdown_timeout(rt);
+    rt->shutdown.timer = kl_loop_after(loop, shutdown_timeout(rt), on_shutdown_deadline, rt);
+    kl_loop_defer(loop, start_shutdown, rt);
+}
+
+int kl_rt_graceful_set(const kl_rt *rt) { return rt->shutdown.start_ref != LUA_NOREF; }
+
+void kl_rt_graceful(kl_rt *rt, lua_State *L) {
+    rt->shutdown.describe_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    rt->shutdown.start_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    kl_loop_on_signal(rt->loop, on_signal, rt);
+}
+
+/* One error line naming what the stop was still waiting for, from the
+ * describe function; it runs outside every task, so no signal stops it. */
+static void report_cut_short(kl_rt *rt) {
+    lua_State *L = rt->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, rt->shutdown.describe_ref);
+    const char *what = lua_pcall(L, 0, 1, 0) == LUA_OK && lua_isstring(L, -1) ? lua_tostring(L, -1)
+                                                                                 : "(unknown)";
+    if (rt->shutdown.cut_short == SHUTDOWN_TIMED_OUT)
+        kl_log(KL_LOG_ERROR, "klua", "shutdown timed out after %gs (--graceful-shutdown-timeout); still running: %s",
+               shutdown_timeout(rt), what);
+    else
+        kl_log(KL_LOG_ERROR, "klua", "shutdown cut short by a second %s; still running: %s",
+               signal_name(kl_loop_signal(rt->loop)), what);
+    lua_pop(L, 1);
+}
+
 static void on_main_done(void *ud, kl_task *t, int ok) {
     (void)t;
     kl_rt *rt = ud;
@@ -300,6 +391,13 @@ int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **a
         if (!kl_loop_stopping(rt->loop)) kl_loop_run(rt->loop);
     }
     rt->running = 0;
+    if (rt->shutdown.timer) kl_loop_cancel(rt->loop, rt->shutdown.timer);
+    /* controller-runtime's manager returns an error when its runnables
+     * outlast the grace period, and a second signal exits 1 there too. */
+    if (rt->shutdown.cut_short) {
+        report_cut_short(rt);
+        return 1;
+    }
     if (rt->script_failed) return 1;
     return rt->exit_code;
 }

@@ -33,6 +33,7 @@ typedef struct kl_ctl_opts {
     const char *metrics_addr;       /* --metrics-bind-address; NULL or "0" = off */
     const char *probe_addr;         /* --health-probe-bind-address; NULL or "0" = off */
     const char *script;             /* klua run's script path, for the Lease's default name */
+    double graceful_shutdown_timeout; /* seconds a graceful stop may take; 0 = 30 */
 } kl_ctl_opts;
 
 typedef struct kl_rt_opts {
@@ -97,6 +98,16 @@ kl_rt *kl_rt_of(lua_State *L);
 /* Stops the loop when the script's main chunk has returned and every part
  * is idle. */
 void kl_rt_check_idle(kl_rt *rt);
+/* Makes the first signal start the Lua function under the one on top of
+ * rt's stack (the start, then the describe function) instead of stopping
+ * the loop; see the graceful stop in runtime.c. [-2, +0] */
+void kl_rt_graceful(kl_rt *rt, lua_State *L);
+/* For the count hook, once a signal came: whether the graceful stop has
+ * been cut short (a second signal, or its deadline passed: then it cuts it
+ * short now), so that whatever runs must stop. */
+int kl_rt_shutdown_overdue(kl_rt *rt);
+/* Whether the first signal starts a graceful stop (kl_rt_graceful was called). */
+int kl_rt_graceful_set(const kl_rt *rt);
 
 /* Called once by each part as kl_rt_new makes it; hooks (static) and
  * state stay the part's. */

@@ -27,6 +27,7 @@ typedef struct run_state {
     long used;          /* instructions run since the resume */
     int stopped;        /* 0 or STOPPED_BY_*: every instruction fails */
     int enforce_memory; /* the memory limit binds only while script code runs */
+    unsigned signals;   /* signals that had come when the resume began */
 } run_state;
 
 /* The runtime's part KL_RT_TASKS. */
@@ -57,10 +58,12 @@ struct kl_task {
     kl_task_done_fn done;
     void *ud;
     int waiting;
+    int reconciling; /* a graceful stop lets it finish (core.reconciling) */
     kl_task *prev, *next; /* every task of the runtime, pooled or not */
 };
 
 kl_task *kl_task_current(lua_State *L) { return *(kl_task **)lua_getextraspace(L); }
+void kl_task_set_reconciling(kl_task *t, int on) { t->reconciling = on; }
 lua_State *kl_task_thread(kl_task *t) { return t->co; }
 
 kl_task *kl_task_check_wait(lua_State *L, const char *what) {
@@ -122,6 +125,24 @@ static int next_count(const tasks *ts) {
     return left < 1 ? 1 : left > HOOK_PERIOD ? HOOK_PERIOD : (int)left;
 }
 
+/* Whether a signal stops what runs now. Without a graceful stop, any
+ * signal does. With one (kl_rt_graceful) the first signal stops the task
+ * that was running when it came, unless that is a reconcile the stop waits
+ * for, and nothing that starts later; once the stop is cut short (a second
+ * signal, its timeout) every task stops, a reconcile spinning past the
+ * timeout included. Code outside tasks is then the runtime's own (the
+ * endpoint's answers, the report of a stop cut short). At close the first
+ * signal is in hand already, and a second one ends the process: finalizers
+ * are left to the budget. */
+static int stopped_by_signal(kl_rt *rt, const run_state *c) {
+    kl_loop *loop = kl_rt_loop(rt);
+    if (kl_rt_closing(rt) || !kl_loop_poll_signal(loop)) return 0;
+    if (!kl_rt_graceful_set(rt)) return 1;
+    if (!c->task) return 0;
+    if (kl_rt_shutdown_overdue(rt)) return 1;
+    return kl_loop_signal_count(loop) > c->signals && !c->task->reconciling;
+}
+
 /* Runs on every thread, the coroutines a script creates included (they
  * inherit it), and counts for whatever the run state says runs now. */
 static void count_hook(lua_State *L, lua_Debug *ar) {
@@ -132,9 +153,7 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     run_state *c = &ts->cur;
     if (!c->stopped) {
         c->used += lua_gethookcount(L);
-        /* At close the first signal is in hand already, and a second one
-         * ends the process: finalizers are left to the budget. */
-        if (!kl_rt_closing(rt) && kl_loop_poll_signal(kl_rt_loop(rt))) c->stopped = STOPPED_BY_SIGNAL;
+        if (stopped_by_signal(rt, c)) c->stopped = STOPPED_BY_SIGNAL;
         else if (budget > 0 && c->used >= budget) c->stopped = STOPPED_BY_BUDGET;
     }
     if (!c->stopped) {
@@ -263,7 +282,8 @@ static int run(kl_task *t, lua_State *from, int nargs) {
     tasks *ts = t->ts;
     lua_State *co = t->co;
     run_state outer = ts->cur;
-    set_cur(ts, (run_state){.task = t, .enforce_memory = 1});
+    set_cur(ts, (run_state){.task = t, .enforce_memory = 1,
+                        .signals = kl_loop_signal_count(kl_rt_loop(ts->rt))});
     lua_sethook(co, count_hook, LUA_MASKCOUNT, next_count(ts));
     int nres;
     int status = lua_resume(co, from, nargs, &nres);
@@ -313,6 +333,7 @@ int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_ta
     t->done = done;
     t->ud = ud;
     t->waiting = 0;
+    t->reconciling = 0;
     lua_xmove(ts->L, t->co, nargs + 1); /* the task's stack: fn, args */
     return run(t, from, nargs);
 }

@@ -11,7 +11,7 @@
  * A count hook on every thread of the Lua state counts the instructions of
  * the running task and looks for SIGINT/SIGTERM every 100000
  * instructions. A task that runs past the instruction budget in one go, or
- * that runs when a signal arrives, is stopped: from then on every further
+ * that runs when a signal arrives (but see kl_rt_graceful), is stopped: from then on every further
  * instruction it runs fails again (in its own coroutines too, within a
  * period), so no pcall, xpcall handler, __close or __gc can catch its way
  * out, until the error has left the task. A task stopped by a signal is no
@@ -63,5 +63,8 @@ lua_State *kl_task_thread(kl_task *t);
 unsigned long kl_task_errors(const kl_rt *rt);
 /* Tasks waiting now (klua.stats().suspended). */
 size_t kl_task_suspended(const kl_rt *rt);
+/* Marks t as running a reconcile: a graceful stop's first signal lets it
+ * go on (see kl_rt_graceful). */
+void kl_task_set_reconciling(kl_task *t, int on);
 
 #endif

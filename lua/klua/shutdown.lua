@@ -1,0 +1,112 @@
+--- The graceful shutdown of `klua run`, with controller-runtime's manager
+-- semantics. On the first SIGTERM or SIGINT:
+--
+-- 1. no handler, timer or hook of the script starts any more, and every
+--    controller's queue shuts down: no new keys are taken;
+-- 2. the reconciles in flight run to their end (a reconcile running on
+--    the CPU when the signal came included);
+-- 3. the `klua.on_shutdown` hooks run, one after the other, in the order
+--    they were added; a hook that fails is logged and the next one runs;
+-- 4. the process's leader election releases its Lease (holderIdentity
+--    empty, leaseDurationSeconds 1, as client-go's ReleaseOnCancel writes),
+--    so another replica leads at its next try rather than after the lease
+--    duration;
+-- 5. klua exits 0, closing its watches.
+--
+-- All of it must end within --graceful-shutdown-timeout (30 s): past it,
+-- or on a second signal, klua exits 1 at once with a line naming what was
+-- still running (src/lua/runtime.c enforces both, in the count hook too, so
+-- that a reconcile spinning on the CPU cannot hold it). controller-runtime's
+-- manager returns an error in that case, and its main exits 1.
+local core = require 'klua.core'
+local leader = require 'klua.leader'
+local controller = require 'klua.controller'
+
+local M = {}
+
+--- True once the shutdown has begun.
+M.stopping = false
+
+local hooks = {}
+-- What the shutdown does now beyond waiting for reconciles (a hook, the
+-- release), for the report when it is cut short.
+local step
+
+local function hook_name(i, fn)
+  local info = debug.getinfo(fn, 'S')
+  return ('on_shutdown hook %d (%s:%d)'):format(i, info.short_src, info.linedefined)
+end
+
+--- Adds fn to the hooks run on SIGTERM and SIGINT, after the reconciles in
+-- flight have ended and before the Lease is released. fn may wait (API
+-- calls, klua.sleep).
+function M.on_shutdown(fn)
+  if type(fn) ~= 'function' then error('klua.on_shutdown takes a function', 2) end
+  hooks[#hooks + 1] = fn
+end
+
+--- fn, except that it does nothing once the shutdown has begun: what the
+-- script's handlers, timers and hooks are wrapped in. Anything but a
+-- function is returned as it is, for the caller's own check to refuse.
+function M.guard(fn)
+  if type(fn) ~= 'function' then return fn end
+  return function(...)
+    if M.stopping then return end
+    return fn(...)
+  end
+end
+
+local function in_flight()
+  local out = {}
+  for _, c in ipairs(controller.all) do
+    for key in pairs(c.in_flight) do
+      out[#out + 1] = ('reconcile of %s (controller %s)'):format(key, c.name)
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+--- What the shutdown still waits for, as one line.
+function M.describe()
+  local list = in_flight()
+  if step then list[#list + 1] = step end
+  if #list == 0 then return 'nothing' end
+  return table.concat(list, ', ')
+end
+
+-- The reconciles' ends are not events a task can wait on: polling every
+-- 20 ms costs nothing while the process is going away anyway.
+local POLL = 0.02
+
+local function run(signal)
+  M.stopping = true
+  local opts = core.controller_options()
+  local busy = in_flight()
+  -- A script with nothing to wait for stops as quietly as it did before.
+  if #busy > 0 or #hooks > 0 then
+    core.log('info', ('shutting down on %s: waiting up to %gs for %d reconcile%s in flight and %d on_shutdown hook%s')
+      :format(signal, opts.graceful_shutdown_timeout, #busy, #busy == 1 and '' or 's', #hooks, #hooks == 1 and '' or 's'))
+  end
+  for _, c in ipairs(controller.all) do c.queue:shutdown() end
+  while #in_flight() > 0 do core.sleep(POLL) end
+  for i, fn in ipairs(hooks) do
+    step = hook_name(i, fn)
+    local ok, err = xpcall(fn, debug.traceback)
+    if not ok then core.log('error', ('%s failed: %s'):format(step, tostring(err))) end
+  end
+  local election = leader.current()
+  if election then
+    step = 'release of lease ' .. election:key()
+    election:stop()
+  end
+  step = nil
+  core.stop(0)
+end
+
+--- Makes SIGTERM and SIGINT run the shutdown above (klua run calls it).
+function M.install()
+  core.graceful_shutdown(run, M.describe)
+end
+
+return M
