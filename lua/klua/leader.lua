@@ -97,23 +97,23 @@ function M.new(opts)
   return e
 end
 
-function Elector:key() return self.namespace .. '/' .. self.name end
+function Elector:_key() return self.namespace .. '/' .. self.name end
 
 -- Remembers the record last read or written, and when it changed: the
 -- clock that judges expiry. Announces a new holder once.
-function Elector:observe(spec, raw)
+function Elector:_observe(spec, raw)
   if raw ~= self.observed_raw then
     self.observed, self.observed_raw, self.observed_time = spec, raw, core.now()
     local holder = spec.holderIdentity or ''
     if holder ~= '' and holder ~= self.reported_leader then
       self.reported_leader = holder
-      if holder ~= self.identity then core.log('info', ('lease %s: new leader elected: %s'):format(self:key(), holder)) end
+      if holder ~= self.identity then core.log('info', ('lease %s: new leader elected: %s'):format(self:_key(), holder)) end
       if self.on_new_leader then self.on_new_leader(holder) end
     end
   end
 end
 
-function Elector:holds()
+function Elector:_holds()
   return self.observed ~= nil and self.observed.holderIdentity == self.identity
 end
 
@@ -128,17 +128,17 @@ end
 
 -- client-go's tryAcquireOrRenew: true when this candidate holds the Lease
 -- after the call. cycle: the renewal cycle it belongs to, if any.
-function Elector:try_acquire_or_renew(cycle)
+function Elector:_try_acquire_or_renew(cycle)
   local now = os.time()
   local rec = record(self, now)
-  local lease, err = api.get(LEASES, self:key())
+  local lease, err = api.get(LEASES, self:_key())
   -- Stopped while the read was under way: write nothing, or a released
   -- Lease would be taken again; past its cycle's deadline, the renewal
   -- would take back a Lease this process has stopped leading on.
   if self.stopped or (cycle and cycle.expired) then return false end
   if not lease then
     if not api.is_not_found(err) then
-      core.log('error', ('lease %s: cannot read it: %s'):format(self:key(), tostring(err)))
+      core.log('error', ('lease %s: cannot read it: %s'):format(self:_key(), tostring(err)))
       return false
     end
     rec.leaseTransitions = 0
@@ -149,21 +149,21 @@ function Elector:try_acquire_or_renew(cycle)
     })
     if not created then
       if not api.is_already_exists(err) then
-        core.log('error', ('lease %s: cannot create it: %s'):format(self:key(), tostring(err)))
+        core.log('error', ('lease %s: cannot create it: %s'):format(self:_key(), tostring(err)))
       end
       return false
     end
-    self:observe(created.spec, core.json.encode(created.spec))
+    self:_observe(created.spec, core.json.encode(created.spec))
     return true
   end
   local old = lease.spec or {}
-  self:observe(old, core.json.encode(old))
+  self:_observe(old, core.json.encode(old))
   local holder = old.holderIdentity or ''
-  if holder ~= '' and not self:holds()
+  if holder ~= '' and not self:_holds()
       and self.observed_time + (old.leaseDurationSeconds or 0) > core.now() then
     return false
   end
-  if self:holds() then
+  if self:_holds() then
     rec.acquireTime = old.acquireTime or rec.acquireTime
     rec.leaseTransitions = old.leaseTransitions or 0
   else
@@ -174,11 +174,11 @@ function Elector:try_acquire_or_renew(cycle)
   updated, err = api.update(LEASES, lease)
   if not updated then
     if not api.is_conflict(err) then
-      core.log('error', ('lease %s: cannot update it: %s'):format(self:key(), tostring(err)))
+      core.log('error', ('lease %s: cannot update it: %s'):format(self:_key(), tostring(err)))
     end
     return false
   end
-  self:observe(updated.spec, core.json.encode(updated.spec))
+  self:_observe(updated.spec, core.json.encode(updated.spec))
   return true
 end
 
@@ -186,7 +186,7 @@ local function jittered(period) return period + math.random() * JITTER * period 
 
 -- Renews until a renewal fails for the whole renew deadline, as client-go's
 -- renew loop polls within a deadline every retry period.
-function Elector:renew_loop()
+function Elector:_renew_loop()
   while not self.stopped do
     core.sleep(self.retry_period)
     if self.stopped then return true end
@@ -200,11 +200,11 @@ function Elector:renew_loop()
     local cycle = {}
     local watchdog = core.after(self.renew_deadline, function()
       cycle.expired = true
-      if not self.stopped then self:stop_leading(('no renewal within %g s'):format(self.renew_deadline)) end
+      if not self.stopped then self:_stop_leading(('no renewal within %g s'):format(self.renew_deadline)) end
     end)
     local renewed = false
     while not self.stopped and not cycle.expired do
-      renewed = self:try_acquire_or_renew(cycle) and core.now() <= deadline and not cycle.expired
+      renewed = self:_try_acquire_or_renew(cycle) and core.now() <= deadline and not cycle.expired
       if renewed or core.now() + self.retry_period > deadline then break end
       core.sleep(self.retry_period)
     end
@@ -215,10 +215,10 @@ function Elector:renew_loop()
   return true
 end
 
-function Elector:stop_leading(why)
+function Elector:_stop_leading(why)
   if not self.leading then return end
   self.leading = false
-  core.log('warn', ('lease %s: leader election lost: %s'):format(self:key(), why))
+  core.log('warn', ('lease %s: leader election lost: %s'):format(self:_key(), why))
   if self.on_stopped then self.on_stopped() end
 end
 
@@ -230,16 +230,16 @@ end
 function Elector:start()
   core.after(0, function()
     if self == election then M.check() end
-    core.log('info', ('lease %s: attempting to acquire the leader lease as %s'):format(self:key(), self.identity))
-    while not self.stopped and not self:try_acquire_or_renew() do
+    core.log('info', ('lease %s: attempting to acquire the leader lease as %s'):format(self:_key(), self.identity))
+    while not self.stopped and not self:_try_acquire_or_renew() do
       core.sleep(jittered(self.retry_period))
     end
     if self.stopped then return end
     self.leading = true
-    core.log('info', ('lease %s: successfully acquired the lease as %s'):format(self:key(), self.identity))
+    core.log('info', ('lease %s: successfully acquired the lease as %s'):format(self:_key(), self.identity))
     if self.on_started then core.after(0, self.on_started) end
-    if not self:renew_loop() then
-      self:stop_leading(('no renewal within %g s'):format(self.renew_deadline))
+    if not self:_renew_loop() then
+      self:_stop_leading(('no renewal within %g s'):format(self.renew_deadline))
     end
   end)
   return self
@@ -260,11 +260,11 @@ function Elector:stop()
   self.stopped = true
   local was_leading = self.leading
   self.leading = false
-  if not (was_leading and self.release_on_stop and self:holds()) then return end
+  if not (was_leading and self.release_on_stop and self:_holds()) then return end
   -- A renewal under way when the election stopped may write between this
   -- read and the release: its conflict is retried from a fresh read.
   for _ = 1, 3 do
-    local lease = api.get(LEASES, self:key())
+    local lease = api.get(LEASES, self:_key())
     if not lease or not lease.spec or lease.spec.holderIdentity ~= self.identity then return end
     local now = os.time()
     lease.spec = {
@@ -274,15 +274,15 @@ function Elector:stop()
     }
     local _, err = api.update(LEASES, lease)
     if not err then
-      core.log('info', ('lease %s: released'):format(self:key()))
+      core.log('info', ('lease %s: released'):format(self:_key()))
       return
     end
     if not api.is_conflict(err) then
-      core.log('warn', ('lease %s: could not release it: %s'):format(self:key(), tostring(err)))
+      core.log('warn', ('lease %s: could not release it: %s'):format(self:_key(), tostring(err)))
       return
     end
   end
-  core.log('warn', ('lease %s: could not release it: it kept changing'):format(self:key()))
+  core.log('warn', ('lease %s: could not release it: it kept changing'):format(self:_key()))
 end
 
 -- Why the Lease cannot live where the election puts it, or nil: its
@@ -291,8 +291,8 @@ end
 -- a GET of an object in a missing namespace is a plain 404), or RBAC
 -- forbids Leases there. Any other error is left to the election's
 -- retries.
-function Elector:misplaced()
-  local _, err = api.get(LEASES, self:key())
+function Elector:_misplaced()
+  local _, err = api.get(LEASES, self:_key())
   if err and api.is_not_found(err) then
     _, err = api.create(LEASES, {
       apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
@@ -325,7 +325,7 @@ function M.check()
   while check_state == 'checking' do core.sleep(0.01) end
   if check_state == 'ok' then return end
   check_state = 'checking'
-  local why = election:misplaced()
+  local why = election:_misplaced()
   if not why then
     check_state = 'ok'
     return
@@ -344,7 +344,7 @@ end
 
 --- Starts the process's leader election (see klua.leader_election).
 function M.elect(opts)
-  if election then error('leader election is already running for lease ' .. election:key(), 2) end
+  if election then error('leader election is already running for lease ' .. election:_key(), 2) end
   local stopped = opts.on_stopped_leading
   local e = M.new(opts)
   e.on_started = function()

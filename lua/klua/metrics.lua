@@ -68,7 +68,7 @@ local Metric = {}
 Metric.__index = Metric
 
 -- The label values of a sample, in declared order, as one key.
-function Metric:series(values)
+function Metric:_series(values)
   values = values or {}
   if type(values) ~= 'table' then
     error(('%s: labels are given as a table such as {%s = "..."}'):format(self.name, self.labels[1] or 'name'), 3)
@@ -118,7 +118,7 @@ function Metric:inc(labels) self:add(1, labels) end
 function Metric:add(n, labels)
   n = amount(n, self.name)
   if self.kind == 'counter' and n < 0 then error(self.name .. ': a counter only goes up', 2) end
-  local s = self:series(labels)
+  local s = self:_series(labels)
   s.value = s.value + n
 end
 --- Sets a gauge to v.
@@ -129,7 +129,7 @@ end
 -- depth:set(q:len())
 function Metric:set(v, labels)
   if self.kind ~= 'gauge' then error(self.name .. ': only a gauge can be set', 2) end
-  self:series(labels).value = amount(v, self.name)
+  self:_series(labels).value = amount(v, self.name)
 end
 --- Subtracts 1 from a gauge.
 -- @param labels optional: the series' label values
@@ -145,7 +145,7 @@ function Metric:dec(labels) self:sub(1, labels) end
 -- free:sub(used)
 function Metric:sub(n, labels)
   if self.kind ~= 'gauge' then error(self.name .. ': only a gauge goes down', 2) end
-  local s = self:series(labels)
+  local s = self:_series(labels)
   s.value = s.value - amount(n, self.name)
 end
 --- Counts v in a histogram's buckets.
@@ -157,7 +157,7 @@ end
 function Metric:observe(v, labels)
   if self.kind ~= 'histogram' then error(self.name .. ': only a histogram observes', 2) end
   v = amount(v, self.name)
-  local s = self:series(labels)
+  local s = self:_series(labels)
   for i, le in ipairs(self.buckets) do
     if v <= le then s.counts[i] = s.counts[i] + 1 end
   end

@@ -191,7 +191,7 @@ end
 function Group:renew_held()
   local now = core.now()
   for i, h in pairs(self.held) do
-    if self:shard_elector(i):try_acquire_or_renew() then
+    if self:shard_elector(i):_try_acquire_or_renew() then
       h.renewed = core.now()
     elseif now - h.renewed > self.renew_deadline then
       self:lose(i, ('no renewal within %g s'):format(self.renew_deadline))
@@ -224,7 +224,7 @@ function Group:take(fair)
   for k = 0, self.n - 1 do
     if self:count_taking() >= fair then return end
     local i = (start + k) % self.n
-    if not self.held[i] and self:shard_elector(i):try_acquire_or_renew() then
+    if not self.held[i] and self:shard_elector(i):_try_acquire_or_renew() then
       if self.stopped then return end
       self:acquired(i)
     end
@@ -233,7 +233,7 @@ end
 
 --- One round: membership, renewals, handovers, and taking a fair share.
 function Group:step()
-  self.member:try_acquire_or_renew()
+  self.member:_try_acquire_or_renew()
   local members = self:members()
   if self.stopped then return end
   self:renew_held()

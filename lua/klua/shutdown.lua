@@ -97,7 +97,7 @@ local function run(signal)
   end
   local election = leader.current()
   if election then
-    step = 'release of lease ' .. election:key()
+    step = 'release of lease ' .. election:_key()
     election:stop()
   end
   step = nil

@@ -92,7 +92,6 @@ describe('the metrics and probe endpoint', function()
         print('done')
       end)
     ]])
-    dirs[#dirs + 1] = calls:match('^(.*)/[^/]+$')
     local p = start { '--metrics-bind-address', '127.0.0.1:0', 'run', calls }
     assert.truthy(p:wait_for('done', 20 * K.slowdown), p:errors())
     local host = '127.0.0.1:' .. sb.port

@@ -185,18 +185,16 @@ klua.every(0.1, function() klua.log.info('tick of ' .. id .. ' leader=' .. tostr
 ]]
 
 describe('leader-only timers', function()
-  local sb, script, procs = nil, nil, {}
+  local sb = testing.with_sandbox()
+  local script, procs = nil, {}
 
   setup(function()
-    sb = sandbox.start()
     script = K.script(TICKER)
     sb:kubectl('create namespace ticker')
   end)
 
   teardown(function()
     for _, p in ipairs(procs) do p:cleanup() end
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
   end)
 
   local function ticker(id)
@@ -235,18 +233,13 @@ end)
 -- there is refused by NamespaceLifecycle with 404 for the namespace itself
 -- (details.kind "namespaces"), which klua asks for with a dry run.
 describe('--leader-elect with a Lease it cannot keep', function()
-  local sb, script
+  local sb = testing.with_sandbox()
+  local script
 
   setup(function()
-    sb = sandbox.start()
     script = K.script([[
       klua.informer { resource = 'configmaps' }:on('add', function() print('handler ran') end)
     ]])
-  end)
-
-  teardown(function()
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
   end)
 
   local function lines(text)
@@ -310,17 +303,10 @@ end, { leader_only = true })
 ]]
 
 describe('leader election through faults during renewal', function()
-  local sb, script, procs, n = nil, nil, {}, 0
+  local sb = testing.with_sandbox()
+  local script, procs, n = nil, {}, 0
 
-  setup(function()
-    sb = sandbox.start()
-    script = K.script(LEDGER)
-  end)
-
-  teardown(function()
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
-  end)
+  setup(function() script = K.script(LEDGER) end)
 
   after_each(function()
     for _, p in ipairs(procs) do p:cleanup() end

@@ -161,7 +161,7 @@ describe('klua run on SIGTERM', function()
   end)
 end)
 
--- A candidate as spec/leader_spec.lua's, with --leader-elect, a lease of
+-- A candidate as spec/process/leader_spec.lua's, with --leader-elect, a lease of
 -- 60 s and a retry period of 0.5 s: a takeover within seconds comes from the
 -- release, not from the Lease expiring.
 local CANDIDATE = [[
