@@ -13,5 +13,6 @@ int luaopen_klua_testing(lua_State *L) {
     kl_testing_open_json(L);
     kl_testing_open_xalloc(L);
     kl_testing_open_loop(L);
+    kl_testing_open_reflector(L);
     return 1;
 }

@@ -2,7 +2,7 @@
  * testing.h - the spec-only Lua module `klua_testing`.
  *
  * The specs run in the stock lua5.4 interpreter; this module exposes the C
- * stages (framer, decoder, views, store, queue, config, loop) to them directly so
+ * stages (framer, decoder, views, store, queue, config, loop, reflector) to them directly so
  * that one runner covers the C host too. Each stage registers its functions
  * from its own file: the opener receives the module table at the top of the
  * stack and must leave the stack as it found it.
@@ -18,5 +18,6 @@ void kl_testing_open_queue(lua_State *L);
 void kl_testing_open_json(lua_State *L);
 void kl_testing_open_xalloc(lua_State *L);
 void kl_testing_open_loop(lua_State *L);
+void kl_testing_open_reflector(lua_State *L);
 
 #endif
