@@ -27,13 +27,13 @@ local function render(rows)
   return table.concat(out, '\n')
 end
 
-local function list_body(rv, names, cont)
+local function list_body(rv, names)
   local items = {}
   for i, n in ipairs(names or {}) do
     items[i] = string.format('{"metadata":{"name":"%s","namespace":"default","resourceVersion":"%s"}}', n, rv)
   end
-  return string.format('{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"%s"%s},"items":[%s]}',
-    rv, cont and (',"continue":"' .. cont .. '"') or '', table.concat(items, ','))
+  return string.format('{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"%s"},"items":[%s]}',
+    rv, table.concat(items, ','))
 end
 
 local function event(type, name, rv)
@@ -314,6 +314,9 @@ describe('an informer in WatchList mode against a server without WatchList', fun
     assert.truthy(p:output():find('synced 2', 1, true), p:output())
     assert.truthy(p:errors():find('WatchList request refused (422 Invalid', 1, true), p:errors())
     assert.truthy(p:errors():find('LIST from resourceVersion "0"', 1, true), p:errors())
+    -- -v 2 narrates each transition as the table names it.
+    assert.truthy(p:errors():find('WATCHLIST -> LIST: HTTP error (not 410, 429), ERROR', 1, true), p:errors())
+    assert.truthy(p:errors():find('LIST -> WATCH: ok (the last page)', 1, true), p:errors())
     assert.equals(1, sb:stats().requests.list)
     I.configmap(sb, 'wl-off-3')
     local cache, server = I.converge(sb, p, '/api/v1/namespaces/default/configmaps')
