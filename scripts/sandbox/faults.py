@@ -74,6 +74,7 @@ SETTINGS = {
     "delay": lambda v: _number(v, "delay"),
     "fail": _fail_rule,
     "forbid": _forbid,
+    "watch_list_disabled": lambda v: True if v else None,
 }
 ACTIONS = {"expire_watches", "compact", "malformed_line", "unknown_event", "oversized_event",
            "restart", "seed"}

@@ -84,7 +84,7 @@ class Watcher:
 class Options:
     """The watch query parameters, validated the way the real server validates them."""
 
-    def __init__(self, req):
+    def __init__(self, req, watch_list=True):
         self.rv = req.param("resourceVersion")
         self.match = req.param("resourceVersionMatch")
         send = req.params.get("sendInitialEvents")
@@ -92,13 +92,18 @@ class Options:
         self.bookmarks = req.flag("allowWatchBookmarks")
         timeout = parse_rv(req.param("timeoutSeconds") or "0", "timeoutSeconds")
         self.timeout = timeout or DEFAULT_TIMEOUT
-        self._validate()
+        self._validate(watch_list)
 
-    def _validate(self):
+    def _validate(self, watch_list):
         if self.send_initial is not None and self.match != "NotOlderThan":
             raise list_options_invalid("resourceVersionMatch", "Forbidden",
                                        "sendInitialEvents requires setting "
                                        "resourceVersionMatch to NotOlderThan")
+        # apiserver's validateWatchOptions with the WatchList feature gate off.
+        if self.send_initial is not None and not watch_list:
+            raise list_options_invalid("sendInitialEvents", "Forbidden",
+                                       "sendInitialEvents is forbidden for watch unless the "
+                                       "WatchList feature gate is enabled")
         if self.match and self.send_initial is None:
             raise list_options_invalid("resourceVersionMatch", "Forbidden",
                                        "resourceVersionMatch is forbidden for watch unless "
@@ -132,7 +137,7 @@ class WatchStream:
         self.ctx = ctx
         self.store = ctx.store
         self.handler = handler
-        self.opts = Options(req)
+        self.opts = Options(req, not ctx.faults.settings.get("watch_list_disabled"))
         self.watcher = Watcher(req.rtype, req.version, req.namespace if req.rtype.namespaced
                                else "", LabelSelector(req.param("labelSelector")),
                                FieldSelector(req.param("fieldSelector"), req.rtype.fields))

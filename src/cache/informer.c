@@ -6,6 +6,7 @@
 
 #include "wire/json.h"
 #include "base/log.h"
+#include "base/ring.h"
 #include "base/xalloc.h"
 
 #define QUEUE_HIGH 1024 /* notifications at which the reflector is held */
@@ -16,8 +17,7 @@ struct kl_informer {
     kl_store *store;
     kl_informer_ready_fn ready;
     void *ud;
-    kl_notif *q; /* FIFO ring */
-    size_t head, n, cap;
+    kl_ring q;             /* of kl_notif, oldest first */
     int held;              /* told the reflector it is full */
     int listed;            /* the first LIST has been stored */
     size_t initial_left;   /* notifications of the first list not yet taken */
@@ -41,18 +41,9 @@ static void share_bytes(kl_obj *dst, const kl_obj *src) {
 }
 
 static void push(kl_informer *inf, kl_notif *n) {
-    if (inf->n == inf->cap) {
-        size_t cap = inf->cap ? inf->cap * 2 : 256;
-        kl_notif *q = kl_xmalloc(cap * sizeof *q);
-        for (size_t i = 0; i < inf->n; i++) q[i] = inf->q[(inf->head + i) % inf->cap];
-        free(inf->q);
-        inf->q = q;
-        inf->head = 0;
-        inf->cap = cap;
-    }
     n->seq = ++inf->seq;
-    inf->q[(inf->head + inf->n++) % inf->cap] = *n;
-    if (inf->n == 1) inf->ready(inf->ud, inf);
+    kl_ring_push(&inf->q, n);
+    if (kl_ring_len(&inf->q) == 1) inf->ready(inf->ud, inf);
 }
 
 static void on_change(void *ud, kl_change change, kl_obj *old, kl_obj *now) {
@@ -73,7 +64,7 @@ static void on_change(void *ud, kl_change change, kl_obj *old, kl_obj *now) {
 }
 
 static int full(kl_informer *inf) {
-    if (inf->n >= QUEUE_HIGH) inf->held = 1;
+    if (kl_ring_len(&inf->q) >= QUEUE_HIGH) inf->held = 1;
     return inf->held;
 }
 
@@ -92,7 +83,7 @@ static int sink_replace(void *ud, kl_list *list) {
     kl_store_replace(inf->store, list, on_change, inf);
     inf->listed = 1;
     /* An empty list queues nothing, yet the dispatcher must see the sync. */
-    if (!inf->n) inf->ready(inf->ud, inf);
+    if (!kl_ring_len(&inf->q)) inf->ready(inf->ud, inf);
     return full(inf);
 }
 
@@ -126,6 +117,7 @@ kl_informer *kl_informer_new(kl_loop *loop, kl_http *http, const kl_reflector_op
     kl_informer *inf = kl_xcalloc(1, sizeof *inf);
     inf->ready = ready;
     inf->ud = ud;
+    kl_ring_init(&inf->q, sizeof(kl_notif));
     inf->store = kl_store_new();
     inf->reflector = kl_reflector_new(loop, http, o, (kl_reflector_sink){sink_replace, sink_event}, inf);
     return inf;
@@ -140,7 +132,7 @@ void kl_informer_free(kl_informer *inf) {
     inf->held = 0;
     kl_notif n;
     while (kl_informer_pop(inf, &n)) kl_notif_clear(&n);
-    free(inf->q);
+    kl_ring_free(&inf->q);
     kl_store_free(inf->store);
     kl_prune_free(inf->prune);
     free(inf);
@@ -152,19 +144,16 @@ void kl_informer_set_prune(kl_informer *inf, kl_prune *p) {
 }
 
 int kl_informer_pop(kl_informer *inf, kl_notif *n) {
-    if (!inf->n) return 0;
-    *n = inf->q[inf->head];
-    inf->head = (inf->head + 1) % inf->cap;
-    inf->n--;
+    if (!kl_ring_pop(&inf->q, n)) return 0;
     if (n->initial && inf->initial_left) inf->initial_left--;
-    if (inf->held && inf->n <= QUEUE_LOW) {
+    if (inf->held && kl_ring_len(&inf->q) <= QUEUE_LOW) {
         inf->held = 0;
         kl_reflector_kick(inf->reflector);
     }
     return 1;
 }
 
-size_t kl_informer_pending(const kl_informer *inf) { return inf->n; }
+size_t kl_informer_pending(const kl_informer *inf) { return kl_ring_len(&inf->q); }
 kl_store *kl_informer_store(kl_informer *inf) { return inf->store; }
 int kl_informer_synced(const kl_informer *inf) { return inf->listed && inf->initial_left == 0; }
 const kl_reflector_stats *kl_informer_stats(const kl_informer *inf) {

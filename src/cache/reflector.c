@@ -1,94 +1,225 @@
 /* reflector.c - ListWatch as client-go's Reflector does it; see reflector.h. */
 #include "cache/reflector.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/backoff.h"
+#include "cache/listwatch_url.h"
 #include "wire/framer.h"
 #include "wire/list_stream.h"
 #include "base/log.h"
+#include "base/ring.h"
 #include "base/xalloc.h"
 
 #define FRAMES_HIGH 512 /* queued frames at which the socket is paused */
 #define FRAMES_LOW 128  /* ...and resumed */
 #define PUMP_BATCH 256  /* frames per loop iteration, so sockets stay served */
-#define BACKOFF_BASE 0.8
-#define BACKOFF_CAP 30.0
-#define BACKOFF_RESET 120.0
+#define RETRY_AFTER_MAX 30.0 /* a server's Retry-After is honoured up to this */
 #define WATCH_GRACE 5L /* seconds past timeoutSeconds before klua ends a watch */
 
-typedef enum { IDLE, LISTING, WATCHING, WAITING } phase;
+/* ---- the transition table --------------------------------------------- */
 
-/* What to do once a watch has ended and its queued frames are delivered. */
+/* Why the reflector changes state: one row of the table each, so a cause
+ * names where it leads. */
 typedef enum {
-    END_REWATCH, /* clean end or idle restart: watch again at once */
-    END_BACKOFF, /* an error: wait, then watch again */
+    C_START,
+    C_START_WATCHLIST,
+    C_LIST_OK,
+    C_LIST_STALE,
+    C_LIST_RV_GONE,
+    C_LIST_CONTINUE_EXPIRED,
+    C_LIST_NOT_FOUND,
+    C_LIST_RETRY_AFTER,
+    C_LIST_ERROR,
+    C_WL_SYNCED,
+    C_WL_REFUSED,
+    C_WL_CORRUPT,
+    C_WL_DEADLINE,
+    C_WL_RETRY,
+    C_WL_RETRY_AFTER,
+    C_WL_EXPIRED,
+    C_WL_EXPIRED_AT_ONCE,
+    C_WATCH_END,
+    C_WATCH_IDLE,
+    C_WATCH_FAIL,
+    C_WATCH_RETRY_AFTER,
+    C_WATCH_EXPIRED,
+    C_WATCH_EXPIRED_WL,
+    C_WATCH_EXPIRED_AT_ONCE,
+    C_WATCH_NOT_FOUND,
+    C_WATCH_CORRUPT,
+    C_WAIT_LIST,
+    C_WAIT_WATCHLIST,
+    C_WAIT_WATCH,
+    C_COUNT
+} cause;
+
+#define IDLE KL_REFLECTOR_IDLE
+#define LIST KL_REFLECTOR_LIST
+#define WATCHLIST KL_REFLECTOR_WATCHLIST
+#define WATCH KL_REFLECTOR_WATCH
+#define BACKOFF KL_REFLECTOR_BACKOFF
+
+static const char *const state_names[KL_REFLECTOR_NSTATES] = {
+    [IDLE] = "IDLE", [LIST] = "LIST", [WATCHLIST] = "WATCHLIST", [WATCH] = "WATCH", [BACKOFF] = "BACKOFF",
+};
+
+static const kl_reflector_transition table[C_COUNT] = {
+    [C_START] = {IDLE, "start", LIST, "LIST(\"0\")"},
+    [C_START_WATCHLIST] = {IDLE, "start, with --watch-list", WATCHLIST, "WATCH(initial events)"},
+    [C_LIST_OK] = {LIST, "ok (the last page)", WATCH, "store.replace, WATCH(list rv)"},
+    [C_LIST_STALE] = {LIST, "ok, at the rv whose watch got 410 at once", LIST, "LIST(\"\")"},
+    [C_LIST_RV_GONE] = {LIST, "410 / too large at rv", LIST, "LIST(\"\") at once, same paging"},
+    [C_LIST_CONTINUE_EXPIRED] = {LIST, "continue expired, page >= 2", LIST, "LIST(rv) unpaged"},
+    [C_LIST_NOT_FOUND] = {LIST, "404 (resource not served)", BACKOFF, "store.replace(nothing) -> LIST(\"\")"},
+    [C_LIST_RETRY_AFTER] = {LIST, "429 / Retry-After", BACKOFF, "at most 30 s -> LIST(rv)"},
+    [C_LIST_ERROR] = {LIST, "other error, unreadable body", BACKOFF, "-> LIST(rv)"},
+    [C_WL_SYNCED] = {WATCHLIST, "initial-events-end bookmark", WATCH, "store.replace, the same stream goes on"},
+    [C_WL_REFUSED] = {WATCHLIST, "HTTP error (not 410, 429), ERROR", LIST, "LIST(rv); the next relist tries again"},
+    [C_WL_CORRUPT] = {WATCHLIST, "oversize / malformed frame", BACKOFF, "-> LIST(rv); the next relist tries again"},
+    [C_WL_DEADLINE] = {WATCHLIST, "no bookmark in --watch-list-deadline", LIST, "LIST(rv), and LIST from then on"},
+    [C_WL_RETRY] = {WATCHLIST, "ended, idle, connect error, timeout", BACKOFF, "-> WATCHLIST"},
+    [C_WL_RETRY_AFTER] = {WATCHLIST, "429 / Retry-After", BACKOFF, "at most 30 s -> WATCHLIST"},
+    [C_WL_EXPIRED] = {WATCHLIST, "410 after events", WATCHLIST, "WATCH(initial events)"},
+    [C_WL_EXPIRED_AT_ONCE] = {WATCHLIST, "410 before any event", BACKOFF, "-> WATCHLIST"},
+    [C_WATCH_END] = {WATCH, "clean end, timeoutSeconds + 5 s, cut", WATCH, "WATCH(rv)"},
+    [C_WATCH_IDLE] = {WATCH, "silent past the idle limit", WATCH, "WATCH(rv)"},
+    [C_WATCH_FAIL] = {WATCH, "< 1 s without events, connect error, 5xx, ERROR", BACKOFF, "-> WATCH(rv)"},
+    [C_WATCH_RETRY_AFTER] = {WATCH, "429 / Retry-After", BACKOFF, "at most 30 s -> WATCH(rv)"},
+    [C_WATCH_EXPIRED] = {WATCH, "410 (HTTP or ERROR) after events", LIST, "LIST(rv)"},
+    [C_WATCH_EXPIRED_WL] = {WATCH, "410 after events, with --watch-list", WATCHLIST, "WATCH(initial events)"},
+    [C_WATCH_EXPIRED_AT_ONCE] = {WATCH, "410 before any event", BACKOFF, "-> LIST(rv) or WATCHLIST"},
+    [C_WATCH_NOT_FOUND] = {WATCH, "404 (resource not served)", BACKOFF, "-> LIST(\"\") or WATCHLIST"},
+    [C_WATCH_CORRUPT] = {WATCH, "oversize / malformed frame", BACKOFF, "-> LIST(rv) or WATCHLIST"},
+    [C_WAIT_LIST] = {BACKOFF, "waited", LIST, "LIST"},
+    [C_WAIT_WATCHLIST] = {BACKOFF, "waited", WATCHLIST, "WATCH(initial events)"},
+    [C_WAIT_WATCH] = {BACKOFF, "waited", WATCH, "WATCH(rv)"},
+};
+
+const kl_reflector_transition *kl_reflector_transitions(size_t *n) {
+    *n = C_COUNT;
+    return table;
+}
+
+const char *kl_reflector_state_name(kl_reflector_state s) {
+    return s < KL_REFLECTOR_NSTATES ? state_names[s] : "?";
+}
+
+/* ---- the reflector ---------------------------------------------------- */
+
+/* How a watch ended; decided once, acted on when its frames are delivered. */
+typedef enum {
+    END_REWATCH, /* clean end, or cut after making progress */
+    END_IDLE,    /* silent past the idle limit: klua ended it */
+    END_BACKOFF, /* no answer, a timeout, 5xx, a short empty watch */
+    END_ERROR,   /* an ERROR event other than 410 */
+    END_REFUSED, /* WATCHLIST: an HTTP error it will not retry as such */
     END_RETRY,   /* the server asked to wait (Retry-After) */
-    END_RELIST,  /* 410: LIST(rv), at once if the watch made progress */
-    END_CORRUPT, /* bytes that cannot be read: wait, then LIST(rv) */
-    END_GONE,    /* 404: the resource is not served (a CRD deleted): wait, LIST("") */
-    END_FALLBACK /* WatchList gave no initial-events-end in time: LIST */
+    END_RELIST,  /* 410 */
+    END_CORRUPT, /* bytes that cannot be read */
+    END_GONE,    /* 404: the resource is not served (a CRD deleted) */
+    END_FALLBACK /* WATCHLIST: no initial-events-end in time */
 } end_action;
 
-struct kl_reflector {
+/* LIST: the pages of one list. */
+typedef struct list_st {
+    kl_list_stream stream; /* the page being received */
+    kl_list body;          /* ...and what it decoded so far */
+    kl_list acc;           /* the pages before it */
+    char *cont;            /* the token of the page being received */
+    int page;
+    int unpaged;           /* this LIST asks for no limit */
+} list_st;
+
+/* WATCH and WATCHLIST: one stream. */
+typedef struct watch_st {
+    uint64_t idle_timer, deadline_timer;
+    int paused;        /* the transfer waits for the frame queue to drain */
+    int finished;      /* the request ended; act once frames are delivered */
+    int ending;        /* the stream is abandoned: drop its frames, then act */
+    end_action action;
+    int end_code;      /* how the request ended: 0 clean, else HTTP status or -1 */
+    char end_why[600];
+    double retry_after;
+    double started, last_activity;
+    unsigned long events; /* events and bookmarks delivered */
+    int after_list;       /* it starts at the rv a LIST returned */
+    kl_list acc;          /* WATCHLIST: the initial state so far */
+} watch_st;
+
+/* BACKOFF: a timer, and where it leads. */
+typedef struct wait_st {
+    uint64_t timer;
+    cause next;
+} wait_st;
+
+/* What a transition needs from the state it leaves. */
+typedef struct step {
+    double wait;       /* BACKOFF: seconds */
+    cause next;        /* BACKOFF: what follows */
+    const char *why;   /* BACKOFF: for -v 2 */
+    int keep_paging;   /* LIST: retry the paging of the list left... */
+    int unpaged;       /* ...which was this */
+} step;
+
+typedef struct live_env {
     kl_loop *loop;
     kl_http *http;
+} live_env;
+
+struct kl_reflector {
+    kl_reflector_env env;
+    live_env live; /* env.ud for kl_reflector_new */
     kl_reflector_opts o; /* its strings point into owned */
     struct {
         char *name, *path, *kind, *label_selector, *field_selector;
     } owned;
+    kl_listwatch_target target;
     kl_reflector_sink sink;
     void *ud;
     kl_reflector_stats stats;
-    phase phase;
+    kl_reflector_state state;
+    union {
+        list_st list;
+        watch_st watch;
+        wait_st wait;
+    } st;
+    void *req; /* the request of LIST, WATCHLIST or WATCH */
+    /* Kept across states. */
     char *rv;
     int rv_unavailable; /* the last rv got 410 on LIST, or the resource was
                          * not served (404): list from "" */
     int paginated;      /* the first LIST, at "0", came in pages: the server pages
                          * (no watch cache), so relists page too (client-go's
                          * paginatedResult) */
-    int watch_after_list; /* the current watch starts at the rv a LIST returned */
-    char *expired_list_rv; /* ...and that rv got 410 before anything else */
-    kl_http_req *req;
-    uint64_t timer, idle_timer, deadline_timer;
+    char *expired_list_rv; /* a watch from the rv a LIST returned got 410 at once */
+    kl_backoff backoff;
     uint64_t rng;
-    double backoff, last_failure, retry_after;
     /* An outage: when attempts began failing, what failed, how many did. */
     double down_since;
     const char *down_what;
     unsigned long down_failures;
-    /* LIST */
-    kl_list_stream stream; /* the page being received */
-    kl_list body;          /* ...and what it decoded so far */
-    kl_list acc;
-    char *cont;
-    int page;
-    int unpaged;     /* this LIST asks for no limit */
-    int keep_pager;  /* the next LIST retries this one: same paging */
-    /* WATCH */
+    /* Frames between the socket and the sink. */
     kl_framer framer;
-    kl_blob **frames; /* FIFO ring of undelivered frames */
-    size_t fhead, nframes, fcap;
-    int paused, sink_full;
+    kl_ring frames; /* of kl_blob *, oldest first */
+    int sink_full;
     uint64_t pump_id; /* the deferred pump, or 0 */
-    int finished; /* the request ended; act once frames are delivered */
-    int ending;   /* the stream is abandoned: drop its frames, then act */
-    end_action action;
-    int end_code;  /* how the request ended: 0 clean, else HTTP status or -1 */
-    char end_why[600];
-    double watch_started, last_activity;
-    unsigned long watch_events;
-    int initial; /* WatchList: collecting the initial state into acc */
-    int wait_for_watch; /* what WAITING leads to: WATCH, or else LIST */
 };
 
-static void start_list(kl_reflector *r);
-static void start_watch(kl_reflector *r);
+static void transition(kl_reflector *r, cause c, const step *s);
 static void schedule_pump(kl_reflector *r);
+static void watch_over(kl_reflector *r);
 
 /* ---- small helpers ---------------------------------------------------- */
+
+static double now(const kl_reflector *r) { return r->env.now(r->env.ud); }
+
+static void cancel(kl_reflector *r, uint64_t *id) {
+    if (*id) r->env.cancel(r->env.ud, *id);
+    *id = 0;
+}
 
 static double uniform(kl_reflector *r) {
     r->rng ^= r->rng << 13;
@@ -105,89 +236,18 @@ static void set_rv(kl_reflector *r, const char *rv) {
 
 const char *kl_reflector_rv(const kl_reflector *r) { return r->rv ? r->rv : ""; }
 
-double kl_reflector_failing_for(const kl_reflector *r, double now) {
-    return r->down_since ? now - r->down_since : 0;
+double kl_reflector_failing_for(const kl_reflector *r, double t) {
+    return r->down_since ? t - r->down_since : 0;
 }
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r) { return &r->stats; }
+kl_reflector_state kl_reflector_get_state(const kl_reflector *r) { return r->state; }
 
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *p, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        b->s = kl_xrealloc(b->s, cap);
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, p, n);
-    b->len += n;
-    b->s[b->len] = '\0';
+static void frames_drop(kl_reflector *r) {
+    kl_blob *b;
+    while (kl_ring_pop(&r->frames, &b)) kl_blob_unref(b);
 }
 
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-/* Appends "&name=value" (or "?name=value" first) with value percent-encoded. */
-static void sb_param(sbuf *b, const char *name, const char *value) {
-    static const char hex[] = "0123456789ABCDEF";
-    sb_str(b, strchr(b->s ? b->s : "", '?') ? "&" : "?");
-    sb_str(b, name);
-    sb_str(b, "=");
-    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-            *p == '-' || *p == '_' || *p == '.' || *p == '~') {
-            sb_add(b, (const char *)p, 1);
-        } else {
-            char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-            sb_add(b, enc, 3);
-        }
-    }
-}
-
-static void sb_selectors(sbuf *b, const kl_reflector_opts *o) {
-    if (o->label_selector && o->label_selector[0]) sb_param(b, "labelSelector", o->label_selector);
-    if (o->field_selector && o->field_selector[0]) sb_param(b, "fieldSelector", o->field_selector);
-}
-
-static void cancel_timers(kl_reflector *r) {
-    kl_loop_cancel(r->loop, r->timer);
-    kl_loop_cancel(r->loop, r->idle_timer);
-    kl_loop_cancel(r->loop, r->deadline_timer);
-    r->timer = r->idle_timer = r->deadline_timer = 0;
-}
-
-/* ---- backoff ---------------------------------------------------------- */
-
-static double next_backoff(kl_reflector *r) {
-    double now = kl_now();
-    if (r->last_failure > 0 && now - r->last_failure > BACKOFF_RESET) r->backoff = 0;
-    r->backoff = r->backoff > 0 ? r->backoff * 2 : BACKOFF_BASE;
-    if (r->backoff > BACKOFF_CAP) r->backoff = BACKOFF_CAP;
-    r->last_failure = now;
-    return r->backoff * (1.0 + uniform(r));
-}
-
-static void on_wait_over(kl_loop *loop, void *ud) {
-    (void)loop;
-    kl_reflector *r = ud;
-    r->timer = 0;
-    if (r->phase != WAITING) return;
-    if (r->wait_for_watch) start_watch(r);
-    else start_list(r);
-}
-
-/* Waits before the next attempt; next_watch says whether it will WATCH or
- * LIST again. why is one line for -v 2. */
-static void wait_then(kl_reflector *r, double secs, int next_watch, const char *why) {
-    r->phase = WAITING;
-    r->stats.backoffs++;
-    r->wait_for_watch = next_watch;
-    r->page = 0;
-    kl_vlog(2, r->o.name, "waiting %.1f s before %s: %s", secs, next_watch ? "WATCH" : "LIST", why);
-    r->timer = kl_loop_after(r->loop, secs, on_wait_over, r);
-}
+/* ---- failures --------------------------------------------------------- */
 
 /* An attempt failed and will be retried. A failure the server will keep
  * giving until someone acts (a 4xx: a bad selector, a missing resource, a
@@ -198,7 +258,7 @@ static void note_failure(kl_reflector *r, const char *what, int code, const char
     int persistent = code >= 400 && code < 500 && code != 408 && code != 429;
     int first = !r->down_since;
     if (first) {
-        r->down_since = kl_now();
+        r->down_since = now(r);
         r->down_what = what;
         r->down_failures = 0;
     }
@@ -212,24 +272,30 @@ static void note_failure(kl_reflector *r, const char *what, int code, const char
 static void note_recovered(kl_reflector *r) {
     if (!r->down_since) return;
     kl_log(KL_LOG_INFO, r->o.name, "%s recovered after %.1f s and %lu %s", r->down_what,
-           kl_now() - r->down_since, r->down_failures, r->down_failures == 1 ? "retry" : "retries");
+           now(r) - r->down_since, r->down_failures, r->down_failures == 1 ? "retry" : "retries");
     r->down_since = 0;
     r->down_failures = 0;
 }
 
-static void backoff_then(kl_reflector *r, int next_watch, const char *why) {
+/* Takes transition c, to BACKOFF, waiting a backoff step before next. */
+static void backoff_then(kl_reflector *r, cause c, cause next, const char *why) {
     r->stats.errors++;
-    wait_then(r, next_backoff(r), next_watch, why);
+    step s = {.wait = kl_backoff_next(&r->backoff, now(r), uniform(r)), .next = next, .why = why};
+    transition(r, c, &s);
 }
 
 /* A server's Retry-After is honoured but bounded, so a hostile value cannot
  * park the reflector for hours. */
-static void retry_after_then(kl_reflector *r, double secs, int next_watch, const char *why) {
+static void retry_after_then(kl_reflector *r, cause c, double secs, cause next, const char *why) {
     r->stats.errors++;
-    if (secs < 0) secs = next_backoff(r);
-    if (secs > BACKOFF_CAP) secs = BACKOFF_CAP;
-    wait_then(r, secs, next_watch, why);
+    if (secs < 0) secs = kl_backoff_next(&r->backoff, now(r), uniform(r));
+    if (secs > RETRY_AFTER_MAX) secs = RETRY_AFTER_MAX;
+    step s = {.wait = secs, .next = next, .why = why};
+    transition(r, c, &s);
 }
+
+/* The state a relist leads to after a BACKOFF. */
+static cause relist_after_wait(const kl_reflector *r) { return r->o.watch_list ? C_WAIT_WATCHLIST : C_WAIT_LIST; }
 
 /* ---- LIST ------------------------------------------------------------- */
 
@@ -271,121 +337,6 @@ static void status_words(const kl_http_resp *resp, char *buf, size_t size, int *
     free(message);
 }
 
-static void list_complete(kl_reflector *r) {
-    kl_vlog(2, r->o.name, "LIST complete: %zu objects at resourceVersion %s", r->acc.n,
-            r->acc.rv ? r->acc.rv : "?");
-    int stale = r->expired_list_rv && r->acc.rv && strcmp(r->expired_list_rv, r->acc.rv) == 0;
-    free(r->expired_list_rv);
-    r->expired_list_rv = NULL;
-    if (stale && !r->rv_unavailable) {
-        /* The state a watch from this very rv just refused with 410 (a paged
-         * LIST is etcd's snapshot at the rv asked for, which a new watch
-         * cache may no longer hold): watching from it again would end the
-         * same way, so list the latest state instead. */
-        kl_vlog(2, r->o.name, "resourceVersion %s was listed again after its watch expired; "
-                "listing the latest state", r->acc.rv);
-        kl_list_clear(&r->acc);
-        r->page = 0;
-        free(r->cont);
-        r->cont = NULL;
-        r->rv_unavailable = 1;
-        start_list(r);
-        return;
-    }
-    set_rv(r, r->acc.rv);
-    r->rv_unavailable = 0;
-    r->page = 0;
-    free(r->cont);
-    r->cont = NULL;
-    kl_list done = r->acc;
-    memset(&r->acc, 0, sizeof r->acc);
-    if (r->sink.replace(r->ud, &done)) r->sink_full = 1;
-    kl_list_clear(&done);
-    start_watch(r);
-    r->watch_after_list = 1;
-}
-
-static size_t on_list_data(void *ud, const char *p, size_t n) {
-    kl_reflector *r = ud;
-    return kl_list_stream_feed(&r->stream, p, n) < 0 ? 0 : n;
-}
-
-static void on_list_done(void *ud, const kl_http_resp *resp) {
-    kl_reflector *r = ud;
-    r->req = NULL;
-    char err[600];
-    if (r->stream.failed || (resp->outcome == KL_HTTP_OK && kl_list_stream_finish(&r->stream) < 0)) {
-        snprintf(err, sizeof err, "%s", r->stream.err);
-        kl_list_stream_free(&r->stream);
-        kl_list_clear(&r->body);
-        kl_list_clear(&r->acc);
-        kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s", err);
-        backoff_then(r, 0, err);
-        return;
-    }
-    kl_list_stream_free(&r->stream);
-    if (resp->outcome == KL_HTTP_OK) {
-        note_recovered(r);
-        kl_list page = r->body;
-        memset(&r->body, 0, sizeof r->body);
-        kl_vlog(2, r->o.name, "LIST page %d: %zu objects, resourceVersion %s%s", r->page, page.n,
-                page.rv ? page.rv : "?", page.cont && page.cont[0] ? ", more to come" : "");
-        int more = page.cont && page.cont[0] && !r->unpaged;
-        if (more && r->page == 0 && !r->rv) r->paginated = 1;
-        free(r->cont);
-        r->cont = more ? page.cont : NULL;
-        if (more) page.cont = NULL;
-        append_page(&r->acc, &page);
-        kl_list_clear(&page);
-        if (more) {
-            r->page++;
-            start_list(r);
-        } else {
-            list_complete(r);
-        }
-        return;
-    }
-    int code;
-    status_words(resp, err, sizeof err, &code);
-    kl_list_clear(&r->body);
-    kl_list_clear(&r->acc);
-    int paging = r->cont != NULL;
-    free(r->cont);
-    r->cont = NULL;
-    r->page = 0;
-    if (code == 410 && paging) {
-        kl_vlog(2, r->o.name, "continue token expired (%s): listing again in one piece", err);
-        r->unpaged = 1;
-        r->keep_pager = 1;
-        start_list(r);
-    } else if ((code == 410 || is_too_large_rv(resp, err)) && r->rv && r->rv[0] && !r->rv_unavailable) {
-        kl_vlog(2, r->o.name, "resourceVersion %s is unavailable (%s): listing the latest state",
-                r->rv, err);
-        r->rv_unavailable = 1;
-        r->keep_pager = 1;
-        start_list(r);
-    } else if (code == 429 || resp->retry_after >= 0) {
-        note_failure(r, "LIST", code, err);
-        retry_after_then(r, resp->retry_after, 0, err);
-    } else if (code == 404) {
-        /* Not served (a CRD deleted): as client-go, the cache then holds
-         * none of it either (deletes it missed are delivered, their final
-         * state unknown) and a wait for the sync ends. Once it is back, its
-         * resourceVersions start anew, so the LIST that finds it asks for
-         * the latest state. */
-        note_failure(r, "LIST", code, err);
-        r->rv_unavailable = 1;
-        kl_list none;
-        memset(&none, 0, sizeof none);
-        none.remaining = -1;
-        if (r->sink.replace(r->ud, &none)) r->sink_full = 1;
-        backoff_then(r, 0, err);
-    } else {
-        note_failure(r, "LIST", code, err);
-        backoff_then(r, 0, err);
-    }
-}
-
 /* Whether a LIST from rv asks for pages, as client-go's reflector decides:
  * always with an explicit page size, or when the first LIST came in pages;
  * otherwise not at a resourceVersion other than "" and "0". kube-apiserver
@@ -399,100 +350,205 @@ static int list_pages(const kl_reflector *r, const char *rv) {
     return !rv[0] || strcmp(rv, "0") == 0;
 }
 
-static void start_list(kl_reflector *r) {
-    r->phase = LISTING;
-    r->initial = 0;
-    sbuf b = {0};
-    sb_str(&b, r->o.path);
-    const char *rv = r->rv_unavailable ? "" : (r->rv ? r->rv : "0");
-    /* A retry after an expired continue token or resourceVersion keeps the
-     * paging of the LIST it retries, as client-go's pager does. */
-    if (r->page == 0 && !r->keep_pager) r->unpaged = !list_pages(r, rv);
-    r->keep_pager = 0;
-    char limit[24];
-    snprintf(limit, sizeof limit, "%d", r->o.page_size > 0 ? r->o.page_size : 500);
-    if (!r->unpaged) sb_param(&b, "limit", limit);
-    if (r->page == 0) {
+static const char *list_rv(const kl_reflector *r) { return r->rv_unavailable ? "" : (r->rv ? r->rv : "0"); }
+
+static size_t on_list_data(void *ud, const char *p, size_t n);
+static void on_list_done(void *ud, const kl_http_resp *resp);
+
+/* Requests the LIST state's next page (its first when page is 0). */
+static void request_page(kl_reflector *r) {
+    list_st *l = &r->st.list;
+    const char *rv = list_rv(r);
+    int limit = l->unpaged ? 0 : (r->o.page_size > 0 ? r->o.page_size : 500);
+    if (l->page == 0) {
         r->stats.lists++;
         if (r->rv) r->stats.relists++;
-        sb_param(&b, "resourceVersion", rv);
-        kl_vlog(2, r->o.name, "LIST from resourceVersion \"%s\"%s", rv, r->unpaged ? ", unpaged" : "");
+        kl_vlog(2, r->o.name, "LIST from resourceVersion \"%s\"%s", rv, l->unpaged ? ", unpaged" : "");
+    }
+    char *url = kl_listwatch_url_list(&r->target, limit, rv, l->page ? l->cont : NULL);
+    kl_http_opts ho = {.method = "GET", .path = url, .timeout_ms = (long)(r->o.list_timeout * 1000)};
+    kl_list_stream_init(&l->stream, &l->body, KL_FRAME_MAX_DEFAULT);
+    r->req = r->env.start(r->env.ud, &ho, (kl_http_cb){.data = on_list_data, .done = on_list_done}, r);
+    free(url);
+}
+
+static void enter_list(kl_reflector *r, const step *s) {
+    list_st *l = &r->st.list;
+    memset(l, 0, sizeof *l);
+    /* A retry after an expired continue token or resourceVersion keeps the
+     * paging of the LIST it retries, as client-go's pager does. */
+    l->unpaged = s && s->keep_paging ? s->unpaged : !list_pages(r, list_rv(r));
+    request_page(r);
+}
+
+static void leave_list(kl_reflector *r) {
+    list_st *l = &r->st.list;
+    if (r->req) r->env.abort(r->env.ud, r->req);
+    r->req = NULL;
+    kl_list_stream_free(&l->stream);
+    kl_list_clear(&l->body);
+    kl_list_clear(&l->acc);
+    free(l->cont);
+}
+
+static void list_complete(kl_reflector *r) {
+    list_st *l = &r->st.list;
+    kl_vlog(2, r->o.name, "LIST complete: %zu objects at resourceVersion %s", l->acc.n,
+            l->acc.rv ? l->acc.rv : "?");
+    int stale = r->expired_list_rv && l->acc.rv && strcmp(r->expired_list_rv, l->acc.rv) == 0;
+    free(r->expired_list_rv);
+    r->expired_list_rv = NULL;
+    if (stale && !r->rv_unavailable) {
+        /* The state a watch from this very rv just refused with 410 (a paged
+         * LIST is etcd's snapshot at the rv asked for, which a new watch
+         * cache may no longer hold): watching from it again would end the
+         * same way, so list the latest state instead. */
+        kl_vlog(2, r->o.name, "resourceVersion %s was listed again after its watch expired; "
+                "listing the latest state", l->acc.rv);
+        r->rv_unavailable = 1;
+        transition(r, C_LIST_STALE, NULL);
+        return;
+    }
+    set_rv(r, l->acc.rv);
+    r->rv_unavailable = 0;
+    kl_list done = l->acc;
+    memset(&l->acc, 0, sizeof l->acc);
+    if (r->sink.replace(r->ud, &done)) r->sink_full = 1;
+    kl_list_clear(&done);
+    transition(r, C_LIST_OK, NULL);
+}
+
+static size_t on_list_data(void *ud, const char *p, size_t n) {
+    kl_reflector *r = ud;
+    return kl_list_stream_feed(&r->st.list.stream, p, n) < 0 ? 0 : n;
+}
+
+static void list_page_done(kl_reflector *r) {
+    list_st *l = &r->st.list;
+    note_recovered(r);
+    kl_list page = l->body;
+    memset(&l->body, 0, sizeof l->body);
+    kl_vlog(2, r->o.name, "LIST page %d: %zu objects, resourceVersion %s%s", l->page, page.n,
+            page.rv ? page.rv : "?", page.cont && page.cont[0] ? ", more to come" : "");
+    int more = page.cont && page.cont[0] && !l->unpaged;
+    if (more && l->page == 0 && !r->rv) r->paginated = 1;
+    free(l->cont);
+    l->cont = more ? page.cont : NULL;
+    if (more) page.cont = NULL;
+    append_page(&l->acc, &page);
+    kl_list_clear(&page);
+    if (more) {
+        l->page++;
+        request_page(r);
     } else {
-        sb_param(&b, "continue", r->cont);
+        list_complete(r);
     }
-    sb_selectors(&b, &r->o);
-    kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (long)(r->o.list_timeout * 1000)};
-    kl_list_stream_init(&r->stream, &r->body, KL_FRAME_MAX_DEFAULT);
-    r->req = kl_http_start(r->http, &ho, (kl_http_cb){.data = on_list_data, .done = on_list_done}, r);
-    free(b.s);
 }
 
-/* ---- WATCH ------------------------------------------------------------ */
-
-static void frames_push(kl_reflector *r, kl_blob *b) {
-    if (r->nframes == r->fcap) {
-        size_t cap = r->fcap ? r->fcap * 2 : 64;
-        kl_blob **f = kl_xmalloc(cap * sizeof *f);
-        for (size_t i = 0; i < r->nframes; i++) f[i] = r->frames[(r->fhead + i) % r->fcap];
-        free(r->frames);
-        r->frames = f;
-        r->fhead = 0;
-        r->fcap = cap;
+static void list_failed(kl_reflector *r, const kl_http_resp *resp) {
+    list_st *l = &r->st.list;
+    char err[600];
+    int code;
+    status_words(resp, err, sizeof err, &code);
+    int paging = l->page > 0;
+    step same = {.keep_paging = 1, .unpaged = l->unpaged};
+    if (code == 410 && paging) {
+        kl_vlog(2, r->o.name, "continue token expired (%s): listing again in one piece", err);
+        step unpaged = {.keep_paging = 1, .unpaged = 1};
+        transition(r, C_LIST_CONTINUE_EXPIRED, &unpaged);
+    } else if ((code == 410 || is_too_large_rv(resp, err)) && r->rv && r->rv[0] && !r->rv_unavailable) {
+        kl_vlog(2, r->o.name, "resourceVersion %s is unavailable (%s): listing the latest state",
+                r->rv, err);
+        r->rv_unavailable = 1;
+        transition(r, C_LIST_RV_GONE, &same);
+    } else if (code == 429 || resp->retry_after >= 0) {
+        note_failure(r, "LIST", code, err);
+        retry_after_then(r, C_LIST_RETRY_AFTER, resp->retry_after, C_WAIT_LIST, err);
+    } else if (code == 404) {
+        /* Not served (a CRD deleted): as client-go, the cache then holds
+         * none of it either (deletes it missed are delivered, their final
+         * state unknown) and a wait for the sync ends. Once it is back, its
+         * resourceVersions start anew, so the LIST that finds it asks for
+         * the latest state. */
+        note_failure(r, "LIST", code, err);
+        r->rv_unavailable = 1;
+        kl_list none;
+        memset(&none, 0, sizeof none);
+        none.remaining = -1;
+        if (r->sink.replace(r->ud, &none)) r->sink_full = 1;
+        backoff_then(r, C_LIST_NOT_FOUND, C_WAIT_LIST, err);
+    } else {
+        note_failure(r, "LIST", code, err);
+        backoff_then(r, C_LIST_ERROR, C_WAIT_LIST, err);
     }
-    r->frames[(r->fhead + r->nframes++) % r->fcap] = b;
 }
 
-static kl_blob *frames_pop(kl_reflector *r) {
-    kl_blob *b = r->frames[r->fhead];
-    r->fhead = (r->fhead + 1) % r->fcap;
-    r->nframes--;
-    return b;
+static void on_list_done(void *ud, const kl_http_resp *resp) {
+    kl_reflector *r = ud;
+    list_st *l = &r->st.list;
+    r->req = NULL;
+    if (l->stream.failed || (resp->outcome == KL_HTTP_OK && kl_list_stream_finish(&l->stream) < 0)) {
+        char err[600];
+        snprintf(err, sizeof err, "%s", l->stream.err);
+        kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s", err);
+        backoff_then(r, C_LIST_ERROR, C_WAIT_LIST, err);
+        return;
+    }
+    kl_list_stream_free(&l->stream);
+    if (resp->outcome == KL_HTTP_OK) list_page_done(r);
+    else list_failed(r, resp);
 }
 
-static void frames_drop(kl_reflector *r) {
-    while (r->nframes) kl_blob_unref(frames_pop(r));
-}
+/* ---- WATCH and WATCHLIST ---------------------------------------------- */
 
-static void on_frame(void *ud, kl_blob *b) { frames_push(ud, b); }
+static int in_watch(const kl_reflector *r) { return r->state == WATCH || r->state == WATCHLIST; }
+
+static void on_frame(void *ud, kl_blob *b) {
+    kl_reflector *r = ud;
+    kl_ring_push(&r->frames, &b);
+}
 
 static void on_oversize(void *ud, size_t max) {
     kl_reflector *r = ud;
     r->stats.oversize++;
     kl_log(KL_LOG_ERROR, r->o.name, "watch event larger than %zu bytes refused; relisting", max);
-    r->ending = 1;
-    r->action = END_CORRUPT;
+    r->st.watch.ending = 1;
+    r->st.watch.action = END_CORRUPT;
 }
 
 static size_t on_watch_data(void *ud, const char *p, size_t n) {
     kl_reflector *r = ud;
-    r->last_activity = kl_now();
-    if (r->ending) return 0;
-    if (r->nframes >= FRAMES_HIGH) {
-        r->paused = 1;
+    watch_st *w = &r->st.watch;
+    w->last_activity = now(r);
+    if (w->ending) return 0;
+    if (kl_ring_len(&r->frames) >= FRAMES_HIGH) {
+        w->paused = 1;
         return KL_HTTP_PAUSE;
     }
     if (kl_framer_feed(&r->framer, p, n) < 0) {
-        r->ending = 1;
-        r->action = END_CORRUPT;
+        w->ending = 1;
+        w->action = END_CORRUPT;
     }
     schedule_pump(r);
     /* Returning less than n makes curl end the transfer: the stream is
      * abandoned and the end action runs once queued frames are delivered. */
-    return r->ending ? 0 : n;
+    return w->ending ? 0 : n;
 }
 
 static void end_watch_now(kl_reflector *r, end_action a) {
-    r->ending = 1;
-    r->action = a;
+    watch_st *w = &r->st.watch;
+    w->ending = 1;
+    w->action = a;
     if (r->req) {
-        kl_http_cancel(r->req);
+        r->env.abort(r->env.ud, r->req);
         r->req = NULL;
-        r->finished = 1;
+        w->finished = 1;
     }
 }
 
 static void deliver_event(kl_reflector *r, kl_event *ev) {
-    r->watch_events++;
+    watch_st *w = &r->st.watch;
+    w->events++;
     r->stats.events++;
     if (ev->type == KL_EV_ADDED) r->stats.added++;
     else if (ev->type == KL_EV_MODIFIED) r->stats.modified++;
@@ -501,11 +557,11 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
      * cache has reached: as client-go, the reflector's rv stays where it
      * was until the initial-events-end bookmark, so a fallback LIST asks
      * from there and the partial state is dropped. */
-    if (r->initial) {
+    if (r->state == WATCHLIST) {
         /* The initial state comes as ADDED events only. */
         if (ev->type == KL_EV_ADDED) {
-            r->acc.items = kl_xrealloc(r->acc.items, (r->acc.n + 1) * sizeof *r->acc.items);
-            r->acc.items[r->acc.n++] = ev->obj;
+            w->acc.items = kl_xrealloc(w->acc.items, (w->acc.n + 1) * sizeof *w->acc.items);
+            w->acc.items[w->acc.n++] = ev->obj;
             memset(&ev->obj, 0, sizeof ev->obj);
         }
         return;
@@ -515,18 +571,17 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
 }
 
 static void initial_events_end(kl_reflector *r, const char *rv) {
-    kl_loop_cancel(r->loop, r->deadline_timer);
-    r->deadline_timer = 0;
-    r->initial = 0;
+    watch_st *w = &r->st.watch;
     set_rv(r, rv);
-    free(r->acc.rv);
-    r->acc.rv = rv ? kl_xstrdup(rv) : NULL;
-    kl_vlog(2, r->o.name, "initial events end at resourceVersion %s: %zu objects", rv ? rv : "?", r->acc.n);
-    kl_list done = r->acc;
-    memset(&r->acc, 0, sizeof r->acc);
+    free(w->acc.rv);
+    w->acc.rv = rv ? kl_xstrdup(rv) : NULL;
+    kl_vlog(2, r->o.name, "initial events end at resourceVersion %s: %zu objects", rv ? rv : "?", w->acc.n);
+    kl_list done = w->acc;
+    memset(&w->acc, 0, sizeof w->acc);
     r->rv_unavailable = 0;
     if (r->sink.replace(r->ud, &done)) r->sink_full = 1;
     kl_list_clear(&done);
+    transition(r, C_WL_SYNCED, NULL);
 }
 
 static void handle_frame(kl_reflector *r, kl_blob *frame) {
@@ -539,188 +594,228 @@ static void handle_frame(kl_reflector *r, kl_blob *frame) {
         end_watch_now(r, END_CORRUPT);
     } else if (ev.type == KL_EV_BOOKMARK) {
         r->stats.bookmarks++;
-        r->watch_events++;
+        r->st.watch.events++;
         kl_vlog(2, r->o.name, "BOOKMARK at resourceVersion %s", ev.obj.rv ? ev.obj.rv : "");
-        if (!r->initial) set_rv(r, ev.obj.rv);
+        if (r->state == WATCH) set_rv(r, ev.obj.rv);
         else if (ev.initial_events_end) initial_events_end(r, ev.obj.rv);
     } else if (ev.type == KL_EV_ERROR) {
         int gone = ev.code == 410;
         kl_vlog(2, r->o.name, "watch ERROR %d %s: %s%s", ev.code, ev.reason ? ev.reason : "",
                 ev.message ? ev.message : "", gone ? "; relisting" : "");
         if (!gone) kl_log(KL_LOG_WARN, r->o.name, "watch error %d: %s", ev.code, ev.message ? ev.message : "");
-        end_watch_now(r, gone ? END_RELIST : END_BACKOFF);
+        snprintf(r->st.watch.end_why, sizeof r->st.watch.end_why, "ERROR %d: %s", ev.code,
+                 ev.message ? ev.message : "");
+        end_watch_now(r, gone ? END_RELIST : END_ERROR);
     } else {
         deliver_event(r, &ev);
     }
     kl_event_clear(&ev);
 }
 
-static void after_watch(kl_reflector *r);
-
 static void pump(kl_loop *loop, void *ud) {
     (void)loop;
     kl_reflector *r = ud;
     r->pump_id = 0;
-    for (int n = 0; n < PUMP_BATCH && r->nframes && !r->sink_full; n++) {
-        kl_blob *b = frames_pop(r);
-        if (!r->ending) handle_frame(r, b);
+    if (!in_watch(r)) return;
+    watch_st *w = &r->st.watch;
+    kl_blob *b;
+    for (int n = 0; n < PUMP_BATCH && !r->sink_full && kl_ring_pop(&r->frames, &b); n++) {
+        if (!w->ending) handle_frame(r, b);
         kl_blob_unref(b);
     }
-    if (r->ending) frames_drop(r);
-    if (r->paused && r->nframes < FRAMES_LOW && r->req) {
-        r->paused = 0;
-        kl_http_resume(r->req);
+    if (w->ending) frames_drop(r);
+    if (w->paused && kl_ring_len(&r->frames) < FRAMES_LOW && r->req) {
+        w->paused = 0;
+        r->env.resume(r->env.ud, r->req);
     }
-    if (r->nframes && !r->sink_full) schedule_pump(r);
-    if (!r->nframes && r->finished) after_watch(r);
+    if (kl_ring_len(&r->frames) && !r->sink_full) schedule_pump(r);
+    if (!kl_ring_len(&r->frames) && w->finished) watch_over(r);
 }
 
 static void schedule_pump(kl_reflector *r) {
-    if (!r->pump_id) r->pump_id = kl_loop_defer(r->loop, pump, r);
+    if (!r->pump_id) r->pump_id = r->env.defer(r->env.ud, pump, r);
 }
 
 void kl_reflector_kick(kl_reflector *r) {
     r->sink_full = 0;
-    if (r->nframes || r->finished) schedule_pump(r);
+    if (in_watch(r) && (kl_ring_len(&r->frames) || r->st.watch.finished)) schedule_pump(r);
 }
+
+static double idle_limit(const kl_reflector *r) { return r->o.idle_timeout > 0 ? r->o.idle_timeout : 150; }
 
 static void on_idle_check(kl_loop *loop, void *ud) {
     (void)loop;
     kl_reflector *r = ud;
-    r->idle_timer = 0;
-    if (r->phase != WATCHING || r->finished) return;
-    double idle = r->o.idle_timeout > 0 ? r->o.idle_timeout : 150;
-    double quiet = kl_now() - r->last_activity;
-    if (quiet < idle || r->paused) {
-        r->idle_timer = kl_loop_after(r->loop, idle - (r->paused ? 0 : quiet) + 0.01, on_idle_check, r);
+    watch_st *w = &r->st.watch;
+    w->idle_timer = 0;
+    if (w->finished) return;
+    double quiet = now(r) - w->last_activity;
+    if (quiet < idle_limit(r) || w->paused) {
+        w->idle_timer = r->env.after(r->env.ud, idle_limit(r) - (w->paused ? 0 : quiet) + 0.01, on_idle_check, r);
         return;
     }
     r->stats.idle_restarts++;
     kl_log(KL_LOG_WARN, r->o.name, "watch silent for %.0f s; restarting it", quiet);
-    end_watch_now(r, END_REWATCH);
-    if (!r->nframes) after_watch(r);
+    end_watch_now(r, END_IDLE);
+    if (!kl_ring_len(&r->frames)) watch_over(r);
+}
+
+static double watch_list_deadline(const kl_reflector *r) {
+    return r->o.watch_list_deadline > 0 ? r->o.watch_list_deadline : 10;
 }
 
 static void on_deadline(kl_loop *loop, void *ud) {
     (void)loop;
     kl_reflector *r = ud;
-    r->deadline_timer = 0;
-    if (!r->initial) return;
+    r->st.watch.deadline_timer = 0;
     kl_log(KL_LOG_WARN, r->o.name,
            "no initial-events-end bookmark within %.0f s; falling back to LIST for good",
-           r->o.watch_list_deadline > 0 ? r->o.watch_list_deadline : 10);
+           watch_list_deadline(r));
     r->o.watch_list = 0;
-    r->initial = 0;
-    kl_list_clear(&r->acc);
     end_watch_now(r, END_FALLBACK);
     frames_drop(r);
-    after_watch(r);
+    watch_over(r);
 }
 
 static void on_watch_started(void *ud) { note_recovered(ud); }
 
 /* Records how the request ended; the frames it delivered are handled
- * first, then after_watch decides what comes next. */
+ * first, then watch_over decides what comes next. */
 static void on_watch_done(void *ud, const kl_http_resp *resp) {
     kl_reflector *r = ud;
+    watch_st *w = &r->st.watch;
     r->req = NULL;
-    r->finished = 1;
-    r->retry_after = resp->retry_after;
+    w->finished = 1;
+    w->retry_after = resp->retry_after;
     if (resp->outcome == KL_HTTP_OK || (resp->outcome == KL_HTTP_TIMEOUT && resp->status)) {
         /* Ended by the server's timeout or, failing that, by klua's own. */
-        r->end_code = 0;
+        w->end_code = 0;
     } else {
-        status_words(resp, r->end_why, sizeof r->end_why, &r->end_code);
+        status_words(resp, w->end_why, sizeof w->end_why, &w->end_code);
     }
-    if (!r->nframes) after_watch(r);
+    if (!kl_ring_len(&r->frames)) watch_over(r);
     else schedule_pump(r);
 }
 
-/* The next step after a stream that ended by itself. */
+/* How a stream that ended by itself ended. A WatchList request refused
+ * with an HTTP error that is not 410 or 429 (a server without the WatchList
+ * feature answers 422, and client-go falls back to LIST on any error but a
+ * refused connection or 429) is not an outage of the watch. */
 static end_action classify_end(kl_reflector *r) {
-    if (r->end_code == 0) {
-        if (kl_now() - r->watch_started < 1.0 && r->watch_events == 0) {
+    watch_st *w = &r->st.watch;
+    if (w->end_code == 0) {
+        if (now(r) - w->started < 1.0 && w->events == 0) {
             kl_vlog(2, r->o.name, "watch ended in under a second without events");
             return END_BACKOFF;
         }
-        kl_vlog(2, r->o.name, "watch ended after %lu events", r->watch_events);
+        kl_vlog(2, r->o.name, "watch ended after %lu events", w->events);
         return END_REWATCH;
     }
     /* A stream cut after it made progress is resumed at once, as a clean
      * end is; only a watch that achieved nothing waits. */
-    if (r->end_code == 410 || (r->end_code == -1 && r->watch_events > 0)) {
-        kl_vlog(2, r->o.name, "watch failed: %s", r->end_why);
-        return r->end_code == 410 ? END_RELIST : END_REWATCH;
+    if (w->end_code == 410 || (w->end_code == -1 && w->events > 0)) {
+        kl_vlog(2, r->o.name, "watch failed: %s", w->end_why);
+        return w->end_code == 410 ? END_RELIST : END_REWATCH;
     }
-    note_failure(r, "watch", r->end_code, r->end_why);
-    if (r->end_code == 404) return END_GONE;
-    if (r->end_code == 429 || r->retry_after >= 0) return END_RETRY;
+    int retry = w->end_code == 429 || w->retry_after >= 0;
+    if (r->state == WATCHLIST && w->end_code > 0 && !retry) return END_REFUSED;
+    note_failure(r, "watch", w->end_code, w->end_why);
+    if (w->end_code == 404) return END_GONE;
+    if (retry) return END_RETRY;
     return END_BACKOFF;
 }
 
-/* Starts the LIST (or, with --watch-list, the initial-events WATCH) that
- * follows a stream klua stopped trusting. A server that answers every
- * watch with bytes klua cannot read, or with 410 before anything else,
- * would otherwise be met with a tight loop of relists; as in client-go,
- * such relists wait a backoff first. */
-static void relist(kl_reflector *r, end_action why) {
-    r->page = 0;
-    r->stats.relists += r->o.watch_list;
-    r->initial = r->o.watch_list;
-    if (why == END_CORRUPT) {
-        backoff_then(r, r->o.watch_list, "the watch stream could not be read");
-    } else if (why == END_GONE) {
-        r->rv_unavailable = 1;
-        backoff_then(r, r->o.watch_list, "the resource is not served");
-    } else if (why == END_RELIST && r->watch_events == 0) {
-        backoff_then(r, r->o.watch_list, "the resourceVersion expired before the watch delivered anything");
-    } else if (r->o.watch_list) {
-        start_watch(r);
-    } else {
-        start_list(r);
+/* A WATCHLIST ended before its initial-events-end bookmark. */
+static void watch_list_over(kl_reflector *r, end_action a) {
+    watch_st *w = &r->st.watch;
+    switch (a) {
+    case END_REFUSED:
+    case END_ERROR:
+    case END_GONE:
+        kl_log(KL_LOG_INFO, r->o.name, "WatchList request refused (%s); listing instead", w->end_why);
+        transition(r, C_WL_REFUSED, NULL);
+        break;
+    case END_CORRUPT:
+        backoff_then(r, C_WL_CORRUPT, C_WAIT_LIST, "the watch stream could not be read");
+        break;
+    case END_FALLBACK:
+        transition(r, C_WL_DEADLINE, NULL);
+        break;
+    case END_RETRY:
+        retry_after_then(r, C_WL_RETRY_AFTER, w->retry_after, C_WAIT_WATCHLIST, "the server asked to retry later");
+        break;
+    case END_RELIST:
+        r->stats.relists++;
+        if (w->events) transition(r, C_WL_EXPIRED, NULL);
+        else backoff_then(r, C_WL_EXPIRED_AT_ONCE, C_WAIT_WATCHLIST,
+                          "the resourceVersion expired before the watch delivered anything");
+        break;
+    case END_REWATCH:
+    case END_IDLE:
+    case END_BACKOFF:
+        /* The initial state was cut short: start it again, after a pause. */
+        backoff_then(r, C_WL_RETRY, C_WAIT_WATCHLIST, "watch failed");
+        break;
     }
 }
 
-static void after_watch(kl_reflector *r) {
-    if (r->phase != WATCHING) return;
-    kl_loop_cancel(r->loop, r->idle_timer);
-    kl_loop_cancel(r->loop, r->deadline_timer);
-    r->idle_timer = r->deadline_timer = 0;
-    if (!r->ending) r->action = classify_end(r);
-    int after_list = r->watch_after_list;
-    r->watch_after_list = 0;
-    free(r->expired_list_rv);
-    r->expired_list_rv = NULL;
-    if (r->action == END_RELIST && r->watch_events == 0 && after_list && r->rv)
-        r->expired_list_rv = strdup(r->rv);
-    kl_framer_reset(&r->framer);
-    frames_drop(r);
-    r->finished = 0;
-    r->ending = 0;
-    r->paused = 0;
-    if (r->initial) {
-        /* The initial state was cut short: start it again, after a pause. */
-        kl_list_clear(&r->acc);
-        if (r->action == END_REWATCH) r->action = END_BACKOFF;
-    }
-    switch (r->action) {
+/* A WATCH ended. A server that answers every watch with bytes klua cannot
+ * read, or with 410 before anything else, would otherwise be met with a
+ * tight loop of relists; as in client-go, such relists wait a backoff. */
+static void watch_stream_over(kl_reflector *r, end_action a) {
+    watch_st *w = &r->st.watch;
+    if (a == END_RELIST || a == END_CORRUPT || a == END_GONE) r->stats.relists += r->o.watch_list;
+    switch (a) {
     case END_REWATCH:
         r->stats.rewatches++;
-        start_watch(r);
+        transition(r, C_WATCH_END, NULL);
+        break;
+    case END_IDLE:
+        r->stats.rewatches++;
+        transition(r, C_WATCH_IDLE, NULL);
         break;
     case END_BACKOFF:
-        backoff_then(r, 1, "watch failed");
+    case END_ERROR:
+    case END_REFUSED:
+    case END_FALLBACK:
+        backoff_then(r, C_WATCH_FAIL, C_WAIT_WATCH, "watch failed");
         break;
     case END_RETRY:
-        retry_after_then(r, r->retry_after, 1, "the server asked to retry later");
+        retry_after_then(r, C_WATCH_RETRY_AFTER, w->retry_after, C_WAIT_WATCH, "the server asked to retry later");
+        break;
+    case END_CORRUPT:
+        backoff_then(r, C_WATCH_CORRUPT, relist_after_wait(r), "the watch stream could not be read");
+        break;
+    case END_GONE:
+        r->rv_unavailable = 1;
+        backoff_then(r, C_WATCH_NOT_FOUND, relist_after_wait(r), "the resource is not served");
         break;
     case END_RELIST:
-    case END_CORRUPT:
-    case END_GONE:
-    case END_FALLBACK:
-        relist(r, r->action);
+        if (w->events == 0) {
+            if (w->after_list && r->rv) {
+                free(r->expired_list_rv);
+                r->expired_list_rv = kl_xstrdup(r->rv);
+            }
+            backoff_then(r, C_WATCH_EXPIRED_AT_ONCE, relist_after_wait(r),
+                         "the resourceVersion expired before the watch delivered anything");
+        } else {
+            transition(r, r->o.watch_list ? C_WATCH_EXPIRED_WL : C_WATCH_EXPIRED, NULL);
+        }
         break;
     }
+}
+
+/* The stream ended and its frames are delivered (or dropped): next step. */
+static void watch_over(kl_reflector *r) {
+    if (!in_watch(r)) return;
+    watch_st *w = &r->st.watch;
+    cancel(r, &w->idle_timer);
+    cancel(r, &w->deadline_timer);
+    end_action a = w->ending ? w->action : classify_end(r);
+    free(r->expired_list_rv);
+    r->expired_list_rv = NULL;
+    if (r->state == WATCHLIST) watch_list_over(r, a);
+    else watch_stream_over(r, a);
 }
 
 static double watch_timeout(kl_reflector *r) {
@@ -729,54 +824,139 @@ static double watch_timeout(kl_reflector *r) {
     return lo + uniform(r) * (hi - lo);
 }
 
-static void start_watch(kl_reflector *r) {
-    r->phase = WATCHING;
-    r->finished = r->ending = r->paused = 0;
-    r->watch_events = 0;
+static void enter_watch(kl_reflector *r, int after_list) {
+    watch_st *w = &r->st.watch;
+    int initial = r->state == WATCHLIST;
+    memset(w, 0, sizeof *w);
+    w->after_list = after_list;
     r->stats.watches++;
     long timeout = (long)watch_timeout(r);
-    char t[24];
-    snprintf(t, sizeof t, "%ld", timeout);
-    sbuf b = {0};
-    sb_str(&b, r->o.path);
-    sb_param(&b, "watch", "true");
-    sb_param(&b, "allowWatchBookmarks", "true");
-    sb_param(&b, "timeoutSeconds", t);
-    if (r->initial) {
-        sb_param(&b, "sendInitialEvents", "true");
-        sb_param(&b, "resourceVersionMatch", "NotOlderThan");
-        sb_param(&b, "resourceVersion", "");
-        kl_vlog(2, r->o.name, "WATCH with initial events (timeout %ld s)", timeout);
-    } else {
-        sb_param(&b, "resourceVersion", kl_reflector_rv(r));
-        kl_vlog(2, r->o.name, "WATCH from resourceVersion %s (timeout %ld s)", kl_reflector_rv(r), timeout);
-    }
-    sb_selectors(&b, &r->o);
-    r->watch_started = r->last_activity = kl_now();
+    if (initial) kl_vlog(2, r->o.name, "WATCH with initial events (timeout %ld s)", timeout);
+    else kl_vlog(2, r->o.name, "WATCH from resourceVersion %s (timeout %ld s)", kl_reflector_rv(r), timeout);
+    char *url = kl_listwatch_url_watch(&r->target, timeout, kl_reflector_rv(r), initial);
+    w->started = w->last_activity = now(r);
     /* The server ends the watch at timeoutSeconds; the same deadline, with
      * some grace, also holds on this side, so a server that trickles bytes
      * forever cannot keep a watch (and with it the cache) stale. */
-    kl_http_opts ho = {.method = "GET", .path = b.s, .timeout_ms = (timeout + WATCH_GRACE) * 1000};
-    r->req = kl_http_start(r->http, &ho,
-                           (kl_http_cb){.data = on_watch_data, .started = on_watch_started, .done = on_watch_done}, r);
-    free(b.s);
-    double idle = r->o.idle_timeout > 0 ? r->o.idle_timeout : 150;
-    r->idle_timer = kl_loop_after(r->loop, idle, on_idle_check, r);
-    if (r->initial) {
-        double d = r->o.watch_list_deadline > 0 ? r->o.watch_list_deadline : 10;
-        r->deadline_timer = kl_loop_after(r->loop, d, on_deadline, r);
+    kl_http_opts ho = {.method = "GET", .path = url, .timeout_ms = (timeout + WATCH_GRACE) * 1000};
+    r->req = r->env.start(r->env.ud, &ho,
+                          (kl_http_cb){.data = on_watch_data, .started = on_watch_started, .done = on_watch_done}, r);
+    free(url);
+    w->idle_timer = r->env.after(r->env.ud, idle_limit(r), on_idle_check, r);
+    if (initial) w->deadline_timer = r->env.after(r->env.ud, watch_list_deadline(r), on_deadline, r);
+}
+
+static void leave_watch(kl_reflector *r) {
+    watch_st *w = &r->st.watch;
+    cancel(r, &w->idle_timer);
+    cancel(r, &w->deadline_timer);
+    if (r->req) r->env.abort(r->env.ud, r->req);
+    r->req = NULL;
+    kl_framer_reset(&r->framer);
+    frames_drop(r);
+    kl_list_clear(&w->acc);
+}
+
+/* ---- BACKOFF ---------------------------------------------------------- */
+
+static void on_wait_over(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_reflector *r = ud;
+    r->st.wait.timer = 0;
+    transition(r, r->st.wait.next, NULL);
+}
+
+static void enter_backoff(kl_reflector *r, const step *s) {
+    r->stats.backoffs++;
+    r->st.wait.next = s->next;
+    kl_vlog(2, r->o.name, "waiting %.1f s before %s: %s", s->wait, s->next == C_WAIT_LIST ? "LIST" : "WATCH", s->why);
+    r->st.wait.timer = r->env.after(r->env.ud, s->wait, on_wait_over, r);
+}
+
+/* ---- the one place the state changes ---------------------------------- */
+
+static void leave(kl_reflector *r, cause c) {
+    switch (r->state) {
+    case LIST:
+        leave_list(r);
+        break;
+    case WATCHLIST:
+        if (c == C_WL_SYNCED) cancel(r, &r->st.watch.deadline_timer);
+        else leave_watch(r);
+        break;
+    case WATCH:
+        leave_watch(r);
+        break;
+    case BACKOFF:
+        cancel(r, &r->st.wait.timer);
+        break;
+    case IDLE:
+    case KL_REFLECTOR_NSTATES:
+        break;
+    }
+}
+
+/* Leaves the current state for table[c].to, which c must lead from; s
+ * carries what the next state needs of the last (NULL: nothing). */
+static void transition(kl_reflector *r, cause c, const step *s) {
+    const kl_reflector_transition *t = &table[c];
+    if (t->from != r->state) {
+        kl_log(KL_LOG_ERROR, r->o.name, "reflector bug: \"%s\" does not lead from %s; aborting", t->when,
+               state_names[r->state]);
+        abort();
+    }
+    kl_vlog(2, r->o.name, "%s -> %s: %s", state_names[t->from], state_names[t->to], t->when);
+    leave(r, c);
+    r->state = t->to;
+    switch (t->to) {
+    case LIST:
+        enter_list(r, s);
+        break;
+    case WATCHLIST:
+        enter_watch(r, 0);
+        break;
+    case WATCH:
+        /* At the initial-events-end bookmark the same stream goes on. */
+        if (c != C_WL_SYNCED) enter_watch(r, c == C_LIST_OK);
+        break;
+    case BACKOFF:
+        enter_backoff(r, s);
+        break;
+    case IDLE:
+    case KL_REFLECTOR_NSTATES:
+        break;
     }
 }
 
 /* ---- lifecycle -------------------------------------------------------- */
 
+static double live_now(void *ud) {
+    (void)ud;
+    return kl_now();
+}
+static uint64_t live_after(void *ud, double delay, kl_loop_fn fn, void *arg) {
+    return kl_loop_after(((live_env *)ud)->loop, delay, fn, arg);
+}
+static uint64_t live_defer(void *ud, kl_loop_fn fn, void *arg) { return kl_loop_defer(((live_env *)ud)->loop, fn, arg); }
+static void live_cancel(void *ud, uint64_t id) { kl_loop_cancel(((live_env *)ud)->loop, id); }
+static void *live_start(void *ud, const kl_http_opts *o, kl_http_cb cb, void *arg) {
+    return kl_http_start(((live_env *)ud)->http, o, cb, arg);
+}
+static void live_abort(void *ud, void *req) {
+    (void)ud;
+    kl_http_cancel(req);
+}
+static void live_resume(void *ud, void *req) {
+    (void)ud;
+    kl_http_resume(req);
+}
+
 static char *dup_or_null(const char *s) { return s ? kl_xstrdup(s) : NULL; }
 
-kl_reflector *kl_reflector_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
-                               kl_reflector_sink sink, void *ud) {
+kl_reflector *kl_reflector_new_env(const kl_reflector_env *env, const kl_reflector_opts *o,
+                                   kl_reflector_sink sink, void *ud) {
     kl_reflector *r = kl_xcalloc(1, sizeof *r);
-    r->loop = loop;
-    r->http = http;
+    r->env = *env;
     r->o = *o;
     if (r->o.list_timeout <= 0) r->o.list_timeout = 300;
     r->o.name = r->owned.name = kl_xstrdup(o->name ? o->name : o->path);
@@ -784,32 +964,36 @@ kl_reflector *kl_reflector_new(kl_loop *loop, kl_http *http, const kl_reflector_
     r->o.kind = r->owned.kind = dup_or_null(o->kind);
     r->o.label_selector = r->owned.label_selector = dup_or_null(o->label_selector);
     r->o.field_selector = r->owned.field_selector = dup_or_null(o->field_selector);
+    r->target = (kl_listwatch_target){r->o.path, r->o.label_selector, r->o.field_selector};
     r->sink = sink;
     r->ud = ud;
-    r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)(kl_now() * 1e9) ^ 0x9e3779b97f4a7c15ULL;
+    r->state = IDLE;
+    kl_backoff_init(&r->backoff);
+    r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)(now(r) * 1e9) ^ 0x9e3779b97f4a7c15ULL;
     if (!r->rng) r->rng = 1;
+    kl_ring_init(&r->frames, sizeof(kl_blob *));
     kl_framer_init(&r->framer, KL_FRAME_MAX_DEFAULT, (kl_framer_callbacks){on_frame, on_oversize}, r);
     return r;
 }
 
-void kl_reflector_start(kl_reflector *r) {
-    r->initial = r->o.watch_list;
-    if (r->o.watch_list) start_watch(r);
-    else start_list(r);
+kl_reflector *kl_reflector_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
+                               kl_reflector_sink sink, void *ud) {
+    kl_reflector_env env = {NULL, live_now, live_after, live_defer, live_cancel, live_start, live_abort, live_resume};
+    kl_reflector *r = kl_reflector_new_env(&env, o, sink, ud);
+    r->live = (live_env){loop, http};
+    r->env.ud = &r->live;
+    return r;
 }
+
+void kl_reflector_start(kl_reflector *r) { transition(r, r->o.watch_list ? C_START_WATCHLIST : C_START, NULL); }
 
 void kl_reflector_free(kl_reflector *r) {
     if (!r) return;
-    cancel_timers(r);
-    kl_loop_cancel(r->loop, r->pump_id);
-    kl_http_cancel(r->req);
+    leave(r, C_COUNT);
+    cancel(r, &r->pump_id);
     kl_framer_reset(&r->framer);
     frames_drop(r);
-    free(r->frames);
-    kl_list_stream_free(&r->stream);
-    kl_list_clear(&r->body);
-    kl_list_clear(&r->acc);
-    free(r->cont);
+    kl_ring_free(&r->frames);
     free(r->rv);
     free(r->owned.name);
     free(r->owned.path);

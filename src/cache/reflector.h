@@ -2,38 +2,52 @@
  * reflector.h - keeps one resource's local copy current: client-go's
  * Reflector, as a state machine on the event loop.
  *
- *   LIST(rv)  ok                         -> sink.replace, WATCH(list rv)
- *             ok at the rv whose watch got
- *             410 at once                -> LIST("")
- *             410 / too large at rv      -> LIST("")
- *             continue expired, page >=2 -> LIST(rv) unpaged
- *             404                        -> sink.replace(empty),
- *                                           BACKOFF -> LIST("")
- *             429 / Retry-After          -> wait -> LIST(rv)
- *             other error                -> BACKOFF -> LIST(rv)
- *   WATCH(rv) event                      -> sink.event, rv = event rv
- *             BOOKMARK                   -> rv = bookmark rv (no event)
- *             clean end, or cut after
- *             delivering events          -> WATCH(rv)
- *             end < 1 s without events,
- *             connect error, 5xx         -> BACKOFF -> WATCH(rv)
- *             429 / Retry-After          -> wait -> WATCH(rv)
- *             410 (status or ERROR)      -> LIST(rv)
- *             404                        -> BACKOFF -> LIST("")
- *             silent past the idle limit,
- *             or past timeoutSeconds     -> WATCH(rv)
- *             oversize / malformed frame -> LIST(rv)
- *   BACKOFF   uniform in [d, 2d); d = 0.8 s doubling to 30 s, reset after
- *             2 minutes without a failure.
+ * Its states carry their own data (a LIST its pages, a WATCH its stream,
+ * BACKOFF its timer and what follows it), and one function moves between
+ * them, along this table, which is kl_reflector_transitions() printed
+ * (spec/unit/reflector_spec.lua compares the two, and docs/architecture.md's):
+ *
+ * TRANSITIONS
+ * IDLE       start                                            -> LIST       LIST("0")
+ *            start, with --watch-list                         -> WATCHLIST  WATCH(initial events)
+ * LIST       ok (the last page)                               -> WATCH      store.replace, WATCH(list rv)
+ *            ok, at the rv whose watch got 410 at once        -> LIST       LIST("")
+ *            410 / too large at rv                            -> LIST       LIST("") at once, same paging
+ *            continue expired, page >= 2                      -> LIST       LIST(rv) unpaged
+ *            404 (resource not served)                        -> BACKOFF    store.replace(nothing) -> LIST("")
+ *            429 / Retry-After                                -> BACKOFF    at most 30 s -> LIST(rv)
+ *            other error, unreadable body                     -> BACKOFF    -> LIST(rv)
+ * WATCHLIST  initial-events-end bookmark                      -> WATCH      store.replace, the same stream goes on
+ *            HTTP error (not 410, 429), ERROR                 -> LIST       LIST(rv); the next relist tries again
+ *            oversize / malformed frame                       -> BACKOFF    -> LIST(rv); the next relist tries again
+ *            no bookmark in --watch-list-deadline             -> LIST       LIST(rv), and LIST from then on
+ *            ended, idle, connect error, timeout              -> BACKOFF    -> WATCHLIST
+ *            429 / Retry-After                                -> BACKOFF    at most 30 s -> WATCHLIST
+ *            410 after events                                 -> WATCHLIST  WATCH(initial events)
+ *            410 before any event                             -> BACKOFF    -> WATCHLIST
+ * WATCH      clean end, timeoutSeconds + 5 s, cut             -> WATCH      WATCH(rv)
+ *            silent past the idle limit                       -> WATCH      WATCH(rv)
+ *            < 1 s without events, connect error, 5xx, ERROR  -> BACKOFF    -> WATCH(rv)
+ *            429 / Retry-After                                -> BACKOFF    at most 30 s -> WATCH(rv)
+ *            410 (HTTP or ERROR) after events                 -> LIST       LIST(rv)
+ *            410 after events, with --watch-list              -> WATCHLIST  WATCH(initial events)
+ *            410 before any event                             -> BACKOFF    -> LIST(rv) or WATCHLIST
+ *            404 (resource not served)                        -> BACKOFF    -> LIST("") or WATCHLIST
+ *            oversize / malformed frame                       -> BACKOFF    -> LIST(rv) or WATCHLIST
+ * BACKOFF    waited                                           -> LIST       LIST
+ *            waited                                           -> WATCHLIST  WATCH(initial events)
+ *            waited                                           -> WATCH      WATCH(rv)
+ * END TRANSITIONS
+ *
+ * In WATCH an event goes to sink.event and moves rv; a BOOKMARK moves rv
+ * (no event). In WATCHLIST the events are collected until the bookmark,
+ * rv left alone. BACKOFF waits uniform in [d, 2d); d = 0.8 s doubling to
+ * 30 s, reset after 2 minutes without a failure (cache/backoff.h).
  *
  * The first LIST asks for resourceVersion "0" (any, from the watch cache).
  * A relist at another rv asks for no limit unless page_size was set or the
  * first LIST came in pages (client-go's rule: kube-apiserver serves a
- * limit at rv N from etcd, exactly at N). In WatchList mode the LIST is
- * replaced by a WATCH with sendInitialEvents that ends its initial state
- * with a bookmark; the initial events leave rv alone, and if that bookmark
- * does not come in time the reflector drops them and falls back to LIST
- * for good.
+ * limit at rv N from etcd, exactly at N).
  *
  * Frames wait in a bounded queue between the socket and the sink; when the
  * sink reports it is full, the queue stops draining and, once the queue is
@@ -67,10 +81,48 @@ typedef struct kl_reflector_opts {
                              * relists at a resourceVersion */
     double idle_timeout;    /* a watch silent this long is restarted; 0 = 150 s */
     double watch_timeout_min, watch_timeout_max; /* 0 = [300, 600) */
-    int watch_list;         /* use sendInitialEvents instead of LIST */
+    int watch_list;         /* use sendInitialEvents instead of LIST; a refused
+                             * one falls back to LIST for that relist */
     double watch_list_deadline; /* 0 = 10 s */
     double list_timeout;    /* seconds a LIST may take; 0 = 300 s */
 } kl_reflector_opts;
+
+/* What the reflector needs from outside: the time, timers, deferred work
+ * and requests. kl_reflector_new takes them from the loop and the HTTP
+ * client; the specs drive a fake clock and answer requests themselves.
+ * Timer and deferred callbacks get a NULL loop. */
+typedef struct kl_reflector_env {
+    void *ud;
+    double (*now)(void *ud);
+    uint64_t (*after)(void *ud, double delay, kl_loop_fn fn, void *arg);
+    uint64_t (*defer)(void *ud, kl_loop_fn fn, void *arg);
+    void (*cancel)(void *ud, uint64_t id); /* of after or defer; 0 is ignored */
+    /* As kl_http_start, kl_http_cancel and kl_http_resume. */
+    void *(*start)(void *ud, const kl_http_opts *o, kl_http_cb cb, void *arg);
+    void (*abort)(void *ud, void *req);
+    void (*resume)(void *ud, void *req);
+} kl_reflector_env;
+
+typedef enum kl_reflector_state {
+    KL_REFLECTOR_IDLE,      /* made, not started */
+    KL_REFLECTOR_LIST,      /* a LIST, page by page */
+    KL_REFLECTOR_WATCHLIST, /* a WATCH with initial events, before their end */
+    KL_REFLECTOR_WATCH,     /* a WATCH from rv */
+    KL_REFLECTOR_BACKOFF,   /* waiting before the next request */
+    KL_REFLECTOR_NSTATES
+} kl_reflector_state;
+
+/* One row of the transition table. */
+typedef struct kl_reflector_transition {
+    kl_reflector_state from;
+    const char *when; /* what happened */
+    kl_reflector_state to;
+    const char *then; /* what the reflector does */
+} kl_reflector_transition;
+
+/* Every transition the reflector can make, *n rows; it makes no other. */
+const kl_reflector_transition *kl_reflector_transitions(size_t *n);
+const char *kl_reflector_state_name(kl_reflector_state s);
 
 typedef struct kl_reflector_stats {
     unsigned long lists, relists, watches, rewatches, events, bookmarks;
@@ -80,6 +132,9 @@ typedef struct kl_reflector_stats {
 
 kl_reflector *kl_reflector_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
                                kl_reflector_sink sink, void *ud);
+/* The same on an environment of the caller's; env is copied. */
+kl_reflector *kl_reflector_new_env(const kl_reflector_env *env, const kl_reflector_opts *o,
+                                   kl_reflector_sink sink, void *ud);
 void kl_reflector_start(kl_reflector *r);
 void kl_reflector_free(kl_reflector *r);
 /* The sink has room again. */
@@ -90,5 +145,6 @@ const char *kl_reflector_rv(const kl_reflector *r);
  * since, at `now`; 0 while they succeed. */
 double kl_reflector_failing_for(const kl_reflector *r, double now);
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r);
+kl_reflector_state kl_reflector_get_state(const kl_reflector *r);
 
 #endif

@@ -14,5 +14,6 @@ int luaopen_klua_testing(lua_State *L) {
     kl_testing_open_xalloc(L);
     kl_testing_open_loop(L);
     kl_testing_open_prune(L);
+    kl_testing_open_reflector(L);
     return 1;
 }

@@ -1,0 +1,294 @@
+-- The reflector keeps one resource's cache current as client-go's Reflector
+-- does: LIST, then WATCH from the list's resourceVersion, with a backoff
+-- between failed attempts. It is a state machine whose transitions are one
+-- table in src/cache/reflector.c; these specs run it on a fake clock and
+-- answer its requests themselves, so minutes of backoff take no time.
+local testing = require 'klua_testing'
+
+local ROOT = os.getenv('KLUA_ROOT') or '.'
+
+local function read(path)
+  local f = assert(io.open(ROOT .. '/' .. path))
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+-- The table as the header and docs/architecture.md print it.
+local function render(rows)
+  local out, last = {}, nil
+  for _, t in ipairs(rows) do
+    local from = t.from ~= last and t.from or ''
+    last = t.from
+    out[#out + 1] = (string.format('%-10s %-48s -> %-10s %s', from, t.when, t.to, t['then']):gsub('%s+$', ''))
+  end
+  return table.concat(out, '\n')
+end
+
+local function list_body(rv, names)
+  local items = {}
+  for i, n in ipairs(names or {}) do
+    items[i] = string.format('{"metadata":{"name":"%s","namespace":"default","resourceVersion":"%s"}}', n, rv)
+  end
+  return string.format('{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"%s"},"items":[%s]}',
+    rv, table.concat(items, ','))
+end
+
+local function event(type, name, rv)
+  return string.format('{"type":"%s","object":{"kind":"ConfigMap","apiVersion":"v1",'
+    .. '"metadata":{"name":"%s","namespace":"default","resourceVersion":"%s"}}}\n', type, name, rv)
+end
+
+local function initial_events_end(rv)
+  return string.format('{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":'
+    .. '{"resourceVersion":"%s","annotations":{"k8s.io/initial-events-end":"true"}}}}\n', rv)
+end
+
+local function error_event(code, reason, message)
+  return string.format('{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure",'
+    .. '"message":"%s","reason":"%s","code":%d}}\n', message, reason, code)
+end
+
+local function status(code, reason, message)
+  return { outcome = 'Status', status = code, body = string.format(
+    '{"kind":"Status","apiVersion":"v1","status":"Failure","message":"%s","reason":"%s","code":%d}',
+    message, reason, code) }
+end
+
+-- kube-apiserver's answer to sendInitialEvents when its WatchList feature is
+-- off (apiserver's validateWatchOptions, turned into a 422 Invalid).
+local WATCH_LIST_OFF = status(422, 'Invalid', 'ListOptions.meta.k8s.io \\"\\" is invalid: sendInitialEvents: '
+  .. 'Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled')
+
+-- The open request, checked to be the kind expected (a pattern on its path).
+local function expect_request(r, pattern)
+  local id, path, timeout_ms = r:request()
+  assert.truthy(id, 'no open request')
+  assert.truthy(path:find(pattern), path)
+  return id, path, timeout_ms
+end
+
+-- Starts a reflector and completes its first LIST at rv 10.
+local function listed(opts)
+  local r = testing.reflector(opts or {})
+  r:start()
+  r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('10', { 'a' }) })
+  assert.equals('WATCH', r:state())
+  return r
+end
+
+describe('the reflector', function()
+  local r
+  after_each(function()
+    if r then r:free() end
+    r = nil
+  end)
+
+  describe('transition table', function()
+    local rows = testing.reflector_transitions()
+
+    it('is printed in reflector.h as the code declares it', function()
+      local header = read('src/cache/reflector.h')
+      local block = header:match('\n %* TRANSITIONS\n(.-)\n %* END TRANSITIONS\n')
+      assert.truthy(block, 'reflector.h has no TRANSITIONS block')
+      local lines = {}
+      for line in (block .. '\n'):gmatch('(.-)\n') do lines[#lines + 1] = (line:gsub('^ %* ?', '')) end
+      assert.equals(render(rows), (table.concat(lines, '\n')))
+    end)
+
+    it('is printed in docs/architecture.md as the code declares it', function()
+      local doc = read('docs/architecture.md')
+      local block = doc:match('<!%-%- reflector transitions.-%-%->\n```\n(.-)\n```\n')
+      assert.truthy(block, 'docs/architecture.md has no reflector transitions block')
+      assert.equals(render(rows), block)
+    end)
+
+    it('leads from and to known states only', function()
+      local known = { IDLE = true, LIST = true, WATCHLIST = true, WATCH = true, BACKOFF = true }
+      for _, t in ipairs(rows) do
+        assert.truthy(known[t.from], t.from)
+        assert.truthy(known[t.to], t.to)
+      end
+    end)
+  end)
+
+  describe('backoff', function()
+    -- client-go's reflector: wait.NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, 1.0).
+    it('waits 0.8, 1.6, 3.2 s ... doubling to 30 s, each jittered into [d, 2d)', function()
+      r = testing.reflector {}
+      r:start()
+      local d = 0.8
+      for _ = 1, 9 do
+        r:finish(expect_request(r, 'resourceVersion=0'), status(500, 'InternalError', 'boom'))
+        assert.equals('BACKOFF', r:state())
+        local wait = r:next_timer()
+        assert.truthy(wait >= d - 1e-9 and wait < 2 * d, ('%g not in [%g, %g)'):format(wait, d, 2 * d))
+        r:advance(wait)
+        assert.equals('LIST', r:state())
+        d = math.min(d * 2, 30)
+      end
+      assert.equals(30, d)
+      assert.equals(9, r:stats().backoffs)
+    end)
+
+    it('starts again from 0.8 s after two minutes without a failure', function()
+      r = testing.reflector {}
+      r:start()
+      for _ = 1, 3 do
+        r:finish(expect_request(r, 'resourceVersion=0'), status(503, 'ServiceUnavailable', 'x'))
+        r:advance(r:next_timer())
+      end
+      -- Three failures: the next would wait [6.4, 12.8) s; a LIST answered 121 s later
+      -- fails after more than two minutes without one.
+      local id = r:request()
+      r:advance(121)
+      r:finish(id, status(503, 'ServiceUnavailable', 'x'))
+      local wait = r:next_timer()
+      assert.truthy(wait >= 0.8 and wait < 1.6, wait)
+    end)
+
+    it('keeps doubling when the failures come less than two minutes apart', function()
+      r = testing.reflector {}
+      r:start()
+      r:finish(r:request(), status(503, 'ServiceUnavailable', 'x'))
+      r:advance(r:next_timer())
+      local id = r:request()
+      r:advance(100)
+      r:finish(id, status(503, 'ServiceUnavailable', 'x'))
+      local wait = r:next_timer()
+      assert.truthy(wait >= 1.6 and wait < 3.2, wait)
+    end)
+
+    it('honours Retry-After up to 30 s', function()
+      r = testing.reflector {}
+      r:start()
+      local answer = status(429, 'TooManyRequests', 'slow down')
+      answer.retry_after = 7
+      r:finish(r:request(), answer)
+      assert.equals(7, r:next_timer())
+      r:advance(7)
+      answer.retry_after = 3600
+      r:finish(expect_request(r, 'resourceVersion=0'), answer)
+      assert.equals(30, r:next_timer())
+    end)
+  end)
+
+  describe('watch deadline', function()
+    it('asks the server for timeoutSeconds in [min, max) and gives up 5 s after it', function()
+      r = listed { watch_timeout_min = 300, watch_timeout_max = 600 }
+      local _, path, timeout_ms = expect_request(r, 'watch=true')
+      assert.truthy(path:find('resourceVersion=10', 1, true), path)
+      local t = tonumber(path:match('timeoutSeconds=(%d+)'))
+      assert.truthy(t >= 300 and t < 600, t)
+      assert.equals((t + 5) * 1000, timeout_ms)
+    end)
+
+    it('watches again at once when the deadline passes after the 200', function()
+      r = listed { idle_timeout = 1000 }
+      local id = r:request()
+      r:feed(id, event('ADDED', 'b', '11'))
+      r:advance(400)
+      r:finish(id, { outcome = 'Timeout', status = 200 })
+      assert.equals('WATCH', r:state())
+      assert.equals(0, r:stats().backoffs)
+      expect_request(r, 'resourceVersion=11')
+      assert.same({ 'replace 1 at 10', 'ADDED default/b 11' }, r:take())
+    end)
+
+    it('restarts a watch silent past the idle limit, and only then', function()
+      r = listed { idle_timeout = 150 }
+      local id = r:request()
+      r:advance(100)
+      r:feed(id, event('MODIFIED', 'a', '12'))
+      r:advance(149)
+      assert.falsy(r:aborted(id))
+      r:advance(2)
+      assert.truthy(r:aborted(id))
+      assert.equals('WATCH', r:state())
+      expect_request(r, 'resourceVersion=12')
+      assert.equals(1, r:stats().idle_restarts)
+    end)
+  end)
+
+  describe('in WatchList mode', function()
+    it('streams the initial state and goes on watching on the same stream', function()
+      r = testing.reflector { watch_list = true }
+      r:start()
+      assert.equals('WATCHLIST', r:state())
+      local id = expect_request(r, 'sendInitialEvents=true')
+      r:feed(id, event('ADDED', 'a', '5') .. event('ADDED', 'b', '7'))
+      assert.same({}, r:take())
+      assert.equals('', r:rv())
+      r:feed(id, initial_events_end('9'))
+      assert.equals('WATCH', r:state())
+      assert.equals(id, (r:request()))
+      r:feed(id, event('MODIFIED', 'a', '10'))
+      assert.same({ 'replace 2 at 9', 'MODIFIED default/a 10' }, r:take())
+    end)
+
+    it('falls back to LIST for good when the initial-events-end bookmark does not come in time', function()
+      r = testing.reflector { watch_list = true, watch_list_deadline = 10 }
+      r:start()
+      local id = r:request()
+      r:feed(id, event('ADDED', 'a', '5'))
+      r:advance(9.9)
+      assert.equals('WATCHLIST', r:state())
+      r:advance(0.2)
+      assert.truthy(r:aborted(id))
+      assert.equals('LIST', r:state())
+      r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('20', { 'a' }) })
+      -- The streamed object was dropped, not delivered.
+      assert.same({ 'replace 1 at 20' }, r:take())
+      id = expect_request(r, 'resourceVersion=20')
+      r:feed(id, event('ADDED', 'c', '21') .. error_event(410, 'Expired', 'too old'))
+      assert.equals('LIST', r:state())
+      expect_request(r, 'resourceVersion=21')
+    end)
+
+    -- client-go's ListAndWatch: an error from watchList that is not retriable (only a
+    -- refused connection and 429 are, and an expired resourceVersion) makes that
+    -- ListAndWatch list instead; the next one tries the watch-list again.
+    it('lists at once when the server refuses the watch-list, and tries it again at the next relist', function()
+      r = testing.reflector { watch_list = true }
+      r:start()
+      r:finish(expect_request(r, 'sendInitialEvents=true'), WATCH_LIST_OFF)
+      assert.equals('LIST', r:state())
+      assert.equals(0, r:stats().backoffs)
+      r:finish(expect_request(r, '^/api/v1/configmaps%?limit=500&resourceVersion=0$'),
+        { body = list_body('30', { 'a', 'b' }) })
+      assert.same({ 'replace 2 at 30' }, r:take())
+      local id = expect_request(r, 'watch=true.*resourceVersion=30')
+      r:feed(id, event('ADDED', 'c', '31') .. error_event(410, 'Expired', 'too old'))
+      assert.equals('WATCHLIST', r:state())
+      expect_request(r, 'sendInitialEvents=true')
+    end)
+
+    it('lists at once after a 5xx or an ERROR event on the watch-list', function()
+      r = testing.reflector { watch_list = true }
+      r:start()
+      r:finish(r:request(), status(500, 'InternalError', 'boom'))
+      assert.equals('LIST', r:state())
+      r:free()
+      r = testing.reflector { watch_list = true }
+      r:start()
+      r:feed(r:request(), error_event(500, 'InternalError', 'etcd is sad'))
+      assert.equals('LIST', r:state())
+    end)
+
+    it('retries the watch-list after a backoff when the server does not answer or asks to wait', function()
+      r = testing.reflector { watch_list = true }
+      r:start()
+      r:finish(r:request(), { outcome = 'TransportError' })
+      assert.equals('BACKOFF', r:state())
+      r:advance(r:next_timer())
+      assert.equals('WATCHLIST', r:state())
+      local answer = status(429, 'TooManyRequests', 'slow down')
+      answer.retry_after = 2
+      r:finish(expect_request(r, 'sendInitialEvents=true'), answer)
+      assert.equals('BACKOFF', r:state())
+      assert.equals(2, r:next_timer())
+      r:advance(2)
+      assert.equals('WATCHLIST', r:state())
+    end)
+  end)
+end)

@@ -1,0 +1,46 @@
+/* ring.c - a growable circular FIFO; see ring.h. */
+#include "base/ring.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/xalloc.h"
+
+#define RING_FIRST 64
+
+void kl_ring_init(kl_ring *r, size_t elem) {
+    memset(r, 0, sizeof *r);
+    r->elem = elem;
+}
+
+void kl_ring_free(kl_ring *r) {
+    free(r->buf);
+    kl_ring_init(r, r->elem);
+}
+
+static unsigned char *slot(const kl_ring *r, size_t i) { return r->buf + ((r->head + i) % r->cap) * r->elem; }
+
+/* Doubles the array, unwrapping its elements to start at index 0. */
+static void grow(kl_ring *r) {
+    size_t cap = r->cap ? r->cap * 2 : RING_FIRST;
+    unsigned char *buf = kl_xmalloc(cap * r->elem);
+    for (size_t i = 0; i < r->n; i++) memcpy(buf + i * r->elem, slot(r, i), r->elem);
+    free(r->buf);
+    r->buf = buf;
+    r->head = 0;
+    r->cap = cap;
+}
+
+void kl_ring_push(kl_ring *r, const void *e) {
+    if (r->n == r->cap) grow(r);
+    memcpy(slot(r, r->n), e, r->elem);
+    r->n++;
+}
+
+int kl_ring_pop(kl_ring *r, void *e) {
+    if (!r->n) return 0;
+    memcpy(e, slot(r, 0), r->elem);
+    r->head = (r->head + 1) % r->cap;
+    r->n--;
+    return 1;
+}
