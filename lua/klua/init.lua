@@ -355,7 +355,12 @@ end
 -- opts.indexes: {name = function(obj) return value(s) end}, for
 --   inf:by_index (lua/klua/index.lua);
 -- opts.transform: klua.drop_fields(path, ...), members dropped from every
---   object before it is cached and handed to handlers.
+--   object before it is cached and handed to handlers;
+-- opts.metadata_only: true to list and watch PartialObjectMetadata, as
+--   client-go's metadata informers do: each object is its kind
+--   (PartialObjectMetadata), apiVersion (meta.k8s.io/v1) and whole metadata
+--   (name, namespace, labels, annotations, ownerReferences, ...), so the
+--   cache keeps a fraction of the bytes.
 -- @param opts a table as above, or the resource's name alone
 -- @return the informer (inf:on, inf:get, inf:list, inf:by_index, inf:synced, inf:stats, inf:name)
 -- @raise when the resource is unknown to the server (discovery's message), the
@@ -395,6 +400,7 @@ function klua.informer(opts)
     field_selector = opts.field_selector,
     resync = opts.resync,
     drop = drop,
+    metadata_only = opts.metadata_only,
   }
   local inf = setmetatable({ _c = c, _name = name, resource = r, namespace = opts.namespace,
     _indexes = indexes and indexes:attach(c) }, Informer)

@@ -13,6 +13,11 @@
 #include "base/ring.h"
 #include "base/xalloc.h"
 
+/* What client-go's metadata informers ask for (k8s.io/client-go/metadata): a LIST as
+ * PartialObjectMetadataList, a WATCH's objects as PartialObjectMetadata; kube-apiserver
+ * converts them (endpoints/handlers/response.go). */
+#define ACCEPT_META_LIST "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+#define ACCEPT_META "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 #define FRAMES_HIGH 512 /* queued frames at which the socket is paused */
 #define FRAMES_LOW 128  /* ...and resumed */
 #define PUMP_BATCH 256  /* frames per loop iteration, so sockets stay served */
@@ -366,7 +371,8 @@ static void request_page(kl_reflector *r) {
         kl_vlog(2, r->o.name, "LIST from resourceVersion \"%s\"%s", rv, l->unpaged ? ", unpaged" : "");
     }
     char *url = kl_listwatch_url_list(&r->target, limit, rv, l->page ? l->cont : NULL);
-    kl_http_opts ho = {.method = "GET", .path = url, .timeout_ms = (long)(r->o.list_timeout * 1000)};
+    kl_http_opts ho = {.method = "GET", .path = url, .accept = r->o.metadata_only ? ACCEPT_META_LIST : NULL,
+                       .timeout_ms = (long)(r->o.list_timeout * 1000)};
     kl_list_stream_init(&l->stream, &l->body, KL_FRAME_MAX_DEFAULT);
     r->req = r->env.start(r->env.ud, &ho, (kl_http_cb){.data = on_list_data, .done = on_list_done}, r);
     free(url);
@@ -838,7 +844,8 @@ static void enter_watch(kl_reflector *r, int after_list) {
     /* The server ends the watch at timeoutSeconds; the same deadline, with
      * some grace, also holds on this side, so a server that trickles bytes
      * forever cannot keep a watch (and with it the cache) stale. */
-    kl_http_opts ho = {.method = "GET", .path = url, .timeout_ms = (timeout + WATCH_GRACE) * 1000};
+    kl_http_opts ho = {.method = "GET", .path = url, .accept = r->o.metadata_only ? ACCEPT_META : NULL,
+                       .timeout_ms = (timeout + WATCH_GRACE) * 1000};
     r->req = r->env.start(r->env.ud, &ho,
                           (kl_http_cb){.data = on_watch_data, .started = on_watch_started, .done = on_watch_done}, r);
     free(url);
@@ -961,7 +968,8 @@ kl_reflector *kl_reflector_new_env(const kl_reflector_env *env, const kl_reflect
     if (r->o.list_timeout <= 0) r->o.list_timeout = 300;
     r->o.name = r->owned.name = kl_xstrdup(o->name ? o->name : o->path);
     r->o.path = r->owned.path = kl_xstrdup(o->path);
-    r->o.kind = r->owned.kind = dup_or_null(o->kind);
+    /* Metadata-only objects are PartialObjectMetadata whatever their resource. */
+    r->o.kind = r->owned.kind = dup_or_null(o->metadata_only ? "PartialObjectMetadata" : o->kind);
     r->o.label_selector = r->owned.label_selector = dup_or_null(o->label_selector);
     r->o.field_selector = r->owned.field_selector = dup_or_null(o->field_selector);
     r->target = (kl_listwatch_target){r->o.path, r->o.label_selector, r->o.field_selector};

@@ -85,6 +85,8 @@ typedef struct kl_reflector_opts {
                              * one falls back to LIST for that relist */
     double watch_list_deadline; /* 0 = 10 s */
     double list_timeout;    /* seconds a LIST may take; 0 = 300 s */
+    int metadata_only;      /* ask for PartialObjectMetadata(List): names, labels,
+                             * owners and the rest of metadata, not the objects */
 } kl_reflector_opts;
 
 /* What the reflector needs from outside: the time, timers, deferred work

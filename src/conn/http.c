@@ -34,7 +34,7 @@ struct kl_http_req {
     struct curl_slist *headers;
     /* Copies of the caller's options: a 401 retry prepares the request
      * again after kl_http_start has returned. */
-    char *method, *path, *body, *content_type;
+    char *method, *path, *body, *content_type, *accept;
     size_t body_len;
     long timeout_ms;
     kl_http_cb cb;
@@ -147,6 +147,7 @@ static void release(kl_http_req *r) {
     free(r->path);
     free(r->body);
     free(r->content_type);
+    free(r->accept);
     free(r->buf);
     free(r);
 }
@@ -274,7 +275,9 @@ static int setup(kl_http_req *r) {
     snprintf(url, n, "%s%s", kl_conn_server(r->h->conn), r->path);
     curl_easy_setopt(r->easy, CURLOPT_URL, url);
     free(url);
-    add_header(r, "Accept: application/json");
+    char accept[256];
+    snprintf(accept, sizeof accept, "Accept: %s", r->accept ? r->accept : "application/json");
+    add_header(r, accept);
     if (r->content_type) {
         char ct[160];
         snprintf(ct, sizeof ct, "Content-Type: %s", r->content_type);
@@ -322,6 +325,7 @@ kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, voi
     r->method = kl_xstrdup(o->method ? o->method : "GET");
     r->path = kl_xstrdup(o->path);
     r->content_type = o->content_type ? kl_xstrdup(o->content_type) : NULL;
+    r->accept = o->accept ? kl_xstrdup(o->accept) : NULL;
     r->body_len = o->body_len;
     r->timeout_ms = o->timeout_ms;
     if (o->body) {

@@ -66,6 +66,7 @@ typedef struct kl_http_opts {
     const char *body;         /* request body or NULL */
     size_t body_len;
     const char *content_type; /* of the request body */
+    const char *accept;       /* the Accept header; NULL = application/json */
     long timeout_ms;          /* whole request; 0 = none (watches) */
 } kl_http_opts;
 

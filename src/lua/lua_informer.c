@@ -387,6 +387,7 @@ static int l_informer(lua_State *L) {
         .watch_list = ro->watch_list,
         .watch_list_deadline = ro->watch_list_deadline,
         .list_timeout = ro->request_timeout,
+        .metadata_only = kl_opt_boolean(L, 1, "metadata_only", "informer"),
     };
     double resync = kl_opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");

@@ -17,3 +17,12 @@ const char *kl_opt_string(lua_State *L, int idx, const char *field, const char *
         luaL_error(L, "%s option %s must be a string, not a %s", what, field, lua_typename(L, t));
     return lua_tostring(L, -1);
 }
+
+int kl_opt_boolean(lua_State *L, int idx, const char *field, const char *what) {
+    int t = lua_getfield(L, idx, field);
+    if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+        luaL_error(L, "%s option %s must be true or false, not a %s", what, field, lua_typename(L, t));
+    int v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}

@@ -16,5 +16,9 @@ double kl_opt_number(lua_State *L, int idx, const char *field);
  * lives until the caller returns: a number converted by lua_tolstring
  * exists only in that stack slot. [-0, +1, e] */
 const char *kl_opt_string(lua_State *L, int idx, const char *field, const char *what);
+/* Whether field of the table at idx is true: 0 when nil; raises "<what>
+ * option <field> must be true or false" for anything but a boolean.
+ * [-0, +0, e] */
+int kl_opt_boolean(lua_State *L, int idx, const char *field, const char *what);
 
 #endif
