@@ -23,6 +23,7 @@
 --                                       overall limit of 10/s with bursts of 100
 local core = require 'klua.core'
 local leader = require 'klua.leader'
+local shards = require 'klua.shards'
 local endpoint = require 'klua.endpoint'
 
 local M = {}
@@ -99,7 +100,25 @@ local function failed(c, key, why)
   c.queue:add_rate_limited(key)
 end
 
+-- Under --shards a key is taken only while its shard is held (and not
+-- handed over): another replica reconciles the rest.
+local function takes(key)
+  local g = shards.current()
+  return not g or g:owns(key)
+end
+
+local function add(c, key)
+  if takes(key) then c.queue:add(key) end
+end
+
 local function process(c, key)
+  local g = shards.current()
+  if g and not g:owns(key) then
+    c.queue:forget(key)
+    c.queue:done(key)
+    return
+  end
+  if g then g:started(key) end
   local started = core.now()
   local ctx = { controller = c, attempt = c.queue:num_requeues(key) + 1 }
   c.active = c.active + 1
@@ -130,6 +149,7 @@ local function process(c, key)
     c.queue:forget(key)
   end
   c.queue:done(key)
+  if g then g:finished(key) end
 end
 
 local function worker(c)
@@ -165,7 +185,7 @@ function M.new(opts)
   }, Controller)
   M.all[#M.all + 1] = c
   endpoint.track_controller(c)
-  local function enqueue(obj) c.queue:add(key_of(obj)) end
+  local function enqueue(obj) add(c, key_of(obj)) end
   for _, inf in ipairs(watches) do
     inf:on('add', enqueue)
     inf:on('update', function(_, new) enqueue(new) end)
@@ -174,17 +194,28 @@ function M.new(opts)
   local kind = watches[1].resource.kind
   local function enqueue_owner(obj)
     local k = owner_key(obj, kind)
-    if k then c.queue:add(k) end
+    if k then add(c, k) end
   end
   for _, inf in ipairs(owns) do
     inf:on('add', enqueue_owner)
     inf:on('update', function(old, new)
       enqueue_owner(new)
       local before = owner_key(old, kind)
-      if before and before ~= owner_key(new, kind) then c.queue:add(before) end
+      if before and before ~= owner_key(new, kind) then add(c, before) end
     end)
     inf:on('delete', enqueue_owner)
   end
+  -- A shard this replica starts to hold brings the keys of its cached
+  -- objects, which the replica that held it before may not have finished.
+  shards.on_acquired(function(i)
+    local g = shards.current()
+    for _, inf in ipairs(watches) do
+      for _, obj in ipairs(inf:list()) do
+        local key = key_of(obj)
+        if shards.shard_of(key, g.n) == i then add(c, key) end
+      end
+    end
+  end)
   -- Workers start once every informer has handed over its first list, as
   -- client-go's controllers wait for their caches to sync: a reconcile
   -- reading a half-filled cache would take objects not listed yet for

@@ -131,8 +131,12 @@ end
 local function runtime_families(add)
   local leader = require 'klua.leader'
   local stats = core.stats()
+  -- An index function that fails is a handler that failed (lua/klua/index.lua).
+  local index_errors = 0
+  for _, inf in ipairs(informers) do index_errors = index_errors + inf:stats().index_errors end
   gauge_or_counter(add, 'counter', 'klua_handler_errors_total',
-    'Handler, timer and reconcile calls that failed.', {}, { { {}, stats.task_errors } })
+    'Handler, timer, reconcile and index function calls that failed.', {},
+    { { {}, stats.task_errors + index_errors } })
   gauge_or_counter(add, 'gauge', 'klua_lua_memory_bytes', 'Bytes the Lua state holds.', {},
     { { {}, stats.lua_memory } })
   local election = leader.current()
@@ -140,6 +144,11 @@ local function runtime_families(add)
     gauge_or_counter(add, 'gauge', 'leader_election_master_status',
       'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.',
       { 'name' }, { { { election.name }, election:is_leader() and 1 or 0 } })
+  end
+  local group = require('klua.shards').current()
+  if group then
+    gauge_or_counter(add, 'gauge', 'klua_shards_held', 'Shards (of --shards) this replica holds.',
+      { 'name' }, { { { group.name }, #group:shards() } })
   end
   local p = core.process()
   if p then

@@ -125,6 +125,7 @@ end
 
 local leader = require 'klua.leader'
 local shutdown = require 'klua.shutdown'
+local shards = require 'klua.shards'
 -- Script code that starts on its own (handlers, timers, hooks) goes
 -- through shutdown.guard: once SIGTERM has come it no longer starts.
 local guard = shutdown.guard
@@ -439,6 +440,16 @@ klua.leader = leader.leading
 -- @usage
 -- klua.on_leading(function() klua.log.info('leading') end)
 function klua.on_leading(fn) return leader.on_leading(guard(fn)) end
+--- The shards this replica holds under `klua run --shards N`, in order
+-- (0 .. N-1; a key's shard is shards.shard_of(key, N), docs/scale.md), or
+-- nil without --shards.
+-- @return a list of shard numbers, or nil
+-- @usage
+-- klua.every(10, function() klua.log.info('holding shards %s', table.concat(klua.shards() or {}, ',')) end)
+function klua.shards()
+  local g = shards.current()
+  return g and g:shards()
+end
 
 local controller = require 'klua.controller'
 --- Creates and starts a controller: informers' changes become keys in a
@@ -536,13 +547,22 @@ setmetatable(klua, {
 -- Lease is named after the script unless --leader-election-id says.
 local ctl = core.controller_options()
 if ctl.script then shutdown.install() end
+-- With --shards the same settings make the shard Leases instead, and every
+-- replica reconciles the keys of the shards it holds (lua/klua/shards.lua).
 if ctl.leader_elect then
   local id = ctl.election_id or (ctl.script or 'klua'):gsub('%.lua$', ''):lower():gsub('[^a-z0-9.-]', '-')
-  leader.elect {
-    name = id, namespace = ctl.election_namespace,
-    lease_duration = ctl.lease_duration, renew_deadline = ctl.renew_deadline, retry_period = ctl.retry_period,
-    namespace_source = '--leader-election-namespace',
-  }
+  if ctl.shards then
+    shards.start {
+      name = id, shards = ctl.shards, namespace = ctl.election_namespace,
+      lease_duration = ctl.lease_duration, renew_deadline = ctl.renew_deadline, retry_period = ctl.retry_period,
+    }
+  else
+    leader.elect {
+      name = id, namespace = ctl.election_namespace,
+      lease_duration = ctl.lease_duration, renew_deadline = ctl.renew_deadline, retry_period = ctl.retry_period,
+      namespace_source = '--leader-election-namespace',
+    }
+  end
 end
 
 return klua

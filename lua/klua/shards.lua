@@ -265,4 +265,26 @@ function Group:stop()
   self.member:stop()
 end
 
+-- The process's shard group (klua run --shards), and what wants to hear of
+-- each shard it starts to hold.
+local current
+local acquired_fns = {}
+
+--- Starts the process's shard group (klua run --shards N --leader-elect).
+function M.start(opts)
+  if current then error('the shards are already running', 2) end
+  opts.on_acquired = function(i)
+    for _, fn in ipairs(acquired_fns) do fn(i) end
+  end
+  current = M.new(opts)
+  return current:start()
+end
+
+--- The process's shard group, or nil without --shards.
+function M.current() return current end
+
+--- Calls fn(shard) whenever this process starts to hold a shard: a
+-- controller enqueues the cached keys of that shard.
+function M.on_acquired(fn) acquired_fns[#acquired_fns + 1] = fn end
+
 return M

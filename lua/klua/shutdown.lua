@@ -20,6 +20,7 @@
 -- manager returns an error in that case, and its main exits 1.
 local core = require 'klua.core'
 local leader = require 'klua.leader'
+local shards = require 'klua.shards'
 local controller = require 'klua.controller'
 
 local M = {}
@@ -99,6 +100,11 @@ local function run(signal)
   if election then
     step = 'release of lease ' .. election:_key()
     election:stop()
+  end
+  local group = shards.current()
+  if group then
+    step = 'release of the shards of ' .. group.name
+    group:stop()
   end
   step = nil
   core.stop(0)

@@ -217,6 +217,18 @@ static int set_graceful_shutdown_timeout(kl_cli *c, FILE *errs, const char *name
     return parse_period(errs, name, v, &c->rt.ctl.graceful_shutdown_timeout);
 }
 
+/* How many shards the keys are split into: 1 to 1024, whole. */
+static int set_shards(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    double n;
+    if (parse_number(errs, name, v, 1, 1024, &n) < 0) return -1;
+    if (n != (double)(int)n) {
+        fprintf(errs, "klua: %s needs a whole number of shards, not \"%s\"\n", name, v);
+        return -1;
+    }
+    c->rt.ctl.shards = (int)n;
+    return 0;
+}
+
 /* A bind address as controller-runtime takes one; "0" turns it off. */
 static int parse_bind_address(FILE *errs, const char *name, const char *v, const char **out) {
     if (!strcmp(v, "0")) {
@@ -294,6 +306,8 @@ static const flag flags[] = {
      set_renew_deadline, NULL},
     {NULL, "--leader-elect-retry-period", NULL, "DUR", "time between tries to take or renew (default 2s)",
      set_retry_period, NULL},
+    {NULL, "--shards", NULL, "N",
+     "split the keys into N shards on Leases; reconcile those this replica holds (docs/scale.md)", set_shards, NULL},
     {NULL, "--graceful-shutdown-timeout", NULL, "DUR",
      "on SIGTERM, how long reconciles in flight and on_shutdown hooks may take (default 30s)",
      set_graceful_shutdown_timeout, NULL},

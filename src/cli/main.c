@@ -77,7 +77,12 @@ static int run(kl_cli *c) {
                      "which must be longer than 1.2 x --leader-elect-retry-period (%gs)", lease, renew, retry);
         return 2;
     }
-    if (watch && (ctl->leader_elect || ctl->metrics_addr || ctl->probe_addr || ctl->graceful_shutdown_timeout > 0)) {
+    if (ctl->shards && !ctl->leader_elect) {
+        run_error(c, "--shards needs --leader-elect: the shards are Leases taken with its id, namespace and "
+                     "timings (add --leader-elect)");
+        return 2;
+    }
+    if (watch && (ctl->leader_elect || ctl->shards || ctl->metrics_addr || ctl->probe_addr || ctl->graceful_shutdown_timeout > 0)) {
         run_error(c, "leader election, the graceful shutdown and the metrics and probe endpoint are for klua run, "
                      "not klua watch");
         return 2;

@@ -34,6 +34,7 @@ typedef struct kl_ctl_opts {
     const char *probe_addr;         /* --health-probe-bind-address; NULL or "0" = off */
     const char *script;             /* klua run's script path, for the Lease's default name */
     double graceful_shutdown_timeout; /* seconds a graceful stop may take; 0 = 30 */
+    int shards;                     /* --shards: 0 = none (docs/scale.md) */
 } kl_ctl_opts;
 
 typedef struct kl_rt_opts {
