@@ -138,6 +138,8 @@ local function split_flag(a)
 end
 
 local FORMATS = 'custom-columns,json,jsonpath,line,name,ndjson,wide,yaml'
+-- What `-o` takes, for the shell completion (src/cli/complete.c).
+M.FORMATS = FORMATS
 
 -- The output format in o.output checked, as kubectl words its complaints:
 -- o.output becomes the format's name, with o.template (jsonpath) or

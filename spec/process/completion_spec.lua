@@ -100,7 +100,8 @@ describe('fish completion', function()
 
   it("completes commands and the words of a flag's argument as the bash script does", function()
     assert.are.same({ 'watch' }, fish_complete('klua wa'))
-    assert.are.same({ 'json', 'line', 'name' }, fish_complete('klua watch pods -o '))
+    assert.are.same({ 'custom-columns', 'json', 'jsonpath', 'line', 'name', 'ndjson', 'wide', 'yaml' },
+      fish_complete('klua watch pods -o '))
     assert.are.same({ '--log-format=json', '--log-format=text' }, fish_complete('klua --log-format='))
   end)
 end)
@@ -139,7 +140,7 @@ describe('bash completion', function()
 
   it('completes the words a flag takes one of, and file names for a FILE', function()
     assert.are.same({ 'text', 'json' }, bash_complete({ '--log-format', '' }))
-    assert.are.same({ 'json' }, bash_complete({ 'watch', 'pods', '-o', 'j' }))
+    assert.are.same({ 'json', 'jsonpath' }, bash_complete({ 'watch', 'pods', '-o', 'j' }))
     assert.are.same({ 'bash', 'zsh', 'fish' }, bash_complete({ 'completion', '' }))
     local dir = K.tmpdir()
     K.write_file(dir .. '/kubeconfig-for-completion', '')

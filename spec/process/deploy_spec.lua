@@ -79,7 +79,8 @@ describe('deploy/ manifests', function()
     assert.equals('podset-controller', sb:kubectl_json('-n ' .. NS .. ' get serviceaccount '
       .. 'podset-controller').metadata.name)
     assert.same({ '--leader-elect', '--leader-election-id=podset-controller',
-      '--metrics-bind-address=:8080', '--health-probe-bind-address=:8081', 'run',
+      '--metrics-bind-address=:8080', '--health-probe-bind-address=:8081',
+      '--graceful-shutdown-timeout=30s', 'run',
       '/etc/klua/controller.lua' }, args)
   end)
 

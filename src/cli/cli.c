@@ -599,6 +599,17 @@ static lua_State *watch_module(FILE *errs) {
     return L;
 }
 
+void kl_cli_watch_formats(void (*fn)(void *ud, const char *word, size_t len), void *ud) {
+    FILE *null = fopen("/dev/null", "w");
+    lua_State *L = null ? watch_module(null) : NULL;
+    if (null) fclose(null);
+    if (!L) return;
+    lua_getfield(L, -1, "FORMATS"); /* stack: watch, "a,b,c" */
+    const char *w = lua_tostring(L, -1);
+    for (; w && *w; w += strcspn(w, ","), w += *w == ',') fn(ud, w, strcspn(w, ","));
+    lua_close(L);
+}
+
 /* Prints klua.watch's help (its usage, flags, and then the global flags). */
 static int watch_help(lua_State *L, FILE *out, FILE *errs) {
     lua_getfield(L, -1, "help");

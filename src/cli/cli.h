@@ -61,6 +61,9 @@ int kl_cli_answer(const kl_cli *c, FILE *out, FILE *errs);
  * and commands from this text, in the layout above. Returns the exit
  * status: 2, after a message to errs, for an unknown command. */
 int kl_cli_help(const char *command, FILE *out, FILE *errs);
+/* Calls fn with each output format `klua watch -o` takes (klua.watch's
+ * FORMATS), for the shell completion; nothing when they cannot be read. */
+void kl_cli_watch_formats(void (*fn)(void *ud, const char *word, size_t len), void *ud);
 
 /* Pushes suggest(word, names) -> the name nearest to word among names and
  * the global flags, or nil: the suggestion klua.watch's parse makes for an

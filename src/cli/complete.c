@@ -228,10 +228,25 @@ static void offer_from_server(FILE *out, int nwords, char **argv, const char *wh
     free(words);
 }
 
+typedef struct {
+    FILE *out;
+    const char *prefix, *cur;
+} offering;
+
+static void offer_format(void *ud, const char *word, size_t len) {
+    offering *o = ud;
+    offer(o->out, o->prefix, o->cur, word, len);
+}
+
 /* What the word cur, the value of a flag that takes arg, may be; the
  * directive. The connection comes from the first nwords words. */
 static int complete_value(FILE *out, int nwords, char **argv, const char *prefix, const char *arg, const char *cur) {
     if (offer_choices(out, prefix, cur, arg)) return DIRECTIVE_NO_FILES;
+    if (!strcmp(arg, "FORMAT")) {
+        offering o = {out, prefix, cur};
+        kl_cli_watch_formats(offer_format, &o);
+        return DIRECTIVE_NO_FILES;
+    }
     if (!strcmp(arg, "FILE")) return DIRECTIVE_DEFAULT;
     if (!strcmp(arg, "NS")) offer_from_server(out, nwords, argv, "namespaces", prefix, cur);
     return DIRECTIVE_NO_FILES;
