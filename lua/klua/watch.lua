@@ -42,6 +42,8 @@ local FLAGS = {
   { short = '-L', long = '--label-columns', arg = 'KEY,...', key = 'label_columns', many = true,
     help = 'a column for the value of each of these labels' },
   { long = '--show-labels', key = 'show_labels', help = 'a LABELS column with every label' },
+  { long = '--show-managed-fields', key = 'show_managed_fields',
+    help = 'keep metadata.managedFields in -o json, ndjson and yaml' },
   { long = '--sort-by', arg = 'JSONPATH', key = 'sort_by', help = 'order the initial list by this field' },
   { long = '--watch-only', key = 'watch_only', help = 'print only changes, not the objects that exist already' },
   { short = '-w', long = '--watch', key = 'watch', help = 'accepted for kubectl get -w; watching is what klua watch does' },
@@ -399,6 +401,13 @@ function View:render(event, obj)
     return { text = line_of(event, obj) .. '\n' }
   end
   local value = klua.copy(obj)
+  -- As kubectl's OmitManagedFieldsPrinter: JSON and YAML leave managedFields
+  -- out unless asked; templates and columns see the whole object, and so
+  -- do watch events (kubectl get -w --output-watch-events prints them whole).
+  if (format == 'json' or format == 'ndjson' or format == 'yaml') and not o.show_managed_fields
+      and not o.output_watch_events and type(value.metadata) == 'table' then
+    value.metadata.managedFields = nil
+  end
   if (format == 'json' or format == 'ndjson') and o.output_watch_events then
     -- metav1.WatchEvent's field order, as kubectl writes it: type, then object.
     return { text = ('{"type":%s,"object":%s}\n'):format(jsonpath.json(event), jsonpath.json(value)) }

@@ -124,7 +124,7 @@ describe('klua watch', function()
       expect(p, '"ADDED"')
       kubectl('label pod web -n ' .. ns .. ' tier=front')
       expect(p, '"MODIFIED"')
-      -- kubectl get leaves managedFields out unless asked; the watch event has them.
+      -- kubectl get leaves managedFields out unless asked; a watch event, in both, has them.
       local server = sb:kubectl_json('get pod web --show-managed-fields -n ' .. ns)
       local out = lines(p:output())
       assert.equals(2, #out)
@@ -190,6 +190,18 @@ describe('klua watch', function()
       pod(ns, 'd', 'rank=0')
       expect(p, 'pod/d')
       assert.equals('pod/b\npod/c\npod/a\npod/d\n', p:output())
+    end)
+
+    it('metadata.managedFields in -o json, ndjson and yaml objects only with --show-managed-fields, as kubectl', function()
+      local ns = namespace('managed')
+      pod(ns, 'web')
+      local plain = watch({ 'pods', '-n', ns, '-o', 'ndjson' })
+      local shown = watch({ 'pods', '-n', ns, '-o', 'ndjson', '--show-managed-fields' })
+      expect(plain, '\n')
+      expect(shown, '\n')
+      assert.is_nil(cjson.decode(lines(plain:output())[1]).metadata.managedFields)
+      assert.same(sb:kubectl_json('get pod web --show-managed-fields -n ' .. ns).metadata.managedFields,
+        cjson.decode(lines(shown:output())[1]).metadata.managedFields)
     end)
 
     it('one object a line with -o ndjson', function()
