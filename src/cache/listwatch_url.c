@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/xalloc.h"
+#include "base/buf.h"
 
 typedef struct sbuf {
     char *s;
@@ -13,12 +13,7 @@ typedef struct sbuf {
 } sbuf;
 
 static void sb_add(sbuf *b, const char *p, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        b->s = kl_xrealloc(b->s, cap);
-        b->cap = cap;
-    }
+    b->s = kl_buf_grow(b->s, &b->cap, b->len + n + 1, 1, 256);
     memcpy(b->s + b->len, p, n);
     b->len += n;
     b->s[b->len] = '\0';

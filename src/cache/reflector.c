@@ -9,6 +9,7 @@
 #include "cache/listwatch_url.h"
 #include "wire/framer.h"
 #include "wire/list_stream.h"
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/ring.h"
 #include "base/xalloc.h"
@@ -152,6 +153,7 @@ typedef struct watch_st {
     unsigned long events; /* events and bookmarks delivered */
     int after_list;       /* it starts at the rv a LIST returned */
     kl_list acc;          /* WATCHLIST: the initial state so far */
+    size_t acc_cap;       /* ...and the capacity of acc.items (base/buf.h) */
 } watch_st;
 
 /* BACKOFF: a timer, and where it leads. */
@@ -566,7 +568,7 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
     if (r->state == WATCHLIST) {
         /* The initial state comes as ADDED events only. */
         if (ev->type == KL_EV_ADDED) {
-            w->acc.items = kl_xrealloc(w->acc.items, (w->acc.n + 1) * sizeof *w->acc.items);
+            w->acc.items = kl_buf_grow(w->acc.items, &w->acc_cap, w->acc.n + 1, sizeof *w->acc.items, 256);
             w->acc.items[w->acc.n++] = ev->obj;
             memset(&ev->obj, 0, sizeof ev->obj);
         }
@@ -584,6 +586,7 @@ static void initial_events_end(kl_reflector *r, const char *rv) {
     kl_vlog(2, r->o.name, "initial events end at resourceVersion %s: %zu objects", rv ? rv : "?", w->acc.n);
     kl_list done = w->acc;
     memset(&w->acc, 0, sizeof w->acc);
+    w->acc_cap = 0;
     r->rv_unavailable = 0;
     if (r->sink.replace(r->ud, &done)) r->sink_full = 1;
     kl_list_clear(&done);
@@ -862,6 +865,7 @@ static void leave_watch(kl_reflector *r) {
     kl_framer_reset(&r->framer);
     frames_drop(r);
     kl_list_clear(&w->acc);
+    w->acc_cap = 0;
 }
 
 /* ---- BACKOFF ---------------------------------------------------------- */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "base/buf.h"
 #include "base/xalloc.h"
 #include "lua/lua_json.h"
 
@@ -43,10 +44,7 @@ static int writer_gc(lua_State *L) {
 
 static int on_write(void *data, unsigned char *bytes, size_t size) {
     out_buf *o = data;
-    if (o->len + size > o->cap) {
-        o->cap = (o->len + size) * 2;
-        o->buf = kl_xrealloc(o->buf, o->cap);
-    }
+    o->buf = kl_buf_grow(o->buf, &o->cap, o->len + size, 1, 4096);
     memcpy(o->buf + o->len, bytes, size);
     o->len += size;
     return 1;
