@@ -163,7 +163,7 @@ local function check_output(o)
     local cols, err = printers.custom_columns(arg)
     if not cols then return nil, err end
     o.columns = cols
-  elseif not (FORMATS .. ','):find(format .. ',', 1, true) or format:find(',', 1, true) then
+  elseif not (',' .. FORMATS .. ','):find(',' .. format .. ',', 1, true) or format:find(',', 1, true) then
     return nil, ('unable to match a printer suitable for the output format "%s", allowed formats are: %s')
       :format(format, FORMATS)
   end

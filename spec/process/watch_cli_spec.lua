@@ -544,6 +544,11 @@ describe('klua watch', function()
       for _, case in ipairs({
         { { '-o', 'table' }, 'unable to match a printer suitable for the output format "table", allowed formats are: '
           .. 'custom-columns,json,jsonpath,line,name,ndjson,wide,yaml' },
+        -- The tail of a format's name is no format (fuzz_cli found "-o n" taken).
+        { { '-o', 'n' }, 'unable to match a printer suitable for the output format "n", allowed formats are: '
+          .. 'custom-columns,json,jsonpath,line,name,ndjson,wide,yaml' },
+        { { '-o', 'son' }, 'unable to match a printer suitable for the output format "son", allowed formats are: '
+          .. 'custom-columns,json,jsonpath,line,name,ndjson,wide,yaml' },
         { { '-o', 'jsonpath={.metadata.name' }, 'error parsing jsonpath {.metadata.name, unclosed action' },
         { { '-o', 'jsonpath=' }, 'template format specified but no template given' },
         { { '-ojsonpath={.a}{end}' }, 'error parsing jsonpath {.a}{end}, not in range, nothing to end' },
