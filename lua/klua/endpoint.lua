@@ -23,6 +23,12 @@ local informers, controllers = {}, {}
 
 --- Registers an informer for the klua_informer_* metrics and /readyz.
 function M.track_informer(inf) informers[#informers + 1] = inf end
+--- Forgets a stopped informer.
+function M.untrack_informer(inf)
+  for i, x in ipairs(informers) do
+    if x == inf then return table.remove(informers, i) end
+  end
+end
 --- Registers a controller for the workqueue_* and controller_runtime_* metrics.
 function M.track_controller(c) controllers[#controllers + 1] = c end
 

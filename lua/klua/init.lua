@@ -314,6 +314,15 @@ function Informer:stats()
   return s
 end
 function Informer:__tostring() return tostring(self._c) end
+--- Stops the informer: its watch ends, its cache and handlers are freed, and
+-- every later call on it raises "this informer is closed". Safe from one
+-- of its own handlers, which finishes first; stopping it again does nothing.
+-- @usage
+-- cms:on('add', function(obj) if obj.metadata.name == 'last' then cms:stop() end end)
+function Informer:stop()
+  endpoint.untrack_informer(self)
+  self._c:stop()
+end
 --- The informer's name: its resource, namespace and selector, as logs show it.
 -- @return the name
 -- @usage

@@ -36,7 +36,8 @@ typedef struct lua_informer lua_informer;
 /* The runtime's part KL_RT_INFORMERS. */
 typedef struct informers {
     kl_rt *rt;
-    lua_informer *list; /* every informer the script made, newest first */
+    lua_informer *list;     /* every informer the script made, newest first */
+    lua_informer *stopping; /* stopped from a handler still running */
 } informers;
 
 struct lua_informer {
@@ -56,18 +57,48 @@ struct lua_informer {
     int in_call;   /* inside kl_task_spawn */
     uint64_t drain_id; /* the deferred drain, or 0 */
     int was_synced;
+    int stopped;   /* inf:stop() came while a handler of it ran: freed when it ends */
     double resync;
     uint64_t resync_timer;
 };
 
 typedef struct box {
-    lua_informer *li; /* NULL once the runtime has closed it */
+    lua_informer *li; /* NULL once closed: by inf:stop() or by the runtime */
+    int stopped;      /* by inf:stop() */
 } box;
 
 static lua_informer *check_informer(lua_State *L, int idx) {
     box *b = luaL_checkudata(L, idx, INFORMER_MT);
-    if (!b->li) luaL_error(L, "this informer is closed: klua is shutting down");
+    if (!b->li)
+        luaL_error(L, b->stopped ? "this informer is stopped (inf:stop() was called)"
+                                 : "this informer is closed: klua is shutting down");
     return b->li;
+}
+
+static void unlink_informer(lua_informer **list, lua_informer *li) {
+    for (lua_informer **p = list; *p; p = &(*p)->next) {
+        if (*p == li) {
+            *p = li->next;
+            return;
+        }
+    }
+}
+
+/* Frees li and what it owns: its watch, its cache, its handlers. The
+ * handle stays, closed; li must be out of the runtime's lists already. */
+static void free_informer(lua_informer *li) {
+    lua_State *L = kl_rt_lua(li->rt);
+    kl_loop_cancel(kl_rt_loop(li->rt), li->resync_timer);
+    kl_loop_cancel(kl_rt_loop(li->rt), li->drain_id);
+    if (li->has_cur) kl_notif_clear(&li->cur);
+    for (int i = 0; i < 3; i++) free(li->since[i]);
+    kl_informer_free(li->inf);
+    li->inf = NULL;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
+    ((box *)lua_touserdata(L, -1))->li = NULL;
+    lua_pop(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, li->ud_ref);
+    free(li);
 }
 
 /* ---- dispatch --------------------------------------------------------- */
@@ -88,7 +119,13 @@ static void on_handler_done(void *ud, kl_task *t, int ok) {
     (void)ok;
     lua_informer *li = ud;
     li->busy = 0;
-    if (!li->in_call) schedule_drain(li);
+    if (li->in_call) return; /* drain, which spawned it, goes on (or frees li) */
+    if (li->stopped) {
+        unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
+        free_informer(li);
+    } else {
+        schedule_drain(li);
+    }
 }
 
 /* Pushes the informer's state table (uservalue 2): [1] cur view, [2] old view. */
@@ -192,6 +229,15 @@ static void drain(kl_loop *loop, void *ud) {
         int h = next_handler(li);
         if (h) call_handler(li, h);
         else finish_notification(li);
+        if (li->stopped) {
+            /* The handler stopped its own informer: li goes now, or when
+             * the handler, still waiting, ends. */
+            if (!li->busy) {
+                unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
+                free_informer(li);
+            }
+            return;
+        }
     }
     if (!li->busy && (li->has_cur || kl_informer_pending(li->inf))) schedule_drain(li);
     check_synced(li);
@@ -402,6 +448,7 @@ static int l_informer(lua_State *L) {
      * views of the notification being dispatched (push_state). */
     box *b = lua_newuserdatauv(L, sizeof *b, 2); /* stack: ..., handle */
     b->li = li;
+    b->stopped = 0;
     luaL_setmetatable(L, INFORMER_MT);
     lua_createtable(L, 0, 3); /* stack: ..., handle, handlers */
     for (int i = 0; event_names[i]; i++) {
@@ -434,23 +481,39 @@ static int informers_idle(void *state) { return !((informers *)state)->list; }
 /* Frees every informer with its requests; the handles stay, closed. */
 static void informers_close(void *state) {
     informers *all = state;
-    kl_rt *rt = all->rt;
-    lua_State *L = kl_rt_lua(rt);
-    while (all->list) {
-        lua_informer *li = all->list;
-        all->list = li->next;
-        kl_loop_cancel(kl_rt_loop(rt), li->resync_timer);
-        kl_loop_cancel(kl_rt_loop(rt), li->drain_id);
-        if (li->has_cur) kl_notif_clear(&li->cur);
-        for (int i = 0; i < 3; i++) free(li->since[i]);
-        kl_informer_free(li->inf);
-        li->inf = NULL;
-        lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
-        ((box *)lua_touserdata(L, -1))->li = NULL;
-        lua_pop(L, 1);
-        luaL_unref(L, LUA_REGISTRYINDEX, li->ud_ref);
-        free(li);
+    for (lua_informer **list = &all->list; list; list = list == &all->list ? &all->stopping : NULL) {
+        while (*list) {
+            lua_informer *li = *list;
+            *list = li->next;
+            free_informer(li);
+        }
     }
+}
+
+/* inf:stop(): ends the informer's watch and frees its cache and handlers;
+ * its handle is closed from then on. From one of its own handlers the
+ * handler finishes first (the views it holds stay readable). Stopping a
+ * stopped informer does nothing. */
+static int l_stop(lua_State *L) {
+    box *b = luaL_checkudata(L, 1, INFORMER_MT);
+    lua_informer *li = b->li;
+    if (!li) return 0;
+    kl_rt *rt = li->rt;
+    informers *all = kl_rt_state(rt, KL_RT_INFORMERS);
+    unlink_informer(&all->list, li);
+    b->li = NULL;
+    b->stopped = 1;
+    kl_loop_cancel(kl_rt_loop(rt), li->resync_timer);
+    li->resync_timer = 0;
+    if (li->busy || li->in_call) {
+        li->stopped = 1;
+        li->next = all->stopping;
+        all->stopping = li;
+    } else {
+        free_informer(li);
+    }
+    kl_rt_check_idle(rt);
+    return 0;
 }
 
 static void informers_open(void *state, lua_State *L) {
@@ -458,6 +521,7 @@ static void informers_open(void *state, lua_State *L) {
     static const luaL_Reg methods[] = {{"on", l_on},         {"get", l_get},
                                        {"list", l_list},     {"synced", l_synced},
                                        {"track_changes", l_track_changes}, {"changes", l_changes},
+                                       {"stop", l_stop},
                                        {"stats", l_stats},   {"__tostring", l_tostring},
                                        {NULL, NULL}};
     if (luaL_newmetatable(L, INFORMER_MT)) { /* stack: core, mt */
