@@ -208,13 +208,14 @@ class Bench:
                              cpu_clock=PEER_CPU_CLOCKS[peer.name])
         return self.best(once)
 
-    def sync_run(self, pods, paginate="auto"):
-        """initial-sync, memory-per-pod: sync `pods` Pods, then read the settled RSS. Memoised."""
-        key = ("sync", pods, paginate)
+    def sync_run(self, pods, paginate="auto", mode="full"):
+        """initial-sync, memory-per-pod: sync `pods` Pods, then read the settled RSS. Memoised.
+        mode: full, transform (managedFields dropped) or metadata (a metadata-only informer)."""
+        key = ("sync", pods, paginate, mode)
         if key not in self.memo:
             url, _ = self.server(pods, 0, paginate)
-            child, records = self.klua_script("sync-%d-%s" % (pods, paginate), url, "sync.lua",
-                                              [self.opts.timeout], "settled")
+            child, records = self.klua_script("sync-%d-%s-%s" % (pods, paginate, mode), url, "sync.lua",
+                                              [self.opts.timeout, mode], "settled")
             status = child.proc_status()
             usage = child.stop()
             self.memo[key] = SyncRun(pods, child, records, status, usage)
@@ -505,6 +506,16 @@ def _memory_row(b, pods):
     return full, idle, per_object, size
 
 
+def _memory_variant(b, mode, what):
+    """A reference row: memory per cached Pod of an informer that caches less (docs/scale.md)."""
+    run, idle = b.sync_run(b.opts.pods, mode=mode), b.sync_run(0)
+    per_object = (run.rss_kb - idle.rss_kb) * 1024 / b.opts.pods
+    size = b.dataset.average_pod_bytes(b.opts.pods)
+    return Row("%s: memory per cached Pod, %s (%s Pods)" % (title("memory-per-pod"), what, number(b.opts.pods)),
+               "%s B = %.2f× the full Pod's JSON" % (number(per_object), per_object / size),
+               details=["%s of %s Pods cached" % (number(run.cached), number(b.opts.pods))])
+
+
 def scenario_memory_per_pod(b):
     full, idle, per_object, size = _memory_row(b, b.opts.pods)
     r = per_object / size
@@ -513,7 +524,9 @@ def scenario_memory_per_pod(b):
                 "≤ %.1f×" % TARGET_MEMORY, full.cached == b.opts.pods and r <= TARGET_MEMORY,
                 details=["(VmRSS after sync - VmRSS of an idle klua) / Pods = (%s - %s) / %s, read from "
                          "/proc/PID/status after a full Lua GC" % (_mb(full.rss_kb), _mb(idle.rss_kb),
-                                                                 number(b.opts.pods))])]
+                                                                 number(b.opts.pods))]),
+            _memory_variant(b, "transform", "managedFields dropped"),
+            _memory_variant(b, "metadata", "metadata-only")]
 
 
 def scenario_scale(b):

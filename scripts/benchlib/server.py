@@ -158,12 +158,36 @@ class Handler(BaseHTTPRequestHandler):
         if end < len(sel.items):
             meta["continue"] = base64.urlsafe_b64encode(b"%d" % end).decode()
             meta["remainingItemCount"] = len(sel.items) - end
-        head = '{"kind":"PodList","apiVersion":"v1","metadata":%s,"items":[' % json.dumps(meta, separators=(",", ":"))
+        # A metadata-only informer asks for the PartialObjectMetadataList kube-apiserver converts
+        # the list into (endpoints/handlers/response.go); it is made here, item by item.
+        partial = "as=PartialObjectMetadataList" in (self.headers.get("Accept") or "")
+        kind, api = ("PartialObjectMetadataList", "meta.k8s.io/v1") if partial else ("PodList", "v1")
+        head = '{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
+            kind, api, json.dumps(meta, separators=(",", ":")))
         self._start_chunked(200)
         self._chunk(head.encode())
-        self._send_items(sel, start, end)
+        if partial:
+            self._send_partial_items(sel, start, end)
+        else:
+            self._send_items(sel, start, end)
         self._chunk(b"]}")
         self._end_chunked()
+
+    def _send_partial_items(self, sel, start, end):
+        cfg = self.server.config
+        batch, size = [], 0
+        for n, i in enumerate(sel.items[start:end]):
+            offset, length = cfg.dataset.item_span(i, i + 1)
+            meta = json.loads(os.pread(cfg.items_fd, length, offset))["metadata"]
+            item = json.dumps({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},
+                              separators=(",", ":")).encode()
+            batch.append((b"," if n else b"") + item)
+            size += len(item)
+            if size >= GATHER:
+                self._chunk(b"".join(batch))
+                batch, size = [], 0
+        if batch:
+            self._chunk(b"".join(batch))
 
     @staticmethod
     def _decode_continue(token):

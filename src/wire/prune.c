@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/xalloc.h"
 
 /* The paths as a trie: a node per member name; terminal nodes are removed. */
@@ -18,6 +19,8 @@ typedef struct node {
 
 struct kl_prune {
     node root;
+    char *scratch; /* where a rewrite is written before it is copied out exactly */
+    size_t scratch_cap;
 };
 
 #define BAD ((size_t)-1)
@@ -89,8 +92,7 @@ static void add_path(node *root, const char *path) {
 kl_prune *kl_prune_new(const char *const *paths, size_t n, char *err, size_t errlen) {
     for (size_t i = 0; i < n; i++)
         if (check_path(paths[i], err, errlen) < 0) return NULL;
-    kl_prune *p = kl_xmalloc(sizeof *p);
-    *p = (kl_prune){{0}};
+    kl_prune *p = kl_xcalloc(1, sizeof *p);
     for (size_t i = 0; i < n; i++) add_path(&p->root, paths[i]);
     return p;
 }
@@ -98,6 +100,7 @@ kl_prune *kl_prune_new(const char *const *paths, size_t n, char *err, size_t err
 void kl_prune_free(kl_prune *p) {
     if (!p) return;
     free_node(&p->root);
+    free(p->scratch);
     free(p);
 }
 
@@ -238,24 +241,22 @@ static int emit_object(walk *w, const node *n, size_t i, size_t end) {
     return 0;
 }
 
-int kl_prune_obj(const kl_prune *p, kl_obj *o) {
+int kl_prune_obj(kl_prune *p, kl_obj *o) {
     const char *s = o->blob->data + o->off;
     walk w = {.n = &p->root, .s = s};
     int found = each_member(s, 0, o->len, find_visit, &w);
     if (found <= 0) return found;
-    /* The rewrite is never longer than the original; the blob is sized for
-     * it and its length set to what was written, padding zeroed again. */
-    kl_blob *b = kl_blob_alloc(o->len);
-    w.out = b->data;
-    if (emit_object(&w, &p->root, 0, o->len) < 0) {
-        kl_blob_unref(b);
-        return -1;
-    }
-    b->len = (size_t)(w.out - b->data);
-    memset(b->data + b->len, 0, KL_BLOB_PADDING);
+    /* The rewrite is never longer than the original. It goes into the
+     * prune's scratch first and then into a blob of its exact size: saving
+     * the dropped bytes is the point, and a blob cut short in place would
+     * leave holes the allocator cannot reuse for the next object. */
+    p->scratch = kl_buf_grow(p->scratch, &p->scratch_cap, o->len, 1, 4096);
+    w.out = p->scratch;
+    if (emit_object(&w, &p->root, 0, o->len) < 0) return -1;
+    size_t len = (size_t)(w.out - p->scratch);
     kl_blob_unref(o->blob);
-    o->blob = b;
+    o->blob = kl_blob_new(p->scratch, len);
     o->off = 0;
-    o->len = b->len;
+    o->len = len;
     return 1;
 }

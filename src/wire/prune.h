@@ -35,8 +35,8 @@ void kl_prune_free(kl_prune *p);
 
 /* Rewrites o without the members p names: when o's JSON holds at least one,
  * o's blob is replaced by a new one holding only the rewritten object (off
- * 0) and 1 is returned; otherwise o is untouched and 0 is returned. Bytes
+ * 0, exactly as long as the rewrite) and 1 is returned; otherwise o is untouched and 0 is returned. Bytes
  * that are not a JSON object leave o untouched and return -1. */
-int kl_prune_obj(const kl_prune *p, kl_obj *o);
+int kl_prune_obj(kl_prune *p, kl_obj *o);
 
 #endif

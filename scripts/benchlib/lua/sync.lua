@@ -1,17 +1,22 @@
 --- Scenarios initial-sync and memory-per-pod (e, f): the initial sync of every Pod, then the memory it holds.
 --
---   klua run sync.lua HOLD
+--   klua run sync.lua HOLD [MODE]
 --
+-- MODE is full (the default: whole Pods), transform (metadata.managedFields
+-- dropped by klua.drop_fields) or metadata (a metadata-only informer).
 -- Prints `bench synced` when the informer has synced, then, after a full
 -- garbage collection and a short pause, `bench settled`, and keeps running
 -- for HOLD seconds so that scripts/bench can read /proc/PID/status.
 local core = require('klua.core')
 local report = require('report')
 
-local hold = tonumber((...)) or 30
+local args = table.pack(...)
+local hold = tonumber(args[1]) or 30
+local mode = args[2] or 'full'
 local started = core.now()
 local added = 0
-local inf = klua.informer { resource = 'pods' }
+local inf = klua.informer { resource = 'pods', metadata_only = mode == 'metadata' or nil,
+  transform = mode == 'transform' and klua.drop_fields('metadata.managedFields') or nil }
 inf:on('add', function() added = added + 1 end)
 
 klua.on_synced(function()
