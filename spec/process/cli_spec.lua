@@ -119,14 +119,14 @@ describe('the help of a command', function()
     local out = K.run({ 'watch', '--help' })
     assert.truthy(out:find('usage: klua [flags] watch TYPE[,TYPE...] [NAME] | TYPE/NAME... [-n NS | -A] [-l SEL] '
       .. '[--field-selector SEL] [-e LUA] [-o FORMAT] [--output-watch-events] [--no-headers] [-L KEY,...] '
-      .. '[--show-labels] [--sort-by JSONPATH] [--watch-only]\n', 1, true) == 1, out)
+      .. '[--show-labels] [--show-managed-fields] [--sort-by JSONPATH] [--watch-only]\n', 1, true) == 1, out)
     local own, global = out:match('\nFlags:\n(.-)\nGlobal flags:\n(.*)$')
     assert.truthy(own, out)
     local got = {}
     for _, f in ipairs(flag_lines(own)) do got[#got + 1] = (f.short or '') .. ' ' .. f.long .. ' ' .. (f.arg or '') end
     assert.same({ '-n --namespace NS', '-A --all-namespaces ', '-l --selector SEL', ' --field-selector SEL',
       '-e --expr LUA', '-o --output FORMAT', ' --output-watch-events ', ' --no-headers ', '-L --label-columns KEY,...',
-      ' --show-labels ', ' --sort-by JSONPATH', ' --watch-only ', '-w --watch ', '-h --help ' }, got)
+      ' --show-labels ', ' --show-managed-fields ', ' --sort-by JSONPATH', ' --watch-only ', '-w --watch ', '-h --help ' }, got)
     assert.truthy(global:find('      --kubeconfig FILE', 1, true))
     -- The flags that stand for a command belong to klua alone.
     assert.is_nil(global:find('--version', 1, true))
