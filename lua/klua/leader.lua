@@ -313,27 +313,37 @@ end
 local leading_hooks = {}
 -- Its Lease's namespace: nil before M.check, 'checking', then 'ok'.
 local check_state
+-- The Lease M.check looks at without an election (M.guard).
+local guarded
 
 --- Ends klua with status 2, before any watch starts, when the process's
 -- election cannot keep its Lease where it is to live (see misplaced).
 -- Runs once, from the first informer made or the election's start,
 -- whichever comes first; it waits for the server.
 function M.check()
-  if not election or check_state == 'ok' then return end
+  local e = election or guarded
+  if not e or check_state == 'ok' then return end
   -- A second caller waits for the first one's answer: the informer it
   -- makes must not list before it.
   while check_state == 'checking' do core.sleep(0.01) end
   if check_state == 'ok' then return end
   check_state = 'checking'
-  local why = election:_misplaced()
+  local why = e:_misplaced()
   if not why then
     check_state = 'ok'
     return
   end
-  core.log('error', ('%s: %s'):format(election.namespace_source, why))
+  core.log('error', ('%s: %s'):format(e.namespace_source, why))
   core.stop(2)
   -- Nothing of this task may go on: the loop stops once it waits.
   core.sleep(math.huge)
+end
+
+--- Makes M.check look at e's Lease (the shards' membership Lease, under
+-- --shards) when the process runs no election of its own.
+function M.guard(e, source)
+  e.namespace_source = source
+  guarded = e
 end
 
 local function run_hooks()

@@ -247,6 +247,7 @@ end
 --- Runs the group in its own task until stop().
 function Group:start()
   core.after(0, function()
+    leader.check()
     core.log('info', ('shards %s: %d shards, competing as %s'):format(self.name, self.n, self.identity))
     while not self.stopped do
       self:step()
@@ -277,6 +278,9 @@ function M.start(opts)
     for _, fn in ipairs(acquired_fns) do fn(i) end
   end
   current = M.new(opts)
+  -- A membership Lease that cannot live where it is to ends klua first, as
+  -- --leader-elect's Lease does (leader.check).
+  leader.guard(current.member, '--leader-election-namespace')
   return current:start()
 end
 

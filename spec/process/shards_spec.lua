@@ -10,7 +10,7 @@ local testing = require 'klua.testing'
 local K = require 'support.klua'
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
-local NS, SHARDS, OBJECTS = 'sharded', 6, 1200
+local NS, SHARDS, OBJECTS = 'sharded', 6, 3000
 local LEASE = { '--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s',
   '--leader-elect-retry-period', '500ms' }
 
@@ -189,6 +189,8 @@ describe('sharded reconcile', function()
       { { '--leader-elect', '--shards', '0' }, '--shards needs a number of at least 1, not "0"' },
       { { '--leader-elect', '--shards', '1.5' }, '--shards needs a whole number of shards, not "1.5"' },
       { { '--shards', '3' }, '--shards needs --leader-elect' },
+      { { '--leader-elect', '--shards', '3', '--leader-election-namespace', 'nowhere' },
+        '--leader-election-namespace: namespace "nowhere" does not exist' },
     }) do
       local args = { '--kubeconfig', sb.kubeconfig }
       for _, a in ipairs(case[1]) do args[#args + 1] = a end
