@@ -118,16 +118,17 @@ local function process(c, key)
     c.queue:done(key)
     return
   end
+  -- A graceful shutdown lets this call finish, even one running when the
+  -- signal comes, and its book-keeping too: a signal stops a task at any
+  -- instruction, and one that stopped this between the reconcile and the
+  -- lines below would leave the key in flight for the shutdown to wait on.
+  core.reconciling(true)
   if g then g:started(key) end
   local started = core.now()
   local ctx = { controller = c, attempt = c.queue:num_requeues(key) + 1 }
   c.active = c.active + 1
   c.in_flight[key] = true
-  -- A graceful shutdown lets this call finish, even one running when the
-  -- signal comes.
-  core.reconciling(true)
   local ok, res, err = xpcall(c.reconcile, debug.traceback, key, ctx)
-  core.reconciling(false)
   c.in_flight[key] = nil
   c.active = c.active - 1
   c.queue:observe(core.now() - started)
@@ -150,6 +151,7 @@ local function process(c, key)
   end
   c.queue:done(key)
   if g then g:finished(key) end
+  core.reconciling(false)
 end
 
 local function worker(c)
