@@ -16,18 +16,10 @@ local PLUGIN = FIX .. '/exec-plugin.sh'
 local V1 = 'client.authentication.k8s.io/v1'
 local V1BETA1 = 'client.authentication.k8s.io/v1beta1'
 
-local function read(path)
-  local f = assert(io.open(path, 'rb'))
-  local s = f:read('a')
-  f:close()
-  return s
-end
+local harness = require 'klua.testing'
 
-local function write(path, text)
-  local f = assert(io.open(path, 'wb'))
-  f:write(text)
-  f:close()
-end
+local function read(path) return (assert(harness.read_file(path))) end
+local write = harness.write_file
 
 local function sh(cmd)
   local p = assert(io.popen(cmd))
