@@ -126,8 +126,9 @@ end
 local leader = require 'klua.leader'
 local shutdown = require 'klua.shutdown'
 local shards = require 'klua.shards'
--- Script code that starts on its own (handlers, timers, hooks) goes
--- through shutdown.guard: once SIGTERM has come it no longer starts.
+-- Script code that starts on its own goes through shutdown.guard: once
+-- SIGTERM has come timers and hooks no longer start, and handlers no
+-- longer once the reconciles in flight have ended.
 local guard = shutdown.guard
 
 local Timer = {}
@@ -241,7 +242,7 @@ function Informer:on(event, fn)
   if event ~= 'add' and event ~= 'update' and event ~= 'delete' then
     error(('unknown event "%s": use "add", "update" or "delete"'):format(tostring(event)), 2)
   end
-  self._c:on(event, guard(fn))
+  self._c:on(event, shutdown.guard_handler(fn))
   return self
 end
 --- The cached object under "namespace/name" ("name" when cluster-scoped).

@@ -1,11 +1,14 @@
 --- The graceful shutdown of `klua run`, with controller-runtime's manager
 -- semantics. On the first SIGTERM or SIGINT:
 --
--- 1. no handler, timer or hook of the script starts any more, and every
+-- 1. no timer or hook of the script starts any more, and every
 --    controller's queue shuts down: no new keys are taken;
 -- 2. the reconciles in flight run to their end (a reconcile running on
---    the CPU when the signal came included);
--- 3. the `klua.on_shutdown` hooks run, one after the other, in the order
+--    the CPU when the signal came included). The informers' handlers keep
+--    running meanwhile, as controller-runtime stops its caches only after
+--    its controllers: a reconcile that waits for its own writes to be
+--    observed (client-go's expectations) sees them;
+-- 3. no handler starts any more, and the `klua.on_shutdown` hooks run, one after the other, in the order
 --    they were added; a hook that fails is logged and the next one runs;
 -- 4. the process's leader election releases its Lease (holderIdentity
 --    empty, leaseDurationSeconds 1, as client-go's ReleaseOnCancel writes),
@@ -28,6 +31,10 @@ local M = {}
 --- True once the shutdown has begun.
 M.stopping = false
 
+--- True once the reconciles in flight have ended: the informers' handlers
+-- no longer start.
+M.caches_stopped = false
+
 local hooks = {}
 -- What the shutdown does now beyond waiting for reconciles (a hook, the
 -- release), for the report when it is cut short.
@@ -47,12 +54,23 @@ function M.on_shutdown(fn)
 end
 
 --- fn, except that it does nothing once the shutdown has begun: what the
--- script's handlers, timers and hooks are wrapped in. Anything but a
--- function is returned as it is, for the caller's own check to refuse.
+-- script's timers and hooks are wrapped in. Anything but a function is
+-- returned as it is, for the caller's own check to refuse.
 function M.guard(fn)
   if type(fn) ~= 'function' then return fn end
   return function(...)
     if M.stopping then return end
+    return fn(...)
+  end
+end
+
+--- fn, except that it does nothing once the reconciles in flight at the
+-- shutdown have ended: what the informers' handlers are wrapped in.
+-- Anything but a function is returned as it is, as by M.guard.
+function M.guard_handler(fn)
+  if type(fn) ~= 'function' then return fn end
+  return function(...)
+    if M.caches_stopped then return end
     return fn(...)
   end
 end
@@ -91,6 +109,7 @@ local function run(signal)
   end
   for _, c in ipairs(controller.all) do c.queue:shutdown() end
   while #in_flight() > 0 do core.sleep(POLL) end
+  M.caches_stopped = true
   for i, fn in ipairs(hooks) do
     step = hook_name(i, fn)
     local ok, err = xpcall(fn, debug.traceback)

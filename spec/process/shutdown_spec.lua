@@ -10,13 +10,21 @@ local testing = require 'klua.testing'
 local cjson = require 'cjson'
 
 -- A controller over the ConfigMaps of one namespace, beside a handler of
--- the script's own, whose reconcile says it started, takes its time (klua.sleep, or the CPU with mode "spin"),
--- then marks the ConfigMap done; three hooks, the second of which fails.
+-- the script's own, whose reconcile says it started, takes its time
+-- (klua.sleep, the CPU with mode "spin", or with mode "late" until the
+-- handler has seen a ConfigMap named late), then marks the ConfigMap done;
+-- three hooks, the second of which fails. With mode "late" a fourth hook
+-- creates a ConfigMap named after and waits until the informer has cached
+-- it and handed it on.
 local SLOW = [[
 io.stdout:setvbuf('line')
 local ns, seconds, mode = klua.args[1], tonumber(klua.args[2]), klua.args[3]
 local cms = klua.informer { resource = 'configmaps', namespace = ns }
-cms:on('add', function(cm) print('handler saw ' .. cm.metadata.name) end)
+local seen = {}
+cms:on('add', function(cm)
+  seen[cm.metadata.name] = true
+  print('handler saw ' .. cm.metadata.name)
+end)
 klua.controller {
   name = 'slow',
   watches = { cms },
@@ -27,6 +35,7 @@ klua.controller {
       local t = os.time()
       while true do if os.time() > t + 3600 then break end end
     end
+    while mode == 'late' and not seen.late do klua.sleep(0.02) end
     klua.sleep(seconds)
     local _, err = klua.api.patch('configmaps', key, { metadata = { annotations = { done = 'yes' } } })
     assert(not err, tostring(err))
@@ -36,6 +45,14 @@ klua.controller {
 klua.on_shutdown(function() print('hook 1') end)
 klua.on_shutdown(function() klua.sleep(0.1) error('hook 2 broke') end)
 klua.on_shutdown(function() print('hook 3') end)
+if mode == 'late' then
+  klua.on_shutdown(function()
+    local _, err = klua.api.create('configmaps', { apiVersion = 'v1', kind = 'ConfigMap', metadata = { name = 'after', namespace = ns } })
+    assert(not err, tostring(err))
+    while not (cms:get(ns .. '/after') and cms:stats().pending == 0) do klua.sleep(0.02) end
+    print('hook saw after cached')
+  end)
+end
 ]]
 
 local function literally(s) return (s:gsub('%p', '%%%0')) end
@@ -146,18 +163,25 @@ describe('klua run on SIGTERM', function()
       .. ns .. '/work (controller slow)'), err)
   end)
 
-  it('takes no new key and calls no handler once the signal came', function()
+  -- controller-runtime's manager stops its controllers, waiting for their
+  -- reconciles, and only then its caches (manager/internal.go,
+  -- engageStopProcedure): a reconcile waiting for an informer's handlers
+  -- to see something still gets there.
+  it('takes no new key once the signal came, and calls handlers until the reconciles in flight end', function()
     local ns = namespace()
-    local p = slow(ns, 2)
+    local p = slow(ns, 0, 'late')
     p:signal('TERM')
     assert.truthy(p:wait_for('shutting down on SIGTERM', 10 * K.slowdown, 'err'), p:errors())
     sb:kubectl('-n ' .. ns .. ' create configmap late --from-literal=k=v')
     assert.are.equal(0, p:wait(20 * K.slowdown), p:errors())
     local out = p:output()
     p:cleanup()
+    assert.truthy(out:find('handler saw late', 1, true), out)
+    assert.truthy(out:find('reconciled ' .. ns .. '/work', 1, true), out)
     assert.is_nil(out:find('reconciling ' .. ns .. '/late', 1, true), out)
-    assert.is_nil(out:find('handler saw late', 1, true), out)
-    assert.truthy(out:find('handler saw work', 1, true), out)
+    assert.truthy(out:find('hook saw after cached', 1, true), out)
+    assert.is_nil(out:find('handler saw after', 1, true), out)
+    assert.are.equal('yes', done(ns))
   end)
 end)
 
