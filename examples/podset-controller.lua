@@ -111,36 +111,82 @@ local function deletion_order(a, b)
   return a.metadata.name > b.metadata.name
 end
 
--- The writes of one reconcile: the keys of the pods it created and deleted,
--- and its first error.
+-- The writes of one reconcile: how many pods it created and deleted, and
+-- its first error.
 local function new_changes()
-  return { created = {}, deleted = {}, err = nil }
+  return { created = 0, deleted = 0, err = nil }
 end
 
+-- Expectations, as client-go's ReplicaSet controller keeps them, by
+-- PodSet key: how many pod creations its reconcile has yet to see in the
+-- pod informer (a count, since the server names the pods), and the keys of
+-- the pods whose deletion it has yet to see. The handlers below lower
+-- them. Counting events rather than looking at the cache also sees a pod
+-- that was created and deleted again (by the garbage collector, say)
+-- before the reconcile looked.
+local expected = {}
+
+local function expectations(key)
+  local e = expected[key]
+  if not e then
+    e = { adds = 0, deletes = {} }
+    expected[key] = e
+  end
+  return e
+end
+
+local function expectations_of(pod)
+  local ref = klua.helpers.get_controller_of(pod)
+  if ref and ref.kind == 'PodSet' then return expected[pod.metadata.namespace .. '/' .. ref.name] end
+end
+
+local function deletion_observed(pod)
+  local e = expectations_of(pod)
+  if e then e.deletes[key_of(pod)] = nil end
+end
+
+pods:on('add', function(pod)
+  local e = expectations_of(pod)
+  if e and e.adds > 0 then e.adds = e.adds - 1 end
+end)
+pods:on('update', function(_, pod) if terminating(pod) then deletion_observed(pod) end end)
+pods:on('delete', deletion_observed)
+
 local function create_pod(ps, changes)
+  local e = expectations(key_of(ps))
+  -- Expected before the request: the watch may deliver the pod before
+  -- the response comes.
+  e.adds = e.adds + 1
   local pod, err = new_pod(ps)
   if pod then pod, err = klua.api.create('pods', pod) end
   if not pod then
+    e.adds = e.adds - 1
     changes.err = changes.err or err
     return
   end
-  changes.created[#changes.created + 1] = key_of(pod)
+  changes.created = changes.created + 1
   klua.log.info('%s: created pod %s', key_of(ps), pod.metadata.name)
 end
 
 local function delete_pod(pod, changes, why)
   local key = key_of(pod)
+  local owner = klua.helpers.get_controller_of(pod).name
+  local e = expectations(pod.metadata.namespace .. '/' .. owner)
+  e.deletes[key] = true
   -- The uid precondition makes sure the pod deleted is the one in the cache.
   local _, err = klua.api.delete('pods', key, { preconditions = { uid = pod.metadata.uid } })
   if err and not klua.api.is_not_found(err) then
+    e.deletes[key] = nil
     changes.err = changes.err or err
     return
   end
-  changes.deleted[#changes.deleted + 1] = key
-  if err == nil then
-    local owner = klua.helpers.get_controller_of(pod).name
-    klua.log.info('%s/%s: deleted pod %s (%s)', pod.metadata.namespace, owner, pod.metadata.name, why)
+  changes.deleted = changes.deleted + 1
+  if err then
+    -- It was gone already, and the informer may have seen that before.
+    e.deletes[key] = nil
+    return
   end
+  klua.log.info('%s/%s: deleted pod %s (%s)', pod.metadata.namespace, owner, pod.metadata.name, why)
 end
 
 -- Creates or deletes pods so that ps has spec.replicas of them.
@@ -163,27 +209,19 @@ local function record_scaling(ps, from, to)
   if err then klua.log.warn('%s: cannot record the %s event: %s', key_of(ps), reason, tostring(err)) end
 end
 
--- Waits until the pod cache shows this reconcile's own writes (at most
--- about 10 s). Without this, the next reconcile of the key could run
--- before the watch delivered the pods just created, count too few and
+-- Waits until the pod informer has seen the writes of the reconcile of key
+-- (at most about 10 s, after which they are forgotten, as client-go's
+-- expectations expire). Without this, the next reconcile of the key could
+-- run before the watch delivered the pods just created, count too few and
 -- create more. The key cannot be reconciled again while this reconcile
--- runs, so waiting here is enough; client-go's ReplicaSet controller keeps
--- "expectations" for the same reason.
-local function await_cache(changes)
-  local function seen()
-    for _, key in ipairs(changes.created) do
-      if not pods:get(key) then return false end
-    end
-    for _, key in ipairs(changes.deleted) do
-      local pod = pods:get(key)
-      if pod and not terminating(pod) then return false end
-    end
-    return true
-  end
+-- runs, so waiting here is enough.
+local function await_observed(key)
+  local e = expected[key]
   for _ = 1, 200 do
-    if seen() then return end
+    if not e or (e.adds == 0 and next(e.deletes) == nil) then break end
     klua.sleep(0.05)
   end
+  expected[key] = nil
 end
 
 -- Ready is True when every wanted pod exists and is ready.
@@ -232,14 +270,14 @@ local function reconcile(key)
   for _, pod in ipairs(strays) do delete_pod(pod, changes, 'its PodSet is gone') end
   if ps == nil or ps.metadata.deletionTimestamp then
     for _, pod in ipairs(owned) do delete_pod(pod, changes, 'its PodSet is being deleted') end
-    await_cache(changes)
+    await_observed(key)
     return nil, changes.err
   end
   local before = #owned
   scale(ps, owned, changes)
-  local after = before + #changes.created - #changes.deleted
+  local after = before + changes.created - changes.deleted
   if after ~= before then record_scaling(ps, before, after) end
-  await_cache(changes)
+  await_observed(key)
   owned = pods_of(ns, name, ps)
   if changes.err then return nil, changes.err end
   local ok, err = update_status(ps, owned)
