@@ -1,5 +1,6 @@
 -- busted output handler: one line per spec, failures with their location and
--- message, and a closing `N passed, N failed` line that CI reads.
+-- message, the spec files that took longest (where a slow CI run spent its
+-- time), and a closing `N passed, N failed` line that CI reads.
 return function(options)
   local busted = require 'busted'
   local pretty = require 'pl.pretty'
@@ -33,7 +34,23 @@ return function(options)
     return nil, true
   end
 
+  local files = {}
+  handler.fileEnd = function(element)
+    if element.duration then files[#files + 1] = { name = element.name, seconds = element.duration } end
+    return nil, true
+  end
+
+  local SLOWEST = 8
+  local function show_slowest()
+    table.sort(files, function(a, b) return a.seconds > b.seconds end)
+    local total = 0
+    for _, f in ipairs(files) do total = total + f.seconds end
+    out(('spec files: %d in %.0f s; the slowest:'):format(#files, total))
+    for i = 1, math.min(SLOWEST, #files) do out(('  %6.1f s  %s'):format(files[i].seconds, files[i].name)) end
+  end
+
   handler.suiteEnd = function()
+    show_slowest()
     local failed = #handler.failures + #handler.errors
     local line = ('%d passed, %d failed'):format(#handler.successes, failed)
     if #handler.pendings > 0 then line = line .. (', %d skipped'):format(#handler.pendings) end
@@ -43,6 +60,7 @@ return function(options)
 
   busted.subscribe({ 'test', 'end' }, handler.testEnd, { predicate = handler.cancelOnPending })
   busted.subscribe({ 'error' }, handler.error)
+  busted.subscribe({ 'file', 'end' }, handler.fileEnd)
   busted.subscribe({ 'suite', 'end' }, handler.suiteEnd)
   return handler
 end
