@@ -1,6 +1,8 @@
 -- busted output handler: one line per spec, failures with their location and
 -- message, the spec files that took longest (where a slow CI run spent its
--- time), and a closing `N passed, N failed` line that CI reads.
+-- time; left out with -Xoutput no-slowest, as scripts/build/run-specs runs
+-- each job, listing the slowest jobs itself), and a closing
+-- `N passed, N failed` line that CI reads.
 return function(options)
   local busted = require 'busted'
   local pretty = require 'pl.pretty'
@@ -11,7 +13,9 @@ return function(options)
   local function show_failure(t, label)
     local msg = t.message
     if msg == nil then msg = 'nil error' elseif type(msg) ~= 'string' then msg = pretty.write(msg) end
-    local where = t.element.trace and (t.element.trace.short_src .. ':' .. t.element.trace.currentline) or '?'
+    local trace = t.element.trace
+    -- A file that does not load has a trace without a line.
+    local where = trace and trace.short_src and (trace.short_src .. ':' .. tostring(trace.currentline or '?')) or '?'
     out(('%s %s\n    at %s\n    %s'):format(label, t.name, where, (msg:gsub('\n', '\n    '))))
     if options.verbose and t.trace and t.trace.traceback then out(t.trace.traceback) end
   end
@@ -49,8 +53,13 @@ return function(options)
     for i = 1, math.min(SLOWEST, #files) do out(('  %6.1f s  %s'):format(files[i].seconds, files[i].name)) end
   end
 
+  local slowest = true
+  for _, a in ipairs(options.arguments or {}) do
+    if a == 'no-slowest' then slowest = false end
+  end
+
   handler.suiteEnd = function()
-    show_slowest()
+    if slowest then show_slowest() end
     local failed = #handler.failures + #handler.errors
     local line = ('%d passed, %d failed'):format(#handler.successes, failed)
     if #handler.pendings > 0 then line = line .. (', %d skipped'):format(#handler.pendings) end
