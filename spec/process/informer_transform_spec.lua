@@ -135,6 +135,8 @@ describe('informer transforms', function()
         'changed metadata%.namespace from "default" to "other"' },
       { 'function() while true do end end',
         'stopped after running past its instruction budget of 1000000 instructions', { '--instruction-budget', '1000000' } },
+      -- The stream waits for the transform, which therefore cannot wait itself.
+      { 'function(obj) klua.sleep(1); return obj end', 'klua.sleep cannot wait inside a function that C code calls' },
       { 'function(obj) cms:stop(); return obj end',
         "inf:stop%(%) cannot be called from the informer's own transform" },
     }) do
