@@ -304,8 +304,9 @@ end
 -- @usage
 -- if not pods:synced() then return klua.requeue_after(1) end
 function Informer:synced() return self._c:synced() end
---- The reflector's counters (lists, relists, watches, events, ...) and
--- index_errors, the index function calls that failed.
+--- The reflector's counters (lists, relists, watches, events, ...),
+-- index_errors, the index function calls that failed, and
+-- transform_errors, the objects a transform function failed on.
 -- @return a table of counters
 -- @usage
 -- klua.log.info('%d relists', pods:stats().relists)
@@ -337,7 +338,9 @@ local DROP = {}
 -- objects are dropped, in C, before each object is cached or handed to a
 -- handler, so an informer that never reads them does not keep them. Paths
 -- that the cache keys on (metadata.name, .namespace, .resourceVersion,
--- .uid, kind, apiVersion, metadata) are refused.
+-- .uid, kind, apiVersion, metadata) are refused. The fast preset: a
+-- function transform does the same in Lua, at several times the cost per
+-- object (docs/benchmarks.md).
 -- @param ... the dotted paths, such as 'metadata.managedFields'
 -- @return a transform for klua.informer's transform option
 -- @raise when no path is given or a path is not a string
@@ -366,7 +369,17 @@ end
 -- opts.indexes: {name = function(obj) return value(s) end}, for
 --   inf:by_index (lua/klua/index.lua);
 -- opts.transform: klua.drop_fields(path, ...), members dropped from every
---   object before it is cached and handed to handlers;
+--   object before it is cached and handed to handlers; or a function(obj),
+--   client-go's SetTransform: called with every listed and watched object
+--   (deleted ones too) as a read-only view, before it is cached and before
+--   any handler sees it, it returns the object to cache: obj itself, or a
+--   table (klua.copy(obj), changed), which is cached as its JSON. It runs
+--   under the instruction budget and cannot wait. It must leave kind,
+--   apiVersion and metadata's name, namespace, resourceVersion and uid as
+--   they are. An object it fails on (an error, nil or a non-table returned,
+--   one of those fields changed) is not cached: the error is logged, counted
+--   in inf:stats().transform_errors, and the informer relists after a
+--   backoff (docs/scale.md);
 -- opts.metadata_only: true to list and watch PartialObjectMetadata, as
 --   client-go's metadata informers do: each object is its kind
 --   (PartialObjectMetadata), apiVersion (meta.k8s.io/v1) and whole metadata
@@ -377,8 +390,11 @@ end
 -- @raise when the resource is unknown to the server (discovery's message), the
 --   label selector is not valid, a namespace is given for a cluster-scoped
 --   resource, or indexes or transform are not as above
+--   (a transform's failures on objects are not raised: see opts.transform)
 -- @usage
 -- local pods = klua.informer { resource = 'pods', namespace = 'default', label_selector = 'app=web' }
+-- local slim = klua.informer { resource = 'pods', transform = function(pod)
+--   local p = klua.copy(pod); p.spec.containers = nil; return p end }
 function klua.informer(opts)
   if type(opts) == 'string' then opts = { resource = opts } end
   if type(opts) ~= 'table' then error('klua.informer takes a table such as {resource = "pods"}', 2) end
@@ -393,11 +409,13 @@ function klua.informer(opts)
   if opts.namespace then name = name .. ' -n ' .. opts.namespace end
   if opts.label_selector then name = name .. ' -l ' .. opts.label_selector end
   local indexes = index.new(opts.indexes, name)
-  local drop = nil
-  if opts.transform ~= nil then
+  local drop, transform = nil, nil
+  if type(opts.transform) == 'function' then
+    transform = opts.transform
+  elseif opts.transform ~= nil then
     if getmetatable(opts.transform) ~= DROP then
-      error('transform takes klua.drop_fields(path, ...), such as '
-        .. "klua.drop_fields('metadata.managedFields')", 2)
+      error('transform takes a function(obj) that returns the object to cache, or '
+        .. "klua.drop_fields(path, ...) such as klua.drop_fields('metadata.managedFields')", 2)
     end
     drop = opts.transform.paths
   end
@@ -411,6 +429,7 @@ function klua.informer(opts)
     field_selector = opts.field_selector,
     resync = opts.resync,
     drop = drop,
+    transform = transform,
     metadata_only = opts.metadata_only,
   }
   local inf = setmetatable({ _c = c, _name = name, resource = r, namespace = opts.namespace,

@@ -16,7 +16,7 @@ from .pods import NAMESPACES
 from .report import Row, number, ratio
 
 ORDER = ["server", "ref", "peers", "watch-names", "handler-3-fields", "handler-copy", "controller-enqueue",
-         "initial-sync", "memory-per-pod", "scale"]
+         "initial-sync", "memory-per-pod", "cache-less", "scale"]
 DESCRIPTIONS = {
     "server": "how fast the server delivers the watch stream (socket reader and curl)",
     "ref": "lua-cjson decoding the same lines in plain lua5.4 (reference)",
@@ -27,6 +27,8 @@ DESCRIPTIONS = {
     "controller-enqueue": "\"controller\" update handler enqueuing namespace/name",
     "initial-sync": "initial sync of --pods Pods: time to synced and peak RSS (one page, and paged)",
     "memory-per-pod": "resident memory per cached Pod against its JSON size",
+    "cache-less": "sync time and memory per Pod at --pods Pods: full, drop_fields, a Lua function transform, "
+                  "metadata-only",
     "scale": "handler-3-fields and memory-per-pod at a tenth of the size: both must stay flat",
 }
 ALIASES = {"a": "handler-3-fields", "b": "handler-copy", "c": "controller-enqueue", "d": "watch-names",
@@ -210,7 +212,8 @@ class Bench:
 
     def sync_run(self, pods, paginate="auto", mode="full"):
         """initial-sync, memory-per-pod: sync `pods` Pods, then read the settled RSS. Memoised.
-        mode: full, transform (managedFields dropped) or metadata (a metadata-only informer)."""
+        mode: full, transform (managedFields dropped by klua.drop_fields), function (dropped by a Lua
+        function transform) or metadata (a metadata-only informer)."""
         key = ("sync", pods, paginate, mode)
         if key not in self.memo:
             url, _ = self.server(pods, 0, paginate)
@@ -529,6 +532,36 @@ def scenario_memory_per_pod(b):
             _memory_variant(b, "metadata", "metadata-only")]
 
 
+CACHE_LESS = (("full", "full informer"),
+              ("transform", "klua.drop_fields('metadata.managedFields')"),
+              ("function", "a Lua function transform dropping metadata.managedFields"),
+              ("metadata", "metadata-only"))
+
+
+def scenario_cache_less(b):
+    """Reference rows: what caching less costs at sync and saves in memory, per Pod (docs/scale.md)."""
+    idle, pods = b.sync_run(0), b.opts.pods
+    size = b.dataset.average_pod_bytes(pods)
+    rows, full = [], None
+    for mode, what in CACHE_LESS:
+        r = b.sync_run(pods, mode=mode)
+        per_sync = r.wall / pods
+        per_object = (r.rss_kb - idle.rss_kb) * 1024 / pods
+        full = full or (per_sync, per_object)
+        rows.append(Row("cache-less: sync and memory per Pod, %s (%s Pods)" % (what, number(pods)),
+                        "%s (%.2f×) and %s B (%.2f×) per Pod" % (
+                            _us(per_sync), per_sync / full[0] if full[0] else 0.0,
+                            number(per_object), per_object / full[1] if full[1] else 0.0),
+                        details=["sync: %.2f s from process start to klua.on_synced, %s of %s Pods cached, "
+                                 "peak RSS %s, %.2f s CPU in all (wait4)" % (r.wall, number(r.cached), number(pods),
+                                                                           _mb(r.hwm_kb), r.usage.cpu),
+                                 "memory: (VmRSS after sync - VmRSS of an idle klua) / Pods = (%s - %s) / %s, "
+                                 "after a full Lua GC; the full Pod's JSON is %s B" % (
+                                     _mb(r.rss_kb), _mb(idle.rss_kb), number(pods), number(size)),
+                                 "the × figures are against the full informer's row"]))
+    return rows
+
+
 def scenario_scale(b):
     small_events = max(2, b.opts.events // 10)
     small_pods = max(1, b.opts.pods // 10)
@@ -553,7 +586,8 @@ SCENARIOS = {"server": scenario_server, "ref": scenario_ref, "peers": scenario_p
              "watch-names": scenario_watch_names, "handler-3-fields": scenario_handler("handler-3-fields"),
              "handler-copy": scenario_handler("handler-copy"),
              "controller-enqueue": scenario_handler("controller-enqueue"), "initial-sync": scenario_initial_sync,
-             "memory-per-pod": scenario_memory_per_pod, "scale": scenario_scale}
+             "memory-per-pod": scenario_memory_per_pod, "cache-less": scenario_cache_less,
+             "scale": scenario_scale}
 
 
 def run(b, ids):

@@ -1,33 +1,79 @@
--- Cache transforms: klua.informer{transform = klua.drop_fields(...)} drops members from
--- every object, in C, before it is cached or handed to a handler (src/wire/prune.c), as
--- client-go's SetTransform is used to drop metadata.managedFields: the cache keeps fewer
--- bytes, and views, get, list and handlers all see the same, smaller object.
+-- Cache transforms: klua.informer{transform = ...} changes every object before it is
+-- cached or handed to a handler, as client-go's SharedIndexInformer.SetTransform does
+-- (client-go applies it as an object enters the DeltaFIFO, deleted objects included).
+-- klua.drop_fields(...) drops members in C (src/wire/prune.c), as SetTransform is most
+-- used to drop metadata.managedFields; a function does anything else, in Lua
+-- (src/lua/lua_transform.c). Either way the cache keeps fewer bytes, and views, get,
+-- list, indexes and handlers all see the same, transformed object.
 local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 local K = require 'support.klua'
 
-local SCRIPT = [[
+-- Prints one line per object the script sees: how, name, data.big, data.small,
+-- the klua.dev/mark annotation (or the annotations' JSON size) and the JSON's size.
+local SHOW = [[
+local function show(how, obj)
+  local ann = obj.metadata.annotations
+  print(how, obj.metadata.name, tostring(obj.data and obj.data.big), tostring(obj.data and obj.data.small),
+    tostring(ann and (ann['klua.dev/mark'] or #tostring(ann))), #tostring(obj))
+end
+local function watch(inf)
+  inf:on('add', function(obj) show('add', obj) end)
+  inf:on('update', function(_, obj) show('update', obj) end)
+  inf:on('delete', function(obj) show('delete', obj) end)
+end
+]]
+
+local SCRIPT = SHOW .. [[
 local cms = klua.informer { resource = 'configmaps', namespace = 'default',
   transform = klua.drop_fields('data.big', 'metadata.annotations') }
-local function show(how, obj)
-  print(how, obj.metadata.name, tostring(obj.data and obj.data.big), tostring(obj.data and obj.data.small),
-    tostring(obj.metadata.annotations), #tostring(obj))
-end
-cms:on('add', function(obj) show('add', obj) end)
-cms:on('update', function(_, obj) show('update', obj) end)
-cms:on('delete', function(obj) show('delete', obj) end)
+watch(cms)
 klua.on_synced(function()
   show('get', cms:get('default/old'))
   show('list', cms:list()[1])
 end)
 ]]
 
+-- The function drops data.big and adds an annotation; an index reads it.
+local FUNCTION_SCRIPT = SHOW .. [[
+local cms = klua.informer { resource = 'configmaps', namespace = 'default',
+  indexes = { by_mark = function(obj)
+    return obj.metadata.annotations and obj.metadata.annotations['klua.dev/mark'] end },
+  transform = function(obj)
+    local o = klua.copy(obj)
+    if o.data then o.data.big = nil end
+    o.metadata.annotations = { ['klua.dev/mark'] = 'marked' }
+    return o
+  end }
+watch(cms)
+klua.on_synced(function()
+  show('get', cms:get('default/old'))
+  show('list', cms:list()[1])
+  show('index', cms:by_index('by_mark', 'marked')[1])
+end)
+]]
+
+-- The lines the script printed, each "how name big small mark", each object small.
+local function seen(p)
+  local lines = {}
+  for line in p:output():gmatch('[^\n]+') do
+    if line:find('^errors\t') then goto next end
+    local how, name, b, small, ann, size = line:match('^(%S+)\t(%S+)\t(%S+)\t(%S+)\t(%S+)\t(%d+)$')
+    assert.truthy(how, line)
+    lines[#lines + 1] = how .. ' ' .. name .. ' ' .. b .. ' ' .. small .. ' ' .. ann
+    assert.is_true(tonumber(size) < 1000, 'the object kept is small: ' .. line)
+    ::next::
+  end
+  return lines
+end
+
 describe('informer transforms', function()
   local sb, p
 
-  setup(function() sb = sandbox.start{} end)
-  teardown(function()
+  before_each(function() sb = sandbox.start{} end)
+  after_each(function()
     if p then p:cleanup() end
+    p = nil
     sb:stop()
   end)
 
@@ -41,27 +87,108 @@ describe('informer transforms', function()
     sb:kubectl('label configmap new seen=yes')
     sb:kubectl('delete configmap new')
     assert.truthy(p:wait_for('delete\tnew', 15 * K.slowdown), p:errors())
-    local lines = {}
-    for line in p:output():gmatch('[^\n]+') do
-      local how, name, b, small, ann, size = line:match('^(%S+)\t(%S+)\t(%S+)\t(%S+)\t(%S+)\t(%d+)$')
-      assert.truthy(how, line)
-      lines[#lines + 1] = how .. ' ' .. name .. ' ' .. b .. ' ' .. small .. ' ' .. ann
-      assert.is_true(tonumber(size) < 1000, 'the object kept is small: ' .. line)
-    end
     assert.same({ 'add old nil s nil', 'get old nil s nil', 'list old nil s nil',
-      'add new nil t nil', 'update new nil t nil', 'delete new nil t nil' }, lines)
+      'add new nil t nil', 'update new nil t nil', 'delete new nil t nil' }, seen(p))
+  end)
+
+  it('run a function on listed, watched and deleted objects before handlers, get, list and indexes see them', function()
+    local big = ('x'):rep(5000)
+    sb:kubectl('create configmap old --from-literal=big=' .. big .. ' --from-literal=small=s')
+    sb:kubectl('annotate configmap old note=' .. ('n'):rep(200))
+    p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', K.script(FUNCTION_SCRIPT) })
+    assert.truthy(p:wait_for('index\told', 15 * K.slowdown), p:errors())
+    sb:kubectl('create configmap new --from-literal=big=' .. big .. ' --from-literal=small=t')
+    sb:kubectl('label configmap new seen=yes')
+    sb:kubectl('delete configmap new')
+    assert.truthy(p:wait_for('delete\tnew', 15 * K.slowdown), p:errors())
+    assert.same({ 'add old nil s marked', 'get old nil s marked', 'list old nil s marked',
+      'index old nil s marked', 'add new nil t marked', 'update new nil t marked',
+      'delete new nil t marked' }, seen(p))
   end)
 
   it('refuse a path the cache keys on, and a transform that is not drop_fields', function()
     for _, case in ipairs({
       { "klua.drop_fields('metadata.name')", 'path "metadata.name" cannot be dropped: the cache keys on it' },
-      { 'function(obj) return obj end', 'transform takes klua.drop_fields(path, ...)' },
+      { '42', 'transform takes a function(obj) that returns the object to cache, or klua.drop_fields(path, ...)' },
       { 'klua.drop_fields(7)', 'drop_fields: path 1 must be a string' },
     }) do
       local _, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run',
         K.script("klua.informer { resource = 'configmaps', transform = " .. case[1] .. ' }') })
       assert.equals(1, code, err)
       assert.matches(case[2], err, 1, true)
+    end
+  end)
+
+  -- client-go fails the list (or drops the watch event) an object's transform fails on;
+  -- klua refuses the object the same way, and relists after a backoff, so the cache never
+  -- holds an untransformed object nor misses a change (docs/scale.md).
+  it('log a failing function as a failed task naming the informer, and cache nothing it failed on', function()
+    sb:kubectl('create configmap old --from-literal=small=s')
+    local informer = "configmaps %-n default"
+    for _, case in ipairs({
+      { "function(obj) error('no ' .. obj.metadata.name) end", 'no old' },
+      { 'function() return nil end', 'returned nil where the object to cache was expected: return obj, or a table' },
+      { 'function() return 7 end', 'returned number where the object to cache was expected' },
+      { 'function(obj) local o = klua.copy(obj); o.metadata.name = nil; return o end',
+        'removed metadata%.name %("old"%): the cache keys on kind, apiVersion and metadata\'s name' },
+      { "function(obj) local o = klua.copy(obj); o.metadata.namespace = 'other'; return o end",
+        'changed metadata%.namespace from "default" to "other"' },
+      { 'function() while true do end end',
+        'stopped after running past its instruction budget of 1000000 instructions', { '--instruction-budget', '1000000' } },
+      -- The stream waits for the transform, which therefore cannot wait itself.
+      { 'function(obj) klua.sleep(1); return obj end', 'klua.sleep cannot wait inside a function that C code calls' },
+      { 'function(obj) cms:stop(); return obj end',
+        "inf:stop%(%) cannot be called from the informer's own transform" },
+    }) do
+      local script = "local cms\ncms = klua.informer { resource = 'configmaps', namespace = 'default', transform = "
+        .. case[1] .. " }\ncms:on('add', function(obj) print('cached', obj.metadata.name) end)\n"
+        .. "klua.every(0.2, function() print('errors', cms:stats().transform_errors) end)\n"
+      local args = { '--kubeconfig', sb.kubeconfig }
+      for _, flag in ipairs(case[3] or {}) do args[#args + 1] = flag end
+      args[#args + 1] = 'run'
+      args[#args + 1] = K.script(script)
+      p = K.spawn(args)
+      p:wait_log('transform of ' .. informer .. ' failed: .-' .. case[2], 15 * K.slowdown)
+      p:wait_log(informer .. '.-the transform failed on default/old, which is not cached: relisting after a backoff',
+        15 * K.slowdown)
+      assert.truthy(p:wait_for('errors\t[1-9]', 15 * K.slowdown), p:output())
+      assert.falsy(p:output():find('cached', 1, true), p:output())
+      p:cleanup()
+    end
+  end)
+
+  it('relist after a backoff once an object fails, and miss no change', function()
+    -- With --watch-list the initial state comes as a watch: refused, it falls back to LIST.
+    for _, flags in ipairs({ {}, { '--watch-list' } }) do
+      sb:kubectl('create configmap old --from-literal=small=s')
+      local args = { '--kubeconfig', sb.kubeconfig }
+      for _, flag in ipairs(flags) do args[#args + 1] = flag end
+      args[#args + 1] = 'run'
+      args[#args + 1] = K.script(SHOW .. [[
+local cms = klua.informer { resource = 'configmaps', namespace = 'default',
+  transform = function(obj)
+    if obj.metadata.labels and obj.metadata.labels.bad then error('refusing ' .. obj.metadata.name) end
+    return obj
+  end }
+watch(cms)
+cms:on('update', function() print('errors', cms:stats().transform_errors) end)
+]])
+      p = K.spawn(args)
+      assert.truthy(p:wait_for('add\told', 15 * K.slowdown), p:errors())
+      sb:kubectl('label configmap old bad=yes')
+      p:wait_log('transform of configmaps %-n default failed: .-refusing old', 15 * K.slowdown)
+      -- While old is refused the watch is down and each relist fails: new comes with
+      -- the first relist that succeeds, after old is fixed.
+      sb:kubectl('create configmap new --from-literal=small=t')
+      sb:kubectl('label configmap old bad-')
+      assert.truthy(p:wait_for('add\tnew', 30 * K.slowdown), p:errors())
+      assert.truthy(p:wait_for('errors\t[1-9]', 15 * K.slowdown), p:output())
+      -- The relist delivers what changed in the meantime, in the cache's order.
+      local lines = seen(p)
+      table.sort(lines)
+      assert.same({ 'add new nil t nil', 'add old nil s nil', 'update old nil s nil' }, lines)
+      p:cleanup()
+      sb:kubectl('delete configmap old new')
     end
   end)
 end)

@@ -23,6 +23,12 @@ struct kl_informer {
     size_t initial_left;   /* notifications of the first list not yet taken */
     uint64_t seq;          /* of the last notification queued */
     kl_prune *prune;       /* members dropped before caching, or NULL */
+    kl_informer_transform_fn transform; /* or NULL */
+    void (*transform_free)(void *ud);
+    void *transform_ud;
+    unsigned long transform_errors;
+    int transforming;      /* inside the transform: the informer cannot be freed */
+    char *name;            /* for logs, as the reflector's */
 };
 
 void kl_notif_clear(kl_notif *n) {
@@ -68,18 +74,35 @@ static int full(kl_informer *inf) {
     return inf->held;
 }
 
-/* Drops the informer's pruned members from o. A rewritten object's parsed
- * tape (*parsed, when given) describes the old bytes: it goes, and a view
- * of the object parses the new ones. */
-static void prune(kl_informer *inf, kl_obj *o, void **parsed) {
-    if (!inf->prune || kl_prune_obj(inf->prune, o) != 1 || !parsed) return;
-    kl_json_free(*parsed);
-    *parsed = NULL;
+/* Transforms o as the informer's prune or transform says; 0, or -1 when
+ * the transform refused it (counted and logged). A rewritten object's
+ * parsed tape (*parsed, when given) describes the old bytes: it goes, and a
+ * view of the object parses the new ones. */
+static int transform(kl_informer *inf, kl_obj *o, void **parsed) {
+    int rc = 0;
+    if (inf->prune) rc = kl_prune_obj(inf->prune, o);
+    else if (inf->transform) {
+        inf->transforming = 1;
+        rc = inf->transform(inf->transform_ud, o, parsed ? *parsed : NULL);
+        inf->transforming = 0;
+    }
+    if (rc == 1 && parsed) {
+        kl_json_free(*parsed);
+        *parsed = NULL;
+    }
+    if (rc >= 0 || !inf->transform) return 0;
+    char key[512];
+    kl_obj_key(o, key, sizeof key);
+    inf->transform_errors++;
+    kl_log(KL_LOG_ERROR, inf->name, "the transform failed on %s, which is not cached: relisting "
+           "after a backoff", key);
+    return -1;
 }
 
 static int sink_replace(void *ud, kl_list *list) {
     kl_informer *inf = ud;
-    for (size_t i = 0; inf->prune && i < list->n; i++) prune(inf, &list->items[i], NULL);
+    for (size_t i = 0; (inf->prune || inf->transform) && i < list->n; i++)
+        if (transform(inf, &list->items[i], NULL) < 0) return -1;
     kl_store_replace(inf->store, list, on_change, inf);
     inf->listed = 1;
     /* An empty list queues nothing, yet the dispatcher must see the sync. */
@@ -91,7 +114,7 @@ static int sink_event(void *ud, kl_event *ev) {
     kl_informer *inf = ud;
     kl_notif n;
     memset(&n, 0, sizeof n);
-    prune(inf, &ev->obj, &ev->parsed);
+    if (transform(inf, &ev->obj, &ev->parsed) < 0) return -1;
     if (ev->type == KL_EV_DELETED) {
         char key[512];
         kl_obj_key(&ev->obj, key, sizeof key);
@@ -119,6 +142,7 @@ kl_informer *kl_informer_new(kl_loop *loop, kl_http *http, const kl_reflector_op
     inf->ud = ud;
     kl_ring_init(&inf->q, sizeof(kl_notif));
     inf->store = kl_store_new();
+    inf->name = kl_xstrdup(o->name ? o->name : o->path);
     inf->reflector = kl_reflector_new(loop, http, o, (kl_reflector_sink){sink_replace, sink_event}, inf);
     return inf;
 }
@@ -135,6 +159,8 @@ void kl_informer_free(kl_informer *inf) {
     kl_ring_free(&inf->q);
     kl_store_free(inf->store);
     kl_prune_free(inf->prune);
+    if (inf->transform_free) inf->transform_free(inf->transform_ud);
+    free(inf->name);
     free(inf);
 }
 
@@ -142,6 +168,17 @@ void kl_informer_set_prune(kl_informer *inf, kl_prune *p) {
     kl_prune_free(inf->prune);
     inf->prune = p;
 }
+
+void kl_informer_set_transform(kl_informer *inf, kl_informer_transform_fn fn,
+                               void (*free_ud)(void *ud), void *ud) {
+    if (inf->transform_free) inf->transform_free(inf->transform_ud);
+    inf->transform = fn;
+    inf->transform_free = free_ud;
+    inf->transform_ud = ud;
+}
+
+unsigned long kl_informer_transform_errors(const kl_informer *inf) { return inf->transform_errors; }
+int kl_informer_transforming(const kl_informer *inf) { return inf->transforming; }
 
 int kl_informer_pop(kl_informer *inf, kl_notif *n) {
     if (!kl_ring_pop(&inf->q, n)) return 0;

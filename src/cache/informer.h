@@ -47,6 +47,27 @@ void kl_notif_clear(kl_notif *n);
  * handler (a cache transform); the informer owns p. Call before start. */
 void kl_informer_set_prune(kl_informer *inf, kl_prune *p);
 
+/* A cache transform of the layer above (a script's function): given each
+ * listed and watched object (deleted ones too) before it is cached, with
+ * the watch event's parsed form of it or NULL, it returns 0 when o is to be
+ * cached as it is, 1 when it replaced o's blob (off 0, identity unchanged),
+ * or -1 when it refused the object, having logged why. */
+typedef int (*kl_informer_transform_fn)(void *ud, kl_obj *o, void *parsed);
+
+/* Runs fn on every object before it is cached or handed to a handler. An
+ * object it refuses is not cached: its LIST or watch is dropped and the
+ * reflector relists after a backoff, as after a malformed event, so no
+ * change is lost (kl_informer_transform_errors counts them). The informer
+ * owns ud and frees it with free_ud. Call before start, instead of
+ * kl_informer_set_prune. */
+void kl_informer_set_transform(kl_informer *inf, kl_informer_transform_fn fn,
+                               void (*free_ud)(void *ud), void *ud);
+/* Objects the transform refused so far. */
+unsigned long kl_informer_transform_errors(const kl_informer *inf);
+/* The transform is running: the informer's reflector is inside its sink,
+ * so the informer must not be freed now. */
+int kl_informer_transforming(const kl_informer *inf);
+
 kl_store *kl_informer_store(kl_informer *inf);
 /* The first LIST has been stored and all its notifications taken. */
 int kl_informer_synced(const kl_informer *inf);

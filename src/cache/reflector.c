@@ -81,10 +81,10 @@ static const kl_reflector_transition table[C_COUNT] = {
     [C_LIST_CONTINUE_EXPIRED] = {LIST, "continue expired, page >= 2", LIST, "LIST(rv) unpaged"},
     [C_LIST_NOT_FOUND] = {LIST, "404 (resource not served)", BACKOFF, "store.replace(nothing) -> LIST(\"\")"},
     [C_LIST_RETRY_AFTER] = {LIST, "429 / Retry-After", BACKOFF, "at most 30 s -> LIST(rv)"},
-    [C_LIST_ERROR] = {LIST, "other error, unreadable body", BACKOFF, "-> LIST(rv)"},
+    [C_LIST_ERROR] = {LIST, "other error, unreadable body, refused", BACKOFF, "-> LIST(rv)"},
     [C_WL_SYNCED] = {WATCHLIST, "initial-events-end bookmark", WATCH, "store.replace, the same stream goes on"},
     [C_WL_REFUSED] = {WATCHLIST, "HTTP error (not 410, 429), ERROR", LIST, "LIST(rv); the next relist tries again"},
-    [C_WL_CORRUPT] = {WATCHLIST, "oversize / malformed frame", BACKOFF, "-> LIST(rv); the next relist tries again"},
+    [C_WL_CORRUPT] = {WATCHLIST, "oversize / malformed frame, refused", BACKOFF, "-> LIST(rv); the next relist tries again"},
     [C_WL_DEADLINE] = {WATCHLIST, "no bookmark in --watch-list-deadline", LIST, "LIST(rv), and LIST from then on"},
     [C_WL_RETRY] = {WATCHLIST, "ended, idle, connect error, timeout", BACKOFF, "-> WATCHLIST"},
     [C_WL_RETRY_AFTER] = {WATCHLIST, "429 / Retry-After", BACKOFF, "at most 30 s -> WATCHLIST"},
@@ -98,7 +98,7 @@ static const kl_reflector_transition table[C_COUNT] = {
     [C_WATCH_EXPIRED_WL] = {WATCH, "410 after events, with --watch-list", WATCHLIST, "WATCH(initial events)"},
     [C_WATCH_EXPIRED_AT_ONCE] = {WATCH, "410 before any event", BACKOFF, "-> LIST(rv) or WATCHLIST"},
     [C_WATCH_NOT_FOUND] = {WATCH, "404 (resource not served)", BACKOFF, "-> LIST(\"\") or WATCHLIST"},
-    [C_WATCH_CORRUPT] = {WATCH, "oversize / malformed frame", BACKOFF, "-> LIST(rv) or WATCHLIST"},
+    [C_WATCH_CORRUPT] = {WATCH, "oversize / malformed frame, refused", BACKOFF, "-> LIST(rv) or WATCHLIST"},
     [C_WAIT_LIST] = {BACKOFF, "waited", LIST, "LIST"},
     [C_WAIT_WATCHLIST] = {BACKOFF, "waited", WATCHLIST, "WATCH(initial events)"},
     [C_WAIT_WATCH] = {BACKOFF, "waited", WATCH, "WATCH(rv)"},
@@ -124,7 +124,7 @@ typedef enum {
     END_REFUSED, /* WATCHLIST: an HTTP error it will not retry as such */
     END_RETRY,   /* the server asked to wait (Retry-After) */
     END_RELIST,  /* 410 */
-    END_CORRUPT, /* bytes that cannot be read */
+    END_CORRUPT, /* bytes that cannot be read, or an event the sink refused */
     END_GONE,    /* 404: the resource is not served (a CRD deleted) */
     END_FALLBACK /* WATCHLIST: no initial-events-end in time */
 } end_action;
@@ -421,8 +421,13 @@ static void list_complete(kl_reflector *r) {
     r->rv_unavailable = 0;
     kl_list done = l->acc;
     memset(&l->acc, 0, sizeof l->acc);
-    if (r->sink.replace(r->ud, &done)) r->sink_full = 1;
+    int rc = r->sink.replace(r->ud, &done);
     kl_list_clear(&done);
+    if (rc < 0) {
+        backoff_then(r, C_LIST_ERROR, C_WAIT_LIST, "the cache refused an object of the list");
+        return;
+    }
+    if (rc) r->sink_full = 1;
     transition(r, C_LIST_OK, NULL);
 }
 
@@ -575,7 +580,9 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
         return;
     }
     set_rv(r, ev->obj.rv);
-    if (r->sink.event(r->ud, ev)) r->sink_full = 1;
+    int rc = r->sink.event(r->ud, ev);
+    if (rc < 0) end_watch_now(r, END_CORRUPT);
+    else if (rc) r->sink_full = 1;
 }
 
 static void initial_events_end(kl_reflector *r, const char *rv) {
@@ -588,8 +595,13 @@ static void initial_events_end(kl_reflector *r, const char *rv) {
     memset(&w->acc, 0, sizeof w->acc);
     w->acc_cap = 0;
     r->rv_unavailable = 0;
-    if (r->sink.replace(r->ud, &done)) r->sink_full = 1;
+    int rc = r->sink.replace(r->ud, &done);
     kl_list_clear(&done);
+    if (rc < 0) {
+        end_watch_now(r, END_CORRUPT);
+        return;
+    }
+    if (rc) r->sink_full = 1;
     transition(r, C_WL_SYNCED, NULL);
 }
 

@@ -16,10 +16,10 @@
  *            continue expired, page >= 2                      -> LIST       LIST(rv) unpaged
  *            404 (resource not served)                        -> BACKOFF    store.replace(nothing) -> LIST("")
  *            429 / Retry-After                                -> BACKOFF    at most 30 s -> LIST(rv)
- *            other error, unreadable body                     -> BACKOFF    -> LIST(rv)
+ *            other error, unreadable body, refused            -> BACKOFF    -> LIST(rv)
  * WATCHLIST  initial-events-end bookmark                      -> WATCH      store.replace, the same stream goes on
  *            HTTP error (not 410, 429), ERROR                 -> LIST       LIST(rv); the next relist tries again
- *            oversize / malformed frame                       -> BACKOFF    -> LIST(rv); the next relist tries again
+ *            oversize / malformed frame, refused              -> BACKOFF    -> LIST(rv); the next relist tries again
  *            no bookmark in --watch-list-deadline             -> LIST       LIST(rv), and LIST from then on
  *            ended, idle, connect error, timeout              -> BACKOFF    -> WATCHLIST
  *            429 / Retry-After                                -> BACKOFF    at most 30 s -> WATCHLIST
@@ -33,7 +33,7 @@
  *            410 after events, with --watch-list              -> WATCHLIST  WATCH(initial events)
  *            410 before any event                             -> BACKOFF    -> LIST(rv) or WATCHLIST
  *            404 (resource not served)                        -> BACKOFF    -> LIST("") or WATCHLIST
- *            oversize / malformed frame                       -> BACKOFF    -> LIST(rv) or WATCHLIST
+ *            oversize / malformed frame, refused              -> BACKOFF    -> LIST(rv) or WATCHLIST
  * BACKOFF    waited                                           -> LIST       LIST
  *            waited                                           -> WATCHLIST  WATCH(initial events)
  *            waited                                           -> WATCH      WATCH(rv)
@@ -63,8 +63,10 @@
 typedef struct kl_reflector kl_reflector;
 
 /* Where the reflector's results go. Each call takes ownership of its
- * argument's contents and returns 0, or 1 when the consumer is full: the
- * reflector then pauses until kl_reflector_kick. */
+ * argument's contents and returns 0, 1 when the consumer is full (the
+ * reflector then pauses until kl_reflector_kick), or -1 when it refused
+ * them (an object its cache transform failed on): the LIST or the watch is
+ * then dropped, "refused" in the table, and a relist follows a backoff. */
 typedef struct kl_reflector_sink {
     /* A complete LIST (or WatchList initial state): the new full contents. */
     int (*replace)(void *ud, kl_list *list);

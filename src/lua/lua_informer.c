@@ -18,6 +18,7 @@
 #include "cache/informer.h"
 #include "wire/prune.h"
 #include "base/log.h"
+#include "lua/lua_transform.h"
 #include "lua/opt.h"
 #include "lua/task.h"
 #include "lua/view.h"
@@ -368,6 +369,8 @@ static int l_stats(lua_State *L) {
     FIELD(oversize);
     FIELD(malformed);
 #undef FIELD
+    lua_pushinteger(L, (lua_Integer)kl_informer_transform_errors(li->inf));
+    lua_setfield(L, -2, "transform_errors");
     lua_pushinteger(L, (lua_Integer)kl_store_len(kl_informer_store(li->inf)));
     lua_setfield(L, -2, "cached");
     lua_pushinteger(L, (lua_Integer)kl_informer_pending(li->inf));
@@ -414,7 +417,8 @@ static kl_prune *opt_prune(lua_State *L, int idx) {
 }
 
 /* core.informer{name=, path=, kind=, label_selector=, field_selector=,
- * resync=, drop=} -> informer handle, already started. */
+ * resync=, drop=, transform=} -> informer handle, already started. A
+ * transform function (lua/lua_transform.h) takes the place of drop. */
 static int l_informer(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
     const kl_rt_opts *ro = kl_rt_options(rt);
@@ -438,12 +442,14 @@ static int l_informer(lua_State *L) {
     double resync = kl_opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");
     if (kl_rt_closing(rt)) return luaL_error(L, "cannot start an informer: klua is shutting down");
-    kl_prune *prune = opt_prune(L, 1);
+    kl_lua_transform *transform = kl_lua_transform_opt(L, 1, o.name ? o.name : o.path);
+    kl_prune *prune = transform ? NULL : opt_prune(L, 1);
     lua_informer *li = kl_xcalloc(1, sizeof *li);
     li->rt = rt;
     snprintf(li->name, sizeof li->name, "%s", o.name ? o.name : o.path);
     li->inf = kl_informer_new(kl_rt_loop(rt), kl_rt_http(rt), &o, on_ready, li);
     kl_informer_set_prune(li->inf, prune);
+    if (transform) kl_lua_transform_attach(transform, li->inf);
     /* The handle: uservalue 1 the handlers by event type, uservalue 2 the
      * views of the notification being dispatched (push_state). */
     box *b = lua_newuserdatauv(L, sizeof *b, 2); /* stack: ..., handle */
@@ -498,6 +504,9 @@ static int l_stop(lua_State *L) {
     box *b = luaL_checkudata(L, 1, INFORMER_MT);
     lua_informer *li = b->li;
     if (!li) return 0;
+    if (kl_informer_transforming(li->inf))
+        return luaL_error(L, "inf:stop() cannot be called from the informer's own transform: "
+                             "stop it from a handler or a timer");
     kl_rt *rt = li->rt;
     informers *all = kl_rt_state(rt, KL_RT_INFORMERS);
     unlink_informer(&all->list, li);

@@ -1,9 +1,10 @@
---- Scenarios initial-sync and memory-per-pod (e, f): the initial sync of every Pod, then the memory it holds.
+--- Scenarios initial-sync, memory-per-pod (e, f) and cache-less: the initial sync of every Pod, then the memory it holds.
 --
 --   klua run sync.lua HOLD [MODE]
 --
 -- MODE is full (the default: whole Pods), transform (metadata.managedFields
--- dropped by klua.drop_fields) or metadata (a metadata-only informer).
+-- dropped by klua.drop_fields), function (the same members dropped by a Lua
+-- function transform) or metadata (a metadata-only informer).
 -- Prints `bench synced` when the informer has synced, then, after a full
 -- garbage collection and a short pause, `bench settled`, and keeps running
 -- for HOLD seconds so that scripts/bench can read /proc/PID/status.
@@ -15,8 +16,16 @@ local hold = tonumber(args[1]) or 30
 local mode = args[2] or 'full'
 local started = core.now()
 local added = 0
+local transforms = {
+  transform = klua.drop_fields('metadata.managedFields'),
+  ['function'] = function(pod)
+    local p = klua.copy(pod)
+    p.metadata.managedFields = nil
+    return p
+  end,
+}
 local inf = klua.informer { resource = 'pods', metadata_only = mode == 'metadata' or nil,
-  transform = mode == 'transform' and klua.drop_fields('metadata.managedFields') or nil }
+  transform = transforms[mode] }
 inf:on('add', function() added = added + 1 end)
 
 klua.on_synced(function()

@@ -1,0 +1,156 @@
+/* lua_transform.c - a script's function as a cache transform; see lua_transform.h. */
+#include "lua/lua_transform.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/xalloc.h"
+#include "lua/lua_json.h"
+#include "lua/task.h"
+#include "lua/view.h"
+#include "wire/json.h"
+
+struct kl_lua_transform {
+    kl_rt *rt;
+    int fn_ref;     /* the function, in the registry */
+    char name[200]; /* "transform of pods": the task's name, in its errors */
+};
+
+/* One object through the function: what its task is given and leaves. */
+typedef struct call {
+    const kl_lua_transform *t;
+    const kl_obj *o;
+    void *parsed;  /* the watch event's parsed form of o, or NULL */
+    kl_blob *out;  /* the bytes to cache instead, when a table came back */
+    int ok;        /* the task ended without an error */
+} call;
+
+/* What the cache keys on and a view needs to know the object's type:
+ * {parent, member}, parent NULL for a member of the object itself. */
+static const char *const kept[][2] = {
+    {NULL, "kind"},         {NULL, "apiVersion"},           {"metadata", "name"},
+    {"metadata", "namespace"}, {"metadata", "resourceVersion"}, {"metadata", "uid"},
+};
+
+/* The string obj[parent][key] (obj[key] when parent is NULL) of the object
+ * at tape index at, or NULL. */
+static const char *member(const kl_json_tape *t, size_t at, const char *parent, const char *key,
+                          size_t *len) {
+    if (parent && !(at = kl_jt_get(t, at, parent))) return NULL;
+    return kl_jt_get_string(t, at, key, len);
+}
+
+/* Raises unless the object at now[1] has the members of kept as the
+ * original at was[wat] has them. [-0, +0, e] */
+static void check_kept(lua_State *L, const kl_json_tape *was, size_t wat,
+                       const kl_json_tape *now) {
+    if (kl_jt_type(now, 1) != '{')
+        luaL_error(L, "returned an array where the object to cache was expected: return obj, or a "
+                      "table (klua.copy(obj), changed)");
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
+        const char *parent = kept[i][0], *key = kept[i][1];
+        size_t an = 0, bn = 0;
+        const char *a = member(was, wat, parent, key, &an);
+        const char *b = member(now, 1, parent, key, &bn);
+        if ((!a && !b) || (a && b && an == bn && memcmp(a, b, an) == 0)) continue;
+        lua_pushfstring(L, "%s%s%s", parent ? parent : "", parent ? "." : "", key);
+        const char *field = lua_tostring(L, -1);
+        const char *why = "the cache keys on kind, apiVersion and metadata's name, namespace, "
+                          "resourceVersion and uid: leave them as they are";
+        if (!b) luaL_error(L, "removed %s (\"%s\"): %s", field, a, why);
+        if (!a) luaL_error(L, "added %s (\"%s\"): %s", field, b, why);
+        luaL_error(L, "changed %s from \"%s\" to \"%s\": %s", field, a, b, why);
+    }
+}
+
+/* The task's function: calls the script's with a view of the object and
+ * checks what it returns; a table's JSON goes into c->out. The call is
+ * lua_call, not lua_callk, so that the function cannot wait: the task
+ * always ends before kl_task_spawn returns. [-1, +0, e] */
+static int run(lua_State *L) {
+    call *c = lua_touserdata(L, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->fn_ref); /* stack: call, fn */
+    kl_view_push(L, c->o, c->parsed);                /* stack: call, fn, view */
+    lua_pushvalue(L, -1);
+    lua_replace(L, 1);   /* stack: view, fn, view */
+    lua_call(L, 1, 1);   /* stack: view, result */
+    if (lua_rawequal(L, 1, 2)) return 0;
+    size_t n;
+    if (!lua_istable(L, 2) && !kl_view_json(L, 2, &n))
+        return luaL_error(L, "returned %s where the object to cache was expected: return obj, "
+                             "or a table (klua.copy(obj), changed) to cache in its place",
+                          luaL_typename(L, 2));
+    kl_lua_json_encode(L, 2); /* stack: view, result, json */
+    const char *s = lua_tolstring(L, 3, &n);
+    kl_json_error err;
+    kl_json_doc **now = kl_lua_json_push_guard(L);
+    if (!(*now = kl_json_parse(s, n, 0, &err))) return luaL_error(L, "its JSON: %s", err.message);
+    kl_json_doc **was = kl_lua_json_push_guard(L);
+    const kl_json_doc *orig = c->parsed;
+    if (!orig) {
+        *was = kl_json_parse(c->o->blob->data + c->o->off, c->o->len, 1, &err);
+        if (!*was) return luaL_error(L, "the object given is not JSON: %s", err.message);
+        orig = *was;
+    }
+    kl_json_tape wt = kl_json_doc_tape(orig), nt = kl_json_doc_tape(*now);
+    check_kept(L, &wt, kl_json_doc_selected(orig), &nt);
+    kl_json_free(*was);
+    *was = NULL;
+    kl_json_free(*now);
+    *now = NULL;
+    c->out = kl_blob_new(s, n); /* nothing raises from here on */
+    return 0;
+}
+
+static void on_done(void *ud, kl_task *t, int ok) {
+    (void)t;
+    ((call *)ud)->ok = ok;
+}
+
+/* The informer's transform (kl_informer_transform_fn). */
+static int apply(void *ud, kl_obj *o, void *parsed) {
+    kl_lua_transform *t = ud;
+    lua_State *L = kl_rt_lua(t->rt);
+    call c = {.t = t, .o = o, .parsed = parsed};
+    lua_pushcfunction(L, run);
+    lua_pushlightuserdata(L, &c);
+    kl_task_spawn(t->rt, NULL, t->name, 1, on_done, &c);
+    if (!c.ok) {
+        kl_blob_unref(c.out);
+        return -1;
+    }
+    if (!c.out) return 0;
+    kl_blob_unref(o->blob);
+    o->blob = c.out;
+    o->off = 0;
+    o->len = c.out->len;
+    return 1;
+}
+
+static void transform_free(void *ud) {
+    kl_lua_transform *t = ud;
+    luaL_unref(kl_rt_lua(t->rt), LUA_REGISTRYINDEX, t->fn_ref);
+    free(t);
+}
+
+kl_lua_transform *kl_lua_transform_opt(lua_State *L, int idx, const char *informer) {
+    int type = lua_getfield(L, idx, "transform"); /* stack: ..., transform */
+    if (type == LUA_TNIL) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (type != LUA_TFUNCTION)
+        luaL_error(L, "transform must be a function(obj) returning the object to cache, not a %s",
+                   luaL_typename(L, -1));
+    kl_lua_transform *t = kl_xcalloc(1, sizeof *t);
+    t->rt = kl_rt_of(L);
+    snprintf(t->name, sizeof t->name, "transform of %s", informer);
+    t->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* stack: ... */
+    return t;
+}
+
+void kl_lua_transform_attach(kl_lua_transform *t, kl_informer *inf) {
+    kl_informer_set_transform(inf, apply, transform_free, t);
+}
