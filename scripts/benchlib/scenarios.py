@@ -318,8 +318,13 @@ class LinesRun:
 
     @property
     def rate(self):
+        # Lines that all came in one read (a short run) have no span between them: their
+        # rate is then counted from the process start.
         span = (self.last_time or 0) - (self.first or 0)
-        return (self.lines - 1) / span if self.lines >= 2 and span > 0 else 0.0
+        if self.lines >= 2 and span > 0:
+            return (self.lines - 1) / span
+        since_start = (self.last_time or 0) - self.started
+        return self.lines / since_start if self.lines and since_start > 0 else 0.0
 
 
 # --- scenarios: each returns a list of Rows
@@ -439,8 +444,8 @@ def scenario_watch_names(b):
 
 
 def _watch_row(name, run, expected_last):
-    details = ["%s of %s lines; rate between the first and the last of them as the harness read them"
-               % (number(run.lines), number(run.count)),
+    details = ["%s of %s lines; rate between the first and the last of them as the harness read them "
+               "(from the process start when they came in one read)" % (number(run.lines), number(run.count)),
                "process: %.2f s to the last line, %.2f s CPU (wait4), peak RSS %s"
                % ((run.last_time or run.started) - run.started, run.usage.cpu,
                   "%s (VmHWM; ru_maxrss %s)" % (_mb(run.hwm_kb), _mb(run.usage.maxrss_kb)) if run.hwm_kb else

@@ -33,6 +33,16 @@ describe('scripts/bench', function()
     assert.matches('or the letters a,b,c,d,e,f', out)
   end)
 
+  it('rates the lines of a printer that wrote them all in one read from the printer\'s start', function()
+    -- Three lines read at once, 2 s after the process started: 1.5 lines a second,
+    -- not a rate of 0 that would leave klua's rows without their "vs kubectl".
+    local program = 'from benchlib.scenarios import LinesRun\n'
+      .. 'run = LinesRun(3, 10.0)\n'
+      .. 'run.feed(12.0, b"a\\nb\\nc\\n")\n'
+      .. 'print(run.rate)'
+    assert.equals('1.5', K.run_command(('cd %s/scripts && python3 -c %s'):format(K.quote(ROOT), K.quote(program))))
+  end)
+
   it('reports a peer it cannot install or find as not measured, and still succeeds', function()
     local dir = K.tmpdir()
     -- npm is pointed at a closed loopback port with an empty cache: a machine without network.
