@@ -37,6 +37,9 @@ DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/src/cli/main.d
 
 all: pkgcheck $(BUILD)/klua $(BUILD)/klua_testing.so
 
+# The targets that build first (test, demo, fuzz, ...) compile JOBS files at once.
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+
 bootstrap:
 	@sh scripts/build/bootstrap build
 
@@ -52,7 +55,8 @@ pkgcheck:
 CFLAGS    += -Isrc
 CXXFLAGS  += -Isrc
 
-$(BUILD)/%.o: %.c
+# Order-only: under -j a missing library is named before any compiler error.
+$(BUILD)/%.o: %.c | pkgcheck
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -62,7 +66,7 @@ $(BUILD)/lua_embedded.c: $(LUASRC) scripts/build/embed-lua | $(BUILD)
 $(BUILD)/lua_embedded.o: $(BUILD)/lua_embedded.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cc
+$(BUILD)/%.o: %.cc | pkgcheck
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
 
@@ -77,12 +81,12 @@ $(BUILD):
 
 test:
 	@sh scripts/build/bootstrap test
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) -j$(JOBS) --no-print-directory all
 	@KLUA_BUILD=$(BUILD) sh scripts/build/run-specs $(SPEC)
 
 test-asan:
 	@sh scripts/build/bootstrap test
-	@$(MAKE) --no-print-directory all BUILD=build-asan OPT=-O1 \
+	@$(MAKE) -j$(JOBS) --no-print-directory all BUILD=build-asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 	@KLUA_BUILD=build-asan KLUA_ASAN=1 sh scripts/build/run-specs $(SPEC)
 
@@ -95,7 +99,7 @@ DEPS      += $(FUZZ:%=$(BUILD)/%.d)
 
 fuzz:
 	@sh scripts/build/bootstrap fuzz
-	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang CXX=clang++ OPT=-O1 \
+	@$(MAKE) -j$(JOBS) --no-print-directory BUILD=build-fuzz CC=clang CXX=clang++ OPT=-O1 \
 	  SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZ:%=build-fuzz/%)
 	@sh fuzz/run build-fuzz $(SECONDS) $(FUZZ)
 
@@ -110,12 +114,12 @@ $(BUILD)/fuzz_%: $(BUILD)/fuzz_%.o $(CORE_OBJ)
 
 demo:
 	@sh scripts/build/bootstrap demo
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) -j$(JOBS) --no-print-directory all
 	@sh scripts/demo
 
 bench:
 	@sh scripts/build/bootstrap bench
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) -j$(JOBS) --no-print-directory all
 	@python3 scripts/bench $(BENCH_ARGS)
 
 # The chaos soak (docs/reliability.md): DURATION seconds of random changes and faults.
@@ -123,7 +127,7 @@ DURATION  ?= 600
 
 soak:
 	@sh scripts/build/bootstrap test
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) -j$(JOBS) --no-print-directory all
 	@python3 scripts/soak --duration $(DURATION) --klua $(BUILD)/klua
 
 # The man pages and the shell completions, made from the built klua: klua(1),
