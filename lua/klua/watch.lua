@@ -47,6 +47,8 @@ local FLAGS = {
   { long = '--show-managed-fields', key = 'show_managed_fields',
     help = 'keep metadata.managedFields in -o json, ndjson and yaml' },
   { long = '--sort-by', arg = 'JSONPATH', key = 'sort_by', help = 'order the initial list by this field' },
+  { long = '--server-print', key = 'no_server_print', negated = true,
+    help = "the server's columns (default); --server-print=false: NAME and AGE" },
   { long = '--watch-only', key = 'watch_only', help = 'print only changes, not the objects that exist already' },
   { short = '-w', long = '--watch', key = 'watch', help = 'accepted for kubectl get -w; watching is what klua watch does' },
   { short = '-h', long = '--help', key = 'help', help = 'print this help' },
@@ -69,7 +71,7 @@ local function usage()
     local name = f.short or f.long
     if f.key == 'namespace' then
       words[#words + 1] = '[' .. name .. ' ' .. f.arg .. ' | -A]'
-    elseif f.key ~= 'all_namespaces' and f.key ~= 'help' and f.key ~= 'watch' then
+    elseif f.key ~= 'all_namespaces' and f.key ~= 'help' and f.key ~= 'watch' and not f.negated then
       words[#words + 1] = '[' .. name .. (f.arg and (' ' .. f.arg) or '') .. ']'
     end
   end
@@ -249,6 +251,8 @@ function M.parse(args, suggest)
       if value then on = SWITCH_VALUES[value] end
       if on == nil then return nil, ('%s is a switch: true or false, not "%s"'):format(name, value) end
       if f.key == 'help' and on then return { help = true } end
+      -- A switch that is on by default sets its key when turned off.
+      if f.negated then on = not on end
       o[f.key] = on or nil
     elseif a:match('^%-') and a ~= '-' then
       return nil, ('unknown flag: %s'):format(name), suggest and suggest(name, NAMES) or nil
@@ -640,7 +644,7 @@ function M.main(...)
     -- it too. A server that refuses it (406) or cannot make one (it answers
     -- the plain list) gets NAME and AGE, as kubectl prints for objects
     -- without a Table.
-    local server_print = o.output == 'table' or o.output == 'wide'
+    local server_print = (o.output == 'table' or o.output == 'wide') and not o.no_server_print
     local probe, lerr = first_list(r, { namespace = target.ns, label_selector = o.selector,
       field_selector = fs, limit = 1, one_page = true, as_table = server_print })
     if lerr and lerr.code == 406 and server_print then

@@ -179,6 +179,9 @@ describe('klua watch speaks kubectl', function()
   it('configmaps with DATA and a custom resource with its additionalPrinterColumns', function()
     local done = function(t) return t:find('settings') end
     same('configmaps -n speaks', { first = 'settings', change = false, done = done })
+    -- Without the server's Table: NAME and AGE.
+    local plain = same('configmaps -n speaks --server-print=false', { first = 'settings', change = false, done = done })
+    assert.truthy(plain:find('^NAME%s+AGE\nsettings%s'), plain)
     done = function(t) return t:find('plain') end
     local out = same('gizmos -n speaks', { first = 'cog', change = false, done = done })
     assert.truthy(out:find('^NAME%s+SIZE%s+AGE\ncog%s+3%s'), out)
