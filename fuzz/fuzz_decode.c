@@ -3,9 +3,9 @@
  * through them src/wire/json.cc).
  *
  * The input is one watch frame or response body. It goes through
- * kl_decode_event (with no expected kind and with "Pod"), kl_decode_list,
- * kl_decode_item and kl_decode_status (fuzz_list_stream covers the
- * streaming LIST decoder). Failures are fine; a success must keep the
+ * kl_decode_event (with no expected kind and with "Pod"),
+ * kl_decode_table_event, kl_decode_list, kl_decode_item, kl_decode_row and
+ * kl_decode_status (fuzz_list_stream covers the streaming LIST decoder). Failures are fine; a success must keep the
  * decoders' promises, which the rest of klua relies on:
  *   - an event's object span lies inside the frame, is valid JSON for an
  *     object on its own, and says exactly what the parsed tape kept for the
@@ -14,6 +14,7 @@
  *     tape, and a failed decode leaves the event empty;
  *   - every LIST item's bytes are a JSON object with a name;
  *   - a lone item decodes as the whole of its blob, with a name;
+ *   - a Table row's object is a JSON object inside the row, with a name;
  *   - the frame's references are back to the caller's alone.
  * Any broken promise aborts.
  */
@@ -79,12 +80,15 @@ static void check_object_event(const kl_blob *frame, const kl_event *ev) {
     kl_json_free(span);
 }
 
-static void decode_event(const uint8_t *data, size_t size, const char *kind) {
+/* table: as an event of a Table watch (kl_decode_table_event). */
+static void decode_event(const uint8_t *data, size_t size, const char *kind, int table) {
     kl_blob *frame = kl_blob_new((const char *)data, size);
     if (!frame) die("out of memory");
     kl_event ev;
     char err[256] = "";
-    if (kl_decode_event(frame, kind, &ev, err, sizeof err) < 0) {
+    int rc = table ? kl_decode_table_event(frame, kind, &ev, err, sizeof err)
+                   : kl_decode_event(frame, kind, &ev, err, sizeof err);
+    if (rc < 0) {
         if (!err[0]) die("a failed decode gives no message");
         if (ev.obj.blob || ev.parsed || ev.reason || ev.message) die("a failed decode leaves the event filled");
     } else if (ev.type == KL_EV_ERROR) {
@@ -131,6 +135,23 @@ static void decode_item(const uint8_t *data, size_t size) {
     kl_blob_unref(item);
 }
 
+static void decode_row(const uint8_t *data, size_t size) {
+    kl_blob *row = kl_blob_new((const char *)data, size);
+    if (!row) die("out of memory");
+    kl_obj o;
+    char err[256] = "";
+    if (kl_decode_row(row, &o, err, sizeof err) == 0) {
+        if (o.blob != row || o.off > size || o.len > size - o.off || !o.name || !o.name[0])
+            die("a decoded row's object is not inside its blob with a name");
+        kl_json_free(parse_object(row->data + o.off, o.len, "a row's object is not a JSON object on its own"));
+        kl_obj_clear(&o);
+    } else if (!err[0] || o.blob) {
+        die("a failed row decode gives no message or keeps the blob");
+    }
+    if (row->refs != 1) die("the row decoder kept a reference");
+    kl_blob_unref(row);
+}
+
 static void decode_status(const uint8_t *data, size_t size) {
     int code = -7; /* no Status has it: shows whether a failed decode wrote code */
     char *reason = NULL, *message = NULL;
@@ -145,10 +166,12 @@ static void decode_status(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    decode_event(data, size, NULL);
-    decode_event(data, size, "Pod");
+    decode_event(data, size, NULL, 0);
+    decode_event(data, size, "Pod", 0);
+    decode_event(data, size, "Pod", 1);
     decode_list(data, size);
     decode_item(data, size);
+    decode_row(data, size);
     decode_status(data, size);
     return 0;
 }

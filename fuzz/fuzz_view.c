@@ -7,7 +7,10 @@
  *   1. a view over the input, parsed on first access (as the store's);
  *   2. when the input decodes as a watch event with an object: the view a
  *      handler gets, sharing the event's parsed tape, and
- *   3. a view over that event's object bytes, parsed on first access.
+ *   3. a view over that event's object bytes, parsed on first access;
+ *   4. decoded as an event of a Table watch and as a Table row: the view of
+ *      the row's object, whose cells (kl_view_push_cells) are nil or a
+ *      list.
  * The walk itself checks what must agree; an error escaping it, or a view
  * still holding the input's blob after a full collection, aborts. One Lua
  * state serves every input: a new state per input would cost more than
@@ -112,6 +115,31 @@ static void walk_event_views(lua_State *L, kl_blob *frame) {
     kl_event_clear(&ev);
 }
 
+/* Reads the cells of the view on top, then walks the view (popping it). */
+static void walk_with_cells(lua_State *L) {
+    kl_view_push_cells(L, -1); /* stack: ..., view, cells */
+    int t = lua_type(L, -1);
+    if (t != LUA_TNIL && t != LUA_TTABLE) die("a row's cells are neither nil nor a list", NULL);
+    lua_pop(L, 1);
+    walk(L);
+}
+
+static void walk_table_views(lua_State *L, kl_blob *b) {
+    kl_event ev;
+    char err[256];
+    if (kl_decode_table_event(b, NULL, &ev, err, sizeof err) == 0 && ev.obj.blob) {
+        kl_view_push(L, &ev.obj, ev.parsed);
+        walk_with_cells(L);
+    }
+    kl_event_clear(&ev);
+    kl_obj o;
+    if (kl_decode_row(b, &o, err, sizeof err) == 0) {
+        kl_view_push(L, &o, NULL);
+        walk_with_cells(L);
+        kl_obj_clear(&o);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -121,6 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     kl_view_push(state, &whole, NULL);
     walk(state);
     walk_event_views(state, b);
+    walk_table_views(state, b);
     lua_gc(state, LUA_GCCOLLECT);
     if (lua_gettop(state) != 2) die("the walk left the stack unbalanced", NULL);
     if (b->refs != 1) die("a view still holds its blob after a full collection", NULL);

@@ -94,24 +94,27 @@ local function decode_error(status, body, retry_after)
   return e
 end
 
---- api.request(method, path [, body [, content_type]]) -> the decoded
--- body, or nil, err. body is a string sent as it is, or a table sent as
--- JSON (content_type "application/json" unless given).
--- @function klua.api.request(method, path, body, content_type)
+--- api.request(method, path [, body [, content_type [, accept]]]) -> the
+-- decoded body, or nil, err. body is a string sent as it is, or a table
+-- sent as JSON (content_type "application/json" unless given); accept is
+-- the Accept header ("application/json" unless given).
+-- @function klua.api.request(method, path, body, content_type, accept)
 -- @param method "GET", "POST", "PUT", "PATCH" or "DELETE"
 -- @param path the request's path and query, such as "/api/v1/namespaces"
 -- @param body optional: a string, or a table sent as JSON
 -- @param content_type optional: the body's type
+-- @param accept optional: the answer's type, such as
+--   "application/json;as=Table;g=meta.k8s.io;v=v1,application/json"
 -- @return the decoded body, or nil and err
 -- @usage
 -- local ns, err = klua.api.request('GET', '/api/v1/namespaces/default')
-local function call(method, path, body, content_type)
+local function call(method, path, body, content_type, accept)
   local payload
   if body ~= nil then
     payload = type(body) == 'string' and body or json.encode(body)
   end
   local status, resp, retry_after = core.request(method, path, payload,
-    payload and (content_type or 'application/json') or nil)
+    payload and (content_type or 'application/json') or nil, accept)
   -- Without an answer, resp is the outcome's name and retry_after its words.
   if not status then return nil, new_error(0, resp, retry_after) end
   if status < 200 or status > 299 then return nil, decode_error(status, resp, retry_after) end
@@ -143,10 +146,18 @@ function api.get(resource, key)
   return call('GET', object_path(r, ns, name))
 end
 
+-- The Accept header of kubectl get: a Table, or the plain form.
+local TABLE = 'application/json;as=Table;g=meta.k8s.io;v=v1,application/json'
+
 --- api.list(resource, opts) -> {items = {...}, metadata = {...}} with every
 -- page fetched. opts: namespace (default all), label_selector,
 -- field_selector, limit (page size), one_page (fetch the first page only;
--- its metadata.continue says whether more would follow).
+-- its metadata.continue says whether more would follow), as_table (ask for
+-- the server's Table form, kubectl get's columns, with whole objects: the
+-- answer is a meta.k8s.io Table, {columnDefinitions = {...}, rows = {{cells
+-- = {...}, object = {...}}, ...}}, with every page's rows; a server that
+-- cannot make one answers with the plain list, and one that refuses fails
+-- with 406).
 -- @param resource a resource name, a resolved resource or an informer
 -- @param opts optional, as above
 -- @return the list, or nil and err
@@ -159,18 +170,20 @@ function api.list(resource, opts)
   if not r then return nil, err end
   local base = object_path(r, opts.namespace)
   local items, result, cont = {}, nil, nil
+  local member = 'items'
   repeat
     local page
     page, err = call('GET', base .. encode_query {
       labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
-      limit = opts.limit or 500, continue = cont,
-    })
+      limit = opts.limit or 500, continue = cont, includeObject = opts.as_table and 'Object' or nil,
+    }, nil, nil, opts.as_table and TABLE or nil)
     if not page then return nil, err end
-    for _, it in ipairs(page.items or {}) do items[#items + 1] = it end
+    if page.kind == 'Table' then member = 'rows' end
+    for _, it in ipairs(page[member] or {}) do items[#items + 1] = it end
     result = page
     cont = not opts.one_page and page.metadata and page.metadata.continue
   until not cont or cont == '' or cont == json.null
-  result.items = setmetatable(items, getmetatable(result.items) or json.array_mt)
+  result[member] = setmetatable(items, getmetatable(result[member]) or json.array_mt)
   return result
 end
 

@@ -245,6 +245,22 @@ function Informer:on(event, fn)
   self._c:on(event, shutdown.guard_handler(fn))
   return self
 end
+--- The cells of the server's Table row that obj came in, for an informer
+-- made with server_print: one value per column of the Table's
+-- columnDefinitions (klua.api.list with as_table gives them), as the server
+-- sent them. nil for an object that came alone (a server that cannot make
+-- a Table, or an informer without server_print).
+-- @param obj an object this informer handed out (a view)
+-- @return a list of cells, or nil
+-- @raise when obj is not a view
+-- @usage
+-- pods:on('add', function(pod) print(table.concat(pods:cells(pod), '  ')) end)
+function Informer:cells(obj)
+  if klua.type(obj) ~= 'object' or type(obj) ~= 'userdata' then
+    error('inf:cells takes an object this informer handed out', 2)
+  end
+  return core.table_cells(obj)
+end
 --- The cached object under "namespace/name" ("name" when cluster-scoped).
 -- @param key "namespace/name", or "name" for a cluster-scoped object
 -- @return the cached object (a view), or nil
@@ -385,8 +401,12 @@ end
 --   (PartialObjectMetadata), apiVersion (meta.k8s.io/v1) and whole metadata
 --   (name, namespace, labels, annotations, ownerReferences, ...), so the
 --   cache keeps a fraction of the bytes.
+-- opts.server_print: true to list and watch the server's Table form with
+--   whole objects, as kubectl get does to print (klua watch uses it): the
+--   cache holds the objects as ever, and inf:cells(obj) gives the cells of
+--   the row each came in; not with metadata_only or transform.
 -- @param opts a table as above, or the resource's name alone
--- @return the informer (inf:on, inf:get, inf:list, inf:by_index, inf:synced, inf:stats, inf:name)
+-- @return the informer (inf:on, inf:get, inf:list, inf:by_index, inf:synced, inf:stats, inf:name, inf:cells)
 -- @raise when the resource is unknown to the server (discovery's message), the
 --   label selector is not valid, a namespace is given for a cluster-scoped
 --   resource, or indexes or transform are not as above
@@ -408,6 +428,11 @@ function klua.informer(opts)
   local name = r.resource .. (r.group ~= '' and ('.' .. r.group) or '')
   if opts.namespace then name = name .. ' -n ' .. opts.namespace end
   if opts.label_selector then name = name .. ' -l ' .. opts.label_selector end
+  -- Metadata-only objects come in no row, and a transform copies each
+  -- object out of the row that holds its cells.
+  if opts.server_print and (opts.metadata_only or opts.transform ~= nil) then
+    error('server_print takes neither metadata_only nor transform: the cells are in the rows of whole objects', 2)
+  end
   local indexes = index.new(opts.indexes, name)
   local drop, transform = nil, nil
   if type(opts.transform) == 'function' then
@@ -431,6 +456,7 @@ function klua.informer(opts)
     drop = drop,
     transform = transform,
     metadata_only = opts.metadata_only,
+    table = opts.server_print,
   }
   local inf = setmetatable({ _c = c, _name = name, resource = r, namespace = opts.namespace,
     _indexes = indexes and indexes:attach(c) }, Informer)

@@ -4,7 +4,9 @@
 --              [--field-selector SEL] [-e LUA] [-o FORMAT] [--watch-only] ...
 --
 -- Prints what kubectl get -w prints (klua.printers, klua.jsonpath, and
--- klua.core.yaml for -o yaml); M.help() says what -e sees and does.
+-- klua.core.yaml for -o yaml): the table formats print the server's Table
+-- rows, which the informer lists and watches (server_print), with the
+-- objects they carry for -e; M.help() says what -e sees and does.
 --
 -- This module owns watch's flags: FLAGS below drives the parser, the usage
 -- line and `klua watch --help`, whose lines have the layout of klua's global
@@ -45,6 +47,8 @@ local FLAGS = {
   { long = '--show-managed-fields', key = 'show_managed_fields',
     help = 'keep metadata.managedFields in -o json, ndjson and yaml' },
   { long = '--sort-by', arg = 'JSONPATH', key = 'sort_by', help = 'order the initial list by this field' },
+  { long = '--server-print', key = 'no_server_print', negated = true,
+    help = "the server's columns (default); --server-print=false: NAME and AGE" },
   { long = '--watch-only', key = 'watch_only', help = 'print only changes, not the objects that exist already' },
   { short = '-w', long = '--watch', key = 'watch', help = 'accepted for kubectl get -w; watching is what klua watch does' },
   { short = '-h', long = '--help', key = 'help', help = 'print this help' },
@@ -67,7 +71,7 @@ local function usage()
     local name = f.short or f.long
     if f.key == 'namespace' then
       words[#words + 1] = '[' .. name .. ' ' .. f.arg .. ' | -A]'
-    elseif f.key ~= 'all_namespaces' and f.key ~= 'help' and f.key ~= 'watch' then
+    elseif f.key ~= 'all_namespaces' and f.key ~= 'help' and f.key ~= 'watch' and not f.negated then
       words[#words + 1] = '[' .. name .. (f.arg and (' ' .. f.arg) or '') .. ']'
     end
   end
@@ -80,20 +84,23 @@ end
 function M.help()
   local out = { usage(), '', [[
 Prints what kubectl get -w prints: the objects that exist (a table with a
-header: NAME, then the kind's columns, as kubectl get shows them), then a row
-for each change. TYPE is named as kubectl names it (pods, po,
-deployments.apps, apps/v1/deployments, a CRD's plural or short name); several
-types are separated by commas (pods,configmaps); NAME, or TYPE/NAME, watches
-that object alone. "No resources found" goes to stderr when nothing exists
-yet. When stdout's reader goes away (klua watch pods | head -1), klua watch
-ends with exit status 141, as kubectl get -w does when SIGPIPE ends it.
+header: the server's columns, from the Table form that kubectl get asks for
+too, or NAME and AGE from a server without it), then a row for each change,
+with the cells the server sent for it. TYPE is named as kubectl names it
+(pods, po, deployments.apps, apps/v1/deployments, a CRD's plural or short
+name); several types are separated by commas (pods,configmaps); NAME, or
+TYPE/NAME, watches that object alone. "No resources found" goes to stderr
+when nothing exists yet. When stdout's reader goes away (klua watch pods |
+head -1), klua watch ends with exit status 141, as kubectl get -w does when
+SIGPIPE ends it.
 
--o wide adds the kind's extra columns; name prints kind/name; json prints
-each object as kubectl does (indented), ndjson one object a line; yaml
-prints YAML documents separated by ---; jsonpath=TEMPLATE and
-custom-columns=HEADER:PATH,... take kubectl's JSONPath; line prints
-"EVENT  NAMESPACE/NAME  PHASE". --output-watch-events adds the event type:
-an EVENT column, or {"type":"ADDED","object":{...}} (one a line for json).
+-o wide adds the columns the server marks as extra (priority > 0); name
+prints kind/name; json prints each object as kubectl does (indented), ndjson
+one object a line; yaml prints YAML documents separated by ---;
+jsonpath=TEMPLATE and custom-columns=HEADER:PATH,... take kubectl's
+JSONPath; line prints "EVENT  NAMESPACE/NAME  PHASE". --output-watch-events
+adds the event type: an EVENT column, or {"type":"ADDED","object":{...}}
+(one a line for json).
 
 -e LUA is a Lua expression, or a chunk with return, run for every event with
 these in scope:
@@ -244,6 +251,8 @@ function M.parse(args, suggest)
       if value then on = SWITCH_VALUES[value] end
       if on == nil then return nil, ('%s is a switch: true or false, not "%s"'):format(name, value) end
       if f.key == 'help' and on then return { help = true } end
+      -- A switch that is on by default sets its key when turned off.
+      if f.negated then on = not on end
       o[f.key] = on or nil
     elseif a:match('^%-') and a ~= '-' then
       return nil, ('unknown flag: %s'):format(name), suggest and suggest(name, NAMES) or nil
@@ -351,13 +360,15 @@ local TABLES = { table = true, wide = true, ['custom-columns'] = true }
 local View = {}
 View.__index = View
 
-local function new_view(o, target, r, crd_columns)
+-- definitions: the columnDefinitions of the server's Table for the type,
+-- or nil (NAME and AGE).
+local function new_view(o, target, r, definitions)
   local v = setmetatable({ o = o, r = r, target = target, tabs = printers.tabs(), initial = {}, target_index = {},
-    flushed = false, headed = o.no_headers or false }, View)
+    flushed = false, headed = o.no_headers or false, server_print = definitions ~= nil }, View)
   if o.output == 'custom-columns' then
     v.headers = { table.unpack(o.columns.headers) }
   elseif TABLES[o.output] then
-    v.columns = printers.columns(r, { wide = o.output == 'wide', crd_columns = crd_columns })
+    v.columns = definitions and printers.server_columns(definitions, o.output == 'wide') or printers.default_columns()
     v.headers = { table.unpack(v.columns.headers) }
     for _, key in ipairs(o.label_columns) do v.headers[#v.headers + 1] = printers.label_header(key) end
     if o.show_labels then v.headers[#v.headers + 1] = 'LABELS' end
@@ -372,7 +383,8 @@ end
 
 -- What the event prints as: { row = cells } for the table formats, else
 -- { text = ... } (written as it is: jsonpath adds no newline, as kubectl).
-function View:render(event, obj)
+-- inf: the informer that handed out obj, whose row's cells are printed.
+function View:render(event, obj, inf)
   local o, r = self.o, self.r
   local format = o.output
   if TABLES[format] then
@@ -380,9 +392,9 @@ function View:render(event, obj)
     if format == 'custom-columns' then
       cells = printers.custom_cells(o.columns, klua.copy(obj))
     else
-      local name = text_at(obj, 'metadata', 'name') or ''
-      cells = self.columns.cells(obj, os.time())
-      table.insert(cells, 1, self.target.qualified and (r.name_prefix .. name) or name)
+      cells = self.columns.cells(obj, self.server_print and inf:cells(obj) or nil, os.time())
+      -- kubectl prefixes the first column with the kind when it prints several.
+      if self.target.qualified then cells[1] = r.name_prefix .. cells[1] end
       local labels = klua.get(obj, 'metadata', 'labels')
       for _, key in ipairs(o.label_columns) do
         local value = labels and klua.get(labels, key)
@@ -563,13 +575,20 @@ local function output(core)
   end
 end
 
--- The CRD's additionalPrinterColumns for the resource's version, or nil.
-local function crd_columns_of(r)
-  local crd = klua.api.get('customresourcedefinitions.apiextensions.k8s.io', r.resource .. '.' .. r.group)
-  for _, v in ipairs(crd and crd.spec and crd.spec.versions or {}) do
-    if v.name == r.version then return v.additionalPrinterColumns end
+-- The first LIST, of one object. In Table form it is asked again after an
+-- answer that says nothing of the form (none, 429, 5xx), with the
+-- informers' backoff, since NAME and AGE would stand for the server's
+-- columns for the whole watch; a plain one is left to the informer's
+-- retries. Returns the list, or nil and the error.
+local function first_list(r, q)
+  local delay = 0.8
+  while true do
+    local list, err = klua.api.list(r, q)
+    if list or not q.as_table or not (err.code == 0 or err.code == 429 or err.code >= 500) then return list, err end
+    if delay == 0.8 then klua.log.warn('listing %s failed: %s; retrying', r.resource, err.message or tostring(err)) end
+    klua.sleep(err.retry_after and math.min(err.retry_after, 30) or delay * (1 + math.random()))
+    delay = math.min(delay * 2, 30)
   end
-  return nil
 end
 
 --- Entry point: `klua watch ARGS...`.
@@ -620,18 +639,28 @@ function M.main(...)
     -- A selector the server refuses, a resource it does not serve or may not
     -- be listed by these credentials: retrying will not help, so say so and
     -- exit, as kubectl does. (klua run retries these: permissions may come.)
-    local _, lerr = klua.api.list(r, { namespace = target.ns, label_selector = o.selector,
-      field_selector = fs, limit = 1, one_page = true })
+    -- The table formats ask for the Table form, as kubectl get does: its
+    -- columnDefinitions are the header, and the informer lists and watches
+    -- it too. A server that refuses it (406) or cannot make one (it answers
+    -- the plain list) gets NAME and AGE, as kubectl prints for objects
+    -- without a Table.
+    local server_print = (o.output == 'table' or o.output == 'wide') and not o.no_server_print
+    local probe, lerr = first_list(r, { namespace = target.ns, label_selector = o.selector,
+      field_selector = fs, limit = 1, one_page = true, as_table = server_print })
+    if lerr and lerr.code == 406 and server_print then
+      server_print = false
+      probe, lerr = klua.api.list(r, { namespace = target.ns, label_selector = o.selector,
+        field_selector = fs, limit = 1, one_page = true })
+    end
     if lerr and (lerr.code == 400 or lerr.code == 403 or lerr.code == 404) then
       io.stderr:write('klua watch: ', lerr.message or tostring(lerr), '\n')
       return klua.stop(1)
     end
+    local definitions = server_print and probe and probe.kind == 'Table' and type(probe.columnDefinitions) == 'table'
+      and #probe.columnDefinitions > 0 and probe.columnDefinitions or nil
+    target.server_print = definitions ~= nil
     if not view_of[target.resource] then
-      local crd_columns
-      if (o.output == 'table' or o.output == 'wide') and r.group ~= '' and not printers.known(r) then
-        crd_columns = crd_columns_of(r)
-      end
-      view_of[target.resource] = new_view(o, target, r, crd_columns)
+      view_of[target.resource] = new_view(o, target, r, definitions)
       views[#views + 1] = view_of[target.resource]
     end
     local view = view_of[target.resource]
@@ -653,14 +682,14 @@ function M.main(...)
   }
 
   local listed = 0
-  local function emit(view, target, event, obj, old, initial)
+  local function emit(view, inf, event, obj, old, initial, target)
     local ok, res = true, true
     if filter then ok, res = pcall(filter, event, obj, old) end
     if not ok then return failures:add(tostring(res), event, obj) end
     if not res then return end
     local item
     if res == true then
-      item = view:render(event, obj)
+      item = view:render(event, obj, inf)
       if item.error then return render_failures:add(item.error, event, obj) end
     elseif type(res) == 'table' or type(res) == 'userdata' then
       item = { text = klua.json.encode(res) .. '\n' }
@@ -677,18 +706,20 @@ function M.main(...)
 
   for _, w in ipairs(informed) do
     local view, target = w.view, w.target
-    local inf = klua.informer {
+    local inf
+    inf = klua.informer {
       resource = target.resource,
       namespace = target.ns,
       label_selector = o.selector,
       field_selector = target.fs,
+      server_print = target.server_print,
     }
     inf:on('add', function(obj, initial)
       if initial then listed = listed + 1 end
-      if not (initial and o.watch_only) then emit(view, target, 'ADDED', obj, nil, initial) end
+      if not (initial and o.watch_only) then emit(view, inf, 'ADDED', obj, nil, initial, target) end
     end)
-    inf:on('update', function(old, new) emit(view, target, 'MODIFIED', new, old) end)
-    inf:on('delete', function(obj) emit(view, target, 'DELETED', obj) end)
+    inf:on('update', function(old, new) emit(view, inf, 'MODIFIED', new, old, false, target) end)
+    inf:on('delete', function(obj) emit(view, inf, 'DELETED', obj, nil, false, target) end)
   end
   -- The initial lists are complete: print them, or say that there is
   -- nothing, as kubectl get does ("No resources found in web namespace.").

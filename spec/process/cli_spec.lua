@@ -126,7 +126,8 @@ describe('the help of a command', function()
     for _, f in ipairs(flag_lines(own)) do got[#got + 1] = (f.short or '') .. ' ' .. f.long .. ' ' .. (f.arg or '') end
     assert.same({ '-n --namespace NS', '-A --all-namespaces ', '-l --selector SEL', ' --field-selector SEL',
       '-e --expr LUA', '-o --output FORMAT', ' --output-watch-events ', ' --no-headers ', '-L --label-columns KEY,...',
-      ' --show-labels ', ' --show-managed-fields ', ' --sort-by JSONPATH', ' --watch-only ', '-w --watch ', '-h --help ' }, got)
+      ' --show-labels ', ' --show-managed-fields ', ' --sort-by JSONPATH', ' --server-print ', ' --watch-only ', '-w --watch ',
+      '-h --help ' }, got)
     assert.truthy(global:find('      --kubeconfig FILE', 1, true))
     -- The flags that stand for a command belong to klua alone.
     assert.is_nil(global:find('--version', 1, true))

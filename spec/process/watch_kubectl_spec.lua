@@ -3,10 +3,11 @@
 -- initial list, then a pod created and its phase changed, and compares
 -- their output row by row. One thing is normalised: an AGE cell (such as
 -- "3s") and the padding after it, since the two may print a second apart.
--- The sandbox serves kubectl the Table form (scripts/sandbox/tables.py, the
--- columns of kube-apiserver's printers); klua computes the same cells from
--- full objects (lua/klua/printers.lua), so these cases check that the two
--- agree. README ("klua watch") lists what klua prints differently, and why.
+-- The sandbox serves the Table form (scripts/sandbox/tables.py, the
+-- columns of kube-apiserver's printers), which klua asks for as kubectl
+-- does (spec/process/watch_table_spec.lua), so these cases check that klua
+-- prints the server's rows as kubectl does. README ("klua watch") lists what
+-- klua prints differently, and why.
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local testing = require 'klua.testing'
@@ -61,6 +62,9 @@ describe('klua watch speaks kubectl', function()
     assert(testing.poll(function() return select(2, sb:try_kubectl('get gizmos -n ' .. ns)) end, 10))
     assert(select(2, sb:try_kubectl('apply -n ' .. ns .. ' -f -',
       'apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: cog}\nspec: {size: 3, colour: red}\n')))
+    -- Without the fields of its columns: the server sends null cells.
+    assert(select(2, sb:try_kubectl('apply -n ' .. ns .. ' -f -',
+      'apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: plain}\nspec: {}\n')))
   end)
   teardown(function() sb:stop() end)
 
@@ -175,7 +179,10 @@ describe('klua watch speaks kubectl', function()
   it('configmaps with DATA and a custom resource with its additionalPrinterColumns', function()
     local done = function(t) return t:find('settings') end
     same('configmaps -n speaks', { first = 'settings', change = false, done = done })
-    done = function(t) return t:find('cog') end
+    -- Without the server's Table: NAME and AGE.
+    local plain = same('configmaps -n speaks --server-print=false', { first = 'settings', change = false, done = done })
+    assert.truthy(plain:find('^NAME%s+AGE\nsettings%s'), plain)
+    done = function(t) return t:find('plain') end
     local out = same('gizmos -n speaks', { first = 'cog', change = false, done = done })
     assert.truthy(out:find('^NAME%s+SIZE%s+AGE\ncog%s+3%s'), out)
     out = same('gizmos -n speaks -o wide', { first = 'cog', change = false, done = done })

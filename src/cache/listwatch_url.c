@@ -38,9 +38,11 @@ static void sb_param(sbuf *b, const char *name, const char *value) {
     }
 }
 
-static void sb_selectors(sbuf *b, const kl_listwatch_target *t) {
+/* What every request of the target asks besides its own parameters. */
+static void sb_target(sbuf *b, const kl_listwatch_target *t) {
     if (t->label_selector && t->label_selector[0]) sb_param(b, "labelSelector", t->label_selector);
     if (t->field_selector && t->field_selector[0]) sb_param(b, "fieldSelector", t->field_selector);
+    if (t->include_object) sb_param(b, "includeObject", "Object");
 }
 
 char *kl_listwatch_url_list(const kl_listwatch_target *t, int limit, const char *rv, const char *cont) {
@@ -53,7 +55,7 @@ char *kl_listwatch_url_list(const kl_listwatch_target *t, int limit, const char 
     }
     if (cont) sb_param(&b, "continue", cont);
     else sb_param(&b, "resourceVersion", rv);
-    sb_selectors(&b, t);
+    sb_target(&b, t);
     return b.s;
 }
 
@@ -72,6 +74,6 @@ char *kl_listwatch_url_watch(const kl_listwatch_target *t, long timeout, const c
     } else {
         sb_param(&b, "resourceVersion", rv);
     }
-    sb_selectors(&b, t);
+    sb_target(&b, t);
     return b.s;
 }

@@ -19,6 +19,8 @@
  * converts them (endpoints/handlers/response.go). */
 #define ACCEPT_META_LIST "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 #define ACCEPT_META "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+/* kubectl get's Accept: the Table, or the plain form from a server that cannot make one. */
+#define ACCEPT_TABLE "application/json;as=Table;g=meta.k8s.io;v=v1,application/json"
 #define FRAMES_HIGH 512 /* queued frames at which the socket is paused */
 #define FRAMES_LOW 128  /* ...and resumed */
 #define PUMP_BATCH 256  /* frames per loop iteration, so sockets stay served */
@@ -344,6 +346,11 @@ static void status_words(const kl_http_resp *resp, char *buf, size_t size, int *
     free(message);
 }
 
+/* The Accept header of a LIST or WATCH (meta: the metadata-only form of it). */
+static const char *accept_of(const kl_reflector *r, const char *meta) {
+    return r->o.metadata_only ? meta : r->o.table ? ACCEPT_TABLE : NULL;
+}
+
 /* Whether a LIST from rv asks for pages, as client-go's reflector decides:
  * always with an explicit page size, or when the first LIST came in pages;
  * otherwise not at a resourceVersion other than "" and "0". kube-apiserver
@@ -373,9 +380,10 @@ static void request_page(kl_reflector *r) {
         kl_vlog(2, r->o.name, "LIST from resourceVersion \"%s\"%s", rv, l->unpaged ? ", unpaged" : "");
     }
     char *url = kl_listwatch_url_list(&r->target, limit, rv, l->page ? l->cont : NULL);
-    kl_http_opts ho = {.method = "GET", .path = url, .accept = r->o.metadata_only ? ACCEPT_META_LIST : NULL,
+    kl_http_opts ho = {.method = "GET", .path = url, .accept = accept_of(r, ACCEPT_META_LIST),
                        .timeout_ms = (long)(r->o.list_timeout * 1000)};
     kl_list_stream_init(&l->stream, &l->body, KL_FRAME_MAX_DEFAULT);
+    if (r->o.table) kl_list_stream_rows(&l->stream);
     r->req = r->env.start(r->env.ud, &ho, (kl_http_cb){.data = on_list_data, .done = on_list_done}, r);
     free(url);
 }
@@ -609,7 +617,9 @@ static void handle_frame(kl_reflector *r, kl_blob *frame) {
     kl_event ev;
     char err[512];
     memset(&ev, 0, sizeof ev);
-    if (kl_decode_event(frame, r->o.kind, &ev, err, sizeof err) < 0) {
+    int rc = r->o.table ? kl_decode_table_event(frame, r->o.kind, &ev, err, sizeof err)
+                        : kl_decode_event(frame, r->o.kind, &ev, err, sizeof err);
+    if (rc < 0) {
         r->stats.malformed++;
         kl_log(KL_LOG_ERROR, r->o.name, "%s; relisting", err);
         end_watch_now(r, END_CORRUPT);
@@ -859,7 +869,7 @@ static void enter_watch(kl_reflector *r, int after_list) {
     /* The server ends the watch at timeoutSeconds; the same deadline, with
      * some grace, also holds on this side, so a server that trickles bytes
      * forever cannot keep a watch (and with it the cache) stale. */
-    kl_http_opts ho = {.method = "GET", .path = url, .accept = r->o.metadata_only ? ACCEPT_META : NULL,
+    kl_http_opts ho = {.method = "GET", .path = url, .accept = accept_of(r, ACCEPT_META),
                        .timeout_ms = (timeout + WATCH_GRACE) * 1000};
     r->req = r->env.start(r->env.ud, &ho,
                           (kl_http_cb){.data = on_watch_data, .started = on_watch_started, .done = on_watch_done}, r);
@@ -988,7 +998,7 @@ kl_reflector *kl_reflector_new_env(const kl_reflector_env *env, const kl_reflect
     r->o.kind = r->owned.kind = dup_or_null(o->metadata_only ? "PartialObjectMetadata" : o->kind);
     r->o.label_selector = r->owned.label_selector = dup_or_null(o->label_selector);
     r->o.field_selector = r->owned.field_selector = dup_or_null(o->field_selector);
-    r->target = (kl_listwatch_target){r->o.path, r->o.label_selector, r->o.field_selector};
+    r->target = (kl_listwatch_target){r->o.path, r->o.label_selector, r->o.field_selector, r->o.table};
     r->sink = sink;
     r->ud = ud;
     r->state = IDLE;

@@ -89,6 +89,10 @@ typedef struct kl_reflector_opts {
     double list_timeout;    /* seconds a LIST may take; 0 = 300 s */
     int metadata_only;      /* ask for PartialObjectMetadata(List): names, labels,
                              * owners and the rest of metadata, not the objects */
+    int table;              /* ask for the Table form with whole objects, as
+                             * kubectl get does (includeObject=Object): each
+                             * object's blob holds its Table row, cells and
+                             * all, around it (kl_decode_row) */
 } kl_reflector_opts;
 
 /* What the reflector needs from outside: the time, timers, deferred work

@@ -416,9 +416,18 @@ static kl_prune *opt_prune(lua_State *L, int idx) {
     return p;
 }
 
+/* core.table_cells(view) -> the cells of the Table row the object came in,
+ * or nil (see kl_view_push_cells). */
+static int l_table_cells(lua_State *L) {
+    kl_view_push_cells(L, 1);
+    return 1;
+}
+
 /* core.informer{name=, path=, kind=, label_selector=, field_selector=,
- * resync=, drop=, transform=} -> informer handle, already started. A
- * transform function (lua/lua_transform.h) takes the place of drop. */
+ * resync=, drop=, transform=, metadata_only=, table=} -> informer handle,
+ * already started. A transform function (lua/lua_transform.h) takes the
+ * place of drop. table: list and watch the Table form (kubectl get's
+ * columns) with whole objects; core.table_cells reads a row's cells. */
 static int l_informer(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
     const kl_rt_opts *ro = kl_rt_options(rt);
@@ -438,6 +447,7 @@ static int l_informer(lua_State *L) {
         .watch_list_deadline = ro->watch_list_deadline,
         .list_timeout = ro->request_timeout,
         .metadata_only = kl_opt_boolean(L, 1, "metadata_only", "informer"),
+        .table = kl_opt_boolean(L, 1, "table", "informer"),
     };
     double resync = kl_opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");
@@ -541,6 +551,8 @@ static void informers_open(void *state, lua_State *L) {
     lua_pop(L, 1);
     lua_pushcfunction(L, l_informer);
     lua_setfield(L, -2, "informer");
+    lua_pushcfunction(L, l_table_cells);
+    lua_setfield(L, -2, "table_cells");
 }
 
 void kl_lua_informer_init(kl_rt *rt) {

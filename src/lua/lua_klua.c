@@ -75,7 +75,7 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
     kl_task_resume(t, 3);
 }
 
-/* core.request(method, path [, body [, content_type]]) -> status, body, retry_after
+/* core.request(method, path [, body [, content_type [, accept]]]) -> status, body, retry_after
  * when the server answered (any status), | nil, outcome, message when it did not
  * (outcome: kl_http_outcome_name). Yields until the request has ended. */
 static int l_request(lua_State *L) {
@@ -88,6 +88,7 @@ static int l_request(lua_State *L) {
         .path = luaL_checkstring(L, 2),
         .body = luaL_optlstring(L, 3, NULL, &blen),
         .content_type = luaL_optstring(L, 4, NULL),
+        .accept = luaL_optstring(L, 5, NULL),
         .timeout_ms = timeout > 0 ? (long)(timeout * 1000) : 60000,
     };
     o.body_len = blen;

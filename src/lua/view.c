@@ -319,6 +319,54 @@ const char *kl_view_json(lua_State *L, int idx, size_t *len) {
     return v ? view_bytes(v, len) : NULL;
 }
 
+/* The tape index of the Table row whose object is the blob's bytes at off:
+ * the blob is the row itself (a Table LIST's row) or a Table watch event
+ * of one row; 0 when it is neither. */
+static size_t row_at(const kl_blob *b, const kl_json_tape *t, size_t off) {
+    if (kl_jt_type(t, 1) != '{') return 0;
+    size_t row = 1;
+    if (!kl_jt_get(t, 1, "cells")) {
+        size_t ev = kl_jt_get(t, 1, "object");
+        size_t rows = ev && kl_jt_type(t, ev) == '{' ? kl_jt_get(t, ev, "rows") : 0;
+        if (!rows || kl_jt_type(t, rows) != '[' || kl_jt_count(t, rows) != 1) return 0;
+        row = rows + 1;
+    }
+    size_t obj = kl_jt_type(t, row) == '{' ? kl_jt_get(t, row, "object") : 0;
+    size_t cells = obj ? kl_jt_get(t, row, "cells") : 0;
+    if (!cells || kl_jt_type(t, cells) != '[') return 0;
+    size_t root_off = 0;
+    while (root_off < b->len && b->data[root_off] != '{') root_off++;
+    return kl_json_raw_seek(b->data, b->len, root_off, 1, obj) == off ? row : 0;
+}
+
+void kl_view_push_cells(lua_State *L, int idx) {
+    view *v = luaL_checkudata(L, idx, VIEW_MT);
+    const vdoc *d = v->doc;
+    if (d->off == 0 && d->len == d->blob->len) {
+        lua_pushnil(L); /* the blob is the object alone */
+        return;
+    }
+    kl_json_doc **guard = kl_lua_json_push_guard(L); /* stack: ..., guard */
+    kl_json_error err;
+    *guard = kl_json_parse(d->blob->data, d->blob->len, 1, &err);
+    size_t row = 0;
+    kl_json_tape t = {0};
+    if (*guard) {
+        t = kl_json_doc_tape(*guard);
+        row = row_at(d->blob, &t, d->off);
+    }
+    if (row) {
+        kl_lua_json_push_array_mt(L); /* stack: ..., guard, amt */
+        kl_lua_json_push_value(L, &t, kl_jt_get(&t, row, "cells"), lua_gettop(L)); /* stack: ..., guard, amt, cells */
+        lua_remove(L, -2); /* stack: ..., guard, cells */
+    } else {
+        lua_pushnil(L); /* stack: ..., guard, nil */
+    }
+    kl_json_free(*guard);
+    *guard = NULL;
+    lua_remove(L, -2);
+}
+
 void kl_view_copy(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
     view *v = luaL_checkudata(L, idx, VIEW_MT);

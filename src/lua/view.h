@@ -58,6 +58,12 @@ const char *kl_view_json(lua_State *L, int idx, size_t *len);
  * klua.copy(obj)). Raises an error if idx is not a view. [-0, +1, e] */
 void kl_view_copy(lua_State *L, int idx);
 
+/* Pushes the cells of the Table row that the object of the view at idx
+ * came in (kl_decode_row, kl_decode_table_event), decoded as klua.json
+ * decodes, or nil when it came alone. Parses the row: for printing, not
+ * for hot paths. Raises an error if idx is not a view. [-0, +1, e] */
+void kl_view_push_cells(lua_State *L, int idx);
+
 /* Sets the functions copy, get and type (klua.copy, klua.get, klua.type)
  * in the table on top of the stack; kl_view_open must have run. [-0, +0] */
 void kl_view_set_functions(lua_State *L);

@@ -124,9 +124,37 @@ static int decode_object_event(kl_blob *frame, const kl_json_tape *t, size_t obj
     return 0;
 }
 
+/* Whether the object at i is a meta.k8s.io Table (kind and group both). */
+static int is_table(const kl_json_tape *t, size_t i) {
+    size_t kn, an;
+    const char *k = kl_jt_get_string(t, i, "kind", &kn);
+    const char *a = kl_jt_get_string(t, i, "apiVersion", &an);
+    return k && kn == 5 && memcmp(k, "Table", 5) == 0 && a && an > 12 && memcmp(a, "meta.k8s.io/", 12) == 0;
+}
+
+/* The tape index of the object of the Table row at row, or 0 when the row
+ * carries none (includeObject=None). */
+static size_t row_object(const kl_json_tape *t, size_t row) {
+    size_t o = kl_jt_type(t, row) == '{' ? kl_jt_get(t, row, "object") : 0;
+    return o && kl_jt_type(t, o) == '{' ? o : 0;
+}
+
+/* A watch event of a Table watch carries a Table of one row (kube-apiserver
+ * transforms each event's object, bookmarks included; ERROR's Status is
+ * left alone): *obj becomes that row's object. */
+static int unwrap_table(const kl_json_tape *t, size_t *obj, char *err, size_t errlen) {
+    size_t rows = kl_jt_get(t, *obj, "rows");
+    if (!rows || kl_jt_type(t, rows) != '[' || kl_jt_count(t, rows) != 1)
+        return fail(err, errlen, "watch event Table has not exactly one row");
+    size_t o = row_object(t, rows + 1);
+    if (!o) return fail(err, errlen, "watch event Table row has no object (includeObject=Object was not honoured)");
+    *obj = o;
+    return 0;
+}
+
 /* Reads the parsed frame into ev and sets *objp to the object's tape index. */
-static int decode_parsed(kl_blob *frame, kl_json_doc *doc, const char *expect_kind, kl_event *ev, size_t *objp,
-                         char *err, size_t errlen) {
+static int decode_parsed(kl_blob *frame, kl_json_doc *doc, const char *expect_kind, int rows, kl_event *ev,
+                         size_t *objp, char *err, size_t errlen) {
     kl_json_tape t = kl_json_doc_tape(doc);
     if (kl_jt_type(&t, 1) != '{') return fail(err, errlen, "watch event is not a JSON object");
     size_t n;
@@ -138,10 +166,13 @@ static int decode_parsed(kl_blob *frame, kl_json_doc *doc, const char *expect_ki
     if (!obj || kl_jt_type(&t, obj) != '{') return fail(err, errlen, "watch event has no object");
     *objp = obj;
     if (ev->type == KL_EV_ERROR) return decode_error_event(&t, obj, ev);
+    if (rows && is_table(&t, obj) && unwrap_table(&t, &obj, err, errlen) < 0) return -1;
+    *objp = obj;
     return decode_object_event(frame, &t, obj, expect_kind, ev, err, errlen);
 }
 
-int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char *err, size_t errlen) {
+static int decode_event(kl_blob *frame, const char *expect_kind, int rows, kl_event *ev, char *err,
+                        size_t errlen) {
     memset(ev, 0, sizeof *ev);
     kl_json_error jerr;
     kl_json_doc *doc = kl_json_parse(frame->data, frame->len, 1, &jerr);
@@ -150,7 +181,7 @@ int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char 
         return -1;
     }
     size_t obj = 0;
-    if (decode_parsed(frame, doc, expect_kind, ev, &obj, err, errlen) < 0) {
+    if (decode_parsed(frame, doc, expect_kind, rows, ev, &obj, err, errlen) < 0) {
         kl_json_free(doc);
         kl_event_clear(ev);
         return -1;
@@ -164,6 +195,14 @@ int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char 
         ev->parsed = kl_json_compact(doc);
     }
     return 0;
+}
+
+int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char *err, size_t errlen) {
+    return decode_event(frame, expect_kind, 0, ev, err, errlen);
+}
+
+int kl_decode_table_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char *err, size_t errlen) {
+    return decode_event(frame, expect_kind, 1, ev, err, errlen);
 }
 
 void kl_event_clear(kl_event *ev) {
@@ -318,6 +357,33 @@ int kl_decode_item(kl_blob *item, kl_obj *o, int *untyped, char *err, size_t err
     o->blob = kl_blob_ref(item);
     o->off = 0;
     o->len = item->len;
+    return 0;
+}
+
+int kl_decode_row(kl_blob *row, kl_obj *o, char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    kl_json_error jerr;
+    kl_json_doc *doc = kl_json_parse(row->data, row->len, 1, &jerr);
+    if (!doc) {
+        kl_json_error_format(&jerr, "Table row", err, errlen);
+        return -1;
+    }
+    kl_json_tape t = kl_json_doc_tape(doc);
+    size_t obj = row_object(&t, 1);
+    int rc = 0;
+    if (!obj) {
+        rc = fail(err, errlen, "Table row has no object (includeObject=Object was not honoured)");
+    } else {
+        read_identity(&t, obj, o);
+        if (!o->name[0]) rc = fail(err, errlen, "no metadata.name");
+        else object_span(row, &t, obj, &o->off, &o->len);
+    }
+    kl_json_free(doc);
+    if (rc < 0) {
+        kl_obj_clear(o);
+        return -1;
+    }
+    o->blob = kl_blob_ref(row);
     return 0;
 }
 

@@ -46,6 +46,13 @@ typedef struct kl_event {
  * On error ev is left empty.
  */
 int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char *err, size_t errlen);
+/* The same for a watch that asked for the Table form: an object that is a
+ * meta.k8s.io Table must hold one row with its object (includeObject=Object),
+ * which becomes the event's object (its span inside the frame, so the blob
+ * holds the row's cells too: see kl_decode_row); any other object is
+ * decoded as kl_decode_event does, since a server that cannot make a Table
+ * answers with the object itself. */
+int kl_decode_table_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char *err, size_t errlen);
 /* Releases what ev owns and zeroes it. */
 void kl_event_clear(kl_event *ev);
 
@@ -65,6 +72,12 @@ typedef struct kl_list {
  * object has neither a kind nor an apiVersion. Returns 0, or -1 with err
  * and o left empty. */
 int kl_decode_item(kl_blob *item, kl_obj *o, int *untyped, char *err, size_t errlen);
+
+/* Decodes one Table row ({"cells": [...], "object": {...}}) held alone in
+ * row: o becomes an owner of row, its span the row's object (the cache
+ * holds the object; the row around it stays in the blob for the printer).
+ * Returns 0, or -1 with err and o left empty. */
+int kl_decode_row(kl_blob *row, kl_obj *o, char *err, size_t errlen);
 
 /* kube-apiserver writes the items of built-in lists without kind and
  * apiVersion (watch events carry them). As apimachinery's UnstructuredList

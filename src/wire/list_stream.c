@@ -17,6 +17,8 @@ void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
     s->max_item = max_item;
 }
 
+void kl_list_stream_rows(kl_list_stream *s) { s->rows = 1; }
+
 void kl_list_stream_free(kl_list_stream *s) {
     free(s->scratch);
     free(s->env);
@@ -76,15 +78,16 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     char err[200];
     kl_obj *o = &l->items[l->n];
     int untyped = 0;
-    int rc = kl_decode_item(b, o, &untyped, err, sizeof err);
+    int rc = s->in_rows ? kl_decode_row(b, o, err, sizeof err) : kl_decode_item(b, o, &untyped, err, sizeof err);
     kl_blob_unref(b);
     if (rc < 0) return fail(s, "LIST item %zu: %s", l->n + 1, err);
     s->untyped[l->n++] = (unsigned char)untyped;
     return 0;
 }
 
-/* Whether a member name, as written (escapes included), reads "items". */
-static int names_items(const char *raw, size_t n) {
+/* Whether a member name, as written (escapes included), reads want
+ * (at most 5 bytes). */
+static int names_member(const char *raw, size_t n, const char *want) {
     char name[5];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -106,7 +109,7 @@ static int names_items(const char *raw, size_t n) {
         if (k == sizeof name) return 0;
         name[k++] = c;
     }
-    return k == 5 && memcmp(name, "items", 5) == 0;
+    return k == strlen(want) && memcmp(name, want, k) == 0;
 }
 
 /* Follows one byte outside strings; returns -1 on a structural error. */
@@ -137,7 +140,11 @@ static int structure(kl_list_stream *s, char c) {
     case ':':
         if (s->depth == 1) {
             s->expect_key = 0;
-            s->key_is_items = !s->items_seen && s->keylen <= sizeof s->key && names_items(s->key, s->keylen);
+            s->key_is_items = 0;
+            if (!s->items_seen && s->keylen <= sizeof s->key) {
+                s->in_rows = s->rows && names_member(s->key, s->keylen, "rows");
+                s->key_is_items = s->in_rows || names_member(s->key, s->keylen, "items");
+            }
             if (s->key_is_items) s->items_seen = 1;
         }
         break;

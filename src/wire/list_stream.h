@@ -25,9 +25,12 @@ typedef struct kl_list_stream {
     size_t max_item;
     int depth, in_string, escape;
     int expect_key;     /* at depth 1, the next string is a member name */
-    int key_is_items;   /* the member whose value comes next is "items" */
+    int key_is_items;   /* the member whose value comes next is "items"
+                         * (or "rows", with rows set) */
     int items_seen;     /* the first "items" member was met: later ones are
                          * ignored, as a JSON parser keeps the first */
+    int rows;           /* a Table's "rows" are read as items too (kl_list_stream_rows) */
+    int in_rows;        /* the array being read is a Table's rows */
     int in_items;       /* inside the top-level items array */
     int reading_key;
     char key[64];       /* raw member name: enough for "items" however escaped */
@@ -47,6 +50,12 @@ typedef struct kl_list_stream {
 
 /* Starts decoding into out (zeroed here). max_item bounds one item's size. */
 void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item);
+/* Reads the body as a Table too (a LIST that asked for the Table form):
+ * the elements of its "rows" are Table rows decoded with kl_decode_row,
+ * and a plain list's "items" (a server that cannot make a Table) are read
+ * as ever; whichever of the two members comes first is read. Call after
+ * kl_list_stream_init, before any byte. */
+void kl_list_stream_rows(kl_list_stream *s);
 /* Consumes bytes; 0, or -1 with s->err set (the stream is then dead). */
 int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n);
 /* Ends the body: decodes the envelope into out's rv, continue, remaining

@@ -6,12 +6,18 @@
  *                              references on the view's blob besides the
  *                              probe's own; probe:view() is another view of
  *                              the same blob
- *   event_view(frame, kind)    the view a handler gets for a watch event
+ *   event_view(frame, kind [, table])
+ *                              the view a handler gets for a watch event
  *                              (reusing the event's parse), or nil, err
- *   decode_event(frame, kind)  {type=, ns=, name=, rv=, object_json=, code=,
+ *   decode_event(frame, kind [, table])
+ *                              {type=, ns=, name=, rv=, object_json=, code=,
  *                              reason=, message=, initial_events_end=,
  *                              parsed_bytes= (memory the parse kept for the
- *                              view holds)} or nil, err
+ *                              view holds)} or nil, err; table: the event of
+ *                              a Table watch (kl_decode_table_event)
+ *   row_view(row)              a view of a Table row's object, or nil, err
+ *   table_cells(view)          the cells of the row the view's object came
+ *                              in, or nil (kl_view_push_cells)
  *   decode_list(body)          {items = {{ns=, name=, rv=, json=}...}, rv=,
  *                              continue=, remaining=} or nil, err
  *   decode_status(body)        {code=, reason=, message=} or nil
@@ -115,12 +121,14 @@ static void push_event(lua_State *L, const kl_event *ev) {
     }
 }
 
-/* Decodes the frame at 1 with the kind at 2; pushes nil, err on failure. */
+/* Decodes the frame at 1 with the kind at 2, as an event of a Table watch
+ * when the boolean at 3 is true; pushes nil, err on failure. */
 static int decode_arg(lua_State *L, kl_event *ev) {
     kl_blob *b = blob_from_arg(L, 1);
     const char *kind = luaL_optstring(L, 2, NULL);
     char err[256];
-    int rc = kl_decode_event(b, kind, ev, err, sizeof err);
+    int rc = lua_toboolean(L, 3) ? kl_decode_table_event(b, kind, ev, err, sizeof err)
+                                 : kl_decode_event(b, kind, ev, err, sizeof err);
     kl_blob_unref(b);
     if (rc == 0) return 0;
     lua_pushnil(L);
@@ -148,6 +156,30 @@ static int t_event_view(lua_State *L) {
     return 1;
 }
 
+/* table_cells(view): kl_view_push_cells. */
+static int t_table_cells(lua_State *L) {
+    kl_view_push_cells(L, 1);
+    return 1;
+}
+
+/* row_view(row): a view of the object of the Table row at 1 (kl_decode_row),
+ * or nil, err. */
+static int t_row_view(lua_State *L) {
+    kl_blob *b = blob_from_arg(L, 1);
+    kl_obj o;
+    char err[256];
+    int rc = kl_decode_row(b, &o, err, sizeof err);
+    kl_blob_unref(b);
+    if (rc < 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    kl_view_push(L, &o, NULL);
+    kl_obj_clear(&o);
+    return 1;
+}
+
 static void push_item(lua_State *L, const kl_obj *o) {
     lua_createtable(L, 0, 4);
     set_string(L, "ns", o->ns);
@@ -172,14 +204,16 @@ static int t_decode_list(lua_State *L) {
     return push_list(L, &list);
 }
 
-/* decode_list_stream({chunk, ...} [, max_item]): the streaming decoder fed
- * the chunks in order; the same result as decode_list. */
+/* decode_list_stream({chunk, ...} [, max_item [, rows]]): the streaming
+ * decoder fed the chunks in order; the same result as decode_list. rows:
+ * read a Table's rows too (kl_list_stream_rows). */
 static int t_decode_list_stream(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_Integer max = luaL_optinteger(L, 2, 16 << 20);
     kl_list list;
     kl_list_stream s;
     kl_list_stream_init(&s, &list, (size_t)max);
+    if (lua_toboolean(L, 3)) kl_list_stream_rows(&s);
     lua_Integer n = (lua_Integer)luaL_len(L, 1);
     int rc = 0;
     for (lua_Integer i = 1; i <= n && rc == 0; i++) {
@@ -250,6 +284,8 @@ void kl_testing_open_json(lua_State *L) {
     static const luaL_Reg funcs[] = {{"view", t_view},
                                      {"view_probe", t_view_probe},
                                      {"event_view", t_event_view},
+                                     {"row_view", t_row_view},
+                                     {"table_cells", t_table_cells},
                                      {"decode_event", t_decode_event},
                                      {"decode_list", t_decode_list},
                                      {"decode_list_stream", t_decode_list_stream},

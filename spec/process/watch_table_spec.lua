@@ -1,0 +1,164 @@
+-- `klua watch`'s table columns are the server's: it lists and watches the
+-- Table form (Accept: application/json;as=Table;g=meta.k8s.io;v=v1, with
+-- includeObject=Object), as kubectl get does, and prints the header from the
+-- Table's columnDefinitions and each row's cells as the server sent them.
+-- kube-apiserver serves that form for the lists and watches of every
+-- resource (endpoints/handlers/response.go, asTable; a watch event's object
+-- is a Table of one row, watch.go); a server that refuses it (406) or
+-- answers the plain list instead gets NAME and AGE, kubectl's columns for
+-- objects without a Table. The cases run without the right to read
+-- CustomResourceDefinitions, which kubectl does not need either: only the
+-- server knows a custom resource's columns.
+local sandbox = require 'support.sandbox'
+local hostile = require 'support.hostile'
+local K = require 'support.klua'
+local testing = require 'klua.testing'
+
+local function crd(columns)
+  return ([[
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gizmos.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+    additionalPrinterColumns:
+%s]]):format(columns)
+end
+
+local SIZE_COLUMNS = [[
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Colour, type: string, jsonPath: .spec.colour, priority: 1}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+]]
+
+-- The words of each line of text.
+local function rows(text)
+  local out = {}
+  for line in text:gmatch('[^\n]+') do
+    local words = {}
+    for w in line:gmatch('%S+') do words[#words + 1] = w end
+    out[#out + 1] = table.concat(words, ' ')
+  end
+  return out
+end
+
+describe('klua watch prints the server\'s Table', function()
+  local sb, ns = nil, 'tables'
+  local procs = {}
+
+  setup(function()
+    sb = sandbox.start()
+    assert(select(2, sb:try_kubectl('create namespace ' .. ns)))
+    assert(select(2, sb:try_kubectl('apply -f -', crd(SIZE_COLUMNS))))
+    assert(testing.poll(function() return select(2, sb:try_kubectl('get gizmos -n ' .. ns)) end, 10))
+    assert(select(2, sb:try_kubectl('apply -n ' .. ns .. ' -f -',
+      'apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: cog, labels: {tier: gold}}\n'
+      .. 'spec: {size: 3, colour: red, owner: ana}\n')))
+  end)
+  teardown(function() sb:stop() end)
+
+  before_each(function() sb:fault { forbid = { 'customresourcedefinitions' } } end)
+  after_each(function()
+    for _, p in ipairs(procs) do p:cleanup() end
+    procs = {}
+    sb:reset_faults()
+  end)
+
+  local function watch(args, kubeconfig)
+    local full = { '--kubeconfig', kubeconfig or sb.kubeconfig, 'watch' }
+    for _, a in ipairs(args) do full[#full + 1] = a end
+    local p = K.spawn(full)
+    procs[#procs + 1] = p
+    return p
+  end
+
+  -- Waits until p has printed n lines; returns their words.
+  local function lines_of(p, n)
+    local ok = testing.poll(function() return #rows(p:output()) >= n end, 15)
+    assert.truthy(ok, ('expected %d lines:\n%s\n%s'):format(n, p:output(), p:errors()))
+    return rows(p:output())
+  end
+
+  it('with -o wide, the columns of priority > 0 too', function()
+    local p = watch { 'gizmos', '-n', ns, '-o', 'wide' }
+    local got = lines_of(p, 2)
+    assert.equal('NAME SIZE COLOUR AGE', got[1])
+    assert.truthy(got[2]:match('^cog 3 red %S+$'), got[2])
+  end)
+
+  it('a row for each change, with the cells the server sent for it; -e, -L and --sort-by read the whole object', function()
+    local p = watch { 'gizmos', '-n', ns, '-L', 'tier', '--sort-by', '.spec.size',
+      '-e', 'obj.spec.size > 2 and obj.spec.colour ~= nil' }
+    local got = lines_of(p, 2)
+    assert.equal('NAME SIZE AGE TIER', got[1])
+    assert.truthy(got[2]:match('^cog 3 %S+ gold$'), got[2])
+    assert(select(2, sb:try_kubectl('patch gizmo cog -n ' .. ns .. ' --type=merge -p \'{"spec":{"size":7}}\'')))
+    got = lines_of(p, 3)
+    assert.truthy(got[3]:match('^cog 7 %S+ gold$'), got[3])
+    assert(select(2, sb:try_kubectl('patch gizmo cog -n ' .. ns .. ' --type=merge -p \'{"spec":{"size":3}}\'')))
+    lines_of(p, 4)
+  end)
+
+  it('the same rows with --watch-list, whose initial events and their end come as Tables too', function()
+    local p = K.spawn { '--kubeconfig', sb.kubeconfig, '--watch-list', '-v', '2', 'watch', 'gizmos', '-n', ns }
+    procs[#procs + 1] = p
+    local got = lines_of(p, 2)
+    assert.equal('NAME SIZE AGE', got[1])
+    assert.truthy(got[2]:match('^cog 3 %S+$'), got[2])
+    assert.truthy(testing.poll(function() return p:errors():find('initial events end', 1, true) end, 10), p:errors())
+  end)
+
+  it('the server\'s columns after its first LIST failed (503), asked again as the informer would', function()
+    sb:fault { fail = { count = 2, code = 503, verbs = { 'list' }, path = 'includeObject=Object' } }
+    local p = watch { 'gizmos', '-n', ns }
+    local got = lines_of(p, 2)
+    assert.equal('NAME SIZE AGE', got[1])
+    assert.truthy(got[2]:match('^cog 3 %S+$'), got[2])
+    assert.equal(2, sb:stats().faults.fail_503)
+    assert.truthy(p:errors():find('listing gizmos failed', 1, true), p:errors())
+  end)
+
+  it('NAME and AGE, with no error, from a server that refuses the Table form (406)', function()
+    assert(select(2, sb:try_kubectl('create configmap plain -n ' .. ns .. ' --from-literal=a=1')))
+    sb:fault { fail = { count = 1, code = 406, verbs = { 'list' }, path = 'includeObject=Object' } }
+    local p = watch { 'configmaps', '-n', ns }
+    local got = lines_of(p, 2)
+    assert.equal('NAME AGE', got[1])
+    assert.truthy(got[2]:match('^plain %d+s$'), got[2])
+    assert.equal(1, sb:stats().faults.fail_406)
+    assert.equal('', p:errors())
+  end)
+
+  it('NAME and AGE, with no error, from a server that answers the plain list instead', function()
+    local s = hostile.start { '--mode', 'good' }
+    local p = watch({ 'configmaps', '-A' }, s:kubeconfig())
+    local got = lines_of(p, 2)
+    assert.equal('NAMESPACE NAME AGE', got[1])
+    assert.truthy(got[2]:match('^default %S+ %S+$'), got[2])
+    assert.equal('', p:errors())
+  end)
+  it('the columns a custom resource\'s CRD names, following the CRD when its columns change', function()
+    local p = watch { 'gizmos', '-n', ns }
+    local got = lines_of(p, 2)
+    assert.equal('NAME SIZE AGE', got[1])
+    assert.truthy(got[2]:match('^cog 3 %S+$'), got[2])
+    p:cleanup()
+    -- Last of the cases: the other ones print the CRD's first columns.
+    sb:reset_faults()
+    assert(select(2, sb:try_kubectl('apply -f -', crd([[
+    - {name: Owner, type: string, jsonPath: .spec.owner}
+    - {name: Big, type: boolean, jsonPath: .spec.big}
+]]))))
+    sb:fault { forbid = { 'customresourcedefinitions' } }
+    p = watch { 'gizmos', '-n', ns }
+    -- A cell the object lacks is empty, as kubectl prints a null cell.
+    assert.same({ 'NAME OWNER BIG', 'cog ana' }, lines_of(p, 2))
+  end)
+end)
