@@ -164,7 +164,7 @@ end
 
 local function check_informers(list, what)
   for i, inf in ipairs(list or {}) do
-    if type(inf) ~= 'table' or not inf._c then
+    if not core.is(inf, 'informer') then
       error(('%s[%d] must be an informer made by klua.informer'):format(what, i), 3)
     end
   end
@@ -193,7 +193,7 @@ function M.new(opts)
     inf:on('update', function(_, new) enqueue(new) end)
     inf:on('delete', enqueue)
   end
-  local kind = watches[1].resource.kind
+  local kind = watches[1]:resource().kind
   local function enqueue_owner(obj)
     local k = owner_key(obj, kind)
     if k then add(c, k) end

@@ -208,7 +208,7 @@ function Elector:_renew_loop()
       if renewed or core.now() + self.retry_period > deadline then break end
       core.sleep(self.retry_period)
     end
-    core.cancel(watchdog)
+    watchdog:cancel()
     if self.stopped then return true end
     if not renewed then return false end
   end
