@@ -25,6 +25,7 @@ local core = require 'klua.core'
 local leader = require 'klua.leader'
 local shards = require 'klua.shards'
 local endpoint = require 'klua.endpoint'
+local object = require 'klua.object'
 
 local M = {}
 
@@ -92,6 +93,10 @@ end
 -- @usage
 -- klua.after(60, function() ctl:shutdown() end)
 function Controller:shutdown() self.queue:shutdown() end
+
+-- What klua.controller returns: a klua.controller object in front of c.
+local _, handle = object.class('controller', Controller, { 'enqueue', 'stats', 'shutdown' },
+  function(c) return ('controller(%s)'):format(c.name) end)
 
 local function failed(c, key, why)
   c.failures = c.failures + 1
@@ -231,7 +236,7 @@ function M.new(opts)
       end
     end)
   end)
-  return c
+  return handle(c)
 end
 
 return M

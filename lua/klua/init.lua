@@ -220,7 +220,7 @@ klua.stats = core.stats
 -- and synced are its C methods, the rest are added here over
 -- core.informer_fns, and what this side keeps about it (name, resource,
 -- indexes) is in core.state(inf), out of the script's reach.
-local Informer = core.methods('informer')
+local Informer = core.class('informer')
 local C = core.informer_fns
 
 --- Registers a handler: "add" fn(obj, in_initial_list), "update" fn(old,

@@ -12,26 +12,40 @@ local function run_ok(text) return K.run_script_ok(text, { kubeconfig = sb.kubec
 -- The script's lines after "<place>:<line>: " is dropped from error messages.
 local function plain(out) return (out:gsub('\t[^\t\n]-:%d+: ', '\t')) end
 
-describe('an informer, a queue and a timer', function()
+-- Makes one object of each kind, as `objects`; the script stops them after.
+local MAKE = [=[
+  local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
+  local objects = {
+    informer = inf,
+    queue = klua.queue(),
+    timer = klua.after(30, print),
+    controller = klua.controller { name = 'objects', watches = { inf }, reconcile = function() end },
+    election = klua.leader_election { name = 'objects-spec', namespace = 'default' },
+    metric = klua.metrics.counter { name = 'objects_total', help = 'Objects.' },
+  }
+  local function stop_all()
+    objects.timer:cancel()
+    objects.controller:shutdown()
+    objects.election:stop()
+    inf:stop()
+  end
+]=]
+local KINDS = { 'informer', 'queue', 'timer', 'controller', 'election', 'metric' }
+
+describe('what klua hands a script: informers, queues, timers, controllers, elections, metrics', function()
   it('are userdata whose fields hold nothing of klua: nothing to read, iterate or set', function()
-    local out = run_ok([=[
-      local objects = {
-        informer = klua.informer { resource = 'configmaps', namespace = 'default' },
-        queue = klua.queue(),
-        timer = klua.after(30, print),
-      }
-      for _, what in ipairs({ 'informer', 'queue', 'timer' }) do
+    local out = run_ok(MAKE .. [=[
+      for _, what in ipairs({ 'informer', 'queue', 'timer', 'controller', 'election', 'metric' }) do
         local o = objects[what]
-        print(what, type(o), o._c, o._name, o._indexes, o.id, o.cancelled)
+        print(what, type(o), o._c, o._name, o._indexes, o.id, o.queue, o.leading, o.samples)
         print(what, select(2, pcall(function() for k in pairs(o) do print(k) end end)))
         print(what, select(2, pcall(function() o.mine = 1 end)))
       end
-      objects.timer:cancel()
-      objects.informer:stop()
+      stop_all()
     ]=])
     local want = {}
-    for _, what in ipairs({ 'informer', 'queue', 'timer' }) do
-      want[#want + 1] = what .. '\tuserdata\tnil\tnil\tnil\tnil\tnil'
+    for _, what in ipairs(KINDS) do
+      want[#want + 1] = what .. '\tuserdata' .. ('\tnil'):rep(7)
       want[#want + 1] = what .. "\tbad argument #1 to 'for iterator' (table expected, got klua." .. what .. ')'
       want[#want + 1] = what .. "\tattempt to index a klua." .. what .. " value (upvalue 'o')"
     end
@@ -39,24 +53,38 @@ describe('an informer, a queue and a timer', function()
   end)
 
   it('name themselves and their state in tostring', function()
-    local out = run_ok([=[
-      local cms = klua.informer { resource = 'configmaps', namespace = 'default' }
-      local q = klua.queue()
+    local out = run_ok(MAKE .. [=[
+      local q = objects.queue
       q:add('default/a')
       q:add('default/b')
-      local once, every = klua.after(30, print), klua.every(0.5, print)
+      local every = klua.every(0.5, print)
       local leading = klua.every(5, print, { leader_only = true })
-      print(cms, q, once, every, leading)
-      once:cancel()
+      print(objects.informer, q, objects.timer, every, leading)
+      print(objects.controller, objects.election, objects.metric)
       every:cancel()
       leading:cancel()
-      cms:stop()
-      print(cms, once, every, leading)
+      stop_all()
+      print(objects.informer, objects.timer, every, leading)
     ]=])
     assert.equals('informer(configmaps -n default)\tqueue(2 ready)\ttimer(after 30 s)\ttimer(every 0.5 s)'
       .. '\ttimer(every 5 s, held)\n'
+      .. 'controller(objects)\telection(default/objects-spec, not leading)\tcounter(objects_total)\n'
       .. 'informer(configmaps -n default, stopped)\ttimer(after 30 s, done)\ttimer(every 0.5 s, done)'
       .. '\ttimer(every 5 s, done)\n', out)
+  end)
+
+  it('say how to call a method that was called with a dot', function()
+    local out = run_ok(MAKE .. [=[
+      for _, call in ipairs({ { 'controller', 'enqueue' }, { 'election', 'is_leader' }, { 'election', 'start' },
+        { 'metric', 'inc' } }) do
+        print(select(2, pcall(objects[call[1]][call[2]], 'default/x')))
+      end
+      stop_all()
+    ]=])
+    assert.equals('call it as controller:enqueue(...), with a colon\n'
+      .. 'call it as election:is_leader(...), with a colon\n'
+      .. 'call it as election:start(), with a colon\n'
+      .. 'call it as metric:inc(...), with a colon\n', (out:gsub('[^\n]-:%d+: ', '')))
   end)
 end)
 

@@ -65,10 +65,37 @@ static int push_class(lua_State *L, int idx) {
     return luaL_getmetatable(L, lua_pushfstring(L, PREFIX "%s", luaL_checkstring(L, idx))) != LUA_TNIL;
 }
 
-/* core.methods(kind) -> the methods table of klua.<kind>'s objects. */
-static int l_methods(lua_State *L) {
-    if (!push_class(L, 1)) return luaL_error(L, "no klua object is a %s", lua_tostring(L, 1));
-    lua_getfield(L, -1, "__index"); /* stack: kind, tname, mt, methods */
+/* core.class(kind [, meta]) -> the methods table of klua.<kind>'s objects,
+ * made (as a class of Lua methods) when there is none, with meta's fields
+ * (__tostring, ...) set in the metatable. */
+static int l_class(lua_State *L) {
+    lua_settop(L, 2);
+    const char *tname = lua_pushfstring(L, PREFIX "%s", luaL_checkstring(L, 1)); /* stack: kind, meta, tname */
+    kl_object_class(L, tname, NULL, NULL);
+    luaL_getmetatable(L, tname); /* stack: kind, meta, tname, mt */
+    if (!lua_isnil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        for (lua_pushnil(L); lua_next(L, 2);) { /* stack: ..., mt, key, value */
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_rawset(L, -4); /* mt[key] = value; stack: ..., mt, key, for lua_next */
+        }
+    }
+    lua_getfield(L, -1, "__index"); /* stack: kind, meta, tname, mt, methods */
+    return 1;
+}
+
+/* core.new(kind, state) -> a new object of the class core.class made, its
+ * Lua state the table state. Nothing closes it: its state is all Lua's. */
+static int l_new(lua_State *L) {
+    const char *tname = lua_pushfstring(L, PREFIX "%s", luaL_checkstring(L, 1)); /* stack: kind, state, tname */
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (luaL_getmetatable(L, tname) == LUA_TNIL) return luaL_error(L, "no klua object is a %s", lua_tostring(L, 1));
+    lua_pop(L, 1);
+    kl_object *o = kl_object_new(L, tname, sizeof *o, 0, NULL); /* stack: kind, state, tname, obj */
+    o->state = o; /* open for good */
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, -2, 1);
     return 1;
 }
 
@@ -94,6 +121,6 @@ static int l_is(lua_State *L) {
 }
 
 void kl_object_set_functions(lua_State *L) {
-    static const luaL_Reg fns[] = {{"methods", l_methods}, {"state", l_state}, {"is", l_is}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"class", l_class}, {"new", l_new}, {"state", l_state}, {"is", l_is}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
 }

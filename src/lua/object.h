@@ -13,9 +13,11 @@
  * informer's name and indexes), which no script reaches by indexing it;
  * further user values are the C module's own.
  *
- * The Lua modules reach the same things through klua.core: core.methods
- * (kind) the methods table, to which they add methods; core.state(obj) the
- * user value 1; core.is(v, kind) the one type check.
+ * The Lua modules reach the same things through klua.core: core.class
+ * (kind [, meta]) the methods table, to which they add methods (a class
+ * of Lua methods alone is made by it); core.new(kind, state) an object of
+ * such a class; core.state(obj) the user value 1; core.is(v, kind) the one
+ * type check.
  */
 #ifndef KLUA_OBJECT_H
 #define KLUA_OBJECT_H
@@ -49,7 +51,7 @@ void *kl_object_check(lua_State *L, int idx, const char *tname);
  * down", a static string), or NULL when it ended as it should. */
 void kl_object_close(kl_object *o, const char *why);
 
-/* Adds core.methods, core.state and core.is to the table on top.
+/* Adds core.class, core.new, core.state and core.is to the table on top.
  * [-0, +0, e] */
 void kl_object_set_functions(lua_State *L);
 
