@@ -145,11 +145,13 @@ static void on_timer(kl_loop *loop, void *ud) {
     }
 }
 
-/* The timer's handle keeps its pointer while the timer lives (box_ref). */
+/* Pushes a new timer's handle; box_ref keeps the handle alive while the
+ * timer lives, so that tm->box stays valid. */
 static int add_timer(lua_State *L, double interval) {
     core *c = core_of(L);
     lua_Number secs = luaL_checknumber(L, 1);
     luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_settop(L, 3);
     int held = lua_toboolean(L, 3);
     luaL_argcheck(L, secs >= 0, 1, "seconds must not be negative");
     luaL_argcheck(L, interval == 0 || secs > 0, 1, "the interval must be positive");
@@ -207,11 +209,12 @@ static int l_timer_tostring(lua_State *L) {
     timer_box *b = luaL_checkudata(L, 1, TIMER_MT);
     const timer *tm = b->o.state;
     const char *how = !tm ? (b->o.closed ? ", closed" : ", done") : tm->list == &tm->c->held ? ", held" : "";
+    const char *verb = b->every ? "every" : "after";
     lua_Integer whole;
     if (lua_numbertointeger(b->seconds, &whole) && (lua_Number)whole == b->seconds) /* "30 s", not "30.0 s" */
-        lua_pushfstring(L, "timer(%s %I s%s)", b->every ? "every" : "after", whole, how);
+        lua_pushfstring(L, "timer(%s %I s%s)", verb, whole, how);
     else
-        lua_pushfstring(L, "timer(%s %f s%s)", b->every ? "every" : "after", (lua_Number)b->seconds, how);
+        lua_pushfstring(L, "timer(%s %f s%s)", verb, (lua_Number)b->seconds, how);
     return 1;
 }
 
@@ -429,7 +432,7 @@ static void core_open(void *state, lua_State *L) {
     (void)state;
     static const luaL_Reg fns[] = {
         {"request", l_request}, {"after", l_after},         {"every", l_every},
-        {"start_timer", l_start_timer}, {"sleep", l_sleep},         {"stop", l_stop},
+        {"start_timer", l_start_timer}, {"sleep", l_sleep}, {"stop", l_stop},
         {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now},
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {"controller_options", l_controller_options}, {"process", l_process},
