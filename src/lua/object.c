@@ -59,8 +59,9 @@ void kl_object_close(kl_object *o, const char *why) {
     o->closed = why;
 }
 
-/* Pushes the metatable of core's class argument at idx ("informer" names
- * "klua.informer"), or nil when there is none. [-0, +1, e] */
+/* Pushes the class name that core's argument at idx names ("klua.informer"
+ * for "informer") and its metatable, or nil when there is none; returns
+ * whether there is one. [-0, +2, e] */
 static int push_class(lua_State *L, int idx) {
     return luaL_getmetatable(L, lua_pushfstring(L, PREFIX "%s", luaL_checkstring(L, idx))) != LUA_TNIL;
 }
