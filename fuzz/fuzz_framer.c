@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "wire/framer.h"
 #include "wire/json.h"
 
@@ -52,11 +53,7 @@ static void die(const char *what) {
 }
 
 static void push(events *e, const uint8_t *data, size_t len, int oversize) {
-    if (e->n == e->cap) {
-        e->cap = e->cap ? e->cap * 2 : 16;
-        e->ev = realloc(e->ev, e->cap * sizeof *e->ev);
-        if (!e->ev) die("out of memory");
-    }
+    e->ev = kl_buf_grow(e->ev, &e->cap, e->n + 1, sizeof *e->ev, 16);
     e->ev[e->n++] = (event){data, len, oversize};
 }
 

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "wire/decode.h"
 #include "lua/lua_json.h"
 #include "lua/view.h"
@@ -46,12 +47,7 @@ static char *read_all(const char *path, size_t *len) {
     char *buf = NULL;
     size_t cap = 0, n = 0, r;
     do {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16384;
-            char *grown = realloc(buf, cap);
-            if (!grown) die("out of memory", NULL);
-            buf = grown;
-        }
+        buf = kl_buf_grow(buf, &cap, n + 1, 1, 16384);
         r = fread(buf + n, 1, cap - n, f);
         n += r;
     } while (r > 0);

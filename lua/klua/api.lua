@@ -45,9 +45,7 @@ local function new_error(code, reason, message, details)
 end
 
 local function resolve(resource)
-  if type(resource) == 'table' and resource.resource and type(resource.resource) == 'table' then
-    return resource.resource -- an informer
-  end
+  if core.is(resource, 'informer') then return resource:resource() end
   if type(resource) == 'table' and resource.kind and resource.version then return resource end
   local r, err = discovery.resolve(resource)
   if not r then return nil, new_error(404, 'NotFound', err) end

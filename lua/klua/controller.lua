@@ -25,6 +25,7 @@ local core = require 'klua.core'
 local leader = require 'klua.leader'
 local shards = require 'klua.shards'
 local endpoint = require 'klua.endpoint'
+local object = require 'klua.object'
 
 local M = {}
 
@@ -92,6 +93,10 @@ end
 -- @usage
 -- klua.after(60, function() ctl:shutdown() end)
 function Controller:shutdown() self.queue:shutdown() end
+
+-- What klua.controller returns: a klua.controller object in front of c.
+local _, handle = object.class('controller', Controller, { 'enqueue', 'stats', 'shutdown' },
+  function(c) return ('controller(%s)'):format(c.name) end)
 
 local function failed(c, key, why)
   c.failures = c.failures + 1
@@ -164,7 +169,7 @@ end
 
 local function check_informers(list, what)
   for i, inf in ipairs(list or {}) do
-    if type(inf) ~= 'table' or not inf._c then
+    if not core.is(inf, 'informer') then
       error(('%s[%d] must be an informer made by klua.informer'):format(what, i), 3)
     end
   end
@@ -193,7 +198,7 @@ function M.new(opts)
     inf:on('update', function(_, new) enqueue(new) end)
     inf:on('delete', enqueue)
   end
-  local kind = watches[1].resource.kind
+  local kind = watches[1]:resource().kind
   local function enqueue_owner(obj)
     local k = owner_key(obj, kind)
     if k then add(c, k) end
@@ -231,7 +236,7 @@ function M.new(opts)
       end
     end)
   end)
-  return c
+  return handle(c)
 end
 
 return M

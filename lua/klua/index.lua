@@ -50,11 +50,11 @@ function M.new(specs, informer_name)
   return x
 end
 
---- Binds the indexes to the informer's C side c, whose store starts
--- remembering the keys it changes; it is still empty.
-function Indexes:attach(c)
-  self.c = c
-  c:track_changes()
+--- Binds the indexes to the informer inf, whose store starts remembering
+-- the keys it changes; it is still empty.
+function Indexes:attach(inf)
+  self.inf = inf
+  core.informer_fns.track_changes(inf)
   return self
 end
 
@@ -90,7 +90,7 @@ local function values_of(fn, obj)
 end
 
 function Indexes:reindex(key)
-  local obj = self.c:get(key)
+  local obj = self.inf:get(key)
   for name, fn in pairs(self.fns) do
     unindex(self, name, key)
     if obj then
@@ -116,7 +116,7 @@ function Indexes:reindex(key)
 end
 
 function Indexes:refresh()
-  for _, key in ipairs(self.c:changes()) do self:reindex(key) end
+  for _, key in ipairs(core.informer_fns.changes(self.inf)) do self:reindex(key) end
 end
 
 --- The keys under value in index name, sorted.

@@ -131,29 +131,24 @@ local shards = require 'klua.shards'
 -- longer once the reconciles in flight have ended.
 local guard = shutdown.guard
 
-local Timer = {}
-Timer.__index = Timer
 --- Cancels the timer; returns true if it had not fired (or, for
 -- `klua.every`, was still repeating).
+-- @function timer:cancel()
 -- @return whether the timer was still pending
+-- @raise "this timer is closed: klua is shutting down" from a __gc handler
+--   run as klua exits, when every timer is gone already
 -- @usage
 -- local t = klua.after(30, give_up)
 -- if done then t:cancel() end
-function Timer:cancel()
-  if self.id then return core.cancel(self.id) end
-  local waiting = not self.cancelled
-  self.cancelled = true
-  return waiting
-end
 
 --- Runs `fn` once, `seconds` from now, as its own task.
 -- @param seconds a number >= 0
 -- @param fn the function to run; it may call the API and sleep
--- @return a timer with `:cancel()`
+-- @return a timer with `:cancel()`; tostring gives "timer(after 30 s)"
 -- @raise when seconds is not a number or fn not a function
 -- @usage
 -- klua.after(5, function() klua.log.info('five seconds later') end)
-function klua.after(seconds, fn) return setmetatable({ id = core.after(seconds, guard(fn)) }, Timer) end
+function klua.after(seconds, fn) return core.after(seconds, guard(fn)) end
 --- Runs `fn` every `seconds`, each time as its own task. With
 -- `opts.leader_only = true` the timer starts once this process leads
 -- (at once without leader election; see klua.on_leading) and a tick runs
@@ -162,7 +157,7 @@ function klua.after(seconds, fn) return setmetatable({ id = core.after(seconds, 
 -- @param seconds a number > 0
 -- @param fn the function to run
 -- @param opts nil, or {leader_only = true}
--- @return a timer with `:cancel()`
+-- @return a timer with `:cancel()`; tostring gives "timer(every 60 s)"
 -- @raise when seconds is not a number, fn not a function or opts not as above
 -- @usage
 -- klua.every(60, function() klua.log.info('%d pods', #pods:list()) end)
@@ -171,16 +166,14 @@ function klua.every(seconds, fn, opts)
   if opts ~= nil and type(opts) ~= 'table' then error('klua.every takes a table of options such as {leader_only = true}', 2) end
   local leader_only = opts and opts.leader_only
   if leader_only ~= nil and type(leader_only) ~= 'boolean' then error('leader_only must be true or false', 2) end
-  if not leader_only then return setmetatable({ id = core.every(seconds, guard(fn)) }, Timer) end
+  if not leader_only then return core.every(seconds, guard(fn)) end
   if type(seconds) ~= 'number' or seconds <= 0 then error('klua.every needs a positive number of seconds', 2) end
   if type(fn) ~= 'function' then error('klua.every takes a function', 2) end
-  local timer = setmetatable({}, Timer)
-  leader.on_leading(guard(function()
-    if timer.cancelled then return end
-    timer.id = core.every(seconds, guard(function()
-      if leader.leading() then return fn() end
-    end))
-  end))
+  -- Held until this process leads: a cancel before then keeps it from starting.
+  local timer = core.every(seconds, guard(function()
+    if leader.leading() then return fn() end
+  end), true)
+  leader.on_leading(guard(function() core.start_timer(timer) end))
   return timer
 end
 --- Suspends the calling handler or timer for `seconds` without blocking
@@ -223,8 +216,12 @@ klua.namespace = core.namespace
 -- klua.log.info('%d task errors', klua.stats().task_errors)
 klua.stats = core.stats
 
-local Informer = {}
-Informer.__index = Informer
+-- An informer is a klua.informer userdata (src/lua/lua_informer.c): get
+-- and synced are its C methods, the rest are added here over
+-- core.informer_fns, and what this side keeps about it (name, resource,
+-- indexes) is in core.state(inf), out of the script's reach.
+local Informer = core.class('informer')
+local C = core.informer_fns
 
 --- Registers a handler: "add" fn(obj, in_initial_list), "update" fn(old,
 -- new), "delete" fn(obj, final_state_unknown). Returns the informer.
@@ -242,7 +239,7 @@ function Informer:on(event, fn)
   if event ~= 'add' and event ~= 'update' and event ~= 'delete' then
     error(('unknown event "%s": use "add", "update" or "delete"'):format(tostring(event)), 2)
   end
-  self._c:on(event, shutdown.guard_handler(fn))
+  C.on(self, event, shutdown.guard_handler(fn))
   return self
 end
 --- The cells of the server's Table row that obj came in, for an informer
@@ -262,11 +259,12 @@ function Informer:cells(obj)
   return core.table_cells(obj)
 end
 --- The cached object under "namespace/name" ("name" when cluster-scoped).
+-- @function inf:get(key)
 -- @param key "namespace/name", or "name" for a cluster-scoped object
 -- @return the cached object (a view), or nil
 -- @usage
 -- local pod = pods:get('default/web-0')
-function Informer:get(key) return self._c:get(key) end
+
 --- The cached objects: every one, or with opts those in opts.namespace
 -- whose labels match opts.label_selector (a string or a klua.labels
 -- selector), as client-go's listers filter.
@@ -277,12 +275,12 @@ function Informer:get(key) return self._c:get(key) end
 -- @usage
 -- for _, pod in ipairs(pods:list { label_selector = 'app=web' }) do print(pod.metadata.name) end
 function Informer:list(opts)
-  if opts == nil then return self._c:list() end
+  if opts == nil then return C.list(self) end
   if type(opts) ~= 'table' then error('list takes nothing or a table such as {namespace = "default"}', 2) end
   local sel, err = selector.of(opts.label_selector)
   if not sel then error(err, 2) end
   if opts.namespace ~= nil and type(opts.namespace) ~= 'string' then error('namespace must be a string', 2) end
-  local all = self._c:list(opts.namespace)
+  local all = C.list(self, opts.namespace)
   if sel:empty() then return all end
   local out = {}
   for _, obj in ipairs(all) do
@@ -301,7 +299,7 @@ end
 -- for _, pod in ipairs(pods:by_index('by_node', 'node-7')) do print(pod.metadata.name) end
 function Informer:by_index(name, value)
   local out = {}
-  for i, key in ipairs(self:index_keys(name, value)) do out[i] = self._c:get(key) end
+  for i, key in ipairs(self:index_keys(name, value)) do out[i] = self:get(key) end
   return out
 end
 --- The keys of the objects by_index(name, value) would return, sorted.
@@ -312,14 +310,17 @@ end
 -- @usage
 -- local keys = pods:index_keys('by_node', 'node-7')
 function Informer:index_keys(name, value)
-  if not self._indexes then error(self._name .. ' has no indexes: give klua.informer indexes = {...}', 2) end
-  return self._indexes:lookup(name, value)
+  C.check(self)
+  local s = core.state(self)
+  if not s.indexes then error(s.name .. ' has no indexes: give klua.informer indexes = {...}', 2) end
+  return s.indexes:lookup(name, value)
 end
 --- Whether the first list is cached and was handed to the handlers.
+-- @function inf:synced()
 -- @return true or false
 -- @usage
 -- if not pods:synced() then return klua.requeue_after(1) end
-function Informer:synced() return self._c:synced() end
+
 --- The reflector's counters (lists, relists, watches, events, ...),
 -- index_errors, the index function calls that failed, and
 -- transform_errors, the objects a transform function failed on.
@@ -327,25 +328,38 @@ function Informer:synced() return self._c:synced() end
 -- @usage
 -- klua.log.info('%d relists', pods:stats().relists)
 function Informer:stats()
-  local s = self._c:stats()
-  s.index_errors = self._indexes and self._indexes.errors or 0
+  local s = C.stats(self)
+  local indexes = core.state(self).indexes
+  s.index_errors = indexes and indexes.errors or 0
   return s
 end
-function Informer:__tostring() return tostring(self._c) end
 --- Stops the informer: its watch ends, its cache and handlers are freed, and
--- every later call on it raises "this informer is closed". Safe from one
+-- every later call on it raises "this informer is stopped". Safe from one
 -- of its own handlers, which finishes first; stopping it again does nothing.
 -- @usage
 -- cms:on('add', function(obj) if obj.metadata.name == 'last' then cms:stop() end end)
 function Informer:stop()
   endpoint.untrack_informer(self)
-  self._c:stop()
+  C.stop(self)
 end
---- The informer's name: its resource, namespace and selector, as logs show it.
+--- The informer's name: its resource, namespace and selector, as logs show
+-- it (tostring(inf) is "informer(" .. name .. ")").
 -- @return the name
 -- @usage
 -- klua.log.info('%s synced', pods:name())
-function Informer:name() return self._name end
+function Informer:name()
+  C.check(self)
+  return core.state(self).name
+end
+--- The resource the informer lists and watches, as klua.resolve describes
+-- it: {group=, version=, resource=, kind=, namespaced=, ...}.
+-- @return the resource's description
+-- @usage
+-- klua.log.info('watching %s', pods:resource().kind)
+function Informer:resource()
+  C.check(self)
+  return core.state(self).resource
+end
 
 local DROP = {}
 
@@ -406,7 +420,8 @@ end
 --   cache holds the objects as ever, and inf:cells(obj) gives the cells of
 --   the row each came in; not with metadata_only or transform.
 -- @param opts a table as above, or the resource's name alone
--- @return the informer (inf:on, inf:get, inf:list, inf:by_index, inf:synced, inf:stats, inf:name, inf:cells)
+-- @return the informer (inf:on, inf:get, inf:list, inf:by_index, inf:synced, inf:stats, inf:name,
+--   inf:resource, inf:cells, inf:stop); tostring gives "informer(pods -n default)"
 -- @raise when the resource is unknown to the server (discovery's message), the
 --   label selector is not valid, a namespace is given for a cluster-scoped
 --   resource, or indexes or transform are not as above
@@ -458,10 +473,10 @@ function klua.informer(opts)
     metadata_only = opts.metadata_only,
     table = opts.server_print,
   }
-  local inf = setmetatable({ _c = c, _name = name, resource = r, namespace = opts.namespace,
-    _indexes = indexes and indexes:attach(c) }, Informer)
-  endpoint.track_informer(inf)
-  return inf
+  local s = core.state(c)
+  s.name, s.resource, s.indexes = name, r, indexes and indexes:attach(c)
+  endpoint.track_informer(c)
+  return c
 end
 
 --- Prometheus metrics of the script's own (see lua/klua/metrics.lua):

@@ -20,6 +20,7 @@
 -- the script.
 local core = require 'klua.core'
 local api = require 'klua.api'
+local object = require 'klua.object'
 
 local M = {}
 
@@ -208,7 +209,7 @@ function Elector:_renew_loop()
       if renewed or core.now() + self.retry_period > deadline then break end
       core.sleep(self.retry_period)
     end
-    core.cancel(watchdog)
+    watchdog:cancel()
     if self.stopped then return true end
     if not renewed then return false end
   end
@@ -339,6 +340,16 @@ function M.check()
   core.sleep(math.huge)
 end
 
+-- What klua.leader_election returns: a klua.election object in front of
+-- the elector; its start, like the elector's, returns it.
+local methods, handle = object.class('election', Elector, { 'is_leader', 'stop' },
+  function(e) return ('election(%s, %s)'):format(e:_key(), e.leading and 'leading' or 'not leading') end)
+function methods.start(obj)
+  if not core.is(obj, 'election') then error('call it as election:start(), with a colon', 2) end
+  core.state(obj):start()
+  return obj
+end
+
 --- Makes M.check look at e's Lease (the shards' membership Lease, under
 -- --shards) when the process runs no election of its own.
 function M.guard(e, source)
@@ -371,7 +382,8 @@ function M.elect(opts)
   end
   e.namespace_source = opts.namespace_source or 'leader election namespace'
   election = e
-  return e:start()
+  e:start()
+  return handle(e)
 end
 
 --- Whether this process leads: always true without an election.

@@ -12,6 +12,8 @@
 -- [a-zA-Z_][a-zA-Z0-9_]* and may not start with "__" nor be "le" on a
 -- histogram; a counter's name ends in "_total", as promtool asks. Every
 -- sample of a metric carries exactly its declared labels.
+local object = require 'klua.object'
+
 local M = {}
 
 -- Prometheus's default buckets (client_golang's DefBuckets), in seconds.
@@ -164,6 +166,11 @@ function Metric:observe(v, labels)
   s.sum, s.count = s.sum + v, s.count + 1
 end
 
+-- What klua.metrics.counter/gauge/histogram return: klua.metric objects
+-- in front of the family.
+local _, handle = object.class('metric', Metric, { 'inc', 'add', 'set', 'dec', 'sub', 'observe' },
+  function(m) return ('%s(%s)'):format(m.kind, m.name) end)
+
 local function declare(kind, opts)
   if type(opts) ~= 'table' then error(('klua.metrics.%s takes a table such as {name = "...", help = "..."}'):format(kind), 3) end
   check_name(opts.name)
@@ -191,7 +198,7 @@ local function declare(kind, opts)
   end
   families[#families + 1] = m
   by_name[m.name] = m
-  return m
+  return handle(m)
 end
 
 --- Declares a counter: opts.name (ending in "_total"), opts.help,

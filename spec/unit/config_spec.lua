@@ -191,6 +191,21 @@ describe('configuration sources', function()
     assert.truthy(find_plain(err, 'no configuration: ' .. dir .. '/.kube/config does not exist'))
   end)
 
+  it('reads a kubeconfig of many entries, past the first read buffer, and refuses one past 16 MiB', function()
+    local parts = { 'current-context: c150\nclusters:\n' }
+    for i = 1, 200 do parts[#parts + 1] = ('- name: k%d\n  cluster: {server: "https://k%d.example:6443"}\n'):format(i, i) end
+    parts[#parts + 1] = 'contexts:\n'
+    for i = 1, 200 do parts[#parts + 1] = ('- name: c%d\n  context: {cluster: k%d, namespace: n%d}\n'):format(i, i, i) end
+    local text = table.concat(parts)
+    assert.is_true(#text > 3 * 4096)
+    local c = assert(load { kubeconfig = kubeconfig('many.yaml', text) })
+    assert.equals('https://k150.example:6443', c.server)
+    assert.equals('n150', c.namespace)
+    local big = kubeconfig('big.yaml', text .. '#' .. ('x'):rep(16 * 1024 * 1024))
+    local _, err = load { kubeconfig = big }
+    assert.equals('kubeconfig ' .. big .. ': larger than 16 MiB', err)
+  end)
+
   it('reports invalid YAML with the file and line', function()
     local path = kubeconfig('broken.yaml', 'apiVersion: v1\nclusters:\n- name: a\n  cluster: {server: x\n')
     local _, err = load { kubeconfig = path }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/xalloc.h"
 
 #define RING_FIRST 64
@@ -20,9 +21,10 @@ void kl_ring_free(kl_ring *r) {
 
 static unsigned char *slot(const kl_ring *r, size_t i) { return r->buf + ((r->head + i) % r->cap) * r->elem; }
 
-/* Doubles the array, unwrapping its elements to start at index 0. */
+/* Doubles the array, unwrapping its elements to start at index 0 (so not
+ * kl_buf_grow, whose realloc would keep them wrapped). */
 static void grow(kl_ring *r) {
-    size_t cap = r->cap ? r->cap * 2 : RING_FIRST;
+    size_t cap = kl_buf_cap(r->cap, r->cap + 1, RING_FIRST);
     unsigned char *buf = kl_xmalloc(cap * r->elem);
     for (size_t i = 0; i < r->n; i++) memcpy(buf + i * r->elem, slot(r, i), r->elem);
     free(r->buf);

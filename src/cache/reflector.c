@@ -136,6 +136,7 @@ typedef struct list_st {
     kl_list_stream stream; /* the page being received */
     kl_list body;          /* ...and what it decoded so far */
     kl_list acc;           /* the pages before it */
+    size_t acc_cap;        /* ...and the capacity of acc.items (base/buf.h) */
     char *cont;            /* the token of the page being received */
     int page;
     int unpaged;           /* this LIST asks for no limit */
@@ -308,9 +309,9 @@ static cause relist_after_wait(const kl_reflector *r) { return r->o.watch_list ?
 
 /* ---- LIST ------------------------------------------------------------- */
 
-static void append_page(kl_list *acc, kl_list *page) {
+static void append_page(kl_list *acc, size_t *cap, kl_list *page) {
     if (page->n) {
-        acc->items = kl_xrealloc(acc->items, (acc->n + page->n) * sizeof *acc->items);
+        acc->items = kl_buf_grow(acc->items, cap, acc->n + page->n, sizeof *acc->items, 256);
         memcpy(acc->items + acc->n, page->items, page->n * sizeof *acc->items);
         acc->n += page->n;
         free(page->items);
@@ -429,6 +430,7 @@ static void list_complete(kl_reflector *r) {
     r->rv_unavailable = 0;
     kl_list done = l->acc;
     memset(&l->acc, 0, sizeof l->acc);
+    l->acc_cap = 0;
     int rc = r->sink.replace(r->ud, &done);
     kl_list_clear(&done);
     if (rc < 0) {
@@ -456,7 +458,7 @@ static void list_page_done(kl_reflector *r) {
     free(l->cont);
     l->cont = more ? page.cont : NULL;
     if (more) page.cont = NULL;
-    append_page(&l->acc, &page);
+    append_page(&l->acc, &l->acc_cap, &page);
     kl_list_clear(&page);
     if (more) {
         l->page++;

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
+
 int kl_cfg_fail(char *err, size_t errlen, const char *fmt, ...) {
     if (err && errlen > 0) {
         va_list ap;
@@ -56,18 +58,16 @@ int kl_cfg_check_readable(const char *path) {
 }
 
 static int read_all(int fd, char **buf, size_t *len, size_t max) {
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap + 1);
-    if (!b) return -1;
+    size_t cap = 0, n = 0; /* cap counts the byte of the final NUL */
+    char *b = NULL;
     for (;;) {
-        if (n == cap) {
-            if (cap > max) break;
-            char *nb = realloc(b, cap * 2 + 1);
+        if (n + 1 >= cap) {
+            if (n > max) break;
+            char *nb = kl_cfg_grow_secret(b, n, &cap, n + 2);
             if (!nb) goto fail;
             b = nb;
-            cap *= 2;
         }
-        ssize_t r = read(fd, b + n, cap - n);
+        ssize_t r = read(fd, b + n, cap - 1 - n);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) goto fail;
         if (r == 0) break;
@@ -226,4 +226,15 @@ void kl_cfg_free_secret(void *p, size_t len) {
 
 void kl_cfg_free_secret_str(char *s) {
     if (s) kl_cfg_free_secret(s, strlen(s));
+}
+
+char *kl_cfg_grow_secret(char *buf, size_t len, size_t *cap, size_t need) {
+    if (need <= *cap) return buf;
+    size_t n = kl_buf_cap(*cap, need, 4096);
+    char *nb = malloc(n);
+    if (!nb) return NULL;
+    if (buf) memcpy(nb, buf, len);
+    kl_cfg_free_secret(buf, *cap);
+    *cap = n;
+    return nb;
 }

@@ -50,5 +50,10 @@ int kl_cfg_has_control(const char *s);
 void kl_cfg_free_secret(void *p, size_t len);
 /* kl_cfg_free_secret for a NUL-terminated string. */
 void kl_cfg_free_secret_str(char *s);
+/* buf (capacity *cap, the first len bytes a secret) grown as kl_buf_grow
+ * grows arrays of bytes, to hold need: not by realloc, which would free the
+ * old block unwiped, but into a new block, the old one wiped and freed.
+ * NULL when out of memory, buf and *cap untouched. */
+char *kl_cfg_grow_secret(char *buf, size_t len, size_t *cap, size_t need);
 
 #endif

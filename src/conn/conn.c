@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "conn/tls.h"
 #include "conn/cfg.h"
 #include "conn/exec.h"
@@ -78,7 +79,7 @@ static const char *env_get(const kl_conn_hooks *h, const char *name) {
 
 typedef struct {
     char **paths;
-    size_t n;
+    size_t n, cap;
     char *missing; /* why no file was found, for the "no configuration" error */
 } sources;
 
@@ -89,7 +90,7 @@ static void sources_free(sources *s) {
 }
 
 static int add_path(sources *s, const char *p, size_t len) {
-    char **grown = realloc(s->paths, (s->n + 1) * sizeof *grown);
+    char **grown = kl_buf_try_grow(s->paths, &s->cap, s->n + 1, sizeof *grown, 4);
     if (!grown) return -1;
     s->paths = grown;
     if (!(s->paths[s->n] = strndup(p, len))) return -1;

@@ -12,7 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base/buf.h"
 #include "base/jsonesc.h"
 #include "conn/cfg.h"
 
@@ -263,16 +262,9 @@ static int sink_read(sink *s) {
         s->overflow = 1;
         take = s->max - s->len;
     }
-    if (s->len + take + 1 > s->cap) {
-        /* Not realloc: the old buffer holds a secret to wipe before it is freed. */
-        size_t cap = kl_buf_cap(s->cap, s->len + take + 1, 4096);
-        char *nb = malloc(cap);
-        if (!nb) return -1;
-        if (s->buf) memcpy(nb, s->buf, s->len);
-        kl_cfg_free_secret(s->buf, s->cap);
-        s->buf = nb;
-        s->cap = cap;
-    }
+    char *nb = kl_cfg_grow_secret(s->buf, s->len, &s->cap, s->len + take + 1);
+    if (!nb) return -1;
+    s->buf = nb;
     memcpy(s->buf + s->len, tmp, take);
     s->len += take;
     s->buf[s->len] = '\0';

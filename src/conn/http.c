@@ -19,9 +19,9 @@ struct kl_http {
     kl_conn *conn;
     kl_http_req *reqs; /* every running request, so free can cancel them */
     kl_http_count *counts;
-    size_t ncounts;
+    size_t ncounts, cap_counts;
     kl_http_latency *latencies;
-    size_t nlatencies;
+    size_t nlatencies, cap_latencies;
     char host[256];
 };
 
@@ -91,7 +91,7 @@ static void count_request(kl_http *h, const char *method, long status) {
             return;
         }
     }
-    h->counts = kl_xrealloc(h->counts, (h->ncounts + 1) * sizeof *h->counts);
+    h->counts = kl_buf_grow(h->counts, &h->cap_counts, h->ncounts + 1, sizeof *h->counts, 8);
     kl_http_count *c = &h->counts[h->ncounts++];
     snprintf(c->method, sizeof c->method, "%s", method);
     snprintf(c->code, sizeof c->code, "%s", code);
@@ -103,7 +103,7 @@ static void observe_latency(kl_http *h, const char *verb, double seconds) {
     for (size_t i = 0; i < h->nlatencies && !l; i++)
         if (!strcmp(h->latencies[i].verb, verb)) l = &h->latencies[i];
     if (!l) {
-        h->latencies = kl_xrealloc(h->latencies, (h->nlatencies + 1) * sizeof *h->latencies);
+        h->latencies = kl_buf_grow(h->latencies, &h->cap_latencies, h->nlatencies + 1, sizeof *h->latencies, 8);
         l = memset(&h->latencies[h->nlatencies++], 0, sizeof *l);
         snprintf(l->verb, sizeof l->verb, "%s", verb);
     }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "conn/cfg.h"
 #include "conn/ydoc.h"
 
@@ -21,7 +22,7 @@ typedef struct {
 /* A list of entries that each start with a kl_kc_named. */
 typedef struct {
     void **items;
-    size_t *n;
+    size_t *n, *cap;
     size_t size;
     void (*clear)(void *entry);
 } kc_list;
@@ -191,7 +192,7 @@ static int list_merge(kc_list *l, void *entry, kc_file *f) {
         memcpy(old, entry, l->size);
         return 0;
     }
-    void *grown = realloc(*l->items, (*l->n + 1) * l->size);
+    void *grown = kl_buf_try_grow(*l->items, l->cap, *l->n + 1, l->size, 4);
     if (!grown) {
         l->clear(entry);
         return oom(f);
@@ -244,9 +245,10 @@ static int merge_file(kl_kubeconfig *kc, kc_file *f) {
     const kc_kind kinds[] = {{"clusters", "cluster", parse_cluster},
                              {"users", "user", parse_user},
                              {"contexts", "context", parse_context}};
-    kc_list lists[] = {{(void **)&kc->clusters, &kc->nclusters, sizeof(kl_kc_cluster), clear_cluster},
-                       {(void **)&kc->users, &kc->nusers, sizeof(kl_kc_user), clear_user},
-                       {(void **)&kc->contexts, &kc->ncontexts, sizeof(kl_kc_context), clear_context}};
+    kc_list lists[] = {
+        {(void **)&kc->clusters, &kc->nclusters, &kc->cap_clusters, sizeof(kl_kc_cluster), clear_cluster},
+        {(void **)&kc->users, &kc->nusers, &kc->cap_users, sizeof(kl_kc_user), clear_user},
+        {(void **)&kc->contexts, &kc->ncontexts, &kc->cap_contexts, sizeof(kl_kc_context), clear_context}};
     for (size_t i = 0; i < 3; i++)
         if (parse_list(f, root, &kinds[i], &lists[i]) < 0) return -1;
     if (kc->current_context) return 0;

@@ -60,6 +60,7 @@ typedef struct kl_kubeconfig {
     kl_kc_user *users;
     kl_kc_context *contexts;
     size_t nclusters, nusers, ncontexts;
+    size_t cap_clusters, cap_users, cap_contexts; /* base/buf.h */
     char *current_context;
     size_t files_found; /* files of the list that existed */
     size_t *found;      /* their indices in the list, for messages */

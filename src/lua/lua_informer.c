@@ -19,6 +19,7 @@
 #include "wire/prune.h"
 #include "base/log.h"
 #include "lua/lua_transform.h"
+#include "lua/object.h"
 #include "lua/opt.h"
 #include "lua/task.h"
 #include "lua/view.h"
@@ -63,18 +64,19 @@ struct lua_informer {
     uint64_t resync_timer;
 };
 
+/* Why a handle is closed; tostring tells them apart by address. */
+static const char STOPPED[] = "is stopped (inf:stop() was called)";
+static const char CLOSED[] = "is closed: klua is shutting down";
+
+/* The script's handle: its state the informer, closed by inf:stop() or by
+ * the runtime; user value 2 the handlers by event type, 3 the views of the
+ * notification being dispatched (push_state). */
 typedef struct box {
-    lua_informer *li; /* NULL once closed: by inf:stop() or by the runtime */
-    int stopped;      /* by inf:stop() */
+    kl_object o;
+    char name[160]; /* li->name, for tostring once li is gone */
 } box;
 
-static lua_informer *check_informer(lua_State *L, int idx) {
-    box *b = luaL_checkudata(L, idx, INFORMER_MT);
-    if (!b->li)
-        luaL_error(L, b->stopped ? "this informer is stopped (inf:stop() was called)"
-                                 : "this informer is closed: klua is shutting down");
-    return b->li;
-}
+static lua_informer *check_informer(lua_State *L, int idx) { return kl_object_check(L, idx, INFORMER_MT); }
 
 static void unlink_informer(lua_informer **list, lua_informer *li) {
     for (lua_informer **p = list; *p; p = &(*p)->next) {
@@ -96,7 +98,8 @@ static void free_informer(lua_informer *li) {
     kl_informer_free(li->inf);
     li->inf = NULL;
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
-    ((box *)lua_touserdata(L, -1))->li = NULL;
+    box *b = lua_touserdata(L, -1);
+    if (b->o.state) kl_object_close(&b->o, CLOSED);
     lua_pop(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, li->ud_ref);
     free(li);
@@ -129,10 +132,10 @@ static void on_handler_done(void *ud, kl_task *t, int ok) {
     }
 }
 
-/* Pushes the informer's state table (uservalue 2): [1] cur view, [2] old view. */
+/* Pushes the informer's state table (user value 3): [1] cur view, [2] old view. */
 static void push_state(lua_State *L, lua_informer *li) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: ..., handle */
-    lua_getiuservalue(L, -1, 2);                   /* stack: ..., handle, state */
+    lua_getiuservalue(L, -1, 3);                   /* stack: ..., handle, state */
     lua_remove(L, -2);                             /* stack: ..., state */
 }
 
@@ -181,7 +184,7 @@ static void call_handler(lua_informer *li, int h) {
     if (!li->views_made) make_views(li);
     li->hidx = h;
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
-    lua_getiuservalue(L, -1, 1);                   /* stack: handle, handlers */
+    lua_getiuservalue(L, -1, 2);                   /* stack: handle, handlers */
     lua_getfield(L, -1, event_names[type]);        /* stack: handle, handlers, of_type */
     lua_rawgeti(L, -1, h);                         /* stack: handle, handlers, of_type, fn */
     lua_replace(L, -4);                            /* stack: fn, handlers, of_type */
@@ -281,7 +284,7 @@ static int l_on(lua_State *L) {
     luaL_checktype(L, 3, LUA_TFUNCTION);
     int late = kl_rt_started(li->rt);
     int h = add_handler(li, type, late ? kl_informer_seq(li->inf) : 0);
-    lua_getiuservalue(L, 1, 1); /* stack: inf, event, fn, handlers */
+    lua_getiuservalue(L, 1, 2); /* stack: inf, event, fn, handlers */
     lua_getfield(L, -1, ev);    /* stack: inf, event, fn, handlers, of_type */
     lua_pushvalue(L, 3);
     lua_rawseti(L, -2, h); /* of_type[h] = fn */
@@ -339,6 +342,13 @@ static int l_changes(lua_State *L) {
     return 1;
 }
 
+/* core.informer_fns.check(inf): raises when inf is closed, for the
+ * methods of init.lua that reach no other C function. */
+static int l_check(lua_State *L) {
+    check_informer(L, 1);
+    return 0;
+}
+
 /* inf:synced() -> true once the first list is cached and handed to handlers. */
 static int l_synced(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
@@ -382,9 +392,12 @@ static int l_stats(lua_State *L) {
     return 1;
 }
 
+/* tostring(inf) -> "informer(pods -n default)", with ", stopped" or
+ * ", closed" once it is. */
 static int l_tostring(lua_State *L) {
     box *b = luaL_checkudata(L, 1, INFORMER_MT);
-    lua_pushfstring(L, "informer(%s)", b->li ? b->li->name : "closed");
+    const char *how = b->o.state ? "" : b->o.closed == STOPPED ? ", stopped" : ", closed";
+    lua_pushfstring(L, "informer(%s%s)", b->name, how);
     return 1;
 }
 
@@ -460,20 +473,16 @@ static int l_informer(lua_State *L) {
     li->inf = kl_informer_new(kl_rt_loop(rt), kl_rt_http(rt), &o, on_ready, li);
     kl_informer_set_prune(li->inf, prune);
     if (transform) kl_lua_transform_attach(transform, li->inf);
-    /* The handle: uservalue 1 the handlers by event type, uservalue 2 the
-     * views of the notification being dispatched (push_state). */
-    box *b = lua_newuserdatauv(L, sizeof *b, 2); /* stack: ..., handle */
-    b->li = li;
-    b->stopped = 0;
-    luaL_setmetatable(L, INFORMER_MT);
+    box *b = kl_object_new(L, INFORMER_MT, sizeof *b, 2, li); /* stack: ..., handle */
+    snprintf(b->name, sizeof b->name, "%s", li->name);
     lua_createtable(L, 0, 3); /* stack: ..., handle, handlers */
     for (int i = 0; event_names[i]; i++) {
         lua_newtable(L);
         lua_setfield(L, -2, event_names[i]);
     }
-    lua_setiuservalue(L, -2, 1);
-    lua_createtable(L, 2, 0); /* stack: ..., handle, state */
     lua_setiuservalue(L, -2, 2);
+    lua_createtable(L, 2, 0); /* stack: ..., handle, state */
+    lua_setiuservalue(L, -2, 3);
     lua_pushvalue(L, -1); /* stack: ..., handle, handle */
     li->ud_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     li->next = all->list;
@@ -509,19 +518,22 @@ static void informers_close(void *state) {
 /* inf:stop(): ends the informer's watch and frees its cache and handlers;
  * its handle is closed from then on. From one of its own handlers the
  * handler finishes first (the views it holds stay readable). Stopping a
- * stopped informer does nothing. */
+ * stopped informer does nothing; one that klua closed raises, as every
+ * other method does. */
 static int l_stop(lua_State *L) {
     box *b = luaL_checkudata(L, 1, INFORMER_MT);
-    lua_informer *li = b->li;
-    if (!li) return 0;
+    lua_informer *li = b->o.state;
+    if (!li) {
+        if (b->o.closed != STOPPED) kl_object_check(L, 1, INFORMER_MT); /* raises: klua closed it */
+        return 0;
+    }
     if (kl_informer_transforming(li->inf))
         return luaL_error(L, "inf:stop() cannot be called from the informer's own transform: "
                              "stop it from a handler or a timer");
     kl_rt *rt = li->rt;
     informers *all = kl_rt_state(rt, KL_RT_INFORMERS);
     unlink_informer(&all->list, li);
-    b->li = NULL;
-    b->stopped = 1;
+    kl_object_close(&b->o, STOPPED);
     kl_loop_cancel(kl_rt_loop(rt), li->resync_timer);
     li->resync_timer = 0;
     if (li->busy || li->in_call) {
@@ -537,18 +549,21 @@ static int l_stop(lua_State *L) {
 
 static void informers_open(void *state, lua_State *L) {
     (void)state;
-    static const luaL_Reg methods[] = {{"on", l_on},         {"get", l_get},
-                                       {"list", l_list},     {"synced", l_synced},
-                                       {"track_changes", l_track_changes}, {"changes", l_changes},
-                                       {"stop", l_stop},
-                                       {"stats", l_stats},   {"__tostring", l_tostring},
-                                       {NULL, NULL}};
-    if (luaL_newmetatable(L, INFORMER_MT)) { /* stack: core, mt */
-        luaL_setfuncs(L, methods, 0);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, -2, "__index"); /* mt.__index = mt */
-    }
-    lua_pop(L, 1);
+    /* The methods scripts call as they are; init.lua adds the rest, over
+     * core.informer_fns. */
+    static const luaL_Reg methods[] = {{"get", l_get}, {"synced", l_synced}, {NULL, NULL}};
+    static const luaL_Reg meta[] = {{"__tostring", l_tostring}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"on", l_on},
+                                   {"list", l_list},
+                                   {"stats", l_stats},
+                                   {"stop", l_stop},
+                                   {"track_changes", l_track_changes},
+                                   {"changes", l_changes},
+                                   {"check", l_check},
+                                   {NULL, NULL}};
+    kl_object_class(L, INFORMER_MT, methods, meta);
+    luaL_newlib(L, fns); /* stack: core, fns */
+    lua_setfield(L, -2, "informer_fns");
     lua_pushcfunction(L, l_informer);
     lua_setfield(L, -2, "informer");
     lua_pushcfunction(L, l_table_cells);

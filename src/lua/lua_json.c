@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/jsonesc.h"
 #include "base/utf8.h"
 #include "lua/view.h"
@@ -122,10 +123,12 @@ typedef struct enc {
     size_t len, cap;
 } enc;
 
+/* kl_buf_cap's growth, but into a userdata rather than kl_buf_grow's heap
+ * block: an error half-way leaves it to the collector, and it counts
+ * against the script's memory cap. */
 static void reserve(enc *e, size_t n) {
     if (e->cap - e->len >= n) return;
-    size_t cap = e->cap * 2;
-    if (cap < e->len + n) cap = e->len + n;
+    size_t cap = kl_buf_cap(e->cap, e->len + n, 256);
     char *b = lua_newuserdatauv(e->L, cap, 0);
     memcpy(b, e->buf, e->len);
     lua_replace(e->L, e->box); /* the larger buffer in the old one's slot, which the collector frees */

@@ -17,6 +17,7 @@
 #include "base/procstat.h"
 #include "lua/lua_json.h"
 #include "lua/lua_yaml.h"
+#include "lua/object.h"
 #include "lua/task.h"
 #include "lua/view.h"
 #include "base/xalloc.h"
@@ -26,13 +27,16 @@
 typedef struct core core;
 typedef struct timer timer;
 
-/* The script's handle of a timer (the id in lua/klua/init.lua's Timer). */
+/* The script's handle of a timer. */
 typedef struct timer_box {
-    timer *tm; /* NULL once the timer has fired for good or is cancelled */
+    kl_object o; /* state: the timer; NULL once it has fired for good or is cancelled */
+    double seconds;
+    int every;
 } timer_box;
 
 struct timer {
     core *c;
+    timer **list; /* the core's timers, or its held ones */
     timer *prev, *next;
     uint64_t loop_id;
     timer_box *box;
@@ -45,6 +49,7 @@ struct timer {
 struct core {
     kl_rt *rt;
     timer *timers; /* the live ones */
+    timer *held;   /* made but not started (core.start_timer): they keep nothing running */
 };
 
 static core *core_of(lua_State *L) { return kl_rt_state(kl_rt_of(L), KL_RT_CORE); }
@@ -100,13 +105,26 @@ static int l_request(lua_State *L) {
 
 /* ---- timers ----------------------------------------------------------- */
 
-static void timer_free(timer *tm) {
-    core *c = tm->c;
+static void timer_link(timer *tm, timer **list) {
+    tm->list = list;
+    tm->prev = NULL;
+    tm->next = *list;
+    if (*list) (*list)->prev = tm;
+    *list = tm;
+}
+
+static void timer_unlink(timer *tm) {
     if (tm->prev) tm->prev->next = tm->next;
-    else c->timers = tm->next;
+    else *tm->list = tm->next;
     if (tm->next) tm->next->prev = tm->prev;
+}
+
+/* Frees tm; its handle says why: NULL when it ended as it should. */
+static void timer_free(timer *tm, const char *why) {
+    core *c = tm->c;
+    timer_unlink(tm);
     kl_loop_cancel(kl_rt_loop(c->rt), tm->loop_id);
-    tm->box->tm = NULL;
+    kl_object_close(&tm->box->o, why);
     luaL_unref(kl_rt_lua(c->rt), LUA_REGISTRYINDEX, tm->box_ref);
     luaL_unref(kl_rt_lua(c->rt), LUA_REGISTRYINDEX, tm->fn_ref);
     free(tm);
@@ -123,50 +141,81 @@ static void on_timer(kl_loop *loop, void *ud) {
     } else {
         /* Freed first (fn is already on the stack), so the callback runs
          * with its timer gone and the script can count as idle after it. */
-        timer_free(tm);
+        timer_free(tm, NULL);
         kl_task_spawn(rt, NULL, "klua.after callback", 0, NULL, NULL);
     }
 }
 
+/* Pushes a new timer's handle; box_ref keeps the handle alive while the
+ * timer lives, so that tm->box stays valid. */
 static int add_timer(lua_State *L, double interval) {
     core *c = core_of(L);
     lua_Number secs = luaL_checknumber(L, 1);
     luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_settop(L, 3);
+    int held = lua_toboolean(L, 3);
     luaL_argcheck(L, secs >= 0, 1, "seconds must not be negative");
     luaL_argcheck(L, interval == 0 || secs > 0, 1, "the interval must be positive");
     check_open(L, "cannot start a timer");
     timer *tm = kl_xcalloc(1, sizeof *tm);
     tm->c = c;
     tm->interval = interval > 0 ? secs : 0;
-    lua_pushvalue(L, 2); /* stack: seconds, fn, fn */
+    lua_pushvalue(L, 2); /* stack: seconds, fn, held, fn */
     tm->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    tm->box = lua_newuserdatauv(L, sizeof *tm->box, 0);
-    tm->box->tm = tm;
-    luaL_setmetatable(L, TIMER_MT);
+    tm->box = kl_object_new(L, TIMER_MT, sizeof *tm->box, 0, tm); /* stack: ..., handle */
+    tm->box->seconds = secs;
+    tm->box->every = interval > 0;
     lua_pushvalue(L, -1); /* stack: ..., handle, handle */
     tm->box_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    tm->loop_id = kl_loop_after(kl_rt_loop(c->rt), secs, on_timer, tm);
-    tm->next = c->timers;
-    if (c->timers) c->timers->prev = tm;
-    c->timers = tm;
+    if (held) {
+        timer_link(tm, &c->held);
+    } else {
+        tm->loop_id = kl_loop_after(kl_rt_loop(c->rt), secs, on_timer, tm);
+        timer_link(tm, &c->timers);
+    }
     return 1;
 }
 
-/* core.after(seconds, fn) -> timer handle: runs fn once, later. */
+/* core.after(seconds, fn [, held]) -> timer: runs fn once, `seconds` from
+ * now; with held, from core.start_timer on. */
 static int l_after(lua_State *L) { return add_timer(L, 0); }
-/* core.every(seconds, fn) -> timer handle: runs fn every `seconds`. */
+/* core.every(seconds, fn [, held]) -> timer: runs fn every `seconds`. */
 static int l_every(lua_State *L) { return add_timer(L, 1); }
 
-/* core.cancel(timer handle) -> true if the timer was still pending. */
+/* core.start_timer(timer): starts a held timer, from now; does nothing to
+ * one started already, fired or cancelled. */
+static int l_start_timer(lua_State *L) {
+    timer *tm = kl_object_check(L, 1, TIMER_MT);
+    if (!tm || tm->list != &tm->c->held) return 0;
+    timer_unlink(tm);
+    tm->loop_id = kl_loop_after(kl_rt_loop(tm->c->rt), tm->box->seconds, on_timer, tm);
+    timer_link(tm, &tm->c->timers);
+    return 0;
+}
+
+/* t:cancel() -> true if the timer was still pending (or repeating). */
 static int l_cancel(lua_State *L) {
-    timer_box *b = luaL_checkudata(L, 1, TIMER_MT);
-    timer *tm = b->tm;
+    timer *tm = kl_object_check(L, 1, TIMER_MT);
     lua_pushboolean(L, tm != NULL);
     if (tm) {
         kl_rt *rt = tm->c->rt;
-        timer_free(tm);
+        timer_free(tm, NULL);
         kl_rt_check_idle(rt);
     }
+    return 1;
+}
+
+/* tostring(t) -> "timer(every 5 s)", "timer(after 0.5 s, done)". */
+static int l_timer_tostring(lua_State *L) {
+    timer_box *b = luaL_checkudata(L, 1, TIMER_MT);
+    const timer *tm = b->o.state;
+    const char *how = !tm ? (b->o.closed ? ", closed" : ", done") : tm->list == &tm->c->held ? ", held" : "";
+    const char *verb = b->every ? "every" : "after";
+    lua_Integer whole;
+    if (lua_numbertointeger(b->seconds, &whole) && (lua_Number)whole == b->seconds) /* "30 s", not "30.0 s" */
+        lua_pushfstring(L, "timer(%s %I s%s)", verb, whole, how);
+    else
+        lua_pushfstring(L, "timer(%s %f s%s)", verb, (lua_Number)b->seconds, how);
     return 1;
 }
 
@@ -384,15 +433,17 @@ static void core_open(void *state, lua_State *L) {
     (void)state;
     static const luaL_Reg fns[] = {
         {"request", l_request}, {"after", l_after},         {"every", l_every},
-        {"cancel", l_cancel},   {"sleep", l_sleep},         {"stop", l_stop},
+        {"start_timer", l_start_timer}, {"sleep", l_sleep}, {"stop", l_stop},
         {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now},
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {"controller_options", l_controller_options}, {"process", l_process},
         {"stdout_closed", l_stdout_closed}, {"graceful_shutdown", l_graceful_shutdown},
         {"reconciling", l_reconciling}, {"http_metrics", l_http_metrics}, {NULL, NULL}};
-    luaL_setfuncs(L, fns, 0);       /* stack: core */
-    luaL_newmetatable(L, TIMER_MT); /* stack: core, mt: what core.cancel checks its handle by */
-    lua_pop(L, 1);
+    static const luaL_Reg timer_methods[] = {{"cancel", l_cancel}, {NULL, NULL}};
+    static const luaL_Reg timer_meta[] = {{"__tostring", l_timer_tostring}, {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0); /* stack: core */
+    kl_object_class(L, TIMER_MT, timer_methods, timer_meta);
+    kl_object_set_functions(L);
     kl_view_set_functions(L);
     kl_lua_json_push_module(L); /* stack: core, json */
     lua_setfield(L, -2, "json");
@@ -404,7 +455,8 @@ static int core_idle(void *state) { return !((core *)state)->timers; }
 
 static void core_close(void *state) {
     core *c = state;
-    while (c->timers) timer_free(c->timers);
+    while (c->timers) timer_free(c->timers, "is closed: klua is shutting down");
+    while (c->held) timer_free(c->held, "is closed: klua is shutting down");
 }
 
 void kl_lua_klua_init(kl_rt *rt) {

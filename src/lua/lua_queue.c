@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "lua/object.h"
 #include "lua/opt.h"
 #include "cache/queue.h"
 #include "lua/task.h"
@@ -28,10 +29,6 @@
 #define QUEUE_MT "klua.queue"
 
 typedef struct lua_queue lua_queue;
-
-typedef struct box {
-    lua_queue *lq; /* NULL once the queue is freed */
-} box;
 
 /* The runtime's part KL_RT_QUEUES. */
 typedef struct queues {
@@ -42,7 +39,7 @@ typedef struct queues {
 struct lua_queue {
     queues *all;
     kl_queue *q;
-    box *handle;
+    kl_object *handle; /* its state is this queue */
     lua_queue *prev, *next;
     kl_task **waiters; /* workers suspended in get(), oldest first */
     size_t nwaiters, capwaiters;
@@ -51,11 +48,7 @@ struct lua_queue {
     double timer_at;
 };
 
-static lua_queue *check_queue(lua_State *L) {
-    box *b = luaL_checkudata(L, 1, QUEUE_MT);
-    if (!b->lq) luaL_error(L, "this queue is closed: klua is shutting down");
-    return b->lq;
-}
+static lua_queue *check_queue(lua_State *L) { return kl_object_check(L, 1, QUEUE_MT); }
 
 static void wake(kl_loop *loop, void *ud);
 
@@ -270,10 +263,7 @@ static int l_queue(lua_State *L) {
         free(lq);
         return luaL_error(L, "out of memory");
     }
-    box *b = lua_newuserdatauv(L, sizeof *b, 0); /* stack: ..., handle */
-    b->lq = lq;
-    lq->handle = b;
-    luaL_setmetatable(L, QUEUE_MT);
+    lq->handle = kl_object_new(L, QUEUE_MT, sizeof *lq->handle, 0, lq); /* stack: ..., handle */
     lq->next = lq->all->list;
     if (lq->all->list) lq->all->list->prev = lq;
     lq->all->list = lq;
@@ -285,7 +275,7 @@ static void queue_free(lua_queue *lq) {
     if (lq->prev) lq->prev->next = lq->next;
     else all->list = lq->next;
     if (lq->next) lq->next->prev = lq->prev;
-    lq->handle->lq = NULL;
+    kl_object_close(lq->handle, "is closed: klua is shutting down");
     kl_loop_cancel(kl_rt_loop(all->rt), lq->timer);
     kl_loop_cancel(kl_rt_loop(all->rt), lq->wake_id);
     kl_queue_free(lq->q);
@@ -294,9 +284,18 @@ static void queue_free(lua_queue *lq) {
 }
 
 static int l_gc(lua_State *L) {
-    box *b = luaL_checkudata(L, 1, QUEUE_MT);
-    if (b->lq) queue_free(b->lq);
+    kl_object *o = luaL_checkudata(L, 1, QUEUE_MT);
+    if (o->state) queue_free(o->state);
     return 0;
+}
+
+/* tostring(q) -> "queue(2 ready)", or "queue(closed)". */
+static int l_tostring(lua_State *L) {
+    kl_object *o = luaL_checkudata(L, 1, QUEUE_MT);
+    lua_queue *lq = o->state;
+    if (lq) lua_pushfstring(L, "queue(%I ready)", (lua_Integer)kl_queue_len(lq->q));
+    else lua_pushliteral(L, "queue(closed)");
+    return 1;
 }
 
 /* Frees every queue; the handles stay, closed. */
@@ -312,14 +311,8 @@ static void queues_open(void *state, lua_State *L) {
         {"forget", l_forget}, {"num_requeues", l_num_requeues}, {"get", l_get},
         {"done", l_done},     {"observe", l_observe},     {"len", l_len},
         {"shutdown", l_shutdown}, {"stats", l_stats},     {NULL, NULL}};
-    if (luaL_newmetatable(L, QUEUE_MT)) { /* stack: core, mt */
-        luaL_setfuncs(L, methods, 0);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, -2, "__index"); /* mt.__index = mt */
-        lua_pushcfunction(L, l_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {{"__gc", l_gc}, {"__tostring", l_tostring}, {NULL, NULL}};
+    kl_object_class(L, QUEUE_MT, methods, meta);
     lua_pushcfunction(L, l_queue);
     lua_setfield(L, -2, "queue");
 }

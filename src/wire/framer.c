@@ -302,7 +302,9 @@ static void emit(kl_framer *f, kl_blob *b) {
     f->cb.frame(f->ud, b);
 }
 
-/* Appends n bytes to the unfinished frame, growing it geometrically. */
+/* Appends n bytes to the unfinished frame, growing it geometrically: by
+ * kl_buf_cap, but not kl_buf_grow, as the block is a blob (its header, its
+ * bytes and the parser's padding) capped at the frame limit. */
 static int append(kl_framer *f, const char *p, size_t n) {
     size_t have = kl_framer_pending(f);
     if (have + n > f->cap) {

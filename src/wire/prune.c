@@ -14,7 +14,7 @@ typedef struct node {
     size_t len;
     int terminal;
     struct node *kids;
-    size_t nkids;
+    size_t nkids, cap_kids;
 } node;
 
 struct kl_prune {
@@ -45,7 +45,7 @@ static const node *find(const node *n, const char *name, size_t len) {
 static node *child(node *n, const char *name, size_t len) {
     const node *found = find(n, name, len);
     if (found) return &n->kids[found - n->kids];
-    n->kids = kl_xrealloc(n->kids, (n->nkids + 1) * sizeof *n->kids);
+    n->kids = kl_buf_grow(n->kids, &n->cap_kids, n->nkids + 1, sizeof *n->kids, 4);
     node *k = &n->kids[n->nkids++];
     *k = (node){.name = kl_xstrndup(name, len), .len = len};
     return k;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "conn/conn.h"
 #include "testing.h"
 
@@ -166,12 +167,12 @@ static int t_prepare(lua_State *L) {
 
 typedef struct {
     char *data;
-    size_t len;
+    size_t len, cap;
 } body_buf;
 
 static size_t on_body(char *ptr, size_t size, size_t n, void *ud) {
     body_buf *b = ud;
-    char *grown = realloc(b->data, b->len + size * n + 1);
+    char *grown = kl_buf_try_grow(b->data, &b->cap, b->len + size * n + 1, 1, 4096);
     if (!grown) return 0;
     memcpy(grown + b->len, ptr, size * n);
     b->data = grown;
@@ -180,7 +181,7 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ud) {
 }
 
 static void perform(lua_State *L, CURL *e, const char *url, struct curl_slist *headers) {
-    body_buf body = {NULL, 0};
+    body_buf body = {NULL, 0, 0};
     char detail[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "cache/reflector.h"
 #include "base/xalloc.h"
 #include "testing.h"
@@ -45,7 +46,7 @@ typedef struct fake {
     fake_req reqs[MAX_REQS];
     int nreqs;
     char *log;
-    size_t loglen;
+    size_t loglen, logcap;
 } fake;
 
 /* ---- the environment ---- */
@@ -115,7 +116,7 @@ static void run_deferred(fake *f) {
 
 static void log_line(fake *f, const char *line) {
     size_t n = strlen(line);
-    f->log = kl_xrealloc(f->log, f->loglen + n + 2);
+    f->log = kl_buf_grow(f->log, &f->logcap, f->loglen + n + 2, 1, 256);
     memcpy(f->log + f->loglen, line, n);
     f->loglen += n;
     f->log[f->loglen++] = '\n';
@@ -316,7 +317,7 @@ static int r_take(lua_State *L) {
     }
     free(f->log);
     f->log = NULL;
-    f->loglen = 0;
+    f->loglen = f->logcap = 0;
     return 1;
 }
 
