@@ -14,12 +14,10 @@ local lines = K.lines
 
 describe('klua watch', function()
   local sb = testing.with_sandbox()
-  local procs = {}
+  local watcher = K.watcher(function() return sb.kubeconfig end)
+  local watch = watcher.watch
 
-  after_each(function()
-    for _, p in ipairs(procs) do p:cleanup() end
-    procs = {}
-  end)
+  after_each(watcher.cleanup)
 
   -- kubectl ARGS, which must succeed.
   local function kubectl(args, stdin)
@@ -43,15 +41,6 @@ describe('klua watch', function()
   local function set_phase(ns, name, phase)
     kubectl(('patch pod %s -n %s --subresource=status --type=merge -p \'{"status":{"phase":"%s"}}\'')
       :format(name, ns, phase))
-  end
-
-  -- Starts `klua watch ARGS...` against the sandbox (flags first).
-  local function watch(args, kubeconfig)
-    local full = { '--kubeconfig', kubeconfig or sb.kubeconfig, 'watch' }
-    for _, a in ipairs(args) do full[#full + 1] = a end
-    local p = K.spawn(full)
-    procs[#procs + 1] = p
-    return p
   end
 
   -- Waits until the watcher has printed a line containing text.

@@ -10,26 +10,8 @@
 -- klua prints differently, and why.
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
+local fixtures = require 'support.fixtures'
 local testing = require 'klua.testing'
-
-local CRD = [[
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gizmos.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-    additionalPrinterColumns:
-    - {name: Size, type: integer, jsonPath: .spec.size}
-    - {name: Colour, type: string, jsonPath: .spec.colour, priority: 1}
-    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
-]]
 
 -- An AGE cell ("12s", "3m20s") becomes <age>, and the spaces after it one space.
 local function normalise(text)
@@ -58,7 +40,7 @@ describe('klua watch speaks kubectl', function()
     assert(select(2, sb:try_kubectl('run webpod -n ' .. ns .. ' --image=nginx -l app=web')))
     assert(select(2, sb:try_kubectl('run dbpod -n ' .. ns .. ' --image=nginx')))
     assert(select(2, sb:try_kubectl('create configmap settings -n ' .. ns .. ' --from-literal=a=1 --from-literal=b=2')))
-    assert(select(2, sb:try_kubectl('apply -f -', CRD)))
+    assert(select(2, sb:try_kubectl('apply -f -', fixtures.GIZMOS_CRD)))
     assert(testing.poll(function() return select(2, sb:try_kubectl('get gizmos -n ' .. ns)) end, 10))
     assert(select(2, sb:try_kubectl('apply -n ' .. ns .. ' -f -',
       'apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: cog}\nspec: {size: 3, colour: red}\n')))

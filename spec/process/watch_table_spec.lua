@@ -12,31 +12,8 @@
 local sandbox = require 'support.sandbox'
 local hostile = require 'support.hostile'
 local K = require 'support.klua'
+local fixtures = require 'support.fixtures'
 local testing = require 'klua.testing'
-
-local function crd(columns)
-  return ([[
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gizmos.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-    additionalPrinterColumns:
-%s]]):format(columns)
-end
-
-local SIZE_COLUMNS = [[
-    - {name: Size, type: integer, jsonPath: .spec.size}
-    - {name: Colour, type: string, jsonPath: .spec.colour, priority: 1}
-    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
-]]
 
 -- The words of each line of text.
 local function rows(text)
@@ -51,12 +28,13 @@ end
 
 describe('klua watch prints the server\'s Table', function()
   local sb, ns = nil, 'tables'
-  local procs = {}
+  local watcher = K.watcher(function() return sb.kubeconfig end)
+  local watch = watcher.watch
 
   setup(function()
     sb = sandbox.start()
     assert(select(2, sb:try_kubectl('create namespace ' .. ns)))
-    assert(select(2, sb:try_kubectl('apply -f -', crd(SIZE_COLUMNS))))
+    assert(select(2, sb:try_kubectl('apply -f -', fixtures.GIZMOS_CRD)))
     assert(testing.poll(function() return select(2, sb:try_kubectl('get gizmos -n ' .. ns)) end, 10))
     assert(select(2, sb:try_kubectl('apply -n ' .. ns .. ' -f -',
       'apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: cog, labels: {tier: gold}}\n'
@@ -66,18 +44,9 @@ describe('klua watch prints the server\'s Table', function()
 
   before_each(function() sb:fault { forbid = { 'customresourcedefinitions' } } end)
   after_each(function()
-    for _, p in ipairs(procs) do p:cleanup() end
-    procs = {}
+    watcher.cleanup()
     sb:reset_faults()
   end)
-
-  local function watch(args, kubeconfig)
-    local full = { '--kubeconfig', kubeconfig or sb.kubeconfig, 'watch' }
-    for _, a in ipairs(args) do full[#full + 1] = a end
-    local p = K.spawn(full)
-    procs[#procs + 1] = p
-    return p
-  end
 
   -- Waits until p has printed n lines; returns their words.
   local function lines_of(p, n)
@@ -107,8 +76,7 @@ describe('klua watch prints the server\'s Table', function()
   end)
 
   it('the same rows with --watch-list, whose initial events and their end come as Tables too', function()
-    local p = K.spawn { '--kubeconfig', sb.kubeconfig, '--watch-list', '-v', '2', 'watch', 'gizmos', '-n', ns }
-    procs[#procs + 1] = p
+    local p = watcher.track(K.spawn { '--kubeconfig', sb.kubeconfig, '--watch-list', '-v', '2', 'watch', 'gizmos', '-n', ns })
     local got = lines_of(p, 2)
     assert.equal('NAME SIZE AGE', got[1])
     assert.truthy(got[2]:match('^cog 3 %S+$'), got[2])
@@ -152,10 +120,10 @@ describe('klua watch prints the server\'s Table', function()
     p:cleanup()
     -- Last of the cases: the other ones print the CRD's first columns.
     sb:reset_faults()
-    assert(select(2, sb:try_kubectl('apply -f -', crd([[
-    - {name: Owner, type: string, jsonPath: .spec.owner}
-    - {name: Big, type: boolean, jsonPath: .spec.big}
-]]))))
+    assert(select(2, sb:try_kubectl('apply -f -', fixtures.gizmos_crd {
+      { name = 'Owner', type = 'string', jsonPath = '.spec.owner' },
+      { name = 'Big', type = 'boolean', jsonPath = '.spec.big' },
+    })))
     sb:fault { forbid = { 'customresourcedefinitions' } }
     p = watch { 'gizmos', '-n', ns }
     -- A cell the object lacks is empty, as kubectl prints a null cell.

@@ -63,4 +63,19 @@ M.GADGETS_CRD = crd('gadgets', 'Gadget', 'gd', { additionalPrinterColumns = {
   { name = 'Colour', type = 'string', jsonPath = '.spec.colour', priority = 1 },
 } })
 
+--- gizmos.example.com (kind Gizmo, short name gz) whose table output has the
+-- printer columns given (additionalPrinterColumns entries), as JSON for
+-- `kubectl apply -f -`.
+function M.gizmos_crd(columns)
+  return crd('gizmos', 'Gizmo', 'gz', { additionalPrinterColumns = columns })
+end
+
+--- gizmos.example.com with the columns Size (.spec.size), with -o wide
+-- Colour (.spec.colour), and Age.
+M.GIZMOS_CRD = M.gizmos_crd {
+  { name = 'Size', type = 'integer', jsonPath = '.spec.size' },
+  { name = 'Colour', type = 'string', jsonPath = '.spec.colour', priority = 1 },
+  { name = 'Age', type = 'date', jsonPath = '.metadata.creationTimestamp' },
+}
+
 return M

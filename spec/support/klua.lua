@@ -36,6 +36,14 @@ function M.lines(text)
   return out
 end
 
+--- s cut into pieces of size bytes (the last one shorter), as a stream may
+-- deliver it.
+function M.chunks(s, size)
+  local out = {}
+  for i = 1, #s, size do out[#out + 1] = s:sub(i, i + size - 1) end
+  return out
+end
+
 --- Writes a Lua script into a fresh temp directory and returns its path.
 function M.script(text)
   local path = testing.tmpdir() .. '/script.lua'
@@ -87,5 +95,27 @@ end
 -- :errors(), :wait_for(pattern, timeout, where), :signal(sig), :stop(), :wait(timeout),
 -- :cleanup().
 M.spawn = testing.spawn
+
+--- Starts `klua watch` processes for a spec file and stops them all at once:
+-- w.watch(args, kubeconfig) runs `klua --kubeconfig K watch ARGS...` (flags
+-- first), K the kubeconfig given or else default(); w.track(p) adds a process
+-- started otherwise; w.cleanup() (for after_each) stops every one.
+function M.watcher(default)
+  local procs, w = {}, {}
+  function w.track(p)
+    procs[#procs + 1] = p
+    return p
+  end
+  function w.watch(args, kubeconfig)
+    local full = { '--kubeconfig', kubeconfig or default(), 'watch' }
+    for _, a in ipairs(args) do full[#full + 1] = a end
+    return w.track(M.spawn(full))
+  end
+  function w.cleanup()
+    for _, p in ipairs(procs) do p:cleanup() end
+    procs = {}
+  end
+  return w
+end
 
 return M

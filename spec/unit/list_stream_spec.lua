@@ -2,18 +2,13 @@
 -- its own buffer and decoded alone, whatever the chunking, so a huge list
 -- never sits in memory twice.
 local testing = require 'klua_testing'
+local chunks = require('support.klua').chunks
 
 local BODY = '{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"42",' ..
   '"continue":"tok","remainingItemCount":3},"items":[' ..
   '{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"data":{"x":"[{\\"}]"}},\n' ..
   ' {"metadata":{"name":"b","namespace":"ns","resourceVersion":"8"},"data":{"items":"]"}}' ..
   ']}'
-
-local function chunks(s, size)
-  local out = {}
-  for i = 1, #s, size do out[#out + 1] = s:sub(i, i + size - 1) end
-  return out
-end
 
 describe('the streaming LIST decoder', function()
   it('gives the same result as decoding the whole body, for every chunk size', function()

@@ -7,6 +7,7 @@
 -- which is what the cache holds, and the row stays around it in the blob,
 -- where the printer reads its cells.
 local testing = require 'klua_testing'
+local chunks = require('support.klua').chunks
 
 local POD = '{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"ns","resourceVersion":"12"},'
   .. '"spec":{"nodeName":"n1"}}'
@@ -84,12 +85,6 @@ describe('a Table LIST', function()
       .. '"namespace":"ns","resourceVersion":"7"},"data":{"rows":"]"}}'),
     row('["b",0]', '{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","namespace":"ns",'
       .. '"resourceVersion":"8"}}') }, '[{"name":"Name","type":"string"},{"name":"Data","type":"integer"}]')
-
-  local function chunks(s, size)
-    local out = {}
-    for i = 1, #s, size do out[#out + 1] = s:sub(i, i + size - 1) end
-    return out
-  end
 
   it('gives each row\'s object as an item, with the Table\'s resourceVersion, for every chunk size', function()
     local want = assert(testing.decode_list_stream({ BODY }, nil, true))
