@@ -53,27 +53,23 @@ function M.on_shutdown(fn)
   hooks[#hooks + 1] = fn
 end
 
---- fn, except that it does nothing once the shutdown has begun: what the
--- script's timers and hooks are wrapped in. Anything but a function is
--- returned as it is, for the caller's own check to refuse.
-function M.guard(fn)
+-- fn, except that it does nothing once M[flag] is true. Anything but a
+-- function is returned as it is, for the caller's own check to refuse.
+local function unless(flag, fn)
   if type(fn) ~= 'function' then return fn end
   return function(...)
-    if M.stopping then return end
+    if M[flag] then return end
     return fn(...)
   end
 end
 
+--- fn, except that it does nothing once the shutdown has begun: what the
+-- script's timers and hooks are wrapped in.
+function M.guard(fn) return unless('stopping', fn) end
+
 --- fn, except that it does nothing once the reconciles in flight at the
 -- shutdown have ended: what the informers' handlers are wrapped in.
--- Anything but a function is returned as it is, as by M.guard.
-function M.guard_handler(fn)
-  if type(fn) ~= 'function' then return fn end
-  return function(...)
-    if M.caches_stopped then return end
-    return fn(...)
-  end
-end
+function M.guard_handler(fn) return unless('caches_stopped', fn) end
 
 local function in_flight()
   local out = {}
