@@ -84,6 +84,7 @@ function M.new(opts)
     on_started = opts.on_started_leading,
     on_stopped = opts.on_stopped_leading,
     on_new_leader = opts.on_new_leader,
+    -- labels: set by klua.shards on its electors (M.add_labels); none here.
     leading = false,
     stopped = false,
   }, Elector)
@@ -99,6 +100,26 @@ function M.new(opts)
 end
 
 function Elector:_key() return self.namespace .. '/' .. self.name end
+
+--- Sets labels (name -> value; nil for none) on lease, keeping the other
+-- labels it has: an elector with labels writes them when it creates the
+-- Lease and on every update, and leaves the rest of the metadata as it
+-- read it (as client-go's LeaseLock, which replaces only the spec).
+-- Returns whether any label changed.
+function M.add_labels(lease, labels)
+  if not labels then return false end
+  local meta = lease.metadata
+  local have = meta.labels
+  if type(have) ~= 'table' then
+    have = {}
+    meta.labels = have
+  end
+  local changed = false
+  for k, v in pairs(labels) do
+    if have[k] ~= v then have[k], changed = v, true end
+  end
+  return changed
+end
 
 -- Remembers the record last read or written, and when it changed: the
 -- clock that judges expiry. Announces a new holder once.
@@ -146,7 +167,7 @@ function Elector:_try_acquire_or_renew(cycle)
     local created
     created, err = api.create(LEASES, {
       apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
-      metadata = { name = self.name, namespace = self.namespace }, spec = rec,
+      metadata = { name = self.name, namespace = self.namespace, labels = self.labels }, spec = rec,
     })
     if not created then
       if not api.is_already_exists(err) then
@@ -171,6 +192,7 @@ function Elector:_try_acquire_or_renew(cycle)
     rec.leaseTransitions = (old.leaseTransitions or 0) + 1
   end
   lease.spec = rec
+  M.add_labels(lease, self.labels)
   local updated
   updated, err = api.update(LEASES, lease)
   if not updated then

@@ -17,6 +17,14 @@
 --   ceil(N / members). A replica over its share hands the extra shards
 --   back; one under it takes free or expired ones. So after a rebalance
 --   period no replica holds more than its share while another holds none.
+-- * Labels: the group's Leases carry `klua.dev/shard-group` (M.group_label
+--   of the id) and `klua.dev/shard-role` (`member` or `shard`), and the
+--   members are listed with that label selector, so the list costs what
+--   the group holds, not every Lease of a shared namespace. A replica's
+--   first list is unfiltered: it labels the member Leases of the group
+--   that a replica of an older klua made without labels (their holders
+--   keep the labels: an update sends back the object it read), so they
+--   still count until they age out.
 -- * Handover: a shard a replica gives up is first drained: its keys are no
 --   longer taken, the reconciles of its keys under way finish, and only then
 --   is its Lease released (an empty holder, as client-go's
@@ -32,6 +40,9 @@ local leader = require 'klua.leader'
 local M = {}
 
 local LEASES = 'leases.coordination.k8s.io'
+local GROUP_LABEL, ROLE_LABEL = 'klua.dev/shard-group', 'klua.dev/shard-role'
+-- A label value's limit (apimachinery's validation.LabelValueMaxLength).
+local LABEL_MAX = 63
 
 --- FNV-1a, 32 bits, of s.
 function M.hash(s)
@@ -44,6 +55,22 @@ end
 
 --- The shard (0 .. n-1) of a key.
 function M.shard_of(key, n) return M.hash(key) % n end
+
+-- Whether s is a valid label value: at most 63 characters of [A-Za-z0-9-_.],
+-- beginning and ending with a letter or digit.
+local function label_value(s)
+  return #s <= LABEL_MAX and s:find('^[%w][%w%-_%.]*$') ~= nil and s:find('[%w]$') ~= nil
+end
+
+--- The klua.dev/shard-group label value of a group id: the id itself when
+-- it is a valid label value, else its first characters (those a label
+-- value may hold) followed by "-" and the 8 hex digits of M.hash(id).
+function M.group_label(id)
+  if label_value(id) then return id end
+  local head = id:gsub('[^%w%-_%.]', '-'):sub(1, LABEL_MAX - 9):gsub('^[^%w]+', ''):gsub('[^%w]+$', '')
+  local tail = ('%08x'):format(M.hash(id))
+  return head == '' and tail or head .. '-' .. tail
+end
 
 local Group = {}
 Group.__index = Group
@@ -77,24 +104,35 @@ function M.new(opts)
     draining = {},   -- shard -> true while its reconciles finish before release
     inflight = {},   -- shard -> reconciles under way
     seen = {},       -- member Lease name -> { raw = its spec as JSON, at = when it changed }
+    unlabelled_scan = true, -- until a list without the selector has labelled the older members
     stopped = false,
   }, Group)
-  g.member = g:elector(('%s-member-%08x'):format(g.name, M.hash(g.identity)))
+  local group = M.group_label(g.name)
+  g.labels = {
+    member = { [GROUP_LABEL] = group, [ROLE_LABEL] = 'member' },
+    shard = { [GROUP_LABEL] = group, [ROLE_LABEL] = 'shard' },
+  }
+  g.selector = ('%s=%s,%s=member'):format(GROUP_LABEL, group, ROLE_LABEL)
+  g.member = g:elector(('%s-member-%08x'):format(g.name, M.hash(g.identity)), g.labels.member)
   return g
 end
 
-function Group:elector(lease_name)
-  return leader.new {
+-- An elector of one of the group's Leases; it writes labels on the Lease
+-- whenever it creates or updates it.
+function Group:elector(lease_name, labels)
+  local e = leader.new {
     name = lease_name, namespace = self.namespace, identity = self.identity,
     lease_duration = self.lease_duration, renew_deadline = self.renew_deadline,
     retry_period = self.retry_period,
   }
+  e.labels = labels
+  return e
 end
 
 function Group:shard_elector(i)
   local e = self.electors[i]
   if not e then
-    e = self:elector(('%s-shard-%d'):format(self.name, i))
+    e = self:elector(('%s-shard-%d'):format(self.name, i), self.labels.shard)
     self.electors[i] = e
   end
   return e
@@ -126,19 +164,53 @@ function Group:finished(key)
   self.inflight[i] = (self.inflight[i] or 1) - 1
 end
 
+-- Whether name is a member Lease's name of this group: the id, "-member-"
+-- and 8 hex digits, so that the Leases of a group named "<id>-member-x"
+-- are not taken for this one's.
+function Group:member_name(name)
+  local prefix = self.name .. '-member-'
+  return #name == #prefix + 8 and name:sub(1, #prefix) == prefix and name:find('^%x+$', #prefix + 1) ~= nil
+end
+
+-- Labels the member Leases of the group that lack the labels (made by an
+-- older klua) so that the selector finds them from now on. The update
+-- changes no spec, so it renews nothing; a conflict with the holder's
+-- renewal is tried again at the next round. Returns whether every one is
+-- labelled.
+function Group:label_members(items)
+  local done = true
+  for _, lease in ipairs(items) do
+    if self:member_name(lease.metadata.name) and leader.add_labels(lease, self.labels.member) then
+      -- A list's items need not say what they are (kube-apiserver's do not).
+      lease.apiVersion, lease.kind = 'coordination.k8s.io/v1', 'Lease'
+      local _, err = api.update(LEASES, lease)
+      if err then
+        done = false
+        if not api.is_conflict(err) and not api.is_not_found(err) then
+          core.log('warn', ('shards %s: cannot label the member lease %s: %s')
+            :format(self.name, lease.metadata.name, tostring(err)))
+        end
+      end
+    end
+  end
+  return done
+end
+
 -- The members alive by this replica's clock: a member Lease with a holder
 -- whose record changed within the lease duration.
 function Group:members()
-  local list, err = api.list(LEASES, { namespace = self.namespace })
+  local unlabelled = self.unlabelled_scan
+  local list, err = api.list(LEASES, { namespace = self.namespace,
+    label_selector = not unlabelled and self.selector or nil })
   if not list then
     core.log('warn', ('shards %s: cannot list the member leases: %s'):format(self.name, tostring(err)))
     return nil
   end
-  local prefix, now, alive = self.name .. '-member-', core.now(), 0
+  local now, alive = core.now(), 0
   local present = {}
   for _, lease in ipairs(list.items) do
     local name = lease.metadata.name
-    if name:sub(1, #prefix) == prefix then
+    if self:member_name(name) then
       present[name] = true
       local raw = core.json.encode(lease.spec or {})
       local s = self.seen[name]
@@ -155,6 +227,7 @@ function Group:members()
   for name in pairs(self.seen) do
     if not present[name] then self.seen[name] = nil end
   end
+  if unlabelled and self:label_members(list.items) then self.unlabelled_scan = false end
   return math.max(alive, 1)
 end
 

@@ -14,6 +14,13 @@ local NS, SHARDS, OBJECTS = 'sharded', 6, 3000
 local LEASE = { '--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s',
   '--leader-elect-retry-period', '500ms' }
 
+-- FNV-1a, 32 bits, as docs/scale.md documents it.
+local function fnv1a(s)
+  local h = 0x811c9dc5
+  for i = 1, #s do h = ((h ~ s:byte(i)) * 0x01000193) & 0xffffffff end
+  return h
+end
+
 local CONTROLLER = [[
 io.stdout:setvbuf('line')
 local core = require 'klua.core'
@@ -150,11 +157,6 @@ describe('sharded reconcile', function()
       assert.matches('\nklua_shards_held{name="sharded"} 2\n', metrics, 1, true)
     end
     -- The shard of a key is FNV-1a (32 bits) of "namespace/name", modulo N, as documented.
-    local function fnv1a(s)
-      local h = 0x811c9dc5
-      for i = 1, #s do h = ((h ~ s:byte(i)) * 0x01000193) & 0xffffffff end
-      return h
-    end
     for _, r in ipairs(reconciles()) do assert.equals(fnv1a(r.key) % SHARDS, r.shard, r.key) end
   end)
 
@@ -200,5 +202,196 @@ describe('sharded reconcile', function()
       assert.equals(2, code, err)
       assert.matches(case[2], err, 1, true)
     end
+  end)
+end)
+
+-- Membership is counted from a LIST of the group's member Leases. The namespace they live
+-- in is often shared (kube-system holds every node's and controller's Leases), so the
+-- Leases carry the labels klua.dev/shard-group=<id> and klua.dev/shard-role=member|shard
+-- and the LIST names them in a labelSelector (an equality-based selector, which
+-- kube-apiserver filters before answering): its cost follows the group, not the cluster.
+describe('sharded reconcile membership', function()
+  local system = require 'system'
+  -- -v: the server logs every request with its query, so the spec can read what the
+  -- replicas ask for.
+  local sb = testing.with_sandbox { each = true, args = { '-v' } }
+  local MEMBERS_NS = 'members'
+  local LEASES = '/apis/coordination.k8s.io/v1/namespaces/' .. MEMBERS_NS .. '/leases'
+  local SELECTOR = 'klua.dev/shard-group=sharded,klua.dev/shard-role=member'
+  local HOLDING = [[
+io.stdout:setvbuf('line')
+klua.every(0.2, function() print('holding ' .. table.concat(klua.shards(), ',')) end)
+]]
+
+  local function start(id)
+    local args = { '--kubeconfig', sb.kubeconfig, '--leader-elect', '--leader-election-id', id or 'sharded',
+      '--leader-election-namespace', MEMBERS_NS, '--shards', tostring(SHARDS) }
+    for _, a in ipairs(LEASE) do args[#args + 1] = a end
+    args[#args + 1] = 'run'
+    args[#args + 1] = K.script(HOLDING)
+    return K.spawn(args, { name = 'replica' })
+  end
+
+  -- How many shards the replica last said it holds.
+  local function held(p)
+    local last = p:output():match('.*holding ([%d,]*)\n')
+    if not last then return nil end
+    local n = 0
+    for _ in last:gmatch('%d+') do n = n + 1 end
+    return n
+  end
+
+  local function lease(name)
+    local status, obj = sb:json('GET', LEASES .. '/' .. name)
+    assert.equals(200, status, name)
+    return obj
+  end
+
+  local function create_lease(name, holder, labels)
+    local now = os.date('!%Y-%m-%dT%H:%M:%S.000000Z')
+    local status, obj = sb:json('POST', LEASES, {
+      apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
+      metadata = { name = name, labels = labels },
+      spec = { holderIdentity = holder, leaseDurationSeconds = 3, acquireTime = now, renewTime = now,
+        leaseTransitions = 0 },
+    })
+    assert.equals(201, status, name)
+    return obj
+  end
+
+  -- A holder that renews its Lease as klua's elector and client-go's LeaseLock do: it
+  -- reads the Lease and writes it back with a new renewTime (at most every half second,
+  -- a replica's retry period), so whatever metadata the Lease has is kept.
+  local function holder_of(name)
+    local last, n = 0, 0
+    return function()
+      if system.gettime() - last < 0.5 then return end
+      local obj = lease(name)
+      n = n + 1
+      obj.spec.renewTime = os.date('!%Y-%m-%dT%H:%M:%S') .. ('.%06dZ'):format(n % 1000000)
+      if sb:json('PUT', LEASES .. '/' .. name, obj) == 200 then last = system.gettime() end
+    end
+  end
+
+  -- The label selector of each LIST of the Leases the server has answered so far ('' for
+  -- a LIST without one), in order.
+  local function lease_lists()
+    local out = {}
+    for query in sb:log():gmatch('GET ' .. LEASES:gsub('%p', '%%%0') .. '%?(%S*) %->') do
+      local selector = ('&' .. query):match('&labelSelector=([^&]*)') or ''
+      out[#out + 1] = (selector:gsub('%%(%x%x)', function(h) return string.char(tonumber(h, 16)) end))
+    end
+    return out
+  end
+
+  before_each(function() sb:kubectl('create namespace ' .. MEMBERS_NS) end)
+
+  it('counts only its own group\'s members', function()
+    -- A node's Lease, and a member Lease of another group whose id, "sharded-member-other",
+    -- begins as this group's member Leases do; both are renewed.
+    create_lease('node-a', 'node-a')
+    local other = 'sharded-member-other-member-0a1b2c3d'
+    create_lease(other, 'other-replica',
+      { ['klua.dev/shard-group'] = 'sharded-member-other', ['klua.dev/shard-role'] = 'member' })
+    local renew_node, renew_other = holder_of('node-a'), holder_of(other)
+    local p = start()
+    -- Alone in its group, the replica holds every shard, and goes on holding them.
+    testing.eventually(function()
+      renew_node()
+      renew_other()
+      return held(p) == SHARDS and #lease_lists() >= 4
+    end, 30 * K.slowdown, { what = 'one replica holding all six shards after four membership lists' })
+    local before = #lease_lists()
+    testing.eventually(function()
+      renew_node()
+      renew_other()
+      return #lease_lists() >= before + 3
+    end, 30 * K.slowdown, { what = 'three more membership lists' })
+    assert.equals(SHARDS, held(p))
+  end)
+
+  it('lists the member Leases by their labels, and labels its own Leases', function()
+    local p = start()
+    testing.eventually(function() return held(p) == SHARDS and #lease_lists() >= 4 end,
+      30 * K.slowdown, { what = 'one replica holding all six shards after four membership lists' })
+    -- Its first list is unfiltered (it looks for members an older klua left unlabelled,
+    -- below); every later one names the group's member labels.
+    local lists = lease_lists()
+    for i = 2, #lists do assert.equals(SELECTOR, lists[i], 'membership list ' .. i) end
+    -- The replica's own Leases carry the labels: its member Lease and each shard's.
+    local status, list = sb:json('GET', LEASES .. '?labelSelector=klua.dev%2Fshard-group%3Dsharded')
+    assert.equals(200, status)
+    local roles = {}
+    for _, item in ipairs(list.items) do roles[item.metadata.name] = item.metadata.labels['klua.dev/shard-role'] end
+    local members = 0
+    for name, role in pairs(roles) do
+      if name:match('^sharded%-member%-%x+$') then
+        assert.equals('member', role, name)
+        members = members + 1
+      end
+    end
+    assert.equals(1, members)
+    for i = 0, SHARDS - 1 do assert.equals('shard', roles['sharded-shard-' .. i], 'shard ' .. i) end
+  end)
+
+  it('counts a member Lease an older klua made without labels until it ages out', function()
+    -- What a replica of an older klua holds: a member Lease with no labels, renewed in
+    -- place. The new replica labels it once; the old replica's renewals keep the labels
+    -- (an update writes back the object it read), so the labelled list finds it.
+    local old = 'sharded-member-0badc0de'
+    create_lease(old, 'old-replica')
+    local renew_old = holder_of(old)
+    local p = start()
+    testing.eventually(function()
+      renew_old()
+      return held(p) == SHARDS // 2 and (lease(old).metadata.labels or {})['klua.dev/shard-role'] == 'member'
+    end, 30 * K.slowdown, { what = 'the older replica\'s member Lease labelled and counted: three shards held' })
+    assert.equals('sharded', lease(old).metadata.labels['klua.dev/shard-group'])
+    -- Several labelled lists later the older replica still counts.
+    local before = #lease_lists()
+    testing.eventually(function()
+      renew_old()
+      return #lease_lists() >= before + 3
+    end, 30 * K.slowdown, { what = 'three more membership lists' })
+    local lists = lease_lists()
+    for i = before + 1, #lists do assert.equals(SELECTOR, lists[i], 'membership list ' .. i) end
+    assert.equals(SHARDS // 2, held(p))
+    assert.equals('member', lease(old).metadata.labels['klua.dev/shard-role'])
+    -- Once it is no longer renewed it ages out, and the replica takes every shard.
+    testing.eventually(function() return held(p) == SHARDS end, 30 * K.slowdown,
+      { what = 'one replica holding all six shards after the older one stopped' })
+  end)
+
+  it('names a group whose id is no label value by the id\'s head and its hash', function()
+    -- A label value has at most 63 characters of [A-Za-z0-9-_.], beginning and ending
+    -- with a letter or digit; an id that is one is its own label.
+    local long = 'a-controller-whose-name-is-longer-than-any-label-value-may-be.example'
+    local cases = {
+      { 'sharded', 'sharded' },
+      { long, long:sub(1, 54) .. ('-%08x'):format(fnv1a(long)) },
+      { 'team/My Controller', ('team-My-Controller-%08x'):format(fnv1a('team/My Controller')) },
+      { '--', ('%08x'):format(fnv1a('--')) },
+    }
+    local script = {}
+    for _, case in ipairs(cases) do
+      script[#script + 1] = ('print(require("klua.shards").group_label(%q))'):format(case[1])
+    end
+    local out = K.run_script_ok(table.concat(script, '\n'), { kubeconfig = sb.kubeconfig })
+    local labels = {}
+    for i, line in ipairs(K.lines(out)) do
+      assert.equals(cases[i][2], line, cases[i][1])
+      labels['v' .. i] = line
+    end
+    -- The server takes each as a label value.
+    local status, obj = sb:json('POST', '/api/v1/namespaces/' .. MEMBERS_NS .. '/configmaps',
+      { apiVersion = 'v1', kind = 'ConfigMap', metadata = { name = 'label-values', labels = labels } })
+    assert.equals(201, status, obj and obj.message)
+    -- A replica of the long id labels its Leases so and finds itself by them.
+    local p = start(long)
+    testing.eventually(function() return held(p) == SHARDS and #lease_lists() >= 3 end,
+      30 * K.slowdown, { what = 'one replica holding all six shards after three membership lists' })
+    local lists = lease_lists()
+    assert.equals(('klua.dev/shard-group=%s,klua.dev/shard-role=member'):format(cases[2][2]), lists[#lists])
+    assert.equals(cases[2][2], lease(long .. '-shard-0').metadata.labels['klua.dev/shard-group'])
   end)
 end)
