@@ -11,12 +11,12 @@ import subprocess
 import sys
 import time
 
-from . import data, peers, procs
+from . import data, h2proxy, peers, procs
 from .pods import NAMESPACES
 from .report import Row, number, ratio
 
 ORDER = ["server", "ref", "peers", "watch-names", "handler-3-fields", "handler-copy", "controller-enqueue",
-         "initial-sync", "memory-per-pod", "cache-less", "scale"]
+         "initial-sync", "memory-per-pod", "cache-less", "scale", "many-informers", "slow-handler"]
 DESCRIPTIONS = {
     "server": "how fast the server delivers the watch stream (socket reader and curl)",
     "ref": "lua-cjson decoding the same lines in plain lua5.4 (reference)",
@@ -30,9 +30,13 @@ DESCRIPTIONS = {
     "cache-less": "sync time and memory per Pod at --pods Pods: full, drop_fields, a Lua function transform, "
                   "metadata-only",
     "scale": "handler-3-fields and memory-per-pod at a tenth of the size: both must stay flat",
+    "many-informers": "10 Pod informers (one namespace each) in one klua over one HTTP/2 connection (nghttpx), "
+                      "--informer-events updates each",
+    "slow-handler": "4 informers, one with a handler that waits 1 ms (klua.sleep): the others' rates and klua's "
+                    "memory, against the 3 alone",
 }
 ALIASES = {"a": "handler-3-fields", "b": "handler-copy", "c": "controller-enqueue", "d": "watch-names",
-           "e": "initial-sync", "f": "memory-per-pod"}
+           "e": "initial-sync", "f": "memory-per-pod", "g": "many-informers", "h": "slow-handler"}
 LETTERS = {name: letter for letter, name in ALIASES.items()}
 LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
 MODES = {"handler-3-fields": ("read", "handler reads metadata.name, metadata.namespace, status.phase"),
@@ -56,6 +60,25 @@ QUIET = 3.0
 # The server's speed is measured over at least this much data, or this long.
 SPEED_BYTES = 512 << 20
 SPEED_SECONDS = 1.0
+# many-informers (g): informers of namespaces team-00 ... team-09, each with its own stream, in
+# all at least TARGET_MANY events/s; no informer starved: the fastest informer's rate at most
+# TARGET_STARVED times the slowest's (both from the first update of any of them, so an informer
+# served only after the others counts as slow), and every one handles all its updates.
+INFORMERS = 10
+TARGET_MANY = 200000
+TARGET_STARVED = 2.0
+# slow-handler (h): SLOW_INFORMERS informers, the first with a handler that waits SLOW_SECONDS
+# per update; the others' rate in all must stay within TARGET_UNCHANGED of the same informers'
+# alone, and klua's peak RSS within TARGET_HELD_MB of theirs, while the slow stream waits (klua
+# holds a reflector whose notification queue is full, src/cache/informer.c QUEUE_HIGH). The run
+# goes on SLOW_HOLD seconds after the others are done, with RSS sampled every 0.1 s: from the
+# first sample of that time to the last, RSS may not grow by more than TARGET_FLAT_HELD_MB.
+SLOW_INFORMERS = 4
+SLOW_SECONDS = 0.001
+SLOW_HOLD = 1.0
+TARGET_UNCHANGED = 0.8
+TARGET_HELD_MB = 16
+TARGET_FLAT_HELD_MB = 1
 LINE = re.compile(rb"^bench (\w[\w-]*)((?: [\w-]+=\S*)*)$")
 
 
@@ -82,6 +105,10 @@ def _us(seconds):
     return "%.1f µs" % (seconds * 1e6)
 
 
+def _seconds(value):
+    return "?" if value is None else "%.2f" % value
+
+
 def _mb(kb):
     return "%s MB" % number(kb / 1024, 1)
 
@@ -95,6 +122,11 @@ class Bench:
         self.lua = shutil.which("lua5.4")
         self.dataset = None
         self.servers = {}
+        self.server_pids = {}
+        # many-informers and slow-handler: their data set and nghttpx (url, kubeconfig, port, pid) by
+        # backend, made when first needed.
+        self.namespaces = None
+        self.proxies = {}
         self.memo = {}
         # Set by the peers scenario: each Peer, and the event rate of those measured, in peers.ORDER.
         self.peers = []
@@ -122,20 +154,37 @@ class Bench:
                      "about %s Pods, %s MB" % (number(self.dataset.average_pod_bytes()), NAMESPACES, number(o.events),
                                                number(o.watch_pods), number(self.dataset.meta["event_bytes"] / 1e6))),
             ("server", "scripts/bench-server over loopback, HTTP/1.1 chunked, sendfile; watch end: %s" % o.watch_end),
-        ] + [("peer", p.fact()) for p in self.peers]
+        ] + [("peer", p.fact()) for p in self.peers] + self._namespaces_facts()
+
+    def _namespaces_facts(self):
+        ds = self.namespaces
+        if not ds:
+            return []
+        facts = [("data (g, h)", "the same generator's Pods; %s MODIFIED events about %d Pods, one in each "
+                                 "of team-00 ... team-%02d, so each namespace's watch is a stream of its own %s events, %s MB each"
+                  % (number(ds.n_events), INFORMERS, INFORMERS - 1, number(self.opts.informer_events),
+                     number(ds.meta["event_bytes"] / INFORMERS / 1e6)))]
+        proxies = list(self.proxies.values())
+        if proxies:
+            facts.append(("proxy (g)", "%s at %s with a self-signed certificate, one worker; HTTP/1.1 to "
+                                       "bench-server" % (h2proxy.version(h2proxy.find(self.opts.nghttpx)),
+                                                         proxies[0][0])))
+        return facts
 
     def log(self, message):
         print(message, file=sys.stderr, flush=True)
 
-    def server(self, pods, events, paginate="auto", watch_end=None):
-        """(url, kubeconfig) of a server listing `pods` Pods and streaming `events` events; started once."""
+    def server(self, pods, events, paginate="auto", watch_end=None, dataset=None):
+        """(url, kubeconfig) of a server listing `pods` Pods and streaming `events` events of dataset
+        (the run's, by default); started once."""
+        dataset = dataset or self.dataset
         key = (pods, events, paginate, watch_end or self.opts.watch_end)
-        if key in self.servers:
-            return self.servers[key]
-        name = "server-%d-%d-%s-%s" % key
+        if (key, dataset.directory) in self.servers:
+            return self.servers[key, dataset.directory]
+        name = "server-%d-%d-%s-%s" % key + ("" if dataset is self.dataset else "-ns")
         kubeconfig = os.path.join(self.workdir, name + ".kubeconfig")
         child = self.children.spawn(name, [
-            sys.executable, os.path.join(self.root, "scripts", "bench-server"), "--data", self.dataset.directory,
+            sys.executable, os.path.join(self.root, "scripts", "bench-server"), "--data", dataset.directory,
             "--pods", str(pods), "--events", str(events), "--paginate", paginate, "--watch-end", key[3],
             "--kubeconfig", kubeconfig])
         out = bytearray()
@@ -143,8 +192,37 @@ class Bench:
         m = re.match(rb"listening on (http://\S+)", bytes(out))
         if reason != "done" or not m:
             raise ScenarioError("bench-server did not start", child.log_tail())
-        self.servers[key] = (m.group(1).decode(), kubeconfig)
-        return self.servers[key]
+        self.servers[key, dataset.directory] = (m.group(1).decode(), kubeconfig)
+        self.server_pids[self.servers[key, dataset.directory][0]] = child.pid
+        return self.servers[key, dataset.directory]
+
+    def namespaces_dataset(self):
+        """The data set of many-informers and slow-handler, generated once by the same generator:
+        --watch-pods listed Pods, and INFORMERS x --informer-events events about the first INFORMERS,
+        one in each of team-00 ... team-09, so that each namespace's watch stream is its own
+        --informer-events updates."""
+        if not self.namespaces:
+            o = self.opts
+            events = INFORMERS * o.informer_events
+            self.log("generating %s MODIFIED events about %d Pods in %d namespaces ..."
+                     % (number(events), INFORMERS, INFORMERS))
+            self.namespaces = data.generate(os.path.join(self.workdir, "data-namespaces"),
+                                            max(o.watch_pods, INFORMERS), INFORMERS, events)
+        return self.namespaces
+
+    def proxy(self, backend_url):
+        """(url, kubeconfig, port, pid) of nghttpx in front of backend_url, started once; None without nghttpx."""
+        command = h2proxy.find(self.opts.nghttpx)
+        if not command:
+            return None
+        if backend_url not in self.proxies:
+            try:
+                url, kubeconfig, port, child = h2proxy.start(command, backend_url,
+                                                             os.path.join(self.workdir, "nghttpx"), self.children)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+                raise ScenarioError(str(e))
+            self.proxies[backend_url] = (url, kubeconfig, port, child.pid)
+        return self.proxies[backend_url]
 
     # --- running klua
 
@@ -153,8 +231,9 @@ class Bench:
         argv = [self.klua, "--server", url, "run", os.path.join(LUA_DIR, script)] + [str(a) for a in args]
         return self.script(name, argv, until, "klua", self.env)
 
-    def script(self, name, argv, until, what, env=None):
-        """Runs argv until it prints `bench UNTIL` (events.lua's protocol); the child and its records."""
+    def script(self, name, argv, until, what, env=None, on_record=None):
+        """Runs argv until it prints `bench UNTIL` (events.lua's protocol); the child and its records
+        (the last of each name). on_record(child, name, fields) sees every record as it comes."""
         child = self.children.spawn(name, argv, env=env)
         records, pending = {}, bytearray()
 
@@ -167,6 +246,8 @@ class Bench:
                 if m:
                     fields = dict(kv.split("=", 1) for kv in m.group(2).decode().split())
                     records[m.group(1).decode()] = (now, fields)
+                    if on_record:
+                        on_record(child, m.group(1).decode(), fields)
             return until in records
 
         reason = procs.pump(child, on_data, self.opts.timeout)
@@ -276,6 +357,68 @@ class EventsRun:
             out.append("the first watch stream ended (the server had sent all %s events) but only %s reached "
                        "the handler before the stream was watched again" % (number(self.count), number(self.seen)))
         return out
+
+
+class InformersRun:
+    """What informers.lua reported for the informers of namespaces first..last, and what the harness
+    saw while it ran: VmRSS at each tick and, behind a proxy, the process's connections to it."""
+
+    def __init__(self, b, first, last, slow=0.0, hold=0.0, url=None, kubeconfig=None, proxy=None, server_pid=None):
+        self.count = b.opts.informer_events
+        argv = [b.klua] + (["--kubeconfig", kubeconfig] if kubeconfig else ["--server", url]) + [
+            "run", os.path.join(LUA_DIR, "informers.lua"), self.count, first, last, slow, hold]
+        self.ticks, self.connections = [], []
+
+        # Connections are counted once every list is done and every watch open: at each tick after
+        # klua.on_synced. The proxy's CPU time is read around the run.
+        seen = set()
+        proxy_cpu = h2proxy.cpu_seconds(proxy[1]) if proxy else None
+        server_cpu = h2proxy.cpu_seconds(server_pid) if server_pid else None
+
+        def on_record(child, name, fields):
+            seen.add(name)
+            if name == "tick":
+                self.ticks.append(fields)
+                if proxy and "synced" in seen:
+                    n = h2proxy.connections(child.pid, proxy[0])
+                    if n is not None:
+                        self.connections.append(n)
+
+        child, records = b.script("informers-%d-%d%s" % (first, last, "-slow" if slow else ""),
+                                  [str(a) for a in argv], "done", "klua", b.env, on_record)
+        self.usage = child.reap(5) or child.stop()
+        self.wall = time.monotonic() - child.started
+        self.proxy_cpu = h2proxy.cpu_seconds(proxy[1]) - proxy_cpu if proxy_cpu is not None else None
+        self.server_cpu = h2proxy.cpu_seconds(server_pid) - server_cpu if server_cpu is not None else None
+        done = records["done"][1]
+        self.slow = first if slow else None
+        counted = [i for i in range(first, last + 1) if i != self.slow]
+        self.seen = {i: int(done["seen%d" % i]) for i in range(first, last + 1)}
+        self.pending = {i: int(done["pending%d" % i]) for i in range(first, last + 1)}
+        stamped = {i: int(done["stamped%d" % i]) for i in counted}
+        firsts = {i: float(done["first%d" % i]) for i in counted}
+        lasts = {i: float(done["last%d" % i]) for i in counted}
+        # Every rate runs from the first update of any counted informer, so that an informer served
+        # only after the others have finished shows as slow however fast it then went.
+        start = min(firsts[i] for i in counted if self.seen[i]) if any(self.seen[i] for i in counted) else 0.0
+        self.rates = {i: stamped[i] / (lasts[i] - start) if stamped[i] and lasts[i] > start else 0.0
+                      for i in counted}
+        end = max(lasts.values())
+        self.total = sum(stamped.values()) / (end - start) if end > start else 0.0
+        self.rate = self.total
+        self.all_seen = all(self.seen[i] >= self.count for i in counted)
+        self.peak_rss_kb = max(int(done["peak_rss_kb"]), int(done["hwm_kb"]))
+        self.rss_kb = int(done["rss_kb"])
+        self.counted = records.get("counted", (0, {}))[1]
+        self.cpu = self.usage.cpu
+
+    def rates_text(self):
+        return ", ".join("team-%02d %s" % (i, number(r)) for i, r in sorted(self.rates.items()))
+
+    def spread(self):
+        """The fastest informer's rate over the slowest's."""
+        low, high = min(self.rates.values()), max(self.rates.values())
+        return high / low if low else float("inf")
 
 
 class SyncRun:
@@ -587,12 +730,101 @@ def scenario_scale(b):
     return rows
 
 
+def _namespaces_server(b):
+    ds = b.namespaces_dataset()
+    return b.server(max(b.opts.watch_pods, INFORMERS), INFORMERS * b.opts.informer_events, dataset=ds)
+
+
+def scenario_many_informers(b):
+    name = "%s: %d informers, one HTTP/2 connection" % (title("many-informers"), INFORMERS)
+    target = "≥ %s ev/s in all; slowest ≥ 1/%g of fastest; 1 connection" % (number(TARGET_MANY), TARGET_STARVED)
+    if not h2proxy.find(b.opts.nghttpx):
+        return [Row(name, "not measured", target, details=[h2proxy.missing_reason(b.opts.nghttpx)])]
+    backend, _ = _namespaces_server(b)
+    _, kubeconfig, port, pid = b.proxy(backend)
+    r = b.best(lambda: InformersRun(b, 0, INFORMERS - 1, kubeconfig=kubeconfig, proxy=(port, pid),
+                                    server_pid=b.server_pids[backend]))
+    n = b.opts.informer_events
+    one = bool(r.connections) and set(r.connections) == {1}
+    ok = r.all_seen and r.total >= TARGET_MANY and r.spread() <= TARGET_STARVED and one
+    result = "%s ev/s in all; per informer %s–%s ev/s" % (number(r.total), number(min(r.rates.values())),
+                                                         number(max(r.rates.values())))
+    if not r.all_seen:
+        result += " (not every informer got its %s)" % number(n)
+    details = [
+        "%d informers (namespaces team-00 ... team-%02d), each with the handler of handler-3-fields (a) on its own "
+        "watch stream of %s MODIFIED events; best of %d runs" % (INFORMERS, INFORMERS - 1, number(n), b.opts.repeat),
+        "updates handled: %s" % ", ".join("team-%02d %s" % (i, number(k)) for i, k in sorted(r.seen.items())),
+        "rate of each, from the first update of any informer to its own last (klua's monotonic clock): %s; "
+        "fastest/slowest %.2f×" % (r.rates_text(), r.spread()),
+        "TCP connections from klua to nghttpx (/proc/PID/fd against /proc/net/tcp), at each of %d samples "
+        "(every 0.1 s from klua.on_synced on): %s" % (len(r.connections),
+                                                      ", ".join(str(c) for c in r.connections) or "none taken"),
+        "klua to %s (one worker, self-signed certificate) over TLS and HTTP/2; nghttpx to bench-server "
+        "over HTTP/1.1, one request per stream" % h2proxy.version(h2proxy.find(b.opts.nghttpx)),
+        "whole process: %.2f s wall, %.2f s CPU (wait4), peak RSS %s; meanwhile nghttpx used %s s of CPU "
+        "(its worker process included) and bench-server %s s (/proc/PID/stat)" % (
+            r.wall, r.cpu, _mb(r.peak_rss_kb), _seconds(r.proxy_cpu), _seconds(r.server_cpu)),
+    ]
+    return [Row(name, result, target, ok, r.total, details)]
+
+
+def scenario_slow_handler(b):
+    url, _ = _namespaces_server(b)
+    others = SLOW_INFORMERS - 1
+    alone = b.best(lambda: InformersRun(b, 1, others, url=url))
+    slow = b.best(lambda: InformersRun(b, 0, others, slow=SLOW_SECONDS, hold=SLOW_HOLD, url=url))
+    n = b.opts.informer_events
+    change = slow.total / alone.total if alone.total else 0.0
+    label = "%s: %d informers, 1 waiting %g ms per update" % (title("slow-handler"), SLOW_INFORMERS,
+                                                                SLOW_SECONDS * 1000)
+    ticks = [int(t["rss_kb"]) for t in slow.ticks]
+    held = [t for t in slow.ticks if float(t["at"]) >= float(slow.counted.get("at", 0) or 0)]
+    pending = [int(t["slow_pending"]) for t in slow.ticks if "slow_pending" in t]
+    grown_mb = (slow.peak_rss_kb - alone.peak_rss_kb) / 1024
+    held_kb = [int(t["rss_kb"]) for t in held]
+    flat = len(held_kb) >= 2 and held_kb[-1] - held_kb[0] <= TARGET_FLAT_HELD_MB * 1024
+    stream_mb = n * b.namespaces_dataset().meta["event_bytes"] / b.namespaces_dataset().n_events / 1e6
+    rows = [
+        Row("%s: the others' rate" % label,
+            "%s ev/s vs %s ev/s alone (%.2f×)" % (number(slow.total), number(alone.total), change),
+            "unchanged (≥ %.2f×)" % TARGET_UNCHANGED,
+            slow.all_seen and alone.all_seen and change >= TARGET_UNCHANGED, slow.total,
+            ["the %d others (team-01 ... team-%02d) each handle %s updates with the handler of handler-3-fields "
+             "(a), in one process with a slow informer on team-00 and alone (%d informers); HTTP/1.1, one "
+             "connection per watch; best of %d runs each" % (others, others, number(n), others, b.opts.repeat),
+             "the slow handler calls klua.sleep(%g): a handler that waits, which suspends its own informer's "
+             "notifications and nothing else (a busy-wait would take the one Lua thread from every informer, "
+             "which no scheduling can undo)" % SLOW_SECONDS,
+             "with the slow one: %s ev/s (%s); alone: %s ev/s (%s); from the first update of any to each one's "
+             "last" % (number(slow.total), slow.rates_text(), number(alone.total), alone.rates_text()),
+             "the slow informer handled %s of its %s updates in %.2f s (%s pending in its queue at the end)"
+             % (number(slow.seen[0]), number(n), slow.wall, number(slow.pending[0]))]),
+        Row("%s: klua's peak RSS" % label,
+            "%s vs %s alone (%+.1f MB)" % (_mb(slow.peak_rss_kb), _mb(alone.peak_rss_kb), grown_mb),
+            "bounded (≤ +%d MB), flat while held" % TARGET_HELD_MB, grown_mb <= TARGET_HELD_MB and flat,
+            details=["peak of VmRSS sampled every 0.1 s and VmHWM at the end, in the runs of the row above",
+                     "VmRSS while the slow informer waited, %.1f s after the others were done (may grow ≤ %d MB): "
+                     "%s" % (
+                         SLOW_HOLD, TARGET_FLAT_HELD_MB,
+                         " → ".join(_mb(int(t["rss_kb"])) for t in held) or "no sample"),
+                     "VmRSS at every sample of the run: %s–%s" % (_mb(min(ticks)), _mb(max(ticks)))
+                     if ticks else "no VmRSS sample",
+                     "the slow informer's queued notifications at each sample: %s (klua holds its reflector "
+                     "while the queue is full, QUEUE_HIGH in src/cache/informer.c); its stream is %s MB, "
+                     "which an unbounded queue would come to hold" % (
+                         ", ".join(number(p) for p in pending) or "none", number(stream_mb, 1))]),
+    ]
+    return rows
+
+
 SCENARIOS = {"server": scenario_server, "ref": scenario_ref, "peers": scenario_peers,
              "watch-names": scenario_watch_names, "handler-3-fields": scenario_handler("handler-3-fields"),
              "handler-copy": scenario_handler("handler-copy"),
              "controller-enqueue": scenario_handler("controller-enqueue"), "initial-sync": scenario_initial_sync,
              "memory-per-pod": scenario_memory_per_pod, "cache-less": scenario_cache_less,
-             "scale": scenario_scale}
+             "scale": scenario_scale, "many-informers": scenario_many_informers,
+             "slow-handler": scenario_slow_handler}
 
 
 def run(b, ids):

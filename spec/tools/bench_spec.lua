@@ -24,13 +24,14 @@ describe('scripts/bench', function()
     for name in by_letter:gmatch('([%w-]+ %(%a%))%s') do names[#names + 1] = name end
     assert.same({ 'watch-names (d)', 'handler-3-fields (a)', 'handler-copy (b)' }, names)
     assert.equals(bench('--list --only a'), bench('--list --only handler-3-fields'))
+    assert.equals(bench('--list --only g,h'), bench('--list --only many-informers,slow-handler'))
   end)
 
   it('refuses an unknown scenario, naming the names and the letters', function()
     local out, status = bench('--list --only a,nope')
     assert.equals(2, status, out)
     assert.matches('unknown scenario nope; choose among server,ref,peers,watch%-names,handler%-3%-fields', out)
-    assert.matches('or the letters a,b,c,d,e,f', out)
+    assert.matches('or the letters a,b,c,d,e,f,g,h', out)
   end)
 
   it('rates the lines of a printer that wrote them all in one read from the printer\'s start', function()
@@ -63,5 +64,30 @@ describe('scripts/bench', function()
     assert.is_truthy(row, out)
     assert.matches('| [%d.]+× kubectl +|$', row)
     assert.is_nil(row:find('client-node', 1, true), row)
+  end)
+
+  -- Sizes so small that only the shape of the report means anything.
+  local TINY = '--events 2 --pods 10 --watch-pods 10 --informer-events 20 --repeat 1 --timeout 60 --klua '
+
+  it('measures many informers on one HTTP/2 connection and a slow handler next to fast ones', function()
+    local out, status = bench('--only g,h ' .. TINY .. K.quote(K.bin))
+    assert.equals(0, status, out)
+    assert.matches('\n| many%-informers %(g%): 10 informers, one HTTP/2 connection +| [%d,]+ ev/s in all; '
+      .. 'per informer [%d,]+–[%d,]+ ev/s', out)
+    assert.matches('\n  %- updates handled: team%-00 20, team%-01 20,[^\n]* team%-09 20\n', out)
+    assert.matches('\n  %- TCP connections from klua to nghttpx [^\n]* samples', out)
+    assert.matches('\n%- proxy %(g%): nghttpx ', out)
+    assert.matches('\n| slow%-handler %(h%): 4 informers, 1 waiting 1 ms per update: the others\' rate +| '
+      .. '[%d,]+ ev/s vs [%d,]+ ev/s alone %([%d.]+×%)', out)
+    assert.matches('\n| slow%-handler %(h%): [^|]*klua\'s peak RSS +| [%d.,]+ MB vs [%d.,]+ MB alone', out)
+    assert.matches('calls klua%.sleep%(0%.001%): a handler that waits', out)
+  end)
+
+  it('reports many-informers as not measured without nghttpx, naming the package', function()
+    local out, status = bench('--only g --nghttpx /nonexistent/nghttpx ' .. TINY .. K.quote(K.bin))
+    assert.equals(0, status, out)
+    assert.matches('\n| many%-informers %(g%): [^|]*| not measured +|', out)
+    assert.matches('\n  %- /nonexistent/nghttpx is not installed: sh scripts/build/bootstrap bench installs '
+      .. 'nghttp2%-proxy', out)
   end)
 end)
