@@ -161,7 +161,8 @@ class Bench:
         if not ds:
             return []
         facts = [("data (g, h)", "the same generator's Pods; %s MODIFIED events about %d Pods, one in each "
-                                 "of team-00 ... team-%02d, so each namespace's watch is a stream of its own %s events, %s MB each"
+                                 "of team-00 ... team-%02d, so each namespace's watch is a stream of its own "
+                                 "%s events, %s MB each"
                   % (number(ds.n_events), INFORMERS, INFORMERS - 1, number(self.opts.informer_events),
                      number(ds.meta["event_bytes"] / INFORMERS / 1e6)))]
         proxies = list(self.proxies.values())
@@ -369,8 +370,8 @@ class InformersRun:
             "run", os.path.join(LUA_DIR, "informers.lua"), self.count, first, last, slow, hold]
         self.ticks, self.connections = [], []
 
-        # Connections are counted once every list is done and every watch open: at each tick after
-        # klua.on_synced. The proxy's CPU time is read around the run.
+        # Connections are counted once every list is done: at each tick after klua.on_synced. The
+        # proxy's and the server's CPU time are read around the run.
         seen = set()
         proxy_cpu = h2proxy.cpu_seconds(proxy[1]) if proxy else None
         server_cpu = h2proxy.cpu_seconds(server_pid) if server_pid else None
