@@ -100,11 +100,11 @@ describe('scripts/build/bootstrap', function()
     assert.matches('lua%-busted +the spec runner', err)
   end)
 
-  it('adds the peers make bench measures: the Python client, and node and npm where none is installed', function()
+  it('adds the peers make bench measures, the HTTP/2 proxy of its many-informers row, and node and npm where none is installed', function()
     local dir = stubs { installed = with(BUILD, 'openssl'), kubectl = true }
     local err, status, log = bootstrap('bench', dir, dir)
     assert.are.equal(0, status)
-    assert.matches('install %-y %-qq %-%-no%-install%-recommends python3%-kubernetes nodejs npm\n$', log)
+    assert.matches('install %-y %-qq %-%-no%-install%-recommends python3%-kubernetes nghttp2%-proxy nodejs npm\n$', log)
     assert.matches('python3%-kubernetes +the Python kubernetes client, a peer in make bench', err)
   end)
 
