@@ -28,7 +28,7 @@
 
 typedef struct kl_pool {
     void *free[KL_POOL_CLASSES]; /* per class, a list linked through the blocks' first word */
-    unsigned n[KL_POOL_CLASSES];
+    int n[KL_POOL_CLASSES]; /* blocks in each list */
 } kl_pool;
 
 /* lua_Alloc's contract on blocks of the pool: osize is the block's size
