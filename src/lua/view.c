@@ -284,9 +284,12 @@ void kl_view_open(lua_State *L) {
 
 /* The view may be the last holder of its blob, whose bytes the collector
  * cannot see: count them as if the view had allocated them, or garbage
- * views would pin megabytes of blobs between two cycles. */
-static void account_blob(lua_State *L, const kl_blob *b) {
-    int kb = (int)((b->len + KL_BLOB_PADDING) >> 10);
+ * views would pin megabytes of blobs between two cycles. What the view
+ * did allocate (counted, a watch event's tape, which is larger than
+ * compact JSON) counts towards them. */
+static void account_blob(lua_State *L, const kl_blob *b, size_t counted) {
+    size_t bytes = b->len + KL_BLOB_PADDING;
+    int kb = bytes > counted ? (int)((bytes - counted) >> 10) : 0;
     if (kb > 0 && lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb);
 }
 
@@ -298,7 +301,8 @@ void kl_view_push(lua_State *L, const kl_obj *o, void *parsed) {
         t = kl_json_doc_tape(pd);
         nstrings = kl_json_doc_strings_size(pd);
     }
-    vdoc *d = lua_newuserdatauv(L, sizeof *d + t.nwords * sizeof(uint64_t) + nstrings, 1);
+    size_t tape_bytes = t.nwords * sizeof(uint64_t) + nstrings;
+    vdoc *d = lua_newuserdatauv(L, sizeof *d + tape_bytes, 1);
     memset(d, 0, sizeof *d);
     d->off = o->off;
     d->len = o->len;
@@ -311,7 +315,7 @@ void kl_view_push(lua_State *L, const kl_obj *o, void *parsed) {
     luaL_setmetatable(L, VIEW_MT); /* stack: ..., vdoc, view */
     lua_rotate(L, -2, 1);          /* stack: ..., view, vdoc */
     lua_setiuservalue(L, -2, 1);   /* stack: ..., view */
-    account_blob(L, o->blob);
+    account_blob(L, o->blob, sizeof *d + tape_bytes);
 }
 
 const char *kl_view_json(lua_State *L, int idx, size_t *len) {
