@@ -285,8 +285,8 @@ void kl_view_open(lua_State *L) {
 /* The view may be the last holder of its blob, whose bytes the collector
  * cannot see: count them as if the view had allocated them, or garbage
  * views would pin megabytes of blobs between two cycles. What the view
- * did allocate (counted, a watch event's tape, which is larger than
- * compact JSON) counts towards them. */
+ * did allocate (counted: a watch event's tape, larger than compact JSON
+ * but for escape-heavy strings) counts towards them. */
 static void account_blob(lua_State *L, const kl_blob *b, size_t counted) {
     size_t bytes = b->len + KL_BLOB_PADDING;
     int kb = bytes > counted ? (int)((bytes - counted) >> 10) : 0;
