@@ -463,6 +463,15 @@ describe('a view', function()
       assert.equals('{"app":"auth","pod-template-hash":"b4ec5339db"}', tostring(labels))
     end)
 
+    it('shows every view the same metatable, with no finalizer a script could call while views still read', function()
+      for _, v in ipairs({ testing.view(pod), assert(testing.event_view('{"type":"ADDED","object":' .. pod .. '}')) }) do
+        local mt = getmetatable(v)
+        assert.equals(mt, getmetatable(v.metadata))
+        assert.is_nil(rawget(mt, '__gc'))
+        assert.equals('auth-b4ec5339db-0cc23', v.metadata.name)
+      end
+    end)
+
     it('holds one reference on the object bytes, released when the last view is collected', function()
       local v, probe = testing.view_probe(pod)
       local spec = v.spec

@@ -306,6 +306,9 @@ static int setup(kl_http_req *r) {
     curl_easy_setopt(r->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(r->easy, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(r->easy, CURLOPT_ACCEPT_ENCODING, "");
+    /* A watch or a LIST delivers megabytes: 256 KiB reads rather than
+     * curl's 16 KiB take a sixteenth of the system calls. */
+    if (r->cb.data) curl_easy_setopt(r->easy, CURLOPT_BUFFERSIZE, 256L << 10);
     if (r->timeout_ms > 0) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, r->timeout_ms);
     /* A Content-Length over the limit fails before any byte is read. */
     if (!r->cb.data) curl_easy_setopt(r->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)BODY_MAX);

@@ -48,6 +48,7 @@ struct lua_informer {
     lua_informer *next; /* informers' list */
     int ud_ref; /* the script's handle, kept for the runtime's lifetime */
     char name[160];
+    char task_names[3][200]; /* per event type: its handlers' task name */
     /* Per event type: the handlers, and for each the seq of the first
      * notification it takes (0 for handlers added before dispatch began). */
     uint64_t *since[3];
@@ -199,11 +200,9 @@ static void call_handler(lua_informer *li, int h) {
         lua_pushboolean(L, type == KL_CHANGE_ADD ? li->cur.initial || li->cur.only : li->cur.unknown);
     }
     lua_remove(L, -3); /* stack: fn, arg1, arg2 */
-    char name[200];
-    snprintf(name, sizeof name, "%s handler of %s", event_names[type], li->name);
     li->busy = 1;
     li->in_call = 1;
-    if (!kl_task_spawn(li->rt, NULL, name, 2, on_handler_done, li)) li->busy = 0;
+    if (!kl_task_spawn(li->rt, NULL, li->task_names[type], 2, on_handler_done, li)) li->busy = 0;
     li->in_call = 0;
 }
 
@@ -470,6 +469,8 @@ static int l_informer(lua_State *L) {
     lua_informer *li = kl_xcalloc(1, sizeof *li);
     li->rt = rt;
     snprintf(li->name, sizeof li->name, "%s", o.name ? o.name : o.path);
+    for (int i = 0; event_names[i]; i++)
+        snprintf(li->task_names[i], sizeof li->task_names[i], "%s handler of %s", event_names[i], li->name);
     li->inf = kl_informer_new(kl_rt_loop(rt), kl_rt_http(rt), &o, on_ready, li);
     kl_informer_set_prune(li->inf, prune);
     if (transform) kl_lua_transform_attach(transform, li->inf);

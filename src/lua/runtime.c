@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/pool.h"
 #include "lua/embedded.h"
 #include "lua/lua_endpoint.h"
 #include "lua/lua_informer.h"
@@ -46,6 +47,7 @@ struct kl_rt {
     kl_http *http;
     kl_rt_opts opts;
     size_t mem_used;
+    kl_pool pool;      /* the Lua state's small blocks */
     int memory_binds;  /* script code runs: the memory limit binds */
     part parts[KL_RT_NPARTS];
     int on_synced_ref; /* table of callbacks waiting for sync, or LUA_NOREF */
@@ -116,14 +118,14 @@ static void *rt_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     kl_rt *rt = ud;
     size_t old = ptr ? osize : 0;
     if (nsize == 0) {
-        free(ptr);
+        kl_pool_realloc(&rt->pool, ptr, osize, 0);
         rt->mem_used -= old;
         return NULL;
     }
     if (rt->memory_binds && rt->opts.memory_limit && nsize > old &&
         rt->mem_used - old + nsize > rt->opts.memory_limit)
         return NULL;
-    void *p = realloc(ptr, nsize);
+    void *p = kl_pool_realloc(&rt->pool, ptr, osize, nsize);
     if (p) rt->mem_used = rt->mem_used - old + nsize;
     return p;
 }
@@ -221,6 +223,7 @@ void kl_rt_free(kl_rt *rt) {
     kl_http_free(rt->http);
     close_part(rt, KL_RT_TASKS);
     if (rt->L) lua_close(rt->L);
+    kl_pool_release(&rt->pool);
     for (int i = 0; i < KL_RT_NPARTS; i++) {
         const part *p = &rt->parts[i];
         if (p->hooks && p->hooks->free) p->hooks->free(p->state);

@@ -329,7 +329,10 @@ int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_ta
         if (done) done(ud, NULL, 0);
         return 0;
     }
-    snprintf(t->name, sizeof t->name, "%s", name);
+    size_t n = strlen(name);
+    if (n >= sizeof t->name) n = sizeof t->name - 1;
+    memcpy(t->name, name, n); /* not snprintf: a handler call costs little more */
+    t->name[n] = 0;
     t->done = done;
     t->ud = ud;
     t->waiting = 0;

@@ -8,14 +8,15 @@
 #include "lua/lua_json.h"
 
 #define VIEW_MT "klua.view"
-#define DOC_MT "klua.view.doc"
+#define ROOT_MT "klua.view.root"
 
 /*
- * One object's bytes and, once parsed, its tape: a full userdata shared by
- * all views of the object (their user value). Its tape lives in Lua memory
- * so that the collector paces itself by it: right after the vdoc when the
- * view was made from a decoded event, or in the vdoc's own user value when
- * it was parsed on first access.
+ * One object's bytes and, once parsed, its tape, shared by all views of
+ * the object. It lives in the root view's userdata (a root), which the
+ * other views keep alive as their user value. Its tape lives in Lua memory
+ * so that the collector paces itself by it: right after the root when the
+ * view was made from a decoded event, or in the root's user value when it
+ * was parsed on first access.
  */
 typedef struct vdoc {
     kl_blob *blob;    /* one reference, dropped by __gc */
@@ -24,13 +25,28 @@ typedef struct vdoc {
     kl_json_tape t;
 } vdoc;
 
-/* A view: one value inside a vdoc (user value 1). */
+/* A view: one value inside a vdoc; user value 1 is its root, for all but
+ * the root view itself. */
 typedef struct view {
     vdoc *doc;
     size_t at;               /* tape index of the value; 0 for the root */
     size_t cursor, cursor_at; /* array element `cursor` (1-based) is at tape index cursor_at */
     size_t raw_off, raw_len; /* the value's bytes in the blob, once found (raw_len > 0) */
+    int is_root;
 } view;
+
+/* The root view and its vdoc in one userdata (metatable ROOT_MT, whose
+ * __gc drops the blob): one allocation per object pushed, not two. */
+typedef struct root {
+    view v;
+    vdoc d;
+} root;
+
+/* Pushes the userdata holding the vdoc of the view v at vi. */
+static void push_root(lua_State *L, int vi, const view *v) {
+    if (v->is_root) lua_pushvalue(L, vi);
+    else lua_getiuservalue(L, vi, 1);
+}
 
 /* ---- the parsed form ---- */
 
@@ -45,7 +61,7 @@ static void adopt_tape(vdoc *d, void *dst, const kl_json_tape *t, size_t nstring
     d->root = root;
 }
 
-/* Parses the vdoc at index di on first use. */
+/* Parses the vdoc of the root at index di on first use. */
 static void parse_doc(lua_State *L, int di, vdoc *d) {
     kl_json_doc **guard = kl_lua_json_push_guard(L); /* stack: ..., guard (frees the doc on error) */
     kl_json_error err;
@@ -59,7 +75,7 @@ static void parse_doc(lua_State *L, int di, vdoc *d) {
     size_t nstrings = kl_json_doc_strings_size(*guard);
     void *storage = lua_newuserdatauv(L, t.nwords * sizeof(uint64_t) + nstrings, 0);
     adopt_tape(d, storage, &t, nstrings, kl_json_doc_selected(*guard)); /* stack: ..., guard, tape */
-    lua_setiuservalue(L, di, 1); /* the vdoc keeps its tape alive; stack: ..., guard */
+    lua_setiuservalue(L, di, 1); /* the root keeps its tape alive; stack: ..., guard */
     kl_json_free(*guard);
     *guard = NULL;
     lua_pop(L, 1);
@@ -69,7 +85,7 @@ static void parse_doc(lua_State *L, int di, vdoc *d) {
 static size_t view_at(lua_State *L, int vi, view *v) {
     if (v->at) return v->at;
     if (!v->doc->root) {
-        lua_getiuservalue(L, vi, 1); /* stack: ..., vdoc */
+        push_root(L, vi, v); /* stack: ..., root */
         parse_doc(L, lua_gettop(L), v->doc);
         lua_pop(L, 1);
     }
@@ -78,7 +94,7 @@ static size_t view_at(lua_State *L, int vi, view *v) {
 
 /* ---- pushing values ---- */
 
-/* Pushes a new view of tape index at, sharing the vdoc of the view at vi;
+/* Pushes a new view of tape index at, sharing the root of the view at vi;
  * mt is the index of the view metatable. */
 static void push_child_view(lua_State *L, int vi, int mt, const view *parent, size_t at) {
     view *c = lua_newuserdatauv(L, sizeof *c, 1);
@@ -87,8 +103,8 @@ static void push_child_view(lua_State *L, int vi, int mt, const view *parent, si
     c->at = at;
     lua_pushvalue(L, mt);
     lua_setmetatable(L, -2);     /* stack: ..., child */
-    lua_getiuservalue(L, vi, 1); /* stack: ..., child, vdoc */
-    lua_setiuservalue(L, -2, 1); /* the child keeps the shared vdoc alive; stack: ..., child */
+    push_root(L, vi, parent);    /* stack: ..., child, root */
+    lua_setiuservalue(L, -2, 1); /* the child keeps the shared root alive; stack: ..., child */
 }
 
 /* Pushes the value at tape index i (0: nil) of the view at vi: a view for
@@ -131,13 +147,14 @@ static size_t lookup(lua_State *L, int vi, view *v, int ki) {
     return isint ? element(v, at, k) : 0;
 }
 
-/* ---- metamethods; upvalue 1 is the view metatable ---- */
+/* ---- metamethods; upvalue 1 is the view metatable, 2 the root's ---- */
 
 #define MT_UPVALUE lua_upvalueindex(1)
+#define ROOT_MT_UPVALUE lua_upvalueindex(2)
 
 static int is_view(lua_State *L, int i) {
     if (lua_type(L, i) != LUA_TUSERDATA || !lua_getmetatable(L, i)) return 0;
-    int ok = lua_rawequal(L, -1, MT_UPVALUE);
+    int ok = lua_rawequal(L, -1, MT_UPVALUE) || lua_rawequal(L, -1, ROOT_MT_UPVALUE);
     lua_pop(L, 1);
     return ok;
 }
@@ -254,11 +271,23 @@ static int view_eq(lua_State *L) {
     return 1;
 }
 
-static int doc_gc(lua_State *L) {
-    vdoc *d = lua_touserdata(L, 1);
-    kl_blob_unref(d->blob);
-    d->blob = NULL;
+static int root_gc(lua_State *L) {
+    root *r = lua_touserdata(L, 1);
+    kl_blob_unref(r->d.blob);
+    r->d.blob = NULL;
     return 0;
+}
+
+/* The view at idx, or NULL: a root view or any other. */
+static view *test_view(lua_State *L, int idx) {
+    view *v = luaL_testudata(L, idx, VIEW_MT);
+    return v ? v : luaL_testudata(L, idx, ROOT_MT);
+}
+
+static view *check_view_arg(lua_State *L, int idx) {
+    view *v = test_view(L, idx);
+    if (!v) luaL_typeerror(L, idx, "klua view");
+    return v;
 }
 
 void kl_view_open(lua_State *L) {
@@ -266,27 +295,37 @@ void kl_view_open(lua_State *L) {
                                            {"__len", view_len},     {"__pairs", view_pairs},
                                            {"__tostring", view_tostring}, {"__eq", view_eq},
                                            {NULL, NULL}};
-    if (luaL_newmetatable(L, DOC_MT)) {
-        lua_pushcfunction(L, doc_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
     if (!luaL_newmetatable(L, VIEW_MT)) {
         lua_pop(L, 1);
         return;
     }
-    lua_pushvalue(L, -1);
-    luaL_setfuncs(L, metamethods, 1); /* each gets the metatable as upvalue */
-    lua_pop(L, 1);
+    luaL_newmetatable(L, ROOT_MT); /* stack: view mt, root mt */
+    lua_pushcfunction(L, root_gc);
+    lua_setfield(L, -2, "__gc");
+    /* getmetatable(view) is the same table for every view, and a script
+     * cannot reach root_gc to drop a blob a view still reads. */
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, "__metatable");
+    for (int mt = -2; mt <= -1; mt++) {
+        lua_pushvalue(L, mt);
+        lua_pushvalue(L, -3);
+        lua_pushvalue(L, -3); /* stack: view mt, root mt, mt, view mt, root mt */
+        luaL_setfuncs(L, metamethods, 2); /* each gets both metatables as upvalues */
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
     kl_lua_json_push_array_mt(L);
     lua_pop(L, 1);
 }
 
 /* The view may be the last holder of its blob, whose bytes the collector
  * cannot see: count them as if the view had allocated them, or garbage
- * views would pin megabytes of blobs between two cycles. */
-static void account_blob(lua_State *L, const kl_blob *b) {
-    int kb = (int)((b->len + KL_BLOB_PADDING) >> 10);
+ * views would pin megabytes of blobs between two cycles. What the view
+ * did allocate (counted: a watch event's tape, larger than compact JSON
+ * but for escape-heavy strings) counts towards them. */
+static void account_blob(lua_State *L, const kl_blob *b, size_t counted) {
+    size_t bytes = b->len + KL_BLOB_PADDING;
+    int kb = bytes > counted ? (int)((bytes - counted) >> 10) : 0;
     if (kb > 0 && lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb);
 }
 
@@ -298,24 +337,21 @@ void kl_view_push(lua_State *L, const kl_obj *o, void *parsed) {
         t = kl_json_doc_tape(pd);
         nstrings = kl_json_doc_strings_size(pd);
     }
-    vdoc *d = lua_newuserdatauv(L, sizeof *d + t.nwords * sizeof(uint64_t) + nstrings, 1);
-    memset(d, 0, sizeof *d);
-    d->off = o->off;
-    d->len = o->len;
-    if (pd) adopt_tape(d, d + 1, &t, nstrings, kl_json_doc_selected(pd));
-    luaL_setmetatable(L, DOC_MT); /* stack: ..., vdoc */
-    d->blob = kl_blob_ref(o->blob);
-    view *v = lua_newuserdatauv(L, sizeof *v, 1);
-    memset(v, 0, sizeof *v);
-    v->doc = d;
-    luaL_setmetatable(L, VIEW_MT); /* stack: ..., vdoc, view */
-    lua_rotate(L, -2, 1);          /* stack: ..., view, vdoc */
-    lua_setiuservalue(L, -2, 1);   /* stack: ..., view */
-    account_blob(L, o->blob);
+    size_t tape_bytes = t.nwords * sizeof(uint64_t) + nstrings;
+    root *r = lua_newuserdatauv(L, sizeof *r + tape_bytes, 1);
+    memset(r, 0, sizeof *r);
+    r->d.off = o->off;
+    r->d.len = o->len;
+    if (pd) adopt_tape(&r->d, r + 1, &t, nstrings, kl_json_doc_selected(pd));
+    r->v.doc = &r->d;
+    r->v.is_root = 1;
+    luaL_setmetatable(L, ROOT_MT); /* stack: ..., root view */
+    r->d.blob = kl_blob_ref(o->blob);
+    account_blob(L, o->blob, sizeof *r + tape_bytes);
 }
 
 const char *kl_view_json(lua_State *L, int idx, size_t *len) {
-    view *v = luaL_testudata(L, idx, VIEW_MT);
+    view *v = test_view(L, idx);
     return v ? view_bytes(v, len) : NULL;
 }
 
@@ -340,7 +376,7 @@ static size_t row_at(const kl_blob *b, const kl_json_tape *t, size_t off) {
 }
 
 void kl_view_push_cells(lua_State *L, int idx) {
-    view *v = luaL_checkudata(L, idx, VIEW_MT);
+    view *v = check_view_arg(L, idx);
     const vdoc *d = v->doc;
     if (d->off == 0 && d->len == d->blob->len) {
         lua_pushnil(L); /* the blob is the object alone */
@@ -369,7 +405,7 @@ void kl_view_push_cells(lua_State *L, int idx) {
 
 void kl_view_copy(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
-    view *v = luaL_checkudata(L, idx, VIEW_MT);
+    view *v = check_view_arg(L, idx);
     size_t at = view_at(L, idx, v);
     kl_lua_json_push_array_mt(L); /* stack: ..., amt */
     kl_lua_json_push_value(L, &v->doc->t, at, lua_gettop(L)); /* stack: ..., amt, copy */
@@ -404,7 +440,7 @@ static void copy_table(lua_State *L, int idx, int seen, int amt, int depth) {
 }
 
 static void copy_value(lua_State *L, int idx, int seen, int amt, int depth) {
-    view *v = luaL_testudata(L, idx, VIEW_MT);
+    view *v = test_view(L, idx);
     if (v) kl_lua_json_push_value(L, &v->doc->t, view_at(L, idx, v), amt);
     else if (lua_type(L, idx) == LUA_TTABLE) copy_table(L, idx, seen, amt, depth);
     else lua_pushvalue(L, idx);
@@ -433,7 +469,7 @@ static int l_get(lua_State *L) {
     lua_pushvalue(L, 1); /* stack: v, k1..kn, mt, cur */
     for (int k = 2; k <= n; k++) {
         int cur = lua_gettop(L); /* each step replaces cur with cur[k] */
-        view *v = luaL_testudata(L, cur, VIEW_MT);
+        view *v = test_view(L, cur);
         if (v) {
             push_member(L, cur, mt, v, lookup(L, cur, v, k));
         } else if (lua_type(L, cur) == LUA_TTABLE) {
@@ -466,7 +502,7 @@ static const char *tape_type_name(char c) {
  * for a table with mixed keys, ...). */
 static int l_type(lua_State *L) {
     luaL_checkany(L, 1);
-    view *v = luaL_testudata(L, 1, VIEW_MT);
+    view *v = test_view(L, 1);
     const char *name;
     if (v) {
         name = tape_type_name(kl_jt_type(&v->doc->t, view_at(L, 1, v)));

@@ -87,16 +87,47 @@ void release_slot(parser_slot *p) {
     delete p;
 }
 
-// Bytes of t's string buffer in use: up to the end of its last string,
-// since strings are stored in tape order.
-size_t strings_size(const kl_json_tape *t) {
-    size_t last = SIZE_MAX;
+// The tape index of t's last string, or 0: every word looked at.
+size_t scan_last_string(const kl_json_tape *t) {
+    size_t last = 0;
     for (size_t i = 1; i < t->nwords; i++) {
         char type = kl_jt_type(t, i);
         if (type == '"') last = i;
         else if (type == 'l' || type == 'u' || type == 'd') i++;
     }
-    if (last == SIZE_MAX) return 0;
+    return last;
+}
+
+// The tape index of t's last string, or 0, walking only down the last
+// member of each container: an object's last key follows every string
+// before it, so only the earlier elements of an array can hide the answer
+// when nothing after them is a string. Then the whole tape is scanned.
+size_t last_string(const kl_json_tape *t) {
+    size_t last = 0;
+    int skipped = 0; // array elements passed over since last was set
+    for (size_t i = 1;;) {
+        char type = kl_jt_type(t, i);
+        if (type == '"') return i;
+        if (type != '{' && type != '[') break;
+        int object = type == '{';
+        size_t value = 0, n = 0;
+        for (size_t j = i + 1, end = kl_jt_close(t, i); j < end; j = kl_jt_next(t, value), n++) {
+            if (object) last = j;
+            value = j + object;
+        }
+        if (object && n) skipped = 0;
+        else if (n > 1) skipped = 1;
+        if (!value) break;
+        i = value;
+    }
+    return skipped ? scan_last_string(t) : last;
+}
+
+// Bytes of t's string buffer in use: up to the end of its last string,
+// since strings are stored in tape order.
+size_t strings_size(const kl_json_tape *t) {
+    size_t last = last_string(t);
+    if (!last) return 0;
     size_t n;
     const char *s = kl_jt_string(t, last, &n);
     return (size_t)(s - (const char *)t->strings) + n + 1;
