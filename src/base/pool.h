@@ -20,7 +20,14 @@
 
 #define KL_POOL_MAX_SMALL 256
 #define KL_POOL_CLASSES (KL_POOL_MAX_SMALL / 16)
-#if defined(__SANITIZE_ADDRESS__)
+/* gcc says __SANITIZE_ADDRESS__; clang (the fuzz build) says it through
+ * __has_feature. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KL_POOL_UNDER_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(KL_POOL_UNDER_ASAN)
 #define KL_POOL_KEEP 0
 #else
 #define KL_POOL_KEEP 4096
