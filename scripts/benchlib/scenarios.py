@@ -256,8 +256,10 @@ class Bench:
             child.stop()
             how = "timed out after %d s" % self.opts.timeout if reason == "timeout" else \
                 "exited with status %s" % getattr(child.usage, "exit_code", "?")
+            last = ["last `bench %s` record: %s" % (name, " ".join("%s=%s" % kv for kv in sorted(fields.items())))
+                    for name, (_, fields) in sorted(records.items())]
             raise ScenarioError("%s %s before printing `bench %s`" % (what, how, until),
-                                ["command: " + " ".join(argv)] + child.log_tail())
+                                ["command: " + " ".join(argv)] + last + child.log_tail())
         return child, records
 
     def best(self, run):

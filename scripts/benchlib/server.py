@@ -220,7 +220,7 @@ class Handler(BaseHTTPRequestHandler):
         cfg = self.server.config
         rv = query.get("resourceVersion") or "0"
         first = int(rv) - data.LIST_RV if rv.isdigit() and int(rv) > data.LIST_RV else 0
-        self._start_chunked(200)
+        self._start_chunked(200, close=True)
         if sel.contiguous:
             sent = first < len(sel.events)
             if sent:
@@ -271,10 +271,14 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _start_chunked(self, code):
+    def _start_chunked(self, code, close=False):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
+        if close:
+            # Said, so that a client or proxy does not pool the connection and send its next
+            # request into the close (nghttpx answers that request 502).
+            self.send_header("Connection", "close")
         self.end_headers()
 
     def _chunk(self, payload):

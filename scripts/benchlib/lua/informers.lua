@@ -12,8 +12,9 @@
 -- it is not counted, and the run goes on HOLD seconds after the others are
 -- done, to show that klua's memory stays flat while the slow stream waits.
 --
--- Prints `bench tick` every TICK seconds (VmRSS, and the slow informer's
--- progress), `bench counted` when the counted informers are done, and
+-- Prints `bench tick` every TICK seconds (VmRSS, the slow informer's
+-- progress, and progress<i>: each informer's updates seen, LISTs, watches
+-- and pending notifications), `bench counted` when the counted informers are done, and
 -- `bench done` with, for the informer of namespace i, seen<i>, stamped<i>,
 -- first<i> and last<i>: klua.core's monotonic clock at its first update and
 -- at its stamped-th, the last of its first COUNT that was stamped.
@@ -95,6 +96,11 @@ end)
 klua.every(TICK, function()
   local fields = { at = core.now() - started, rss_kb = rss() }
   if slow > 0 then fields.slow_seen, fields.slow_pending = seen[from], informers[from]:stats().pending end
+  -- Each informer's progress, for the report of a run that does not end.
+  for i = from, to do
+    local st = informers[i]:stats()
+    fields['progress' .. i] = ('%d/%d/%d/%d'):format(seen[i], st.lists, st.watches, st.pending)
+  end
   report.emit('tick', fields)
 end)
 
