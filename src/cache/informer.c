@@ -22,8 +22,7 @@ struct kl_informer {
     int listed;            /* the first LIST has been stored */
     size_t initial_left;   /* notifications of the first list not yet taken */
     uint64_t seq;          /* of the last notification queued */
-    kl_prune *prune;       /* members dropped before caching, or NULL */
-    kl_informer_transform_fn transform; /* or NULL */
+    kl_informer_transform_fn transform; /* a prune or the layer above's, or NULL */
     void (*transform_free)(void *ud);
     void *transform_ud;
     unsigned long transform_errors;
@@ -74,23 +73,20 @@ static int full(kl_informer *inf) {
     return inf->held;
 }
 
-/* Transforms o as the informer's prune or transform says; 0, or -1 when
- * the transform refused it (counted and logged). A rewritten object's
- * parsed tape (*parsed, when given) describes the old bytes: it goes, and a
- * view of the object parses the new ones. */
+/* Transforms o as the informer's transform says; 0, or -1 when the
+ * transform refused it (counted and logged). A rewritten object's parsed
+ * tape (*parsed, when given) describes the old bytes: it goes, and a view
+ * of the object parses the new ones. */
 static int transform(kl_informer *inf, kl_obj *o, void **parsed) {
-    int rc = 0;
-    if (inf->prune) rc = kl_prune_obj(inf->prune, o);
-    else if (inf->transform) {
-        inf->transforming = 1;
-        rc = inf->transform(inf->transform_ud, o, parsed ? *parsed : NULL);
-        inf->transforming = 0;
-    }
+    if (!inf->transform) return 0;
+    inf->transforming = 1;
+    int rc = inf->transform(inf->transform_ud, o, parsed ? *parsed : NULL);
+    inf->transforming = 0;
     if (rc == 1 && parsed) {
         kl_json_free(*parsed);
         *parsed = NULL;
     }
-    if (rc >= 0 || !inf->transform) return 0;
+    if (rc >= 0) return 0;
     char key[512];
     kl_obj_key(o, key, sizeof key);
     inf->transform_errors++;
@@ -101,7 +97,7 @@ static int transform(kl_informer *inf, kl_obj *o, void **parsed) {
 
 static int sink_replace(void *ud, kl_list *list) {
     kl_informer *inf = ud;
-    for (size_t i = 0; (inf->prune || inf->transform) && i < list->n; i++)
+    for (size_t i = 0; inf->transform && i < list->n; i++)
         if (transform(inf, &list->items[i], NULL) < 0) return -1;
     kl_store_replace(inf->store, list, on_change, inf);
     inf->listed = 1;
@@ -158,15 +154,22 @@ void kl_informer_free(kl_informer *inf) {
     while (kl_informer_pop(inf, &n)) kl_notif_clear(&n);
     kl_ring_free(&inf->q);
     kl_store_free(inf->store);
-    kl_prune_free(inf->prune);
     if (inf->transform_free) inf->transform_free(inf->transform_ud);
     free(inf->name);
     free(inf);
 }
 
+/* kl_prune_obj as a transform: bytes that are not a JSON object stay as
+ * they are, for a view of them to report. */
+static int prune_transform(void *ud, kl_obj *o, void *parsed) {
+    (void)parsed;
+    return kl_prune_obj(ud, o) == 1;
+}
+
+static void prune_free(void *ud) { kl_prune_free(ud); }
+
 void kl_informer_set_prune(kl_informer *inf, kl_prune *p) {
-    kl_prune_free(inf->prune);
-    inf->prune = p;
+    if (p) kl_informer_set_transform(inf, prune_transform, prune_free, p);
 }
 
 void kl_informer_set_transform(kl_informer *inf, kl_informer_transform_fn fn,

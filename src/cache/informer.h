@@ -44,7 +44,8 @@ size_t kl_informer_pending(const kl_informer *inf);
 void kl_notif_clear(kl_notif *n);
 
 /* Drops p's members from every object before it is cached or handed to a
- * handler (a cache transform); the informer owns p. Call before start. */
+ * handler: the transform below, with kl_prune_obj; the informer owns p (NULL
+ * sets nothing). Call before start. */
 void kl_informer_set_prune(kl_informer *inf, kl_prune *p);
 
 /* A cache transform of the layer above (a script's function): given each
