@@ -29,6 +29,7 @@
 #include <stddef.h>
 
 #include "base/blob.h"
+#include "wire/scan.h"
 
 #define KL_FRAME_MAX_DEFAULT ((size_t)16 << 20)
 
@@ -39,10 +40,6 @@ typedef struct kl_framer_callbacks {
     void (*oversize)(void *ud, size_t max);
 } kl_framer_callbacks;
 
-struct kl_framer;
-/* A value scanner: see scan_blocks in framer.c. */
-typedef size_t kl_framer_scan(struct kl_framer *f, const char *p, size_t n, int *done);
-
 typedef struct kl_framer {
     size_t max;
     kl_framer_callbacks cb;
@@ -51,10 +48,7 @@ typedef struct kl_framer {
     size_t cap;       /* bytes partial can hold before it must grow */
     int state;        /* between values, in a value, or in a junk line */
     int skipping;     /* inside an oversize frame, discarding to its end */
-    size_t depth;     /* brackets open in the current value */
-    int in_string;    /* the value's last scanned byte is inside a string */
-    int escaped;      /* the value's next byte is escaped by a backslash */
-    kl_framer_scan *scan; /* the fastest this CPU runs */
+    kl_scan scan;     /* where the current value ends */
 } kl_framer;
 
 void kl_framer_init(kl_framer *f, size_t max, kl_framer_callbacks cb, void *ud);

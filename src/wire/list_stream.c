@@ -15,6 +15,7 @@ void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
     out->remaining = -1;
     s->out = out;
     s->max_item = max_item;
+    kl_scan_init(&s->scan);
 }
 
 void kl_list_stream_rows(kl_list_stream *s) { s->rows = 1; }
@@ -66,7 +67,6 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
     memcpy(b->data + s->scratch_len, p, n);
     s->scratch_len = 0;
-    s->collecting = 0;
     kl_list *l = s->out;
     l->items = kl_buf_grow(l->items, &s->items_cap, l->n + 1, sizeof *l->items, 64);
     unsigned char *u = kl_buf_try_grow(s->untyped, &s->untyped_cap, l->n + 1, 1, 64);
@@ -170,42 +170,57 @@ static void string_byte(kl_list_stream *s, char c) {
     }
 }
 
+/* Inside an element: the scanner finds the bracket that closes it. Returns
+ * the bytes of p[i, n) that belong to it, or -1. */
+static long element_bytes(kl_list_stream *s, const char *p, size_t start, size_t i, size_t n) {
+    int done;
+    size_t used = kl_scan_value(&s->scan, p + i, n - i, &done);
+    if (!done) return (long)used;
+    if (item_end(s, p + start, i + used - start) < 0) return -1;
+    s->collecting = 0;
+    return (long)used;
+}
+
 int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n) {
     if (s->failed) return -1;
     size_t start = 0; /* first byte of p not yet copied where it belongs */
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    while (i < n) {
+        if (s->collecting) {
+            long used = element_bytes(s, p, start, i, n);
+            if (used < 0) return -1;
+            i += (size_t)used;
+            if (!s->collecting) start = i;
+            continue;
+        }
         if (s->in_string) {
             if (!s->reading_key && !s->escape) {
                 /* Most bytes are inside strings: skip to what matters. */
                 while (i < n && p[i] != '"' && p[i] != '\\') i++;
                 if (i == n) break;
             }
-            string_byte(s, p[i]);
+            string_byte(s, p[i++]);
             continue;
         }
         char c = p[i];
-        int collecting = s->collecting;
-        if (!collecting && s->in_items && s->depth == 2) {
+        if (s->in_items && s->depth == 2) {
             /* Between elements: separators stay out of the envelope. */
             if (c == '{') {
                 if (env_add(s, p + start, i - start) < 0) return -1;
                 start = i;
                 s->collecting = 1;
-                s->depth++;
+                kl_scan_start(&s->scan);
                 continue;
             }
             if (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t') {
                 if (env_add(s, p + start, i - start) < 0) return -1;
-                start = i + 1;
+                start = ++i;
                 continue;
             }
             if (c != ']') return fail(s, "LIST item %zu is not an object", s->out->n + 1);
         }
         if (structure(s, c) < 0) return -1;
-        if (collecting && s->depth == 2) {
-            if (item_end(s, p + start, i + 1 - start) < 0) return -1;
-            start = i + 1;
-        }
+        i++;
     }
     return s->collecting ? item_add(s, p + start, n - start) : env_add(s, p + start, n - start);
 }

@@ -4,7 +4,8 @@
  * A LIST at resourceVersion 0 is served in one piece, hundreds of MB for a
  * large cluster. Buffering it and parsing it whole would hold the body, its
  * parse and the item copies at once; instead the splitter follows the JSON
- * structure byte by byte, copies each element of the top-level "items"
+ * structure of the envelope byte by byte, finds where each element ends
+ * with the framer's block scanner (scan.h), copies each element of the top-level "items"
  * array into its own blob (once when the element lies within one read, as
  * most do; twice when it spans reads) and decodes it alone, and keeps the rest of
  * the body (kind, metadata) as a small envelope decoded at the end. Memory
@@ -16,6 +17,7 @@
 #include <stddef.h>
 
 #include "wire/decode.h"
+#include "wire/scan.h"
 
 #define KL_LIST_ENVELOPE_MAX ((size_t)1 << 20)
 
@@ -36,6 +38,7 @@ typedef struct kl_list_stream {
     char key[64];       /* raw member name: enough for "items" however escaped */
     size_t keylen;
     int collecting;     /* inside an element */
+    kl_scan scan;       /* where the element ends */
     char *scratch;      /* the part of an element that came in earlier reads */
     size_t scratch_len, scratch_cap;
     char *env;          /* the body without the items' elements */
