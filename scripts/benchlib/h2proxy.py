@@ -54,9 +54,11 @@ def start(nghttpx, backend_url, workdir, children, timeout=10):
                     "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
                    check=True, capture_output=True, timeout=60)
     port = _free_port()
-    # One worker, as in http2_spec; long timeouts, since a held watch is quiet for as long as a run.
+    # One worker, as in http2_spec; long timeouts, since a held watch is quiet for as long as a run;
+    # no configuration file, as the package's adds a frontend on port 3000 that a second nghttpx
+    # (another run, a spec) cannot bind.
     child = children.spawn("nghttpx", [
-        nghttpx, "-f%s,%d" % (host, port), "-b%s,%s" % (host, backend_port), key, cert, "--workers=1",
+        nghttpx, "--conf=/dev/null", "-f%s,%d" % (host, port), "-b%s,%s" % (host, backend_port), key, cert, "--workers=1",
         "--no-ocsp", "--frontend-read-timeout=1h", "--backend-read-timeout=1h",
         "--accesslog-file=" + os.path.join(workdir, "access.log"),
         "--errorlog-file=" + os.path.join(workdir, "error.log")], stdout_to_file=True)

@@ -31,8 +31,10 @@ describe('klua over HTTP/2', function()
     os.execute(('openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/key.pem -out %s/cert.pem -days 2 ' ..
       '-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null'):format(dir, dir))
     port = free_port()
-    proxy_pid = tonumber(K.run_command(("nghttpx -f'127.0.0.1,%d' -b'127.0.0.1,%d' %s/key.pem %s/cert.pem " ..
-      '--workers=1 --no-ocsp --frontend-read-timeout=1h --backend-read-timeout=1h ' ..
+    -- --conf=/dev/null: the package's /etc/nghttpx/nghttpx.conf adds a frontend on port 3000,
+    -- which a second nghttpx (a bench run, another spec job) cannot bind.
+    proxy_pid = tonumber(K.run_command(("nghttpx --conf=/dev/null -f'127.0.0.1,%d' -b'127.0.0.1,%d' " ..
+      '%s/key.pem %s/cert.pem --workers=1 --no-ocsp --frontend-read-timeout=1h --backend-read-timeout=1h ' ..
       '--accesslog-file=%s/access.log --errorlog-file=%s/error.log > /dev/null 2>&1 & echo $!'):format(
       port, sb.port, dir, dir, dir, dir)))
     fixtures.kubeconfig(dir .. '/kubeconfig', { server = 'https://127.0.0.1:' .. port, ca = dir .. '/cert.pem' })
