@@ -31,7 +31,7 @@ describe('scripts/bench', function()
     local out, status = bench('--list --only a,nope')
     assert.equals(2, status, out)
     assert.matches('unknown scenario nope; choose among server,ref,peers,watch%-names,handler%-3%-fields', out)
-    assert.matches('or the letters a,b,c,d,e,f,g,h', out)
+    assert.matches("or the letters a,b,c,d,e,e',f,g,h", out)
   end)
 
   it('rates the lines of a printer that wrote them all in one read from the printer\'s start', function()
@@ -81,6 +81,15 @@ describe('scripts/bench', function()
       .. '[%d,]+ ev/s vs [%d,]+ ev/s alone %([%d.]+×%)', out)
     assert.matches('\n| slow%-handler %(h%): [^|]*klua\'s peak RSS +| [%d.,]+ MB vs [%d.,]+ MB alone', out)
     assert.matches('calls klua%.sleep%(0%.001%): a handler that waits', out)
+  end)
+
+  it('measures the sync of --large-pods Pods per Pod against that of --pods Pods', function()
+    local out, status = bench('--only "e\'" --large-pods 50 ' .. TINY .. K.quote(K.bin))
+    assert.equals(0, status, out)
+    assert.matches('\n| large%-sync %(e\'%): initial sync of 50 Pods %(resourceVersion=0, one page%) +| '
+      .. '[%d.]+ s %([%d,]+ obj/s%); per Pod [%d.]+ µs and [%d,]+ B, [%d.]+× and [%d.]+× 10 Pods\' +| '
+      .. 'per Pod flat %(≤ 1%.25×%) +|', out)
+    assert.matches('\n  %- 50 cached; peak RSS', out)
   end)
 
   it('reports many-informers as not measured without nghttpx, naming the package', function()
