@@ -325,6 +325,41 @@ describe('an informer', function()
     }, '\n') .. '\n', out)
   end)
 
+  it('keeps :list{namespace=} exact as objects of that namespace are deleted, first, last and in between', function()
+    local ns = namespace('inf-ns-index')
+    for i = 1, 4 do configmap(ns, 'cm-' .. i) end
+    local out = run_ok([[
+      local ns = ...
+      local inf = klua.informer { resource = 'configmaps', namespace = ns }
+      local function names()
+        local found = {}
+        for _, cm in ipairs(inf:list { namespace = ns }) do found[#found + 1] = cm.metadata.name end
+        table.sort(found)
+        return table.concat(found, ' ')
+      end
+      local steps = {
+        function() return klua.api.delete('configmaps', ns .. '/cm-1') end,
+        function() return klua.api.delete('configmaps', ns .. '/cm-4') end,
+        function() return klua.api.delete('configmaps', ns .. '/cm-2') end,
+        function() return klua.api.delete('configmaps', ns .. '/cm-3') end,
+        function()
+          return klua.api.create('configmaps', { metadata = { name = 'cm-5', namespace = ns } })
+        end,
+      }
+      local step = 0
+      local function next_step()
+        print(names())
+        step = step + 1
+        if step > #steps then return klua.stop() end
+        assert(steps[step]())
+      end
+      inf:on('delete', next_step)
+      inf:on('add', function(_, in_initial_list) if not in_initial_list then next_step() end end)
+      klua.on_synced(next_step)
+    ]], { args = { ns } })
+    assert.equals('cm-1 cm-2 cm-3 cm-4\ncm-2 cm-3 cm-4\ncm-2 cm-3\ncm-3\n\ncm-5\n', out)
+  end)
+
   it('refuses a label_selector that does not parse, at the line of the call, before asking the server', function()
     local _, err, code, path = run('local inf = klua.informer { resource = "pods", label_selector = "app in web" }\n',
       { kubeconfig = sb.kubeconfig, flags = { '--server', 'http://127.0.0.1:1' } })

@@ -1,6 +1,7 @@
 /* store.c - an informer's cache; see store.h. */
 #include "cache/store.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,14 +9,21 @@
 #include "base/hmap.h"
 #include "base/xalloc.h"
 
+/* The namespace index links each namespace's entries into a list through the
+ * entries themselves: two pointers an object rather than a second map entry
+ * and a second copy of its key. */
 typedef struct entry {
     kl_obj obj;
     unsigned long seen; /* generation of the last replace() that listed it */
+    struct entry *ns_prev, *ns_next;
 } entry;
+
+/* kl_store_next_in's cursor once the list is done (0 is its start). */
+#define CURSOR_END SIZE_MAX
 
 struct kl_store {
     kl_hmap *map;        /* key -> entry* */
-    kl_hmap *namespaces; /* namespace -> kl_hmap* of its keys -> entry* */
+    kl_hmap *namespaces; /* namespace -> the first entry of its list */
     kl_hmap *changed;    /* keys changed since the last take_changes; NULL until tracked */
     unsigned long gen;
 };
@@ -33,23 +41,19 @@ static void note_changed(kl_store *s, const char *key) {
 
 static const char *ns_of(const entry *e) { return e->obj.ns ? e->obj.ns : ""; }
 
-static void index_add(kl_store *s, const char *key, entry *e) {
-    kl_hmap *keys = kl_hmap_get(s->namespaces, ns_of(e));
-    if (!keys) {
-        keys = kl_hmap_new();
-        kl_hmap_put(s->namespaces, ns_of(e), keys);
-    }
-    kl_hmap_put(keys, key, e);
+static void index_add(kl_store *s, entry *e) {
+    entry *head = kl_hmap_get(s->namespaces, ns_of(e));
+    e->ns_prev = NULL;
+    e->ns_next = head;
+    if (head) head->ns_prev = e;
+    kl_hmap_put(s->namespaces, ns_of(e), e);
 }
 
-static void index_del(kl_store *s, const char *key, const entry *e) {
-    kl_hmap *keys = kl_hmap_get(s->namespaces, ns_of(e));
-    if (!keys) return;
-    kl_hmap_del(keys, key, NULL);
-    if (kl_hmap_len(keys) == 0) {
-        kl_hmap_del(s->namespaces, ns_of(e), NULL);
-        kl_hmap_free(keys);
-    }
+static void index_del(kl_store *s, entry *e) {
+    if (e->ns_next) e->ns_next->ns_prev = e->ns_prev;
+    if (e->ns_prev) e->ns_prev->ns_next = e->ns_next;
+    else if (e->ns_next) kl_hmap_put(s->namespaces, ns_of(e), e->ns_next);
+    else kl_hmap_del(s->namespaces, ns_of(e), NULL);
 }
 
 void kl_store_free(kl_store *s) {
@@ -61,8 +65,6 @@ void kl_store_free(kl_store *s) {
         free(v);
     }
     kl_hmap_free(s->map);
-    cur = 0;
-    while (kl_hmap_next(s->namespaces, &cur, NULL, &v)) kl_hmap_free(v);
     kl_hmap_free(s->namespaces);
     kl_hmap_free(s->changed);
     free(s);
@@ -79,33 +81,38 @@ const kl_obj *kl_store_get(const kl_store *s, const char *key) {
     return e ? &e->obj : NULL;
 }
 
+/* Stores *o under key, whose entry is e (NULL when the key is new), moving
+ * the object it held into *old; returns the entry that holds *o now. */
+static entry *store_at(kl_store *s, const char *key, entry *e, kl_obj *o, kl_obj *old) {
+    note_changed(s, key);
+    int added = !e;
+    if (added) {
+        e = kl_xmalloc(sizeof *e);
+        kl_hmap_put(s->map, key, e);
+    } else {
+        /* The key names the namespace, so the entry stays in its index. */
+        *old = e->obj;
+    }
+    e->obj = *o;
+    e->seen = s->gen;
+    memset(o, 0, sizeof *o);
+    if (added) index_add(s, e);
+    return e;
+}
+
 int kl_store_put(kl_store *s, kl_obj *o, kl_obj *old) {
     char key[512];
     key_of(o, key, sizeof key);
-    note_changed(s, key);
     entry *e = kl_hmap_get(s->map, key);
-    if (e) {
-        /* The key names the namespace, so the entry stays in its index. */
-        *old = e->obj;
-        e->obj = *o;
-        e->seen = s->gen;
-        memset(o, 0, sizeof *o);
-        return 1;
-    }
-    e = kl_xmalloc(sizeof *e);
-    e->obj = *o;
-    e->seen = s->gen;
-    kl_hmap_put(s->map, key, e);
-    index_add(s, key, e);
-    memset(o, 0, sizeof *o);
-    return 0;
+    store_at(s, key, e, o, old);
+    return e != NULL;
 }
 
 int kl_store_delete(kl_store *s, const char *key, kl_obj *old) {
     void *v;
     if (!kl_hmap_del(s->map, key, &v)) return 0;
     note_changed(s, key);
-    index_del(s, key, v);
+    index_del(s, v);
     *old = ((entry *)v)->obj;
     free(v);
     return 1;
@@ -152,9 +159,8 @@ void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *u
             continue;
         }
         kl_obj old;
-        int r = kl_store_put(s, o, &old);
-        kl_obj *now = &((entry *)kl_hmap_get(s->map, key))->obj;
-        fn(ud, r ? KL_CHANGE_UPDATE : KL_CHANGE_ADD, r ? &old : NULL, now);
+        entry *now = store_at(s, key, e, o, &old);
+        fn(ud, e ? KL_CHANGE_UPDATE : KL_CHANGE_ADD, e ? &old : NULL, &now->obj);
     }
     sweep(s, fn, ud);
 }
@@ -164,10 +170,21 @@ const kl_obj *kl_store_next(const kl_store *s, size_t *cursor) {
     return kl_hmap_next(s->map, cursor, NULL, &v) ? &((entry *)v)->obj : NULL;
 }
 
+/* The cursor holds the next entry's address. */
 const kl_obj *kl_store_next_in(const kl_store *s, const char *ns, size_t *cursor) {
-    kl_hmap *keys = kl_hmap_get(s->namespaces, ns);
-    void *v;
-    return keys && kl_hmap_next(keys, cursor, NULL, &v) ? &((entry *)v)->obj : NULL;
+    entry *e;
+    if (*cursor == CURSOR_END) return NULL;
+    if (*cursor == 0) {
+        e = kl_hmap_get(s->namespaces, ns);
+    } else {
+        e = (entry *)(uintptr_t)*cursor;
+    }
+    if (!e) {
+        *cursor = CURSOR_END;
+        return NULL;
+    }
+    *cursor = e->ns_next ? (size_t)(uintptr_t)e->ns_next : CURSOR_END;
+    return &e->obj;
 }
 
 void kl_store_track_changes(kl_store *s) {
