@@ -164,7 +164,6 @@ static int decode_parsed(kl_blob *frame, kl_json_doc *doc, const char *expect_ki
         return fail(err, errlen, "watch event has unknown type \"%.*s\"", (int)(n > 64 ? 64 : n), type);
     size_t obj = kl_jt_get(&t, 1, "object");
     if (!obj || kl_jt_type(&t, obj) != '{') return fail(err, errlen, "watch event has no object");
-    *objp = obj;
     if (ev->type == KL_EV_ERROR) return decode_error_event(&t, obj, ev);
     if (rows && is_table(&t, obj) && unwrap_table(&t, &obj, err, errlen) < 0) return -1;
     *objp = obj;
@@ -333,58 +332,44 @@ int kl_decode_list(const char *body, size_t len, kl_list *out, char *err, size_t
     return rc;
 }
 
-int kl_decode_item(kl_blob *item, kl_obj *o, int *untyped, char *err, size_t errlen) {
+/* One element of a LIST's items, or with row set of a Table's rows, whose
+ * object becomes *o over the element's blob. */
+static int decode_listed(kl_blob *b, int row, kl_obj *o, int *untyped, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     kl_json_error jerr;
-    kl_json_doc *doc = kl_json_parse(item->data, item->len, 1, &jerr);
+    kl_json_doc *doc = kl_json_parse(b->data, b->len, 1, &jerr);
     if (!doc) {
-        kl_json_error_format(&jerr, "object", err, errlen);
+        kl_json_error_format(&jerr, row ? "Table row" : "object", err, errlen);
         return -1;
     }
     kl_json_tape t = kl_json_doc_tape(doc);
-    int rc;
-    if (kl_jt_type(&t, 1) != '{') rc = fail(err, errlen, "not an object");
-    else {
-        read_identity(&t, 1, o);
-        rc = o->name[0] ? 0 : fail(err, errlen, "no metadata.name");
-    }
-    if (rc == 0 && untyped) *untyped = is_untyped(&t, 1);
-    kl_json_free(doc);
-    if (rc < 0) {
-        kl_obj_clear(o);
-        return -1;
-    }
-    o->blob = kl_blob_ref(item);
-    o->off = 0;
-    o->len = item->len;
-    return 0;
-}
-
-int kl_decode_row(kl_blob *row, kl_obj *o, char *err, size_t errlen) {
-    memset(o, 0, sizeof *o);
-    kl_json_error jerr;
-    kl_json_doc *doc = kl_json_parse(row->data, row->len, 1, &jerr);
-    if (!doc) {
-        kl_json_error_format(&jerr, "Table row", err, errlen);
-        return -1;
-    }
-    kl_json_tape t = kl_json_doc_tape(doc);
-    size_t obj = row_object(&t, 1);
+    size_t obj = row ? row_object(&t, 1) : kl_jt_type(&t, 1) == '{' ? 1 : 0;
     int rc = 0;
     if (!obj) {
-        rc = fail(err, errlen, "Table row has no object (includeObject=Object was not honoured)");
+        rc = fail(err, errlen, row ? "Table row has no object (includeObject=Object was not honoured)"
+                                   : "not an object");
     } else {
         read_identity(&t, obj, o);
         if (!o->name[0]) rc = fail(err, errlen, "no metadata.name");
-        else object_span(row, &t, obj, &o->off, &o->len);
+        else if (row) object_span(b, &t, obj, &o->off, &o->len);
+        else o->len = b->len;
     }
+    if (rc == 0 && untyped) *untyped = is_untyped(&t, obj);
     kl_json_free(doc);
     if (rc < 0) {
         kl_obj_clear(o);
         return -1;
     }
-    o->blob = kl_blob_ref(row);
+    o->blob = kl_blob_ref(b);
     return 0;
+}
+
+int kl_decode_item(kl_blob *item, kl_obj *o, int *untyped, char *err, size_t errlen) {
+    return decode_listed(item, 0, o, untyped, err, errlen);
+}
+
+int kl_decode_row(kl_blob *row, kl_obj *o, char *err, size_t errlen) {
+    return decode_listed(row, 1, o, NULL, err, errlen);
 }
 
 void kl_list_clear(kl_list *l) {
