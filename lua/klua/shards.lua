@@ -203,7 +203,13 @@ function Group:members()
   local list, err = api.list(LEASES, { namespace = self.namespace,
     label_selector = not unlabelled and self.selector or nil })
   if not list then
-    core.log('warn', ('shards %s: cannot list the member leases: %s'):format(self.name, tostring(err)))
+    if api.is_forbidden(err) then
+      core.log('warn', ('shards %s: listing the member Leases in namespace "%s" is forbidden (%s): grant list '
+        .. 'on leases.coordination.k8s.io there, besides get, create and update: --shards counts the replicas '
+        .. 'by their Leases'):format(self.name, self.namespace, err.message or tostring(err)))
+    else
+      core.log('warn', ('shards %s: cannot list the member leases: %s'):format(self.name, tostring(err)))
+    end
     return nil
   end
   local now, alive = core.now(), 0

@@ -310,6 +310,15 @@ klua.every(0.2, function() print('holding ' .. table.concat(klua.shards(), ','))
     assert.equals(SHARDS, held(p))
   end)
 
+  it('names the verb to grant when listing the member Leases is forbidden', function()
+    -- Leader election needs get, create and update on Leases; a sharded replica also lists them.
+    sb:fault { forbid = { 'leases.coordination.k8s.io:list' } }
+    local p = start()
+    p:wait_log('member Leases in namespace "members" is forbidden', 30 * K.slowdown)
+    assert.matches('shards sharded: listing the member Leases in namespace "members" is forbidden %(.-%): grant '
+      .. 'list on leases%.coordination%.k8s%.io there, besides get, create and update', p:errors())
+  end)
+
   it('lists the member Leases by their labels, and labels its own Leases', function()
     local p = start()
     testing.eventually(function() return held(p) == SHARDS and #lease_lists() >= 4 end,
