@@ -54,7 +54,7 @@ local function histogram(add, name, help, labels, rows)
 end
 
 local function informer_families(add)
-  local rows = { events = {}, relists = {}, restarts = {}, cached = {}, synced = {} }
+  local rows = { events = {}, relists = {}, restarts = {}, cached = {}, synced = {}, transform_errors = {} }
   for _, inf in ipairs(informers) do
     local s, name = inf:stats(), inf:name()
     local label = { name }
@@ -65,6 +65,7 @@ local function informer_families(add)
     rows.restarts[#rows.restarts + 1] = { label, s.rewatches }
     rows.cached[#rows.cached + 1] = { label, s.cached }
     rows.synced[#rows.synced + 1] = { label, inf:synced() and 1 or 0 }
+    rows.transform_errors[#rows.transform_errors + 1] = { label, s.transform_errors }
   end
   local l = { 'resource' }
   gauge_or_counter(add, 'counter', 'klua_informer_events_total', 'Watch events an informer received, by type.',
@@ -74,6 +75,8 @@ local function informer_families(add)
   gauge_or_counter(add, 'gauge', 'klua_informer_cached_objects', 'Objects in the cache.', l, rows.cached)
   gauge_or_counter(add, 'gauge', 'klua_informer_synced', '1 once the first list reached the handlers.', l,
     rows.synced)
+  gauge_or_counter(add, 'counter', 'klua_informer_transform_errors_total',
+    'Objects the transform function failed on (each refuses its LIST or watch).', l, rows.transform_errors)
 end
 
 local function controller_families(add)

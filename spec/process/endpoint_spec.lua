@@ -119,6 +119,27 @@ describe('the metrics and probe endpoint', function()
     p:cleanup()
   end)
 
+  it('counts the objects an informer\'s transform failed on', function()
+    sb:kubectl('create namespace transform-metrics')
+    sb:kubectl('create configmap bad -n transform-metrics')
+    local failing = K.script([[
+      klua.informer { resource = 'configmaps', namespace = 'transform-metrics', transform = function(cm)
+        if cm.metadata.name == 'bad' then error('cannot transform ' .. cm.metadata.name) end
+        return cm
+      end }
+    ]])
+    local p = start { '--metrics-bind-address', '127.0.0.1:0', 'run', failing }
+    local series = 'klua_informer_transform_errors_total{resource="configmaps -n transform-metrics"}'
+    -- Each failure refuses the LIST, which is retried after a backoff and fails again.
+    local text = testing.eventually(function()
+      local code, body = curl(('http://127.0.0.1:%d/metrics'):format(p.port))
+      return code == 200 and (sample(body, series) or 0) >= 2 and body
+    end, 20 * K.slowdown, { what = 'two transform errors counted' })
+    assert.matches('status 0', prometheus.check(text))
+    assert.matches('# TYPE klua_informer_transform_errors_total counter', text)
+    p:cleanup()
+  end)
+
   it('answers /readyz 503 until the informers have synced, then 200; /healthz 200 all along', function()
     -- Every API request waits 3 s, so the first LIST keeps the informer unsynced a while.
     sb:fault { delay = 3 }
