@@ -564,9 +564,9 @@ local function output(core)
     if code ~= EPIPE then io.stderr:write('klua watch: cannot write to stdout: ', err, '\n') end
     klua.stop(code == EPIPE and 141 or 1)
   end
-  -- The handle and its write, looked up once: write runs for every line.
-  local stdout = io.stdout
-  local write = stdout.write
+  -- io.stdout is C's stdout, which core.write_stdout writes to as
+  -- io.stdout:write does, for less (it runs for every line).
+  local stdout, write = io.stdout, core.write_stdout
   stdout:setvbuf('full', 65536)
   local timer
   timer = klua.every(0.05, function()
@@ -577,7 +577,7 @@ local function output(core)
   end)
   return function(text)
     if failed then return end
-    local ok, err, code = write(stdout, text)
+    local ok, err, code = write(text)
     if not ok then fail_write(err, code) end
   end
 end
