@@ -482,7 +482,10 @@ static int l_get(lua_State *L) {
     lua_pushvalue(L, 1); /* stack: v, k1..kn, cur */
     int k = 2;
     for (; k <= n && !is_view(L, n + 1); k++) {
-        if (lua_type(L, n + 1) != LUA_TTABLE) return lua_pushnil(L), 1;
+        if (lua_type(L, n + 1) != LUA_TTABLE) {
+            lua_pushnil(L);
+            return 1;
+        }
         lua_pushvalue(L, k);
         lua_rawget(L, n + 1);
         lua_replace(L, n + 1); /* cur = cur[k] */
