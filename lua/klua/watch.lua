@@ -381,9 +381,12 @@ local function new_view(o, target, r, definitions)
   return v
 end
 
--- What the event prints as: { row = cells } for the table formats, else
--- { text = ... } (written as it is: jsonpath adds no newline, as kubectl).
--- inf: the informer that handed out obj, whose row's cells are printed.
+-- What the event prints as: { row = cells } for the table formats,
+-- { yaml = document } for yaml, { error = message } when the template fails
+-- on obj, else the text itself, written as it is (jsonpath adds no newline,
+-- as kubectl): a string rather than a table around it, since -o name and
+-- line print one per event. inf: the informer that handed out obj, whose
+-- row's cells are printed.
 function View:render(event, obj, inf)
   local o, r = self.o, self.r
   local format = o.output
@@ -408,9 +411,10 @@ function View:render(event, obj, inf)
     if o.output_watch_events then table.insert(cells, 1, event) end
     return { row = cells }
   elseif format == 'name' then
-    return { text = r.name_prefix .. (text_at(obj, 'metadata', 'name') or '?') .. '\n' }
+    local name = klua.get(obj, 'metadata', 'name')
+    return r.name_prefix .. (type(name) == 'string' and name or '?') .. '\n'
   elseif format == 'line' then
-    return { text = line_of(event, obj) .. '\n' }
+    return line_of(event, obj) .. '\n'
   end
   local value = klua.copy(obj)
   -- As kubectl's OmitManagedFieldsPrinter: JSON and YAML leave managedFields
@@ -422,19 +426,19 @@ function View:render(event, obj, inf)
   end
   if (format == 'json' or format == 'ndjson') and o.output_watch_events then
     -- metav1.WatchEvent's field order, as kubectl writes it: type, then object.
-    return { text = ('{"type":%s,"object":%s}\n'):format(jsonpath.json(event), jsonpath.json(value)) }
+    return ('{"type":%s,"object":%s}\n'):format(jsonpath.json(event), jsonpath.json(value))
   end
   if o.output_watch_events then value = { type = event, object = value } end
   if format == 'json' then
-    return { text = jsonpath.json(value, '    ') .. '\n' }
+    return jsonpath.json(value, '    ') .. '\n'
   elseif format == 'ndjson' then
-    return { text = jsonpath.json(value) .. '\n' }
+    return jsonpath.json(value) .. '\n'
   elseif format == 'yaml' then
     return { yaml = require('klua.core').yaml.encode(value) }
   end
   local text, err = o.template:render(value)
   if not text then return { error = err } end
-  return { text = text }
+  return text
 end
 
 -- The header of the table formats, with NAMESPACE first for -A.
@@ -450,7 +454,7 @@ end
 function View:write_items(items, out)
   local rows = {}
   for _, item in ipairs(items) do
-    if item.row then
+    if type(item) == 'table' and item.row then
       if not self.headed then
         rows[#rows + 1] = self:header()
         self.headed = true
@@ -560,17 +564,20 @@ local function output(core)
     if code ~= EPIPE then io.stderr:write('klua watch: cannot write to stdout: ', err, '\n') end
     klua.stop(code == EPIPE and 141 or 1)
   end
-  io.stdout:setvbuf('full', 65536)
+  -- io.stdout is C's stdout, which core.write_stdout writes to as
+  -- io.stdout:write does, for less (it runs for every line).
+  local stdout, write = io.stdout, core.write_stdout
+  stdout:setvbuf('full', 65536)
   local timer
   timer = klua.every(0.05, function()
-    local ok, err, code = io.stdout:flush()
+    local ok, err, code = stdout:flush()
     if not ok then fail_write(err, code)
     elseif core.stdout_closed() then fail_write(nil, EPIPE) end
     if failed then timer:cancel() end
   end)
   return function(text)
     if failed then return end
-    local ok, err, code = io.stdout:write(text)
+    local ok, err, code = write(text)
     if not ok then fail_write(err, code) end
   end
 end
@@ -672,11 +679,11 @@ function M.main(...)
   local out = {
     lines = function(lines) for _, l in ipairs(lines) do write(l .. '\n') end end,
     item = function(item)
-      if item.yaml then
+      if type(item) == 'string' then
+        write(item)
+      else
         write((yaml_docs > 0 and '---\n' or '') .. item.yaml)
         yaml_docs = yaml_docs + 1
-      else
-        write(item.text)
       end
     end,
   }
@@ -690,17 +697,23 @@ function M.main(...)
     local item
     if res == true then
       item = view:render(event, obj, inf)
-      if item.error then return render_failures:add(item.error, event, obj) end
     elseif type(res) == 'table' or type(res) == 'userdata' then
-      item = { text = klua.json.encode(res) .. '\n' }
+      item = klua.json.encode(res) .. '\n'
     else
-      item = { text = tostring(res) .. '\n' }
+      item = tostring(res) .. '\n'
     end
-    if initial and not view.flushed then
-      view.initial[#view.initial + 1] = { item = item, obj = obj, target = view.target_index[target], seq = #view.initial }
-      return
+    local text = type(item) == 'string'
+    if not text and item.error then return render_failures:add(item.error, event, obj) end
+    if not view.flushed then
+      if initial then
+        view.initial[#view.initial + 1] = { item = item, obj = obj, target = view.target_index[target], seq = #view.initial }
+        return
+      end
+      view:flush(out)
     end
-    view:flush(out)
+    -- A text goes out as write_items would write it alone, without the
+    -- two tables that call makes for each event.
+    if text then return write(item) end
     view:write_items({ item }, out)
   end
 

@@ -456,6 +456,8 @@ class LinesRun:
     def __init__(self, count, started):
         self.count, self.started = count, started
         self.lines, self.first, self.last_time = 0, None, None
+        # The read before the one that brought the last line: when it came, and the lines until then.
+        self.before_last_time, self.before_last_lines = None, 0
         self.partial = b""
         self.final_line = None
         self.reason = self.usage = None
@@ -467,6 +469,7 @@ class LinesRun:
         new = min(len(complete), self.count - self.lines)
         if new:
             self.first = self.first or now
+            self.before_last_time, self.before_last_lines = self.last_time, self.lines
             self.last_time = now
             self.lines += new
             if self.lines == self.count:
@@ -482,6 +485,15 @@ class LinesRun:
             return (self.lines - 1) / span
         since_start = (self.last_time or 0) - self.started
         return self.lines / since_start if self.lines and since_start > 0 else 0.0
+
+    def last_read_text(self):
+        """How long the last read waited after the one before, and the rate up to that one: a printer
+        that flushes a partial buffer on a timer (klua watch, every 50 ms) sends its last lines late."""
+        if self.before_last_time is None or self.before_last_lines < 2 or self.before_last_time <= self.first:
+            return None
+        return "the last %s lines came %.1f ms after the read before them; %s lines/s up to that read" % (
+            number(self.lines - self.before_last_lines), (self.last_time - self.before_last_time) * 1e3,
+            number((self.before_last_lines - 1) / (self.before_last_time - self.first)))
 
 
 # --- scenarios: each returns a list of Rows
@@ -609,6 +621,8 @@ def _watch_row(name, run, expected_last):
                % ((run.last_time or run.started) - run.started, run.usage.cpu,
                   "%s (VmHWM; ru_maxrss %s)" % (_mb(run.hwm_kb), _mb(run.usage.maxrss_kb)) if run.hwm_kb else
                   "not read: the process had ended with its stream (ru_maxrss %s)" % _mb(run.usage.maxrss_kb))]
+    if run.last_read_text():
+        details.append(run.last_read_text())
     if run.lines >= run.count:
         got = run.final_line
         if got != expected_last:

@@ -44,6 +44,22 @@ describe('scripts/bench', function()
     assert.equals('1.5', K.run_command(('cd %s/scripts && python3 -c %s'):format(K.quote(ROOT), K.quote(program))))
   end)
 
+  it('says how late a printer\'s last read came, and the rate up to the read before it', function()
+    -- klua watch flushes a partial buffer every 50 ms, so its last lines can come that much after
+    -- the others: the report shows it next to the rate, which counts it.
+    local program = 'from benchlib.scenarios import LinesRun\n'
+      .. 'run = LinesRun(5, 10.0)\n'
+      .. 'run.feed(11.0, b"a\\n")\n'
+      .. 'run.feed(11.5, b"b\\nc\\n")\n'
+      .. 'run.feed(11.55, b"d\\ne\\nf\\n")\n'
+      .. 'print(run.last_read_text())\n'
+      .. 'one = LinesRun(3, 10.0)\n'
+      .. 'one.feed(12.0, b"a\\nb\\nc\\n")\n'
+      .. 'print(one.last_read_text())'
+    assert.equals('the last 2 lines came 50.0 ms after the read before them; 4 lines/s up to that read\nNone',
+      K.run_command(('cd %s/scripts && python3 -c %s'):format(K.quote(ROOT), K.quote(program))))
+  end)
+
   it('reports a peer it cannot install or find as not measured, and still succeeds', function()
     local dir = K.tmpdir()
     -- npm is pointed at a closed loopback port with an empty cache: a machine without network.

@@ -133,18 +133,30 @@ static size_t element(view *v, size_t at, lua_Integer k) {
     return pos;
 }
 
-/* The tape index of key (a string or an integer at ki) in the view at vi,
- * or 0. */
-static size_t lookup(lua_State *L, int vi, view *v, int ki) {
-    size_t at = view_at(L, vi, v);
+/* The tape index of key (a string or an integer at ki) in the value at
+ * tape index at of v's tape, or 0. cursor: whether that value is v's own,
+ * whose array cursor then speeds up walking it in order. */
+static size_t member_at(lua_State *L, view *v, size_t at, int ki, int cursor) {
+    const kl_json_tape *t = &v->doc->t;
     if (lua_type(L, ki) == LUA_TSTRING) {
         size_t n;
         const char *k = lua_tolstring(L, ki, &n);
-        return kl_jt_find(&v->doc->t, at, k, n);
+        return kl_jt_find(t, at, k, n);
     }
     int isint = 0;
     lua_Integer k = lua_type(L, ki) == LUA_TNUMBER ? lua_tointegerx(L, ki, &isint) : 0;
-    return isint ? element(v, at, k) : 0;
+    if (!isint) return 0;
+    if (cursor) return element(v, at, k);
+    if (kl_jt_type(t, at) != '[' || k < 1 || (size_t)k > kl_jt_count(t, at)) return 0;
+    size_t pos = at + 1;
+    for (lua_Integer i = 1; i < k; i++) pos = kl_jt_next(t, pos);
+    return pos;
+}
+
+/* The tape index of key (a string or an integer at ki) in the view at vi,
+ * or 0. */
+static size_t lookup(lua_State *L, int vi, view *v, int ki) {
+    return member_at(L, v, view_at(L, vi, v), ki, 1);
 }
 
 /* ---- metamethods; upvalue 1 is the view metatable, 2 the root's ---- */
@@ -460,26 +472,29 @@ static int l_copy(lua_State *L) {
 
 /* klua.get(v, k1, ..., kn) -> v[k1][k2]...[kn], or nil as soon as a step is
  * missing or reaches a value without members (a string, a number,
- * klua.null). Views and tables alike; a table's members are read raw. */
+ * klua.null). Views and tables alike; a table's members are read raw.
+ * Once a step reaches a view, the rest of the way is walked on its tape:
+ * only the value reached is pushed, not a view of each object passed
+ * through. Upvalues: the view metatable and the root's. */
 static int l_get(lua_State *L) {
     int n = lua_gettop(L);
     luaL_checkany(L, 1);
-    luaL_getmetatable(L, VIEW_MT); /* stack: v, k1..kn, mt */
-    int mt = n + 1;
-    lua_pushvalue(L, 1); /* stack: v, k1..kn, mt, cur */
-    for (int k = 2; k <= n; k++) {
-        int cur = lua_gettop(L); /* each step replaces cur with cur[k] */
-        view *v = test_view(L, cur);
-        if (v) {
-            push_member(L, cur, mt, v, lookup(L, cur, v, k));
-        } else if (lua_type(L, cur) == LUA_TTABLE) {
-            lua_pushvalue(L, k);
-            lua_rawget(L, cur);
-        } else {
+    lua_pushvalue(L, 1); /* stack: v, k1..kn, cur */
+    int k = 2;
+    for (; k <= n && !is_view(L, n + 1); k++) {
+        if (lua_type(L, n + 1) != LUA_TTABLE) {
             lua_pushnil(L);
+            return 1;
         }
-        lua_remove(L, cur);
+        lua_pushvalue(L, k);
+        lua_rawget(L, n + 1);
+        lua_replace(L, n + 1); /* cur = cur[k] */
     }
+    if (k > n) return 1;
+    view *v = lua_touserdata(L, n + 1);
+    size_t at = lookup(L, n + 1, v, k);
+    while (at && ++k <= n) at = member_at(L, v, at, k, 0);
+    push_member(L, n + 1, MT_UPVALUE, v, at);
     return 1;
 }
 
@@ -520,5 +535,7 @@ static int l_type(lua_State *L) {
 
 void kl_view_set_functions(lua_State *L) {
     static const luaL_Reg funcs[] = {{"copy", l_copy}, {"get", l_get}, {"type", l_type}, {NULL, NULL}};
-    luaL_setfuncs(L, funcs, 0);
+    luaL_getmetatable(L, VIEW_MT);
+    luaL_getmetatable(L, ROOT_MT); /* stack: t, view mt, root mt */
+    luaL_setfuncs(L, funcs, 2);
 }
