@@ -547,14 +547,16 @@ end
 -- errno of a write to a pipe that nobody reads any more (Linux).
 local EPIPE = 32
 
--- Lines are flushed every 50 ms rather than one write per line: a burst of
--- events costs one write per buffer, and a person at a terminal or a pipe
--- still sees each line at once. When stdout's reader goes away (`klua watch
+-- Lines are flushed once klua has handled what it has read (a timer of no
+-- delay, which runs after the events of the read that wrote them) rather
+-- than one write per line: a burst of events costs one write per read, and a
+-- person at a terminal or a pipe sees each line at once, as from kubectl
+-- get -w, which writes each line as it comes. When stdout's reader goes away (`klua watch
 -- pods | head -1`), klua watch ends with status 141 and says nothing, as
 -- kubectl get -w, which SIGPIPE kills at its next write (the shell shows
 -- 128 + 13). klua notices at the next flush of a pending line, and, with no
--- line pending, from stdout itself: each tick polls it, and a pipe or socket
--- whose reader has closed reports POLLERR or POLLHUP. Any other failed write
+-- line pending, from stdout itself: a tick every 50 ms polls it, and a pipe or
+-- socket whose reader has closed reports POLLERR or POLLHUP. Any other failed write
 -- (a full disk) is reported, with status 1. Returns write(text).
 local function output(core)
   local failed = false
@@ -568,17 +570,24 @@ local function output(core)
   -- io.stdout:write does, for less (it runs for every line).
   local stdout, write = io.stdout, core.write_stdout
   stdout:setvbuf('full', 65536)
-  local timer
-  timer = klua.every(0.05, function()
+  local timer, pending
+  local function flush()
+    pending = false
     local ok, err, code = stdout:flush()
-    if not ok then fail_write(err, code)
-    elseif core.stdout_closed() then fail_write(nil, EPIPE) end
+    if not ok then fail_write(err, code) end
+  end
+  timer = klua.every(0.05, function()
+    if not failed and core.stdout_closed() then fail_write(nil, EPIPE) end
     if failed then timer:cancel() end
   end)
   return function(text)
     if failed then return end
     local ok, err, code = write(text)
-    if not ok then fail_write(err, code) end
+    if not ok then return fail_write(err, code) end
+    if not pending then
+      pending = true
+      klua.after(0, flush)
+    end
   end
 end
 
