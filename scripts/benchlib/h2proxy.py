@@ -55,8 +55,10 @@ def start(nghttpx, backend_url, workdir, children, timeout=10):
                    check=True, capture_output=True, timeout=60)
     port = _free_port()
     # One worker, as in http2_spec; long timeouts, since a held watch is quiet for as long as a run.
+    # --conf=/dev/null: Debian's /etc/nghttpx/nghttpx.conf adds a frontend of its own on
+    # 127.0.0.1:3000, so that a second nghttpx on the machine (another run) failed to start.
     child = children.spawn("nghttpx", [
-        nghttpx, "-f%s,%d" % (host, port), "-b%s,%s" % (host, backend_port), key, cert, "--workers=1",
+        nghttpx, "--conf=/dev/null", "-f%s,%d" % (host, port), "-b%s,%s" % (host, backend_port), key, cert, "--workers=1",
         "--no-ocsp", "--frontend-read-timeout=1h", "--backend-read-timeout=1h",
         "--accesslog-file=" + os.path.join(workdir, "access.log"),
         "--errorlog-file=" + os.path.join(workdir, "error.log")], stdout_to_file=True)

@@ -31,7 +31,9 @@ describe('klua over HTTP/2', function()
     os.execute(('openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/key.pem -out %s/cert.pem -days 2 ' ..
       '-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null'):format(dir, dir))
     port = free_port()
-    proxy_pid = tonumber(K.run_command(("nghttpx -f'127.0.0.1,%d' -b'127.0.0.1,%d' %s/key.pem %s/cert.pem " ..
+    -- --conf=/dev/null: Debian's /etc/nghttpx/nghttpx.conf also listens on 127.0.0.1:3000, so that
+    -- a second nghttpx on the machine (another spec run, a bench) would not start.
+    proxy_pid = tonumber(K.run_command(("nghttpx --conf=/dev/null -f'127.0.0.1,%d' -b'127.0.0.1,%d' %s/key.pem %s/cert.pem " ..
       '--workers=1 --no-ocsp --frontend-read-timeout=1h --backend-read-timeout=1h ' ..
       '--accesslog-file=%s/access.log --errorlog-file=%s/error.log > /dev/null 2>&1 & echo $!'):format(
       port, sb.port, dir, dir, dir, dir)))
