@@ -212,14 +212,15 @@ class Bench:
         """The data set of many-informers and slow-handler, generated once by the same generator:
         --watch-pods listed Pods, and INFORMERS x --informer-events events about the first INFORMERS,
         one in each of team-00 ... team-09, so that each namespace's watch stream is its own
-        --informer-events updates."""
+        --informer-events updates; grouped by namespace too, so that bench-server sends each stream
+        with sendfile(2)."""
         if not self.namespaces:
             o = self.opts
             events = INFORMERS * o.informer_events
             self.log("generating %s MODIFIED events about %d Pods in %d namespaces ..."
                      % (number(events), INFORMERS, INFORMERS))
             self.namespaces = data.generate(os.path.join(self.workdir, "data-namespaces"),
-                                            max(o.watch_pods, INFORMERS), INFORMERS, events)
+                                            max(o.watch_pods, INFORMERS), INFORMERS, events, by_namespace=True)
         return self.namespaces
 
     def proxy(self, backend_url):

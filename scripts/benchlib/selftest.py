@@ -55,11 +55,12 @@ class PodGenerator(unittest.TestCase):
 class ServerFixture(unittest.TestCase):
     PODS, WATCH_PODS, EVENTS = 120, 60, 300
     PAGINATE, WATCH_END = "auto", "close"
+    BY_NAMESPACE = False
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="klua-bench-selftest-")
-        cls.dataset = data.generate(cls.tmp, cls.PODS, cls.WATCH_PODS, cls.EVENTS)
+        cls.dataset = data.generate(cls.tmp, cls.PODS, cls.WATCH_PODS, cls.EVENTS, cls.BY_NAMESPACE)
         cls.config = server.Config(cls.dataset, cls.PODS, cls.EVENTS, cls.PAGINATE, cls.WATCH_END)
         cls.server = server.Server(cls.config)
         cls.thread = cls.server.start()
@@ -166,6 +167,26 @@ class Server(ServerFixture):
         text = server.kubeconfig_text(self.server.url)
         self.assertIn("server: %s\n" % self.server.url, text)
         self.assertIn("user: {}", text)
+
+
+class ByNamespace(ServerFixture):
+    """The data set of many-informers: a namespace's watch is sent from the grouped file."""
+    PODS, WATCH_PODS, EVENTS = 120, 20, 300
+    BY_NAMESPACE = True
+
+    def test_a_namespaced_watch_sends_the_same_events_as_gathered_from_the_stream(self):
+        self.assertIsNotNone(self.config.by_namespace_fd)
+        for ns, rv in ((7, 1000), (3, 1000), (3, 1150), (19, 1000)):
+            resp, body = self.request("/api/v1/namespaces/team-%02d/pods" % ns, watch="true", resourceVersion=str(rv))
+            expected = b"".join(self.config.events_map[slice(*self.event_bytes(k))]
+                                for k in range(rv - data.LIST_RV, self.EVENTS)
+                                if data.namespace_of_event(k, self.WATCH_PODS) == ns)
+            self.assertTrue(expected)
+            self.assertEqual(body, expected)
+
+    def event_bytes(self, k):
+        offset, length = self.dataset.event_span(k, k + 1)
+        return offset, offset + length
 
 
 class PagingAlways(ServerFixture):
