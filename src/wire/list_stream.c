@@ -170,27 +170,19 @@ static void string_byte(kl_list_stream *s, char c) {
     }
 }
 
-/* Inside an element: the scanner finds the bracket that closes it. Returns
- * the bytes of p[i, n) that belong to it, or -1. */
-static long element_bytes(kl_list_stream *s, const char *p, size_t start, size_t i, size_t n) {
-    int done;
-    size_t used = kl_scan_value(&s->scan, p + i, n - i, &done);
-    if (!done) return (long)used;
-    if (item_end(s, p + start, i + used - start) < 0) return -1;
-    s->collecting = 0;
-    return (long)used;
-}
-
 int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n) {
     if (s->failed) return -1;
     size_t start = 0; /* first byte of p not yet copied where it belongs */
     size_t i = 0;
     while (i < n) {
         if (s->collecting) {
-            long used = element_bytes(s, p, start, i, n);
-            if (used < 0) return -1;
-            i += (size_t)used;
-            if (!s->collecting) start = i;
+            /* Inside an element: the scanner finds the bracket that closes it. */
+            int done;
+            i += kl_scan_value(&s->scan, p + i, n - i, &done);
+            if (!done) break;
+            if (item_end(s, p + start, i - start) < 0) return -1;
+            s->collecting = 0;
+            start = i;
             continue;
         }
         if (s->in_string) {
