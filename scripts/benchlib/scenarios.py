@@ -307,17 +307,21 @@ class Bench:
         return self.best(once)
 
     def sync_run(self, pods, paginate="auto", mode="full"):
-        """initial-sync, memory-per-pod: sync `pods` Pods, then read the settled RSS. Memoised.
+        """initial-sync, memory-per-pod: sync `pods` Pods, then read the settled RSS; the fastest
+        of --repeat runs (one for an idle klua, `pods` 0), as for the event rates. Memoised.
         mode: full, transform (managedFields dropped by klua.drop_fields), function (dropped by a Lua
         function transform) or metadata (a metadata-only informer)."""
         key = ("sync", pods, paginate, mode)
         if key not in self.memo:
             url, _ = self.server(pods, 0, paginate)
-            child, records = self.klua_script("sync-%d-%s-%s" % (pods, paginate, mode), url, "sync.lua",
-                                              [self.opts.timeout, mode], "settled")
-            status = child.proc_status()
-            usage = child.stop()
-            self.memo[key] = SyncRun(pods, child, records, status, usage)
+
+            def once():
+                child, records = self.klua_script("sync-%d-%s-%s" % (pods, paginate, mode), url, "sync.lua",
+                                                  [self.opts.timeout, mode], "settled")
+                status = child.proc_status()
+                usage = child.stop()
+                return SyncRun(pods, child, records, status, usage, self.opts.repeat if pods else 1)
+            self.memo[key] = min((once() for _ in range(self.opts.repeat if pods else 1)), key=lambda r: r.wall)
         return self.memo[key]
 
     def count_lines(self, name, argv, count, env=None):
@@ -439,8 +443,8 @@ class InformersRun:
 class SyncRun:
     """What sync.lua reported, and /proc/PID/status once it had settled."""
 
-    def __init__(self, pods, child, records, status, usage):
-        self.pods = pods
+    def __init__(self, pods, child, records, status, usage, runs):
+        self.pods, self.runs = pods, runs
         synced_at, synced = records["synced"]
         self.wall = synced_at - child.started
         self.script_seconds = float(synced["at"])
@@ -677,8 +681,8 @@ def scenario_initial_sync(b):
                                                                               peak),
                         "≤ %.2f s, peak ≤ %.1f× the cache" % (limit, TARGET_PEAK),
                         r.cached == r.pods and r.wall <= limit and 0 < peak <= TARGET_PEAK,
-                        details=["from process start to klua.on_synced (%.2f s from the script's start)"
-                                 % r.script_seconds,
+                        details=["from process start to klua.on_synced (%.2f s from the script's start); "
+                                 "fastest of %d runs" % (r.script_seconds, r.runs),
                                  "%s cached, %s add calls; the list is %s MB of JSON" % (
                                      number(r.cached), number(r.added), number(json_mb, 1)),
                                  "peak RSS is VmHWM at sync (ru_maxrss at exit %s); %.2f s CPU in all (wait4)"
@@ -703,8 +707,9 @@ def scenario_large_sync(b):
                     memory_growth, number(small.pods)),
                 "per Pod flat (≤ %.2f×)" % TARGET_FLAT,
                 large.cached == large.pods and 0 < time_growth <= TARGET_FLAT and 0 < memory_growth <= TARGET_FLAT,
-                details=["%s cached; peak RSS %s (VmHWM at sync), %.2f s CPU in all (wait4)" % (
-                             number(large.cached), _mb(large.hwm_kb), large.usage.cpu),
+                details=["%s cached; peak RSS %s (VmHWM at sync), %.2f s CPU in all (wait4); each size the "
+                         "fastest of %d runs" % (number(large.cached), _mb(large.hwm_kb), large.usage.cpu,
+                                                 large.runs),
                          "per Pod: time from process start to klua.on_synced, and (VmRSS after sync - VmRSS of "
                          "an idle klua), after a full Lua GC; at %s Pods %s and %s B" % (
                              number(small.pods), _us(per_sync[small]), number(per_object[small]))])]
