@@ -117,6 +117,19 @@ describe('an informer', function()
     assert.equals('get\tcfg\thello\nmissing\tnil\nlist\t1\nwrite\tfalse\ttrue\ncopy\tbye\thello\n', out)
   end)
 
+  it('names a failing handler by its informer\'s whole name, however long its selectors make it', function()
+    local selector = 'klua.dev/spec-label-with-a-long-key!=a-value-that-makes-the-name-long,other-key!=x'
+    local script = K.script(([[
+      local inf = klua.informer { resource = 'configmaps', namespace = 'default', label_selector = '%s' }
+      inf:on('add', function(o) error('cannot handle ' .. o.metadata.name) end)
+      klua.every(0.05, function() if klua.stats().task_errors > 0 then klua.stop() end end)
+    ]]):format(selector))
+    I.configmap(sb, 'long-name')
+    local _, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run', script })
+    assert.equals(0, code, err)
+    assert.truthy(err:find('add handler of configmaps -n default -l ' .. selector .. ' failed: ', 1, true), err)
+  end)
+
   it('logs a failing handler with its traceback, counts it, and goes on with the next events', function()
     local script = K.script([[
       local inf = klua.informer { resource = 'configmaps' }

@@ -54,7 +54,7 @@ struct kl_task {
     tasks *ts;
     lua_State *co;
     int ref; /* keeps co alive in the registry */
-    char name[96];
+    char name[200]; /* as long as the longest a caller makes: an informer's handler, a transform */
     kl_task_done_fn done;
     void *ud;
     int waiting;
