@@ -157,6 +157,22 @@ describe('informer transforms', function()
     end
   end)
 
+  it('stop on SIGTERM in the middle of a function that does not end, logging it as interrupted, not failed', function()
+    sb:kubectl('create configmap old --from-literal=small=s')
+    p = K.spawn({ '--kubeconfig', sb.kubeconfig, '--instruction-budget', '0', 'run', K.script([[
+      klua.informer { resource = 'configmaps', namespace = 'default', transform = function()
+        klua.log.info('transform started')
+        while true do end
+      end }
+    ]]) })
+    p:wait_log('transform started', 15 * K.slowdown)
+    local code = p:stop('TERM')
+    local err = p:errors()
+    assert.equals(0, code, err)
+    assert.truthy(err:find('transform of configmaps -n default interrupted: klua is stopping on SIGTERM', 1, true), err)
+    assert.falsy(err:find('failed', 1, true), err)
+  end)
+
   it('relist after a backoff once an object fails, and miss no change', function()
     -- With --watch-list the initial state comes as a watch: refused, it falls back to LIST.
     for _, flags in ipairs({ {}, { '--watch-list' } }) do

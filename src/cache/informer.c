@@ -87,6 +87,7 @@ static int transform(kl_informer *inf, kl_obj *o, void **parsed) {
         *parsed = NULL;
     }
     if (rc >= 0) return 0;
+    if (rc == KL_TRANSFORM_STOPPED) return -1;
     char key[512];
     kl_obj_key(o, key, sizeof key);
     inf->transform_errors++;

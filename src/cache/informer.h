@@ -52,7 +52,10 @@ void kl_informer_set_prune(kl_informer *inf, kl_prune *p);
  * listed and watched object (deleted ones too) before it is cached, with
  * the watch event's parsed form of it or NULL, it returns 0 when o is to be
  * cached as it is, 1 when it replaced o's blob (off 0, identity unchanged),
- * or -1 when it refused the object, having logged why. */
+ * -1 when it refused the object, having logged why, or KL_TRANSFORM_STOPPED
+ * when klua's shutdown cut it short: the object is refused all the same, but
+ * that is no failure of the transform, to count or to log. */
+#define KL_TRANSFORM_STOPPED (-2)
 typedef int (*kl_informer_transform_fn)(void *ud, kl_obj *o, void *parsed);
 
 /* Runs fn on every object before it is cached or handed to a handler. An

@@ -119,7 +119,9 @@ static int apply(void *ud, kl_obj *o, void *parsed) {
     kl_task_spawn(t->rt, NULL, t->name, 1, on_done, &c);
     if (!c.ok) {
         kl_blob_unref(c.out);
-        return -1;
+        /* A signal that came while it ran stopped it (the task logged that):
+         * the informer is going away, and will not relist. */
+        return kl_loop_signal(kl_rt_loop(t->rt)) ? KL_TRANSFORM_STOPPED : -1;
     }
     if (!c.out) return 0;
     kl_blob_unref(o->blob);
