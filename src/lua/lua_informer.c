@@ -65,9 +65,9 @@ struct lua_informer {
     uint64_t resync_timer;
 };
 
-/* Why a handle is closed; tostring tells them apart by address. */
+/* Why inf:stop() closed a handle; tostring tells it from KL_OBJECT_SHUTDOWN
+ * by address. */
 static const char STOPPED[] = "is stopped (inf:stop() was called)";
-static const char CLOSED[] = "is closed: klua is shutting down";
 
 /* The script's handle: its state the informer, closed by inf:stop() or by
  * the runtime; user value 2 the handlers by event type, 3 the views of the
@@ -100,7 +100,7 @@ static void free_informer(lua_informer *li) {
     li->inf = NULL;
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
     box *b = lua_touserdata(L, -1);
-    if (b->o.state) kl_object_close(&b->o, CLOSED);
+    if (b->o.state) kl_object_close(&b->o, KL_OBJECT_SHUTDOWN);
     lua_pop(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, li->ud_ref);
     free(li);

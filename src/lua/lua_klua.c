@@ -467,8 +467,8 @@ static int core_idle(void *state) { return !((core *)state)->timers; }
 
 static void core_close(void *state) {
     core *c = state;
-    while (c->timers) timer_free(c->timers, "is closed: klua is shutting down");
-    while (c->held) timer_free(c->held, "is closed: klua is shutting down");
+    while (c->timers) timer_free(c->timers, KL_OBJECT_SHUTDOWN);
+    while (c->held) timer_free(c->held, KL_OBJECT_SHUTDOWN);
 }
 
 void kl_lua_klua_init(kl_rt *rt) {

@@ -275,7 +275,7 @@ static void queue_free(lua_queue *lq) {
     if (lq->prev) lq->prev->next = lq->next;
     else all->list = lq->next;
     if (lq->next) lq->next->prev = lq->prev;
-    kl_object_close(lq->handle, "is closed: klua is shutting down");
+    kl_object_close(lq->handle, KL_OBJECT_SHUTDOWN);
     kl_loop_cancel(kl_rt_loop(all->rt), lq->timer);
     kl_loop_cancel(kl_rt_loop(all->rt), lq->wake_id);
     kl_queue_free(lq->q);

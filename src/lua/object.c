@@ -7,6 +7,8 @@
 
 #define PREFIX "klua."
 
+const char KL_OBJECT_SHUTDOWN[] = "is closed: klua is shutting down";
+
 /* The registry's table of the classes' metatables (mt = true), by which
  * core.state tells a klua object from another userdata. */
 static const char classes_key = 0;

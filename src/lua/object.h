@@ -27,7 +27,7 @@
 
 typedef struct kl_object {
     void *state;        /* the C state; NULL once closed, or once it ended */
-    const char *closed; /* with state NULL, why: "is closed: klua is shutting down";
+    const char *closed; /* with state NULL, why: KL_OBJECT_SHUTDOWN or another;
                            NULL for a state that ended as it should (a timer that fired) */
 } kl_object;
 
@@ -47,8 +47,11 @@ void *kl_object_new(lua_State *L, const char *tname, size_t size, int nuv, void 
  * returns NULL for an object whose state ended as it should. [-0, +0, e] */
 void *kl_object_check(lua_State *L, int idx, const char *tname);
 
-/* Marks o closed: its state gone, for why ("is closed: klua is shutting
- * down", a static string), or NULL when it ended as it should. */
+/* Why the runtime closed an object at the end: what every kind says. */
+extern const char KL_OBJECT_SHUTDOWN[];
+
+/* Marks o closed: its state gone, for why (KL_OBJECT_SHUTDOWN, or another
+ * static string), or NULL when it ended as it should. */
 void kl_object_close(kl_object *o, const char *why);
 
 /* Adds core.class, core.new, core.state and core.is to the table on top.
