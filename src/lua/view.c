@@ -4,6 +4,7 @@
 #include <lauxlib.h>
 #include <string.h>
 
+#include "wire/decode.h"
 #include "wire/json.h"
 #include "lua/lua_json.h"
 
@@ -117,19 +118,20 @@ static void push_member(lua_State *L, int vi, int mt, const view *v, size_t i) {
 }
 
 /* The tape index of element k (1-based) of the array at tape index at, or
- * 0. Remembers where it stopped, so that walking an array in order is
- * linear. */
-static size_t element(view *v, size_t at, lua_Integer k) {
-    const kl_json_tape *t = &v->doc->t;
+ * 0. With v, the array is v's own and v remembers where the walk stopped,
+ * so that walking it in order is linear. */
+static size_t element(const kl_json_tape *t, view *v, size_t at, lua_Integer k) {
     if (kl_jt_type(t, at) != '[' || k < 1 || (size_t)k > kl_jt_count(t, at)) return 0;
     size_t i = 1, pos = at + 1;
-    if (v->cursor && (size_t)k >= v->cursor) {
+    if (v && v->cursor && (size_t)k >= v->cursor) {
         i = v->cursor;
         pos = v->cursor_at;
     }
     for (; i < (size_t)k; i++) pos = kl_jt_next(t, pos);
-    v->cursor = i;
-    v->cursor_at = pos;
+    if (v) {
+        v->cursor = i;
+        v->cursor_at = pos;
+    }
     return pos;
 }
 
@@ -145,12 +147,7 @@ static size_t member_at(lua_State *L, view *v, size_t at, int ki, int cursor) {
     }
     int isint = 0;
     lua_Integer k = lua_type(L, ki) == LUA_TNUMBER ? lua_tointegerx(L, ki, &isint) : 0;
-    if (!isint) return 0;
-    if (cursor) return element(v, at, k);
-    if (kl_jt_type(t, at) != '[' || k < 1 || (size_t)k > kl_jt_count(t, at)) return 0;
-    size_t pos = at + 1;
-    for (lua_Integer i = 1; i < k; i++) pos = kl_jt_next(t, pos);
-    return pos;
+    return isint ? element(t, cursor ? v : NULL, at, k) : 0;
 }
 
 /* The tape index of key (a string or an integer at ki) in the view at vi,
@@ -367,26 +364,6 @@ const char *kl_view_json(lua_State *L, int idx, size_t *len) {
     return v ? view_bytes(v, len) : NULL;
 }
 
-/* The tape index of the Table row whose object is the blob's bytes at off:
- * the blob is the row itself (a Table LIST's row) or a Table watch event
- * of one row; 0 when it is neither. */
-static size_t row_at(const kl_blob *b, const kl_json_tape *t, size_t off) {
-    if (kl_jt_type(t, 1) != '{') return 0;
-    size_t row = 1;
-    if (!kl_jt_get(t, 1, "cells")) {
-        size_t ev = kl_jt_get(t, 1, "object");
-        size_t rows = ev && kl_jt_type(t, ev) == '{' ? kl_jt_get(t, ev, "rows") : 0;
-        if (!rows || kl_jt_type(t, rows) != '[' || kl_jt_count(t, rows) != 1) return 0;
-        row = rows + 1;
-    }
-    size_t obj = kl_jt_type(t, row) == '{' ? kl_jt_get(t, row, "object") : 0;
-    size_t cells = obj ? kl_jt_get(t, row, "cells") : 0;
-    if (!cells || kl_jt_type(t, cells) != '[') return 0;
-    size_t root_off = 0;
-    while (root_off < b->len && b->data[root_off] != '{') root_off++;
-    return kl_json_raw_seek(b->data, b->len, root_off, 1, obj) == off ? row : 0;
-}
-
 void kl_view_push_cells(lua_State *L, int idx) {
     view *v = check_view_arg(L, idx);
     const vdoc *d = v->doc;
@@ -397,15 +374,15 @@ void kl_view_push_cells(lua_State *L, int idx) {
     kl_json_doc **guard = kl_lua_json_push_guard(L); /* stack: ..., guard */
     kl_json_error err;
     *guard = kl_json_parse(d->blob->data, d->blob->len, 1, &err);
-    size_t row = 0;
+    size_t cells = 0;
     kl_json_tape t = {0};
     if (*guard) {
         t = kl_json_doc_tape(*guard);
-        row = row_at(d->blob, &t, d->off);
+        cells = kl_decode_row_cells(d->blob, &t, d->off);
     }
-    if (row) {
+    if (cells) {
         kl_lua_json_push_array_mt(L); /* stack: ..., guard, amt */
-        kl_lua_json_push_value(L, &t, kl_jt_get(&t, row, "cells"), lua_gettop(L)); /* stack: ..., guard, amt, cells */
+        kl_lua_json_push_value(L, &t, cells, lua_gettop(L)); /* stack: ..., guard, amt, cells */
         lua_remove(L, -2); /* stack: ..., guard, cells */
     } else {
         lua_pushnil(L); /* stack: ..., guard, nil */

@@ -83,11 +83,16 @@ static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n
 /* The byte span of the value at tape index v, a member of the root object
  * of frame. The object is usually the root's last member, found from the
  * end of the frame; otherwise its bytes are scanned. */
+/* Where the root object of b starts: after any whitespace. */
+static size_t root_offset(const kl_blob *b) {
+    size_t at = 0;
+    while (at < b->len && b->data[at] != '{') at++;
+    return at;
+}
+
 static void object_span(const kl_blob *frame, const kl_json_tape *t, size_t v, size_t *off, size_t *len) {
     const char *s = frame->data;
-    size_t root_off = 0;
-    while (root_off < frame->len && s[root_off] != '{') root_off++;
-    size_t start = kl_json_raw_seek(s, frame->len, root_off, 1, v), end;
+    size_t start = kl_json_raw_seek(s, frame->len, root_offset(frame), 1, v), end;
     if (kl_jt_next(t, v) == kl_jt_close(t, 1)) {
         end = frame->len;
         while (end > 0 && s[end - 1] != '}') end--; /* the root's '}' */
@@ -139,14 +144,20 @@ static size_t row_object(const kl_json_tape *t, size_t row) {
     return o && kl_jt_type(t, o) == '{' ? o : 0;
 }
 
+/* The tape index of the one row of the Table at table, or 0 when it has
+ * not exactly one. */
+static size_t one_row(const kl_json_tape *t, size_t table) {
+    size_t rows = kl_jt_get(t, table, "rows");
+    return rows && kl_jt_type(t, rows) == '[' && kl_jt_count(t, rows) == 1 ? rows + 1 : 0;
+}
+
 /* A watch event of a Table watch carries a Table of one row (kube-apiserver
  * transforms each event's object, bookmarks included; ERROR's Status is
  * left alone): *obj becomes that row's object. */
 static int unwrap_table(const kl_json_tape *t, size_t *obj, char *err, size_t errlen) {
-    size_t rows = kl_jt_get(t, *obj, "rows");
-    if (!rows || kl_jt_type(t, rows) != '[' || kl_jt_count(t, rows) != 1)
-        return fail(err, errlen, "watch event Table has not exactly one row");
-    size_t o = row_object(t, rows + 1);
+    size_t row = one_row(t, *obj);
+    if (!row) return fail(err, errlen, "watch event Table has not exactly one row");
+    size_t o = row_object(t, row);
     if (!o) return fail(err, errlen, "watch event Table row has no object (includeObject=Object was not honoured)");
     *obj = o;
     return 0;
@@ -370,6 +381,19 @@ int kl_decode_item(kl_blob *item, kl_obj *o, int *untyped, char *err, size_t err
 
 int kl_decode_row(kl_blob *row, kl_obj *o, char *err, size_t errlen) {
     return decode_listed(row, 1, o, NULL, err, errlen);
+}
+
+size_t kl_decode_row_cells(const kl_blob *b, const kl_json_tape *t, size_t off) {
+    if (kl_jt_type(t, 1) != '{') return 0;
+    size_t row = 1;
+    if (!kl_jt_get(t, 1, "cells")) {
+        size_t ev = kl_jt_get(t, 1, "object");
+        row = ev ? one_row(t, ev) : 0;
+    }
+    size_t obj = row ? row_object(t, row) : 0;
+    size_t cells = obj ? kl_jt_get(t, row, "cells") : 0;
+    if (!cells || kl_jt_type(t, cells) != '[') return 0;
+    return kl_json_raw_seek(b->data, b->len, root_offset(b), 1, obj) == off ? cells : 0;
 }
 
 void kl_list_clear(kl_list *l) {

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "wire/json.h"
 #include "wire/obj.h"
 
 typedef enum { KL_EV_ADDED, KL_EV_MODIFIED, KL_EV_DELETED, KL_EV_BOOKMARK, KL_EV_ERROR } kl_ev_type;
@@ -78,6 +79,12 @@ int kl_decode_item(kl_blob *item, kl_obj *o, int *untyped, char *err, size_t err
  * holds the object; the row around it stays in the blob for the printer).
  * Returns 0, or -1 with err and o left empty. */
 int kl_decode_row(kl_blob *row, kl_obj *o, char *err, size_t errlen);
+
+/* The tape index of the cells of the Table row whose object lies at byte
+ * off of b, parsed whole as t: b is the row itself (a Table LIST's row,
+ * kl_decode_row) or a Table watch event of one row (kl_decode_table_event);
+ * 0 when it is neither. */
+size_t kl_decode_row_cells(const kl_blob *b, const kl_json_tape *t, size_t off);
 
 /* kube-apiserver writes the items of built-in lists without kind and
  * apiVersion (watch events carry them). As apimachinery's UnstructuredList
