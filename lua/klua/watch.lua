@@ -661,12 +661,12 @@ function M.main(...)
     -- the plain list) gets NAME and AGE, as kubectl prints for objects
     -- without a Table.
     local server_print = (o.output == 'table' or o.output == 'wide') and not o.no_server_print
-    local probe, lerr = first_list(r, { namespace = target.ns, label_selector = o.selector,
-      field_selector = fs, limit = 1, one_page = true, as_table = server_print })
+    local q = { namespace = target.ns, label_selector = o.selector, field_selector = fs, limit = 1,
+      one_page = true, as_table = server_print }
+    local probe, lerr = first_list(r, q)
     if lerr and lerr.code == 406 and server_print then
-      server_print = false
-      probe, lerr = klua.api.list(r, { namespace = target.ns, label_selector = o.selector,
-        field_selector = fs, limit = 1, one_page = true })
+      server_print, q.as_table = false, nil
+      probe, lerr = klua.api.list(r, q)
     end
     if lerr and (lerr.code == 400 or lerr.code == 403 or lerr.code == 404) then
       io.stderr:write('klua watch: ', lerr.message or tostring(lerr), '\n')
