@@ -239,7 +239,7 @@ function Informer:on(event, fn)
   if event ~= 'add' and event ~= 'update' and event ~= 'delete' then
     error(('unknown event "%s": use "add", "update" or "delete"'):format(tostring(event)), 2)
   end
-  C.on(self, event, shutdown.guard_handler(fn))
+  C.on(self, event, fn)
   return self
 end
 --- The cells of the server's Table row that obj came in, for an informer

@@ -31,10 +31,6 @@ local M = {}
 --- True once the shutdown has begun.
 M.stopping = false
 
---- True once the reconciles in flight have ended: the informers' handlers
--- no longer start.
-M.caches_stopped = false
-
 local hooks = {}
 -- What the shutdown does now beyond waiting for reconciles (a hook, the
 -- release), for the report when it is cut short.
@@ -53,23 +49,16 @@ function M.on_shutdown(fn)
   hooks[#hooks + 1] = fn
 end
 
--- fn, except that it does nothing once M[flag] is true. Anything but a
--- function is returned as it is, for the caller's own check to refuse.
-local function unless(flag, fn)
+--- fn, except that it does nothing once the shutdown has begun: what the
+-- script's timers and hooks are wrapped in. Anything but a function is
+-- returned as it is, for the caller's own check to refuse.
+function M.guard(fn)
   if type(fn) ~= 'function' then return fn end
   return function(...)
-    if M[flag] then return end
+    if M.stopping then return end
     return fn(...)
   end
 end
-
---- fn, except that it does nothing once the shutdown has begun: what the
--- script's timers and hooks are wrapped in.
-function M.guard(fn) return unless('stopping', fn) end
-
---- fn, except that it does nothing once the reconciles in flight at the
--- shutdown have ended: what the informers' handlers are wrapped in.
-function M.guard_handler(fn) return unless('caches_stopped', fn) end
 
 local function in_flight()
   local out = {}
@@ -105,7 +94,9 @@ local function run(signal)
   end
   for _, c in ipairs(controller.all) do c.queue:shutdown() end
   while #in_flight() > 0 do core.sleep(POLL) end
-  M.caches_stopped = true
+  -- The informers' handlers no longer start (lua_informer.c checks this
+  -- before each call, rather than a wrapper around every handler).
+  core.stop_handlers()
   for i, fn in ipairs(hooks) do
     step = hook_name(i, fn)
     local ok, err = xpcall(fn, debug.traceback)

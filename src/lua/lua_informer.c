@@ -40,6 +40,7 @@ typedef struct informers {
     kl_rt *rt;
     lua_informer *list;     /* every informer the script made, newest first */
     lua_informer *stopping; /* stopped from a handler still running */
+    int handlers_stopped;   /* the shutdown's: no handler starts any more */
 } informers;
 
 struct lua_informer {
@@ -170,8 +171,10 @@ static void finish_notification(lua_informer *li) {
 
 /* The next handler (1-based) to call for the current notification, or 0:
  * a replayed ADD goes to the handler it was queued for alone; any other
- * notification to each handler added before it was queued. */
+ * notification to each handler added before it was queued; none once the
+ * shutdown has stopped handlers. */
 static int next_handler(const lua_informer *li) {
+    if (((const informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->handlers_stopped) return 0;
     int type = (int)li->cur.type;
     if (li->cur.only) return li->hidx < li->cur.only ? li->cur.only : 0;
     int h = li->hidx + 1;
@@ -548,6 +551,15 @@ static int l_stop(lua_State *L) {
     return 0;
 }
 
+/* core.stop_handlers(): from now on notifications are consumed without
+ * calling any handler (a handler suspended meanwhile runs on). The
+ * shutdown calls it once the reconciles in flight have ended, as
+ * controller-runtime stops its caches only after its controllers. */
+static int l_stop_handlers(lua_State *L) {
+    ((informers *)kl_rt_state(kl_rt_of(L), KL_RT_INFORMERS))->handlers_stopped = 1;
+    return 0;
+}
+
 static void informers_open(void *state, lua_State *L) {
     (void)state;
     /* The methods scripts call as they are; init.lua adds the rest, over
@@ -569,6 +581,8 @@ static void informers_open(void *state, lua_State *L) {
     lua_setfield(L, -2, "informer");
     lua_pushcfunction(L, l_table_cells);
     lua_setfield(L, -2, "table_cells");
+    lua_pushcfunction(L, l_stop_handlers);
+    lua_setfield(L, -2, "stop_handlers");
 }
 
 void kl_lua_informer_init(kl_rt *rt) {
