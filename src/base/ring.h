@@ -27,5 +27,7 @@ void kl_ring_push(kl_ring *r, const void *e);
 /* Copies the head element into *e and removes it: 1, or 0 when empty. */
 int kl_ring_pop(kl_ring *r, void *e);
 static inline size_t kl_ring_len(const kl_ring *r) { return r->n; }
+/* The head element, left in place (valid until the next push), or NULL. */
+static inline const void *kl_ring_peek(const kl_ring *r) { return r->n ? r->buf + r->head * r->elem : NULL; }
 
 #endif

@@ -186,6 +186,14 @@ int kl_informer_transforming(const kl_informer *inf) { return inf->transforming;
 
 int kl_informer_pop(kl_informer *inf, kl_notif *n) {
     if (!kl_ring_pop(&inf->q, n)) return 0;
+    /* The next notification's blobs are asked for from memory while this
+     * one is handled: an update's old object was cached long before, and
+     * its blob's header is cold by the time its view takes a reference. */
+    const kl_notif *next = kl_ring_peek(&inf->q);
+    if (next) {
+        __builtin_prefetch(next->old.blob);
+        __builtin_prefetch(next->cur.blob);
+    }
     if (n->initial && inf->initial_left) inf->initial_left--;
     if (inf->held && kl_ring_len(&inf->q) <= QUEUE_LOW) {
         inf->held = 0;
