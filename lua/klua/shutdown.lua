@@ -94,8 +94,8 @@ local function run(signal)
   end
   for _, c in ipairs(controller.all) do c.queue:shutdown() end
   while #in_flight() > 0 do core.sleep(POLL) end
-  -- The informers' handlers no longer start (lua_informer.c checks this
-  -- before each call, rather than a wrapper around every handler).
+  -- From here on no informer's handler starts (lua_informer.c checks
+  -- before each call).
   core.stop_handlers()
   for i, fn in ipairs(hooks) do
     step = hook_name(i, fn)
