@@ -80,9 +80,6 @@ static void read_status(const kl_json_tape *t, size_t i, int *code, char **reaso
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
-/* The byte span of the value at tape index v, a member of the root object
- * of frame. The object is usually the root's last member, found from the
- * end of the frame; otherwise its bytes are scanned. */
 /* Where the root object of b starts: after any whitespace. */
 static size_t root_offset(const kl_blob *b) {
     size_t at = 0;
@@ -90,6 +87,9 @@ static size_t root_offset(const kl_blob *b) {
     return at;
 }
 
+/* The byte span of the value at tape index v, a member of the root object
+ * of frame. The object is usually the root's last member, found from the
+ * end of the frame; otherwise its bytes are scanned. */
 static void object_span(const kl_blob *frame, const kl_json_tape *t, size_t v, size_t *off, size_t *len) {
     const char *s = frame->data;
     size_t start = kl_json_raw_seek(s, frame->len, root_offset(frame), 1, v), end;
