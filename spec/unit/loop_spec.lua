@@ -1,6 +1,10 @@
--- The event loop's deferred work: how stages hand work to each other on
--- the next iteration. Deferring returns an id, as a timer does, so that
--- whoever deferred work pointing at itself can cancel it when it is freed.
+-- The event loop's deferred work: how stages hand work to each other
+-- without re-entering one another. Work deferred by deferred work runs in
+-- the next round of the same iteration, up to 32 rounds, so that a frame
+-- decoded in one round reaches its handler in the next while its tape is
+-- still in the core's cache. Deferring returns an id, as a timer does, so
+-- that whoever deferred work pointing at itself can cancel it when it is
+-- freed.
 local testing = require 'klua_testing'
 
 describe('deferred work', function()
@@ -35,6 +39,19 @@ describe('deferred work', function()
     loop:cancel(0)
     loop:defer('stop')
     assert.same({ 'a', 'b', 'stop' }, loop:run())
+  end)
+
+  it('runs work deferred by deferred work in the same iteration, for 32 rounds', function()
+    local loop = testing.loop()
+    -- "arm" sets a timer due at once: it fires when the next iteration runs its timers.
+    loop:defer('arm')
+    loop:relay('r', 40, 'stop')
+    local expected = { 'arm' }
+    for i = 1, 32 do expected[#expected + 1] = 'r' .. i end
+    expected[#expected + 1] = 'timer'
+    for i = 33, 40 do expected[#expected + 1] = 'r' .. i end
+    expected[#expected + 1] = 'stop'
+    assert.same(expected, loop:run())
   end)
 
   it('stops between two pieces of work once one stops the loop', function()

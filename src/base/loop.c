@@ -36,7 +36,7 @@ struct kl_loop {
     kl_loop_done_fn on_done;
     kl_heap timers; /* of timer, on when, then id */
     uint64_t next_id; /* timers and deferred work share one id space */
-    deferred *work; /* deferred work queued for the next iteration */
+    deferred *work; /* deferred work queued for the next round */
     size_t nwork, capwork;
     int sigfd;
     watch watches[KL_LOOP_WATCHES];
@@ -133,12 +133,11 @@ static void run_timers(kl_loop *loop) {
     }
 }
 
-/* Runs the work deferred so far; work deferred meanwhile waits for the next
- * iteration, so a stage that keeps deferring cannot starve the sockets. An
- * entry is cleared before it runs, so that cancelling it from inside does
- * nothing; a stop leaves the entries not reached queued, still owned by
- * whoever deferred them (and cancellable by them). */
-static void run_deferred(kl_loop *loop) {
+/* Runs the work deferred so far, once; work deferred meanwhile waits for the
+ * next round. An entry is cleared before it runs, so that cancelling it from
+ * inside does nothing; a stop leaves the entries not reached queued, still
+ * owned by whoever deferred them (and cancellable by them). */
+static void run_round(kl_loop *loop) {
     size_t n = loop->nwork, i;
     for (i = 0; i < n && !loop->stop; i++) {
         deferred w = loop->work[i];
@@ -148,6 +147,13 @@ static void run_deferred(kl_loop *loop) {
     if (i == 0) return;
     memmove(loop->work, loop->work + i, (loop->nwork - i) * sizeof *loop->work);
     loop->nwork -= i;
+}
+
+/* Up to KL_LOOP_ROUNDS rounds: a frame decoded in one round reaches its
+ * handler in the next, while its tape is still in the core's cache, and a
+ * stage that keeps deferring still cannot starve the sockets. */
+static void run_deferred(kl_loop *loop) {
+    for (int r = 0; r < KL_LOOP_ROUNDS && loop->nwork && !loop->stop; r++) run_round(loop);
 }
 
 static void reap_transfers(kl_loop *loop) {

@@ -25,9 +25,14 @@ double kl_now(void);
 /* Runs fn once, delay seconds from now. Returns an id > 0 for kl_loop_cancel. */
 uint64_t kl_loop_after(kl_loop *loop, double delay, kl_loop_fn fn, void *ud);
 
-/* Runs fn on the next iteration, before the loop waits again. Deferred work
- * is how stages hand work to each other without re-entering one another.
+/* Runs fn in the next round of deferred work, before the loop waits again.
+ * Deferred work is how stages hand work to each other without re-entering
+ * one another. An iteration runs up to KL_LOOP_ROUNDS rounds, each the work
+ * deferred by the one before; what is deferred after the last waits for the
+ * next iteration, after the sockets and timers. A stage that hands on work a
+ * batch at a time does KL_LOOP_ROUNDS batches an iteration.
  * Returns an id > 0 for kl_loop_cancel (out of memory aborts, see xalloc.h). */
+#define KL_LOOP_ROUNDS 32
 uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud);
 
 /* Cancels a timer or deferred work that has not run yet; 0, unknown ids and

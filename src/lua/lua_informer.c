@@ -26,7 +26,7 @@
 #include "base/xalloc.h"
 
 #define INFORMER_MT "klua.informer"
-#define DISPATCH_BATCH 256 /* notifications per loop iteration */
+#define DISPATCH_BATCH 8 /* notifications a round, as many as a reflector decodes (reflector.c PUMP_BATCH) */
 
 static const char *const event_names[] = {"add", "update", "delete", NULL};
 _Static_assert(KL_CHANGE_ADD == 0 && KL_CHANGE_UPDATE == 1 && KL_CHANGE_DELETE == 2 &&

@@ -3,7 +3,10 @@
  * deferred work, driven from Lua.
  *
  * loop:defer(tag) defers work that appends tag to the loop's log when it
- * runs (the tag "stop" also stops the loop) and returns its id;
+ * runs (the tag "stop" also stops the loop; the tag "arm" also sets a timer,
+ * due at once, that appends "timer": it runs on the next iteration) and
+ * returns its id; loop:relay(tag, n, last) defers work that appends tag..1
+ * and defers the next step, up to tag..n, which defers work tagged last;
  * loop:cancel_when_run(id, other) makes work id cancel work other when it
  * runs; loop:cancel(id) cancels; loop:run() runs the loop until it stops
  * and returns the log as an array of tags.
@@ -42,37 +45,100 @@ static void no_transfers(kl_loop *loop, CURL *easy, CURLcode result) {
     (void)result;
 }
 
+static void log_tag(lua_State *L, int log_ref, const char *tag) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, log_ref);
+    lua_pushstring(L, tag);
+    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+    lua_pop(L, 1);
+}
+
+static void run_timer(kl_loop *loop, void *ud) {
+    (void)loop;
+    tloop *tl = ud;
+    log_tag(tl->L, tl->log_ref, "timer");
+}
+
 static void run_work(kl_loop *loop, void *ud) {
     work *w = ud;
     lua_State *L = w->tl->L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, w->tl->log_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, w->tl->works_ref);
     lua_rawgeti(L, -1, (lua_Integer)w->id);
-    lua_getiuservalue(L, -1, 1);
-    lua_replace(L, -3);
-    lua_pop(L, 1);
+    lua_getiuservalue(L, -1, 1); /* stack: works, work, tag */
     const char *tag = lua_tostring(L, -1);
-    if (tag && !strcmp(tag, "stop")) kl_loop_stop(loop);
-    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
-    lua_pop(L, 1);
+    if (!strcmp(tag, "stop")) kl_loop_stop(loop);
+    if (!strcmp(tag, "arm")) kl_loop_after(loop, 0, run_timer, w->tl);
+    log_tag(L, w->tl->log_ref, tag);
+    lua_pop(L, 3);
     kl_loop_cancel(loop, w->cancels);
+}
+
+/* Defers work tagged with the string at index tag; its id. */
+static uint64_t defer_work(lua_State *L, tloop *tl, int tag) {
+    work *w = lua_newuserdatauv(L, sizeof *w, 1);
+    w->tl = tl;
+    w->cancels = 0;
+    lua_pushvalue(L, tag);
+    lua_setiuservalue(L, -2, 1);
+    w->id = kl_loop_defer(tl->loop, run_work, w);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, tl->works_ref);
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, -2, (lua_Integer)w->id);
+    lua_pop(L, 2);
+    return w->id;
+}
+
+/* A step of a relay: uservalue 1 its tag, 2 the tag of the work after its
+ * last step. */
+typedef struct relay {
+    tloop *tl;
+    int step, steps;
+} relay;
+
+static void run_relay(kl_loop *loop, void *ud) {
+    relay *r = ud;
+    lua_State *L = r->tl->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, r->tl->works_ref);
+    lua_rawgetp(L, -1, r);                   /* stack: works, relay */
+    lua_getiuservalue(L, -1, 1);             /* stack: works, relay, tag */
+    lua_pushfstring(L, "%s%d", lua_tostring(L, -1), ++r->step);
+    log_tag(L, r->tl->log_ref, lua_tostring(L, -1));
+    lua_pop(L, 2);                           /* stack: works, relay */
+    if (r->step < r->steps) {
+        kl_loop_defer(loop, run_relay, r);
+    } else {
+        lua_getiuservalue(L, -1, 2);         /* stack: works, relay, last */
+        defer_work(L, r->tl, lua_gettop(L));
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+}
+
+/* loop:relay(tag, n, last) */
+static int l_relay(lua_State *L) {
+    tloop *tl = check_loop(L);
+    luaL_checkstring(L, 2);
+    int steps = (int)luaL_checkinteger(L, 3);
+    luaL_checkstring(L, 4);
+    luaL_argcheck(L, steps > 0, 3, "at least one step");
+    relay *r = lua_newuserdatauv(L, sizeof *r, 2);
+    *r = (relay){tl, 0, steps};
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, -2, 1);
+    lua_pushvalue(L, 4);
+    lua_setiuservalue(L, -2, 2);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, tl->works_ref);
+    lua_pushvalue(L, -2);
+    lua_rawsetp(L, -2, r);
+    lua_pop(L, 2);
+    kl_loop_defer(tl->loop, run_relay, r);
+    return 0;
 }
 
 /* loop:defer(tag) -> id */
 static int l_defer(lua_State *L) {
     tloop *tl = check_loop(L);
     luaL_checkstring(L, 2);
-    work *w = lua_newuserdatauv(L, sizeof *w, 1);
-    w->tl = tl;
-    lua_pushvalue(L, 2);
-    lua_setiuservalue(L, -2, 1);
-    w->id = kl_loop_defer(tl->loop, run_work, w);
-    if (!w->id) return luaL_error(L, "out of memory");
-    lua_rawgeti(L, LUA_REGISTRYINDEX, tl->works_ref);
-    lua_pushvalue(L, -2);
-    lua_rawseti(L, -2, (lua_Integer)w->id);
-    lua_pop(L, 2);
-    lua_pushinteger(L, (lua_Integer)w->id);
+    lua_pushinteger(L, (lua_Integer)defer_work(L, tl, 2));
     return 1;
 }
 
@@ -125,7 +191,7 @@ static int l_loop(lua_State *L) {
 
 void kl_testing_open_loop(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"defer", l_defer}, {"cancel", l_cancel}, {"cancel_when_run", l_cancel_when_run}, {"run", l_run}, {"__gc", l_gc}, {NULL, NULL}};
+        {"defer", l_defer}, {"relay", l_relay}, {"cancel", l_cancel}, {"cancel_when_run", l_cancel_when_run}, {"run", l_run}, {"__gc", l_gc}, {NULL, NULL}};
     if (luaL_newmetatable(L, LOOP_MT)) {
         luaL_setfuncs(L, methods, 0);
         lua_pushvalue(L, -1);
