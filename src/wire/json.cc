@@ -35,6 +35,7 @@ struct kl_json_doc {
     kl_json_tape tape;
     size_t nstrings; // bytes of the string buffer in use; SIZE_MAX until counted
     size_t selected;
+    size_t kb; // a compact copy's block in KiB (compact_alloc), or 0 when allocated to fit
 };
 
 struct parser_slot {
@@ -62,6 +63,57 @@ struct pool {
     }
 };
 thread_local pool parsers;
+
+// Compact copies freed lately, by size in KiB, for the next compaction. An
+// event's copy (a 3 KB Pod's is 4-5 KiB) lives from its decode to its
+// dispatch, a round or a few later, so every event would malloc and free
+// one, too big for glibc's per-thread cache; the block taken back is the
+// one freed last, still in the core's cache. Larger copies are allocated to
+// fit. The sanitizer builds keep none, so that ASan sees every copy's life.
+#if defined(__SANITIZE_ADDRESS__) // GCC's
+#define KL_ASAN 1
+#elif defined(__has_feature)         // clang's
+#if __has_feature(address_sanitizer)
+#define KL_ASAN 1
+#endif
+#endif
+constexpr size_t kCompactClasses = 8;
+#ifdef KL_ASAN
+constexpr size_t kCompactKeep = 0;
+#else
+constexpr size_t kCompactKeep = 16;
+#endif
+
+struct compact_cache {
+    void *idle[kCompactClasses][kCompactKeep ? kCompactKeep : 1]; // an array may not be empty
+    size_t n[kCompactClasses];
+    ~compact_cache() {
+        for (size_t c = 0; c < kCompactClasses; c++)
+            for (size_t i = 0; i < n[c]; i++) free(idle[c][i]);
+    }
+};
+thread_local compact_cache compacts;
+
+kl_json_doc *compact_alloc(size_t bytes) {
+    size_t kb = (bytes + 1023) >> 10;
+    kl_json_doc *c;
+    if (kb > kCompactClasses) {
+        kb = 0;
+        c = static_cast<kl_json_doc *>(kl_xmalloc(bytes));
+    } else if (compacts.n[kb - 1]) {
+        c = static_cast<kl_json_doc *>(compacts.idle[kb - 1][--compacts.n[kb - 1]]);
+    } else {
+        c = static_cast<kl_json_doc *>(kl_xmalloc(kb << 10));
+    }
+    c->kb = kb;
+    return c;
+}
+
+void compact_free(kl_json_doc *c) {
+    size_t *n = c->kb ? &compacts.n[c->kb - 1] : nullptr;
+    if (n && *n < kCompactKeep) compacts.idle[c->kb - 1][(*n)++] = c;
+    else free(c);
+}
 
 parser_slot *take_slot() {
     if (!parsers.idle.empty()) {
@@ -479,13 +531,13 @@ kl_json_doc *kl_json_parse(const char *text, size_t len, int padded, kl_json_err
 void kl_json_free(kl_json_doc *d) {
     if (!d) return;
     if (d->slot) release_slot(d->slot);
-    else free(d);
+    else compact_free(d);
 }
 
 kl_json_doc *kl_json_compact(kl_json_doc *d) {
     if (!d->slot) return d;
     size_t nwords = d->tape.nwords, nstrings = kl_json_doc_strings_size(d);
-    kl_json_doc *c = static_cast<kl_json_doc *>(kl_xmalloc(sizeof *c + nwords * sizeof(uint64_t) + nstrings));
+    kl_json_doc *c = compact_alloc(sizeof *c + nwords * sizeof(uint64_t) + nstrings);
     uint64_t *words = reinterpret_cast<uint64_t *>(c + 1);
     memcpy(words, d->tape.words, nwords * sizeof(uint64_t));
     memcpy(words + nwords, d->tape.strings, nstrings);
