@@ -1,23 +1,26 @@
-/* pool.c - a Lua allocator's small blocks kept for reuse; see pool.h. */
+/* pool.c - a Lua allocator's blocks kept for reuse; see pool.h. */
 #include "base/pool.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* The class of a small size (1..KL_POOL_MAX_SMALL): its blocks hold
- * (class + 1) * 16 bytes. */
-static size_t class_of(size_t n) { return (n - 1) >> 4; }
+#define SMALL (KL_POOL_MAX_SMALL / 16) /* the 16-byte classes; the 256-byte ones follow */
+
+/* The class of a size of 1..KL_POOL_MAX_LARGE bytes. */
+static size_t class_of(size_t n) { return n <= KL_POOL_MAX_SMALL ? (n - 1) >> 4 : SMALL + ((n - 1) >> 8) - 1; }
+/* The bytes a block of class c holds. */
+static size_t class_bytes(size_t c) { return c < SMALL ? (c + 1) << 4 : (c - SMALL + 2) << 8; }
 
 static void *take(kl_pool *p, size_t c) {
     void *b = p->free[c];
-    if (!b) return malloc((c + 1) << 4);
+    if (!b) return malloc(class_bytes(c));
     memcpy(&p->free[c], b, sizeof b);
     p->n[c]--;
     return b;
 }
 
 static void give(kl_pool *p, size_t c, void *b) {
-    if (p->n[c] >= KL_POOL_KEEP) {
+    if (p->n[c] >= (c < SMALL ? KL_POOL_KEEP : KL_POOL_KEEP_LARGE)) {
         free(b);
         return;
     }
@@ -27,19 +30,19 @@ static void give(kl_pool *p, size_t c, void *b) {
 }
 
 void *kl_pool_realloc(kl_pool *p, void *ptr, size_t osize, size_t nsize) {
-    int small_old = ptr && osize <= KL_POOL_MAX_SMALL, small_new = nsize && nsize <= KL_POOL_MAX_SMALL;
+    int pooled_old = ptr && osize <= KL_POOL_MAX_LARGE, pooled_new = nsize && nsize <= KL_POOL_MAX_LARGE;
     if (nsize == 0) {
-        if (small_old) give(p, class_of(osize), ptr);
+        if (pooled_old) give(p, class_of(osize), ptr);
         else free(ptr);
         return NULL;
     }
-    if (!ptr) return small_new ? take(p, class_of(nsize)) : malloc(nsize);
-    if (small_old && small_new && class_of(osize) == class_of(nsize)) return ptr;
-    if (!small_old && !small_new) return realloc(ptr, nsize);
-    void *b = small_new ? take(p, class_of(nsize)) : malloc(nsize);
+    if (!ptr) return pooled_new ? take(p, class_of(nsize)) : malloc(nsize);
+    if (pooled_old && pooled_new && class_of(osize) == class_of(nsize)) return ptr;
+    if (!pooled_old && !pooled_new) return realloc(ptr, nsize);
+    void *b = pooled_new ? take(p, class_of(nsize)) : malloc(nsize);
     if (!b) return nsize < osize ? ptr : NULL; /* a larger block serves as the smaller one */
     memcpy(b, ptr, osize < nsize ? osize : nsize);
-    if (small_old) give(p, class_of(osize), ptr);
+    if (pooled_old) give(p, class_of(osize), ptr);
     else free(ptr);
     return b;
 }

@@ -1,5 +1,5 @@
 /*
- * pool.h - a Lua allocator's small blocks kept for reuse.
+ * pool.h - a Lua allocator's blocks kept for reuse.
  *
  * Every event makes and drops a few small Lua objects (views, strings,
  * tables), and klua.copy hundreds; glibc's per-thread cache holds seven
@@ -7,11 +7,15 @@
  * hundred, send most frees and the next allocations through its slower
  * bins. A pool keeps up to KL_POOL_KEEP freed blocks of each 16-byte size
  * class up to KL_POOL_MAX_SMALL bytes and hands them out again: a few
- * instructions each way. It needs no block header because a Lua allocator
- * is told each block's size when it frees or resizes one. What it keeps is
- * bounded (under 9 MiB, and never more than the script once had in use)
- * and freed by kl_pool_release. Under AddressSanitizer it keeps nothing,
- * so that a use after free is still caught.
+ * instructions each way. Above that, up to KL_POOL_MAX_LARGE bytes, it
+ * keeps KL_POOL_KEEP_LARGE blocks of each 256-byte class: the view of every
+ * watch event holds its tape (4-5 KiB for a 3 KB Pod) in one block, and the
+ * block taken back is the one the collector freed last, still in the
+ * core's cache. It needs no block header because a Lua allocator is told
+ * each block's size when it frees or resizes one. What it keeps is bounded
+ * (under 13 MiB, and never more than the script once had in use) and freed
+ * by kl_pool_release. Under AddressSanitizer it keeps nothing, so that a
+ * use after free is still caught.
  */
 #ifndef KLUA_POOL_H
 #define KLUA_POOL_H
@@ -19,7 +23,8 @@
 #include <stddef.h>
 
 #define KL_POOL_MAX_SMALL 256
-#define KL_POOL_CLASSES (KL_POOL_MAX_SMALL / 16)
+#define KL_POOL_MAX_LARGE 8192
+#define KL_POOL_CLASSES (KL_POOL_MAX_SMALL / 16 + KL_POOL_MAX_LARGE / 256 - 1)
 /* gcc says __SANITIZE_ADDRESS__; clang (the fuzz build) says it through
  * __has_feature. */
 #if defined(__has_feature)
@@ -29,8 +34,10 @@
 #endif
 #if defined(__SANITIZE_ADDRESS__) || defined(KL_POOL_UNDER_ASAN)
 #define KL_POOL_KEEP 0
+#define KL_POOL_KEEP_LARGE 0
 #else
 #define KL_POOL_KEEP 4096
+#define KL_POOL_KEEP_LARGE 32
 #endif
 
 typedef struct kl_pool {
