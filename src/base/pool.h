@@ -22,17 +22,12 @@
 
 #include <stddef.h>
 
+#include "base/xalloc.h"
+
 #define KL_POOL_MAX_SMALL 256
 #define KL_POOL_MAX_LARGE 8192
 #define KL_POOL_CLASSES (KL_POOL_MAX_SMALL / 16 + KL_POOL_MAX_LARGE / 256 - 1)
-/* gcc says __SANITIZE_ADDRESS__; clang (the fuzz build) says it through
- * __has_feature. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KL_POOL_UNDER_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(KL_POOL_UNDER_ASAN)
+#ifdef KL_UNDER_ASAN
 #define KL_POOL_KEEP 0
 #define KL_POOL_KEEP_LARGE 0
 #else

@@ -24,6 +24,18 @@ char *kl_xstrndup(const char *s, size_t n);
 /* Logs that n bytes could not be allocated and aborts. */
 __attribute__((noreturn)) void kl_oom(size_t n);
 
+/* KL_UNDER_ASAN: AddressSanitizer instruments this build, so that what keeps
+ * freed blocks for reuse (pool.c, json.cc) keeps none and a use after free
+ * is still caught. gcc says __SANITIZE_ADDRESS__; clang (the fuzz build)
+ * says it through __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#define KL_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KL_UNDER_ASAN 1
+#endif
+#endif
+
 /* For specs only: the n-th host allocation from now fails (0: the next
  * one); a negative n turns this off. Process-wide, as the allocator is. */
 void kl_xalloc_fail_after(long n);

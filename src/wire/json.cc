@@ -70,15 +70,8 @@ thread_local pool parsers;
 // one, too big for glibc's per-thread cache; the block taken back is the
 // one freed last, still in the core's cache. Larger copies are allocated to
 // fit. The sanitizer builds keep none, so that ASan sees every copy's life.
-#if defined(__SANITIZE_ADDRESS__) // GCC's
-#define KL_ASAN 1
-#elif defined(__has_feature)         // clang's
-#if __has_feature(address_sanitizer)
-#define KL_ASAN 1
-#endif
-#endif
 constexpr size_t kCompactClasses = 8;
-#ifdef KL_ASAN
+#ifdef KL_UNDER_ASAN
 constexpr size_t kCompactKeep = 0;
 #else
 constexpr size_t kCompactKeep = 16;
