@@ -15,7 +15,8 @@
  * each block's size when it frees or resizes one. What it keeps is bounded
  * (under 13 MiB, and never more than the script once had in use) and freed
  * by kl_pool_release. Under AddressSanitizer it keeps nothing, so that a
- * use after free is still caught.
+ * use after free is still caught. json.cc keeps the compact tapes of watch
+ * events in a pool of its own, for the same reasons.
  */
 #ifndef KLUA_POOL_H
 #define KLUA_POOL_H

@@ -25,7 +25,7 @@ char *kl_xstrndup(const char *s, size_t n);
 __attribute__((noreturn)) void kl_oom(size_t n);
 
 /* KL_UNDER_ASAN: AddressSanitizer instruments this build, so that what keeps
- * freed blocks for reuse (pool.c, json.cc) keeps none and a use after free
+ * freed blocks for reuse (pool.c) keeps none and a use after free
  * is still caught. gcc says __SANITIZE_ADDRESS__; clang (the fuzz build)
  * says it through __has_feature. */
 #if defined(__SANITIZE_ADDRESS__)

@@ -5,6 +5,7 @@
 #include "wire/json.h"
 
 extern "C" {
+#include "base/pool.h"
 #include "base/utf8.h"
 #include "base/xalloc.h"
 }
@@ -35,7 +36,6 @@ struct kl_json_doc {
     kl_json_tape tape;
     size_t nstrings; // bytes of the string buffer in use; SIZE_MAX until counted
     size_t selected;
-    size_t kb; // a compact copy's block in KiB (compact_alloc), or 0 when allocated to fit
 };
 
 struct parser_slot {
@@ -64,49 +64,25 @@ struct pool {
 };
 thread_local pool parsers;
 
-// Compact copies freed lately, by size in KiB, for the next compaction. An
-// event's copy (a 3 KB Pod's is 4-5 KiB) lives from its decode to its
-// dispatch, a round or a few later, so every event would malloc and free
-// one, too big for glibc's per-thread cache; the block taken back is the
-// one freed last, still in the core's cache. Larger copies are allocated to
-// fit. The sanitizer builds keep none, so that ASan sees every copy's life.
-constexpr size_t kCompactClasses = 8;
-#ifdef KL_UNDER_ASAN
-constexpr size_t kCompactKeep = 0;
-#else
-constexpr size_t kCompactKeep = 16;
-#endif
-
-struct compact_cache {
-    void *idle[kCompactClasses][kCompactKeep ? kCompactKeep : 1]; // an array may not be empty
-    size_t n[kCompactClasses];
-    ~compact_cache() {
-        for (size_t c = 0; c < kCompactClasses; c++)
-            for (size_t i = 0; i < n[c]; i++) free(idle[c][i]);
-    }
+// Compact copies freed lately, for the next compaction: an event's copy (a
+// 3 KB Pod's is 4-5 KiB) lives from its decode to its dispatch, a round or
+// a few later, so every event would malloc and free one, too big for
+// glibc's per-thread cache. The Lua allocator's pool (pool.h) keeps such
+// blocks, by size class, and hands back the one freed last, still in the
+// core's cache; a copy's size is known again when it is freed.
+struct compact_pool {
+    kl_pool pool{};
+    ~compact_pool() { kl_pool_release(&pool); }
 };
-thread_local compact_cache compacts;
+thread_local compact_pool compacts;
 
 kl_json_doc *compact_alloc(size_t bytes) {
-    size_t kb = (bytes + 1023) >> 10;
-    kl_json_doc *c;
-    if (kb > kCompactClasses) {
-        kb = 0;
-        c = static_cast<kl_json_doc *>(kl_xmalloc(bytes));
-    } else if (compacts.n[kb - 1]) {
-        c = static_cast<kl_json_doc *>(compacts.idle[kb - 1][--compacts.n[kb - 1]]);
-    } else {
-        c = static_cast<kl_json_doc *>(kl_xmalloc(kb << 10));
-    }
-    c->kb = kb;
-    return c;
+    void *c = kl_pool_realloc(&compacts.pool, nullptr, 0, bytes);
+    if (!c) kl_oom(bytes);
+    return static_cast<kl_json_doc *>(c);
 }
 
-void compact_free(kl_json_doc *c) {
-    size_t *n = c->kb ? &compacts.n[c->kb - 1] : nullptr;
-    if (n && *n < kCompactKeep) compacts.idle[c->kb - 1][(*n)++] = c;
-    else free(c);
-}
+void compact_free(kl_json_doc *c) { kl_pool_realloc(&compacts.pool, c, kl_json_doc_memory(c), 0); }
 
 parser_slot *take_slot() {
     if (!parsers.idle.empty()) {
