@@ -17,10 +17,11 @@
 -- 5. klua exits 0, closing its watches.
 --
 -- All of it must end within --graceful-shutdown-timeout (30 s): past it,
--- or on a second signal, klua exits 1 at once with a line naming what was
--- still running (src/lua/runtime.c enforces both, in the count hook too, so
--- that a reconcile spinning on the CPU cannot hold it). controller-runtime's
--- manager returns an error in that case, and its main exits 1.
+-- klua exits 1 at once with a line naming what was still running
+-- (src/lua/runtime.c enforces it, in the count hook too, so that a
+-- reconcile spinning on the CPU cannot hold it). controller-runtime's
+-- manager returns an error in that case, and its main exits 1. A second
+-- signal ends klua at once from its signal handler (src/base/loop.h).
 local core = require 'klua.core'
 local leader = require 'klua.leader'
 local shards = require 'klua.shards'
@@ -33,7 +34,7 @@ M.stopping = false
 
 local hooks = {}
 -- What the shutdown does now beyond waiting for reconciles (a hook, the
--- release), for the report when it is cut short.
+-- release), for the report when it times out.
 local step
 
 local function hook_name(i, fn)

@@ -96,6 +96,17 @@ end
 -- :cleanup().
 M.spawn = testing.spawn
 
+--- Waits until no signal is pending for process p (/proc/PID/status): the one
+-- sent has reached its handler, so that a second one sent now is not merged
+-- into it. Returns whether that happened within timeout seconds (default 10).
+function M.signal_delivered(p, timeout)
+  return testing.poll(function()
+    local status = testing.read_file('/proc/' .. p.pid .. '/status')
+    if not status then return true end
+    return not status:find('\nSigPnd:%s*0*[1-9a-f]') and not status:find('\nShdPnd:%s*0*[1-9a-f]')
+  end, timeout or 10) == true
+end
+
 --- Starts `klua watch` processes for a spec file and stops them all at once:
 -- w.watch(args, kubeconfig) runs `klua --kubeconfig K watch ARGS...` (flags
 -- first), K the kubeconfig given or else default(); w.track(p) adds a process

@@ -1,10 +1,11 @@
 /* loop.c - the event loop; see loop.h. */
 #include "base/loop.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,17 +39,74 @@ struct kl_loop {
     uint64_t next_id; /* timers and deferred work share one id space */
     deferred *work; /* deferred work queued for the next round */
     size_t nwork, capwork;
-    int sigfd;
     watch watches[KL_LOOP_WATCHES];
     int nwatches;
-    sigset_t sigs; /* SIGINT and SIGTERM, read through sigfd */
-    sigset_t oldmask;
     int stop;
-    int stop_signal;    /* the first signal read */
-    unsigned nsignals;  /* every one read */
-    kl_loop_fn on_signal; /* when set, signals call it instead of stopping */
+    int stop_signal;      /* the signal taken, or 0 */
+    kl_loop_fn on_signal; /* when set, the signal calls it instead of stopping */
     void *on_signal_ud;
 };
+
+/* The one process-wide state (loop.h): SIGINT and SIGTERM have one handler
+ * per process, and it may only touch what is volatile sig_atomic_t and make
+ * async-signal-safe calls. The first signal is recorded and wakes the loop
+ * through a pipe (the self-pipe trick: a signal can come between the
+ * loop's look at caught_signo and its poll); the count hook reads
+ * caught_signo without a system call. A second signal, or any once the
+ * loop has stopped, ends the process at once with the default action
+ * (Redis's sigShutdownHandler), whatever runs: a __gc handler, a long C
+ * call, a shutdown that is stuck. Loops made while another lives share it. */
+static volatile sig_atomic_t caught_signo; /* the first signal, or 0 */
+static volatile sig_atomic_t at_once;      /* a signal ends the process at once */
+static int wake_pipe[2] = {-1, -1};
+static int installs; /* loops alive, which share the handler */
+static struct sigaction old_int, old_term;
+static sigset_t old_mask;
+
+static void on_signal(int sig) {
+    if (caught_signo || at_once) {
+        /* Blocked while its handler runs, the signal raised again comes
+         * as soon as the handler returns, now with its default action: the
+         * process ends as killed by it, with the shell's status 128 + sig. */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    caught_signo = sig;
+    int saved = errno;
+    ssize_t n = write(wake_pipe[1], "", 1); /* a full pipe wakes the loop already */
+    (void)n;
+    errno = saved;
+}
+
+static int install_handler(void) {
+    if (installs++) return 0;
+    if (pipe2(wake_pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+        installs--;
+        return -1;
+    }
+    caught_signo = at_once = 0;
+    /* Each signal is blocked while the handler runs for either, so the
+     * handler never interrupts itself. */
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigprocmask(SIG_UNBLOCK, &sa.sa_mask, &old_mask);
+    return 0;
+}
+
+static void uninstall_handler(void) {
+    if (--installs) return;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    close(wake_pipe[0]);
+    close(wake_pipe[1]);
+    wake_pipe[0] = wake_pipe[1] = -1;
+}
 
 double kl_now(void) {
     struct timespec ts;
@@ -68,13 +126,9 @@ kl_loop *kl_loop_new(kl_loop_done_fn on_done) {
     loop->on_done = on_done;
     loop->next_id = 1;
     kl_heap_init(&loop->timers, sizeof(timer), earlier, NULL);
-    sigemptyset(&loop->sigs);
-    sigaddset(&loop->sigs, SIGINT);
-    sigaddset(&loop->sigs, SIGTERM);
-    sigprocmask(SIG_BLOCK, &loop->sigs, &loop->oldmask);
-    loop->sigfd = signalfd(-1, &loop->sigs, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (!loop->multi || loop->sigfd < 0) {
-        kl_loop_free(loop);
+    if (!loop->multi || install_handler() < 0) {
+        if (loop->multi) curl_multi_cleanup(loop->multi);
+        free(loop);
         return NULL;
     }
     return loop;
@@ -82,9 +136,8 @@ kl_loop *kl_loop_new(kl_loop_done_fn on_done) {
 
 void kl_loop_free(kl_loop *loop) {
     if (!loop) return;
-    if (loop->multi) curl_multi_cleanup(loop->multi);
-    if (loop->sigfd >= 0) close(loop->sigfd);
-    sigprocmask(SIG_SETMASK, &loop->oldmask, NULL);
+    curl_multi_cleanup(loop->multi);
+    uninstall_handler();
     kl_heap_free(&loop->timers);
     free(loop->work);
     free(loop);
@@ -164,37 +217,25 @@ static void reap_transfers(kl_loop *loop) {
     }
 }
 
-/* The first SIGINT or SIGTERM stops the loop; from then on both have their
- * default action again, so that a second one ends the process at once
- * even if the shutdown itself were stuck. */
-/* From now on a signal has its default action: it ends the process. */
-static void default_signals(kl_loop *loop) {
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    sigprocmask(SIG_UNBLOCK, &loop->sigs, NULL);
-}
-
-static void read_signals(kl_loop *loop) {
-    struct signalfd_siginfo si;
-    while (read(loop->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
-        loop->nsignals++;
-        if (!loop->stop_signal) loop->stop_signal = (int)si.ssi_signo;
-        if (loop->on_signal) {
-            loop->on_signal(loop, loop->on_signal_ud);
-            continue;
-        }
-        loop->stop = 1;
-        if (loop->nsignals == 1) default_signals(loop);
-    }
-}
-
+/* Takes the signal the handler caught, once: it stops the loop or calls
+ * the kl_loop_on_signal function. No system call: the count hook calls
+ * this every period. */
 int kl_loop_poll_signal(kl_loop *loop) {
-    if (!loop->stop_signal || (loop->on_signal && !loop->stop)) read_signals(loop);
-    return loop->stop_signal;
+    int sig = caught_signo;
+    if (!sig || loop->stop_signal) return loop->stop_signal;
+    loop->stop_signal = sig;
+    if (loop->on_signal) loop->on_signal(loop, loop->on_signal_ud);
+    else loop->stop = 1;
+    return sig;
+}
+
+/* Empties the pipe that woke the loop; what it says is in caught_signo. */
+static void drain_wake_pipe(void) {
+    char buf[64];
+    while (read(wake_pipe[0], buf, sizeof buf) > 0) continue;
 }
 
 int kl_loop_signal(const kl_loop *loop) { return loop->stop_signal; }
-unsigned kl_loop_signal_count(const kl_loop *loop) { return loop->nsignals; }
 
 void kl_loop_on_signal(kl_loop *loop, kl_loop_fn fn, void *ud) {
     loop->on_signal = fn;
@@ -223,16 +264,17 @@ void kl_loop_unwatch(kl_loop *loop, int fd) {
     }
 }
 
-/* Waits for curl's sockets, the signal descriptor and the watched ones;
+/* Waits for curl's sockets, the wake-up pipe and the watched ones;
  * then calls the watchers whose descriptor is readable. A watcher may
  * unwatch itself or another, so the ready ones are collected first. */
 static void wait_and_dispatch(kl_loop *loop) {
     struct curl_waitfd fds[1 + KL_LOOP_WATCHES];
-    fds[0] = (struct curl_waitfd){.fd = loop->sigfd, .events = CURL_WAIT_POLLIN};
+    fds[0] = (struct curl_waitfd){.fd = wake_pipe[0], .events = CURL_WAIT_POLLIN};
     int n = loop->nwatches;
     for (int i = 0; i < n; i++)
         fds[1 + i] = (struct curl_waitfd){.fd = loop->watches[i].fd, .events = CURL_WAIT_POLLIN};
     curl_multi_poll(loop->multi, fds, (unsigned)(1 + n), wait_timeout_ms(loop), NULL);
+    if (fds[0].revents & CURL_WAIT_POLLIN) drain_wake_pipe();
     kl_loop_poll_signal(loop);
     watch ready[KL_LOOP_WATCHES];
     int nready = 0;
@@ -251,6 +293,8 @@ static void wait_and_dispatch(kl_loop *loop) {
 int kl_loop_run(kl_loop *loop) {
     while (!loop->stop) {
         int running;
+        kl_loop_poll_signal(loop);
+        if (loop->stop) break;
         curl_multi_perform(loop->multi, &running);
         reap_transfers(loop);
         run_timers(loop);
@@ -258,8 +302,8 @@ int kl_loop_run(kl_loop *loop) {
         if (loop->stop) break;
         wait_and_dispatch(loop);
     }
-    /* A graceful stop is over: what runs after the loop (the teardown's
-     * __gc handlers) may not catch a signal, so the next one ends klua. */
-    if (loop->on_signal) default_signals(loop);
+    /* What runs after the loop (the teardown's __gc handlers) is not
+     * stopped gracefully, so the next signal ends klua at once. */
+    at_once = 1;
     return loop->stop_signal;
 }

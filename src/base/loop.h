@@ -2,7 +2,7 @@
  * loop.h - the one event loop: libcurl's multi handle, timers, deferred
  * work and termination signals, all on one thread (Redis's ae.c is the
  * model). Lua runs on this thread only; nothing here blocks except the
- * wait for the next socket event, timer or signal.
+ * wait for the next socket event, timer or signal (see Signals below).
  */
 #ifndef KLUA_LOOP_H
 #define KLUA_LOOP_H
@@ -48,27 +48,32 @@ int kl_loop_watch(kl_loop *loop, int fd, kl_loop_fn fn, void *ud);
 /* Stops watching fd; unknown descriptors are ignored. */
 void kl_loop_unwatch(kl_loop *loop, int fd);
 
+/* Signals. klua owns SIGINT and SIGTERM while a loop lives: kl_loop_new
+ * installs one process-wide handler (the one global state, shared by the
+ * loops of a process) and kl_loop_free puts the old one back. The first
+ * signal is a request: the handler records it and wakes the loop through a
+ * pipe, and the loop takes it (kl_loop_poll_signal) on waking or from code
+ * that runs long without returning to it (the count hook). A second signal
+ * ends the process at once from the handler, with the default action
+ * (status 128 + its number), whatever runs then; so does any signal once
+ * kl_loop_run has returned. */
+
 /* Runs until kl_loop_stop or SIGINT/SIGTERM; once stopped it stays stopped.
- * Returns 0, or the first signal that came. After that first signal
- * SIGINT and SIGTERM have their default action again: a second one ends the
- * process at once. With kl_loop_on_signal, signals do not stop the loop but
- * call that function, each one, until the loop stops; then they have their
- * default action. */
+ * Returns 0, or the signal taken. With kl_loop_on_signal, the signal does
+ * not stop the loop but calls that function. */
 int kl_loop_run(kl_loop *loop);
 void kl_loop_stop(kl_loop *loop);
 int kl_loop_stopping(const kl_loop *loop);
-/* Reads a pending SIGINT/SIGTERM without waiting, stopping the loop if one
- * came (or calling the kl_loop_on_signal function): for code that runs long
- * without returning to the loop. Returns the first signal that came, or 0. */
+/* Takes a SIGINT/SIGTERM that came and was not taken yet, stopping the loop
+ * (or calling the kl_loop_on_signal function); no system call, for code
+ * that runs long without returning to the loop. Returns the signal taken,
+ * or 0. */
 int kl_loop_poll_signal(kl_loop *loop);
-/* The first signal that came, or 0. */
+/* The signal taken, or 0. */
 int kl_loop_signal(const kl_loop *loop);
-/* How many signals came. */
-unsigned kl_loop_signal_count(const kl_loop *loop);
-/* A graceful stop: fn runs for each SIGINT/SIGTERM instead of stopping the
- * loop. It may run inside kl_loop_poll_signal, in the middle of script
- * code, so it may only schedule work (kl_loop_after, kl_loop_defer) or
- * stop the loop. */
+/* A graceful stop: fn runs for the signal instead of stopping the loop. It
+ * may run inside kl_loop_poll_signal, in the middle of script code, so it
+ * may only schedule work (kl_loop_after, kl_loop_defer) or stop the loop. */
 void kl_loop_on_signal(kl_loop *loop, kl_loop_fn fn, void *ud);
 
 #endif

@@ -19,20 +19,19 @@
 #include "lua/task.h"
 #include "lua/view.h"
 
-/* How a graceful stop was cut short. */
-enum { SHUTDOWN_TIMED_OUT = 1, SHUTDOWN_SIGNALLED };
 
 /* A graceful stop (controller-runtime's): with start_ref set, the first
  * SIGINT/SIGTERM does not stop the loop but starts that Lua function as a
  * task (lua/klua/shutdown.lua), which ends the run with klua.stop when the
  * reconciles in flight, the on_shutdown hooks and the Lease's release are
- * done; a second signal or the timeout cuts it short. */
+ * done; the timeout cuts it short, and a second signal ends the process at
+ * once (loop.h), as controller-runtime's second signal does. */
 typedef struct graceful_stop {
     int start_ref;    /* function(signal name), or LUA_NOREF: no graceful stop */
     int describe_ref; /* function() -> what still runs, for the report */
     double deadline;  /* kl_now() past which the stop is cut short; 0 before the signal */
     uint64_t timer;
-    int cut_short;    /* 0 or SHUTDOWN_* */
+    int timed_out;    /* the deadline passed: the stop was cut short */
 } graceful_stop;
 
 typedef struct part {
@@ -287,23 +286,22 @@ static const char *signal_name(int sig) {
 }
 
 /* Nothing more runs: the loop stops and kl_rt_run reports what was left. */
-static void cut_short(kl_rt *rt, int why) {
-    if (rt->shutdown.cut_short) return;
-    rt->shutdown.cut_short = why;
+static void time_out(kl_rt *rt) {
+    rt->shutdown.timed_out = 1;
     kl_loop_stop(rt->loop);
 }
 
 int kl_rt_shutdown_overdue(kl_rt *rt) {
-    if (!rt->shutdown.cut_short && rt->shutdown.deadline > 0 && kl_now() >= rt->shutdown.deadline)
-        cut_short(rt, SHUTDOWN_TIMED_OUT);
-    return rt->shutdown.cut_short != 0;
+    if (!rt->shutdown.timed_out && rt->shutdown.deadline > 0 && kl_now() >= rt->shutdown.deadline)
+        time_out(rt);
+    return rt->shutdown.timed_out;
 }
 
 static void on_shutdown_deadline(kl_loop *loop, void *ud) {
     (void)loop;
     kl_rt *rt = ud;
     rt->shutdown.timer = 0;
-    cut_short(rt, SHUTDOWN_TIMED_OUT);
+    time_out(rt);
 }
 
 static void start_shutdown(kl_loop *loop, void *ud) {
@@ -321,10 +319,6 @@ static double shutdown_timeout(const kl_rt *rt) {
 /* May run inside the count hook (kl_loop_poll_signal): it only schedules. */
 static void on_signal(kl_loop *loop, void *ud) {
     kl_rt *rt = ud;
-    if (kl_loop_signal_count(loop) > 1) {
-        cut_short(rt, SHUTDOWN_SIGNALLED);
-        return;
-    }
     rt->shutdown.deadline = kl_now() + shutdown_timeout(rt);
     rt->shutdown.timer = kl_loop_after(loop, shutdown_timeout(rt), on_shutdown_deadline, rt);
     kl_loop_defer(loop, start_shutdown, rt);
@@ -339,18 +333,14 @@ void kl_rt_graceful(kl_rt *rt, lua_State *L) {
 }
 
 /* One error line naming what the stop was still waiting for, from the
- * describe function; it runs outside every task, so no signal stops it. */
-static void report_cut_short(kl_rt *rt) {
+ * describe function (klua's own: it runs outside every task). */
+static void report_timed_out(kl_rt *rt) {
     lua_State *L = rt->L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, rt->shutdown.describe_ref);
     const char *what = lua_pcall(L, 0, 1, 0) == LUA_OK && lua_isstring(L, -1) ? lua_tostring(L, -1)
                                                                                  : "(unknown)";
-    if (rt->shutdown.cut_short == SHUTDOWN_TIMED_OUT)
-        kl_log(KL_LOG_ERROR, "klua", "shutdown timed out after %gs (--graceful-shutdown-timeout); still running: %s",
-               shutdown_timeout(rt), what);
-    else
-        kl_log(KL_LOG_ERROR, "klua", "shutdown cut short by a second %s; still running: %s",
-               signal_name(kl_loop_signal(rt->loop)), what);
+    kl_log(KL_LOG_ERROR, "klua", "shutdown timed out after %gs (--graceful-shutdown-timeout); still running: %s",
+           shutdown_timeout(rt), what);
     lua_pop(L, 1);
 }
 
@@ -396,9 +386,9 @@ int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **a
     rt->running = 0;
     if (rt->shutdown.timer) kl_loop_cancel(rt->loop, rt->shutdown.timer);
     /* controller-runtime's manager returns an error when its runnables
-     * outlast the grace period, and a second signal exits 1 there too. */
-    if (rt->shutdown.cut_short) {
-        report_cut_short(rt);
+     * outlast the grace period. */
+    if (rt->shutdown.timed_out) {
+        report_timed_out(rt);
         return 1;
     }
     if (rt->script_failed) return 1;

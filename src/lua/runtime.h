@@ -89,7 +89,8 @@ kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen);
 void kl_rt_free(kl_rt *rt);
 /* Loads and starts a script (path, or chunk text when chunk is not NULL)
  * with its arguments, then runs the loop until the script has nothing left
- * to wait for, calls klua.stop, or SIGINT/SIGTERM arrives. Returns the exit
+ * to wait for, calls klua.stop, or SIGINT/SIGTERM arrives (a second one
+ * ends the process, see loop.h). Returns the exit
  * code: 1 if the main chunk failed, else the code given to klua.stop (0 by
  * default), a signal included. */
 int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **argv);
@@ -104,8 +105,8 @@ void kl_rt_check_idle(kl_rt *rt);
  * the loop; see the graceful stop in runtime.c. [-2, +0] */
 void kl_rt_graceful(kl_rt *rt, lua_State *L);
 /* For the count hook, once a signal came: whether the graceful stop has
- * been cut short (a second signal, or its deadline passed: then it cuts it
- * short now), so that whatever runs must stop. */
+ * been cut short (its deadline passed: then it cuts it short now), so that
+ * whatever runs must stop. */
 int kl_rt_shutdown_overdue(kl_rt *rt);
 /* Whether the first signal starts a graceful stop (kl_rt_graceful was called). */
 int kl_rt_graceful_set(const kl_rt *rt);

@@ -12,9 +12,10 @@
 #include "base/xalloc.h"
 
 #define POOL_MAX 64 /* idle threads kept; a burst beyond is freed */
-/* Instructions between two looks for a signal: a read() of the signalfd
- * per ~1 ms of Lua at most, which costs nothing measurable. */
+/* Instructions between two looks for a signal (~1 ms of Lua). */
 #define HOOK_PERIOD 100000
+/* Instructions an error value's __tostring may run for a failure's log. */
+#define FORMAT_BUDGET 1000000
 
 /* Why every further instruction of the running task fails. */
 enum { STOPPED_BY_BUDGET = 1, STOPPED_BY_SIGNAL };
@@ -24,10 +25,11 @@ enum { STOPPED_BY_BUDGET = 1, STOPPED_BY_SIGNAL };
  * leaves the outer one's state as it found it. */
 typedef struct run_state {
     kl_task *task;      /* NULL while no task runs */
+    long budget;        /* instructions it may run; 0 = unlimited */
     long used;          /* instructions run since the resume */
     int stopped;        /* 0 or STOPPED_BY_*: every instruction fails */
     int enforce_memory; /* the memory limit binds only while script code runs */
-    unsigned signals;   /* signals that had come when the resume began */
+    int signalled;      /* the signal had been taken when the resume began */
 } run_state;
 
 /* The runtime's part KL_RT_TASKS. */
@@ -37,12 +39,19 @@ typedef struct tasks {
     run_state cur;
     kl_task *all;    /* every task alive, for the final clean-up */
     kl_task **pool;  /* finished tasks kept for reuse with their threads */
+    int stopped_ref; /* weak-keyed table: the threads a stop's error ended */
     size_t npool, cappool;
     size_t suspended; /* tasks waiting on I/O or a timer */
     unsigned long errors;
 } tasks;
 
 static tasks *tasks_of(const kl_rt *rt) { return kl_rt_state(rt, KL_RT_TASKS); }
+
+/* The run state outside every task: --instruction-budget binds (the
+ * teardown's finalizers), the memory limit does not. */
+static run_state idle_state(const tasks *ts) {
+    return (run_state){.budget = kl_rt_options(ts->rt)->instruction_budget};
+}
 
 /* The run state changed: the memory limit binds as it says. */
 static void set_cur(tasks *ts, run_state cur) {
@@ -120,7 +129,7 @@ static const char *signal_name(int sig) {
  * budget, at most a period, so the budget binds exactly on the task's own
  * thread. */
 static int next_count(const tasks *ts) {
-    long budget = kl_rt_options(ts->rt)->instruction_budget;
+    long budget = ts->cur.budget;
     long left = budget > 0 ? budget - ts->cur.used : HOOK_PERIOD;
     return left < 1 ? 1 : left > HOOK_PERIOD ? HOOK_PERIOD : (int)left;
 }
@@ -140,7 +149,23 @@ static int stopped_by_signal(kl_rt *rt, const run_state *c) {
     if (!kl_rt_graceful_set(rt)) return 1;
     if (!c->task) return 0;
     if (kl_rt_shutdown_overdue(rt)) return 1;
-    return kl_loop_signal_count(loop) > c->signals && !c->task->reconciling;
+    return !c->signalled && !c->task->reconciling;
+}
+
+/* Lua leaves hooks off on a thread whose hook raised an error that no pcall
+ * on it caught: the __close handlers that closing such a coroutine runs
+ * (coroutine.close, coroutine.wrap) would run unchecked. The thread is
+ * noted, so that they are not run at all; under the hook they would fail
+ * at their first instruction anyway. The memory limit is lifted for the
+ * note: it must not turn the stop into an out-of-memory error. */
+static void note_stopped_thread(tasks *ts, lua_State *L) {
+    kl_rt_bind_memory(ts->rt, 0);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ts->stopped_ref);
+    lua_pushthread(L);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    kl_rt_bind_memory(ts->rt, ts->cur.enforce_memory);
 }
 
 /* Runs on every thread, the coroutines a script creates included (they
@@ -149,8 +174,8 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     kl_rt *rt = kl_rt_of(L);
     tasks *ts = tasks_of(rt);
-    long budget = kl_rt_options(rt)->instruction_budget;
     run_state *c = &ts->cur;
+    long budget = c->budget;
     if (!c->stopped) {
         c->used += lua_gethookcount(L);
         if (stopped_by_signal(rt, c)) c->stopped = STOPPED_BY_SIGNAL;
@@ -165,6 +190,7 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
      * on the task's thread too when a coroutine of the script ran out. */
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
     if (c->task && c->task->co != L) lua_sethook(c->task->co, count_hook, LUA_MASKCOUNT, 1);
+    note_stopped_thread(ts, L);
     if (c->stopped == STOPPED_BY_SIGNAL)
         luaL_error(L, "stopped: klua is stopping on %s", signal_name(kl_loop_signal(kl_rt_loop(rt))));
     luaL_error(L, "stopped after running past its instruction budget of %I instructions "
@@ -180,7 +206,7 @@ static int tasks_idle(void *state) {
  * The run state starts afresh, so __gc handlers have a budget of their own. */
 static void tasks_close(void *state) {
     tasks *ts = state;
-    set_cur(ts, (run_state){0});
+    set_cur(ts, idle_state(ts));
     while (ts->all) task_destroy(ts->all);
     ts->npool = 0;
     free(ts->pool);
@@ -193,6 +219,13 @@ void kl_task_init(kl_rt *rt) {
     tasks *ts = kl_xcalloc(1, sizeof *ts);
     ts->rt = rt;
     ts->L = kl_rt_lua(rt);
+    ts->cur = idle_state(ts);
+    lua_newtable(ts->L);
+    lua_createtable(ts->L, 0, 1);
+    lua_pushliteral(ts->L, "k");
+    lua_setfield(ts->L, -2, "__mode");
+    lua_setmetatable(ts->L, -2);
+    ts->stopped_ref = luaL_ref(ts->L, LUA_REGISTRYINDEX);
     kl_rt_register(rt, KL_RT_TASKS, &hooks, ts);
     lua_sethook(ts->L, count_hook, LUA_MASKCOUNT, HOOK_PERIOD);
 }
@@ -226,11 +259,93 @@ static const char xpcall_chunk[] =
     "  return xpcall(f, guard(msgh), ...)\n"
     "end\n";
 
+/* coroutine.close and coroutine.wrap, but a coroutine that a stop ended
+ * is not closed (see note_stopped_thread); wrap stays a Lua function so
+ * that its error names the caller's line as Lua's own does. */
+static const char coroutine_chunk[] =
+    "local create, resume, status, close, stopped = ...\n"
+    "local function guarded_close(co)\n"
+    "  if stopped(co) then return false, 'klua stopped this coroutine: its __close handlers are not run' end\n"
+    "  return close(co)\n"
+    "end\n"
+    "local function finish(co, ok, ...)\n"
+    "  if ok then return ... end\n"
+    "  local err = ...\n"
+    "  if status(co) == 'dead' and not stopped(co) then\n"
+    "    local closed, closing_err = close(co)\n"
+    "    if not closed then err = closing_err end\n"
+    "  end\n"
+    "  error(err, 2)\n"
+    "end\n"
+    "local function wrap(f)\n"
+    "  local co = create(f)\n"
+    "  return function(...) return finish(co, resume(co, ...)) end\n"
+    "end\n"
+    "return guarded_close, wrap\n";
+
+static int is_stopped_thread(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTHREAD);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, tasks_of(kl_rt_of(L))->stopped_ref);
+    lua_pushvalue(L, 1);
+    lua_pushboolean(L, lua_rawget(L, -2) != LUA_TNIL);
+    return 1;
+}
+
+static int refuse_sethook(lua_State *L) {
+    return luaL_error(L, "debug.sethook is not available in klua: klua's own hook enforces "
+                         "--instruction-budget and stops scripts on SIGINT/SIGTERM");
+}
+
 void kl_task_open_guards(lua_State *L) {
     if (luaL_loadbuffer(L, xpcall_chunk, sizeof xpcall_chunk - 1, "=xpcall") != LUA_OK) lua_error(L);
     lua_pushcfunction(L, guard_handler);
     lua_call(L, 1, 1);
     lua_setglobal(L, "xpcall");
+
+    lua_getglobal(L, "debug");
+    lua_pushcfunction(L, refuse_sethook);
+    lua_setfield(L, -2, "sethook");
+    lua_pop(L, 1);
+
+    lua_getglobal(L, "coroutine");
+    if (luaL_loadbuffer(L, coroutine_chunk, sizeof coroutine_chunk - 1, "=coroutine") != LUA_OK)
+        lua_error(L);
+    lua_getfield(L, -2, "create"); /* stack: coroutine, chunk, create */
+    lua_getfield(L, -3, "resume");
+    lua_getfield(L, -4, "status");
+    lua_getfield(L, -5, "close");
+    lua_pushcfunction(L, is_stopped_thread);
+    lua_call(L, 5, 2); /* stack: coroutine, close, wrap */
+    lua_setfield(L, -3, "wrap");
+    lua_setfield(L, -2, "close");
+    lua_pop(L, 1);
+}
+
+/* The error value's text, as lua.c's message handler makes it. */
+static int error_text(lua_State *L) {
+    if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER) lua_tostring(L, 1);
+    else if (!luaL_callmeta(L, 1, "__tostring")) lua_pushnil(L);
+    return 1;
+}
+
+/* Pushes on ts->L the text of the error value on top of co. A __tostring
+ * is script code: it runs under protection, with the memory limit and a
+ * budget of its own, since it may fail, return no string or never return;
+ * then the text is lua.c's placeholder. */
+static const char *push_error_text(tasks *ts, lua_State *co) {
+    lua_State *L = ts->L;
+    const char *type = luaL_typename(co, -1);
+    lua_pushcfunction(L, error_text);
+    lua_pushvalue(co, -1);
+    lua_xmove(co, L, 1);
+    run_state outer = ts->cur;
+    set_cur(ts, (run_state){.budget = FORMAT_BUDGET, .enforce_memory = 1});
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, next_count(ts));
+    int st = lua_pcall(L, 1, 1, 0);
+    set_cur(ts, outer);
+    if (st == LUA_OK && lua_type(L, -1) == LUA_TSTRING) return lua_tostring(L, -1);
+    lua_pop(L, 1);
+    return lua_pushfstring(L, "(error object is a %s value)", type);
 }
 
 static void report_failure(kl_task *t, int status) {
@@ -238,24 +353,15 @@ static void report_failure(kl_task *t, int status) {
     const kl_rt_opts *opts = kl_rt_options(ts->rt);
     const char *script = kl_rt_script_name(ts->rt);
     lua_State *co = t->co;
-    const char *msg = lua_tostring(co, -1);
-    char buf[160];
-    if (!msg && luaL_getmetafield(co, -1, "__tostring") != LUA_TNIL) {
-        lua_pop(co, 1);
-        msg = luaL_tolstring(co, -1, NULL); /* an error table that reads well */
-    } else if (!msg) {
-        snprintf(buf, sizeof buf, "(error object is a %s value)", luaL_typename(co, -1));
-        msg = buf;
-    }
     if (status == LUA_ERRMEM && opts->memory_limit) {
         lua_pushfstring(co, "%s: not enough memory: the Lua state reached its limit of %d MiB "
                             "(raise it with --memory-limit)", t->name,
                         (int)(opts->memory_limit >> 20));
         kl_log(KL_LOG_ERROR, script, "%s", lua_tostring(co, -1));
     } else {
-        luaL_traceback(ts->L, co, msg, 0);
+        luaL_traceback(ts->L, co, push_error_text(ts, co), 0);
         kl_log(KL_LOG_ERROR, script, "%s failed: %s", t->name, lua_tostring(ts->L, -1));
-        lua_pop(ts->L, 1);
+        lua_pop(ts->L, 2);
     }
     ts->errors++;
 }
@@ -282,14 +388,15 @@ static int run(kl_task *t, lua_State *from, int nargs) {
     tasks *ts = t->ts;
     lua_State *co = t->co;
     run_state outer = ts->cur;
-    set_cur(ts, (run_state){.task = t, .enforce_memory = 1,
-                        .signals = kl_loop_signal_count(kl_rt_loop(ts->rt))});
+    set_cur(ts, (run_state){.task = t, .budget = kl_rt_options(ts->rt)->instruction_budget,
+                            .enforce_memory = 1, .signalled = kl_loop_signal(kl_rt_loop(ts->rt)) != 0});
     lua_sethook(co, count_hook, LUA_MASKCOUNT, next_count(ts));
     int nres;
     int status = lua_resume(co, from, nargs, &nres);
     int stopped = ts->cur.stopped;
     /* Outside every task the count starts again with each task's end. */
-    set_cur(ts, outer.task ? outer : (run_state){0});
+    set_cur(ts, outer.task ? outer
+                           : (run_state){.budget = outer.budget, .enforce_memory = outer.enforce_memory});
     if (status == LUA_YIELD && t->waiting) return 1;
     if (status == LUA_YIELD) {
         lua_settop(co, 0);

@@ -15,7 +15,9 @@
  * instruction it runs fails again (in its own coroutines too, within a
  * period), so no pcall, xpcall handler, __close or __gc can catch its way
  * out, until the error has left the task. A task stopped by a signal is no
- * failure: it is logged on one info line and not counted.
+ * failure: it is logged on one info line and not counted. A failure's
+ * error value is turned into text under protection and a budget of its
+ * own, so that no __tostring can crash or hold klua.
  */
 #ifndef KLUA_TASK_H
 #define KLUA_TASK_H
@@ -33,9 +35,12 @@ typedef void (*kl_task_done_fn)(void *ud, kl_task *t, int ok);
  * after every other part (kl_rt_free): every task is freed, waiting or
  * pooled. */
 void kl_task_init(kl_rt *rt);
-/* Replaces the global xpcall with one whose message handler is not called
- * once the task is stopped. Called once the standard libraries are open.
- * [-0, +0, e] */
+/* Guards the count hook against the script: xpcall's message handler is
+ * not called once the task is stopped, debug.sethook raises an error
+ * (nothing may remove or replace the hook), and coroutine.close and
+ * coroutine.wrap do not run the __close handlers of a coroutine a stop
+ * ended (hooks are off on it). Called once the standard libraries are
+ * open. [-0, +0, e] */
 void kl_task_open_guards(lua_State *L);
 /* Runs the function under nargs arguments on top of the runtime's main
  * Lua thread (kl_rt_lua), popping them
