@@ -58,12 +58,22 @@ struct kl_loop {
  * call, a shutdown that is stuck. Loops made while another lives share it. */
 static volatile sig_atomic_t caught_signo; /* the first signal, or 0 */
 static volatile sig_atomic_t at_once;      /* a signal ends the process at once */
+/* How a second signal ends the process: -1, killed by it; else _exit with
+ * this status after writing second_line (kl_loop_on_second_signal). */
+static volatile sig_atomic_t second_status = -1;
+static char second_line[160];
+static volatile sig_atomic_t second_len;
 static int wake_pipe[2] = {-1, -1};
 static int installs; /* loops alive, which share the handler */
 static struct sigaction old_int, old_term;
 static sigset_t old_mask;
 
 static void on_signal(int sig) {
+    if ((caught_signo || at_once) && second_status >= 0) {
+        ssize_t n = write(STDERR_FILENO, second_line, (size_t)second_len);
+        (void)n;
+        _exit(second_status);
+    }
     if (caught_signo || at_once) {
         /* Blocked while its handler runs, the signal raised again comes
          * as soon as the handler returns, now with its default action: the
@@ -86,6 +96,7 @@ static int install_handler(void) {
         return -1;
     }
     caught_signo = at_once = 0;
+    second_status = -1;
     /* Each signal is blocked while the handler runs for either, so the
      * handler never interrupts itself. */
     struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
@@ -237,6 +248,14 @@ static void drain_wake_pipe(void) {
 
 int kl_loop_signal(const kl_loop *loop) { return loop->stop_signal; }
 
+void kl_loop_on_second_signal(kl_loop *loop, int status, const char *line) {
+    (void)loop;
+    second_status = -1; /* the handler never reads a half-written line */
+    snprintf(second_line, sizeof second_line, "%s\n", line);
+    second_len = (sig_atomic_t)strlen(second_line);
+    second_status = status;
+}
+
 void kl_loop_on_signal(kl_loop *loop, kl_loop_fn fn, void *ud) {
     loop->on_signal = fn;
     loop->on_signal_ud = ud;
@@ -303,7 +322,9 @@ int kl_loop_run(kl_loop *loop) {
         wait_and_dispatch(loop);
     }
     /* What runs after the loop (the teardown's __gc handlers) is not
-     * stopped gracefully, so the next signal ends klua at once. */
+     * stopped gracefully, so the next signal ends klua at once, as killed
+     * by it: there is no graceful stop left to cut short. */
+    second_status = -1;
     at_once = 1;
     return loop->stop_signal;
 }

@@ -75,5 +75,10 @@ int kl_loop_signal(const kl_loop *loop);
  * may run inside kl_loop_poll_signal, in the middle of script code, so it
  * may only schedule work (kl_loop_after, kl_loop_defer) or stop the loop. */
 void kl_loop_on_signal(kl_loop *loop, kl_loop_fn fn, void *ud);
+/* A second signal while the loop runs then writes line to stderr and exits
+ * with status rather than dying of the signal (controller-runtime's manager
+ * exits 1 on its second signal); once kl_loop_run has returned, a signal
+ * kills the process again. */
+void kl_loop_on_second_signal(kl_loop *loop, int status, const char *line);
 
 #endif

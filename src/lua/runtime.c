@@ -25,7 +25,8 @@
  * task (lua/klua/shutdown.lua), which ends the run with klua.stop when the
  * reconciles in flight, the on_shutdown hooks and the Lease's release are
  * done; the timeout cuts it short, and a second signal ends the process at
- * once (loop.h), as controller-runtime's second signal does. */
+ * once with status 1 (loop.h), as controller-runtime's second signal does
+ * (os.Exit(1) in pkg/manager/signals). */
 typedef struct graceful_stop {
     int start_ref;    /* function(signal name), or LUA_NOREF: no graceful stop */
     int describe_ref; /* function() -> what still runs, for the report */
@@ -330,6 +331,7 @@ void kl_rt_graceful(kl_rt *rt, lua_State *L) {
     rt->shutdown.describe_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     rt->shutdown.start_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     kl_loop_on_signal(rt->loop, on_signal, rt);
+    kl_loop_on_second_signal(rt->loop, 1, "klua: a second signal: exiting at once, the graceful shutdown cut short");
 }
 
 /* One error line naming what the stop was still waiting for, from the
