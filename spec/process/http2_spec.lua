@@ -63,6 +63,7 @@ describe('klua over an HTTP/2 connection that goes silent', function()
   before_each(function() relay = h2.relay(front.port) end)
   after_each(function()
     if p then p:cleanup() end
+    p = nil
     relay:stop()
   end)
 
@@ -100,6 +101,11 @@ describe('klua over an HTTP/2 connection that goes silent', function()
     start()
     relay:blackhole()
     delivers('afterblackhole')
+  end)
+
+  it('warns of a time that is not a whole number of seconds', function()
+    local _, err = K.run_script_ok('', { kubeconfig = sb.kubeconfig, env = { HTTP2_PING_TIMEOUT_SECONDS = '1.5' } })
+    assert.truthy(err:find('illegal HTTP2_PING_TIMEOUT_SECONDS ("1.5")', 1, true), err)
   end)
 
   it('moves a watch the idle limit restarted onto the dead connection too', function()

@@ -72,7 +72,8 @@ typedef void (*kl_h2health_fn)(void *ud, const kl_h2conn_id *id, kl_h2_verdict v
  * connection is forgotten; so is one no transfer used for two minutes, by
  * when curl has closed it (CURLOPT_MAXAGE_CONN, 118 s). One that no
  * transfer uses keeps its silence but is not probed, and the probe it was
- * waiting for is forgotten: a transfer placed on it later sends a new one. */
+ * waiting for is forgotten: a transfer placed on it later sends a new one.
+ * fn may start requests but must not call back into hh. */
 void kl_h2health_judge(kl_h2health *hh, double now, kl_h2health_fn fn, void *ud);
 
 /* Shuts down the socket of connection id in both directions, without
