@@ -3,11 +3,7 @@
 -- front of the sandbox, which speaks HTTP/1.1.
 local K = require 'support.klua'
 local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
-
-local function free_port()
-  return tonumber(K.run_command([[python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])']]))
-end
+local h2 = require 'support.h2'
 
 --- Connections from pid to port, from the kernel's socket tables.
 local function connections(pid, port)
@@ -25,26 +21,13 @@ end
 
 describe('klua over HTTP/2', function()
   local sb = testing.with_sandbox()
-  local dir, proxy_pid, port
+  local front, port
   setup(function()
-    dir = K.tmpdir()
-    os.execute(('openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/key.pem -out %s/cert.pem -days 2 ' ..
-      '-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null'):format(dir, dir))
-    port = free_port()
-    -- --conf=/dev/null: the package's /etc/nghttpx/nghttpx.conf adds a frontend on port 3000,
-    -- which a second nghttpx (a bench run, another spec job) cannot bind.
-    proxy_pid = tonumber(K.run_command(("nghttpx --conf=/dev/null -f'127.0.0.1,%d' -b'127.0.0.1,%d' " ..
-      '%s/key.pem %s/cert.pem --workers=1 --no-ocsp --frontend-read-timeout=1h --backend-read-timeout=1h ' ..
-      '--accesslog-file=%s/access.log --errorlog-file=%s/error.log > /dev/null 2>&1 & echo $!'):format(
-      port, sb.port, dir, dir, dir, dir)))
-    fixtures.kubeconfig(dir .. '/kubeconfig', { server = 'https://127.0.0.1:' .. port, ca = dir .. '/cert.pem' })
-    local up, failure = testing.eventually(function()
-      return K.run_command(('curl -s -o /dev/null -w %%{http_code} --cacert %s/cert.pem https://127.0.0.1:%d/version'):format(dir, port)) == '200'
-    end, 10, { fail = false })
-    assert(up, 'nghttpx did not start: ' .. K.read_file(dir .. '/error.log') .. '\n' .. tostring(failure))
+    front = h2.front(sb)
+    port = front.port
   end)
   teardown(function()
-    if proxy_pid then os.execute('kill ' .. proxy_pid) end
+    if front then front:stop() end
   end)
 
   it('lists and watches three resources through a single connection', function()
@@ -52,14 +35,84 @@ describe('klua over HTTP/2', function()
       for _, r in ipairs({ 'configmaps', 'pods', 'namespaces' }) do klua.informer { resource = r } end
       klua.on_synced(function() print('synced') end)
     ]])
-    local p = K.spawn({ '--kubeconfig', dir .. '/kubeconfig', 'run', script })
+    local p = K.spawn({ '--kubeconfig', front:kubeconfig(), 'run', script })
     assert.truthy(p:wait_for('synced', 10), p:errors())
     testing.eventually(function() return sb:stats().open_watches == 3 end, 10)
     local n = connections(p.pid, port)
     p:cleanup()
     assert.equals(1, n)
-    local log = K.read_file(dir .. '/access.log')
+    local log = K.read_file(front.dir .. '/access.log')
     assert.truthy(log:find('GET /api/v1/pods%?limit=500&resourceVersion=0 HTTP/2'))
     assert.truthy(log:find('GET /api/v1/configmaps%?limit=500&resourceVersion=0 HTTP/2'))
+  end)
+end)
+
+-- client-go's HTTP/2 health check: a connection that read nothing for
+-- HTTP2_READ_IDLE_TIMEOUT_SECONDS is probed, and closed when the probe has no
+-- answer in HTTP2_PING_TIMEOUT_SECONDS; every watch on it resumes from its
+-- resourceVersion on a new connection. The relay in front of nghttpx goes
+-- silent without closing, as a proxy that lost the connection does.
+describe('klua over an HTTP/2 connection that goes silent', function()
+  local sb = testing.with_sandbox()
+  local front, relay, p
+  local env = { HTTP2_READ_IDLE_TIMEOUT_SECONDS = '2', HTTP2_PING_TIMEOUT_SECONDS = '1' }
+  setup(function() front = h2.front(sb) end)
+  teardown(function()
+    if front then front:stop() end
+  end)
+  before_each(function() relay = h2.relay(front.port) end)
+  after_each(function()
+    if p then p:cleanup() end
+    p = nil
+    relay:stop()
+  end)
+
+  local function start(flags)
+    local script = K.script([[
+      for _, r in ipairs({ 'configmaps', 'secrets' }) do
+        local inf = klua.informer { resource = r }
+        inf:on('add', function(o)
+          print(('add %s %s relists=%d'):format(r, o.metadata.name, inf:stats().relists))
+        end)
+      end
+      klua.on_synced(function() print('synced') end)
+    ]])
+    local args = { '--kubeconfig', front:kubeconfig(relay.port) }
+    for _, f in ipairs(flags or {}) do args[#args + 1] = f end
+    args[#args + 1], args[#args + 2] = 'run', script
+    p = K.spawn(args, { env = env })
+    assert.truthy(p:wait_for('synced', 10 * K.slowdown), p:errors())
+    assert.equals(1, relay:opened())
+  end
+
+  -- Both watches deliver what was made after the blackhole, without a relist.
+  local function delivers(name)
+    sb:kubectl('create configmap ' .. name)
+    sb:kubectl('create secret generic ' .. name)
+    for _, r in ipairs({ 'configmaps', 'secrets' }) do
+      assert.truthy(p:wait_for(('add %s %s relists=0'):format(r, name), 30 * K.slowdown),
+        ('no %s %s: %s\n%s'):format(r, name, p:output(), p:errors()))
+    end
+    assert.truthy(relay:opened() >= 2)
+    assert.truthy(p:errors():find('read nothing for [%d.]+ s nor answered a probe: closed'), p:errors())
+  end
+
+  it('moves every watch to a new connection once the probe goes unanswered', function()
+    start()
+    relay:blackhole()
+    delivers('afterblackhole')
+  end)
+
+  it('warns of a time that is not a whole number of seconds', function()
+    local _, err = K.run_script_ok('', { kubeconfig = sb.kubeconfig, env = { HTTP2_PING_TIMEOUT_SECONDS = '1.5' } })
+    assert.truthy(err:find('illegal HTTP2_PING_TIMEOUT_SECONDS ("1.5")', 1, true), err)
+  end)
+
+  it('moves a watch the idle limit restarted onto the dead connection too', function()
+    start({ '--watch-idle-timeout', '1' })
+    relay:blackhole()
+    testing.eventually(function() return p:errors():find('watch silent for') ~= nil end, 10 * K.slowdown,
+      { what = 'a watch restarted by the idle limit' })
+    delivers('afteridlerestart')
   end)
 end)

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/version.h"
 #include "base/xalloc.h"
+#include "conn/h2health.h"
 
 #define ERROR_BODY_MAX ((size_t)1 << 20)
 #define BODY_MAX ((size_t)1 << 30) /* a buffered 2xx body */
@@ -23,6 +24,8 @@ struct kl_http {
     kl_http_latency *latencies;
     size_t nlatencies, cap_latencies;
     char host[256];
+    kl_h2health *health; /* NULL when HTTP2_READ_IDLE_TIMEOUT_SECONDS turns it off */
+    uint64_t health_timer;
 };
 
 const double kl_http_buckets[KL_HTTP_BUCKETS] = {0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60};
@@ -44,6 +47,8 @@ struct kl_http_req {
     int too_big;      /* a buffered 2xx body went past BODY_MAX */
     int stopped;      /* the data callback refused a streamed body's bytes */
     int started_told; /* cb.started was called */
+    int read;         /* bytes came since the health check last looked */
+    int probe;        /* the health check's: no metrics */
     double retry_after;
     int retried_401;
     double started;
@@ -66,6 +71,8 @@ kl_http *kl_http_new(kl_loop *loop, kl_conn *conn) {
     h->loop = loop;
     h->conn = conn;
     set_host(h);
+    kl_h2health_opts health = kl_h2health_env();
+    h->health = kl_h2health_new(&health);
     return h;
 }
 
@@ -116,6 +123,7 @@ static void observe_latency(kl_http *h, const char *verb, double seconds) {
 /* One attempt ended: a 401 retried counts once on its own, as client-go
  * counts every attempt. */
 static void count_attempt(kl_http_req *r, long status) {
+    if (r->probe) return;
     count_request(r->h, r->method, status);
     if (r->timeout_ms > 0) observe_latency(r->h, r->method, kl_now() - r->started);
 }
@@ -133,12 +141,35 @@ const char *kl_http_outcome_name(kl_http_outcome o) {
     return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "TransportError";
 }
 
+/* Tells the health check which connection r's transfer is on, and
+ * whether it read since the last time. */
+static void report_reads(kl_http_req *r) {
+    kl_h2conn_id id = {0};
+    char *ip = NULL;
+    long version = 0;
+    if (!r->h->health || !r->easy) return;
+    curl_easy_getinfo(r->easy, CURLINFO_LOCAL_PORT, &id.local_port);
+    curl_easy_getinfo(r->easy, CURLINFO_PRIMARY_PORT, &id.peer_port);
+    curl_easy_getinfo(r->easy, CURLINFO_PRIMARY_IP, &ip);
+    curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &version);
+    if (id.local_port <= 0 || !ip || !*ip) return; /* not on a connection yet */
+    snprintf(id.peer_ip, sizeof id.peer_ip, "%s", ip);
+    kl_h2health_saw(r->h->health, &id, r->read, version == CURL_HTTP_VERSION_2_0, kl_now());
+    r->read = 0;
+}
+
+/* The easy handle goes; what it read counts for its connection. */
+static void drop_easy(kl_http_req *r) {
+    if (!r->easy) return;
+    if (r->read) report_reads(r);
+    curl_multi_remove_handle(kl_loop_multi(r->h->loop), r->easy);
+    curl_easy_cleanup(r->easy);
+    r->easy = NULL;
+}
+
 static void release(kl_http_req *r) {
     kl_loop_cancel(r->h->loop, r->report_id);
-    if (r->easy) {
-        curl_multi_remove_handle(kl_loop_multi(r->h->loop), r->easy);
-        curl_easy_cleanup(r->easy);
-    }
+    drop_easy(r);
     if (r->prev) r->prev->next = r->next;
     else if (r->h->reqs == r) r->h->reqs = r->next;
     if (r->next) r->next->prev = r->prev;
@@ -154,7 +185,9 @@ static void release(kl_http_req *r) {
 
 void kl_http_free(kl_http *h) {
     if (!h) return;
+    kl_loop_cancel(h->loop, h->health_timer);
     while (h->reqs) release(h->reqs);
+    kl_h2health_free(h->health);
     free(h->counts);
     free(h->latencies);
     free(h);
@@ -195,6 +228,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
     kl_http_req *r = ud;
     size_t bytes = size * n;
     int ok = is_2xx(response_status(r));
+    r->read = 1;
     if (ok && r->cb.data) {
         size_t taken = r->cb.data(r->ud, p, bytes);
         if (taken != bytes && taken != KL_HTTP_PAUSE) r->stopped = 1;
@@ -219,6 +253,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     kl_http_req *r = ud;
     size_t bytes = size * n;
     static const char name[] = "retry-after:";
+    r->read = 1;
     if ((bytes == 2 && p[0] == '\r' && p[1] == '\n') || (bytes == 1 && p[0] == '\n')) headers_end(r);
     if (bytes > sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0) {
         char v[32];
@@ -322,6 +357,8 @@ static int setup(kl_http_req *r) {
     return 0;
 }
 
+static void arm_health(kl_http *h);
+
 kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, void *ud) {
     kl_http_req *r = kl_xcalloc(1, sizeof *r);
     r->h = h;
@@ -342,7 +379,55 @@ kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, voi
     if (h->reqs) h->reqs->prev = r;
     h->reqs = r;
     if (setup(r) < 0) r->report_id = kl_loop_defer(h->loop, report_prepare_error, r);
+    arm_health(h);
     return r;
+}
+
+/* ---- the HTTP/2 health check (h2health.h) -------------------------------- */
+
+/* A probe's answer is what it read, counted for its connection when it
+ * ends; how it ended says nothing more. */
+static void probe_done(void *ud, const kl_http_resp *resp) {
+    (void)ud;
+    (void)resp;
+}
+
+static void send_probe(kl_http *h) {
+    kl_http_opts o = {.path = "/version", .timeout_ms = (long)(kl_h2health_ping_timeout(h->health) * 1000)};
+    kl_http_req *r = kl_http_start(h, &o, (kl_http_cb){.done = probe_done}, NULL);
+    r->probe = 1;
+}
+
+static void on_verdict(void *ud, const kl_h2conn_id *id, kl_h2_verdict v, double silent) {
+    kl_http *h = ud;
+    if (v == KL_H2_PROBE) {
+        kl_vlog(6, "http", "the connection from local port %ld read nothing for %.1f s: probing it", id->local_port,
+                silent);
+        send_probe(h);
+        return;
+    }
+    if (kl_h2health_shutdown(id) < 0) {
+        kl_log(KL_LOG_WARN, "http", "the HTTP/2 connection from local port %ld to %s looks dead, but its socket "
+               "was not found to close", id->local_port, h->host);
+        return;
+    }
+    kl_log(KL_LOG_WARN, "http", "the HTTP/2 connection from local port %ld to %s read nothing for %.1f s nor "
+           "answered a probe: closed; its requests go on over a new connection", id->local_port, h->host, silent);
+}
+
+static void health_check(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_http *h = ud;
+    h->health_timer = 0;
+    for (kl_http_req *r = h->reqs; r; r = r->next) report_reads(r);
+    kl_h2health_judge(h->health, kl_now(), on_verdict, h);
+    arm_health(h);
+}
+
+/* The check runs while requests do. */
+static void arm_health(kl_http *h) {
+    if (h->health && h->reqs && !h->health_timer)
+        h->health_timer = kl_loop_after(h->loop, kl_h2health_interval(h->health), health_check, h);
 }
 
 /* A 401 may mean the credential rotated: ask the connection once, then
@@ -351,9 +436,7 @@ static int retry_unauthorized(kl_http_req *r, CURLcode result) {
     if (result != CURLE_OK || r->retried_401 || response_status(r) != 401) return 0;
     if (!kl_conn_unauthorized(r->h->conn)) return 0;
     count_attempt(r, 401);
-    curl_multi_remove_handle(kl_loop_multi(r->h->loop), r->easy);
-    curl_easy_cleanup(r->easy);
-    r->easy = NULL;
+    drop_easy(r);
     curl_slist_free_all(r->headers);
     r->headers = NULL;
     r->len = 0;
