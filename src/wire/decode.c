@@ -131,7 +131,7 @@ static int decode_object_event(kl_blob *frame, const kl_json_tape *t, size_t obj
 
 /* Whether the object at i is a meta.k8s.io Table (kind and group both). */
 static int is_table(const kl_json_tape *t, size_t i) {
-    size_t kn, an;
+    size_t kn = 0, an = 0;
     const char *k = kl_jt_get_string(t, i, "kind", &kn);
     const char *a = kl_jt_get_string(t, i, "apiVersion", &an);
     return k && kn == 5 && memcmp(k, "Table", 5) == 0 && a && an > 12 && memcmp(a, "meta.k8s.io/", 12) == 0;

@@ -29,8 +29,8 @@ typedef struct kl_list_stream {
     int expect_key;     /* at depth 1, the next string is a member name */
     int key_is_items;   /* the member whose value comes next is "items"
                          * (or "rows", with rows set) */
-    int items_seen;     /* the first "items" member was met: later ones are
-                         * ignored, as a JSON parser keeps the first */
+    int items_seen;     /* an "items" member was met: a later one replaces it,
+                         * as Go's decoder keeps the last of duplicate keys */
     int rows;           /* a Table's "rows" are read as items too (kl_list_stream_rows) */
     int in_rows;        /* the array being read is a Table's rows */
     int in_items;       /* inside the top-level items array */
