@@ -291,6 +291,41 @@ describe('duplicate keys', function()
       assert.equals('b', l.items[1].name)
       assert.equals('2', l.rv)
     end
+    assert.truthy(testing.check_list(body, 'Pod'))
+  end)
+end)
+
+describe('checking that a LIST body is the list asked for', function()
+  local function refused(body, kind, message, table_)
+    local ok, err = testing.check_list(body, kind, table_)
+    assert.is_nil(ok, body)
+    assert.equals(message, err)
+  end
+
+  it('passes a list of the kind, with items and a resourceVersion', function()
+    assert.truthy(testing.check_list('{"kind":"PodList","metadata":{"resourceVersion":"1"},"items":[]}', 'Pod'))
+    assert.truthy(testing.check_list('{"kind":"PodList","metadata":{"resourceVersion":"1"},"items":null}', 'Pod'))
+    -- client-go's typed decoder takes the kind it decodes into when the body has none.
+    assert.truthy(testing.check_list('{"metadata":{"resourceVersion":"1"},"items":[]}', 'Pod'))
+  end)
+
+  it('refuses {}, a list of another kind, one without items or without a resourceVersion', function()
+    refused('{}', 'Pod', 'the response has no items')
+    refused('{"kind":"SecretList","metadata":{"resourceVersion":"1"},"items":[]}', 'Pod',
+      'the response is a SecretList, not a PodList')
+    refused('{"kind":"Table","metadata":{"resourceVersion":"1"},"items":[]}', 'Pod',
+      'the response is a Table, not a PodList')
+    refused('{"kind":"PodList","metadata":{"resourceVersion":"1"}}', 'Pod', 'the response has no items')
+    refused('{"kind":"PodList","metadata":{},"items":[]}', 'Pod', 'the response has no metadata.resourceVersion')
+    refused('{"kind":"PodList","items":[]}', 'Pod', 'the response has no metadata.resourceVersion')
+    refused('{"kind":"Status","code":410}', 'Pod', 'the response is a Status, not a PodList')
+  end)
+
+  it('takes a Table for a LIST that asked for one', function()
+    refused('{"kind":"SecretList","metadata":{"resourceVersion":"1"},"items":[]}', 'Pod',
+      'the response is a SecretList, not a PodList or a Table', true)
+    local rows = '{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"1"},"rows":[]}'
+    assert.truthy(testing.decode_list_stream({ rows }, nil, true).has_items)
   end)
 end)
 

@@ -241,9 +241,14 @@ int kl_list_stream_finish(kl_list_stream *s) {
     l->kind = meta.kind;
     l->api_version = meta.api_version;
     l->remaining = meta.remaining;
+    l->has_items = s->items_seen;
     meta.rv = meta.cont = meta.kind = meta.api_version = NULL;
     kl_list_clear(&meta);
     for (size_t i = 0; i < l->n; i++)
         if (s->untyped[i]) kl_obj_set_type(&l->items[i], l->kind, l->api_version);
     return 0;
+}
+
+int kl_list_stream_status(const kl_list_stream *s, int *code, char **reason, char **message) {
+    return s->env ? kl_decode_status(s->env, s->envlen, code, reason, message) : -1;
 }
