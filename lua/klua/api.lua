@@ -26,7 +26,8 @@
 --
 -- These are worth retrying later (a controller's reconcile can return the
 -- error and be requeued with backoff); so is a Status with code >= 500 or
--- 429. A 2xx answer whose body is not JSON is reason "InvalidResponse".
+-- 429. A 2xx answer whose body is not JSON, or whose Content-Type is not
+-- (a protobuf, YAML, a proxy's HTML page), is reason "InvalidResponse".
 local core = require 'klua.core'
 local discovery = require 'klua.discovery'
 local json = core.json
@@ -111,11 +112,14 @@ local function call(method, path, body, content_type, accept)
   if body ~= nil then
     payload = type(body) == 'string' and body or json.encode(body)
   end
-  local status, resp, retry_after = core.request(method, path, payload,
+  local status, resp, retry_after, not_json = core.request(method, path, payload,
     payload and (content_type or 'application/json') or nil, accept)
   -- Without an answer, resp is the outcome's name and retry_after its words.
   if not status then return nil, new_error(0, resp, retry_after) end
   if status < 200 or status > 299 then return nil, decode_error(status, resp, retry_after) end
+  if not_json then
+    return nil, new_error(status, 'InvalidResponse', ('the server answered %s, not JSON'):format(not_json))
+  end
   local obj, err = json.decode(resp)
   if obj == nil then return nil, new_error(status, 'InvalidResponse', 'invalid JSON from the server: ' .. tostring(err)) end
   return obj

@@ -253,6 +253,11 @@ describe('klua against a hostile server', function()
     assert.equals('0 TooLarge: response body larger than 1073741824 bytes', first)
   end)
 
+  it('tells a klua.api call answered 200 in another type than JSON: reason InvalidResponse, naming it', function()
+    local first = api_list_twice('html-200')
+    assert.equals('200 InvalidResponse: the server answered text/html; charset=utf-8, not JSON', first)
+  end)
+
   it('gives up on a watch that drips one byte a second past the timeout it asked for, and watches again', function()
     s = hostile.start { '--mode', 'drip' }
     p = recorder(s, { '--watch-timeout', '2:3' })
@@ -287,6 +292,68 @@ describe('klua against a hostile server', function()
     behaves_again(1)
     assert.truthy(logged(p, 'watch event is not valid JSON at byte 0: [^\n]*; relisting', true), log_of(p))
     assert.equals(1, I.stats(p).malformed)
+  end)
+
+  it('refuses a watch answered as protobuf, naming its content type, then relists', function()
+    s = hostile.start { '--mode', 'protobuf-watch' }
+    p = recorder(s)
+    behaves_again(1)
+    assert.truthy(logged(p, 'the watch response is application/vnd.kubernetes.protobuf;stream=watch, not JSON; '
+      .. 'relisting'), log_of(p))
+  end)
+
+  -- A relist answered 200 with a body that is not the list asked for: read as an empty
+  -- list, it would delete every cached object. client-go refuses such a body (a Status is
+  -- the request's error, a body it cannot decode is one too); so does klua, keeping its
+  -- cache. In these modes the first LIST is good and the first WATCH ends with a 410 after
+  -- its events, so the bad body answers a relist, with a cache to lose.
+  describe('a relist answered 200 with a body that is not the list', function()
+    -- The handlers never saw a delete of unknown final state, that only a relist makes;
+    -- the watch's own DELETED of obj-1 is the one delete.
+    local function no_relist_deletes()
+      local deletes = {}
+      for _, c in ipairs(I.calls(p)) do
+        if c:match('^delete ') then deletes[#deletes + 1] = c end
+      end
+      assert.same({ 'delete default/obj-1 7 false' }, deletes)
+    end
+
+    local function keeps_the_cache(mode, problem)
+      s = hostile.start { '--mode', mode }
+      p = recorder(s)
+      behaves_again(1)
+      assert.truthy(logged(p, 'LIST failed: ' .. problem .. '; the cache is kept'), log_of(p))
+      no_relist_deletes()
+      assert.is_true(I.stats(p).errors >= 1, log_of(p))
+    end
+
+    it('acts on a Status 410 as on an HTTP 410: keeps the cache and lists again from ""', function()
+      keeps_the_cache('status-410-list',
+        'the server answered 200 with a Status, not a list: 410 Expired: too old resource version: 9 (12)')
+      local lists = {}
+      for _, r in ipairs(s:stats().requests) do
+        if r.path:find('/configmaps', 1, true) and not r.path:find('watch=true', 1, true) then
+          lists[#lists + 1] = r.path:match('resourceVersion=([^&]*)')
+        end
+      end
+      assert.same({ '0', '9', '' }, lists)
+    end)
+
+    for _, case in ipairs({
+      { 'status-500-list', 'the server answered 200 with a Status, not a list: 500 InternalError: '
+        .. 'etcdserver: request timed out' },
+      { 'empty-object-list', 'the response has no items' },
+      { 'wrong-kind-list', 'the response is a SecretList, not a ConfigMapList' },
+      { 'no-items-list', 'the response has no items' },
+      { 'no-rv-list', 'the response has no metadata.resourceVersion' },
+      { 'protobuf-list', 'the response is application/vnd.kubernetes.protobuf, not JSON' },
+      { 'yaml-list', 'the response is application/yaml, not JSON' },
+      { 'html-list', 'the response is text/html; charset=utf-8, not JSON' },
+    }) do
+      it(('refuses %s, keeping the cache, and lists again after a backoff'):format(case[1]), function()
+        keeps_the_cache(case[1], case[2])
+      end)
+    end
   end)
 
   it('refuses a TLS certificate made for another host name, with a clear TLS error', function()

@@ -232,6 +232,103 @@ describe('decoding a LIST response', function()
   end)
 end)
 
+-- Kubernetes reads JSON with sigs.k8s.io/json, which decodes as Go's encoding/json does:
+-- of duplicate keys the last wins (strict mode only warns of them). klua reads every member
+-- it acts on the same way, so that it never takes a different event, object or identity
+-- than client-go would from the same bytes.
+describe('duplicate keys', function()
+  it('take the last type of a watch event', function()
+    assert.equals('DELETED', assert(testing.decode_event(
+      '{"type":"ADDED","type":"DELETED","object":{"metadata":{"name":"a"}}}')).type)
+    assert.equals('ADDED', assert(testing.decode_event(
+      '{"type":"DELETED","object":{"metadata":{"name":"a"}},"type":"ADDED"}')).type)
+  end)
+
+  it('take the last object of a watch event, its bytes and its identity', function()
+    local a, b = '{"metadata":{"name":"a","namespace":"x"}}', '{"metadata":{"name":"b"}}'
+    for _, f in ipairs({
+      '{"type":"ADDED","object":' .. a .. ',"object":' .. b .. '}',
+      '{"type":"ADDED","object":' .. a .. ',"object":' .. b .. ',"after":1}',
+    }) do
+      local ev = assert(testing.decode_event(f))
+      assert.equals(b, ev.object_json, f)
+      assert.equals('b', ev.name)
+      assert.equals('', ev.ns)
+    end
+  end)
+
+  it('take the last name, namespace and resourceVersion, and the last metadata whole', function()
+    local ev = assert(testing.decode_event(frame('ADDED', '{"metadata":{"name":"a","namespace":"x",'
+      .. '"resourceVersion":"1","name":"b","namespace":"y","resourceVersion":"2"}}')))
+    assert.same({ 'b', 'y', '2' }, { ev.name, ev.ns, ev.rv })
+    ev = assert(testing.decode_event(frame('ADDED',
+      '{"metadata":{"name":"a","namespace":"x"},"metadata":{"name":"b"}}')))
+    assert.same({ 'b', '' }, { ev.name, ev.ns })
+  end)
+
+  it('take the last kind, checked against the kind expected', function()
+    assert.truthy(testing.decode_event(frame('ADDED', '{"kind":"Secret","kind":"Pod","metadata":{"name":"p"}}'), 'Pod'))
+    local ev, err = testing.decode_event(frame('ADDED', '{"kind":"Pod","kind":"Secret","metadata":{"name":"p"}}'), 'Pod')
+    assert.is_nil(ev)
+    assert.equals('watch event object is a Secret, expected Pod', err)
+  end)
+
+  it('take the last code of an ERROR event\'s Status', function()
+    assert.equals(410, assert(testing.decode_event(frame('ERROR', '{"kind":"Status","code":500,"code":410}'))).code)
+  end)
+
+  it('take the last member a view reads, as the identity the cache keys on', function()
+    local v = assert(testing.event_view(frame('ADDED', '{"metadata":{"name":"a","uid":"1","name":"b","uid":"2"}}')))
+    assert.equals('b', v.metadata.name)
+    assert.equals('2', v.metadata.uid)
+  end)
+
+  it('take the last items, metadata.resourceVersion and kind of a LIST, whole or streamed', function()
+    local body = '{"kind":"SecretList","kind":"PodList","metadata":{"resourceVersion":"1","resourceVersion":"2"},'
+      .. '"items":[{"metadata":{"name":"a"}}],"items":[{"metadata":{"name":"b"}},{"metadata":{"name":"c"}}]}'
+    for _, l in ipairs({ assert(testing.decode_list(body)), assert(testing.decode_list_stream({ body })) }) do
+      assert.equals(2, #l.items)
+      assert.equals('b', l.items[1].name)
+      assert.equals('2', l.rv)
+    end
+    assert.truthy(testing.check_list(body, 'Pod'))
+  end)
+end)
+
+describe('checking that a LIST body is the list asked for', function()
+  local function refused(body, kind, message, table_)
+    local ok, err = testing.check_list(body, kind, table_)
+    assert.is_nil(ok, body)
+    assert.equals(message, err)
+  end
+
+  it('passes a list of the kind, with items and a resourceVersion', function()
+    assert.truthy(testing.check_list('{"kind":"PodList","metadata":{"resourceVersion":"1"},"items":[]}', 'Pod'))
+    assert.truthy(testing.check_list('{"kind":"PodList","metadata":{"resourceVersion":"1"},"items":null}', 'Pod'))
+    -- client-go's typed decoder takes the kind it decodes into when the body has none.
+    assert.truthy(testing.check_list('{"metadata":{"resourceVersion":"1"},"items":[]}', 'Pod'))
+  end)
+
+  it('refuses {}, a list of another kind, one without items or without a resourceVersion', function()
+    refused('{}', 'Pod', 'the response has no items')
+    refused('{"kind":"SecretList","metadata":{"resourceVersion":"1"},"items":[]}', 'Pod',
+      'the response is a SecretList, not a PodList')
+    refused('{"kind":"Table","metadata":{"resourceVersion":"1"},"items":[]}', 'Pod',
+      'the response is a Table, not a PodList')
+    refused('{"kind":"PodList","metadata":{"resourceVersion":"1"}}', 'Pod', 'the response has no items')
+    refused('{"kind":"PodList","metadata":{},"items":[]}', 'Pod', 'the response has no metadata.resourceVersion')
+    refused('{"kind":"PodList","items":[]}', 'Pod', 'the response has no metadata.resourceVersion')
+    refused('{"kind":"Status","code":410}', 'Pod', 'the response is a Status, not a PodList')
+  end)
+
+  it('takes a Table for a LIST that asked for one', function()
+    refused('{"kind":"SecretList","metadata":{"resourceVersion":"1"},"items":[]}', 'Pod',
+      'the response is a SecretList, not a PodList or a Table', true)
+    local rows = '{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"1"},"rows":[]}'
+    assert.truthy(testing.decode_list_stream({ rows }, nil, true).has_items)
+  end)
+end)
+
 describe('decoding a Status body', function()
   it('reads code, reason and message', function()
     local s = testing.decode_status('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'

@@ -61,7 +61,7 @@ describe('the streaming LIST decoder', function()
     assert.equals('9', got.rv)
   end)
 
-  it('reads the items member as a JSON parser does: the first of duplicates, escapes decoded', function()
+  it('reads the items member as Go\'s decoder does: the last of duplicates, escapes decoded', function()
     for _, body in ipairs({
       '{"items":[],"items":[1]}',
       '{"items":[{"metadata":{"name":"a"}}],"items":[{"metadata":{"name":"b"}}]}',

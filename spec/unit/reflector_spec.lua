@@ -210,6 +210,88 @@ describe('the reflector', function()
     end)
   end)
 
+  -- A relist answered 200 with something other than the list asked for would, read as an
+  -- empty list, replace the cache with nothing and delete every object. client-go refuses
+  -- such a body: a Status is the request's error (rest.Result.Into), and a body its
+  -- decoder cannot read or convert is an error too.
+  describe('a relist answered 200 with a body that is not the list', function()
+    -- Lists at rv 10, then a watch that expires after an event: the relist from 11.
+    local function relisting()
+      r = listed()
+      r:feed(r:request(), event('MODIFIED', 'a', '11') .. error_event(410, 'Expired', 'too old'))
+      assert.same({ 'replace 1 at 10', 'MODIFIED default/a 11' }, r:take())
+      return expect_request(r, 'resourceVersion=11')
+    end
+
+    -- The relist is refused: no replace, the LIST asked again from 11 after a backoff,
+    -- counted as an error; then a proper answer is taken.
+    local function refused(answer)
+      relisting()
+      local errors = r:stats().errors
+      r:finish(r:request(), answer)
+      assert.equals('BACKOFF', r:state())
+      assert.same({}, r:take())
+      assert.equals(errors + 1, r:stats().errors)
+      r:advance(r:next_timer())
+      r:finish(expect_request(r, 'resourceVersion=11'), { body = list_body('12', { 'a', 'b' }) })
+      assert.same({ 'replace 2 at 12' }, r:take())
+      assert.equals('WATCH', r:state())
+    end
+
+    local function status_body(code, reason)
+      return string.format('{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"%s","code":%d}',
+        reason, code)
+    end
+
+    it('acts on a Status 410 as on an HTTP 410: lists again at once from ""', function()
+      relisting()
+      local errors = r:stats().errors
+      r:finish(r:request(), { body = status_body(410, 'Expired') })
+      assert.same({}, r:take())
+      assert.equals('LIST', r:state())
+      assert.equals(errors + 1, r:stats().errors)
+      r:finish(expect_request(r, 'resourceVersion=$'), { body = list_body('15', { 'a' }) })
+      assert.same({ 'replace 1 at 15' }, r:take())
+    end)
+
+    it('backs off on a Status of any other code, keeping the cache', function()
+      refused({ body = status_body(500, 'InternalError') })
+    end)
+
+    for what, body in pairs({
+      ['{}'] = '{}',
+      ['a list of another kind'] = '{"kind":"SecretList","apiVersion":"v1","metadata":{"resourceVersion":"12"},"items":[]}',
+      ['a list without items'] = '{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"12"}}',
+      ['a list without metadata.resourceVersion'] = '{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":[]}',
+    }) do
+      it('refuses ' .. what .. ' and keeps the cache', function()
+        refused({ body = body })
+      end)
+    end
+
+    it('refuses a body that is not JSON by its Content-Type, without reading it', function()
+      refused({ body = list_body('12', {}), content_type = 'application/vnd.kubernetes.protobuf' })
+    end)
+
+    it('reads application/json with parameters, in any case, as JSON', function()
+      relisting()
+      r:finish(r:request(), { body = list_body('12', { 'a' }), content_type = 'Application/JSON; charset=utf-8' })
+      assert.same({ 'replace 1 at 12' }, r:take())
+    end)
+  end)
+
+  it('refuses a watch whose Content-Type is not JSON, as a malformed stream', function()
+    r = listed()
+    local id = r:request()
+    r:feed(id, event('MODIFIED', 'a', '11'), 'application/yaml')
+    assert.same({ 'replace 1 at 10' }, r:take())
+    assert.equals(1, r:stats().malformed)
+    assert.equals('BACKOFF', r:state())
+    r:advance(r:next_timer())
+    expect_request(r, 'resourceVersion=10')
+    assert.equals('LIST', r:state())
+  end)
+
   describe('in WatchList mode', function()
     it('streams the initial state and goes on watching on the same stream', function()
       r = testing.reflector { watch_list = true }

@@ -82,11 +82,11 @@ static const kl_reflector_transition table[C_COUNT] = {
     [C_START_WATCHLIST] = {IDLE, "start, with --watch-list", WATCHLIST, "WATCH(initial events)"},
     [C_LIST_OK] = {LIST, "ok (the last page)", WATCH, "store.replace, WATCH(list rv)"},
     [C_LIST_STALE] = {LIST, "ok, at the rv whose watch got 410 at once", LIST, "LIST(\"\")"},
-    [C_LIST_RV_GONE] = {LIST, "410 / too large at rv", LIST, "LIST(\"\") at once, same paging"},
+    [C_LIST_RV_GONE] = {LIST, "410 (HTTP or Status) / too large at rv", LIST, "LIST(\"\") at once, same paging"},
     [C_LIST_CONTINUE_EXPIRED] = {LIST, "continue expired, page >= 2", LIST, "LIST(rv) unpaged"},
     [C_LIST_NOT_FOUND] = {LIST, "404 (resource not served)", BACKOFF, "store.replace(nothing) -> LIST(\"\")"},
     [C_LIST_RETRY_AFTER] = {LIST, "429 / Retry-After", BACKOFF, "at most 30 s -> LIST(rv)"},
-    [C_LIST_ERROR] = {LIST, "other error, unreadable body, refused", BACKOFF, "-> LIST(rv)"},
+    [C_LIST_ERROR] = {LIST, "other error, not a list, refused", BACKOFF, "-> LIST(rv), cache kept"},
     [C_WL_SYNCED] = {WATCHLIST, "initial-events-end bookmark", WATCH, "store.replace, the same stream goes on"},
     [C_WL_REFUSED] = {WATCHLIST, "HTTP error (not 410, 429), ERROR", LIST, "LIST(rv); the next relist tries again"},
     [C_WL_CORRUPT] = {WATCHLIST, "oversize / malformed frame, refused", BACKOFF, "-> LIST(rv); the next relist tries again"},
@@ -141,6 +141,7 @@ typedef struct list_st {
     kl_list acc;           /* the pages before it */
     size_t acc_cap;        /* ...and the capacity of acc.items (base/buf.h) */
     char *cont;            /* the token of the page being received */
+    char *bad_type;        /* its Content-Type, when not JSON: the body is refused */
     int page;
     int unpaged;           /* this LIST asks for no limit */
 } list_st;
@@ -370,6 +371,7 @@ static int list_pages(const kl_reflector *r, const char *rv) {
 
 static const char *list_rv(const kl_reflector *r) { return r->rv_unavailable ? "" : (r->rv ? r->rv : "0"); }
 
+static void on_list_started(void *ud, const char *content_type);
 static size_t on_list_data(void *ud, const char *p, size_t n);
 static void on_list_done(void *ud, const kl_http_resp *resp);
 
@@ -388,7 +390,8 @@ static void request_page(kl_reflector *r) {
                        .timeout_ms = (long)(r->o.list_timeout * 1000)};
     kl_list_stream_init(&l->stream, &l->body, KL_FRAME_MAX_DEFAULT);
     if (r->o.table) kl_list_stream_rows(&l->stream);
-    r->req = r->env.start(r->env.ud, &ho, (kl_http_cb){.data = on_list_data, .done = on_list_done}, r);
+    r->req = r->env.start(r->env.ud, &ho,
+                          (kl_http_cb){.data = on_list_data, .started = on_list_started, .done = on_list_done}, r);
     free(url);
 }
 
@@ -409,6 +412,7 @@ static void leave_list(kl_reflector *r) {
     kl_list_clear(&l->body);
     kl_list_clear(&l->acc);
     free(l->cont);
+    free(l->bad_type);
 }
 
 static void list_complete(kl_reflector *r) {
@@ -444,8 +448,16 @@ static void list_complete(kl_reflector *r) {
     transition(r, C_LIST_OK, NULL);
 }
 
+static void on_list_started(void *ud, const char *content_type) {
+    kl_reflector *r = ud;
+    if (!kl_http_is_json(content_type)) r->st.list.bad_type = kl_xstrdup(content_type);
+}
+
+/* A body of another type than JSON is not read at all: a 300 MB protobuf
+ * LIST is abandoned at its first bytes. */
 static size_t on_list_data(void *ud, const char *p, size_t n) {
     kl_reflector *r = ud;
+    if (r->st.list.bad_type) return 0;
     return kl_list_stream_feed(&r->st.list.stream, p, n) < 0 ? 0 : n;
 }
 
@@ -471,22 +483,35 @@ static void list_page_done(kl_reflector *r) {
     }
 }
 
-static void list_failed(kl_reflector *r, const kl_http_resp *resp) {
+/* A LIST got 410 (or, too_large, the rv is beyond the server's): its
+ * continue token or its resourceVersion expired, and the LIST is asked
+ * again at once. Returns 0, leaving the state alone, when neither applies
+ * (a LIST from "" that gets 410). */
+static int list_expired(kl_reflector *r, int code, int too_large, const char *err) {
     list_st *l = &r->st.list;
-    char err[600];
-    int code;
-    status_words(resp, err, sizeof err, &code);
-    int paging = l->page > 0;
-    step same = {.keep_paging = 1, .unpaged = l->unpaged};
-    if (code == 410 && paging) {
+    if (code == 410 && l->page > 0) {
         kl_vlog(2, r->o.name, "continue token expired (%s): listing again in one piece", err);
         step unpaged = {.keep_paging = 1, .unpaged = 1};
         transition(r, C_LIST_CONTINUE_EXPIRED, &unpaged);
-    } else if ((code == 410 || is_too_large_rv(resp, err)) && r->rv && r->rv[0] && !r->rv_unavailable) {
+        return 1;
+    }
+    if ((code == 410 || too_large) && r->rv && r->rv[0] && !r->rv_unavailable) {
         kl_vlog(2, r->o.name, "resourceVersion %s is unavailable (%s): listing the latest state",
                 r->rv, err);
         r->rv_unavailable = 1;
+        step same = {.keep_paging = 1, .unpaged = l->unpaged};
         transition(r, C_LIST_RV_GONE, &same);
+        return 1;
+    }
+    return 0;
+}
+
+static void list_failed(kl_reflector *r, const kl_http_resp *resp) {
+    char err[600];
+    int code;
+    status_words(resp, err, sizeof err, &code);
+    if (list_expired(r, code, is_too_large_rv(resp, err), err)) {
+        /* listed again at once */
     } else if (code == 429 || resp->retry_after >= 0) {
         note_failure(r, "LIST", code, err);
         retry_after_then(r, C_LIST_RETRY_AFTER, resp->retry_after, C_WAIT_LIST, err);
@@ -509,20 +534,64 @@ static void list_failed(kl_reflector *r, const kl_http_resp *resp) {
     }
 }
 
+/* A 2xx LIST whose body is not the list asked for. Read as a list, it
+ * would replace the cache with nothing, and every object would reach the
+ * handlers as deleted: the cache is kept, and the LIST is asked again
+ * after a backoff. */
+static void list_refused(kl_reflector *r, const char *err) {
+    kl_log(KL_LOG_ERROR, r->o.name, "LIST failed: %s; the cache is kept", err);
+    backoff_then(r, C_LIST_ERROR, C_WAIT_LIST, err);
+}
+
+/* A 2xx LIST whose body is a Status (a proxy's, or a server's that wrote
+ * its error with the wrong code). client-go's REST client makes such a
+ * body the request's error (Result.Into, errors.FromObject), so it acts as
+ * its code would: a 410 lists again at once, from "" (or unpaged, for an
+ * expired continue token); any other code backs off. */
+static void list_status(kl_reflector *r, long status, int code, const char *reason, const char *message) {
+    char err[600];
+    snprintf(err, sizeof err, "the server answered %ld with a Status, not a list: %d %s%s%s", status, code,
+             reason ? reason : "", message ? ": " : "", message ? message : "");
+    kl_log(KL_LOG_ERROR, r->o.name, "LIST failed: %s; the cache is kept", err);
+    if (code == 410 && list_expired(r, code, 0, err)) r->stats.errors++;
+    else backoff_then(r, C_LIST_ERROR, C_WAIT_LIST, err);
+}
+
+/* A 2xx LIST read to its end: a page of the list asked for, or refused. */
+static void list_answered(kl_reflector *r, long status) {
+    list_st *l = &r->st.list;
+    char err[600];
+    int code;
+    char *reason = NULL, *message = NULL;
+    if (kl_list_stream_status(&l->stream, &code, &reason, &message) == 0) {
+        list_status(r, status, code, reason, message);
+    } else if (kl_list_check(&l->body, r->o.kind, r->o.table, err, sizeof err) < 0) {
+        list_refused(r, err);
+    } else {
+        kl_list_stream_free(&l->stream);
+        list_page_done(r);
+    }
+    free(reason);
+    free(message);
+}
+
 static void on_list_done(void *ud, const kl_http_resp *resp) {
     kl_reflector *r = ud;
     list_st *l = &r->st.list;
     r->req = NULL;
-    if (l->stream.failed || (resp->outcome == KL_HTTP_OK && kl_list_stream_finish(&l->stream) < 0)) {
-        char err[600];
+    char err[600];
+    if (l->bad_type) {
+        snprintf(err, sizeof err, "the response is %.200s, not JSON", l->bad_type);
+        list_refused(r, err);
+    } else if (l->stream.failed || (resp->outcome == KL_HTTP_OK && kl_list_stream_finish(&l->stream) < 0)) {
         snprintf(err, sizeof err, "%s", l->stream.err);
-        kl_log(KL_LOG_WARN, r->o.name, "LIST failed: %s", err);
-        backoff_then(r, C_LIST_ERROR, C_WAIT_LIST, err);
-        return;
+        list_refused(r, err);
+    } else if (resp->outcome == KL_HTTP_OK) {
+        list_answered(r, resp->status);
+    } else {
+        kl_list_stream_free(&l->stream);
+        list_failed(r, resp);
     }
-    kl_list_stream_free(&l->stream);
-    if (resp->outcome == KL_HTTP_OK) list_page_done(r);
-    else list_failed(r, resp);
 }
 
 /* ---- WATCH and WATCHLIST ---------------------------------------------- */
@@ -713,7 +782,20 @@ static void on_deadline(kl_loop *loop, void *ud) {
     watch_over(r);
 }
 
-static void on_watch_started(void *ud) { note_recovered(ud); }
+/* A watch answered in another type than JSON (a protobuf stream, a
+ * proxy's page) is refused before a byte of it is read, as a malformed
+ * stream is. */
+static void on_watch_started(void *ud, const char *content_type) {
+    kl_reflector *r = ud;
+    if (kl_http_is_json(content_type)) {
+        note_recovered(r);
+        return;
+    }
+    r->stats.malformed++;
+    kl_log(KL_LOG_ERROR, r->o.name, "the watch response is %.200s, not JSON; relisting", content_type);
+    r->st.watch.ending = 1;
+    r->st.watch.action = END_CORRUPT;
+}
 
 /* Records how the request ended; the frames it delivered are handled
  * first, then watch_over decides what comes next. */

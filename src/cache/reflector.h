@@ -12,11 +12,11 @@
  *            start, with --watch-list                         -> WATCHLIST  WATCH(initial events)
  * LIST       ok (the last page)                               -> WATCH      store.replace, WATCH(list rv)
  *            ok, at the rv whose watch got 410 at once        -> LIST       LIST("")
- *            410 / too large at rv                            -> LIST       LIST("") at once, same paging
+ *            410 (HTTP or Status) / too large at rv           -> LIST       LIST("") at once, same paging
  *            continue expired, page >= 2                      -> LIST       LIST(rv) unpaged
  *            404 (resource not served)                        -> BACKOFF    store.replace(nothing) -> LIST("")
  *            429 / Retry-After                                -> BACKOFF    at most 30 s -> LIST(rv)
- *            other error, unreadable body, refused            -> BACKOFF    -> LIST(rv)
+ *            other error, not a list, refused                 -> BACKOFF    -> LIST(rv), cache kept
  * WATCHLIST  initial-events-end bookmark                      -> WATCH      store.replace, the same stream goes on
  *            HTTP error (not 410, 429), ERROR                 -> LIST       LIST(rv); the next relist tries again
  *            oversize / malformed frame, refused              -> BACKOFF    -> LIST(rv); the next relist tries again

@@ -242,11 +242,25 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
     return bytes;
 }
 
+static const char *content_type(kl_http_req *r) {
+    char *ct = NULL;
+    if (r->easy) curl_easy_getinfo(r->easy, CURLINFO_CONTENT_TYPE, &ct);
+    return ct;
+}
+
+int kl_http_is_json(const char *ct) {
+    if (!ct) return 1;
+    ct += strspn(ct, " \t");
+    size_t n = strcspn(ct, "; \t");
+    static const char json[] = "application/json";
+    return n == 0 || (n == sizeof json - 1 && strncasecmp(ct, json, n) == 0);
+}
+
 /* The blank line that ends a response's headers: a 2xx is announced. */
 static void headers_end(kl_http_req *r) {
     if (r->started_told || !r->cb.started || !is_2xx(response_status(r))) return;
     r->started_told = 1;
-    r->cb.started(r->ud);
+    r->cb.started(r->ud, content_type(r));
 }
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud) {
@@ -277,6 +291,7 @@ static void report(kl_http_req *r, kl_http_outcome outcome, const char *error) {
         .body = r->buf,
         .body_len = r->len,
         .retry_after = r->retry_after,
+        .content_type = content_type(r),
     };
     count_attempt(r, resp.status);
     kl_vlog(6, "http", "%s %s -> %ld %s (%.0f ms)%s%s", r->method, r->path, resp.status,

@@ -46,16 +46,25 @@ typedef struct kl_http_resp {
     const char *body;  /* buffered body (NUL-terminated), or NULL */
     size_t body_len;
     double retry_after; /* seconds from a Retry-After header, -1 if none */
+    const char *content_type; /* the Content-Type header, NULL if none */
 } kl_http_resp;
+
+/* Whether a response's Content-Type is JSON, the only form klua reads:
+ * application/json, with any parameters (charset), in any case. As
+ * client-go, a response without one is read as JSON, the type it asked
+ * for; any other (a protobuf, YAML, an HTML page from a proxy) has no
+ * decoder there either (runtime.NegotiateError). */
+int kl_http_is_json(const char *content_type);
 
 typedef struct kl_http_cb {
     /* A streamed 2xx body's bytes: return n, or KL_HTTP_PAUSE to get the same
      * bytes again after kl_http_resume. NULL buffers the body instead. */
     size_t (*data)(void *ud, const char *p, size_t n);
-    /* The headers of a 2xx response arrived, before any of its body; may
-     * be NULL. For a watch, the moment the server is known to answer. It
-     * must not cancel the request. */
-    void (*started)(void *ud);
+    /* The headers of a 2xx response arrived, before any of its body, with
+     * its Content-Type (NULL if none); may be NULL. For a watch, the
+     * moment the server is known to answer. It must not cancel the
+     * request (the data callback may refuse the body). */
+    void (*started)(void *ud, const char *content_type);
     /* The request ended; it is freed when this returns. */
     void (*done)(void *ud, const kl_http_resp *resp);
 } kl_http_cb;

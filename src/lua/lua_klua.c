@@ -66,7 +66,7 @@ static void check_open(lua_State *L, const char *what) {
 static void on_request_done(void *ud, const kl_http_resp *resp) {
     kl_task *t = ud;
     lua_State *co = kl_task_thread(t);
-    /* stack of the task: ..., then core.request's three results */
+    /* stack of the task: ..., then core.request's results */
     if (resp->outcome != KL_HTTP_OK && resp->outcome != KL_HTTP_STATUS) {
         lua_pushnil(co);
         lua_pushstring(co, kl_http_outcome_name(resp->outcome));
@@ -78,12 +78,15 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
     lua_pushlstring(co, resp->body ? resp->body : "", resp->body_len);
     if (resp->retry_after >= 0) lua_pushnumber(co, resp->retry_after);
     else lua_pushnil(co);
-    kl_task_resume(t, 3);
+    if (kl_http_is_json(resp->content_type)) lua_pushnil(co);
+    else lua_pushstring(co, resp->content_type);
+    kl_task_resume(t, 4);
 }
 
-/* core.request(method, path [, body [, content_type [, accept]]]) -> status, body, retry_after
- * when the server answered (any status), | nil, outcome, message when it did not
- * (outcome: kl_http_outcome_name). Yields until the request has ended. */
+/* core.request(method, path [, body [, content_type [, accept]]]) -> status, body, retry_after,
+ * not_json when the server answered (any status; not_json: the answer's
+ * Content-Type when it is not JSON, else nil), | nil, outcome, message when
+ * it did not (outcome: kl_http_outcome_name). Yields until the request has ended. */
 static int l_request(lua_State *L) {
     kl_task *t = kl_task_check_wait(L, "an API call");
     kl_rt *rt = kl_rt_of(L);

@@ -131,7 +131,7 @@ static int decode_object_event(kl_blob *frame, const kl_json_tape *t, size_t obj
 
 /* Whether the object at i is a meta.k8s.io Table (kind and group both). */
 static int is_table(const kl_json_tape *t, size_t i) {
-    size_t kn, an;
+    size_t kn = 0, an = 0;
     const char *k = kl_jt_get_string(t, i, "kind", &kn);
     const char *a = kl_jt_get_string(t, i, "apiVersion", &an);
     return k && kn == 5 && memcmp(k, "Table", 5) == 0 && a && an > 12 && memcmp(a, "meta.k8s.io/", 12) == 0;
@@ -320,6 +320,7 @@ static int decode_list_tape(const char *body, size_t len, const kl_json_tape *t,
                             size_t errlen) {
     if (kl_jt_type(t, 1) != '{') return fail(err, errlen, "LIST response is not a JSON object");
     size_t items = kl_jt_get(t, 1, "items");
+    out->has_items = items != 0;
     if (items && kl_jt_type(t, items) == 'n') items = 0;
     if (items && kl_jt_type(t, items) != '[') return fail(err, errlen, "LIST response items is not an array");
     read_list_meta(t, out);
@@ -341,6 +342,21 @@ int kl_decode_list(const char *body, size_t len, kl_list *out, char *err, size_t
     kl_json_free(doc);
     if (rc < 0) kl_list_clear(out);
     return rc;
+}
+
+static int is_kind(const char *kind, const char *want, const char *suffix) {
+    size_t n = strlen(want);
+    return strncmp(kind, want, n) == 0 && strcmp(kind + n, suffix) == 0;
+}
+
+int kl_list_check(const kl_list *l, const char *kind, int table, char *err, size_t errlen) {
+    if (l->kind && l->kind[0] && kind && !is_kind(l->kind, kind, "List") && !(table && !strcmp(l->kind, "Table")))
+        return fail(err, errlen, "the response is a %.64s, not a %sList%s", l->kind, kind,
+                    table ? " or a Table" : "");
+    if (!l->has_items)
+        return fail(err, errlen, "the response has no %s", table ? "rows or items" : "items");
+    if (!l->rv || !l->rv[0]) return fail(err, errlen, "the response has no metadata.resourceVersion");
+    return 0;
 }
 
 /* One element of a LIST's items, or with row set of a Table's rows, whose

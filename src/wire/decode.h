@@ -66,6 +66,8 @@ typedef struct kl_list {
     char *rv;                /* metadata.resourceVersion ("" when absent) */
     char *cont;              /* metadata.continue, NULL when absent */
     long long remaining;     /* metadata.remainingItemCount, -1 when absent */
+    int has_items;           /* the body has an items member (null included),
+                              * or the rows of a Table (kl_list_stream_rows) */
 } kl_list;
 
 /* Decodes one object (a LIST item) held alone in item: o becomes an owner
@@ -100,6 +102,17 @@ void kl_obj_set_type(kl_obj *o, const char *list_kind, const char *api_version);
 int kl_decode_list(const char *body, size_t len, kl_list *out, char *err, size_t errlen);
 /* Releases what l owns and zeroes it. */
 void kl_list_clear(kl_list *l);
+
+/* Whether a decoded LIST body is the list asked for, since the reflector
+ * replaces its cache with it: a body of another kind (kind: the objects'
+ * kind, e.g. "Pod", for a "PodList"; NULL: any; with table a meta.k8s.io
+ * "Table" too), without items, or without metadata.resourceVersion (a
+ * proxy's {}, say) would otherwise read as an empty list and delete every
+ * cached object. A body without a kind passes, as client-go's typed decoder
+ * takes the kind it decodes into. Returns 0, or -1 with err saying what is
+ * wrong. A Status is not a list either: the caller reads it first
+ * (kl_decode_status). */
+int kl_list_check(const kl_list *l, const char *kind, int table, char *err, size_t errlen);
 
 /* Decodes a metav1.Status body (for non-2xx responses): fills code (0 when
  * absent), reason and message (malloc'd, NULL when absent). Returns 0, or -1

@@ -150,16 +150,19 @@ static inline size_t kl_jt_count(const kl_json_tape *t, size_t i) {
 }
 
 /* The index of the value of member key in the object at i, or 0 when the
- * object has no such member (or i is not an object). The first of duplicate
- * keys wins. */
+ * object has no such member (or i is not an object). Of duplicate keys the
+ * last wins, as in Go's encoding/json and sigs.k8s.io/json, apimachinery's
+ * decoder (duplicates are only a strict-mode warning there): a watch event
+ * {"type":"ADDED","type":"DELETED"} is a DELETED, as client-go reads it. */
 static inline size_t kl_jt_find(const kl_json_tape *t, size_t i, const char *key, size_t keylen) {
     if (kl_jt_type(t, i) != '{') return 0;
+    size_t found = 0;
     for (size_t j = i + 1, end = kl_jt_close(t, i); j < end; j = kl_jt_next(t, j + 1)) {
         size_t n;
         const char *k = kl_jt_string(t, j, &n);
-        if (n == keylen && memcmp(k, key, n) == 0) return j + 1;
+        if (n == keylen && memcmp(k, key, n) == 0) found = j + 1;
     }
-    return 0;
+    return found;
 }
 
 /* kl_jt_find with a NUL-terminated key. */

@@ -112,6 +112,21 @@ static int names_member(const char *raw, size_t n, const char *want) {
     return k == strlen(want) && memcmp(name, want, k) == 0;
 }
 
+/* The member whose name was just read, at depth 1, is the items (or a
+ * Table's rows): the first of the two names met is the one read, and a
+ * later member of that name replaces it, items read so far dropped, as Go's
+ * decoder keeps the last of duplicate keys (json.h). */
+static void items_member(kl_list_stream *s) {
+    int rows = s->rows && names_member(s->key, s->keylen, "rows");
+    if (!rows && !names_member(s->key, s->keylen, "items")) return;
+    if (s->items_seen && rows != s->in_rows) return;
+    kl_list *l = s->out;
+    for (size_t i = 0; i < l->n; i++) kl_obj_clear(&l->items[i]);
+    l->n = 0;
+    s->in_rows = rows;
+    s->key_is_items = s->items_seen = 1;
+}
+
 /* Follows one byte outside strings; returns -1 on a structural error. */
 static int structure(kl_list_stream *s, char c) {
     switch (c) {
@@ -141,11 +156,7 @@ static int structure(kl_list_stream *s, char c) {
         if (s->depth == 1) {
             s->expect_key = 0;
             s->key_is_items = 0;
-            if (!s->items_seen && s->keylen <= sizeof s->key) {
-                s->in_rows = s->rows && names_member(s->key, s->keylen, "rows");
-                s->key_is_items = s->in_rows || names_member(s->key, s->keylen, "items");
-            }
-            if (s->key_is_items) s->items_seen = 1;
+            if (s->keylen <= sizeof s->key) items_member(s);
         }
         break;
     default:
@@ -230,9 +241,14 @@ int kl_list_stream_finish(kl_list_stream *s) {
     l->kind = meta.kind;
     l->api_version = meta.api_version;
     l->remaining = meta.remaining;
+    l->has_items = s->items_seen;
     meta.rv = meta.cont = meta.kind = meta.api_version = NULL;
     kl_list_clear(&meta);
     for (size_t i = 0; i < l->n; i++)
         if (s->untyped[i]) kl_obj_set_type(&l->items[i], l->kind, l->api_version);
     return 0;
+}
+
+int kl_list_stream_status(const kl_list_stream *s, int *code, char **reason, char **message) {
+    return s->env ? kl_decode_status(s->env, s->envlen, code, reason, message) : -1;
 }

@@ -29,8 +29,8 @@ typedef struct kl_list_stream {
     int expect_key;     /* at depth 1, the next string is a member name */
     int key_is_items;   /* the member whose value comes next is "items"
                          * (or "rows", with rows set) */
-    int items_seen;     /* the first "items" member was met: later ones are
-                         * ignored, as a JSON parser keeps the first */
+    int items_seen;     /* an "items" member was met: a later one replaces it,
+                         * as Go's decoder keeps the last of duplicate keys */
     int rows;           /* a Table's "rows" are read as items too (kl_list_stream_rows) */
     int in_rows;        /* the array being read is a Table's rows */
     int in_items;       /* inside the top-level items array */
@@ -65,6 +65,10 @@ int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n);
  * count, kind and apiVersion, and types the untyped items from the list
  * (kl_obj_set_type). 0, or -1 with s->err set. */
 int kl_list_stream_finish(kl_list_stream *s);
+/* Whether the body, once finished, was a metav1.Status (a server or proxy
+ * that answered 200 with one, which has no items to split off): 0 with its
+ * code, reason and message as kl_decode_status gives them, or -1. */
+int kl_list_stream_status(const kl_list_stream *s, int *code, char **reason, char **message);
 /* Frees the stream's buffers (not out). */
 void kl_list_stream_free(kl_list_stream *s);
 

@@ -204,6 +204,26 @@ static int t_decode_list(lua_State *L) {
     return push_list(L, &list);
 }
 
+/* check_list(body [, kind [, table]]): kl_decode_list, then kl_list_check:
+ * true, or nil, err. */
+static int t_check_list(lua_State *L) {
+    size_t len;
+    const char *body = luaL_checklstring(L, 1, &len);
+    const char *kind = luaL_optstring(L, 2, NULL);
+    kl_list list;
+    char err[256];
+    int rc = kl_decode_list(body, len, &list, err, sizeof err);
+    if (rc == 0) rc = kl_list_check(&list, kind, lua_toboolean(L, 3), err, sizeof err);
+    kl_list_clear(&list);
+    if (rc < 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 /* decode_list_stream({chunk, ...} [, max_item [, rows]]): the streaming
  * decoder fed the chunks in order; the same result as decode_list. rows:
  * read a Table's rows too (kl_list_stream_rows). */
@@ -247,6 +267,8 @@ static int push_list(lua_State *L, kl_list *l) {
     set_string(L, "continue", list.cont);
     lua_pushinteger(L, list.remaining);
     lua_setfield(L, -2, "remaining");
+    lua_pushboolean(L, list.has_items);
+    lua_setfield(L, -2, "has_items");
     kl_list_clear(&list);
     return 1;
 }
@@ -289,6 +311,7 @@ void kl_testing_open_json(lua_State *L) {
                                      {"decode_event", t_decode_event},
                                      {"decode_list", t_decode_list},
                                      {"decode_list_stream", t_decode_list_stream},
+                                     {"check_list", t_check_list},
                                      {"decode_status", t_decode_status},
                                      {"view_json", t_view_json},
                                      {"view_copy", t_view_copy},

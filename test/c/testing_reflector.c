@@ -246,16 +246,21 @@ static void finish(fake *f, fake_req *q, const kl_http_resp *resp) {
     run_deferred(f);
 }
 
-/* r:feed(id, bytes): a streamed body's bytes (its headers first, once). */
+/* The response's headers arrived, once, with a Content-Type. */
+static void headers(fake_req *q, const char *content_type) {
+    if (q->started) return;
+    q->started = 1;
+    if (q->cb.started) q->cb.started(q->arg, content_type);
+}
+
+/* r:feed(id, bytes [, content_type]): a streamed body's bytes (its headers
+ * first, once, with content_type, "application/json" unless given). */
 static int r_feed(lua_State *L) {
     fake *f = check_fake(L);
     fake_req *q = check_req(L, f, 2);
     size_t n;
     const char *p = luaL_checklstring(L, 3, &n);
-    if (!q->started) {
-        q->started = 1;
-        if (q->cb.started) q->cb.started(q->arg);
-    }
+    headers(q, luaL_optstring(L, 4, "application/json"));
     size_t took = q->cb.data(q->arg, p, n);
     run_deferred(f);
     if (took == KL_HTTP_PAUSE) {
@@ -263,7 +268,7 @@ static int r_feed(lua_State *L) {
         luaL_error(L, "the reflector paused the transfer; these specs do not resume it");
     }
     if (took < n && q->open) {
-        kl_http_resp resp = {KL_HTTP_ABANDONED, 200, "abandoned", NULL, 0, -1};
+        kl_http_resp resp = {KL_HTTP_ABANDONED, 200, "abandoned", NULL, 0, -1, NULL};
         finish(f, q, &resp);
     }
     return 0;
@@ -275,9 +280,10 @@ static const kl_http_outcome outcome_values[] = {KL_HTTP_OK, KL_HTTP_STATUS, KL_
                                                  KL_HTTP_TIMEOUT, KL_HTTP_TOO_LARGE, KL_HTTP_CONFIG,
                                                  KL_HTTP_ABANDONED};
 
-/* r:finish(id, {outcome = "OK", status = 200, body = "...", retry_after = s})
- * ends a request: a body given to an OK buffered request (a LIST) goes
- * through its data callback first; any other body is the buffered answer. */
+/* r:finish(id, {outcome = "OK", status = 200, body = "...", retry_after = s,
+ * content_type = "application/json"}) ends a request: a body given to an
+ * OK buffered request (a LIST) goes through its data callback first, after
+ * its headers; any other body is the buffered answer. */
 static int r_finish(lua_State *L) {
     fake *f = check_fake(L);
     fake_req *q = check_req(L, f, 2);
@@ -291,8 +297,10 @@ static int r_finish(lua_State *L) {
     const char *body = luaL_optlstring(L, -1, NULL, &blen);
     lua_getfield(L, 3, "retry_after");
     double retry_after = luaL_optnumber(L, -1, -1);
-    lua_pop(L, 4);
-    kl_http_resp resp = {outcome_values[o], status, o > 1 ? outcomes[o] : NULL, NULL, 0, retry_after};
+    lua_getfield(L, 3, "content_type");
+    const char *content_type = luaL_optstring(L, -1, "application/json");
+    kl_http_resp resp = {outcome_values[o], status, o > 1 ? outcomes[o] : NULL, NULL, 0, retry_after, content_type};
+    if (o == 0) headers(q, content_type);
     if (body && o == 0) {
         if (q->cb.data(q->arg, body, blen) < blen) {
             resp.outcome = KL_HTTP_ABANDONED;
@@ -303,6 +311,7 @@ static int r_finish(lua_State *L) {
         resp.body_len = blen;
     }
     finish(f, q, &resp);
+    lua_pop(L, 5);
     return 0;
 }
 
@@ -335,6 +344,7 @@ static int r_stats(lua_State *L) {
     FIELD(errors);
     FIELD(backoffs);
     FIELD(idle_restarts);
+    FIELD(malformed);
 #undef FIELD
     return 1;
 }
