@@ -69,8 +69,8 @@ struct kl_conn_waiter {
  * request). May re-read a token file when due. When an exec credential is
  * needed (none yet, expired, or rejected by a 401), it starts the plugin on
  * the loop, or joins the run already going (one run at a time, as in
- * client-go), queues w and returns KL_CONN_PENDING without touching the
- * handle; w->ready comes later. The handle must be new or curl_easy_reset,
+ * client-go), queues w (the request's own, required) and returns
+ * KL_CONN_PENDING without touching the handle; w->ready comes later. The handle must be new or curl_easy_reset,
  * and c must outlive the transfer. 0, KL_CONN_PENDING, or -1 with err. */
 int kl_conn_prepare(kl_conn *c, CURL *easy, struct curl_slist **headers, kl_conn_waiter *w,
                     char *err, size_t errlen);
@@ -78,9 +78,10 @@ int kl_conn_prepare(kl_conn *c, CURL *easy, struct curl_slist **headers, kl_conn
  * w->ready never called. Ignored when w does not wait. */
 void kl_conn_forget(kl_conn *c, kl_conn_waiter *w);
 
-/* The loop exec plugins run on, from the first request until
- * kl_conn_detach, which kills a plugin still running (its whole process
- * group): klua's shutdown, when no request waits any more. */
+/* The loop exec plugins run on, until kl_conn_detach, which kills a plugin
+ * still running (its whole process group): klua's shutdown, once no request
+ * waits any more. kl_conn_free detaches too; the loop must outlive the
+ * attachment. */
 void kl_conn_attach(kl_conn *c, kl_loop *loop);
 void kl_conn_detach(kl_conn *c);
 
