@@ -72,6 +72,10 @@ local function group_running(pgid)
   return false
 end
 
+local function assert_group_ends(pgid)
+  testing.eventually(function() return not group_running(pgid) end, 5, { what = "the end of the plugin's processes" })
+end
+
 local function kill_group(pgid) os.execute(('kill -s KILL -- -%d 2>/dev/null'):format(pgid)) end
 
 local probe_path, gaps_path
@@ -228,34 +232,35 @@ end
       for _, line in ipairs(lines) do
         assert.equals('failed: no credential within 1 s: the exec plugin is still running (0 Timeout)', line)
       end
-      testing.eventually(function() return not group_running(pgid) end, 5, { what = "the end of the plugin's processes" })
+      assert_group_ends(pgid)
     end)
 
     describe('keeps timers on time', function()
-      it('while the plugin hangs, and SIGTERM stops klua and every process of the plugin', function()
+      -- Runs GAPS with the plugin in mode; returns klua's process and the
+      -- plugin's process group, which is killed after the spec whatever happens.
+      local function gaps_with_plugin(mode)
         local d = tmpdir()
         local pid_file = d .. '/pid'
-        local kc = plugin_kubeconfig(d, { COUNT_FILE = d .. '/runs', TOKEN = sb.token, MODE = 'hang', PID_FILE = pid_file })
+        local kc = plugin_kubeconfig(d, { COUNT_FILE = d .. '/runs', TOKEN = sb.token, MODE = mode, PID_FILE = pid_file })
         local p = K.spawn({ '--kubeconfig', kc, 'run', gaps_path })
         local pgid = testing.eventually(function() return tonumber(K.read_file(pid_file)) end, 10 * K.slowdown,
           { what = 'the plugin to start' })
         finally(function() kill_group(pgid) end)
+        return p, pgid
+      end
+
+      it('while the plugin hangs, and SIGTERM stops klua and every process of the plugin', function()
+        local p, pgid = gaps_with_plugin('hang')
         assert.truthy(p:wait_for('tick 30 ', 10 * K.slowdown), p:output() .. p:errors())
         assert.is_nil(p:output():find('got', 1, true))
         assert_loop_turned(p)
         p:signal()
         assert(p:wait(10 * K.slowdown), 'klua did not stop on SIGTERM')
-        testing.eventually(function() return not group_running(pgid) end, 5, { what = "the end of the plugin's processes" })
+        assert_group_ends(pgid)
       end)
 
       it('when the plugin exits, leaving a child that holds its stdout', function()
-        local d = tmpdir()
-        local pid_file = d .. '/pid'
-        local kc = plugin_kubeconfig(d, { COUNT_FILE = d .. '/runs', TOKEN = sb.token, MODE = 'linger', PID_FILE = pid_file })
-        local p = K.spawn({ '--kubeconfig', kc, 'run', gaps_path })
-        local pgid = testing.eventually(function() return tonumber(K.read_file(pid_file)) end, 10 * K.slowdown,
-          { what = 'the plugin to start' })
-        finally(function() kill_group(pgid) end)
+        local p, pgid = gaps_with_plugin('linger')
         assert.truthy(p:wait_for('got default\ntick', 10 * K.slowdown), p:output() .. p:errors())
         assert.is_true(group_running(pgid), "the plugin's child no longer holds its stdout")
         assert_loop_turned(p)
