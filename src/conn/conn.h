@@ -54,7 +54,7 @@ struct kl_conn_waiter {
      * request should call kl_conn_prepare again, which then uses the
      * credential just fetched; else why the request cannot be sent. */
     void (*ready)(kl_conn_waiter *w, const char *err);
-    /* The connection's while it waits. */
+    /* The connection's while it waits; zeroed before the first prepare. */
     kl_conn_waiter *prev, *next;
     unsigned long run;
     int fresh; /* woken with a credential: use it even if already expired */

@@ -48,9 +48,8 @@ struct kl_http_req {
     double retry_after;
     int retried_401;
     double started;   /* when this attempt began, a wait for the credential included */
-    kl_conn_waiter waiter;
-    int waiting;      /* queued for the credential an exec plugin fetches */
-    uint64_t wait_id; /* the request's deadline while it waits */
+    kl_conn_waiter waiter; /* queued while it waits for an exec plugin's credential */
+    uint64_t wait_id;      /* the request's deadline while it waits */
     uint64_t report_id; /* deferred report of a request that could not start */
     char errbuf[CURL_ERROR_SIZE];
     char err[512]; /* why it could not be prepared, or its body was too large */
@@ -140,7 +139,7 @@ const char *kl_http_outcome_name(kl_http_outcome o) {
 static void release(kl_http_req *r) {
     kl_loop_cancel(r->h->loop, r->report_id);
     kl_loop_cancel(r->h->loop, r->wait_id);
-    if (r->waiting) kl_conn_forget(r->h->conn, &r->waiter);
+    kl_conn_forget(r->h->conn, &r->waiter);
     if (r->easy) {
         curl_multi_remove_handle(kl_loop_multi(r->h->loop), r->easy);
         curl_easy_cleanup(r->easy);
@@ -341,7 +340,6 @@ static void on_wait_timeout(kl_loop *loop, void *ud) {
     (void)loop;
     kl_http_req *r = ud;
     r->wait_id = 0;
-    r->waiting = 0;
     kl_conn_forget(r->h->conn, &r->waiter);
     snprintf(r->err, sizeof r->err, "no credential within %.3g s: the exec plugin is still running",
              r->timeout_ms / 1000.0);
@@ -350,7 +348,6 @@ static void on_wait_timeout(kl_loop *loop, void *ud) {
 
 /* The request waits for the credential, its deadline running. */
 static void await_credential(kl_http_req *r) {
-    r->waiting = 1;
     if (r->timeout_ms > 0)
         r->wait_id = kl_loop_after(r->h->loop, remaining_ms(r) / 1000.0, on_wait_timeout, r);
 }
@@ -366,7 +363,6 @@ static void begin(kl_http_req *r) {
 
 static void credential_ready(kl_conn_waiter *w, const char *err) {
     kl_http_req *r = (kl_http_req *)((char *)w - offsetof(kl_http_req, waiter));
-    r->waiting = 0;
     kl_loop_cancel(r->h->loop, r->wait_id);
     r->wait_id = 0;
     if (err) snprintf(r->err, sizeof r->err, "%s", err);

@@ -174,6 +174,7 @@ static int prepare(kl_conn *c, CURL *e, struct curl_slist **headers, char *err, 
     int rc = kl_conn_prepare(c, e, headers, &s.w, err, errlen);
     if (rc == KL_CONN_PENDING) {
         kl_loop_run(s.loop);
+        if (!s.woken) kl_conn_forget(c, &s.w);
         const char *failed = !s.woken ? "interrupted by a signal" : *s.err ? s.err : NULL;
         if (failed) snprintf(err, errlen, "%s", failed);
         rc = failed ? -1 : kl_conn_prepare(c, e, headers, &s.w, err, errlen);
