@@ -26,11 +26,65 @@ end)
 ]]
 local PROBED = 'default kube-public kube-system\tdefault\tdefault\n'
 
-local probe_path
+-- Ticks every 0.1 s, printing after each tick the worst gap between two
+-- ticks so far; gets the default namespace once the file $GO_FILE exists
+-- (at once without it) and prints how that went. Runs until stopped.
+local GAPS = [[
+local core = require 'klua.core'
+local function say(text) io.stdout:write(text, '\n') io.stdout:flush() end
+local last, worst, ticks = core.now(), 0, 0
+klua.every(0.1, function()
+  local now = core.now()
+  worst, last, ticks = math.max(worst, now - last), now, ticks + 1
+  say(('tick %d worst %.3f'):format(ticks, worst))
+end)
+local go = os.getenv('GO_FILE')
+local waiting
+waiting = klua.every(0.1, function()
+  local f = go and io.open(go)
+  if go and not f then return end
+  if f then f:close() end
+  waiting:cancel()
+  local ns, err = klua.api.get('namespaces', 'default')
+  say(ns and 'got ' .. ns.metadata.name or 'failed: ' .. tostring(err))
+end)
+]]
+-- The longest a 0.1 s timer may wait while credentials are fetched.
+local MAX_GAP = 0.5 * K.slowdown
+
+-- The worst gap between two ticks that a run of GAPS printed so far.
+local function worst_gap(p)
+  local worst
+  for w in p:output():gmatch('worst ([%d.]+)') do worst = tonumber(w) end
+  return worst
+end
+
+local function assert_loop_turned(p)
+  local worst = worst_gap(p)
+  assert(worst and worst < MAX_GAP, ('a 0.1 s timer waited %s s\n%s'):format(tostring(worst), p:output()))
+end
+
+-- Whether a process of the group pgid still runs (zombies aside).
+local function group_running(pgid)
+  for g, stat in K.run_command('ps -e -o pgid=,stat='):gmatch('(%d+)%s+(%S+)') do
+    if tonumber(g) == pgid and not stat:find('^Z') then return true end
+  end
+  return false
+end
+
+local function assert_group_ends(pgid)
+  testing.eventually(function() return not group_running(pgid) end, 5, { what = "the end of the plugin's processes" })
+end
+
+local function kill_group(pgid) os.execute(('kill -s KILL -- -%d 2>/dev/null'):format(pgid)) end
+
+local probe_path, gaps_path
 -- Temporary directories are removed when their describe block (or the file) ends.
 local tmpdir = K.tmpdir
 
-setup(function() probe_path = K.script(PROBE) end)
+setup(function()
+  probe_path, gaps_path = K.script(PROBE), K.script(GAPS)
+end)
 
 -- Runs `klua FLAGS... run PROBE` with variables added to klua's environment
 -- (by default an empty HOME and no KUBECONFIG, so that only what the spec
@@ -140,6 +194,104 @@ describe('with TLS and a bearer token', function()
       local kc = plugin_kubeconfig(d, { COUNT_FILE = count, TOKEN = sb.token, FIRST_TOKEN = 'expired-token' })
       assert_probed(probe({ '--kubeconfig', kc }))
       assert.equals(2, runs(count))
+    end)
+
+    -- Three tasks GET the default namespace at once, each printing how it went.
+    local AT_ONCE = [[
+local left = 3
+for _ = 1, 3 do
+  klua.after(0, function()
+    local ns, err = klua.api.request('GET', '/api/v1/namespaces/default')
+    print(ns and 'got ' .. ns.metadata.name or 'failed: ' .. tostring(err))
+    left = left - 1
+    if left == 0 then klua.stop() end
+  end)
+end
+]]
+
+    it('runs the plugin once for the requests that wait for the credential together', function()
+      local d = tmpdir()
+      local count = d .. '/runs'
+      local kc = plugin_kubeconfig(d, { COUNT_FILE = count, TOKEN = sb.token })
+      local out, err, code = K.run_script(AT_ONCE, { kubeconfig = kc })
+      assert.equals(0, code, err)
+      assert.equals('got default\ngot default\ngot default\n', out)
+      assert.equals(1, runs(count))
+    end)
+
+    it('gives up on requests after --request-timeout while the plugin runs, and kills it as klua ends', function()
+      local d = tmpdir()
+      local pid_file = d .. '/pid'
+      local kc = plugin_kubeconfig(d, { COUNT_FILE = d .. '/runs', TOKEN = sb.token, MODE = 'hang', PID_FILE = pid_file })
+      local out, err, code = K.run_script(AT_ONCE, { kubeconfig = kc, flags = { '--request-timeout', '1s' } })
+      local pgid = assert(tonumber(K.read_file(pid_file)), 'the plugin did not start')
+      finally(function() kill_group(pgid) end)
+      assert.equals(0, code, err)
+      local lines = K.lines(out)
+      assert.equals(3, #lines, out)
+      for _, line in ipairs(lines) do
+        assert.equals('failed: no credential within 1 s: the exec plugin is still running (0 Timeout)', line)
+      end
+      assert_group_ends(pgid)
+    end)
+
+    describe('keeps timers on time', function()
+      -- Runs GAPS with the plugin in mode; returns klua's process and the
+      -- plugin's process group, which is killed after the spec whatever happens.
+      local function gaps_with_plugin(mode)
+        local d = tmpdir()
+        local pid_file = d .. '/pid'
+        local kc = plugin_kubeconfig(d, { COUNT_FILE = d .. '/runs', TOKEN = sb.token, MODE = mode, PID_FILE = pid_file })
+        local p = K.spawn({ '--kubeconfig', kc, 'run', gaps_path })
+        local pgid = testing.eventually(function() return tonumber(K.read_file(pid_file)) end, 10 * K.slowdown,
+          { what = 'the plugin to start' })
+        finally(function() kill_group(pgid) end)
+        return p, pgid
+      end
+
+      it('while the plugin hangs, and SIGTERM stops klua and every process of the plugin', function()
+        local p, pgid = gaps_with_plugin('hang')
+        assert.truthy(p:wait_for('tick 30 ', 10 * K.slowdown), p:output() .. p:errors())
+        assert.is_nil(p:output():find('got', 1, true))
+        assert_loop_turned(p)
+        p:signal()
+        assert(p:wait(10 * K.slowdown), 'klua did not stop on SIGTERM')
+        assert_group_ends(pgid)
+      end)
+
+      it('when the plugin exits, leaving a child that holds its stdout', function()
+        local p, pgid = gaps_with_plugin('linger')
+        assert.truthy(p:wait_for('got default\ntick', 10 * K.slowdown), p:output() .. p:errors())
+        assert.is_true(group_running(pgid), "the plugin's child no longer holds its stdout")
+        assert_loop_turned(p)
+        p:stop()
+      end)
+    end)
+  end)
+
+  describe('with a tokenFile that is a FIFO', function()
+    it('at the start, refuses it, naming it', function()
+      local d = tmpdir()
+      os.execute('mkfifo ' .. d .. '/token')
+      local kc = fixtures.kubeconfig(d .. '/kubeconfig', { server = sb.url, ca = sb.dir .. '/ca.crt', user = '{tokenFile: token}' })
+      local out, err, code = probe({ '--kubeconfig', kc })
+      assert.equals(1, code, err)
+      assert.equals('', out)
+      assert.truthy(err:find('token file ' .. d .. '/token: not a regular file', 1, true), err)
+    end)
+
+    it('put in its place later, keeps the token it had at the re-read after a 401, timers keeping their time', function()
+      local d = tmpdir()
+      K.write_file(d .. '/token', 'rejected-token\n')
+      local kc = fixtures.kubeconfig(d .. '/kubeconfig', { server = sb.url, ca = sb.dir .. '/ca.crt', user = '{tokenFile: token}' })
+      local p = K.spawn({ '--kubeconfig', kc, 'run', gaps_path }, { env = { GO_FILE = d .. '/go' } })
+      assert.truthy(p:wait_for('tick 3 ', 10 * K.slowdown), p:errors())
+      assert(os.execute(('rm %s/token && mkfifo %s/token && touch %s/go'):format(d, d, d)))
+      assert.truthy(p:wait_for('failed: [^\n]*\ntick', 10 * K.slowdown), p:output() .. p:errors())
+      assert.truthy(p:errors():find('token file ' .. d .. '/token: not a regular file; keeping the previous token', 1, true),
+        p:errors())
+      assert_loop_turned(p)
+      p:stop()
     end)
   end)
 

@@ -895,6 +895,37 @@ describe('exec credential plugins', function()
     assert.equals('exec plugin "' .. PLUGIN .. '" did not finish within 0.3 s', err)
   end)
 
+  -- Whether pid is a process that has not ended (a zombie has).
+  local function running(pid)
+    return sh('ps -o stat= -p ' .. pid):match('^[^Z]') ~= nil
+  end
+
+  it('stop a plugin that does not finish in time with every process it started', function()
+    local c = assert(load { kubeconfig = with_user('k.yaml', exec_user { env = { PLUGIN_MODE = 'hang-group' } }),
+                            exec_timeout_ms = 300 })
+    finally(function() os.execute('kill $(cat ' .. dir .. '/runs.child) 2>/dev/null') end)
+    local _, err = c:prepare()
+    assert.equals('exec plugin "' .. PLUGIN .. '" did not finish within 0.3 s', err)
+    local child = read(dir .. '/runs.child')
+    harness.eventually(function() return not running(child) end, 5, { what = 'the end of the plugin\'s child' })
+  end)
+
+  it('end with the plugin, not with a child it leaves holding its stdout', function()
+    local c = assert(load { kubeconfig = with_user('k.yaml', exec_user { env = { PLUGIN_MODE = 'linger' } }),
+                            exec_timeout_ms = 20000 })
+    finally(function() os.execute('kill $(cat ' .. dir .. '/runs.child) 2>/dev/null') end)
+    assert.same({ 'Authorization: Bearer plugin-token-1' }, assert(c:prepare()))
+  end)
+
+  it('give the plugin no descriptor of klua\'s but stdin, stdout and stderr', function()
+    local marker = dir .. '/open-in-klua'
+    local f = assert(io.open(marker, 'w'))
+    finally(function() f:close() end)
+    assert(assert(load { kubeconfig = with_user('k.yaml', exec_user {}) }):prepare())
+    local fds = read(dir .. '/runs.fds')
+    assert.is_nil(fds:find(marker, 1, true), fds)
+  end)
+
   it('do not run over plain http unless insecure credentials are allowed', function()
     local path = kubeconfig('k.yaml', [[
 current-context: c

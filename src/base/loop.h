@@ -40,10 +40,12 @@ uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud);
  * pointing at itself cancels it when it is freed. */
 void kl_loop_cancel(kl_loop *loop, uint64_t id);
 
-/* At most this many descriptors are watched besides curl's. */
-#define KL_LOOP_WATCHES 4
-/* Calls fn on the loop whenever fd is readable (a server's listening or
- * epoll descriptor). Returns 0, or -1 when KL_LOOP_WATCHES are watched. */
+/* At most this many descriptors are watched besides curl's: an endpoint's
+ * one each, and the two pipes of a running exec plugin. */
+#define KL_LOOP_WATCHES 8
+/* Calls fn on the loop whenever fd is readable or hung up (a server's
+ * listening or epoll descriptor, a pipe). Returns 0, or -1 when
+ * KL_LOOP_WATCHES are watched. */
 int kl_loop_watch(kl_loop *loop, int fd, kl_loop_fn fn, void *ud);
 /* Stops watching fd; unknown descriptors are ignored. */
 void kl_loop_unwatch(kl_loop *loop, int fd);

@@ -32,26 +32,27 @@ char *kl_cfg_format(const char *fmt, ...) {
     return s;
 }
 
-static int open_regular(const char *path, struct stat *st) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* Opens path for reading, refusing a directory (EISDIR) and, when
+ * regular_only, anything but a regular file (EINVAL), which it then opens
+ * without blocking: a FIFO's open would wait for a writer. */
+static int open_file(const char *path, int regular_only) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | (regular_only ? O_NONBLOCK : 0));
     if (fd < 0) return -1;
-    if (fstat(fd, st) < 0) {
-        int e = errno;
+    struct stat st;
+    int e = fstat(fd, &st) < 0 ? errno
+            : S_ISDIR(st.st_mode) ? EISDIR
+            : regular_only && !S_ISREG(st.st_mode) ? EINVAL
+            : 0;
+    if (e) {
         close(fd);
         errno = e;
-        return -1;
-    }
-    if (S_ISDIR(st->st_mode)) {
-        close(fd);
-        errno = EISDIR;
         return -1;
     }
     return fd;
 }
 
 int kl_cfg_check_readable(const char *path) {
-    struct stat st;
-    int fd = open_regular(path, &st);
+    int fd = open_file(path, 0);
     if (fd < 0) return -1;
     close(fd);
     return 0;
@@ -89,9 +90,8 @@ fail:;
     return -1;
 }
 
-char *kl_cfg_read_file(const char *path, size_t max, size_t *len) {
-    struct stat st;
-    int fd = open_regular(path, &st);
+static char *read_file(const char *path, size_t max, size_t *len, int regular_only) {
+    int fd = open_file(path, regular_only);
     if (fd < 0) return NULL;
     char *buf = NULL;
     int rc = read_all(fd, &buf, len, max);
@@ -99,6 +99,16 @@ char *kl_cfg_read_file(const char *path, size_t max, size_t *len) {
     close(fd);
     errno = e;
     return rc < 0 ? NULL : buf;
+}
+
+char *kl_cfg_read_file(const char *path, size_t max, size_t *len) { return read_file(path, max, len, 0); }
+
+char *kl_cfg_read_regular(const char *path, size_t max, size_t *len) {
+    return read_file(path, max, len, 1);
+}
+
+const char *kl_cfg_read_error(int e) {
+    return e == EINVAL ? "not a regular file" : strerror(e);
 }
 
 char *kl_cfg_path_join(const char *dir, const char *rel) {

@@ -22,6 +22,14 @@ char *kl_cfg_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * (the caller frees it); *len gets its length. NULL with errno set on
  * failure (EFBIG when the file is larger than max). */
 char *kl_cfg_read_file(const char *path, size_t max, size_t *len);
+/* kl_cfg_read_file for what is read while the loop runs (token files, a CA
+ * for an exec plugin): only a regular file, opened without blocking, so that
+ * a FIFO or a device put in its place cannot stall klua; anything else
+ * fails with errno EINVAL. */
+char *kl_cfg_read_regular(const char *path, size_t max, size_t *len);
+/* Why a read failed with errno e, in words ("not a regular file" for
+ * kl_cfg_read_regular's EINVAL). */
+const char *kl_cfg_read_error(int e);
 
 /* 0 when path names something that can be opened for reading and is not a
  * directory; -1 with errno otherwise. */

@@ -48,6 +48,11 @@ struct kl_conn {
     int have_cred;      /* cred holds a plugin's credential */
     int cred_stale;     /* a 401 rejected it: run the plugin at the next prepare */
     int cred_after_401; /* cred was fetched because of a 401 */
+    kl_loop *loop;      /* where plugins run (kl_conn_attach) */
+    kl_exec_run *run;   /* the plugin's run in progress, or NULL */
+    unsigned long runs; /* runs started: a waiter holds the number of its own */
+    int run_for_401;    /* the run in progress was started by a 401 */
+    kl_conn_waiter *first, *last; /* requests waiting, in the order they came */
 
     int allow_insecure_credentials;
     int exec_timeout_ms;
@@ -432,9 +437,9 @@ static int build_client_cert(kl_conn *c, const plan *p, char *err, size_t errlen
 /* Reads, trims and checks a token file; NULL with err. */
 static char *read_token(const char *path, const char *who, char *err, size_t errlen) {
     size_t len;
-    char *t = kl_cfg_read_file(path, TOKEN_FILE_MAX, &len);
+    char *t = kl_cfg_read_regular(path, TOKEN_FILE_MAX, &len);
     if (!t) {
-        kl_cfg_fail(err, errlen, "%s: token file %s: %s", who, path, strerror(errno));
+        kl_cfg_fail(err, errlen, "%s: token file %s: %s", who, path, kl_cfg_read_error(errno));
         return NULL;
     }
     kl_cfg_trim(t);
@@ -552,6 +557,7 @@ void kl_conn_free(kl_conn *c) {
     free(c->token_file);
     free(c->username);
     kl_cfg_free_secret_str(c->password);
+    kl_conn_detach(c);
     kl_exec_config_clear(&c->exec);
     kl_exec_cred_clear(&c->cred);
     free(c);
@@ -592,33 +598,94 @@ static int reread_token(kl_conn *c) {
     return changed;
 }
 
-static int run_plugin(kl_conn *c, kl_exec_cred *out, char *err, size_t errlen) {
+/* ---- exec credentials ---------------------------------------------------- */
+
+void kl_conn_attach(kl_conn *c, kl_loop *loop) { c->loop = loop; }
+
+void kl_conn_detach(kl_conn *c) {
+    kl_exec_cancel(c->run);
+    c->run = NULL;
+    c->loop = NULL;
+}
+
+static void enqueue(kl_conn *c, kl_conn_waiter *w) {
+    w->run = c->runs;
+    w->fresh = 0;
+    w->next = NULL;
+    w->prev = c->last;
+    if (c->last) c->last->next = w;
+    else c->first = w;
+    c->last = w;
+}
+
+static void dequeue(kl_conn *c, kl_conn_waiter *w) {
+    if (w->prev) w->prev->next = w->next;
+    else c->first = w->next;
+    if (w->next) w->next->prev = w->prev;
+    else c->last = w->prev;
+    w->prev = w->next = NULL;
+}
+
+void kl_conn_forget(kl_conn *c, kl_conn_waiter *w) {
+    if (w->prev || w->next || c->first == w) dequeue(c, w);
+}
+
+/* Wakes the requests that waited for run number `run`, first come first.
+ * One may start the next run and wait for that, or cancel another: so the
+ * queue is walked afresh each time, not copied. */
+static void wake(kl_conn *c, unsigned long run, const char *err) {
+    kl_conn_waiter *w;
+    while ((w = c->first) && w->run == run) {
+        dequeue(c, w);
+        w->fresh = !err;
+        w->ready(w, err);
+    }
+}
+
+static void plugin_done(void *ud, kl_exec_cred *cred, const char *err) {
+    kl_conn *c = ud;
+    c->run = NULL;
+    if (cred) {
+        kl_exec_cred_clear(&c->cred);
+        c->cred = *cred;
+        c->have_cred = 1;
+        c->cred_after_401 = c->run_for_401;
+        c->cred_stale = 0;
+    }
+    wake(c, c->runs, err);
+}
+
+static int start_plugin(kl_conn *c, char *err, size_t errlen) {
+    if (!c->loop) return kl_cfg_fail(err, errlen, "exec plugin \"%s\": no event loop to run it on", c->exec.command);
     kl_exec_cluster cl = {c->server, c->tls_server_name, c->proxy_url, c->insecure, c->ca_data, c->ca_len};
     char *ca_read = NULL;
     if (c->exec.provide_cluster_info && !c->ca_data && c->ca_file) {
         size_t len;
-        if (!(ca_read = kl_cfg_read_file(c->ca_file, CA_FILE_MAX, &len)))
-            return kl_cfg_fail(err, errlen, "certificate-authority %s: %s", c->ca_file, strerror(errno));
+        if (!(ca_read = kl_cfg_read_regular(c->ca_file, CA_FILE_MAX, &len)))
+            return kl_cfg_fail(err, errlen, "certificate-authority %s: %s", c->ca_file,
+                               kl_cfg_read_error(errno));
         cl.ca_data = (unsigned char *)ca_read;
         cl.ca_len = len;
     }
-    int rc = kl_exec_run(&c->exec, c->exec.provide_cluster_info ? &cl : NULL, c->exec_timeout_ms, out,
-                         err, errlen);
+    c->run = kl_exec_start(c->loop, &c->exec, c->exec.provide_cluster_info ? &cl : NULL,
+                           c->exec_timeout_ms, plugin_done, c, err, errlen);
     free(ca_read);
-    return rc;
+    if (!c->run) return -1;
+    c->runs++;
+    c->run_for_401 = c->cred_stale;
+    return 0;
 }
 
-static int ensure_exec_cred(kl_conn *c, char *err, size_t errlen) {
+/* 0 when the credential in hand serves w's request, KL_CONN_PENDING when w
+ * waits for the plugin, -1 with err when it cannot be started. */
+static int exec_cred(kl_conn *c, kl_conn_waiter *w, char *err, size_t errlen) {
+    int fresh = w->fresh;
+    w->fresh = 0;
     int expired = c->have_cred && c->cred.has_expiry && real_now(c) >= c->cred.expiry;
-    if (c->have_cred && !c->cred_stale && !expired) return 0;
-    kl_exec_cred fresh;
-    if (run_plugin(c, &fresh, err, errlen) < 0) return -1;
-    kl_exec_cred_clear(&c->cred);
-    c->cred = fresh;
-    c->cred_after_401 = c->cred_stale;
-    c->have_cred = 1;
-    c->cred_stale = 0;
-    return 0;
+    if (c->have_cred && !c->cred_stale && (!expired || fresh)) return 0;
+    if (!c->run && start_plugin(c, err, errlen) < 0) return -1;
+    enqueue(c, w);
+    return KL_CONN_PENDING;
 }
 
 int kl_conn_unauthorized(kl_conn *c) {
@@ -731,14 +798,18 @@ static int prepare_auth(kl_conn *c, CURL *e, struct curl_slist **headers, char *
     }
 }
 
-int kl_conn_prepare(kl_conn *c, CURL *easy, struct curl_slist **headers, char *err, size_t errlen) {
+int kl_conn_prepare(kl_conn *c, CURL *easy, struct curl_slist **headers, kl_conn_waiter *w,
+                    char *err, size_t errlen) {
     int https = !strncasecmp(c->server, "https://", 8);
     if (c->auth != AUTH_NONE && !https && !c->allow_insecure_credentials)
         return kl_cfg_fail(err, errlen,
                            "refusing to send credentials to %s over plain http; use an https:// "
                            "server, or pass --allow-insecure-credentials if the network is trusted",
                            c->server);
-    if (c->auth == AUTH_EXEC && ensure_exec_cred(c, err, errlen) < 0) return -1;
+    if (c->auth == AUTH_EXEC) {
+        int rc = exec_cred(c, w, err, errlen);
+        if (rc != 0) return rc;
+    }
     if (c->auth == AUTH_TOKEN_FILE && mono_now(c) - c->token_read_at >= TOKEN_REREAD_S) reread_token(c);
     if (https && prepare_tls(c, easy, err, errlen) < 0) return -1;
     if (c->proxy_url && SETOPT(easy, CURLOPT_PROXY, c->proxy_url, err, errlen)) return -1;

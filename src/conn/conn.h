@@ -17,14 +17,16 @@
  * message or a log line. Bearer tokens and basic auth are only sent over
  * https:// unless allow_insecure_credentials is set.
  *
- * One kl_conn serves any number of requests, one at a time on the loop's
- * thread: kl_conn_prepare may refresh credentials it caches.
+ * One kl_conn serves any number of requests on the loop's thread:
+ * kl_conn_prepare may refresh credentials it caches, and never blocks.
  */
 #ifndef KLUA_CONFIG_H
 #define KLUA_CONFIG_H
 
 #include <curl/curl.h>
 #include <stddef.h>
+
+#include "base/loop.h"
 
 typedef struct kl_conn kl_conn;
 
@@ -45,13 +47,43 @@ const char *kl_conn_server(const kl_conn *c);    /* base URL, no trailing slash 
 const char *kl_conn_namespace(const kl_conn *c); /* context namespace, "default" when unset */
 const char *kl_conn_context(const kl_conn *c);   /* context name, or "" for flags-only / in-cluster */
 
+/* A request that waits for the credential an exec plugin is fetching. */
+typedef struct kl_conn_waiter kl_conn_waiter;
+struct kl_conn_waiter {
+    /* Called from the loop once the plugin's run ended: err is NULL when the
+     * request should call kl_conn_prepare again, which then uses the
+     * credential just fetched; else why the request cannot be sent. */
+    void (*ready)(kl_conn_waiter *w, const char *err);
+    /* The connection's while it waits; zeroed before the first prepare. */
+    kl_conn_waiter *prev, *next;
+    unsigned long run;
+    int fresh; /* woken with a credential: use it even if already expired */
+};
+
+/* kl_conn_prepare's answer when the request must wait for w->ready. */
+#define KL_CONN_PENDING 1
+
 /* Prepares an easy handle for one request to this server: TLS (CA, verify,
  * server name), proxy, client certificate, and auth (Authorization header
  * appended to *headers - the caller owns the list and frees it after the
- * request). May run an exec plugin (blocking) or re-read a token file when
- * due. The handle must be new or curl_easy_reset, and c must outlive the
- * transfer. 0, or -1 with err. */
-int kl_conn_prepare(kl_conn *c, CURL *easy, struct curl_slist **headers, char *err, size_t errlen);
+ * request). May re-read a token file when due. When an exec credential is
+ * needed (none yet, expired, or rejected by a 401), it starts the plugin on
+ * the loop, or joins the run already going (one run at a time, as in
+ * client-go), queues w (the request's own, required) and returns
+ * KL_CONN_PENDING without touching the handle; w->ready comes later. The handle must be new or curl_easy_reset,
+ * and c must outlive the transfer. 0, KL_CONN_PENDING, or -1 with err. */
+int kl_conn_prepare(kl_conn *c, CURL *easy, struct curl_slist **headers, kl_conn_waiter *w,
+                    char *err, size_t errlen);
+/* A waiting request that gives up (cancelled, timed out): w is dequeued and
+ * w->ready never called. Ignored when w does not wait. */
+void kl_conn_forget(kl_conn *c, kl_conn_waiter *w);
+
+/* The loop exec plugins run on, until kl_conn_detach, which kills a plugin
+ * still running (its whole process group): klua's shutdown, once no request
+ * waits any more. kl_conn_free detaches too; the loop must outlive the
+ * attachment. */
+void kl_conn_attach(kl_conn *c, kl_loop *loop);
+void kl_conn_detach(kl_conn *c);
 
 /* Tell the connection that a request prepared with it got 401. Returns 1 if
  * retrying is worthwhile (credential refreshed: exec plugin to be re-run,

@@ -3,9 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/jsonesc.h"
+#include "base/xalloc.h"
 #include "conn/cfg.h"
 
 extern char **environ;
@@ -245,171 +246,6 @@ static char **child_env(const kl_exec_config *cfg, char *info) {
     return envp;
 }
 
-typedef struct {
-    int fd;
-    char *buf;
-    size_t len, cap, max;
-    int overflow; /* more than max bytes arrived */
-} sink;
-
-static int sink_read(sink *s) {
-    char tmp[4096];
-    ssize_t r = read(s->fd, tmp, sizeof tmp);
-    if (r < 0) return errno == EINTR || errno == EAGAIN ? 1 : -1;
-    if (r == 0) return 0;
-    size_t take = (size_t)r;
-    if (s->len + take > s->max) {
-        s->overflow = 1;
-        take = s->max - s->len;
-    }
-    char *nb = kl_cfg_grow_secret(s->buf, s->len, &s->cap, s->len + take + 1);
-    if (!nb) return -1;
-    s->buf = nb;
-    memcpy(s->buf + s->len, tmp, take);
-    s->len += take;
-    s->buf[s->len] = '\0';
-    explicit_bzero(tmp, sizeof tmp);
-    return 1;
-}
-
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Reads both pipes until they close or the deadline passes: 0, 1 on
- * timeout, -1 on error. Stdout past its limit stops the run; stderr is kept
- * only for its first line and otherwise drained so the plugin never blocks. */
-static int drain(sink *out, sink *errs, int timeout_ms) {
-    long long deadline = now_ms() + timeout_ms;
-    while (out->fd >= 0 || errs->fd >= 0) {
-        struct pollfd p[2] = {{out->fd, POLLIN, 0}, {errs->fd, POLLIN, 0}};
-        long long left = deadline - now_ms();
-        if (left <= 0) return 1;
-        int r = poll(p, 2, (int)(left > 60000 ? 60000 : left));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return -1;
-        for (int i = 0; i < 2; i++) {
-            sink *s = i == 0 ? out : errs;
-            if (s->fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            int rr = sink_read(s);
-            if (rr < 0) return -1;
-            if (rr == 0) {
-                close(s->fd);
-                s->fd = -1;
-            }
-        }
-        if (out->overflow) return -1;
-    }
-    return 0;
-}
-
-static void first_line(const sink *s, char *line, size_t size) {
-    size_t n = 0;
-    for (size_t i = 0; i < s->len && s->buf[i] != '\n' && n + 1 < size; i++)
-        line[n++] = (unsigned char)s->buf[i] < 0x20 ? ' ' : s->buf[i];
-    line[n] = '\0';
-    kl_cfg_trim(line);
-}
-
-static int spawn_actions(posix_spawn_file_actions_t *fa, posix_spawnattr_t *attr, int out_w,
-                         int err_w, int interactive) {
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGTERM);
-    sigaddset(&defaults, SIGCHLD);
-    /* The event loop may block or ignore signals; the plugin starts clean. */
-    if (posix_spawnattr_setsigmask(attr, &none) || posix_spawnattr_setsigdefault(attr, &defaults) ||
-        posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        return -1;
-    if (!interactive && posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0))
-        return -1;
-    if (posix_spawn_file_actions_adddup2(fa, out_w, 1) || posix_spawn_file_actions_adddup2(fa, err_w, 2))
-        return -1;
-    return 0;
-}
-
-typedef struct {
-    const kl_exec_config *cfg;
-    pid_t pid;
-    sink out, errs;
-} run_state;
-
-static int start(run_state *rs, char **envp, int interactive, char *err, size_t errlen) {
-    int po[2], pe[2];
-    if (pipe2(po, O_CLOEXEC) < 0) return kl_cfg_fail(err, errlen, "exec plugin: pipe: %s", strerror(errno));
-    if (pipe2(pe, O_CLOEXEC) < 0) {
-        close(po[0]);
-        close(po[1]);
-        return kl_cfg_fail(err, errlen, "exec plugin: pipe: %s", strerror(errno));
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
-    char **argv = calloc(rs->cfg->nargs + 2, sizeof *argv);
-    int rc = !argv || spawn_actions(&fa, &attr, po[1], pe[1], interactive) ? ENOMEM : 0;
-    if (!rc) {
-        argv[0] = rs->cfg->command;
-        for (size_t i = 0; i < rs->cfg->nargs; i++) argv[i + 1] = rs->cfg->args[i];
-        rc = posix_spawnp(&rs->pid, rs->cfg->command, &fa, &attr, argv, envp);
-    }
-    free(argv);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    close(po[1]);
-    close(pe[1]);
-    rs->out.fd = po[0];
-    rs->errs.fd = pe[0];
-    if (!rc) return 0;
-    close(po[0]);
-    close(pe[0]);
-    rs->out.fd = rs->errs.fd = -1;
-    const kl_exec_config *c = rs->cfg;
-    if (rc == ENOENT)
-        return kl_cfg_fail(err, errlen, "exec plugin \"%s\" not found%s%s", c->command,
-                           c->install_hint ? ": " : "", c->install_hint ? c->install_hint : "");
-    return kl_cfg_fail(err, errlen, "exec plugin \"%s\" cannot be started: %s", c->command,
-                       strerror(rc));
-}
-
-static int wait_child(pid_t pid, int *status) {
-    for (;;) {
-        if (waitpid(pid, status, 0) >= 0) return 0;
-        if (errno != EINTR) return -1;
-    }
-}
-
-static int finish(run_state *rs, int drained, int timeout_ms, char *err, size_t errlen) {
-    const char *cmd = rs->cfg->command;
-    if (drained != 0) kill(rs->pid, SIGKILL);
-    int status = 0;
-    int waited = wait_child(rs->pid, &status);
-    if (drained == 1)
-        return kl_cfg_fail(err, errlen, "exec plugin \"%s\" did not finish within %g s", cmd,
-                           timeout_ms / 1000.0);
-    if (rs->out.overflow)
-        return kl_cfg_fail(err, errlen, "exec plugin \"%s\" printed more than %zu bytes", cmd,
-                           KL_EXEC_OUTPUT_MAX);
-    if (drained < 0) return kl_cfg_fail(err, errlen, "exec plugin \"%s\": reading its output failed", cmd);
-    if (waited < 0)
-        return kl_cfg_fail(err, errlen, "exec plugin \"%s\": cannot collect its exit status: %s",
-                           cmd, strerror(errno));
-    char line[256];
-    first_line(&rs->errs, line, sizeof line);
-    if (WIFSIGNALED(status))
-        return kl_cfg_fail(err, errlen, "exec plugin \"%s\" was killed by signal %d%s%s", cmd,
-                           WTERMSIG(status), *line ? ": " : "", line);
-    if (WEXITSTATUS(status) != 0)
-        return kl_cfg_fail(err, errlen, "exec plugin \"%s\" failed with exit status %d: %s", cmd,
-                           WEXITSTATUS(status), *line ? line : "(nothing on stderr)");
-    return 0;
-}
-
 /* ---- the ExecCredential -------------------------------------------------- */
 
 static int two_digits(const char *s, int *v) {
@@ -490,12 +326,12 @@ static int cred_status(kl_ydoc *d, yaml_node_t *status, const char *cmd, kl_exec
     return 0;
 }
 
-static int parse_cred(const kl_exec_config *cfg, const sink *s, kl_exec_cred *out, char *err,
-                      size_t errlen) {
+static int parse_cred(const kl_exec_config *cfg, const char *buf, size_t len, kl_exec_cred *out,
+                      char *err, size_t errlen) {
     const char *cmd = cfg->command;
     kl_ydoc d;
     char why[128];
-    if (kl_ydoc_load(&d, s->buf ? s->buf : "", s->len, 1, why, sizeof why) < 0)
+    if (kl_ydoc_load(&d, buf ? buf : "", len, 1, why, sizeof why) < 0)
         return kl_cfg_fail(err, errlen, "exec plugin \"%s\" printed invalid ExecCredential JSON (%s)",
                            cmd, why);
     yaml_node_t *root = kl_ydoc_root(&d);
@@ -516,6 +352,321 @@ static int parse_cred(const kl_exec_config *cfg, const sink *s, kl_exec_cred *ou
     return rc;
 }
 
+/* ---- running the plugin on the loop -------------------------------------- */
+
+/* A plugin's pipes need not close when it exits (a child it left behind may
+ * hold them), so whether it exited is asked (waitpid WNOHANG) every POLL_S;
+ * right after its pipes close, or after it was killed, sooner, backing off
+ * from POLL_FIRST_S. */
+#define POLL_S 0.05
+#define POLL_FIRST_S 0.001
+/* Reads of one pipe per turn of the loop: a plugin flooding stderr still
+ * lets everything else run. */
+#define READS_PER_TURN 16
+/* Turns of reading what an exited plugin left in its pipes; with the reads
+ * per turn, more than KL_EXEC_OUTPUT_MAX. */
+#define FINAL_TURNS 64
+
+typedef struct {
+    int fd; /* the pipe's read end, non-blocking; -1 once closed */
+    char *buf;
+    size_t len, cap, max;
+    int overflow; /* more than max bytes arrived */
+} sink;
+
+typedef enum { PULL_MORE, PULL_EMPTY, PULL_EOF, PULL_ERROR } pull_result;
+
+/* Keeps what fits under s->max of n bytes read. */
+static int sink_take(sink *s, const char *p, size_t n) {
+    if (s->len + n > s->max) {
+        s->overflow = 1;
+        n = s->max - s->len;
+    }
+    char *nb = kl_cfg_grow_secret(s->buf, s->len, &s->cap, s->len + n + 1);
+    if (!nb) return -1;
+    s->buf = nb;
+    memcpy(s->buf + s->len, p, n);
+    s->len += n;
+    s->buf[s->len] = '\0';
+    return 0;
+}
+
+/* Reads what the pipe holds, READS_PER_TURN reads at most: PULL_MORE when
+ * there may be more. */
+static pull_result sink_pull(sink *s) {
+    char tmp[4096];
+    pull_result res = PULL_MORE;
+    for (int i = 0; i < READS_PER_TURN && res == PULL_MORE; i++) {
+        ssize_t r = read(s->fd, tmp, sizeof tmp);
+        if (r > 0) res = sink_take(s, tmp, (size_t)r) < 0 ? PULL_ERROR : PULL_MORE;
+        else if (r == 0) res = PULL_EOF;
+        else if (errno == EAGAIN) res = PULL_EMPTY;
+        else if (errno != EINTR) res = PULL_ERROR;
+    }
+    explicit_bzero(tmp, sizeof tmp);
+    return res;
+}
+
+static void first_line(const sink *s, char *line, size_t size) {
+    size_t n = 0;
+    for (size_t i = 0; i < s->len && s->buf[i] != '\n' && n + 1 < size; i++)
+        line[n++] = (unsigned char)s->buf[i] < 0x20 ? ' ' : s->buf[i];
+    line[n] = '\0';
+    kl_cfg_trim(line);
+}
+
+/* A run is RUNNING from the spawn until the plugin exits or is killed.
+ * RUNNING -> (exit seen) -> reported, freed; RUNNING -> (deadline, output
+ * over its limit, a failed read) -> KILLED -> (reaped) -> reported, freed.
+ * kl_exec_cancel ends either phase without a report. */
+typedef enum { RUN_RUNNING, RUN_KILLED } run_phase;
+
+struct kl_exec_run {
+    kl_loop *loop;
+    const kl_exec_config *cfg;
+    pid_t pid;     /* 0 once reaped */
+    int own_group; /* pid leads a process group of its own */
+    run_phase phase;
+    sink out, errs;
+    int read_failed;
+    kl_exec_cred cred; /* parsed once the plugin exited */
+    int timeout_ms;
+    double poll_s; /* the delay before the next exit check */
+    uint64_t deadline_id, poll_id;
+    char why[512]; /* KILLED: the error reported once the plugin is reaped */
+    kl_exec_done_fn done;
+    void *ud;
+};
+
+/* The whole group, so that nothing the plugin started outlives it; an
+ * interactive plugin shares klua's group (see spawn) and is killed alone. */
+static void kill_plugin(kl_exec_run *run) {
+    if (run->pid > 0) kill(run->own_group ? -run->pid : run->pid, SIGKILL);
+}
+
+static void sink_close(kl_exec_run *run, sink *s) {
+    if (s->fd < 0) return;
+    kl_loop_unwatch(run->loop, s->fd);
+    close(s->fd);
+    s->fd = -1;
+}
+
+/* Kills and reaps a plugin still running (SIGKILL cannot be caught, so the
+ * wait is short), then releases everything the run holds. */
+static void run_free(kl_exec_run *run) {
+    if (run->pid > 0) {
+        kill_plugin(run);
+        while (waitpid(run->pid, NULL, 0) < 0 && errno == EINTR) {}
+    }
+    sink_close(run, &run->out);
+    sink_close(run, &run->errs);
+    kl_loop_cancel(run->loop, run->deadline_id);
+    kl_loop_cancel(run->loop, run->poll_id);
+    kl_cfg_free_secret(run->out.buf, run->out.cap);
+    free(run->errs.buf);
+    free(run);
+}
+
+void kl_exec_cancel(kl_exec_run *run) {
+    if (run) run_free(run);
+}
+
+static void on_poll(kl_loop *loop, void *ud);
+
+static void schedule_poll(kl_exec_run *run, double delay) {
+    kl_loop_cancel(run->loop, run->poll_id);
+    run->poll_s = delay;
+    run->poll_id = kl_loop_after(run->loop, delay, on_poll, run);
+}
+
+static void fail_run(kl_exec_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_run(kl_exec_run *run, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(run->why, sizeof run->why, fmt, ap);
+    va_end(ap);
+    kill_plugin(run);
+    run->phase = RUN_KILLED;
+    sink_close(run, &run->out);
+    sink_close(run, &run->errs);
+    kl_loop_cancel(run->loop, run->deadline_id);
+    run->deadline_id = 0;
+    schedule_poll(run, POLL_FIRST_S);
+}
+
+static void on_deadline(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_exec_run *run = ud;
+    run->deadline_id = 0;
+    fail_run(run, "exec plugin \"%s\" did not finish within %g s", run->cfg->command,
+             run->timeout_ms / 1000.0);
+}
+
+static void on_output(kl_exec_run *run, sink *s) {
+    pull_result r = sink_pull(s);
+    if (r == PULL_ERROR)
+        fail_run(run, "exec plugin \"%s\": reading its output failed", run->cfg->command);
+    else if (run->out.overflow)
+        fail_run(run, "exec plugin \"%s\" printed more than %zu bytes", run->cfg->command,
+                 KL_EXEC_OUTPUT_MAX);
+    else if (r == PULL_EOF) {
+        sink_close(run, s);
+        if (run->out.fd < 0 && run->errs.fd < 0) schedule_poll(run, POLL_FIRST_S);
+    }
+}
+
+static void on_stdout(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_exec_run *run = ud;
+    on_output(run, &run->out);
+}
+
+static void on_stderr(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_exec_run *run = ud;
+    on_output(run, &run->errs);
+}
+
+/* The plugin exited: what it wrote before is in the pipes, what a child it
+ * left behind writes later is not waited for. */
+static void read_rest(kl_exec_run *run, sink *s) {
+    pull_result r = PULL_MORE;
+    for (int i = 0; i < FINAL_TURNS && s->fd >= 0 && r == PULL_MORE; i++) r = sink_pull(s);
+    if (r == PULL_ERROR) run->read_failed = 1;
+    sink_close(run, s);
+}
+
+static int outcome(kl_exec_run *run, int status, int wait_errno, char *err, size_t errlen) {
+    const char *cmd = run->cfg->command;
+    if (run->out.overflow)
+        return kl_cfg_fail(err, errlen, "exec plugin \"%s\" printed more than %zu bytes", cmd,
+                           KL_EXEC_OUTPUT_MAX);
+    if (run->read_failed) return kl_cfg_fail(err, errlen, "exec plugin \"%s\": reading its output failed", cmd);
+    if (wait_errno)
+        return kl_cfg_fail(err, errlen, "exec plugin \"%s\": cannot collect its exit status: %s",
+                           cmd, strerror(wait_errno));
+    char line[256];
+    first_line(&run->errs, line, sizeof line);
+    if (WIFSIGNALED(status))
+        return kl_cfg_fail(err, errlen, "exec plugin \"%s\" was killed by signal %d%s%s", cmd,
+                           WTERMSIG(status), *line ? ": " : "", line);
+    if (WEXITSTATUS(status) != 0)
+        return kl_cfg_fail(err, errlen, "exec plugin \"%s\" failed with exit status %d: %s", cmd,
+                           WEXITSTATUS(status), *line ? line : "(nothing on stderr)");
+    return parse_cred(run->cfg, run->out.buf, run->out.len, &run->cred, err, errlen);
+}
+
+/* The plugin is gone: the run is freed, then reported, so that done may
+ * start the next run. */
+static void finish(kl_exec_run *run, int status, int wait_errno) {
+    char err[512];
+    int rc;
+    if (run->phase == RUN_KILLED) {
+        rc = kl_cfg_fail(err, sizeof err, "%s", run->why);
+    } else {
+        read_rest(run, &run->out);
+        read_rest(run, &run->errs);
+        rc = outcome(run, status, wait_errno, err, sizeof err);
+    }
+    kl_exec_cred cred = run->cred;
+    kl_exec_done_fn done = run->done;
+    void *ud = run->ud;
+    run_free(run);
+    done(ud, rc == 0 ? &cred : NULL, rc == 0 ? NULL : err);
+}
+
+static void on_poll(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_exec_run *run = ud;
+    run->poll_id = 0;
+    int status = 0;
+    pid_t w = waitpid(run->pid, &status, WNOHANG);
+    if (w == 0 || (w < 0 && errno == EINTR)) {
+        schedule_poll(run, run->poll_s * 2 < POLL_S ? run->poll_s * 2 : POLL_S);
+        return;
+    }
+    int wait_errno = w < 0 ? errno : 0;
+    run->pid = 0;
+    finish(run, status, wait_errno);
+}
+
+/* The plugin gets stdin (a terminal when interactive, else /dev/null),
+ * stdout and stderr and no other descriptor of klua's, default signal
+ * handling, and, unless interactive, a process group of its own: the
+ * deadline and klua's shutdown kill all it started. An interactive plugin
+ * stays in klua's group, the terminal's foreground one, where it may read
+ * the terminal. */
+static int spawn_actions(posix_spawn_file_actions_t *fa, posix_spawnattr_t *attr, int out_w,
+                         int err_w, int interactive) {
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGCHLD);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    if (!interactive) flags |= POSIX_SPAWN_SETPGROUP;
+    if (posix_spawnattr_setsigmask(attr, &none) || posix_spawnattr_setsigdefault(attr, &defaults) ||
+        posix_spawnattr_setpgroup(attr, 0) || posix_spawnattr_setflags(attr, flags))
+        return -1;
+    if (!interactive && posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0))
+        return -1;
+    if (posix_spawn_file_actions_adddup2(fa, out_w, 1) || posix_spawn_file_actions_adddup2(fa, err_w, 2) ||
+        posix_spawn_file_actions_addclosefrom_np(fa, 3))
+        return -1;
+    return 0;
+}
+
+/* A pipe whose read end (p[0]) does not block; the plugin's end does, as
+ * programs expect of their stdout. */
+static int make_pipe(int p[2]) {
+    if (pipe2(p, O_CLOEXEC) < 0) return -1;
+    if (fcntl(p[0], F_SETFL, O_NONBLOCK) == 0) return 0;
+    close(p[0]);
+    close(p[1]);
+    return -1;
+}
+
+static int spawn_error(const kl_exec_config *c, int rc, char *err, size_t errlen) {
+    if (rc == ENOENT)
+        return kl_cfg_fail(err, errlen, "exec plugin \"%s\" not found%s%s", c->command,
+                           c->install_hint ? ": " : "", c->install_hint ? c->install_hint : "");
+    return kl_cfg_fail(err, errlen, "exec plugin \"%s\" cannot be started: %s", c->command,
+                       strerror(rc));
+}
+
+static int spawn(kl_exec_run *run, char **envp, int interactive, char *err, size_t errlen) {
+    int po[2], pe[2];
+    if (make_pipe(po) < 0) return kl_cfg_fail(err, errlen, "exec plugin: pipe: %s", strerror(errno));
+    if (make_pipe(pe) < 0) {
+        close(po[0]);
+        close(po[1]);
+        return kl_cfg_fail(err, errlen, "exec plugin: pipe: %s", strerror(errno));
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    char **argv = calloc(run->cfg->nargs + 2, sizeof *argv);
+    int rc = !argv || spawn_actions(&fa, &attr, po[1], pe[1], interactive) ? ENOMEM : 0;
+    if (!rc) {
+        argv[0] = run->cfg->command;
+        for (size_t i = 0; i < run->cfg->nargs; i++) argv[i + 1] = run->cfg->args[i];
+        rc = posix_spawnp(&run->pid, run->cfg->command, &fa, &attr, argv, envp);
+    }
+    free(argv);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(po[1]);
+    close(pe[1]);
+    run->out.fd = po[0];
+    run->errs.fd = pe[0];
+    if (!rc) return 0;
+    run->pid = 0;
+    return spawn_error(run->cfg, rc, err, errlen);
+}
+
 static int interactive_run(const kl_exec_config *cfg, int *interactive, char *err, size_t errlen) {
     int tty = isatty(0);
     if (cfg->interactive == KL_EXEC_ALWAYS && !tty)
@@ -526,34 +677,40 @@ static int interactive_run(const kl_exec_config *cfg, int *interactive, char *er
     return 0;
 }
 
-int kl_exec_run(const kl_exec_config *cfg, const kl_exec_cluster *cluster, int timeout_ms,
-                kl_exec_cred *out, char *err, size_t errlen) {
-    memset(out, 0, sizeof *out);
+/* Spawns the plugin with its environment; 0 or -1 with err. */
+static int start(kl_exec_run *run, const kl_exec_cluster *cluster, char *err, size_t errlen) {
     int interactive = 0;
-    if (interactive_run(cfg, &interactive, err, errlen) < 0) return -1;
-    char *json = exec_info_json(cfg, cluster, interactive);
+    if (interactive_run(run->cfg, &interactive, err, errlen) < 0) return -1;
+    run->own_group = !interactive;
+    char *json = exec_info_json(run->cfg, cluster, interactive);
     char *info = json ? kl_cfg_format("KUBERNETES_EXEC_INFO=%s", json) : NULL;
     free(json);
-    char **envp = info ? child_env(cfg, info) : NULL;
-    if (!envp) {
-        free(info);
-        return kl_cfg_fail(err, errlen, "out of memory");
-    }
-    run_state rs = {.cfg = cfg, .out = {.fd = -1, .max = KL_EXEC_OUTPUT_MAX},
-                    .errs = {.fd = -1, .max = STDERR_KEEP}};
-    int rc = start(&rs, envp, interactive, err, errlen);
+    char **envp = info ? child_env(run->cfg, info) : NULL;
+    int rc = envp ? spawn(run, envp, interactive, err, errlen) : kl_cfg_fail(err, errlen, "out of memory");
     free(envp);
     free(info);
-    if (rc == 0) {
-        int drained = drain(&rs.out, &rs.errs, timeout_ms);
-        if (rs.out.fd >= 0) close(rs.out.fd);
-        if (rs.errs.fd >= 0) close(rs.errs.fd);
-        rc = finish(&rs, drained, timeout_ms, err, errlen);
-    }
-    if (rc == 0) rc = parse_cred(cfg, &rs.out, out, err, errlen);
-    kl_cfg_free_secret(rs.out.buf, rs.out.cap);
-    free(rs.errs.buf);
     return rc;
+}
+
+kl_exec_run *kl_exec_start(kl_loop *loop, const kl_exec_config *cfg, const kl_exec_cluster *cluster,
+                           int timeout_ms, kl_exec_done_fn done, void *ud, char *err, size_t errlen) {
+    kl_exec_run *run = kl_xcalloc(1, sizeof *run);
+    *run = (kl_exec_run){.loop = loop, .cfg = cfg, .timeout_ms = timeout_ms, .done = done, .ud = ud,
+                         .out = {.fd = -1, .max = KL_EXEC_OUTPUT_MAX},
+                         .errs = {.fd = -1, .max = STDERR_KEEP}};
+    if (start(run, cluster, err, errlen) < 0) {
+        run_free(run);
+        return NULL;
+    }
+    if (kl_loop_watch(loop, run->out.fd, on_stdout, run) < 0 ||
+        kl_loop_watch(loop, run->errs.fd, on_stderr, run) < 0) {
+        kl_cfg_fail(err, errlen, "exec plugin \"%s\": too many descriptors watched", cfg->command);
+        run_free(run);
+        return NULL;
+    }
+    run->deadline_id = kl_loop_after(loop, timeout_ms / 1000.0, on_deadline, run);
+    schedule_poll(run, POLL_S);
+    return run;
 }
 
 void kl_exec_cred_clear(kl_exec_cred *cred) {

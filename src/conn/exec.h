@@ -4,8 +4,9 @@
  * A plugin is a command that prints an ExecCredential JSON object with a
  * bearer token or a client certificate and key, and optionally when they
  * expire. It is told about the request through the KUBERNETES_EXEC_INFO
- * environment variable, as client-go does. Running it blocks: the caller
- * caches the credential (see conn.c) so it runs rarely.
+ * environment variable, as client-go does. It runs on the event loop without
+ * blocking it: its output is read as it comes, a deadline kills it, and the
+ * caller (conn.c) caches the credential so it runs rarely.
  *
  * Nothing a plugin prints on stdout ever appears in an error message; only
  * the command's name and the first line of its stderr do.
@@ -16,6 +17,7 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "base/loop.h"
 #include "conn/ydoc.h"
 
 #define KL_EXEC_API_V1 "client.authentication.k8s.io/v1"
@@ -67,11 +69,24 @@ int kl_exec_config_from_yaml(kl_exec_config *cfg, kl_ydoc *d, yaml_node_t *exec,
 int kl_exec_config_copy(kl_exec_config *dst, const kl_exec_config *src);
 void kl_exec_config_clear(kl_exec_config *cfg);
 
-/* Runs the plugin and parses its credential into out (which the caller
- * clears). cluster is NULL unless provideClusterInfo is set. timeout_ms
- * bounds the run. 0, or -1 with a one-line err naming the command. */
-int kl_exec_run(const kl_exec_config *cfg, const kl_exec_cluster *cluster, int timeout_ms,
-                kl_exec_cred *out, char *err, size_t errlen);
+typedef struct kl_exec_run kl_exec_run;
+/* How a run ended: cred (whose contents the callee takes and clears), or
+ * NULL and a one-line err naming the command. The run is freed already. */
+typedef void (*kl_exec_done_fn)(void *ud, kl_exec_cred *cred, const char *err);
+
+/* Starts the plugin on loop; done is called from the loop once it exited
+ * and its credential is parsed, or it failed. cluster is NULL unless
+ * provideClusterInfo is set; cfg must outlive the run. The plugin gets
+ * stdin, stdout and stderr and no other descriptor, and (unless it runs
+ * interactively, on klua's terminal) a process group of its own, which is
+ * killed with SIGKILL when timeout_ms pass or on kl_exec_cancel. It ends
+ * when it exits: a child it leaves behind holding its stdout is not waited
+ * for. Returns the run, or NULL with err when it could not start. */
+kl_exec_run *kl_exec_start(kl_loop *loop, const kl_exec_config *cfg, const kl_exec_cluster *cluster,
+                           int timeout_ms, kl_exec_done_fn done, void *ud, char *err, size_t errlen);
+/* Kills a run that has not ended (and reaps it) and frees it; done is not
+ * called. NULL is ignored. */
+void kl_exec_cancel(kl_exec_run *run);
 /* Wipes and frees the credential's secrets. */
 void kl_exec_cred_clear(kl_exec_cred *cred);
 

@@ -1,6 +1,7 @@
 /* http.c - requests to the API server on the event loop; see http.h. */
 #include "conn/http.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,9 @@ struct kl_http_req {
     int probe;        /* the health check's: no metrics */
     double retry_after;
     int retried_401;
-    double started;
+    double started;   /* when this attempt began, a wait for the credential included */
+    kl_conn_waiter waiter; /* queued while it waits for an exec plugin's credential */
+    uint64_t wait_id;      /* the request's deadline while it waits */
     uint64_t report_id; /* deferred report of a request that could not start */
     char errbuf[CURL_ERROR_SIZE];
     char err[512]; /* why it could not be prepared, or its body was too large */
@@ -169,6 +172,8 @@ static void drop_easy(kl_http_req *r) {
 
 static void release(kl_http_req *r) {
     kl_loop_cancel(r->h->loop, r->report_id);
+    kl_loop_cancel(r->h->loop, r->wait_id);
+    kl_conn_forget(r->h->conn, &r->waiter);
     drop_easy(r);
     if (r->prev) r->prev->next = r->next;
     else if (r->h->reqs == r) r->h->reqs = r->next;
@@ -316,10 +321,20 @@ static void add_header(kl_http_req *r, const char *line) {
     r->headers = l;
 }
 
+/* What is left of the request's deadline, in ms, once a wait for the
+ * credential took its share; at least 1, as 0 would mean none. */
+static long remaining_ms(const kl_http_req *r) {
+    long left = r->timeout_ms - (long)((kl_now() - r->started) * 1000);
+    return left > 0 ? left : 1;
+}
+
+/* 0 when the transfer started, KL_CONN_PENDING when the request waits for
+ * the credential (r->waiter.ready goes on), -1 with r->err. */
 static int setup(kl_http_req *r) {
-    r->easy = curl_easy_init();
+    if (!r->easy) r->easy = curl_easy_init();
     if (!r->easy) kl_oom(sizeof(CURL *));
-    if (kl_conn_prepare(r->h->conn, r->easy, &r->headers, r->err, sizeof r->err) < 0) return -1;
+    int prepared = kl_conn_prepare(r->h->conn, r->easy, &r->headers, &r->waiter, r->err, sizeof r->err);
+    if (prepared != 0) return prepared;
     size_t n = strlen(kl_conn_server(r->h->conn)) + strlen(r->path) + 1;
     char *url = kl_xmalloc(n);
     snprintf(url, n, "%s%s", kl_conn_server(r->h->conn), r->path);
@@ -359,10 +374,9 @@ static int setup(kl_http_req *r) {
     /* A watch or a LIST delivers megabytes: 256 KiB reads rather than
      * curl's 16 KiB take a sixteenth of the system calls. */
     if (r->cb.data) curl_easy_setopt(r->easy, CURLOPT_BUFFERSIZE, 256L << 10);
-    if (r->timeout_ms > 0) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+    if (r->timeout_ms > 0) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, remaining_ms(r));
     /* A Content-Length over the limit fails before any byte is read. */
     if (!r->cb.data) curl_easy_setopt(r->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)BODY_MAX);
-    r->started = kl_now();
     r->retry_after = -1;
     if (curl_multi_add_handle(kl_loop_multi(r->h->loop), r->easy) != CURLM_OK) {
         snprintf(r->err, sizeof r->err, "cannot start the request");
@@ -373,6 +387,41 @@ static int setup(kl_http_req *r) {
 }
 
 static void arm_health(kl_http *h);
+
+static void on_wait_timeout(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_http_req *r = ud;
+    r->wait_id = 0;
+    kl_conn_forget(r->h->conn, &r->waiter);
+    snprintf(r->err, sizeof r->err, "no credential within %.3g s: the exec plugin is still running",
+             r->timeout_ms / 1000.0);
+    report(r, KL_HTTP_TIMEOUT, r->err);
+}
+
+/* The request waits for the credential, its deadline running. */
+static void await_credential(kl_http_req *r) {
+    if (r->timeout_ms > 0)
+        r->wait_id = kl_loop_after(r->h->loop, remaining_ms(r) / 1000.0, on_wait_timeout, r);
+}
+
+/* Sends the request, or has it wait for the credential; a failure is
+ * reported from the loop, never before kl_http_start returns. */
+static void begin(kl_http_req *r) {
+    r->started = kl_now();
+    int rc = setup(r);
+    if (rc == KL_CONN_PENDING) await_credential(r);
+    else if (rc < 0) r->report_id = kl_loop_defer(r->h->loop, report_prepare_error, r);
+}
+
+static void credential_ready(kl_conn_waiter *w, const char *err) {
+    kl_http_req *r = (kl_http_req *)((char *)w - offsetof(kl_http_req, waiter));
+    kl_loop_cancel(r->h->loop, r->wait_id);
+    r->wait_id = 0;
+    if (err) snprintf(r->err, sizeof r->err, "%s", err);
+    int rc = err ? -1 : setup(r);
+    if (rc == KL_CONN_PENDING) await_credential(r);
+    else if (rc < 0) report(r, KL_HTTP_CONFIG, r->err);
+}
 
 kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, void *ud) {
     kl_http_req *r = kl_xcalloc(1, sizeof *r);
@@ -390,10 +439,11 @@ kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, voi
     }
     r->cb = cb;
     r->ud = ud;
+    r->waiter.ready = credential_ready;
     r->next = h->reqs;
     if (h->reqs) h->reqs->prev = r;
     h->reqs = r;
-    if (setup(r) < 0) r->report_id = kl_loop_defer(h->loop, report_prepare_error, r);
+    begin(r);
     arm_health(h);
     return r;
 }
@@ -456,7 +506,7 @@ static int retry_unauthorized(kl_http_req *r, CURLcode result) {
     r->headers = NULL;
     r->len = 0;
     r->retried_401 = 1;
-    if (setup(r) < 0) report(r, KL_HTTP_CONFIG, r->err);
+    begin(r);
     return 1;
 }
 

@@ -175,6 +175,7 @@ kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
     rt->conn = kl_conn_load(&opts->conn, err, errlen);
     if (!rt->conn) goto fail;
     rt->loop = kl_loop_new(kl_http_transfer_done);
+    if (rt->loop) kl_conn_attach(rt->conn, rt->loop);
     rt->http = rt->loop ? kl_http_new(rt->loop, rt->conn) : NULL;
     rt->L = lua_newstate(rt_alloc, rt);
     if (!rt->loop || !rt->http || !rt->L) {
@@ -221,6 +222,7 @@ void kl_rt_free(kl_rt *rt) {
     close_part(rt, KL_RT_INFORMERS);
     close_part(rt, KL_RT_QUEUES);
     kl_http_free(rt->http);
+    if (rt->conn) kl_conn_detach(rt->conn);
     close_part(rt, KL_RT_TASKS);
     if (rt->L) lua_close(rt->L);
     kl_pool_release(&rt->pool);

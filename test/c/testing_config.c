@@ -16,7 +16,9 @@
  *                            {status=, body=}, or nil, err
  *   conn:unauthorized()      kl_conn_unauthorized as a boolean
  *   conn:advance_clock(s)    kl_conn_advance_clock
- * The spec module shows real header values: the specs' tokens are fake.
+ * prepare and request run an event loop of their own while an exec plugin
+ * fetches the credential. The spec module shows real header values: the
+ * specs' tokens are fake.
  */
 #include <curl/curl.h>
 #include <lauxlib.h>
@@ -24,6 +26,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/loop.h"
 #include "conn/conn.h"
 #include "testing.h"
 
@@ -141,13 +144,53 @@ static int t_describe(lua_State *L) {
     return 1;
 }
 
+/* A request of the spec's, waiting for the credential on a loop of its own. */
+typedef struct {
+    kl_conn_waiter w; /* first: the callback gets this */
+    kl_loop *loop;
+    int woken;
+    char err[1024]; /* why the credential did not come, or "" */
+} spec_wait;
+
+static void spec_ready(kl_conn_waiter *w, const char *err) {
+    spec_wait *s = (spec_wait *)w;
+    s->woken = 1;
+    snprintf(s->err, sizeof s->err, "%s", err ? err : "");
+    kl_loop_stop(s->loop);
+}
+
+static void no_transfers(kl_loop *loop, CURL *easy, CURLcode result) {
+    (void)loop, (void)easy, (void)result;
+}
+
+/* kl_conn_prepare, running a loop until a credential it waits for came. */
+static int prepare(kl_conn *c, CURL *e, struct curl_slist **headers, char *err, size_t errlen) {
+    spec_wait s = {.w = {.ready = spec_ready}, .loop = kl_loop_new(no_transfers)};
+    if (!s.loop) {
+        snprintf(err, errlen, "kl_loop_new failed");
+        return -1;
+    }
+    kl_conn_attach(c, s.loop);
+    int rc = kl_conn_prepare(c, e, headers, &s.w, err, errlen);
+    if (rc == KL_CONN_PENDING) {
+        kl_loop_run(s.loop);
+        if (!s.woken) kl_conn_forget(c, &s.w);
+        const char *failed = !s.woken ? "interrupted by a signal" : *s.err ? s.err : NULL;
+        if (failed) snprintf(err, errlen, "%s", failed);
+        rc = failed ? -1 : kl_conn_prepare(c, e, headers, &s.w, err, errlen);
+    }
+    kl_conn_detach(c);
+    kl_loop_free(s.loop);
+    return rc;
+}
+
 static int t_prepare(lua_State *L) {
     kl_conn *c = check_conn(L);
     CURL *e = curl_easy_init();
     if (!e) return luaL_error(L, "curl_easy_init failed");
     struct curl_slist *headers = NULL;
     char err[1024];
-    int rc = kl_conn_prepare(c, e, &headers, err, sizeof err);
+    int rc = prepare(c, e, &headers, err, sizeof err);
     curl_easy_cleanup(e);
     if (rc < 0) {
         curl_slist_free_all(headers);
@@ -214,7 +257,7 @@ static int t_request(lua_State *L) {
     if (!e) return luaL_error(L, "curl_easy_init failed");
     struct curl_slist *headers = NULL;
     char err[1024];
-    if (kl_conn_prepare(c, e, &headers, err, sizeof err) < 0) {
+    if (prepare(c, e, &headers, err, sizeof err) < 0) {
         lua_pushnil(L);
         lua_pushstring(L, err);
     } else {
