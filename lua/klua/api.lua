@@ -20,7 +20,8 @@
 --                     unless set), whether or not its headers had come
 --   "TransportError"  no answer, or one broken off: connection refused or
 --                     reset, DNS, TLS, a body cut short
---   "TooLarge"        a response body over 1 GiB
+--   "TooLarge"        a response body, inflated, over --memory-limit (64 MiB
+--                     without one): ask for smaller pages (api.list's limit)
 --   "ConfigError"     not sent: the credentials or TLS settings could not
 --                     be used (an exec plugin failed, a CA file is unreadable)
 --

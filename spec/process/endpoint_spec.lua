@@ -156,6 +156,41 @@ describe('the metrics and probe endpoint', function()
     p:cleanup()
   end)
 
+  -- Slow clients that connect and never finish a request (slowloris) must not
+  -- crowd out the kubelet, whose probe fails after 1 s: a connection waits at
+  -- most 5 s for its request, and one past 64 ends the one that has waited
+  -- longest (docs/deploy.md).
+  it('answers every probe within the kubelet\'s 1 s while 80 slow clients hold connections', function()
+    local p = start { '--health-probe-bind-address', '127.0.0.1:0', 'run', script, '1000' }
+    local slow = K.spawn({ testing.root .. '/spec/support/slowloris.py', '127.0.0.1', tostring(p.port), '80' },
+      { bin = 'python3', name = 'slowloris' })
+    assert.truthy(slow:wait_for('holding 80', 20 * K.slowdown), slow:errors())
+    local probes, failed = 0, {}
+    -- Probes, as a kubelet sends them, until klua has ended every slow connection.
+    testing.eventually(function()
+      probes = probes + 1
+      local code = K.run_command(('curl -s -o /dev/null --max-time 1 -w "%%{http_code}" http://127.0.0.1:%d/healthz')
+        :format(p.port))
+      if code ~= '200' then failed[#failed + 1] = ('probe %d: %s'):format(probes, code) end
+      return slow:output():find('closed 80\n', 1, true)
+    end, 30 * K.slowdown, { what = 'klua ended the 80 slow connections', interval = 0.2 })
+    assert.same({}, failed)
+    slow:cleanup()
+    p:cleanup()
+  end)
+
+  -- libmicrohttpd's own timeout counts only idleness, which a byte a second resets.
+  it('ends a connection whose request headers still drip in after 5 s', function()
+    local p = start { '--health-probe-bind-address', '127.0.0.1:0', 'run', script, '1000' }
+    local slow = K.spawn({ testing.root .. '/spec/support/slowloris.py', '127.0.0.1', tostring(p.port), '3', 'drip' },
+      { bin = 'python3', name = 'slowloris' })
+    assert.truthy(slow:wait_for('holding 3', 20 * K.slowdown), slow:errors())
+    testing.eventually(function() return slow:output():find('closed 3\n', 1, true) end, 30 * K.slowdown,
+      { what = 'klua ended the 3 dripping connections' })
+    slow:cleanup()
+    p:cleanup()
+  end)
+
   it('is scraped by a real Prometheus, which reads the reconcile counter back', function()
     for i = 4, 5 do
       sb:kubectl('create configmap ep-' .. i .. ' --from-literal=k=v')

@@ -217,6 +217,7 @@ describe('klua against a hostile server', function()
   -- klua.api reads a request that got no complete answer as what it is, never
   -- as a response with a bad body ("InvalidResponse"): err.code is 0 and
   -- err.reason names the outcome, and the next call, answered, succeeds.
+  -- Returns what the first call said and klua's peak resident memory in bytes.
   local function api_list_twice(mode, flags)
     s = hostile.start { '--mode', mode }
     local path = script [[
@@ -225,6 +226,8 @@ describe('klua against a hostile server', function()
         if list then print('listed ' .. #list.items)
         else print(('%d %s: %s'):format(err.code, err.reason, err.message)) end
       end
+      local status = assert(io.open('/proc/self/status')):read('a')
+      print('peak ' .. status:match('VmHWM:%s*(%d+) kB'))
       klua.stop(0)
     ]]
     local args = { '--kubeconfig', s:kubeconfig() }
@@ -233,9 +236,9 @@ describe('klua against a hostile server', function()
     args[#args + 1] = path
     local out, err, code = K.run(args)
     assert.equals(0, code, err)
-    local first, second = out:match('^([^\n]*)\n([^\n]*)\n$')
+    local first, second, peak = out:match('^([^\n]*)\n([^\n]*)\npeak (%d+)\n$')
     assert.equals('listed 5', second, out .. err)
-    return first
+    return first, tonumber(peak) * 1024
   end
 
   it('tells a klua.api call that timed out after the headers came: reason Timeout', function()
@@ -250,7 +253,22 @@ describe('klua against a hostile server', function()
 
   it('tells a klua.api call whose body is over the limit: reason TooLarge, without reading it', function()
     local first = api_list_twice('huge-list')
-    assert.equals('0 TooLarge: response body larger than 1073741824 bytes', first)
+    assert.equals('0 TooLarge: the response body is over the limit of 64 MiB: ask for less at a time '
+      .. "(api.list's limit option), or raise --memory-limit, which bounds one response too", first)
+  end)
+
+  -- The limit counts the body as it inflates: a 4 MB gzip body that would
+  -- inflate to 4 GiB is given up at the limit, with klua's memory bounded.
+  it('gives up on a klua.api body that inflates past the limit: reason TooLarge, memory bounded', function()
+    local first, peak = api_list_twice('gzip-bomb')
+    assert.equals('0 TooLarge: the response body is over the limit of 64 MiB: ask for less at a time '
+      .. "(api.list's limit option), or raise --memory-limit, which bounds one response too", first)
+    assert.is_true(peak < 200 * MiB * BOUND, ('peak RSS %.1f MiB'):format(peak / MiB))
+  end)
+
+  it('bounds a klua.api body by --memory-limit when one is set, and names it', function()
+    local first = api_list_twice('gzip-bomb', { '--memory-limit', '100' })
+    assert.matches('^0 TooLarge: the response body is over the limit of 100 MiB: .* raise %-%-memory%-limit', first)
   end)
 
   it('tells a klua.api call answered 200 in another type than JSON: reason InvalidResponse, naming it', function()

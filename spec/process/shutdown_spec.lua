@@ -278,3 +278,21 @@ describe('--graceful-shutdown-timeout', function()
     assert.matches('the graceful shutdown .* are for klua run, not klua watch', err)
   end)
 end)
+
+describe('klua run with many pending timers', function()
+  -- Shutdown cancels every pending timer, one at a time: each in O(log n),
+  -- so that 300,000 of them take a moment, not the tens of seconds that
+  -- scanning the pending timers for each cancel took.
+  it('ends promptly on SIGTERM with 300,000 klua.after timers pending', function()
+    local script = K.script([[
+io.stdout:setvbuf('line')
+for _ = 1, 300000 do klua.after(3600, function() end) end
+print('timers set')
+]])
+    local p = K.spawn { '--server', 'http://127.0.0.1:1', 'run', script }
+    assert.truthy(p:wait_for('timers set', 30 * K.slowdown), p:errors())
+    p:signal('TERM')
+    -- A generous bound for a loaded machine: the time is spent cancelling.
+    assert.are.equal(0, p:wait(10 * K.slowdown), 'klua still ran 10 s after SIGTERM: ' .. p:errors())
+  end)
+end)

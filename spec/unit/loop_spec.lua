@@ -61,3 +61,54 @@ describe('deferred work', function()
     assert.same({ 'stop' }, loop:run())
   end)
 end)
+
+-- The loop's timers: a heap on (due time, id) whose entries know their
+-- place, so that cancelling one of n pending timers costs O(log n). A
+-- script may hold hundreds of thousands (klua.after), and shutdown
+-- cancels every one of them.
+describe('timers', function()
+  local N = 200000
+
+  -- The numbers 1..n that are not multiples of late_every nor in cancelled, in order.
+  local function due_at_once(n, late_every, cancelled)
+    local due = {}
+    for i = 1, n do
+      if i % late_every ~= 0 and not cancelled[i] then due[#due + 1] = i end
+    end
+    return due
+  end
+
+  -- The first index where the logs differ, or nil when they are the same.
+  local function first_difference(got, want)
+    for i = 1, math.max(#got, #want) do
+      if got[i] ~= want[i] then return i end
+    end
+  end
+
+  it('cancel one of 200,000 pending timers with O(log n) comparisons', function()
+    local loop = testing.loop()
+    local ids = loop:timers(N, 3)
+    local before = loop:timer_compares()
+    loop:cancel(ids[N // 2])
+    local cost = loop:timer_compares() - before
+    -- A removal sifts up or down once: at most two comparisons a level of the heap.
+    local levels = math.ceil(math.log(N + 2, 2))
+    assert.is_true(cost <= 2 * levels + 1, ('cancelling one of %d timers took %d comparisons'):format(N, cost))
+  end)
+
+  it('runs the timers left after cancels in the middle of 200,000 in their order', function()
+    local loop = testing.loop()
+    local ids = loop:timers(N, 3)
+    local cancelled = {}
+    for _, i in ipairs { N // 2, N // 2 + 1, N // 3, 1, N - 1, N } do cancelled[i] = true end
+    for i = 7, N, 997 do cancelled[i] = true end
+    for i in pairs(cancelled) do loop:cancel(ids[i]) end
+    loop:cancel(ids[N // 2]) -- a second time: ignored
+    loop:cancel(ids[N] + 1000) -- no such timer: ignored
+    local want = due_at_once(N, 3, cancelled)
+    want[#want + 1] = 'stop'
+    local got = loop:run()
+    local at = first_difference(got, want)
+    assert.is_nil(at, at and ('entry %d: ran %s, expected %s'):format(at, tostring(got[at]), tostring(want[at])))
+  end)
+end)

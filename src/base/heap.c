@@ -17,6 +17,11 @@ void kl_heap_free(kl_heap *h) {
     h->len = h->cap = 0;
 }
 
+static int before(kl_heap *h, const void *a, const void *b) {
+    h->compares++;
+    return h->less(a, b);
+}
+
 static void place(kl_heap *h, size_t i, const void *elem) {
     void *at = kl_heap_at(h, i);
     memmove(at, elem, h->size);
@@ -30,7 +35,7 @@ static void *hole(const kl_heap *h) { return kl_heap_at(h, h->len); }
 static int sift_up(kl_heap *h, size_t i) {
     size_t start = i;
     memcpy(hole(h), kl_heap_at(h, i), h->size);
-    while (i > 0 && h->less(hole(h), kl_heap_at(h, (i - 1) / 2))) {
+    while (i > 0 && before(h, hole(h), kl_heap_at(h, (i - 1) / 2))) {
         place(h, i, kl_heap_at(h, (i - 1) / 2));
         i = (i - 1) / 2;
     }
@@ -43,8 +48,8 @@ static void sift_down(kl_heap *h, size_t i) {
     for (;;) {
         size_t child = 2 * i + 1;
         if (child >= h->len) break;
-        if (child + 1 < h->len && h->less(kl_heap_at(h, child + 1), kl_heap_at(h, child))) child++;
-        if (!h->less(kl_heap_at(h, child), hole(h))) break;
+        if (child + 1 < h->len && before(h, kl_heap_at(h, child + 1), kl_heap_at(h, child))) child++;
+        if (!before(h, kl_heap_at(h, child), hole(h))) break;
         place(h, i, kl_heap_at(h, child));
         i = child;
     }

@@ -19,6 +19,7 @@ typedef struct kl_heap {
     size_t len, cap, size;
     int (*less)(const void *a, const void *b);
     void (*moved)(void *elem, size_t index); /* may be NULL */
+    unsigned long compares; /* calls of less so far: what the heap's work cost */
 } kl_heap;
 
 /* An empty heap of elements of size bytes. */

@@ -11,12 +11,18 @@
 
 #include "base/buf.h"
 #include "base/heap.h"
+#include "base/idmap.h"
+#include "base/xalloc.h"
 
+/* A pending timer, owned by the loop from kl_loop_after until it runs or
+ * is cancelled. It knows its place in the heap, and the id map finds it by
+ * id, so that cancelling one of n costs O(log n), not a scan of them all. */
 typedef struct timer {
     double when;
     uint64_t id;
     kl_loop_fn fn;
     void *ud;
+    size_t pos; /* its index in the heap */
 } timer;
 
 /* A descriptor besides curl's whose readiness wakes the loop. */
@@ -35,7 +41,8 @@ typedef struct deferred {
 struct kl_loop {
     CURLM *multi;
     kl_loop_done_fn on_done;
-    kl_heap timers; /* of timer, on when, then id */
+    kl_heap timers;     /* of timer *, on when, then id */
+    kl_idmap timer_ids; /* id -> timer *, for kl_loop_cancel */
     uint64_t next_id; /* timers and deferred work share one id space */
     deferred *work; /* deferred work queued for the next round */
     size_t nwork, capwork;
@@ -126,9 +133,11 @@ double kl_now(void) {
 }
 
 static int earlier(const void *pa, const void *pb) {
-    const timer *a = pa, *b = pb;
+    const timer *a = *(timer *const *)pa, *b = *(timer *const *)pb;
     return a->when < b->when || (a->when == b->when && a->id < b->id);
 }
+
+static void track(void *elem, size_t index) { (*(timer **)elem)->pos = index; }
 
 kl_loop *kl_loop_new(kl_loop_done_fn on_done) {
     kl_loop *loop = calloc(1, sizeof *loop);
@@ -136,9 +145,10 @@ kl_loop *kl_loop_new(kl_loop_done_fn on_done) {
     loop->multi = curl_multi_init();
     loop->on_done = on_done;
     loop->next_id = 1;
-    kl_heap_init(&loop->timers, sizeof(timer), earlier, NULL);
+    kl_heap_init(&loop->timers, sizeof(timer *), earlier, track);
     if (!loop->multi || install_handler() < 0) {
         if (loop->multi) curl_multi_cleanup(loop->multi);
+        kl_heap_free(&loop->timers);
         free(loop);
         return NULL;
     }
@@ -149,7 +159,10 @@ void kl_loop_free(kl_loop *loop) {
     if (!loop) return;
     curl_multi_cleanup(loop->multi);
     uninstall_handler();
+    for (size_t i = 0; i < kl_heap_len(&loop->timers); i++)
+        free(*(timer **)kl_heap_at(&loop->timers, i));
     kl_heap_free(&loop->timers);
+    kl_idmap_free(&loop->timer_ids);
     free(loop->work);
     free(loop);
 }
@@ -157,26 +170,30 @@ void kl_loop_free(kl_loop *loop) {
 CURLM *kl_loop_multi(kl_loop *loop) { return loop->multi; }
 
 uint64_t kl_loop_after(kl_loop *loop, double delay, kl_loop_fn fn, void *ud) {
-    timer t = {kl_now() + (delay > 0 ? delay : 0), loop->next_id++, fn, ud};
+    timer *t = kl_xmalloc(sizeof *t);
+    *t = (timer){kl_now() + (delay > 0 ? delay : 0), loop->next_id++, fn, ud, 0};
     kl_heap_push(&loop->timers, &t);
-    return t.id;
+    kl_idmap_put(&loop->timer_ids, t->id, t);
+    return t->id;
 }
 
 void kl_loop_cancel(kl_loop *loop, uint64_t id) {
     if (!id) return;
+    timer *t = kl_idmap_del(&loop->timer_ids, id);
+    if (t) {
+        kl_heap_remove(&loop->timers, t->pos, NULL);
+        free(t);
+        return;
+    }
     for (size_t i = 0; i < loop->nwork; i++) {
         if (loop->work[i].id == id) {
             loop->work[i].fn = NULL;
             return;
         }
     }
-    for (size_t i = 0; i < kl_heap_len(&loop->timers); i++) {
-        if (((timer *)kl_heap_at(&loop->timers, i))->id == id) {
-            kl_heap_remove(&loop->timers, i, NULL);
-            return;
-        }
-    }
 }
+
+unsigned long kl_loop_timer_compares(const kl_loop *loop) { return loop->timers.compares; }
 
 uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud) {
     loop->work = kl_buf_grow(loop->work, &loop->capwork, loop->nwork + 1, sizeof *loop->work, 16);
@@ -187,13 +204,21 @@ uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud) {
 void kl_loop_stop(kl_loop *loop) { loop->stop = 1; }
 int kl_loop_stopping(const kl_loop *loop) { return loop->stop; }
 
+static const timer *next_timer(const kl_loop *loop) {
+    return kl_heap_len(&loop->timers) ? *(timer **)kl_heap_at(&loop->timers, 0) : NULL;
+}
+
 static void run_timers(kl_loop *loop) {
     double now = kl_now();
-    while (kl_heap_len(&loop->timers) && ((timer *)kl_heap_at(&loop->timers, 0))->when <= now &&
-           !loop->stop) {
-        timer t;
+    const timer *next;
+    while ((next = next_timer(loop)) && next->when <= now && !loop->stop) {
+        timer *t;
         kl_heap_remove(&loop->timers, 0, &t);
-        t.fn(loop, t.ud);
+        kl_idmap_del(&loop->timer_ids, t->id);
+        kl_loop_fn fn = t->fn;
+        void *ud = t->ud;
+        free(t);
+        fn(loop, ud);
     }
 }
 
@@ -263,8 +288,9 @@ void kl_loop_on_signal(kl_loop *loop, kl_loop_fn fn, void *ud) {
 
 static int wait_timeout_ms(kl_loop *loop) {
     if (loop->nwork) return 0;
-    if (!kl_heap_len(&loop->timers)) return 1000;
-    double ms = (((timer *)kl_heap_at(&loop->timers, 0))->when - kl_now()) * 1000.0;
+    const timer *next = next_timer(loop);
+    if (!next) return 1000;
+    double ms = (next->when - kl_now()) * 1000.0;
     if (ms <= 0) return 0;
     return ms > 1000 ? 1000 : (int)ms + 1;
 }

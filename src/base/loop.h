@@ -39,6 +39,9 @@ uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud);
  * work that already ran are ignored. Whoever schedules work with ud
  * pointing at itself cancels it when it is freed. */
 void kl_loop_cancel(kl_loop *loop, uint64_t id);
+/* How many comparisons of two timers the loop has made: for specs that
+ * check that scheduling or cancelling one of n costs O(log n). */
+unsigned long kl_loop_timer_compares(const kl_loop *loop);
 
 /* At most this many descriptors are watched besides curl's: an endpoint's
  * one each, and the two pipes of a running exec plugin. */

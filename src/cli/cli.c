@@ -281,7 +281,7 @@ static const flag flags[] = {
     {NULL, "--log-format", NULL, "text|json", "format of the log on stderr", set_log_format, NULL},
     {"Limits and tuning", "--instruction-budget", NULL, "N",
      "instructions a handler may run in one go (default 100000000)", set_instruction_budget, NULL},
-    {NULL, "--memory-limit", NULL, "MIB", "memory cap of the Lua state (default: none)", set_memory_limit, NULL},
+    {NULL, "--memory-limit", NULL, "MIB", "memory cap of the Lua state and of one klua.api response (default: none; 64 MiB a response)", set_memory_limit, NULL},
     {NULL, "--watch-idle-timeout", NULL, "SEC", "restart a watch silent this long (default 150)", set_idle_timeout,
      NULL},
     {NULL, "--watch-timeout", NULL, "MIN[:MAX]", "server-side watch timeout range (default 300:600)",

@@ -14,7 +14,6 @@
 #include "conn/h2health.h"
 
 #define ERROR_BODY_MAX ((size_t)1 << 20)
-#define BODY_MAX ((size_t)1 << 30) /* a buffered 2xx body */
 
 struct kl_http {
     kl_loop *loop;
@@ -41,11 +40,12 @@ struct kl_http_req {
     char *method, *path, *body, *content_type, *accept;
     size_t body_len;
     long timeout_ms;
+    size_t max_body; /* of a buffered 2xx body, as decoded */
     kl_http_cb cb;
     void *ud;
     char *buf; /* buffered body */
     size_t len, cap;
-    int too_big;      /* a buffered 2xx body went past BODY_MAX */
+    int too_big;      /* a buffered 2xx body went past max_body */
     int stopped;      /* the data callback refused a streamed body's bytes */
     int started_told; /* cb.started was called */
     int read;         /* bytes came since the health check last looked */
@@ -239,7 +239,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
         if (taken != bytes && taken != KL_HTTP_PAUSE) r->stopped = 1;
         return taken;
     }
-    if (buffer(r, p, bytes, ok ? BODY_MAX : ERROR_BODY_MAX) < 0) {
+    if (buffer(r, p, bytes, ok ? r->max_body : ERROR_BODY_MAX) < 0) {
         if (!ok) return bytes; /* an oversized error body is cut, not fatal */
         r->too_big = 1;
         return 0;
@@ -376,7 +376,7 @@ static int setup(kl_http_req *r) {
     if (r->cb.data) curl_easy_setopt(r->easy, CURLOPT_BUFFERSIZE, 256L << 10);
     if (r->timeout_ms > 0) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, remaining_ms(r));
     /* A Content-Length over the limit fails before any byte is read. */
-    if (!r->cb.data) curl_easy_setopt(r->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)BODY_MAX);
+    if (!r->cb.data) curl_easy_setopt(r->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)r->max_body);
     r->retry_after = -1;
     if (curl_multi_add_handle(kl_loop_multi(r->h->loop), r->easy) != CURLM_OK) {
         snprintf(r->err, sizeof r->err, "cannot start the request");
@@ -432,6 +432,7 @@ kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, voi
     r->accept = o->accept ? kl_xstrdup(o->accept) : NULL;
     r->body_len = o->body_len;
     r->timeout_ms = o->timeout_ms;
+    r->max_body = o->max_body ? o->max_body : KL_HTTP_BODY_MAX;
     if (o->body) {
         r->body = kl_xmalloc(o->body_len + 1);
         memcpy(r->body, o->body, o->body_len);
@@ -528,7 +529,12 @@ static const char *describe(kl_http_req *r, kl_http_outcome outcome, CURLcode re
     case KL_HTTP_STATUS:
         return NULL;
     case KL_HTTP_TOO_LARGE:
-        snprintf(r->err, sizeof r->err, "response body larger than %zu bytes", BODY_MAX);
+        if (r->max_body % ((size_t)1 << 20) == 0)
+            snprintf(r->err, sizeof r->err, "the response body is over the limit of %zu MiB",
+                     r->max_body >> 20);
+        else
+            snprintf(r->err, sizeof r->err, "the response body is over the limit of %zu bytes",
+                     r->max_body);
         return r->err;
     case KL_HTTP_ABANDONED:
         return "the response was not read to its end";

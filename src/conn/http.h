@@ -29,7 +29,7 @@ typedef enum kl_http_outcome {
     KL_HTTP_STATUS,        /* a non-2xx response; the body holds its Status */
     KL_HTTP_TRANSPORT,     /* no response, or one broken off (connection, TLS, DNS) */
     KL_HTTP_TIMEOUT,       /* the request's deadline passed, before or after headers */
-    KL_HTTP_TOO_LARGE,     /* a buffered 2xx body over its limit */
+    KL_HTTP_TOO_LARGE,     /* a buffered 2xx body over its limit (max_body) */
     KL_HTTP_CONFIG,        /* not sent: the connection could not be prepared
                             * (credentials, TLS files, plain-http refusal) */
     KL_HTTP_ABANDONED      /* the data callback stopped a streamed body */
@@ -69,6 +69,13 @@ typedef struct kl_http_cb {
     void (*done)(void *ud, const kl_http_resp *resp);
 } kl_http_cb;
 
+/* What a buffered 2xx body may hold unless the caller says otherwise,
+ * counted as it arrives, after gzip is undone: a 1 MB gzip body can
+ * inflate to a gigabyte. One object is at most KL_FRAME_MAX_DEFAULT
+ * (16 MiB) in a watch or a streamed LIST; this leaves room for a page of
+ * api.list (500 objects by default). */
+#define KL_HTTP_BODY_MAX ((size_t)64 << 20)
+
 typedef struct kl_http_opts {
     const char *method;       /* "GET" when NULL */
     const char *path;         /* path and query, starting with '/' */
@@ -77,6 +84,7 @@ typedef struct kl_http_opts {
     const char *content_type; /* of the request body */
     const char *accept;       /* the Accept header; NULL = application/json */
     long timeout_ms;          /* whole request; 0 = none (watches) */
+    size_t max_body;          /* a buffered 2xx body's limit; 0 = KL_HTTP_BODY_MAX */
 } kl_http_opts;
 
 /* client-go's request metrics (component-base's restclient adapters):

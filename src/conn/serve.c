@@ -5,6 +5,17 @@
  * epoll descriptor for the loop to wait on. klua makes the listening socket
  * itself so that a bad address or a port in use is reported with the
  * system's reason before anything else starts.
+ *
+ * A kubelet probe must be answered within its timeout (1 s by default)
+ * even while slow clients hold connections open without finishing a
+ * request (slowloris). libmicrohttpd's own timeout only counts idleness,
+ * which a client dripping a byte at a time resets, and a full connection
+ * table leaves newcomers waiting in the kernel's backlog. So klua notes
+ * when each connection began waiting for a request (its start, or its
+ * last answer) and ends it (a shutdown: libmicrohttpd then closes it)
+ * once it has waited REQUEST_DEADLINE; and once more than SLOTS are
+ * open, each newcomer ends the connection that has waited longest. A
+ * probe, which sends its request at once, always finds a slot.
  */
 #include "conn/serve.h"
 
@@ -18,12 +29,31 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#define SLOTS 64
+/* libmicrohttpd's own limit: room for newcomers while the connections they
+ * evicted close. */
+#define CONNECTION_LIMIT (SLOTS + 16)
+#define REQUEST_DEADLINE 5.0 /* seconds from the connection, or its last answer */
+#define IDLE_TIMEOUT 10u     /* seconds without a byte: a client that stops reading */
+
+/* An open connection: waiting for a request's headers since waiting_since,
+ * or being answered. */
+typedef struct conn {
+    struct MHD_Connection *c;
+    double waiting_since; /* < 0 while a request is answered */
+    int ended;            /* shut down; libmicrohttpd has yet to close it */
+    struct conn *prev, *next;
+} conn;
+
 struct kl_serve {
     struct MHD_Daemon *daemon;
     int listen_fd;
     unsigned port;
     kl_serve_fn fn;
     void *ud;
+    double now; /* the clock of the kl_serve_run under way */
+    conn *conns; /* open connections */
+    unsigned nconns;
 };
 
 int kl_serve_parse_address(const char *addr, char *host, size_t hostlen, unsigned *port,
@@ -115,6 +145,62 @@ static enum MHD_Result reply_with(struct MHD_Connection *c, unsigned status, con
     return ok;
 }
 
+static conn *conn_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+/* Ends a connection: its next read sees the end, and libmicrohttpd closes it. */
+static void end_conn(conn *k) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(k->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info) shutdown(info->connect_fd, SHUT_RDWR);
+    k->ended = 1;
+}
+
+/* The connection that has waited longest for its request, other than but. */
+static conn *longest_waiting(kl_serve *s, const conn *but) {
+    conn *oldest = NULL;
+    for (conn *k = s->conns; k; k = k->next)
+        if (k != but && !k->ended && k->waiting_since >= 0 &&
+            (!oldest || k->waiting_since < oldest->waiting_since))
+            oldest = k;
+    return oldest;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **context,
+                          enum MHD_ConnectionNotificationCode code) {
+    kl_serve *s = cls;
+    conn *k = *context;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (!k) return;
+        if (k->prev) k->prev->next = k->next;
+        else s->conns = k->next;
+        if (k->next) k->next->prev = k->prev;
+        s->nconns--;
+        free(k);
+        return;
+    }
+    k = calloc(1, sizeof *k);
+    if (!k) return; /* untracked: libmicrohttpd's idle timeout still ends it */
+    *k = (conn){.c = c, .waiting_since = s->now, .next = s->conns};
+    if (s->conns) s->conns->prev = k;
+    s->conns = k;
+    *context = k;
+    if (++s->nconns > SLOTS) {
+        conn *oldest = longest_waiting(s, k);
+        if (oldest) end_conn(oldest);
+    }
+}
+
+/* An answer was sent (or the request failed): the connection waits again. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **req,
+                         enum MHD_RequestTerminationCode code) {
+    (void)req;
+    (void)code;
+    conn *k = conn_of(c);
+    if (k) k->waiting_since = ((kl_serve *)cls)->now;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_len, void **req) {
@@ -122,6 +208,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)upload;
     (void)req;
     kl_serve *s = cls;
+    conn *k = conn_of(c);
+    if (k) k->waiting_since = -1;
     if (*upload_len) {
         *upload_len = 0;
         return MHD_YES;
@@ -154,12 +242,11 @@ kl_serve *kl_serve_start(const char *addr, kl_serve_fn fn, void *ud, char *err, 
     s->port = bound_port(fd);
     s->fn = fn;
     s->ud = ud;
-    /* A scraper or a kubelet probe that stops reading is dropped after 10 s;
-     * a few connections at once are all a metrics port sees. */
-    s->daemon = MHD_start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, on_request, s,
-                                 MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
-                                 (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                                 MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(
+        MHD_USE_EPOLL, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)CONNECTION_LIMIT, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "%s: the HTTP server did not start", addr);
         close(fd);
@@ -187,6 +274,17 @@ long kl_serve_timeout_ms(kl_serve *s) {
     return ms > 60000 ? 60000 : (long)ms;
 }
 
-void kl_serve_run(kl_serve *s) { MHD_run(s->daemon); }
+/* Ends the connections whose request is overdue. */
+static void end_overdue(kl_serve *s) {
+    for (conn *k = s->conns; k; k = k->next)
+        if (!k->ended && k->waiting_since >= 0 && s->now - k->waiting_since > REQUEST_DEADLINE)
+            end_conn(k);
+}
+
+void kl_serve_run(kl_serve *s, double now) {
+    s->now = now;
+    MHD_run(s->daemon);
+    end_overdue(s);
+}
 
 unsigned kl_serve_port(const kl_serve *s) { return s->port; }

@@ -39,8 +39,10 @@ void kl_serve_free(kl_serve *s);
  * milliseconds before kl_serve_run must be called anyway (-1: no limit). */
 int kl_serve_fd(const kl_serve *s);
 long kl_serve_timeout_ms(kl_serve *s);
-/* Answers every request that is ready, without blocking. */
-void kl_serve_run(kl_serve *s);
+/* Answers every request that is ready, without blocking, and ends the
+ * connections that have waited past their deadline for a request; now is
+ * the time in seconds (kl_now). Call it at least once a second. */
+void kl_serve_run(kl_serve *s, double now);
 /* The port it listens on (the one chosen, for port 0). */
 unsigned kl_serve_port(const kl_serve *s);
 

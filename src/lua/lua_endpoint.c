@@ -66,14 +66,14 @@ static void answer(void *ud, const char *path, kl_serve_reply *reply) {
 
 static void on_ready(kl_loop *loop, void *ud) {
     (void)loop;
-    kl_serve_run(((endpoint *)ud)->serve);
+    kl_serve_run(((endpoint *)ud)->serve, kl_now());
 }
 
-/* libmicrohttpd drops idle and stuck connections when it runs: once a
- * second is enough for its 10 s connection timeout. */
+/* Connections past their deadlines are ended when the server runs: once a
+ * second is enough for deadlines of seconds. */
 static void on_tick(kl_loop *loop, void *ud) {
     endpoint *e = ud;
-    kl_serve_run(e->serve);
+    kl_serve_run(e->serve, kl_now());
     e->tick = kl_loop_after(loop, 1.0, on_tick, e);
 }
 

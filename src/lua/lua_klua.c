@@ -70,7 +70,12 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
     if (resp->outcome != KL_HTTP_OK && resp->outcome != KL_HTTP_STATUS) {
         lua_pushnil(co);
         lua_pushstring(co, kl_http_outcome_name(resp->outcome));
-        lua_pushstring(co, resp->error ? resp->error : "request failed");
+        if (resp->outcome == KL_HTTP_TOO_LARGE)
+            lua_pushfstring(co, "%s: ask for less at a time (api.list's limit option), or raise "
+                                "--memory-limit, which bounds one response too",
+                            resp->error);
+        else
+            lua_pushstring(co, resp->error ? resp->error : "request failed");
         kl_task_resume(t, 3);
         return;
     }
@@ -99,6 +104,9 @@ static int l_request(lua_State *L) {
         .content_type = luaL_optstring(L, 4, NULL),
         .accept = luaL_optstring(L, 5, NULL),
         .timeout_ms = timeout > 0 ? (long)(timeout * 1000) : 60000,
+        /* The body becomes a string of the Lua state, and then its tables:
+         * one over the state's limit could never be decoded there. */
+        .max_body = kl_rt_options(rt)->memory_limit,
     };
     o.body_len = blen;
     luaL_argcheck(L, o.path[0] == '/', 2, "path must start with '/'");

@@ -41,7 +41,8 @@ typedef struct kl_rt_opts {
     kl_conn_opts conn;
     kl_ctl_opts ctl;
     long instruction_budget; /* per resume of a task; 0 = unlimited */
-    size_t memory_limit;     /* bytes for the Lua state; 0 = unlimited */
+    size_t memory_limit;     /* bytes for the Lua state, and for one klua.api response
+                              * (KL_HTTP_BODY_MAX when 0); 0 = unlimited */
     double idle_timeout;     /* watch idle limit, seconds; 0 = default */
     double watch_timeout_min, watch_timeout_max; /* 0 = [300, 600) */
     int watch_list;          /* informers use WatchList (sendInitialEvents) */

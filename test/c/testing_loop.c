@@ -10,6 +10,13 @@
  * loop:cancel_when_run(id, other) makes work id cancel work other when it
  * runs; loop:cancel(id) cancels; loop:run() runs the loop until it stops
  * and returns the log as an array of tags.
+ *
+ * loop:timers(n, late_every) sets n timers and returns their ids: timer i
+ * (from 1) is due in an hour when i is a multiple of late_every, at once
+ * otherwise, and logs the number i when it runs; one more timer, due at
+ * once and set last, stops the loop. The timers due at once run in the
+ * order they were set, the late ones wait among them in the heap until the
+ * loop is freed. loop:timer_compares() is kl_loop_timer_compares.
  */
 #include <lauxlib.h>
 #include <string.h>
@@ -134,6 +141,55 @@ static int l_relay(lua_State *L) {
     return 0;
 }
 
+/* The timers of loop:timers, in one userdata kept in the works table. */
+typedef struct numbered {
+    tloop *tl;
+    lua_Integer i;
+} numbered;
+
+static void run_numbered(kl_loop *loop, void *ud) {
+    (void)loop;
+    numbered *t = ud;
+    lua_State *L = t->tl->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->tl->log_ref);
+    lua_pushinteger(L, t->i);
+    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+    lua_pop(L, 1);
+}
+
+static void run_stop(kl_loop *loop, void *ud) {
+    tloop *tl = ud;
+    kl_loop_stop(loop);
+    log_tag(tl->L, tl->log_ref, "stop");
+}
+
+/* loop:timers(n, late_every) -> ids */
+static int l_timers(lua_State *L) {
+    tloop *tl = check_loop(L);
+    lua_Integer n = luaL_checkinteger(L, 2), late_every = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, n > 0, 2, "at least one timer");
+    luaL_argcheck(L, late_every > 0, 3, "a positive number");
+    numbered *ts = lua_newuserdatauv(L, (size_t)n * sizeof *ts, 0);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, tl->works_ref);
+    lua_pushvalue(L, -2);
+    lua_rawsetp(L, -2, ts);
+    lua_pop(L, 2);
+    lua_createtable(L, (int)n, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        ts[i - 1] = (numbered){tl, i};
+        double delay = i % late_every ? 0 : 3600;
+        lua_pushinteger(L, (lua_Integer)kl_loop_after(tl->loop, delay, run_numbered, &ts[i - 1]));
+        lua_rawseti(L, -2, i);
+    }
+    kl_loop_after(tl->loop, 0, run_stop, tl);
+    return 1;
+}
+
+static int l_timer_compares(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)kl_loop_timer_compares(check_loop(L)->loop));
+    return 1;
+}
+
 /* loop:defer(tag) -> id */
 static int l_defer(lua_State *L) {
     tloop *tl = check_loop(L);
@@ -191,7 +247,8 @@ static int l_loop(lua_State *L) {
 
 void kl_testing_open_loop(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"defer", l_defer}, {"relay", l_relay}, {"cancel", l_cancel}, {"cancel_when_run", l_cancel_when_run}, {"run", l_run}, {"__gc", l_gc}, {NULL, NULL}};
+        {"defer", l_defer}, {"relay", l_relay}, {"cancel", l_cancel}, {"cancel_when_run", l_cancel_when_run}, {"run", l_run},
+        {"timers", l_timers}, {"timer_compares", l_timer_compares}, {"__gc", l_gc}, {NULL, NULL}};
     if (luaL_newmetatable(L, LOOP_MT)) {
         luaL_setfuncs(L, methods, 0);
         lua_pushvalue(L, -1);
