@@ -44,6 +44,8 @@ struct kl_http_req {
     int too_big;      /* a buffered 2xx body went past BODY_MAX */
     int stopped;      /* the data callback refused a streamed body's bytes */
     int started_told; /* cb.started was called */
+    double send_by;   /* kl_http_opts.send_by */
+    int too_late;     /* the send_by check stopped it before it was sent */
     double retry_after;
     int retried_401;
     double started;
@@ -129,6 +131,7 @@ const char *kl_http_outcome_name(kl_http_outcome o) {
         [KL_HTTP_TOO_LARGE] = "TooLarge",
         [KL_HTTP_CONFIG] = "ConfigError",
         [KL_HTTP_ABANDONED] = "Abandoned",
+        [KL_HTTP_TOO_LATE] = "TooLate",
     };
     return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "TransportError";
 }
@@ -266,6 +269,16 @@ static void add_header(kl_http_req *r, const char *line) {
     r->headers = l;
 }
 
+/* curl calls this once the connection is ready, just before it sends the
+ * request: the last moment this process can decide that it must not. */
+static int before_send(void *ud, char *primary_ip, char *local_ip, int primary_port, int local_port) {
+    (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+    kl_http_req *r = ud;
+    if (kl_now() < r->send_by) return CURL_PREREQFUNC_OK;
+    r->too_late = 1;
+    return CURL_PREREQFUNC_ABORT;
+}
+
 static int setup(kl_http_req *r) {
     r->easy = curl_easy_init();
     if (!r->easy) kl_oom(sizeof(CURL *));
@@ -310,6 +323,10 @@ static int setup(kl_http_req *r) {
      * curl's 16 KiB take a sixteenth of the system calls. */
     if (r->cb.data) curl_easy_setopt(r->easy, CURLOPT_BUFFERSIZE, 256L << 10);
     if (r->timeout_ms > 0) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+    if (r->send_by > 0) {
+        curl_easy_setopt(r->easy, CURLOPT_PREREQFUNCTION, before_send);
+        curl_easy_setopt(r->easy, CURLOPT_PREREQDATA, r);
+    }
     /* A Content-Length over the limit fails before any byte is read. */
     if (!r->cb.data) curl_easy_setopt(r->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)BODY_MAX);
     r->started = kl_now();
@@ -331,6 +348,7 @@ kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, voi
     r->accept = o->accept ? kl_xstrdup(o->accept) : NULL;
     r->body_len = o->body_len;
     r->timeout_ms = o->timeout_ms;
+    r->send_by = o->send_by;
     if (o->body) {
         r->body = kl_xmalloc(o->body_len + 1);
         memcpy(r->body, o->body, o->body_len);
@@ -366,6 +384,7 @@ static int retry_unauthorized(kl_http_req *r, CURLcode result) {
  * otherwise the transport's result decides, so that a timeout or a cut
  * after a 200 is never mistaken for a response. */
 static kl_http_outcome decide(kl_http_req *r, CURLcode result) {
+    if (r->too_late) return KL_HTTP_TOO_LATE;
     long status = response_status(r);
     if (status && !is_2xx(status)) return KL_HTTP_STATUS;
     if (r->too_big || result == CURLE_FILESIZE_EXCEEDED) return KL_HTTP_TOO_LARGE;
@@ -384,6 +403,8 @@ static const char *describe(kl_http_req *r, kl_http_outcome outcome, CURLcode re
         return r->err;
     case KL_HTTP_ABANDONED:
         return "the response was not read to its end";
+    case KL_HTTP_TOO_LATE:
+        return "not sent: its send-by time had passed";
     default:
         return r->errbuf[0] ? r->errbuf : curl_easy_strerror(result);
     }

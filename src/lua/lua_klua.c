@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -81,9 +82,11 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
     kl_task_resume(t, 3);
 }
 
-/* core.request(method, path [, body [, content_type [, accept]]]) -> status, body, retry_after
- * when the server answered (any status), | nil, outcome, message when it did not
- * (outcome: kl_http_outcome_name). Yields until the request has ended. */
+/* core.request(method, path [, body [, content_type [, accept [, send_by]]]])
+ * -> status, body, retry_after when the server answered (any status), | nil,
+ * outcome, message when it did not (outcome: kl_http_outcome_name; "TooLate"
+ * when core.now() had reached send_by before it could leave). Yields until
+ * the request has ended. */
 static int l_request(lua_State *L) {
     kl_task *t = kl_task_check_wait(L, "an API call");
     kl_rt *rt = kl_rt_of(L);
@@ -96,6 +99,7 @@ static int l_request(lua_State *L) {
         .content_type = luaL_optstring(L, 4, NULL),
         .accept = luaL_optstring(L, 5, NULL),
         .timeout_ms = timeout > 0 ? (long)(timeout * 1000) : 60000,
+        .send_by = luaL_optnumber(L, 6, 0),
     };
     o.body_len = blen;
     luaL_argcheck(L, o.path[0] == '/', 2, "path must start with '/'");
@@ -281,6 +285,15 @@ static int l_verbosity(lua_State *L) {
     return 1;
 }
 
+/* core.wall_time() -> seconds since the epoch, to the microsecond: for
+ * the times a record carries (a Lease's renewTime), never to measure. */
+static int l_wall_time(lua_State *L) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)(ts.tv_nsec / 1000) / 1e6);
+    return 1;
+}
+
 /* core.now() -> seconds on a monotonic clock. */
 static int l_now(lua_State *L) {
     lua_pushnumber(L, kl_now());
@@ -445,7 +458,7 @@ static void core_open(void *state, lua_State *L) {
     static const luaL_Reg fns[] = {
         {"request", l_request}, {"after", l_after},         {"every", l_every},
         {"start_timer", l_start_timer}, {"sleep", l_sleep}, {"stop", l_stop},
-        {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now},
+        {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now}, {"wall_time", l_wall_time},
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {"controller_options", l_controller_options}, {"process", l_process},
         {"stdout_closed", l_stdout_closed}, {"write_stdout", l_write_stdout},
