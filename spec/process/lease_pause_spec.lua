@@ -137,6 +137,9 @@ io.stdout:setvbuf('line')
 local ns = klua.args[1]
 klua.on_leading(function()
   print('leading')
+  -- Known before the pause: the create below then waits for nothing before
+  -- its check.
+  assert(klua.resolve('configmaps'))
   -- Blocks the whole process for longer than the renew deadline, as a pause
   -- does: the timer that stops leading has not run when the next line does.
   os.execute('sleep 2')
@@ -144,6 +147,7 @@ klua.on_leading(function()
   local _, err = klua.api.create('configmaps', { apiVersion = 'v1', kind = 'ConfigMap',
     metadata = { name = 'late', namespace = ns } })
   print('reason=' .. tostring(err and err.reason))
+  print('refused=' .. require('klua.fence').refused)
   print('message=' .. tostring(err and err.message))
 end)
 ]])
@@ -154,6 +158,8 @@ end)
     assert.truthy(p:wait_for('message=', 20 * K.slowdown), p:output() .. p:errors())
     assert.matches('leader=false', p:output())
     assert.matches('reason=NotLeader', p:output())
+    -- Counted, for klua_fenced_writes_total.
+    assert.matches('refused=1\n', p:output())
     assert.matches(K.literally('message=POST /api/v1/namespaces/' .. ns .. '/configmaps not sent: this replica '
       .. 'does not hold the leader lease ' .. ns .. '/paused'), p:output())
     assert.is_nil(sb:get('-n ' .. ns .. ' configmap late'))
