@@ -40,12 +40,32 @@ local function mark(sb, ns, name)
   return tonumber(sb:get('-n ' .. ns .. ' configmap ' .. name).metadata.resourceVersion)
 end
 
-local function flags(sb, ns, id, more)
+local function flags(sb, ns, more)
   local args = { '--kubeconfig', sb.kubeconfig, '--leader-elect', '--leader-election-id', 'paused',
     '--leader-election-namespace', ns }
   for _, a in ipairs(LEASE) do args[#args + 1] = a end
   for _, a in ipairs(more or {}) do args[#args + 1] = a end
   return args
+end
+
+-- Starts a replica of script in ns, as id (its arguments: id, ns); more: flags
+-- besides the Lease's.
+local function replica(sb, procs, script, ns, id, more)
+  local args = flags(sb, ns, more)
+  for _, a in ipairs({ 'run', script, id, ns }) do args[#args + 1] = a end
+  local p = K.spawn(args, { name = 'replica ' .. id })
+  p.id = id
+  procs[#procs + 1] = p
+  return p
+end
+
+-- Ends every replica, woken first: a stopped one would wait for SIGKILL.
+local function stop_all(procs)
+  for _, p in ipairs(procs) do
+    p:signal('CONT')
+    p:cleanup()
+  end
+  for i = #procs, 1, -1 do procs[i] = nil end
 end
 
 -- The leader writes as fast as its answers come back, with no check of its own:
@@ -69,26 +89,9 @@ describe('a leader paused past its lease', function()
   local script, procs = nil, {}
 
   setup(function() script = K.script(LEADER) end)
+  after_each(function() stop_all(procs) end)
 
-  after_each(function()
-    for _, p in ipairs(procs) do
-      p:signal('CONT')
-      p:cleanup()
-    end
-    procs = {}
-  end)
-
-  local function candidate(ns, id)
-    local args = flags(sb, ns, id)
-    args[#args + 1] = 'run'
-    args[#args + 1] = script
-    args[#args + 1] = id
-    args[#args + 1] = ns
-    local p = K.spawn(args, { name = 'replica ' .. id })
-    p.id = id
-    procs[#procs + 1] = p
-    return p
-  end
+  local function candidate(ns, id) return replica(sb, procs, script, ns, id) end
 
   -- One round: two replicas; the leader is stopped until the other has taken
   -- over and written, then woken. No write of the old leader may come after the
@@ -134,7 +137,7 @@ describe('a leader paused past its lease', function()
     sb:kubectl('create namespace ' .. ns)
     local probe = K.script([[
 io.stdout:setvbuf('line')
-local ns = klua.args[1]
+local ns = klua.args[2]
 klua.on_leading(function()
   print('leading')
   -- Known before the pause: the create below then waits for nothing before
@@ -151,10 +154,7 @@ klua.on_leading(function()
   print('message=' .. tostring(err and err.message))
 end)
 ]])
-    local args = flags(sb, ns, 'only')
-    for _, a in ipairs({ 'run', probe, ns }) do args[#args + 1] = a end
-    local p = K.spawn(args)
-    procs[#procs + 1] = p
+    local p = replica(sb, procs, probe, ns, 'only')
     assert.truthy(p:wait_for('message=', 20 * K.slowdown), p:output() .. p:errors())
     assert.matches('leader=false', p:output())
     assert.matches('reason=NotLeader', p:output())
@@ -206,23 +206,9 @@ describe('a sharded replica paused past its lease', function()
   end
 
   setup(function() script = K.script(SHARDED) end)
+  after_each(function() stop_all(procs) end)
 
-  after_each(function()
-    for _, p in ipairs(procs) do
-      p:signal('CONT')
-      p:cleanup()
-    end
-    procs = {}
-  end)
-
-  local function replica(ns, id)
-    local args = flags(sb, ns, id, { '--shards', '2' })
-    for _, a in ipairs({ 'run', script, id, ns }) do args[#args + 1] = a end
-    local p = K.spawn(args, { name = 'replica ' .. id })
-    p.id = id
-    procs[#procs + 1] = p
-    return p
-  end
+  local function sharded(ns, id) return replica(sb, procs, script, ns, id, { '--shards', '2' }) end
 
   -- Per shard, in the server's order: epochs never go back, one writer each.
   local function one_holder_at_a_time(list, n)
@@ -248,7 +234,7 @@ describe('a sharded replica paused past its lease', function()
       sb:kubectl('-n ' .. ns .. ' create configmap ' .. k)
       sb:kubectl('-n ' .. ns .. ' label configmap ' .. k .. ' role=work')
     end
-    local a, b = replica(ns, 'a' .. n), replica(ns, 'b' .. n)
+    local a, b = sharded(ns, 'a' .. n), sharded(ns, 'b' .. n)
     -- Both hold a shard: each has written since the other first did.
     testing.eventually(function()
       local list, seen = writes(sb, ns), {}
