@@ -24,6 +24,12 @@
 --                     without one): ask for smaller pages (api.list's limit)
 --   "ConfigError"     not sent: the credentials or TLS settings could not
 --                     be used (an exec plugin failed, a CA file is unreadable)
+--   "NotLeader"       not sent: a write that only a Lease's holder may make
+--                     (any write under leader election; a reconcile's writes
+--                     under --shards), and this replica does not hold the
+--                     Lease, or no longer: its last successful renewal was
+--                     sent more than the renew deadline ago. Counted in
+--                     klua_fenced_writes_total.
 --
 -- These are worth retrying later (a controller's reconcile can return the
 -- error and be requeued with backoff); so is a Status with code >= 500 or
@@ -31,6 +37,7 @@
 -- (a protobuf, YAML, a proxy's HTML page), is reason "InvalidResponse".
 local core = require 'klua.core'
 local discovery = require 'klua.discovery'
+local fence = require 'klua.fence'
 local json = core.json
 
 local api = {}
@@ -108,14 +115,25 @@ end
 -- @return the decoded body, or nil and err
 -- @usage
 -- local ns, err = klua.api.request('GET', '/api/v1/namespaces/default')
-local function call(method, path, body, content_type, accept)
+local function call(method, path, body, content_type, accept, unfenced)
   local payload
   if body ~= nil then
     payload = type(body) == 'string' and body or json.encode(body)
   end
+  -- Checked last before the request starts, and by the C side again as it
+  -- is about to leave (send_by): a task resumed after a pause of the whole
+  -- process sees the lapse before anything is sent.
+  local send_by, lease
+  if method ~= 'GET' and not unfenced then
+    send_by, lease = fence.send_by()
+    if send_by and core.now() >= send_by then
+      return nil, new_error(0, 'NotLeader', fence.refuse(method, path, lease))
+    end
+  end
   local status, resp, retry_after, not_json = core.request(method, path, payload,
-    payload and (content_type or 'application/json') or nil, accept)
+    payload and (content_type or 'application/json') or nil, accept, send_by)
   -- Without an answer, resp is the outcome's name and retry_after its words.
+  if not status and resp == 'TooLate' then return nil, new_error(0, 'NotLeader', fence.refuse(method, path, lease)) end
   if not status then return nil, new_error(0, resp, retry_after) end
   if status < 200 or status > 299 then return nil, decode_error(status, resp, retry_after) end
   if not_json then
@@ -125,7 +143,9 @@ local function call(method, path, body, content_type, accept)
   if obj == nil then return nil, new_error(status, 'InvalidResponse', 'invalid JSON from the server: ' .. tostring(err)) end
   return obj
 end
-api.request = call
+function api.request(method, path, body, content_type, accept)
+  return call(method, path, body, content_type, accept)
+end
 
 local function meta_key(obj)
   local md = obj and obj.metadata
@@ -213,7 +233,7 @@ function api.create(resource, obj, opts)
   if not r then return nil, err end
   local md = obj.metadata or {}
   local ns = r.namespaced and (md.namespace or opts.namespace or core.namespace()) or nil
-  return call('POST', object_path(r, ns) .. write_opts(opts), obj)
+  return call('POST', object_path(r, ns) .. write_opts(opts), obj, nil, nil, opts[fence.EXEMPT])
 end
 
 local function put(resource, obj, sub, opts)
@@ -222,7 +242,7 @@ local function put(resource, obj, sub, opts)
   local key = meta_key(obj)
   if not key then return nil, new_error(400, 'BadRequest', 'the object needs metadata.name') end
   local ns, name = split_key(r, key)
-  return call('PUT', object_path(r, ns, name, sub) .. write_opts(opts), obj)
+  return call('PUT', object_path(r, ns, name, sub) .. write_opts(opts), obj, nil, nil, opts and opts[fence.EXEMPT])
 end
 
 --- api.update(resource, obj, opts) -> updated object, or nil, err. obj

@@ -118,7 +118,10 @@ end
 
 local function process(c, key)
   local g = shards.current()
-  if g and not g:owns(key) then
+  -- By the clock, not only by what the election's timers last decided: a
+  -- worker that runs first after a pause of the process must not start
+  -- a reconcile on a Lease that lapsed meanwhile.
+  if (g and not g:owns(key)) or not leader.leading() then
     c.queue:forget(key)
     c.queue:done(key)
     return

@@ -5,7 +5,8 @@
 --             Prometheus's text format, with the names Kubernetes users
 --             chart: workqueue_*, controller_runtime_*, leader_election_*,
 --             process_*, rest_client_*, and klua_informer_*, klua_handler_errors_total,
---             klua_lua_memory_bytes.
+--             klua_lua_memory_bytes, klua_shards_held and klua_fenced_writes_total
+--             (under leader election or --shards).
 --   /healthz  200 "ok": the answer itself shows the loop turns (a handler
 --             that never returns stops every answer, so the probe times out).
 --   /readyz   503 until every informer has synced, and while one has been
@@ -155,6 +156,11 @@ local function runtime_families(add)
       { 'name' }, { { { election.name }, election:is_leader() and 1 or 0 } })
   end
   local group = require('klua.shards').current()
+  if election or group then
+    gauge_or_counter(add, 'counter', 'klua_fenced_writes_total',
+      'Writes not sent because the Lease they need (the leader\'s, or a shard\'s) was not held or had lapsed.',
+      {}, { { {}, require('klua.fence').refused } })
+  end
   if group then
     gauge_or_counter(add, 'gauge', 'klua_shards_held', 'Shards (of --shards) this replica holds.',
       { 'name' }, { { { group.name }, #group:shards() } })

@@ -7,9 +7,14 @@
 --   its leaseDurationSeconds by the candidate's own clock: the time the
 --   candidate last saw the record change, not the renewTime written in
 --   it, so clocks need not agree between replicas.
--- * The leader renews every retry period; when no renewal has succeeded
---   within the renew deadline it has lost the Lease and stops leading, at
---   the deadline even while a renewal still waits for its answer.
+-- * The leader renews every retry period. It leads only while its Lease is
+--   valid by its own monotonic clock: until the renew deadline after its
+--   last successful renewal was sent (client-go counts from the answer;
+--   this is stricter). A timer stops leading at that moment, even while a
+--   renewal still waits for its answer, and klua.leader() and every write
+--   (lua/klua/fence.lua) check the clock themselves, so that after a pause
+--   of the whole process (SIGSTOP, a frozen VM) nothing acts as leader
+--   before that timer has had its turn.
 -- * A conflict (409) on create or update is the normal race between
 --   candidates, not an error.
 -- * Releasing (on a clean stop) writes an empty holder with a one-second
@@ -20,6 +25,7 @@
 -- the script.
 local core = require 'klua.core'
 local api = require 'klua.api'
+local fence = require 'klua.fence'
 local object = require 'klua.object'
 
 local M = {}
@@ -35,8 +41,16 @@ Elector.__index = Elector
 -- the script; hooks wait for it to lead.
 local election
 
+-- The Lease's own writes, which no Lease fences.
+local LEASE_WRITE = { [fence.EXEMPT] = true }
+
+-- metav1.MicroTime: every renewal's record differs from the one before,
+-- so that other candidates see each one as a change and count the lease
+-- duration from it (with whole seconds, two renewals within a second
+-- would look like one, and the second would go unseen).
 local function micro_time(t)
-  return os.date('!%Y-%m-%dT%H:%M:%S.000000Z', t)
+  local whole = math.floor(t)
+  return os.date('!%Y-%m-%dT%H:%M:%S', whole) .. ('.%06dZ'):format(math.floor((t - whole) * 1e6))
 end
 
 --- The identity client-go's examples use: the host name (a Pod's name in a
@@ -87,6 +101,9 @@ function M.new(opts)
     -- labels: set by klua.shards on its electors (M.add_labels); none here.
     leading = false,
     stopped = false,
+    -- The monotonic time the Lease is valid until: the renew deadline
+    -- after the last successful take or renewal was sent.
+    valid_until = -math.huge,
   }, Elector)
   if e.lease_duration <= e.renew_deadline then
     error(('leader election: lease_duration (%g s) must be greater than renew_deadline (%g s)')
@@ -148,16 +165,43 @@ local function record(e, now)
   }
 end
 
+-- Stops leading (on_lapsed) when the Lease lapses, unless renewed first.
+function Elector:_arm_lapse()
+  if self.lapse_timer then self.lapse_timer:cancel() end
+  self.lapse_timer = core.after(math.max(0, self.valid_until - core.now()), function()
+    self.lapse_timer = nil
+    if self:_valid() then return self:_arm_lapse() end
+    ;(self.on_lapsed or Elector._lapsed)(self)
+  end)
+end
+
+-- A take or renewal sent at `sent` succeeded: the Lease is valid until
+-- the renew deadline after it, and lapses then unless renewed again.
+function Elector:_renewed(sent)
+  local until_ = sent + self.renew_deadline
+  if until_ <= self.valid_until then return end
+  self.valid_until = until_
+  self:_arm_lapse()
+end
+
+-- Whether the Lease is valid now by this process's clock.
+function Elector:_valid() return core.now() < self.valid_until end
+
+function Elector:_forget_lease()
+  self.valid_until = -math.huge
+  if self.lapse_timer then self.lapse_timer:cancel() end
+  self.lapse_timer = nil
+end
+
 -- client-go's tryAcquireOrRenew: true when this candidate holds the Lease
--- after the call. cycle: the renewal cycle it belongs to, if any.
-function Elector:_try_acquire_or_renew(cycle)
-  local now = os.time()
-  local rec = record(self, now)
+-- after the call. renewing: a renewal of a Lease it leads on.
+function Elector:_try_acquire_or_renew(renewing)
+  local rec = record(self, core.wall_time())
   local lease, err = api.get(LEASES, self:_key())
   -- Stopped while the read was under way: write nothing, or a released
-  -- Lease would be taken again; past its cycle's deadline, the renewal
-  -- would take back a Lease this process has stopped leading on.
-  if self.stopped or (cycle and cycle.expired) then return false end
+  -- Lease would be taken again; lapsed meanwhile, the renewal would take
+  -- back a Lease this process has stopped leading on.
+  if self.stopped or (renewing and not self.leading) then return false end
   if not lease then
     if not api.is_not_found(err) then
       core.log('error', ('lease %s: cannot read it: %s'):format(self:_key(), tostring(err)))
@@ -165,10 +209,11 @@ function Elector:_try_acquire_or_renew(cycle)
     end
     rec.leaseTransitions = 0
     local created
+    local sent = core.now()
     created, err = api.create(LEASES, {
       apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
       metadata = { name = self.name, namespace = self.namespace, labels = self.labels }, spec = rec,
-    })
+    }, LEASE_WRITE)
     if not created then
       if not api.is_already_exists(err) then
         core.log('error', ('lease %s: cannot create it: %s'):format(self:_key(), tostring(err)))
@@ -176,6 +221,7 @@ function Elector:_try_acquire_or_renew(cycle)
       return false
     end
     self:_observe(created.spec, core.json.encode(created.spec))
+    self:_renewed(sent)
     return true
   end
   local old = lease.spec or {}
@@ -194,7 +240,8 @@ function Elector:_try_acquire_or_renew(cycle)
   lease.spec = rec
   M.add_labels(lease, self.labels)
   local updated
-  updated, err = api.update(LEASES, lease)
+  local sent = core.now()
+  updated, err = api.update(LEASES, lease, LEASE_WRITE)
   if not updated then
     if not api.is_conflict(err) then
       core.log('error', ('lease %s: cannot update it: %s'):format(self:_key(), tostring(err)))
@@ -202,45 +249,30 @@ function Elector:_try_acquire_or_renew(cycle)
     return false
   end
   self:_observe(updated.spec, core.json.encode(updated.spec))
+  self:_renewed(sent)
   return true
 end
 
 local function jittered(period) return period + math.random() * JITTER * period end
 
--- Renews until a renewal fails for the whole renew deadline, as client-go's
--- renew loop polls within a deadline every retry period.
+-- Renews every retry period, and again every retry period after one that
+-- failed, while it leads: the lapse timer (_renewed) ends that, as
+-- client-go's renew loop polls within its deadline.
 function Elector:_renew_loop()
-  while not self.stopped do
+  while self.leading and not self.stopped do
     core.sleep(self.retry_period)
-    if self.stopped then return true end
-    local deadline = core.now() + self.renew_deadline
-    -- client-go cancels a renewal still under way at the deadline (its
-    -- context's timeout); a call this task waits in cannot be cancelled,
-    -- so a timer stops leading then, whatever the call is waiting for, and
-    -- the cycle writes nothing more. Otherwise a renewal hanging for the
-    -- request timeout would keep this replica leading past the point where
-    -- another one takes the Lease over.
-    local cycle = {}
-    local watchdog = core.after(self.renew_deadline, function()
-      cycle.expired = true
-      if not self.stopped then self:_stop_leading(('no renewal within %g s'):format(self.renew_deadline)) end
-    end)
-    local renewed = false
-    while not self.stopped and not cycle.expired do
-      renewed = self:_try_acquire_or_renew(cycle) and core.now() <= deadline and not cycle.expired
-      if renewed or core.now() + self.retry_period > deadline then break end
+    while self.leading and not self.stopped and not self:_try_acquire_or_renew(true) do
       core.sleep(self.retry_period)
     end
-    watchdog:cancel()
-    if self.stopped then return true end
-    if not renewed then return false end
   end
-  return true
 end
+
+function Elector:_lapsed() self:_stop_leading(('no renewal within %g s'):format(self.renew_deadline)) end
 
 function Elector:_stop_leading(why)
   if not self.leading then return end
   self.leading = false
+  self:_forget_lease()
   core.log('warn', ('lease %s: leader election lost: %s'):format(self:_key(), why))
   if self.on_stopped then self.on_stopped() end
 end
@@ -254,25 +286,27 @@ function Elector:start()
   core.after(0, function()
     if self == election then M.check() end
     core.log('info', ('lease %s: attempting to acquire the leader lease as %s'):format(self:_key(), self.identity))
-    while not self.stopped and not self:_try_acquire_or_renew() do
+    -- Taken by a request answered only after the renew deadline: not
+    -- valid, so tried again (a renewal, if nobody took it meanwhile).
+    while not self.stopped and not (self:_try_acquire_or_renew() and self:_valid()) do
       core.sleep(jittered(self.retry_period))
     end
     if self.stopped then return end
     self.leading = true
     core.log('info', ('lease %s: successfully acquired the lease as %s'):format(self:_key(), self.identity))
     if self.on_started then core.after(0, self.on_started) end
-    if not self:_renew_loop() then
-      self:_stop_leading(('no renewal within %g s'):format(self.renew_deadline))
-    end
+    self:_renew_loop()
   end)
   return self
 end
 
---- Whether this process holds the Lease now.
+--- Whether this process holds the Lease now: it leads, and by its own
+-- clock the Lease has not lapsed (a renewal succeeded within the renew
+-- deadline), even in the moment after a pause before klua has noticed.
 -- @return true or false
 -- @usage
 -- if e:is_leader() then reconcile_all() end
-function Elector:is_leader() return self.leading end
+function Elector:is_leader() return self.leading and self:_valid() end
 
 --- Stops taking part; a leader releases the Lease (unless release_on_stop
 -- is false) so that another candidate takes over at its next try.
@@ -283,6 +317,7 @@ function Elector:stop()
   self.stopped = true
   local was_leading = self.leading
   self.leading = false
+  self:_forget_lease()
   if not (was_leading and self.release_on_stop and self:_holds()) then return end
   -- A renewal under way when the election stopped may write between this
   -- read and the release: its conflict is retried from a fresh read.
@@ -295,7 +330,7 @@ function Elector:stop()
       acquireTime = micro_time(now), renewTime = micro_time(now),
       leaseTransitions = lease.spec.leaseTransitions or 0,
     }
-    local _, err = api.update(LEASES, lease)
+    local _, err = api.update(LEASES, lease, LEASE_WRITE)
     if not err then
       core.log('info', ('lease %s: released'):format(self:_key()))
       return
@@ -320,7 +355,7 @@ function Elector:_misplaced()
     _, err = api.create(LEASES, {
       apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
       metadata = { name = self.name, namespace = self.namespace }, spec = {},
-    }, { dry_run = true })
+    }, { dry_run = true, [fence.EXEMPT] = true })
     if err and api.is_not_found(err) and (err.details or {}).kind == 'namespaces' then
       return ('namespace "%s" does not exist: create it (kubectl create namespace %s) or name another'):format(
         self.namespace, self.namespace)
@@ -404,6 +439,10 @@ function M.elect(opts)
   end
   e.namespace_source = opts.namespace_source or 'leader election namespace'
   election = e
+  -- Under an election every write is the leader's: a replica that does
+  -- not lead, or no longer does by its clock, sends none.
+  local lease = 'the leader lease ' .. e:_key()
+  fence.fence_process(function() return e.leading and e.valid_until or -math.huge, lease end)
   e:start()
   return handle(e)
 end

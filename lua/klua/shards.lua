@@ -30,11 +30,16 @@
 --   is its Lease released (an empty holder, as client-go's
 --   ReleaseOnCancel writes), so the next holder never overlaps with them.
 --   The new holder enqueues every cached key of the shard.
--- * A shard whose renewal fails for the renew deadline is lost at once: its
---   keys are no longer taken. Reconciles already running cannot be
---   recalled; see docs/scale.md for what lease-based exclusion guarantees.
+-- * A shard is held only while its Lease is valid by this replica's
+--   monotonic clock: until the renew deadline after its last successful
+--   renewal was sent (klua.leader). It is lost at that moment, by a timer,
+--   even while a renewal still waits: its keys are no longer taken, and
+--   the writes of its reconciles still running are refused before they
+--   leave (lua/klua/fence.lua); a worker or a write that runs first after
+--   a pause of the process checks the clock itself. See docs/scale.md.
 local core = require 'klua.core'
 local api = require 'klua.api'
+local fence = require 'klua.fence'
 local leader = require 'klua.leader'
 
 local M = {}
@@ -100,7 +105,7 @@ function M.new(opts)
     renew_deadline = probe.renew_deadline, retry_period = probe.retry_period,
     on_acquired = opts.on_acquired,
     electors = {},   -- shard -> the elector that takes and renews its Lease
-    held = {},       -- shard -> { renewed = time of the last renewal }
+    held = {},       -- shard -> true while held (its elector says until when)
     draining = {},   -- shard -> true while its reconciles finish before release
     inflight = {},   -- shard -> reconciles under way
     seen = {},       -- member Lease name -> { raw = its spec as JSON, at = when it changed }
@@ -138,10 +143,16 @@ function Group:shard_elector(i)
   return e
 end
 
---- Whether this replica takes key now: its shard is held and not draining.
+-- Whether shard i is held with a Lease valid now by this replica's clock.
+function Group:holds(i)
+  return self.held[i] ~= nil and self.electors[i]:_valid()
+end
+
+--- Whether this replica takes key now: its shard is held (its Lease valid)
+-- and not draining.
 function Group:owns(key)
   local i = M.shard_of(key, self.n)
-  return self.held[i] ~= nil and not self.draining[i]
+  return self:holds(i) and not self.draining[i]
 end
 
 --- The shards held (draining ones included), in order.
@@ -153,15 +164,22 @@ function Group:shards()
   return out
 end
 
---- Counts a reconcile of key as under way (until finished(key)).
+--- Counts a reconcile of key as under way (until finished(key)), in the
+-- calling task: its writes are fenced by the shard's Lease until then
+-- (draining, the shard is still held and its reconciles may finish).
 function Group:started(key)
   local i = M.shard_of(key, self.n)
   self.inflight[i] = (self.inflight[i] or 0) + 1
+  local lease = ('the shard lease %s/%s-shard-%d'):format(self.namespace, self.name, i)
+  fence.bind(function()
+    return self.held[i] and self.electors[i].valid_until or -math.huge, lease
+  end)
 end
 
 function Group:finished(key)
   local i = M.shard_of(key, self.n)
   self.inflight[i] = (self.inflight[i] or 1) - 1
+  fence.unbind()
 end
 
 -- Whether name is a member Lease's name of this group: the id, "-member-"
@@ -183,7 +201,7 @@ function Group:label_members(items)
     if self:member_name(lease.metadata.name) and leader.add_labels(lease, self.labels.member) then
       -- A list's items need not say what they are (kube-apiserver's do not).
       lease.apiVersion, lease.kind = 'coordination.k8s.io/v1', 'Lease'
-      local _, err = api.update(LEASES, lease)
+      local _, err = api.update(LEASES, lease, { [fence.EXEMPT] = true })
       if err then
         done = false
         if not api.is_conflict(err) and not api.is_not_found(err) then
@@ -246,9 +264,12 @@ function Group:count_taking()
 end
 
 function Group:acquired(i)
-  self.held[i] = { renewed = core.now() }
+  self.held[i] = true
   local e = self.electors[i]
   e.leading = true
+  e.on_lapsed = function()
+    if self.electors[i] == e then self:lose(i, ('no renewal within %g s'):format(self.renew_deadline)) end
+  end
   core.log('info', ('shards %s: holding shard %d'):format(self.name, i))
   if self.on_acquired then core.after(0, function() self.on_acquired(i) end) end
 end
@@ -263,18 +284,19 @@ function Group:release(i)
 end
 
 function Group:lose(i, why)
+  local e = self.electors[i]
   self.held[i], self.draining[i], self.electors[i] = nil, nil, nil
+  e.leading = false
+  e:_forget_lease()
   core.log('warn', ('shards %s: lost shard %d: %s'):format(self.name, i, why))
 end
 
+-- A renewal that fails is tried again next round; the Lease's lapse timer
+-- (Group:acquired) gives the shard up if none succeeds in time.
 function Group:renew_held()
-  local now = core.now()
-  for i, h in pairs(self.held) do
-    if self:shard_elector(i):_try_acquire_or_renew() then
-      h.renewed = core.now()
-    elseif now - h.renewed > self.renew_deadline then
-      self:lose(i, ('no renewal within %g s'):format(self.renew_deadline))
-    end
+  for i in pairs(self.held) do
+    local e = self.electors[i]
+    if e then e:_try_acquire_or_renew(true) end
   end
 end
 
@@ -303,9 +325,14 @@ function Group:take(fair)
   for k = 0, self.n - 1 do
     if self:count_taking() >= fair then return end
     local i = (start + k) % self.n
-    if not self.held[i] and self:shard_elector(i):_try_acquire_or_renew() then
-      if self.stopped then return end
-      self:acquired(i)
+    if not self.held[i] then
+      local e = self:shard_elector(i)
+      -- Taken by a request answered after the renew deadline: not valid,
+      -- taken again (renewed) at a later round.
+      if e:_try_acquire_or_renew() and e:_valid() then
+        if self.stopped then return end
+        self:acquired(i)
+      end
     end
   end
 end

@@ -14,12 +14,7 @@ local NS, SHARDS, OBJECTS = 'sharded', 6, 3000
 local LEASE = { '--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s',
   '--leader-elect-retry-period', '500ms' }
 
--- FNV-1a, 32 bits, as docs/scale.md documents it.
-local function fnv1a(s)
-  local h = 0x811c9dc5
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 0x01000193) & 0xffffffff end
-  return h
-end
+local fnv1a = K.fnv1a
 
 local CONTROLLER = [[
 io.stdout:setvbuf('line')

@@ -44,6 +44,17 @@ function M.chunks(s, size)
   return out
 end
 
+--- FNV-1a, 32 bits, of s: the hash of --shards, as docs/scale.md documents
+-- it (a key's shard is M.fnv1a(key) % N).
+function M.fnv1a(s)
+  local h = 0x811c9dc5
+  for i = 1, #s do h = ((h ~ s:byte(i)) * 0x01000193) & 0xffffffff end
+  return h
+end
+
+--- A Lua pattern that matches s literally.
+function M.literally(s) return (s:gsub('%p', '%%%0')) end
+
 --- Writes a Lua script into a fresh temp directory and returns its path.
 function M.script(text)
   local path = testing.tmpdir() .. '/script.lua'

@@ -50,6 +50,8 @@ struct kl_http_req {
     int started_told; /* cb.started was called */
     int read;         /* bytes came since the health check last looked */
     int probe;        /* the health check's: no metrics */
+    double send_by;   /* kl_http_opts.send_by */
+    int too_late;     /* the send_by check stopped it before it was sent */
     double retry_after;
     int retried_401;
     double started;   /* when this attempt began, a wait for the credential included */
@@ -140,6 +142,7 @@ const char *kl_http_outcome_name(kl_http_outcome o) {
         [KL_HTTP_TOO_LARGE] = "TooLarge",
         [KL_HTTP_CONFIG] = "ConfigError",
         [KL_HTTP_ABANDONED] = "Abandoned",
+        [KL_HTTP_TOO_LATE] = "TooLate",
     };
     return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "TransportError";
 }
@@ -321,6 +324,16 @@ static void add_header(kl_http_req *r, const char *line) {
     r->headers = l;
 }
 
+/* curl calls this once the connection is ready, just before it sends the
+ * request: the last moment this process can decide that it must not. */
+static int before_send(void *ud, char *primary_ip, char *local_ip, int primary_port, int local_port) {
+    (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+    kl_http_req *r = ud;
+    if (kl_now() < r->send_by) return CURL_PREREQFUNC_OK;
+    r->too_late = 1;
+    return CURL_PREREQFUNC_ABORT;
+}
+
 /* What is left of the request's deadline, in ms, once a wait for the
  * credential took its share; at least 1, as 0 would mean none. */
 static long remaining_ms(const kl_http_req *r) {
@@ -374,6 +387,10 @@ static int setup(kl_http_req *r) {
     /* A watch or a LIST delivers megabytes: 256 KiB reads rather than
      * curl's 16 KiB take a sixteenth of the system calls. */
     if (r->cb.data) curl_easy_setopt(r->easy, CURLOPT_BUFFERSIZE, 256L << 10);
+    if (r->send_by > 0) {
+        curl_easy_setopt(r->easy, CURLOPT_PREREQFUNCTION, before_send);
+        curl_easy_setopt(r->easy, CURLOPT_PREREQDATA, r);
+    }
     if (r->timeout_ms > 0) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, remaining_ms(r));
     /* A Content-Length over the limit fails before any byte is read. */
     if (!r->cb.data) curl_easy_setopt(r->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)r->max_body);
@@ -433,6 +450,7 @@ kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, voi
     r->body_len = o->body_len;
     r->timeout_ms = o->timeout_ms;
     r->max_body = o->max_body ? o->max_body : KL_HTTP_BODY_MAX;
+    r->send_by = o->send_by;
     if (o->body) {
         r->body = kl_xmalloc(o->body_len + 1);
         memcpy(r->body, o->body, o->body_len);
@@ -515,6 +533,7 @@ static int retry_unauthorized(kl_http_req *r, CURLcode result) {
  * otherwise the transport's result decides, so that a timeout or a cut
  * after a 200 is never mistaken for a response. */
 static kl_http_outcome decide(kl_http_req *r, CURLcode result) {
+    if (r->too_late) return KL_HTTP_TOO_LATE;
     long status = response_status(r);
     if (status && !is_2xx(status)) return KL_HTTP_STATUS;
     if (r->too_big || result == CURLE_FILESIZE_EXCEEDED) return KL_HTTP_TOO_LARGE;
@@ -538,6 +557,8 @@ static const char *describe(kl_http_req *r, kl_http_outcome outcome, CURLcode re
         return r->err;
     case KL_HTTP_ABANDONED:
         return "the response was not read to its end";
+    case KL_HTTP_TOO_LATE:
+        return "not sent: its send-by time had passed";
     default:
         return r->errbuf[0] ? r->errbuf : curl_easy_strerror(result);
     }

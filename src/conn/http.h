@@ -32,11 +32,13 @@ typedef enum kl_http_outcome {
     KL_HTTP_TOO_LARGE,     /* a buffered 2xx body over its limit (max_body) */
     KL_HTTP_CONFIG,        /* not sent: the connection could not be prepared
                             * (credentials, TLS files, plain-http refusal) */
-    KL_HTTP_ABANDONED      /* the data callback stopped a streamed body */
+    KL_HTTP_ABANDONED,     /* the data callback stopped a streamed body */
+    KL_HTTP_TOO_LATE       /* not sent: its send_by time had passed when it was to leave */
 } kl_http_outcome;
 
 /* The outcome's name, as scripts see it in err.reason: "OK", "Status",
- * "TransportError", "Timeout", "TooLarge", "ConfigError", "Abandoned". */
+ * "TransportError", "Timeout", "TooLarge", "ConfigError", "Abandoned",
+ * "TooLate". */
 const char *kl_http_outcome_name(kl_http_outcome o);
 
 typedef struct kl_http_resp {
@@ -85,6 +87,12 @@ typedef struct kl_http_opts {
     const char *accept;       /* the Accept header; NULL = application/json */
     long timeout_ms;          /* whole request; 0 = none (watches) */
     size_t max_body;          /* a buffered 2xx body's limit; 0 = KL_HTTP_BODY_MAX */
+    /* kl_now() from which the request must not be sent; 0 = none. Checked
+     * as curl is about to send it (also after waiting for a connection,
+     * and again for a 401 retry), not when it is started: a write fenced
+     * by a Lease must not leave late, whatever delayed it, a pause of the
+     * whole process included. */
+    double send_by;
 } kl_http_opts;
 
 /* client-go's request metrics (component-base's restclient adapters):

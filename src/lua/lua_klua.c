@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -88,10 +89,12 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
     kl_task_resume(t, 4);
 }
 
-/* core.request(method, path [, body [, content_type [, accept]]]) -> status, body, retry_after,
- * not_json when the server answered (any status; not_json: the answer's
- * Content-Type when it is not JSON, else nil), | nil, outcome, message when
- * it did not (outcome: kl_http_outcome_name). Yields until the request has ended. */
+/* core.request(method, path [, body [, content_type [, accept [, send_by]]]])
+ * -> status, body, retry_after, not_json when the server answered (any
+ * status; not_json: the answer's Content-Type when it is not JSON, else
+ * nil), | nil, outcome, message when it did not (outcome:
+ * kl_http_outcome_name; "TooLate" when core.now() had reached send_by
+ * before it could leave). Yields until the request has ended. */
 static int l_request(lua_State *L) {
     kl_task *t = kl_task_check_wait(L, "an API call");
     kl_rt *rt = kl_rt_of(L);
@@ -107,6 +110,7 @@ static int l_request(lua_State *L) {
         /* The body becomes a string of the Lua state, and then its tables:
          * one over the state's limit could never be decoded there. */
         .max_body = kl_rt_options(rt)->memory_limit,
+        .send_by = luaL_optnumber(L, 6, 0),
     };
     o.body_len = blen;
     luaL_argcheck(L, o.path[0] == '/', 2, "path must start with '/'");
@@ -292,6 +296,15 @@ static int l_verbosity(lua_State *L) {
     return 1;
 }
 
+/* core.wall_time() -> seconds since the epoch, to the microsecond: for
+ * the times a record carries (a Lease's renewTime), never to measure. */
+static int l_wall_time(lua_State *L) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)(ts.tv_nsec / 1000) / 1e6);
+    return 1;
+}
+
 /* core.now() -> seconds on a monotonic clock. */
 static int l_now(lua_State *L) {
     lua_pushnumber(L, kl_now());
@@ -456,7 +469,7 @@ static void core_open(void *state, lua_State *L) {
     static const luaL_Reg fns[] = {
         {"request", l_request}, {"after", l_after},         {"every", l_every},
         {"start_timer", l_start_timer}, {"sleep", l_sleep}, {"stop", l_stop},
-        {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now},
+        {"log", l_log},         {"verbosity", l_verbosity}, {"now", l_now}, {"wall_time", l_wall_time},
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {"controller_options", l_controller_options}, {"process", l_process},
         {"stdout_closed", l_stdout_closed}, {"write_stdout", l_write_stdout},
