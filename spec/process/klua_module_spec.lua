@@ -1074,4 +1074,45 @@ describe('--memory-limit', function()
     assert.equals('inner ran\nerrors\t1\n', out)
     assert.truthy(err:find('klua.after callback: not enough memory: the Lua state reached its limit of 16 MiB', 1, true), err)
   end)
+
+  it('never keeps a callback from starting for lack of memory: its thread is klua\'s, made past the limit', function()
+    -- klua.on_synced after the sync starts its callback at once, inside the calling
+    -- task, on a new thread while every pooled one waits. Each round fills the Lua
+    -- state and frees a little more of it, so that in some round klua.on_synced's own
+    -- table fits and the thread would not.
+    local out, err, code = run([[
+      local core = require 'klua.core'
+      for _ = 1, 80 do klua.after(0, function() klua.sleep(30) end) end
+      klua.after(0.5, function()
+        local ran, outcomes = 0, {}
+        local function inner() ran = ran + 1 klua.sleep(30) end
+        local hog, size
+        local function grow() hog = { hog, ('x'):rep(size) .. size } end
+        local function tiny() hog = { hog } end
+        for freed = 0, 12 do
+          collectgarbage()
+          size = 1 << 16
+          while size > 0 do
+            if not pcall(grow) then size = size // 2 end
+          end
+          while pcall(tiny) do end
+          for _ = 1, freed do hog = hog[1] end
+          local ok, e = pcall(core.on_synced, inner)
+          hog = nil
+          outcomes[#outcomes + 1] = ok and 'ran' or e
+        end
+        local seen = {}
+        for _, o in ipairs(outcomes) do seen[o] = (seen[o] or 0) + 1 end
+        -- A callback that started may still fail for lack of memory itself: reported, counted.
+        print('rounds', #outcomes, 'callbacks started', ran + klua.stats().task_errors, 'of', seen.ran)
+        print('failed for the caller\'s own memory', seen['not enough memory'] or 0)
+        klua.stop()
+      end)
+    ]], { flags = { '--memory-limit', '16' }, timeout = 30 })
+    assert.equals(0, code, err)
+    local rounds, ran, started = out:match('^rounds\t(%d+)\tcallbacks started\t(%d+)\tof\t(%d+)\n')
+    assert.equals('13', rounds, out)
+    assert.equals(started, ran, out)
+    assert.equals(13, tonumber(started) + tonumber(out:match('own memory\t(%d+)\n$')), out)
+  end)
 end)
