@@ -555,6 +555,25 @@ describe('a __gc handler run as klua exits', function()
   end)
 end)
 
+describe('a view', function()
+  it('keeps its metatable: getmetatable names it, debug.setmetatable refuses it', function()
+    local out = run_ok([[
+      local inf = klua.informer('namespaces')
+      klua.on_synced(function()
+        local ns = inf:get('default')
+        for _, v in ipairs({ ns, ns.metadata }) do
+          print(getmetatable(v), pcall(debug.setmetatable, v, nil))
+          print(pcall(debug.setmetatable, v, {}))
+        end
+        print(ns.metadata.name, debug.setmetatable({}, nil) ~= nil)
+        klua.stop()
+      end)
+    ]])
+    local refused = "false\tbad argument #1 to 'debug.setmetatable' (the metatable of a klua view cannot be changed)"
+    assert.equals(('klua.view\t%s\n%s\n'):format(refused, refused):rep(2) .. 'default\ttrue\n', out)
+  end)
+end)
+
 describe('klua.log', function()
   local SCRIPT = [[
     klua.log.debug('debug %d', 1)
@@ -1102,17 +1121,14 @@ describe('--memory-limit', function()
           outcomes[#outcomes + 1] = ok and 'ran' or e
         end
         local seen = {}
-        for _, o in ipairs(outcomes) do seen[o] = (seen[o] or 0) + 1 end
-        -- A callback that started may still fail for lack of memory itself: reported, counted.
-        print('rounds', #outcomes, 'callbacks started', ran + klua.stats().task_errors, 'of', seen.ran)
-        print('failed for the caller\'s own memory', seen['not enough memory'] or 0)
+        for _, o in ipairs(outcomes) do seen[o] = true end
+        print('rounds', #outcomes, 'callbacks ran', ran > 0, 'calls refused', seen['not enough memory'])
         klua.stop()
       end)
     ]], { flags = { '--memory-limit', '16' }, timeout = 30 })
     assert.equals(0, code, err)
-    local rounds, ran, started = out:match('^rounds\t(%d+)\tcallbacks started\t(%d+)\tof\t(%d+)\n')
-    assert.equals('13', rounds, out)
-    assert.equals(started, ran, out)
-    assert.equals(13, tonumber(started) + tonumber(out:match('own memory\t(%d+)\n$')), out)
+    -- Some rounds left klua.on_synced no room for its own table (a Lua error in the
+    -- caller, as the limit says), the others started the callback.
+    assert.equals('rounds\t13\tcallbacks ran\ttrue\tcalls refused\ttrue\n', out, err)
   end)
 end)
