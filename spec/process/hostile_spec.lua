@@ -192,6 +192,18 @@ describe('klua against a hostile server', function()
     assert.truthy(logged(p, 'LIST failed: HTTP 500'), log_of(p))
   end)
 
+  it('logs a Status message with control characters escaped, on one line', function()
+    s = hostile.start { '--mode', 'control-status', '--bad', '2' }
+    p = recorder(s)
+    behaves_again(2)
+    local escaped = [[\x1b[2J\x1b[31mgone\x1b[0m\r\n2026-01-01T00:00:00.000Z info  [klua] all is well]]
+    assert.truthy(logged(p, escaped), log_of(p))
+    for line in p:errors():gmatch('[^\n]+') do
+      assert.falsy(line:find('\27', 1, true), line)
+      assert.falsy(line:find('^2026%-01%-01'), line)
+    end
+  end)
+
   it('backs off and watches again after a 401 with a text/plain body', function()
     s = hostile.start { '--mode', 'text-401', '--bad', '2' }
     p = recorder(s)

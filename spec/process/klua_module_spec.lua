@@ -555,6 +555,25 @@ describe('a __gc handler run as klua exits', function()
   end)
 end)
 
+describe('a view', function()
+  it('keeps its metatable: getmetatable names it, debug.setmetatable refuses it', function()
+    local out = run_ok([[
+      local inf = klua.informer('namespaces')
+      klua.on_synced(function()
+        local ns = inf:get('default')
+        for _, v in ipairs({ ns, ns.metadata }) do
+          print(getmetatable(v), pcall(debug.setmetatable, v, nil))
+          print(pcall(debug.setmetatable, v, {}))
+        end
+        print(ns.metadata.name, debug.setmetatable({}, nil) ~= nil)
+        klua.stop()
+      end)
+    ]])
+    local refused = "false\tbad argument #1 to 'debug.setmetatable' (the metatable of a klua view cannot be changed)"
+    assert.equals(('klua.view\t%s\n%s\n'):format(refused, refused):rep(2) .. 'default\ttrue\n', out)
+  end)
+end)
+
 describe('klua.log', function()
   local SCRIPT = [[
     klua.log.debug('debug %d', 1)
@@ -1073,5 +1092,43 @@ describe('--memory-limit', function()
     assert.equals(0, code, err)
     assert.equals('inner ran\nerrors\t1\n', out)
     assert.truthy(err:find('klua.after callback: not enough memory: the Lua state reached its limit of 16 MiB', 1, true), err)
+  end)
+
+  it('never keeps a callback from starting for lack of memory: its thread is klua\'s, made past the limit', function()
+    -- klua.on_synced after the sync starts its callback at once, inside the calling
+    -- task, on a new thread while every pooled one waits. Each round fills the Lua
+    -- state and frees a little more of it, so that in some round klua.on_synced's own
+    -- table fits and the thread would not.
+    local out, err, code = run([[
+      local core = require 'klua.core'
+      for _ = 1, 80 do klua.after(0, function() klua.sleep(30) end) end
+      klua.after(0.5, function()
+        local ran, outcomes = 0, {}
+        local function inner() ran = ran + 1 klua.sleep(30) end
+        local hog, size
+        local function grow() hog = { hog, ('x'):rep(size) .. size } end
+        local function tiny() hog = { hog } end
+        for freed = 0, 12 do
+          collectgarbage()
+          size = 1 << 16
+          while size > 0 do
+            if not pcall(grow) then size = size // 2 end
+          end
+          while pcall(tiny) do end
+          for _ = 1, freed do hog = hog[1] end
+          local ok, e = pcall(core.on_synced, inner)
+          hog = nil
+          outcomes[#outcomes + 1] = ok and 'ran' or e
+        end
+        local seen = {}
+        for _, o in ipairs(outcomes) do seen[o] = true end
+        print('rounds', #outcomes, 'callbacks ran', ran > 0, 'calls refused', seen['not enough memory'])
+        klua.stop()
+      end)
+    ]], { flags = { '--memory-limit', '16' }, timeout = 30 })
+    assert.equals(0, code, err)
+    -- Some rounds left klua.on_synced no room for its own table (a Lua error in the
+    -- caller, as the limit says), the others started the callback.
+    assert.equals('rounds\t13\tcallbacks ran\ttrue\tcalls refused\ttrue\n', out, err)
   end)
 end)

@@ -7,7 +7,10 @@ local K = require 'support.klua'
 
 local sb = testing.with_sandbox()
 
-local function run_ok(text) return K.run_script_ok(text, { kubeconfig = sb.kubeconfig, timeout = 15 * K.slowdown }) end
+local function run_ok_with(flags, text)
+  return K.run_script_ok(text, { kubeconfig = sb.kubeconfig, flags = flags, timeout = 15 * K.slowdown })
+end
+local function run_ok(text) return run_ok_with({}, text) end
 
 -- The script's lines after "<place>:<line>: " is dropped from error messages.
 local function plain(out) return (out:gsub('\t[^\t\n]-:%d+: ', '\t')) end
@@ -168,5 +171,42 @@ describe('an argument that must be an informer', function()
       cms:stop()
     ]=])
     assert.equals('ConfigMapList\tConfigMap\ttrue\n', out)
+  end)
+end)
+
+describe('a constructor that raises', function()
+  -- The Lua state is filled to its --memory-limit first, so that each call fails at its
+  -- first allocation of Lua memory, after the checks of its arguments. What it would
+  -- leave behind is C memory, which no figure a script can read shows reliably (it lands
+  -- in pages already resident): under make test-asan, LeakSanitizer fails the exit status
+  -- for a single byte of it.
+  it('leaves nothing behind: timers, informers and queues that failed for lack of memory leak nothing', function()
+    local out, err = run_ok_with({ '--memory-limit', '16' }, [=[
+      local core = require 'klua.core'
+      local N, fn = 1000, function() end
+      local informer_opts, queue_opts = { path = '/api/v1/namespaces/default/configmaps' }, {}
+      local calls = { -- each with its arguments made already: the call is the first to allocate
+        after = function() return core.after(1, fn) end,
+        informer = function() return core.informer(informer_opts) end,
+        queue = function() return core.queue(queue_opts) end,
+      }
+      local kinds, failed = { 'after', 'informer', 'queue' }, { 0, 0, 0 } -- nothing to allocate once full
+      local hog, size = nil, 1 << 16
+      local function grow() hog = { hog, ('x'):rep(size) .. size } end
+      while size > 0 do
+        if not pcall(grow) then size = size // 2 end
+      end
+      for i, what in ipairs(kinds) do
+        for _ = 1, N do
+          local ok, e = pcall(calls[what])
+          if not ok and e == 'not enough memory' then failed[i] = failed[i] + 1 end
+        end
+      end
+      hog = nil
+      collectgarbage()
+      for i, what in ipairs(kinds) do print(what, failed[i]) end
+      core.stop()
+    ]=])
+    assert.equals('after\t1000\ninformer\t1000\nqueue\t1000\n', out, err)
   end)
 end)

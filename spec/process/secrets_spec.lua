@@ -153,6 +153,77 @@ describe('secrets in klua\'s logs', function()
   end)
 end)
 
+describe('flags that weaken what a kubeconfig keeps safe', function()
+  local kc = K.tmpdir() .. '/kubeconfig'
+  fixtures.kubeconfig(kc, { server = 'https://127.0.0.1:1' })
+
+  for _, case in ipairs({
+    { { '--token', 'flag-token-b2c4' }, '--token shows the token to every user of this machine', 'tokenFile' },
+    { { '--insecure-skip-tls-verify' }, '--insecure-skip-tls-verify: the server\'s certificate is not checked',
+      'certificate-authority' },
+  }) do
+    it(case[1][1] .. ' logs one warning naming the better way', function()
+      local flags = { '--kubeconfig', kc }
+      for _, f in ipairs(case[1]) do flags[#flags + 1] = f end
+      flags[#flags + 1] = 'run'
+      flags[#flags + 1] = K.script('print("ran")')
+      local out, err, code = K.run(flags)
+      assert.equals(0, code, err)
+      assert.equals('ran\n', out)
+      local lines = K.lines(err)
+      assert.equals(1, #lines, err)
+      assert.truthy(lines[1]:find(' warn  [klua] ' .. case[2], 1, true), err)
+      assert.truthy(lines[1]:find(case[3], 1, true), err)
+      assert.falsy(err:find('flag-token-b2c4', 1, true), err)
+    end)
+  end
+end)
+
+describe('core dumps', function()
+  -- Files that nobody (uid 65534) can read too, for a klua run as that user.
+  local dir = K.tmpdir()
+  os.execute('chmod 755 ' .. K.quote(dir))
+  local kc = dir .. '/kubeconfig'
+  fixtures.kubeconfig(kc, { server = 'https://127.0.0.1:1' })
+  local script = dir .. '/sleep.lua'
+  K.write_file(script, 'klua.after(60, print) io.stdout:write("up\\n") io.stdout:flush()')
+  -- klua with core dumps allowed by its environment, as root or as nobody (and by
+  -- AddressSanitizer, which turns them off itself unless told, under make test-asan).
+  local as = {}
+  local allow = 'ulimit -S -c unlimited\nASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}disable_coredump=0"\n'
+  for user, setpriv in pairs({ root = '', nobody = 'setpriv --reuid=65534 --regid=65534 --clear-groups ' }) do
+    as[user] = dir .. '/klua-as-' .. user
+    K.write_file(as[user], ('#!/bin/sh\n%sexec %s%s "$@"\n'):format(allow, setpriv, K.quote(K.bin)))
+    os.execute('chmod 755 ' .. K.quote(as[user]))
+  end
+  os.execute('chmod 644 ' .. K.quote(kc) .. ' ' .. K.quote(script))
+
+  --- Starts klua (as nobody with as_nobody) and returns the soft limit on its core's
+  -- size and the owner of its /proc entries: its user's while it is dumpable, root's after.
+  local function inspect(flags, as_nobody)
+    local args = { '--kubeconfig', kc }
+    for _, f in ipairs(flags) do args[#args + 1] = f end
+    args[#args + 1] = 'run'
+    args[#args + 1] = script
+    local p = K.spawn(args, { bin = as_nobody and as.nobody or as.root })
+    assert.is_true(p:wait_for('up', 10 * K.slowdown), p:errors())
+    local soft = K.read_file('/proc/' .. p.pid .. '/limits'):match('Max core file size%s+(%S+)')
+    local owner = K.run_command('stat -c %u /proc/' .. p.pid .. '/fd'):match('%d+')
+    p:stop()
+    return soft, owner
+  end
+
+  it('are off unless --allow-core-dumps: no core size, and not dumpable', function()
+    assert.equals('0', (inspect({})))
+    assert.equals('0', select(2, inspect({}, true))) -- root's
+  end)
+
+  it('are left as they were with --allow-core-dumps', function()
+    assert.equals('unlimited', (inspect({ '--allow-core-dumps' })))
+    assert.equals('65534', select(2, inspect({ '--allow-core-dumps' }, true)))
+  end)
+end)
+
 describe('TLS verification', function()
   local sb = testing.with_sandbox { tls = true, auth = 'token', token = 'tls-' .. random_hex(24) }
   local dir

@@ -9,7 +9,8 @@
  *
  * kl_buf_grow aborts when out of memory (xalloc.h's policy);
  * kl_buf_try_grow is for the few owners that turn a failed allocation into
- * an error of their own (the work queue, whose caller gets a Lua error).
+ * an error of their own (start-up's configuration, reported before
+ * anything runs) or that can do without the room (the tasks' pool).
  */
 #ifndef KLUA_BUF_H
 #define KLUA_BUF_H

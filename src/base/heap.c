@@ -67,14 +67,6 @@ void kl_heap_push(kl_heap *h, const void *elem) {
     append(h, elem);
 }
 
-int kl_heap_try_push(kl_heap *h, const void *elem) {
-    unsigned char *d = kl_buf_try_grow(h->data, &h->cap, h->len + 2, h->size, 16);
-    if (!d) return -1;
-    h->data = d;
-    append(h, elem);
-    return 0;
-}
-
 void kl_heap_remove(kl_heap *h, size_t i, void *out) {
     if (out) memcpy(out, kl_heap_at(h, i), h->size);
     if (--h->len == i) return;

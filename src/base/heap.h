@@ -31,8 +31,6 @@ static inline size_t kl_heap_len(const kl_heap *h) { return h->len; }
 static inline void *kl_heap_at(const kl_heap *h, size_t i) { return h->data + i * h->size; }
 /* Adds a copy of elem. Aborts when out of memory (xalloc.h). */
 void kl_heap_push(kl_heap *h, const void *elem);
-/* As kl_heap_push, but returns -1 when out of memory, the heap unchanged. */
-int kl_heap_try_push(kl_heap *h, const void *elem);
 /* Takes out the element at index i, copying it to out (may be NULL). */
 void kl_heap_remove(kl_heap *h, size_t i, void *out);
 /* Restores the order after the key of the element at index i changed. */

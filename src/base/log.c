@@ -22,6 +22,30 @@ void kl_log_configure(int verbosity, kl_log_format format) {
 int kl_log_verbosity(void) { return sink.verbosity; }
 int kl_log_format_json(void) { return sink.format == KL_LOG_JSON; }
 
+/* s into out (cap bytes) with its control characters escaped as Go's
+ * strconv.Quote writes them (\n, \r, \t, \x1b; \u0085 for the two-byte
+ * UTF-8 form of a C1 control): a message from a server or a script ends
+ * no line, forges no second one and sends the terminal no escape
+ * sequence. Returns out, cut short where cap runs out. */
+static const char *escape_controls(const char *s, char *out, size_t cap) {
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && n + 7 < cap; p++) {
+        unsigned c = *p;
+        if (c >= 0x20 && c != 0x7f && !(c == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) {
+            out[n++] = (char)c;
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            out[n++] = '\\';
+            out[n++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else {
+            if (c == 0xc2) c = *++p;
+            n += (size_t)snprintf(out + n, cap - n, c < 0x80 ? "\\x%c%c" : "\\u00%c%c", hex[c >> 4], hex[c & 15]);
+        }
+    }
+    out[n] = '\0';
+    return out;
+}
+
 static void emit(kl_log_level level, const char *component, const char *msg) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -37,7 +61,9 @@ static void emit(kl_log_level level, const char *component, const char *msg) {
         kl_jsonesc_fputs(stderr, msg);
         fputs("}\n", stderr);
     } else {
-        fprintf(stderr, "%s %-5s [%s] %s\n", when, level_names[level], component, msg);
+        char comp[256], text[4 * 2048];
+        fprintf(stderr, "%s %-5s [%s] %s\n", when, level_names[level],
+                escape_controls(component, comp, sizeof comp), escape_controls(msg, text, sizeof text));
     }
     fflush(stderr);
 }

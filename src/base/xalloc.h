@@ -8,8 +8,10 @@
  * after the resourceVersion had moved past it), and a cache that silently
  * lacks an event is worse for a controller than a restart, after which it
  * lists again and is exact. The Lua state is different: --memory-limit caps
- * what scripts allocate, and a script over it gets a Lua error ("not
- * enough memory") in its task while the host goes on (runtime.c).
+ * what script code allocates, and a script over it gets a Lua error ("not
+ * enough memory") in its task while the host goes on; what the host makes
+ * there is made with the cap lifted (runtime.c, task.c;
+ * docs/architecture.md, "Out of memory").
  */
 #ifndef KLUA_XALLOC_H
 #define KLUA_XALLOC_H

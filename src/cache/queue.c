@@ -8,6 +8,7 @@
 
 #include "base/heap.h"
 #include "base/hmap.h"
+#include "base/xalloc.h"
 
 #define NOT_WAITING SIZE_MAX
 
@@ -79,13 +80,8 @@ static kl_queue_opts resolve_opts(const kl_queue_opts *in) {
 }
 
 kl_queue *kl_queue_new(const kl_queue_opts *opts) {
-    kl_queue *q = calloc(1, sizeof *q);
-    if (!q) return NULL;
+    kl_queue *q = kl_xcalloc(1, sizeof *q);
     q->items = kl_hmap_new();
-    if (!q->items) {
-        free(q);
-        return NULL;
-    }
     q->opts = resolve_opts(opts);
     kl_heap_init(&q->delayed, sizeof(item *), due_before, track);
     return q;
@@ -108,13 +104,9 @@ static item *find(const kl_queue *q, const char *key) { return kl_hmap_get(q->it
 static item *find_or_create(kl_queue *q, const char *key) {
     item *it = find(q, key);
     if (it) return it;
-    it = calloc(1, sizeof *it);
-    if (!it) return NULL;
+    it = kl_xcalloc(1, sizeof *it);
     it->heap_pos = NOT_WAITING;
-    if (kl_hmap_put(q->items, key, it) < 0) {
-        free(it);
-        return NULL;
-    }
+    kl_hmap_put(q->items, key, it);
     kl_hmap_lookup(q->items, key, &it->key, NULL);
     return it;
 }
@@ -173,12 +165,8 @@ static void mark_dirty(kl_queue *q, item *it, double at) {
     if (!it->processing) push_back(q, it);
 }
 
-int kl_queue_add(kl_queue *q, const char *key, double now) {
-    if (q->shutting_down) return 0;
-    item *it = find_or_create(q, key);
-    if (!it) return -1;
-    mark_dirty(q, it, now);
-    return 0;
+void kl_queue_add(kl_queue *q, const char *key, double now) {
+    if (!q->shutting_down) mark_dirty(q, find_or_create(q, key), now);
 }
 
 /* ---- delayed adds: a binary min-heap that knows each item's position ---- */
@@ -193,36 +181,28 @@ static item *heap_pop(kl_queue *q) {
 static item *heap_top(const kl_queue *q) { return *(item **)kl_heap_at(&q->delayed, 0); }
 
 /* Schedules it at `ready`, keeping an earlier pending time as client-go does. */
-static int schedule(kl_queue *q, item *it, double ready) {
+static void schedule(kl_queue *q, item *it, double ready) {
     if (it->heap_pos != NOT_WAITING) {
         if (ready < it->ready_at) {
             it->ready_at = ready;
             it->seq = q->seq++;
             kl_heap_fix(&q->delayed, it->heap_pos);
         }
-        return 0;
+        return;
     }
     it->ready_at = ready;
     it->seq = q->seq++;
-    return kl_heap_try_push(&q->delayed, &it);
+    kl_heap_push(&q->delayed, &it);
 }
 
-static int add_after_item(kl_queue *q, item *it, double delay, double now) {
+static void add_after_item(kl_queue *q, item *it, double delay, double now) {
     q->retries++;
-    if (!(delay > 0)) {
-        mark_dirty(q, it, now);
-        return 0;
-    }
-    if (schedule(q, it, now + delay) == 0) return 0;
-    release_if_idle(q, it);
-    return -1;
+    if (delay > 0) schedule(q, it, now + delay);
+    else mark_dirty(q, it, now);
 }
 
-int kl_queue_add_after(kl_queue *q, const char *key, double delay, double now) {
-    if (q->shutting_down) return 0;
-    item *it = find_or_create(q, key);
-    if (!it) return -1;
-    return add_after_item(q, it, delay, now);
+void kl_queue_add_after(kl_queue *q, const char *key, double delay, double now) {
+    if (!q->shutting_down) add_after_item(q, find_or_create(q, key), delay, now);
 }
 
 size_t kl_queue_advance(kl_queue *q, double now) {
@@ -270,13 +250,12 @@ static double bucket_delay(kl_queue *q, double now) {
     return q->tokens < 0 ? -q->tokens / q->opts.qps : 0;
 }
 
-int kl_queue_add_rate_limited(kl_queue *q, const char *key, double now) {
-    if (q->shutting_down) return 0;
+void kl_queue_add_rate_limited(kl_queue *q, const char *key, double now) {
+    if (q->shutting_down) return;
     item *it = find_or_create(q, key);
-    if (!it) return -1;
     double per_key = backoff(q, it);
     double overall = bucket_delay(q, now);
-    return add_after_item(q, it, per_key > overall ? per_key : overall, now);
+    add_after_item(q, it, per_key > overall ? per_key : overall, now);
 }
 
 void kl_queue_forget(kl_queue *q, const char *key) {

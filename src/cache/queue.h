@@ -56,23 +56,24 @@ typedef struct kl_queue_stats {
     kl_queue_dist reconcile; /* what the caller reported with kl_queue_observe */
 } kl_queue_stats;
 
-/* A queue configured by opts (NULL: all defaults), or NULL on OOM. */
+/* A queue configured by opts (NULL: all defaults). Out of memory aborts
+ * here as in every host allocation (base/xalloc.h). */
 kl_queue *kl_queue_new(const kl_queue_opts *opts);
 /* Frees the queue and every key it holds. NULL is ignored. */
 void kl_queue_free(kl_queue *q);
 
 /* Queues key unless it is queued already; when key is being processed it is
- * queued again at done(). Ignored after shutdown. 0, or -1 on OOM. */
-int kl_queue_add(kl_queue *q, const char *key, double now);
+ * queued again at done(). Ignored after shutdown. */
+void kl_queue_add(kl_queue *q, const char *key, double now);
 /* Adds key once `delay` seconds have passed (at once when delay <= 0). When
  * key already has a pending delayed add, the earlier of the two ready times
- * is kept. Ignored after shutdown. 0, or -1 on OOM. */
-int kl_queue_add_after(kl_queue *q, const char *key, double delay, double now);
+ * is kept. Ignored after shutdown. */
+void kl_queue_add_after(kl_queue *q, const char *key, double delay, double now);
 /* Adds key after the larger of its own backoff, base_delay * 2^requeues
  * capped at max_delay, and the wait for a token from the overall bucket
- * (one is reserved now). Counts one requeue of key. Ignored after shutdown.
- * 0, or -1 on OOM. */
-int kl_queue_add_rate_limited(kl_queue *q, const char *key, double now);
+ * (one is reserved now). Counts one requeue of key. Ignored after
+ * shutdown. */
+void kl_queue_add_rate_limited(kl_queue *q, const char *key, double now);
 /* Resets key's requeue count: call it when key was processed successfully.
  * It does not cancel a pending delayed add. */
 void kl_queue_forget(kl_queue *q, const char *key);

@@ -108,6 +108,10 @@ static int set_allow_insecure(kl_cli *c, FILE *errs, const char *name, const cha
     return parse_switch(errs, name, v, &c->rt.conn.allow_insecure_credentials);
 }
 
+static int set_allow_core_dumps(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_switch(errs, name, v, &c->allow_core_dumps);
+}
+
 static int set_verbosity(kl_cli *c, FILE *errs, const char *name, const char *v) {
     double n;
     if (parse_number(errs, name, v, 0, NUMBER_MAX, &n) < 0) return -1;
@@ -279,6 +283,8 @@ static const flag flags[] = {
     {"Diagnostics", "-v", "--v", "N", "verbosity: 2 narrates every reflector, 6 every request", set_verbosity,
      NULL},
     {NULL, "--log-format", NULL, "text|json", "format of the log on stderr", set_log_format, NULL},
+    {NULL, "--allow-core-dumps", NULL, NULL,
+     "let a crash dump core and debuggers attach (off: a core holds the credentials)", set_allow_core_dumps, NULL},
     {"Limits and tuning", "--instruction-budget", NULL, "N",
      "instructions a handler may run in one go (default 100000000)", set_instruction_budget, NULL},
     {NULL, "--memory-limit", NULL, "MIB", "memory cap of the Lua state and of one klua.api response (default: none; 64 MiB a response)", set_memory_limit, NULL},

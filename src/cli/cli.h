@@ -34,6 +34,7 @@ typedef struct kl_cli {
     kl_rt_opts rt;        /* connection, limits and tuning from the flags */
     int verbosity;        /* -v N */
     kl_log_format format; /* --log-format */
+    int allow_core_dumps; /* --allow-core-dumps */
     const char *command;  /* the command word, NULL when there is none */
     const char *script;   /* run: the script's path, NULL when missing */
     int help;             /* `COMMAND --help`: show the command's help */

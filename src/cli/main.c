@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include "cli/cli.h"
 #include "cli/cmd_test.h"
@@ -52,8 +54,36 @@ static int cmd_version(void) {
 
 static const char watch_chunk[] = "return require('klua.watch').main(...)";
 
+/* A core dump of klua holds its credentials, the bearer token among them:
+ * none is made unless --allow-core-dumps asks. RLIMIT_CORE 0 keeps the
+ * kernel from writing a core file, but a core_pattern that pipes to a
+ * helper is not bound by it (core(5)); a process that is not dumpable is
+ * dumped by nothing, and, as ssh-agent is, cannot be traced or have its
+ * memory read through /proc by another process of the same user. */
+static void forbid_core_dumps(void) {
+    const struct rlimit none = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &none) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        kl_log(KL_LOG_WARN, "klua", "cannot turn core dumps off: %s", strerror(errno));
+}
+
+/* One warning for each flag that weakens what the kubeconfig would have
+ * kept safe, naming what to use instead. */
+static void warn_unsafe_flags(const kl_cli *c) {
+    if (c->rt.conn.token)
+        kl_log(KL_LOG_WARN, "klua", "--token shows the token to every user of this machine (ps, "
+                                    "/proc/PID/cmdline): name a file that holds it with tokenFile in a "
+                                    "kubeconfig user instead (docs/config.md)");
+    if (c->rt.conn.insecure_skip_tls_verify)
+        kl_log(KL_LOG_WARN, "klua", "--insecure-skip-tls-verify: the server's certificate is not checked, so "
+                                    "anyone on the way can read the credentials sent and answer as the "
+                                    "server: give the cluster's CA instead (certificate-authority in the "
+                                    "kubeconfig, docs/config.md)");
+}
+
 static int run(kl_cli *c) {
     kl_log_configure(c->verbosity, c->format);
+    if (!c->allow_core_dumps) forbid_core_dumps();
+    warn_unsafe_flags(c);
     if (!strcmp(c->command, "run") && !c->script) {
         run_error(c, "run needs a script: klua run SCRIPT.lua");
         return 2;

@@ -72,7 +72,10 @@ static const char STOPPED[] = "is stopped (inf:stop() was called)";
 
 /* The script's handle: its state the informer, closed by inf:stop() or by
  * the runtime; user value 2 the handlers by event type, 3 the views of the
- * notification being dispatched (push_state). */
+ * notification being dispatched (push_state). The runtime keeps the handle
+ * of every informer it runs (ud_ref) until it closes it: a handle
+ * collected with its state still set is one whose core.informer call
+ * raised before the informer was registered, and its __gc frees it. */
 typedef struct box {
     kl_object o;
     char name[160]; /* li->name, for tostring once li is gone */
@@ -105,6 +108,15 @@ static void free_informer(lua_informer *li) {
     lua_pop(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, li->ud_ref);
     free(li);
+}
+
+static int l_gc(lua_State *L) {
+    box *b = luaL_checkudata(L, 1, INFORMER_MT);
+    lua_informer *li = b->o.state;
+    if (!li) return 0;
+    kl_informer_free(li->inf);
+    free(li);
+    return 0;
 }
 
 /* ---- dispatch --------------------------------------------------------- */
@@ -467,6 +479,11 @@ static int l_informer(lua_State *L) {
     double resync = kl_opt_number(L, 1, "resync");
     if (!o.path) return luaL_error(L, "informer needs a path");
     if (kl_rt_closing(rt)) return luaL_error(L, "cannot start an informer: klua is shutting down");
+    /* As liolib opens a file: the handle first, then each C part made and
+     * handed to it (or its informer) with nothing that can raise between,
+     * so that a call that raises (a bad drop path, out of memory under
+     * --memory-limit) leaves only garbage for the collector. */
+    box *b = kl_object_new(L, INFORMER_MT, sizeof *b, 2, NULL); /* stack: ..., handle */
     kl_lua_transform *transform = kl_lua_transform_opt(L, 1, o.name ? o.name : o.path);
     kl_prune *prune = transform ? NULL : opt_prune(L, 1);
     lua_informer *li = kl_xcalloc(1, sizeof *li);
@@ -477,7 +494,7 @@ static int l_informer(lua_State *L) {
     li->inf = kl_informer_new(kl_rt_loop(rt), kl_rt_http(rt), &o, on_ready, li);
     kl_informer_set_prune(li->inf, prune);
     if (transform) kl_lua_transform_attach(transform, li->inf);
-    box *b = kl_object_new(L, INFORMER_MT, sizeof *b, 2, li); /* stack: ..., handle */
+    b->o.state = li;
     snprintf(b->name, sizeof b->name, "%s", li->name);
     lua_createtable(L, 0, 3); /* stack: ..., handle, handlers */
     for (int i = 0; event_names[i]; i++) {
@@ -565,7 +582,7 @@ static void informers_open(void *state, lua_State *L) {
     /* The methods scripts call as they are; init.lua adds the rest, over
      * core.informer_fns. */
     static const luaL_Reg methods[] = {{"get", l_get}, {"synced", l_synced}, {NULL, NULL}};
-    static const luaL_Reg meta[] = {{"__tostring", l_tostring}, {NULL, NULL}};
+    static const luaL_Reg meta[] = {{"__tostring", l_tostring}, {"__gc", l_gc}, {NULL, NULL}};
     static const luaL_Reg fns[] = {{"on", l_on},
                                    {"list", l_list},
                                    {"stats", l_stats},

@@ -29,7 +29,7 @@
 typedef struct core core;
 typedef struct timer timer;
 
-/* The script's handle of a timer. */
+/* The script's handle of a timer; its user value 2 is the function. */
 typedef struct timer_box {
     kl_object o; /* state: the timer; NULL once it has fired for good or is cancelled */
     double seconds;
@@ -43,7 +43,6 @@ struct timer {
     uint64_t loop_id;
     timer_box *box;
     int box_ref; /* the handle, kept while the timer lives: its pointer stays valid */
-    int fn_ref;
     double interval; /* > 0 for klua.every */
 };
 
@@ -141,16 +140,23 @@ static void timer_free(timer *tm, const char *why) {
     timer_unlink(tm);
     kl_loop_cancel(kl_rt_loop(c->rt), tm->loop_id);
     kl_object_close(&tm->box->o, why);
-    luaL_unref(kl_rt_lua(c->rt), LUA_REGISTRYINDEX, tm->box_ref);
-    luaL_unref(kl_rt_lua(c->rt), LUA_REGISTRYINDEX, tm->fn_ref);
+    lua_State *L = kl_rt_lua(c->rt);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, tm->box_ref); /* stack: handle */
+    lua_pushnil(L);
+    lua_setiuservalue(L, -2, 2); /* the function goes with the timer, for the collector */
+    lua_pop(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, tm->box_ref);
     free(tm);
 }
 
 static void on_timer(kl_loop *loop, void *ud) {
     timer *tm = ud;
     kl_rt *rt = tm->c->rt;
+    lua_State *L = kl_rt_lua(rt);
     tm->loop_id = 0;
-    lua_rawgeti(kl_rt_lua(rt), LUA_REGISTRYINDEX, tm->fn_ref); /* stack: fn, for the task */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, tm->box_ref); /* stack: handle */
+    lua_getiuservalue(L, -1, 2);
+    lua_remove(L, -2); /* stack: fn, for the task */
     if (tm->interval > 0) {
         tm->loop_id = kl_loop_after(loop, tm->interval, on_timer, tm);
         kl_task_spawn(rt, NULL, "klua.every callback", 0, NULL, NULL);
@@ -163,7 +169,10 @@ static void on_timer(kl_loop *loop, void *ud) {
 }
 
 /* Pushes a new timer's handle; box_ref keeps the handle alive while the
- * timer lives, so that tm->box stays valid. */
+ * timer lives, so that tm->box stays valid. Every call that can raise
+ * (out of memory under --memory-limit) comes before the timer is
+ * allocated, as liolib opens a file only once its handle exists: a
+ * failed call leaves nothing behind. */
 static int add_timer(lua_State *L, double interval) {
     core *c = core_of(L);
     lua_Number secs = luaL_checknumber(L, 1);
@@ -173,16 +182,19 @@ static int add_timer(lua_State *L, double interval) {
     luaL_argcheck(L, secs >= 0, 1, "seconds must not be negative");
     luaL_argcheck(L, interval == 0 || secs > 0, 1, "the interval must be positive");
     check_open(L, "cannot start a timer");
+    timer_box *box = kl_object_new(L, TIMER_MT, sizeof *box, 1, NULL); /* stack: seconds, fn, held, handle */
+    box->seconds = secs;
+    box->every = interval > 0;
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, -2, 2);
+    lua_pushvalue(L, -1); /* stack: ..., handle, handle */
+    int box_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     timer *tm = kl_xcalloc(1, sizeof *tm);
     tm->c = c;
     tm->interval = interval > 0 ? secs : 0;
-    lua_pushvalue(L, 2); /* stack: seconds, fn, held, fn */
-    tm->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    tm->box = kl_object_new(L, TIMER_MT, sizeof *tm->box, 0, tm); /* stack: ..., handle */
-    tm->box->seconds = secs;
-    tm->box->every = interval > 0;
-    lua_pushvalue(L, -1); /* stack: ..., handle, handle */
-    tm->box_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    tm->box = box;
+    tm->box_ref = box_ref;
+    box->o.state = tm;
     if (held) {
         timer_link(tm, &c->held);
     } else {

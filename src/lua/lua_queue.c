@@ -99,30 +99,30 @@ static const char *check_key(lua_State *L) {
     return key;
 }
 
-static int added(lua_State *L, lua_queue *lq, int rc) {
-    if (rc < 0) return luaL_error(L, "out of memory");
-    schedule_wake(lq);
-    return 0;
-}
-
 /* q:add(key): queues key unless it is queued already. */
 static int l_add(lua_State *L) {
     lua_queue *lq = check_queue(L);
-    return added(L, lq, kl_queue_add(lq->q, check_key(L), kl_now()));
+    kl_queue_add(lq->q, check_key(L), kl_now());
+    schedule_wake(lq);
+    return 0;
 }
 
 /* q:add_after(key, seconds): queues key later. */
 static int l_add_after(lua_State *L) {
     lua_queue *lq = check_queue(L);
     const char *key = check_key(L);
-    return added(L, lq, kl_queue_add_after(lq->q, key, luaL_checknumber(L, 3), kl_now()));
+    kl_queue_add_after(lq->q, key, luaL_checknumber(L, 3), kl_now());
+    schedule_wake(lq);
+    return 0;
 }
 
 /* q:add_rate_limited(key): queues key after its backoff (5 ms doubling to
  * 1000 s) and the overall token bucket (10/s, burst 100) allow. */
 static int l_add_rate_limited(lua_State *L) {
     lua_queue *lq = check_queue(L);
-    return added(L, lq, kl_queue_add_rate_limited(lq->q, check_key(L), kl_now()));
+    kl_queue_add_rate_limited(lq->q, check_key(L), kl_now());
+    schedule_wake(lq);
+    return 0;
 }
 
 /* q:forget(key): clears key's failure count. */
@@ -151,9 +151,7 @@ static int l_get(lua_State *L) {
         else lua_pushnil(L);
         return 1;
     }
-    kl_task **w = kl_buf_try_grow(lq->waiters, &lq->capwaiters, lq->nwaiters + 1, sizeof *w, 4);
-    if (!w) return luaL_error(L, "out of memory");
-    lq->waiters = w;
+    lq->waiters = kl_buf_grow(lq->waiters, &lq->capwaiters, lq->nwaiters + 1, sizeof *lq->waiters, 4);
     lq->waiters[lq->nwaiters++] = t;
     kl_task_suspend(t);
     /* A delayed key may be due before anything else wakes the queue: the
@@ -255,15 +253,14 @@ static int l_queue(lua_State *L) {
         o.qps = kl_opt_number(L, 1, "qps");
         o.burst = (int)kl_opt_number(L, 1, "burst");
     }
-    lua_queue *lq = calloc(1, sizeof *lq);
-    if (!lq) return luaL_error(L, "out of memory");
+    /* The handle first: it is the one allocation here that can raise (out
+     * of memory under --memory-limit), and nothing after it does. */
+    kl_object *handle = kl_object_new(L, QUEUE_MT, sizeof *handle, 0, NULL); /* stack: ..., handle */
+    lua_queue *lq = kl_xcalloc(1, sizeof *lq);
     lq->all = kl_rt_state(rt, KL_RT_QUEUES);
     lq->q = kl_queue_new(&o);
-    if (!lq->q) {
-        free(lq);
-        return luaL_error(L, "out of memory");
-    }
-    lq->handle = kl_object_new(L, QUEUE_MT, sizeof *lq->handle, 0, lq); /* stack: ..., handle */
+    lq->handle = handle;
+    handle->state = lq;
     lq->next = lq->all->list;
     if (lq->all->list) lq->all->list->prev = lq;
     lq->all->list = lq;

@@ -146,10 +146,11 @@ kl_lua_transform *kl_lua_transform_opt(lua_State *L, int idx, const char *inform
     if (type != LUA_TFUNCTION)
         luaL_error(L, "transform must be a function(obj) returning the object to cache, not a %s",
                    luaL_typename(L, -1));
+    int fn_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* stack: ...; the one call here that can raise */
     kl_lua_transform *t = kl_xcalloc(1, sizeof *t);
     t->rt = kl_rt_of(L);
+    t->fn_ref = fn_ref;
     snprintf(t->name, sizeof t->name, "transform of %s", informer);
-    t->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* stack: ... */
     return t;
 }
 

@@ -152,6 +152,7 @@ static int open_state(lua_State *L) {
     luaL_openlibs(L);
     kl_task_open_guards(L);
     kl_view_open(L);
+    kl_view_guard_debug(L);
     preload(L, "cjson", luaopen_cjson);
     preload(L, "klua.core", open_core);
     kl_embedded_add_searcher(L);

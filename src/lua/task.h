@@ -47,8 +47,9 @@ void kl_task_open_guards(lua_State *L);
  * all. from is the thread whose C function starts the task (its C stack
  * depth carries over), or NULL from the loop. name says what runs, for
  * errors ("add handler of pods"). done (may be NULL) runs when the task
- * ends; with t NULL and ok 0 when it could not start: out of memory, or the
- * loop is stopping, as no script code starts then. Returns 1 if the task is
+ * ends; with t NULL and ok 0 when it did not start: the loop is stopping,
+ * and no script code starts then. Out of memory never keeps it from
+ * starting (task.c's task_get). Returns 1 if the task is
  * suspended, 0 if it has already ended or never started. [-(nargs+1), +0] */
 int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_task_done_fn done,
                   void *ud);

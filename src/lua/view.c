@@ -311,19 +311,42 @@ void kl_view_open(lua_State *L) {
     luaL_newmetatable(L, ROOT_MT); /* stack: view mt, root mt */
     lua_pushcfunction(L, root_gc);
     lua_setfield(L, -2, "__gc");
-    /* getmetatable(view) is the same table for every view, and a script
-     * cannot reach root_gc to drop a blob a view still reads. */
-    lua_pushvalue(L, -2);
-    lua_setfield(L, -2, "__metatable");
     for (int mt = -2; mt <= -1; mt++) {
         lua_pushvalue(L, mt);
         lua_pushvalue(L, -3);
         lua_pushvalue(L, -3); /* stack: view mt, root mt, mt, view mt, root mt */
         luaL_setfuncs(L, metamethods, 2); /* each gets both metatables as upvalues */
+        /* getmetatable(view) is a name, and setmetatable refuses a view:
+         * the metatables are every view's, and a script that could reach
+         * them could drop root_gc and keep a blob for good, or call it and
+         * free one a view still reads. */
+        lua_pushliteral(L, VIEW_MT);
+        lua_setfield(L, -2, "__metatable");
         lua_pop(L, 1);
     }
     lua_pop(L, 2);
     kl_lua_json_push_array_mt(L);
+    lua_pop(L, 1);
+}
+
+/* debug.setmetatable, refusing a view, which getmetatable's __metatable
+ * does not: a root view without root_gc would keep its blob for good. */
+static int guarded_setmetatable(lua_State *L) {
+    if (test_view(L, 1)) return luaL_argerror(L, 1, "the metatable of a klua view cannot be changed");
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+void kl_view_guard_debug(lua_State *L) {
+    if (lua_getglobal(L, "debug") != LUA_TTABLE) { /* stack: debug */
+        lua_pop(L, 1);
+        return;
+    }
+    lua_getfield(L, -1, "setmetatable");
+    lua_pushcclosure(L, guarded_setmetatable, 1);
+    lua_setfield(L, -2, "setmetatable");
     lua_pop(L, 1);
 }
 

@@ -43,6 +43,9 @@
 
 /* Creates the metatables; call once per lua_State. Stack unchanged. [-0, +0] */
 void kl_view_open(lua_State *L);
+/* Makes debug.setmetatable refuse a view, once the standard libraries are
+ * open. [-0, +0, e] */
+void kl_view_guard_debug(lua_State *L);
 
 /* Pushes a view of o's object (takes its own blob reference). parsed:
  * optional parsed form of the bytes from kl_decode_event (kl_event.parsed,

@@ -69,12 +69,7 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     s->scratch_len = 0;
     kl_list *l = s->out;
     l->items = kl_buf_grow(l->items, &s->items_cap, l->n + 1, sizeof *l->items, 64);
-    unsigned char *u = kl_buf_try_grow(s->untyped, &s->untyped_cap, l->n + 1, 1, 64);
-    if (!u) {
-        free(b);
-        return fail(s, "out of memory decoding a LIST response");
-    }
-    s->untyped = u;
+    s->untyped = kl_buf_grow(s->untyped, &s->untyped_cap, l->n + 1, 1, 64);
     char err[200];
     kl_obj *o = &l->items[l->n];
     int untyped = 0;

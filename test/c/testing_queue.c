@@ -24,28 +24,26 @@ static kl_queue *check_queue(lua_State *L) {
     return *ud;
 }
 
-static int check_oom(lua_State *L, int rc) {
-    if (rc < 0) return luaL_error(L, "queue: out of memory");
-    return 0;
-}
-
 /* q:add(key, now) */
 static int q_add(lua_State *L) {
     kl_queue *q = check_queue(L);
-    return check_oom(L, kl_queue_add(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3)));
+    kl_queue_add(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3));
+    return 0;
 }
 
 /* q:add_after(key, delay, now) */
 static int q_add_after(lua_State *L) {
     kl_queue *q = check_queue(L);
     const char *key = luaL_checkstring(L, 2);
-    return check_oom(L, kl_queue_add_after(q, key, luaL_checknumber(L, 3), luaL_checknumber(L, 4)));
+    kl_queue_add_after(q, key, luaL_checknumber(L, 3), luaL_checknumber(L, 4));
+    return 0;
 }
 
 /* q:add_rate_limited(key, now) */
 static int q_add_rate_limited(lua_State *L) {
     kl_queue *q = check_queue(L);
-    return check_oom(L, kl_queue_add_rate_limited(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3)));
+    kl_queue_add_rate_limited(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3));
+    return 0;
 }
 
 /* q:forget(key) */
