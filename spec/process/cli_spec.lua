@@ -76,7 +76,8 @@ describe('klua --help', function()
     local listed = {}
     for _, f in ipairs(flag_lines(out)) do listed[f.long] = f end
     for _, flag in ipairs({ '--kubeconfig', '--context', '--server', '--token', '--insecure-skip-tls-verify',
-      '--allow-insecure-credentials', '--v', '--log-format', '--instruction-budget', '--memory-limit',
+      '--allow-insecure-credentials', '--v', '--log-format', '--allow-core-dumps', '--instruction-budget',
+      '--memory-limit',
       '--watch-idle-timeout', '--watch-timeout', '--page-size', '--watch-list', '--watch-list-deadline',
       '--request-timeout', '--help', '--version' }) do
       assert.truthy(listed[flag], 'the help does not list ' .. flag)
