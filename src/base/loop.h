@@ -19,7 +19,9 @@ kl_loop *kl_loop_new(kl_loop_done_fn on_transfer_done);
 void kl_loop_free(kl_loop *loop);
 CURLM *kl_loop_multi(kl_loop *loop);
 
-/* Seconds on a monotonic clock. */
+/* Seconds on a monotonic clock that also counts the time the machine was
+ * suspended (CLOCK_BOOTTIME): a Lease's validity is judged by it, and a
+ * replica whose VM was suspended past its lease must see it lapsed. */
 double kl_now(void);
 
 /* Runs fn once, delay seconds from now. Returns an id > 0 for kl_loop_cancel. */
