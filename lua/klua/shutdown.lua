@@ -16,21 +16,21 @@
 --    duration;
 -- 5. klua exits 0, closing its watches.
 --
--- All of it must end within --graceful-shutdown-timeout (30 s): past it,
--- klua exits 1 at once with a line naming what was still running
--- (src/lua/runtime.c enforces it, in the count hook too, so that a
--- reconcile spinning on the CPU cannot hold it). controller-runtime's
--- manager returns an error in that case, and its main exits 1. A second
--- signal ends klua at once from its signal handler (src/base/loop.h).
+-- Each step is a phase of the runtime (DRAINING, HOOKS, RELEASING, then
+-- STOPPED: src/lua/runtime.h), entered through core.advance and klua.stop,
+-- which the runtime's phase table refuses out of order. All of it must end
+-- within --graceful-shutdown-timeout (30 s): past it, klua exits 1 at once
+-- with a line naming what was still running (CUT_SHORT, enforced in the
+-- count hook too, so that a reconcile spinning on the CPU cannot hold it).
+-- controller-runtime's manager returns an error in that case, and its main
+-- exits 1. A second signal exits 1 at once from the signal handler, with
+-- one line (src/base/loop.h).
 local core = require 'klua.core'
 local leader = require 'klua.leader'
 local shards = require 'klua.shards'
 local controller = require 'klua.controller'
 
 local M = {}
-
---- True once the shutdown has begun.
-M.stopping = false
 
 local hooks = {}
 -- What the shutdown does now beyond waiting for reconciles (a hook, the
@@ -50,13 +50,16 @@ function M.on_shutdown(fn)
   hooks[#hooks + 1] = fn
 end
 
+-- The phases in which the script's own code starts.
+local STARTS = { LOADING = true, RUNNING = true }
+
 --- fn, except that it does nothing once the shutdown has begun: what the
 -- script's timers and hooks are wrapped in. Anything but a function is
 -- returned as it is, for the caller's own check to refuse.
 function M.guard(fn)
   if type(fn) ~= 'function' then return fn end
   return function(...)
-    if M.stopping then return end
+    if not STARTS[core.phase()] then return end
     return fn(...)
   end
 end
@@ -84,8 +87,12 @@ end
 -- 20 ms costs nothing while the process is going away anyway.
 local POLL = 0.02
 
+-- Whether the run has ended meanwhile: a reconcile or a hook called
+-- klua.stop (STOPPED), whose status then stands and after which nothing
+-- more of the shutdown runs.
+local function ended() return core.phase() == 'STOPPED' end
+
 local function run(signal)
-  M.stopping = true
   local opts = core.controller_options()
   local busy = in_flight()
   -- A script with nothing to wait for stops as quietly as it did before.
@@ -95,14 +102,17 @@ local function run(signal)
   end
   for _, c in ipairs(controller.all) do c.queue:shutdown() end
   while #in_flight() > 0 do core.sleep(POLL) end
-  -- From here on no informer's handler starts (lua_informer.c checks
-  -- before each call).
-  core.stop_handlers()
+  if ended() then return end
+  -- HOOKS: from here on no informer's handler starts (lua_informer.c
+  -- checks before each call).
+  core.advance('drained')
   for i, fn in ipairs(hooks) do
     step = hook_name(i, fn)
     local ok, err = xpcall(fn, debug.traceback)
     if not ok then core.log('error', ('%s failed: %s'):format(step, tostring(err))) end
+    if ended() then return end
   end
+  core.advance('hooks ran')
   local election = leader.current()
   if election then
     step = 'release of lease ' .. election:_key()
@@ -114,7 +124,7 @@ local function run(signal)
     group:stop()
   end
   step = nil
-  core.stop(0)
+  if not ended() then core.stop(0) end
 end
 
 --- Makes SIGTERM and SIGINT run the shutdown above (klua run calls it).

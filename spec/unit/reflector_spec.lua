@@ -5,25 +5,7 @@
 -- answer its requests themselves, so minutes of backoff take no time.
 local testing = require 'klua_testing'
 
-local ROOT = os.getenv('KLUA_ROOT') or '.'
-
-local function read(path)
-  local f = assert(io.open(ROOT .. '/' .. path))
-  local s = f:read('a')
-  f:close()
-  return s
-end
-
--- The table as the header and docs/architecture.md print it.
-local function render(rows)
-  local out, last = {}, nil
-  for _, t in ipairs(rows) do
-    local from = t.from ~= last and t.from or ''
-    last = t.from
-    out[#out + 1] = (string.format('%-10s %-48s -> %-10s %s', from, t.when, t.to, t['then']):gsub('%s+$', ''))
-  end
-  return table.concat(out, '\n')
-end
+local transitions = require 'support.transitions'
 
 local function list_body(rv, names)
   local items = {}
@@ -88,19 +70,15 @@ describe('the reflector', function()
     local rows = testing.reflector_transitions()
 
     it('is printed in reflector.h as the code declares it', function()
-      local header = read('src/cache/reflector.h')
-      local block = header:match('\n %* TRANSITIONS\n(.-)\n %* END TRANSITIONS\n')
+      local block = transitions.header('src/cache/reflector.h', 'TRANSITIONS', 'END TRANSITIONS')
       assert.truthy(block, 'reflector.h has no TRANSITIONS block')
-      local lines = {}
-      for line in (block .. '\n'):gmatch('(.-)\n') do lines[#lines + 1] = (line:gsub('^ %* ?', '')) end
-      assert.equals(render(rows), (table.concat(lines, '\n')))
+      assert.equals(transitions.render(rows, 'when', 48), block)
     end)
 
     it('is printed in docs/architecture.md as the code declares it', function()
-      local doc = read('docs/architecture.md')
-      local block = doc:match('<!%-%- reflector transitions.-%-%->\n```\n(.-)\n```\n')
+      local block = transitions.doc('reflector transitions')
       assert.truthy(block, 'docs/architecture.md has no reflector transitions block')
-      assert.equals(render(rows), block)
+      assert.equals(transitions.render(rows, 'when', 48), block)
     end)
 
     it('leads from and to known states only', function()

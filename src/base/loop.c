@@ -276,6 +276,7 @@ int kl_loop_signal(const kl_loop *loop) { return loop->stop_signal; }
 void kl_loop_on_second_signal(kl_loop *loop, int status, const char *line) {
     (void)loop;
     second_status = -1; /* the handler never reads a half-written line */
+    if (status < 0) return;
     snprintf(second_line, sizeof second_line, "%s\n", line);
     second_len = (sig_atomic_t)strlen(second_line);
     second_status = status;

@@ -84,8 +84,9 @@ int kl_loop_signal(const kl_loop *loop);
 void kl_loop_on_signal(kl_loop *loop, kl_loop_fn fn, void *ud);
 /* A second signal while the loop runs then writes line to stderr and exits
  * with status rather than dying of the signal (controller-runtime's manager
- * exits 1 on its second signal); once kl_loop_run has returned, a signal
- * kills the process again. */
+ * exits 1 on its second signal); status -1 (line unused) makes it kill the
+ * process again, and so does any signal once kl_loop_run has returned.
+ * Its owner (the runtime's phase) sets it as the run goes on. */
 void kl_loop_on_second_signal(kl_loop *loop, int status, const char *line);
 
 #endif

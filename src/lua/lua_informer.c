@@ -35,12 +35,21 @@ _Static_assert(KL_CHANGE_ADD == 0 && KL_CHANGE_UPDATE == 1 && KL_CHANGE_DELETE =
 
 typedef struct lua_informer lua_informer;
 
+/* What the dispatch does with notifications, as the runtime's phase says
+ * (informers_phase). */
+typedef enum {
+    D_WAIT,    /* the main chunk runs: handlers are still being registered */
+    D_CALL,    /* RUNNING and DRAINING: each handler is called */
+    D_CONSUME, /* from HOOKS on: consumed, no handler starts */
+    D_OFF      /* the run has ended: nothing more */
+} dispatch_mode;
+
 /* The runtime's part KL_RT_INFORMERS. */
 typedef struct informers {
     kl_rt *rt;
     lua_informer *list;     /* every informer the script made, newest first */
     lua_informer *stopping; /* stopped from a handler still running */
-    int handlers_stopped;   /* the shutdown's: no handler starts any more */
+    dispatch_mode mode;
 } informers;
 
 struct lua_informer {
@@ -185,8 +194,8 @@ static void finish_notification(lua_informer *li) {
  * a replayed ADD goes to the handler it was queued for alone; any other
  * notification to each handler added before it was queued; none once the
  * shutdown has stopped handlers. */
-static int next_handler(const lua_informer *li) {
-    if (((const informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->handlers_stopped) return 0;
+static int next_handler(const lua_informer *li, dispatch_mode mode) {
+    if (mode != D_CALL) return 0;
     int type = (int)li->cur.type;
     if (li->cur.only) return li->hidx < li->cur.only ? li->cur.only : 0;
     int h = li->hidx + 1;
@@ -234,17 +243,19 @@ static void check_synced(lua_informer *li) {
  * time must see every notification, the initial list included. A stop
  * (klua.stop or a signal) ends the batch before the next handler call. */
 static void drain(kl_loop *loop, void *ud) {
+    (void)loop;
     lua_informer *li = ud;
+    const informers *all = kl_rt_state(li->rt, KL_RT_INFORMERS);
     li->drain_id = 0;
-    if (!kl_rt_started(li->rt)) return;
-    for (int n = 0; !li->busy && !kl_loop_stopping(loop);) {
+    if (all->mode == D_WAIT) return;
+    for (int n = 0; !li->busy && all->mode != D_OFF;) {
         if (!li->has_cur) {
             if (n == DISPATCH_BATCH || !kl_informer_pop(li->inf, &li->cur)) break;
             li->has_cur = 1;
             li->hidx = 0;
             n++;
         }
-        int h = next_handler(li);
+        int h = next_handler(li, all->mode);
         if (h) call_handler(li, h);
         else finish_notification(li);
         if (li->stopped) {
@@ -261,8 +272,28 @@ static void drain(kl_loop *loop, void *ud) {
     check_synced(li);
 }
 
-static void informers_started(void *state) {
-    for (lua_informer *li = ((informers *)state)->list; li; li = li->next) schedule_drain(li);
+/* Dispatch begins once the main chunk has returned (RUNNING: a script cut
+ * short while it loaded never gets there), consumes from HOOKS on, as
+ * controller-runtime stops its caches after its controllers, and ends
+ * with the run. */
+static void informers_phase(void *state, const kl_rt_transition *t) {
+    informers *all = state;
+    switch (t->to) {
+    case KL_RT_RUNNING:
+        all->mode = D_CALL;
+        for (lua_informer *li = all->list; li; li = li->next) schedule_drain(li);
+        break;
+    case KL_RT_SHUTDOWN_HOOKS:
+        if (all->mode == D_CALL) all->mode = D_CONSUME;
+        break;
+    case KL_RT_STOPPED:
+    case KL_RT_CUT_SHORT:
+    case KL_RT_CLOSED:
+        all->mode = D_OFF;
+        break;
+    default:
+        break;
+    }
 }
 
 static void on_resync(kl_loop *loop, void *ud) {
@@ -296,7 +327,7 @@ static int l_on(lua_State *L) {
         if (strcmp(ev, event_names[i]) == 0) type = i;
     if (type < 0) return luaL_error(L, "unknown event \"%s\": use \"add\", \"update\" or \"delete\"", ev);
     luaL_checktype(L, 3, LUA_TFUNCTION);
-    int late = kl_rt_started(li->rt);
+    int late = ((const informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->mode != D_WAIT;
     int h = add_handler(li, type, late ? kl_informer_seq(li->inf) : 0);
     lua_getiuservalue(L, 1, 2); /* stack: inf, event, fn, handlers */
     lua_getfield(L, -1, ev);    /* stack: inf, event, fn, handlers, of_type */
@@ -568,15 +599,6 @@ static int l_stop(lua_State *L) {
     return 0;
 }
 
-/* core.stop_handlers(): from now on notifications are consumed without
- * calling any handler (a handler suspended meanwhile runs on). The
- * shutdown calls it once the reconciles in flight have ended, as
- * controller-runtime stops its caches only after its controllers. */
-static int l_stop_handlers(lua_State *L) {
-    ((informers *)kl_rt_state(kl_rt_of(L), KL_RT_INFORMERS))->handlers_stopped = 1;
-    return 0;
-}
-
 static void informers_open(void *state, lua_State *L) {
     (void)state;
     /* The methods scripts call as they are; init.lua adds the rest, over
@@ -598,15 +620,13 @@ static void informers_open(void *state, lua_State *L) {
     lua_setfield(L, -2, "informer");
     lua_pushcfunction(L, l_table_cells);
     lua_setfield(L, -2, "table_cells");
-    lua_pushcfunction(L, l_stop_handlers);
-    lua_setfield(L, -2, "stop_handlers");
 }
 
 void kl_lua_informer_init(kl_rt *rt) {
     static const kl_rt_hooks hooks = {.open = informers_open,
                                       .idle = informers_idle,
                                       .synced = informers_synced,
-                                      .started = informers_started,
+                                      .phase = informers_phase,
                                       .close = informers_close,
                                       .free = free};
     informers *all = kl_xcalloc(1, sizeof *all);

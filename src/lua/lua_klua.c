@@ -266,7 +266,29 @@ static int l_sleep(lua_State *L) {
 /* core.stop([code]): ends the run once the current callback returns; no
  * further script code starts. klua run exits with code (default 0). */
 static int l_stop(lua_State *L) {
-    kl_rt_exit(kl_rt_of(L), (int)luaL_optinteger(L, 1, 0));
+    kl_rt_advance(kl_rt_of(L), KL_RT_EV_STOP, (int)luaL_optinteger(L, 1, 0));
+    return 0;
+}
+
+/* core.phase() -> the runtime's phase: "LOADING", "RUNNING", "DRAINING",
+ * ... (runtime.h). */
+static int l_phase(lua_State *L) {
+    lua_pushstring(L, kl_rt_phase_name(kl_rt_current(kl_rt_of(L))));
+    return 1;
+}
+
+/* core.advance(step): the graceful shutdown's own steps, "drained" (the
+ * reconciles in flight ended: DRAINING -> HOOKS) and "hooks ran" (HOOKS ->
+ * RELEASING); raises for a step the phase table does not declare now. */
+static int l_advance(lua_State *L) {
+    static const char *const steps[] = {"drained", "hooks ran", NULL};
+    static const kl_rt_event events[] = {KL_RT_EV_DRAINED, KL_RT_EV_HOOKS_RAN};
+    kl_rt_event e = events[luaL_checkoption(L, 1, NULL, steps)];
+    kl_rt *rt = kl_rt_of(L);
+    if (!kl_rt_can(rt, e))
+        return luaL_error(L, "the runtime does not go on \"%s\" from %s", kl_rt_event_name(e),
+                          kl_rt_phase_name(kl_rt_current(rt)));
+    kl_rt_advance(rt, e, 0);
     return 0;
 }
 
@@ -485,7 +507,7 @@ static void core_open(void *state, lua_State *L) {
         {"namespace", l_namespace}, {"on_synced", l_on_synced}, {"stats", l_stats},
         {"controller_options", l_controller_options}, {"process", l_process},
         {"stdout_closed", l_stdout_closed}, {"write_stdout", l_write_stdout},
-        {"graceful_shutdown", l_graceful_shutdown},
+        {"graceful_shutdown", l_graceful_shutdown}, {"phase", l_phase}, {"advance", l_advance},
         {"reconciling", l_reconciling}, {"http_metrics", l_http_metrics}, {NULL, NULL}};
     static const luaL_Reg timer_methods[] = {{"cancel", l_cancel}, {NULL, NULL}};
     static const luaL_Reg timer_meta[] = {{"__tostring", l_timer_tostring}, {NULL, NULL}};

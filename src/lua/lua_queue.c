@@ -75,7 +75,7 @@ static void wake(kl_loop *loop, void *ud) {
     lua_queue *lq = ud;
     lq->wake_id = 0;
     double now = kl_now();
-    while (lq->nwaiters && !kl_loop_stopping(loop)) {
+    while (lq->nwaiters && !kl_rt_ended(lq->all->rt)) {
         int shut = 0;
         const char *key = kl_queue_get(lq->q, now, &shut);
         if (!key && !shut) break;

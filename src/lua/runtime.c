@@ -20,20 +20,22 @@
 #include "lua/view.h"
 
 
-/* A graceful stop (controller-runtime's): with start_ref set, the first
- * SIGINT/SIGTERM does not stop the loop but starts that Lua function as a
- * task (lua/klua/shutdown.lua), which ends the run with klua.stop when the
- * reconciles in flight, the on_shutdown hooks and the Lease's release are
- * done; the timeout cuts it short, and a second signal ends the process at
- * once with status 1 (loop.h), as controller-runtime's second signal does
- * (os.Exit(1) in pkg/manager/signals). */
+/* klua run's graceful stop (controller-runtime's), set by
+ * core.graceful_shutdown before any signal: the first SIGINT/SIGTERM then
+ * leads to DRAINING, which starts the Lua function start_ref as a task
+ * (lua/klua/shutdown.lua); it moves on to HOOKS and RELEASING through
+ * core.advance and ends the run with klua.stop. */
 typedef struct graceful_stop {
     int start_ref;    /* function(signal name), or LUA_NOREF: no graceful stop */
     int describe_ref; /* function() -> what still runs, for the report */
-    double deadline;  /* kl_now() past which the stop is cut short; 0 before the signal */
-    uint64_t timer;
-    int timed_out;    /* the deadline passed: the stop was cut short */
 } graceful_stop;
+
+/* DRAINING, HOOKS, RELEASING: the stop under way. */
+typedef struct stopping_st {
+    double deadline; /* kl_now() past which it is cut short */
+    uint64_t timer;  /* ...and the loop's timer for it */
+    uint64_t start;  /* the deferred start of the Lua side, until it runs */
+} stopping_st;
 
 typedef struct part {
     const kl_rt_hooks *hooks;
@@ -51,14 +53,97 @@ struct kl_rt {
     int memory_binds;  /* script code runs: the memory limit binds */
     part parts[KL_RT_NPARTS];
     int on_synced_ref; /* table of callbacks waiting for sync, or LUA_NOREF */
-    graceful_stop shutdown;
-    int exit_code;
-    int script_failed;
-    int main_done;
-    int running; /* inside kl_rt_run */
-    int closing; /* kl_rt_free has begun: nothing new may be made */
+    graceful_stop graceful;
+    kl_rt_phase phase;
+    union {
+        stopping_st stopping; /* DRAINING, HOOKS, RELEASING */
+        int code;             /* STOPPED, CUT_SHORT: the exit code */
+    } in;
     char script_name[64];
 };
+
+/* ---- the phases --------------------------------------------------------- */
+
+#define NEW KL_RT_NEW
+#define LOADING KL_RT_LOADING
+#define RUNNING KL_RT_RUNNING
+#define DRAINING KL_RT_DRAINING
+#define HOOKS KL_RT_SHUTDOWN_HOOKS
+#define RELEASING KL_RT_RELEASING
+#define STOPPED KL_RT_STOPPED
+#define CUT_SHORT KL_RT_CUT_SHORT
+#define CLOSED KL_RT_CLOSED
+
+static const char *const phase_names[KL_RT_NPHASES] = {
+    [NEW] = "NEW",       [LOADING] = "LOADING", [RUNNING] = "RUNNING",
+    [DRAINING] = "DRAINING", [HOOKS] = "HOOKS", [RELEASING] = "RELEASING",
+    [STOPPED] = "STOPPED", [CUT_SHORT] = "CUT_SHORT", [CLOSED] = "CLOSED",
+};
+
+static const char *const event_names[KL_RT_NEVENTS] = {
+    [KL_RT_EV_RUN] = "kl_rt_run",
+    [KL_RT_EV_MAIN_ENDED] = "the main chunk ended",
+    [KL_RT_EV_MAIN_FAILED] = "the main chunk failed",
+    [KL_RT_EV_STOP] = "klua.stop(code)",
+    [KL_RT_EV_IDLE] = "nothing left to run",
+    [KL_RT_EV_SIGNAL] = "SIGINT/SIGTERM",
+    [KL_RT_EV_SIGNAL_GRACEFUL] = "SIGINT/SIGTERM, a graceful stop set",
+    [KL_RT_EV_DRAINED] = "the reconciles in flight ended",
+    [KL_RT_EV_HOOKS_RAN] = "the hooks ran",
+    [KL_RT_EV_DEADLINE] = "the deadline passed",
+    [KL_RT_EV_CLOSE] = "kl_rt_free",
+};
+
+#define ROW(from, ev, to, then) {from, KL_RT_EV_##ev, to, then}
+static const kl_rt_transition table[] = {
+    ROW(NEW, RUN, LOADING, "the main chunk runs; informers list, handlers wait"),
+    ROW(NEW, SIGNAL, STOPPED, "the script never starts; exit 0"),
+    ROW(NEW, CLOSE, CLOSED, "the script did not load, or never ran"),
+    ROW(LOADING, MAIN_ENDED, RUNNING, "handlers, timers and klua.on_synced start"),
+    ROW(LOADING, MAIN_FAILED, STOPPED, "exit 1"),
+    ROW(LOADING, STOP, STOPPED, "exit code"),
+    ROW(LOADING, SIGNAL, STOPPED, "every task stops (klua watch); exit 0"),
+    ROW(LOADING, SIGNAL_GRACEFUL, DRAINING, "the shutdown starts, within its deadline"),
+    ROW(RUNNING, IDLE, STOPPED, "exit 0"),
+    ROW(RUNNING, STOP, STOPPED, "exit code"),
+    ROW(RUNNING, SIGNAL, STOPPED, "every task stops (klua watch); exit 0"),
+    ROW(RUNNING, SIGNAL_GRACEFUL, DRAINING, "the shutdown starts, within its deadline"),
+    ROW(DRAINING, MAIN_ENDED, DRAINING, "no handler starts for a script not loaded"),
+    ROW(DRAINING, DRAINED, HOOKS, "no handler starts; the on_shutdown hooks run"),
+    ROW(DRAINING, STOP, STOPPED, "exit code"),
+    ROW(DRAINING, DEADLINE, CUT_SHORT, "every task stops; exit 1"),
+    ROW(HOOKS, MAIN_ENDED, HOOKS, ""),
+    ROW(HOOKS, HOOKS_RAN, RELEASING, "the Lease and the shards are released"),
+    ROW(HOOKS, STOP, STOPPED, "exit code"),
+    ROW(HOOKS, DEADLINE, CUT_SHORT, "every task stops; exit 1"),
+    ROW(RELEASING, MAIN_ENDED, RELEASING, ""),
+    ROW(RELEASING, STOP, STOPPED, "exit code (the shutdown's own: 0)"),
+    ROW(RELEASING, DEADLINE, CUT_SHORT, "every task stops; exit 1"),
+    ROW(STOPPED, MAIN_ENDED, STOPPED, ""),
+    ROW(STOPPED, MAIN_FAILED, STOPPED, "exit 1"),
+    ROW(STOPPED, STOP, STOPPED, "exit code"),
+    ROW(STOPPED, SIGNAL, STOPPED, "every task stops"),
+    ROW(STOPPED, CLOSE, CLOSED, "teardown; nothing new may be made"),
+    ROW(CUT_SHORT, MAIN_ENDED, CUT_SHORT, ""),
+    ROW(CUT_SHORT, STOP, CUT_SHORT, "exit 1 all the same"),
+    ROW(CUT_SHORT, CLOSE, CLOSED, "teardown; nothing new may be made"),
+    ROW(CLOSED, STOP, CLOSED, "a __gc handler's: the run is over"),
+};
+#undef ROW
+
+const kl_rt_transition *kl_rt_transitions(size_t *n) {
+    *n = sizeof table / sizeof *table;
+    return table;
+}
+
+const char *kl_rt_phase_name(kl_rt_phase p) { return p < KL_RT_NPHASES ? phase_names[p] : "?"; }
+const char *kl_rt_event_name(kl_rt_event e) { return e < KL_RT_NEVENTS ? event_names[e] : "?"; }
+
+static const kl_rt_transition *find(kl_rt_phase from, kl_rt_event e) {
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (table[i].from == from && table[i].event == e) return &table[i];
+    return NULL;
+}
 
 /* The parts, made in this order by kl_rt_new (kl_rt_part). */
 static void (*const part_init[KL_RT_NPARTS])(kl_rt *) = {
@@ -81,14 +166,11 @@ kl_http *kl_rt_http(const kl_rt *rt) { return rt->http; }
 const kl_rt_opts *kl_rt_options(const kl_rt *rt) { return &rt->opts; }
 const char *kl_rt_script_name(const kl_rt *rt) { return rt->script_name; }
 size_t kl_rt_memory(const kl_rt *rt) { return rt->mem_used; }
-int kl_rt_closing(const kl_rt *rt) { return rt->closing; }
-int kl_rt_started(const kl_rt *rt) { return rt->main_done; }
 void kl_rt_bind_memory(kl_rt *rt, int on) { rt->memory_binds = on; }
-
-void kl_rt_exit(kl_rt *rt, int code) {
-    rt->exit_code = code;
-    kl_loop_stop(rt->loop);
-}
+kl_rt_phase kl_rt_current(const kl_rt *rt) { return rt->phase; }
+int kl_rt_closing(const kl_rt *rt) { return rt->phase == CLOSED; }
+int kl_rt_ended(const kl_rt *rt) { return rt->phase >= STOPPED; }
+int kl_rt_can(const kl_rt *rt, kl_rt_event e) { return find(rt->phase, e) != NULL; }
 
 static int parts_idle(const kl_rt *rt) {
     for (int i = 0; i < KL_RT_NPARTS; i++) {
@@ -110,6 +192,126 @@ kl_rt *kl_rt_of(lua_State *L) {
     void *ud;
     lua_getallocf(L, &ud);
     return ud;
+}
+
+static int stopping(kl_rt_phase p) { return p == DRAINING || p == HOOKS || p == RELEASING; }
+
+static const char *signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+static double shutdown_timeout(const kl_rt *rt) {
+    double t = rt->opts.ctl.graceful_shutdown_timeout;
+    return t > 0 ? t : 30;
+}
+
+/* The graceful stop's Lua side, as a task; deferred from the signal,
+ * which may be taken inside the count hook. */
+static void start_shutdown(kl_loop *loop, void *ud) {
+    kl_rt *rt = ud;
+    rt->in.stopping.start = 0;
+    lua_rawgeti(rt->L, LUA_REGISTRYINDEX, rt->graceful.start_ref);
+    lua_pushstring(rt->L, signal_name(kl_loop_signal(loop)));
+    kl_task_spawn(rt, NULL, "the graceful shutdown", 1, NULL, NULL);
+}
+
+static void on_deadline(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_rt *rt = ud;
+    rt->in.stopping.timer = 0;
+    kl_rt_advance(rt, KL_RT_EV_DEADLINE, 0);
+}
+
+void kl_rt_check_deadline(kl_rt *rt) {
+    if (stopping(rt->phase) && kl_now() >= rt->in.stopping.deadline)
+        kl_rt_advance(rt, KL_RT_EV_DEADLINE, 0);
+}
+
+/* What a second SIGINT/SIGTERM does, by phase: where a graceful stop is
+ * set (before the first signal is taken) or under way, it exits 1 with a
+ * line, as controller-runtime's second signal does (os.Exit(1) in
+ * pkg/manager/signals); elsewhere it kills (loop.h). */
+static void set_signal_policy(kl_rt *rt) {
+    int exits;
+    switch (rt->phase) {
+    case NEW:
+    case LOADING:
+    case RUNNING:
+        exits = kl_rt_graceful_set(rt);
+        break;
+    case DRAINING:
+    case HOOKS:
+    case RELEASING:
+    case CUT_SHORT:
+        exits = 1;
+        break;
+    default:
+        exits = 0;
+    }
+    if (exits) kl_loop_on_second_signal(rt->loop, 1, "klua: a second signal: exiting at once, the graceful shutdown cut short");
+    else kl_loop_on_second_signal(rt->loop, -1, NULL);
+}
+
+/* What the phase left owned: the graceful stop's timers, once it is over. */
+static void leave(kl_rt *rt, const kl_rt_transition *t) {
+    if (!stopping(t->from) || stopping(t->to)) return;
+    kl_loop_cancel(rt->loop, rt->in.stopping.timer);
+    kl_loop_cancel(rt->loop, rt->in.stopping.start);
+}
+
+static void enter(kl_rt *rt, const kl_rt_transition *t, int code) {
+    switch (t->to) {
+    case DRAINING: {
+        double timeout = shutdown_timeout(rt);
+        rt->in.stopping = (stopping_st){
+            .deadline = kl_now() + timeout,
+            .timer = kl_loop_after(rt->loop, timeout, on_deadline, rt),
+            .start = kl_loop_defer(rt->loop, start_shutdown, rt),
+        };
+        break;
+    }
+    case STOPPED:
+        if (t->event == KL_RT_EV_STOP) rt->in.code = code;
+        else if (t->event == KL_RT_EV_MAIN_FAILED) rt->in.code = 1;
+        else if (t->from != STOPPED) rt->in.code = 0;
+        kl_loop_stop(rt->loop);
+        break;
+    case CUT_SHORT:
+        rt->in.code = 1;
+        kl_loop_stop(rt->loop);
+        break;
+    default:
+        break;
+    }
+}
+
+/* The one way the phase changes: along the table, or klua aborts. It may
+ * run inside the count hook (a signal taken there): what it does, and the
+ * parts' phase hooks, only set state and schedule work. */
+void kl_rt_advance(kl_rt *rt, kl_rt_event e, int code) {
+    const kl_rt_transition *t = find(rt->phase, e);
+    if (!t) {
+        kl_log(KL_LOG_ERROR, "klua", "runtime bug: \"%s\" does not lead from %s; aborting",
+               kl_rt_event_name(e), phase_names[rt->phase]);
+        abort();
+    }
+    kl_vlog(2, "klua", "%s -> %s: %s", phase_names[t->from], phase_names[t->to], event_names[e]);
+    leave(rt, t);
+    rt->phase = t->to;
+    enter(rt, t, code);
+    if (rt->loop) set_signal_policy(rt);
+    for (int i = 0; i < KL_RT_NPARTS; i++) {
+        const part *p = &rt->parts[i];
+        if (p->hooks && p->hooks->phase) p->hooks->phase(p->state, t);
+    }
+}
+
+/* The first SIGINT/SIGTERM, taken by the loop or the count hook. */
+static void on_signal(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_rt *rt = ud;
+    int graceful = kl_rt_graceful_set(rt) && (rt->phase == LOADING || rt->phase == RUNNING);
+    kl_rt_advance(rt, graceful ? KL_RT_EV_SIGNAL_GRACEFUL : KL_RT_EV_SIGNAL, 0);
 }
 
 /* The memory limit binds only while script code runs, so the host's own
@@ -171,12 +373,13 @@ kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
     }
     rt->opts = *opts;
     rt->on_synced_ref = LUA_NOREF;
-    rt->shutdown.start_ref = rt->shutdown.describe_ref = LUA_NOREF;
+    rt->graceful.start_ref = rt->graceful.describe_ref = LUA_NOREF;
     snprintf(rt->script_name, sizeof rt->script_name, "script");
     rt->conn = kl_conn_load(&opts->conn, err, errlen);
     if (!rt->conn) goto fail;
     rt->loop = kl_loop_new(kl_http_transfer_done);
     if (rt->loop) kl_conn_attach(rt->conn, rt->loop);
+    if (rt->loop) kl_loop_on_signal(rt->loop, on_signal, rt);
     rt->http = rt->loop ? kl_http_new(rt->loop, rt->conn) : NULL;
     rt->L = lua_newstate(rt_alloc, rt);
     if (!rt->loop || !rt->http || !rt->L) {
@@ -210,13 +413,13 @@ static void close_part(kl_rt *rt, kl_rt_part which) {
  * their handles then raise "closed"), then the requests of API calls,
  * then the tasks, whose waits can no longer end (and the run state, so
  * that __gc handlers start with a budget of their own); then lua_close,
- * while making anything new is refused (rt->closing) and the loop and the
+ * while making anything new is refused (CLOSED) and the loop and the
  * tasks' run state, which the count hook reads, still exist; then what is
  * left of the parts; the loop, which only holds pointers to what is gone
  * by now, and the connection last. */
 void kl_rt_free(kl_rt *rt) {
     if (!rt) return;
-    rt->closing = 1;
+    kl_rt_advance(rt, KL_RT_EV_CLOSE, 0);
     rt->memory_binds = 0;
     close_part(rt, KL_RT_ENDPOINTS);
     close_part(rt, KL_RT_CORE);
@@ -237,7 +440,7 @@ void kl_rt_free(kl_rt *rt) {
 }
 
 void kl_rt_check_idle(kl_rt *rt) {
-    if (rt->running && rt->main_done && parts_idle(rt)) kl_loop_stop(rt->loop);
+    if (rt->phase == RUNNING && parts_idle(rt)) kl_rt_advance(rt, KL_RT_EV_IDLE, 0);
 }
 
 int kl_rt_stop_signal(const kl_rt *rt) { return kl_loop_signal(rt->loop); }
@@ -253,11 +456,11 @@ void kl_rt_on_synced(lua_State *L, int idx) {
     lua_pushvalue(L, idx);
     lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
     lua_pop(L, 1);
-    if (rt->running) kl_rt_check_synced(rt, L);
+    kl_rt_check_synced(rt, L);
 }
 
 void kl_rt_check_synced(kl_rt *rt, lua_State *from) {
-    if (!rt->main_done || rt->on_synced_ref == LUA_NOREF || !parts_synced(rt)) return;
+    if (rt->phase != RUNNING || rt->on_synced_ref == LUA_NOREF || !parts_synced(rt)) return;
     lua_State *L = rt->L;
     int ref = rt->on_synced_ref;
     rt->on_synced_ref = LUA_NOREF;
@@ -285,63 +488,19 @@ static void set_args(kl_rt *rt, int argc, char **argv) {
     lua_pop(L, 2);
 }
 
-static const char *signal_name(int sig) {
-    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
-}
-
-/* Nothing more runs: the loop stops and kl_rt_run reports what was left. */
-static void time_out(kl_rt *rt) {
-    rt->shutdown.timed_out = 1;
-    kl_loop_stop(rt->loop);
-}
-
-int kl_rt_shutdown_overdue(kl_rt *rt) {
-    if (!rt->shutdown.timed_out && rt->shutdown.deadline > 0 && kl_now() >= rt->shutdown.deadline)
-        time_out(rt);
-    return rt->shutdown.timed_out;
-}
-
-static void on_shutdown_deadline(kl_loop *loop, void *ud) {
-    (void)loop;
-    kl_rt *rt = ud;
-    rt->shutdown.timer = 0;
-    time_out(rt);
-}
-
-static void start_shutdown(kl_loop *loop, void *ud) {
-    kl_rt *rt = ud;
-    lua_rawgeti(rt->L, LUA_REGISTRYINDEX, rt->shutdown.start_ref);
-    lua_pushstring(rt->L, signal_name(kl_loop_signal(loop)));
-    kl_task_spawn(rt, NULL, "the graceful shutdown", 1, NULL, NULL);
-}
-
-static double shutdown_timeout(const kl_rt *rt) {
-    double t = rt->opts.ctl.graceful_shutdown_timeout;
-    return t > 0 ? t : 30;
-}
-
-/* May run inside the count hook (kl_loop_poll_signal): it only schedules. */
-static void on_signal(kl_loop *loop, void *ud) {
-    kl_rt *rt = ud;
-    rt->shutdown.deadline = kl_now() + shutdown_timeout(rt);
-    rt->shutdown.timer = kl_loop_after(loop, shutdown_timeout(rt), on_shutdown_deadline, rt);
-    kl_loop_defer(loop, start_shutdown, rt);
-}
-
-int kl_rt_graceful_set(const kl_rt *rt) { return rt->shutdown.start_ref != LUA_NOREF; }
+int kl_rt_graceful_set(const kl_rt *rt) { return rt->graceful.start_ref != LUA_NOREF; }
 
 void kl_rt_graceful(kl_rt *rt, lua_State *L) {
-    rt->shutdown.describe_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    rt->shutdown.start_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    kl_loop_on_signal(rt->loop, on_signal, rt);
-    kl_loop_on_second_signal(rt->loop, 1, "klua: a second signal: exiting at once, the graceful shutdown cut short");
+    rt->graceful.describe_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    rt->graceful.start_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    set_signal_policy(rt);
 }
 
 /* One error line naming what the stop was still waiting for, from the
  * describe function (klua's own: it runs outside every task). */
 static void report_timed_out(kl_rt *rt) {
     lua_State *L = rt->L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, rt->shutdown.describe_ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, rt->graceful.describe_ref);
     const char *what = lua_pcall(L, 0, 1, 0) == LUA_OK && lua_isstring(L, -1) ? lua_tostring(L, -1)
                                                                                  : "(unknown)";
     kl_log(KL_LOG_ERROR, "klua", "shutdown timed out after %gs (--graceful-shutdown-timeout); still running: %s",
@@ -349,21 +508,15 @@ static void report_timed_out(kl_rt *rt) {
     lua_pop(L, 1);
 }
 
+/* A main chunk cut short by a signal ended: it did not fail. */
 static void on_main_done(void *ud, kl_task *t, int ok) {
     (void)t;
     kl_rt *rt = ud;
-    rt->main_done = 1;
-    for (int i = 0; i < KL_RT_NPARTS; i++) {
-        const part *p = &rt->parts[i];
-        if (p->hooks && p->hooks->started) p->hooks->started(p->state);
-    }
-    if (ok) kl_rt_check_synced(rt, NULL);
-    /* Cut short by a signal is a stop, not a failure. */
-    if (!ok && !kl_loop_signal(rt->loop)) {
-        rt->script_failed = 1;
-        kl_loop_stop(rt->loop);
-    }
+    int failed = !ok && !kl_loop_signal(rt->loop);
+    kl_rt_advance(rt, failed ? KL_RT_EV_MAIN_FAILED : KL_RT_EV_MAIN_ENDED, 0);
+    kl_rt_check_synced(rt, NULL);
 }
+
 static void set_script_name(kl_rt *rt, const char *path) {
     const char *base = path ? strrchr(path, '/') : NULL;
     snprintf(rt->script_name, sizeof rt->script_name, "%s", base ? base + 1 : path ? path : "script");
@@ -371,6 +524,8 @@ static void set_script_name(kl_rt *rt, const char *path) {
 
 int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **argv) {
     lua_State *L = rt->L;
+    /* A signal before the run: the script never starts. */
+    if (rt->phase == STOPPED) return rt->in.code;
     set_script_name(rt, path ? path : "-e");
     int st = chunk ? luaL_loadbuffer(L, chunk, strlen(chunk), path ? path : "=(command line)")
                    : luaL_loadfile(L, path);
@@ -382,20 +537,12 @@ int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **a
     }
     set_args(rt, argc, argv);
     for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
-    rt->running = 1;
+    kl_rt_advance(rt, KL_RT_EV_RUN, 0);
     kl_task_spawn(rt, NULL, "the script's main chunk", argc, on_main_done, rt);
-    if (!rt->script_failed) {
-        kl_rt_check_idle(rt);
-        if (!kl_loop_stopping(rt->loop)) kl_loop_run(rt->loop);
-    }
-    rt->running = 0;
-    if (rt->shutdown.timer) kl_loop_cancel(rt->loop, rt->shutdown.timer);
+    kl_rt_check_idle(rt);
+    if (!kl_rt_ended(rt)) kl_loop_run(rt->loop);
     /* controller-runtime's manager returns an error when its runnables
      * outlast the grace period. */
-    if (rt->shutdown.timed_out) {
-        report_timed_out(rt);
-        return 1;
-    }
-    if (rt->script_failed) return 1;
-    return rt->exit_code;
+    if (rt->phase == CUT_SHORT) report_timed_out(rt);
+    return rt->in.code;
 }

@@ -64,6 +64,97 @@ typedef enum kl_rt_part {
     KL_RT_NPARTS
 } kl_rt_part;
 
+/* The runtime's lifecycle: one phase at a time, each carrying its own data
+ * (DRAINING, HOOKS and RELEASING the graceful stop's deadline and timer,
+ * STOPPED the exit code), changed by one function along this table, which
+ * is kl_rt_transitions() printed (spec/unit/runtime_phases_spec.lua
+ * compares the two, and docs/architecture.md's); it aborts on a
+ * transition the table does not declare, and narrates each at -v 2:
+ *
+ * PHASES
+ * NEW        kl_rt_run                             -> LOADING    the main chunk runs; informers list, handlers wait
+ *            SIGINT/SIGTERM                        -> STOPPED    the script never starts; exit 0
+ *            kl_rt_free                            -> CLOSED     the script did not load, or never ran
+ * LOADING    the main chunk ended                  -> RUNNING    handlers, timers and klua.on_synced start
+ *            the main chunk failed                 -> STOPPED    exit 1
+ *            klua.stop(code)                       -> STOPPED    exit code
+ *            SIGINT/SIGTERM                        -> STOPPED    every task stops (klua watch); exit 0
+ *            SIGINT/SIGTERM, a graceful stop set   -> DRAINING   the shutdown starts, within its deadline
+ * RUNNING    nothing left to run                   -> STOPPED    exit 0
+ *            klua.stop(code)                       -> STOPPED    exit code
+ *            SIGINT/SIGTERM                        -> STOPPED    every task stops (klua watch); exit 0
+ *            SIGINT/SIGTERM, a graceful stop set   -> DRAINING   the shutdown starts, within its deadline
+ * DRAINING   the main chunk ended                  -> DRAINING   no handler starts for a script not loaded
+ *            the reconciles in flight ended        -> HOOKS      no handler starts; the on_shutdown hooks run
+ *            klua.stop(code)                       -> STOPPED    exit code
+ *            the deadline passed                   -> CUT_SHORT  every task stops; exit 1
+ * HOOKS      the main chunk ended                  -> HOOKS
+ *            the hooks ran                         -> RELEASING  the Lease and the shards are released
+ *            klua.stop(code)                       -> STOPPED    exit code
+ *            the deadline passed                   -> CUT_SHORT  every task stops; exit 1
+ * RELEASING  the main chunk ended                  -> RELEASING
+ *            klua.stop(code)                       -> STOPPED    exit code (the shutdown's own: 0)
+ *            the deadline passed                   -> CUT_SHORT  every task stops; exit 1
+ * STOPPED    the main chunk ended                  -> STOPPED
+ *            the main chunk failed                 -> STOPPED    exit 1
+ *            klua.stop(code)                       -> STOPPED    exit code
+ *            SIGINT/SIGTERM                        -> STOPPED    every task stops
+ *            kl_rt_free                            -> CLOSED     teardown; nothing new may be made
+ * CUT_SHORT  the main chunk ended                  -> CUT_SHORT
+ *            klua.stop(code)                       -> CUT_SHORT  exit 1 all the same
+ *            kl_rt_free                            -> CLOSED     teardown; nothing new may be made
+ * CLOSED     klua.stop(code)                       -> CLOSED     a __gc handler's: the run is over
+ * END PHASES
+ *
+ * No script code starts in STOPPED, CUT_SHORT and CLOSED, so the loop
+ * stops on entering the first two. The phase owns the signal policy: a
+ * first SIGINT/SIGTERM is an event of the table, and a second one exits 1
+ * with a line (loop.h, as controller-runtime's second signal) from the
+ * phases in which a graceful stop is set or under way, and kills the
+ * process in the others.
+ */
+typedef enum kl_rt_phase {
+    KL_RT_NEW,            /* made; kl_rt_run not called */
+    KL_RT_LOADING,        /* the main chunk runs */
+    KL_RT_RUNNING,        /* the main chunk returned: handlers, timers */
+    KL_RT_DRAINING,       /* graceful stop: the reconciles in flight finish */
+    KL_RT_SHUTDOWN_HOOKS, /* graceful stop: the klua.on_shutdown hooks run */
+    KL_RT_RELEASING,      /* graceful stop: the Lease is released */
+    KL_RT_STOPPED,        /* the run ends with its exit code */
+    KL_RT_CUT_SHORT,      /* the graceful stop outlasted its deadline */
+    KL_RT_CLOSED,         /* kl_rt_free has begun */
+    KL_RT_NPHASES
+} kl_rt_phase;
+
+typedef enum kl_rt_event {
+    KL_RT_EV_RUN,
+    KL_RT_EV_MAIN_ENDED,  /* returned, or stopped by a signal */
+    KL_RT_EV_MAIN_FAILED,
+    KL_RT_EV_STOP,
+    KL_RT_EV_IDLE,
+    KL_RT_EV_SIGNAL,
+    KL_RT_EV_SIGNAL_GRACEFUL,
+    KL_RT_EV_DRAINED,
+    KL_RT_EV_HOOKS_RAN,
+    KL_RT_EV_DEADLINE,
+    KL_RT_EV_CLOSE,
+    KL_RT_NEVENTS
+} kl_rt_event;
+
+/* One row of the table. */
+typedef struct kl_rt_transition {
+    kl_rt_phase from;
+    kl_rt_event event;
+    kl_rt_phase to;
+    const char *then; /* what the runtime does */
+} kl_rt_transition;
+
+/* Every transition the runtime can make, *n rows; it makes no other. */
+const kl_rt_transition *kl_rt_transitions(size_t *n);
+const char *kl_rt_phase_name(kl_rt_phase p);
+/* What happened, as the table prints it. */
+const char *kl_rt_event_name(kl_rt_event e);
+
 /* What the runtime asks of a part; any hook may be NULL. */
 typedef struct kl_rt_hooks {
     /* Adds the part's functions to the klua.core table on top of L, when
@@ -74,8 +165,11 @@ typedef struct kl_rt_hooks {
     int (*idle)(void *state);
     /* Whether the part has what klua.on_synced waits for (NULL: it has). */
     int (*synced)(void *state);
-    /* The script's main chunk has returned: handlers may now be called. */
-    void (*started)(void *state);
+    /* The runtime made transition t (kl_rt_transitions; t->to is the phase
+     * now). It may run inside the count hook, in the middle of script
+     * code (a signal taken there): it may only change the part's own state
+     * and schedule work on the loop. */
+    void (*phase)(void *state, const kl_rt_transition *t);
     /* Closes what script code could reach, before lua_close, in
      * kl_rt_free's order: the part's handles then raise "closed". */
     void (*close)(void *state);
@@ -89,28 +183,38 @@ typedef struct kl_rt kl_rt;
 kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen);
 void kl_rt_free(kl_rt *rt);
 /* Loads and starts a script (path, or chunk text when chunk is not NULL)
- * with its arguments, then runs the loop until the script has nothing left
- * to wait for, calls klua.stop, or SIGINT/SIGTERM arrives (a second one
- * ends the process, see loop.h). Returns the exit
- * code: 1 if the main chunk failed, else the code given to klua.stop (0 by
- * default), a signal included. */
+ * with its arguments, then runs the loop until the run reaches STOPPED or
+ * CUT_SHORT (the table above). Returns the exit code: 1 if the script did
+ * not load, else STOPPED's code, or 1 when the graceful stop was cut short
+ * (after an error line naming what it still waited for). */
 int kl_rt_run(kl_rt *rt, const char *path, const char *chunk, int argc, char **argv);
 /* The signal that stopped the run, or 0. */
 int kl_rt_stop_signal(const kl_rt *rt);
 kl_rt *kl_rt_of(lua_State *L);
-/* Stops the loop when the script's main chunk has returned and every part
- * is idle. */
+/* The phase now. */
+kl_rt_phase kl_rt_current(const kl_rt *rt);
+/* Whether no script code starts any more: STOPPED, CUT_SHORT, CLOSED. */
+int kl_rt_ended(const kl_rt *rt);
+/* Whether kl_rt_free has begun (CLOSED): nothing new may be made. */
+int kl_rt_closing(const kl_rt *rt);
+/* Whether the runtime can make the transition of event e now (for the
+ * steps script code asks for: the table refuses the others). */
+int kl_rt_can(const kl_rt *rt, kl_rt_event e);
+/* Makes the transition of e, which the table must declare from the phase
+ * now (else klua aborts: a bug). code is klua.stop's exit code. */
+void kl_rt_advance(kl_rt *rt, kl_rt_event e, int code);
+/* RUNNING ends once every part is idle (nothing left to run). */
 void kl_rt_check_idle(kl_rt *rt);
 /* Makes the first signal start the Lua function under the one on top of
- * rt's stack (the start, then the describe function) instead of stopping
- * the loop; see the graceful stop in runtime.c. [-2, +0] */
+ * rt's stack (the start, then the describe function): the graceful stop
+ * of klua run (DRAINING). [-2, +0] */
 void kl_rt_graceful(kl_rt *rt, lua_State *L);
-/* For the count hook, once a signal came: whether the graceful stop has
- * been cut short (its deadline passed: then it cuts it short now), so that
- * whatever runs must stop. */
-int kl_rt_shutdown_overdue(kl_rt *rt);
-/* Whether the first signal starts a graceful stop (kl_rt_graceful was called). */
+/* Whether kl_rt_graceful was called. */
 int kl_rt_graceful_set(const kl_rt *rt);
+/* During a graceful stop, cuts it short if its deadline has passed: for
+ * the count hook, when a reconcile spins and the deadline's timer cannot
+ * run. */
+void kl_rt_check_deadline(kl_rt *rt);
 
 /* Called once by each part as kl_rt_new makes it; hooks (static) and
  * state stay the part's. */
@@ -127,12 +231,6 @@ const kl_rt_opts *kl_rt_options(const kl_rt *rt);
 const char *kl_rt_script_name(const kl_rt *rt);
 /* Bytes the Lua state holds. */
 size_t kl_rt_memory(const kl_rt *rt);
-/* Whether kl_rt_free has begun: nothing new may be made. */
-int kl_rt_closing(const kl_rt *rt);
-/* Whether the script's main chunk has returned. */
-int kl_rt_started(const kl_rt *rt);
-/* klua.stop(code): the run ends with code once the current callback returns. */
-void kl_rt_exit(kl_rt *rt, int code);
 /* Whether --memory-limit binds: only while script code runs (task.c says
  * when), so the host's own pushes never fail outside a protected call. */
 void kl_rt_bind_memory(kl_rt *rt, int on);

@@ -20,6 +20,15 @@
 /* Why every further instruction of the running task fails. */
 enum { STOPPED_BY_BUDGET = 1, STOPPED_BY_SIGNAL };
 
+/* What the signal taken stops, as the runtime's phase says (tasks_phase). */
+typedef enum {
+    STOP_NOTHING,  /* no signal taken yet */
+    STOP_ALL,      /* no graceful stop: whatever runs, in a task or not */
+    STOP_EARLIER,  /* a graceful stop: the task running when the signal came, unless a reconcile */
+    STOP_TASKS,    /* the graceful stop cut short: every task */
+    STOP_CLOSED    /* the teardown: finalizers are left to the budget */
+} signal_policy;
+
 /* What runs now: the innermost task being resumed. Saved and restored
  * around every resume, so that a task started from inside another one
  * leaves the outer one's state as it found it. */
@@ -43,6 +52,7 @@ typedef struct tasks {
     size_t npool, cappool;
     size_t suspended; /* tasks waiting on I/O or a timer */
     unsigned long errors;
+    signal_policy on_signal;
 } tasks;
 
 static tasks *tasks_of(const kl_rt *rt) { return kl_rt_state(rt, KL_RT_TASKS); }
@@ -142,22 +152,35 @@ static int next_count(const tasks *ts) {
     return left < 1 ? 1 : left > HOOK_PERIOD ? HOOK_PERIOD : (int)left;
 }
 
-/* Whether a signal stops what runs now. Without a graceful stop, any
- * signal does. With one (kl_rt_graceful) the first signal stops the task
- * that was running when it came, unless that is a reconcile the stop waits
- * for, and nothing that starts later; once the stop is cut short (a second
- * signal, its timeout) every task stops, a reconcile spinning past the
- * timeout included. Code outside tasks is then the runtime's own (the
- * endpoint's answers, the report of a stop cut short). At close the first
- * signal is in hand already, and a second one ends the process: finalizers
- * are left to the budget. */
-static int stopped_by_signal(kl_rt *rt, const run_state *c) {
-    kl_loop *loop = kl_rt_loop(rt);
-    if (kl_rt_closing(rt) || !kl_loop_poll_signal(loop)) return 0;
-    if (!kl_rt_graceful_set(rt)) return 1;
-    if (!c->task) return 0;
-    if (kl_rt_shutdown_overdue(rt)) return 1;
-    return !c->signalled && !c->task->reconciling;
+/* Whether a signal stops what runs now. The count hook takes a signal
+ * that came (the runtime's phase changes then, and with it on_signal);
+ * code outside tasks under a graceful stop is the runtime's own (the
+ * endpoint's answers, the report of a stop cut short); at close the
+ * signal is in hand already, and a second one ends the process. */
+static int stopped_by_signal(kl_rt *rt, tasks *ts, const run_state *c) {
+    if (ts->on_signal == STOP_CLOSED) return 0;
+    kl_loop_poll_signal(kl_rt_loop(rt));
+    /* A reconcile spinning past the deadline: its timer cannot run. */
+    if (ts->on_signal == STOP_EARLIER && c->task) kl_rt_check_deadline(rt);
+    switch (ts->on_signal) {
+    case STOP_ALL:
+        return 1;
+    case STOP_TASKS:
+        return c->task != NULL;
+    case STOP_EARLIER:
+        return c->task && !c->signalled && !c->task->reconciling;
+    default:
+        return 0;
+    }
+}
+
+/* The signal policy follows the transitions that set it. */
+static void tasks_phase(void *state, const kl_rt_transition *t) {
+    tasks *ts = state;
+    if (t->to == KL_RT_CLOSED) ts->on_signal = STOP_CLOSED;
+    else if (t->to == KL_RT_CUT_SHORT) ts->on_signal = STOP_TASKS;
+    else if (t->event == KL_RT_EV_SIGNAL) ts->on_signal = STOP_ALL;
+    else if (t->event == KL_RT_EV_SIGNAL_GRACEFUL) ts->on_signal = STOP_EARLIER;
 }
 
 /* Lua leaves hooks off on a thread whose hook raised an error that no pcall
@@ -186,7 +209,7 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     long budget = c->budget;
     if (!c->stopped) {
         c->used += lua_gethookcount(L);
-        if (stopped_by_signal(rt, c)) c->stopped = STOPPED_BY_SIGNAL;
+        if (stopped_by_signal(rt, ts, c)) c->stopped = STOPPED_BY_SIGNAL;
         else if (budget > 0 && c->used >= budget) c->stopped = STOPPED_BY_BUDGET;
     }
     if (!c->stopped) {
@@ -223,7 +246,8 @@ static void tasks_close(void *state) {
 }
 
 void kl_task_init(kl_rt *rt) {
-    static const kl_rt_hooks hooks = {.idle = tasks_idle, .close = tasks_close, .free = free};
+    static const kl_rt_hooks hooks = {
+        .idle = tasks_idle, .phase = tasks_phase, .close = tasks_close, .free = free};
     tasks *ts = kl_xcalloc(1, sizeof *ts);
     ts->rt = rt;
     ts->L = kl_rt_lua(rt);
@@ -440,7 +464,7 @@ static int run(kl_task *t, lua_State *from, int nargs) {
 int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_task_done_fn done,
                   void *ud) {
     tasks *ts = tasks_of(rt);
-    if (kl_loop_stopping(kl_rt_loop(rt))) {
+    if (kl_rt_ended(rt)) {
         lua_pop(ts->L, nargs + 1);
         if (done) done(ud, NULL, 0);
         return 0;

@@ -11,7 +11,8 @@
  * A count hook on every thread of the Lua state counts the instructions of
  * the running task and looks for SIGINT/SIGTERM every 100000
  * instructions. A task that runs past the instruction budget in one go, or
- * that runs when a signal arrives (but see kl_rt_graceful), is stopped: from then on every further
+ * that runs when a signal arrives (under a graceful stop, as its phase
+ * says: see runtime.h), is stopped: from then on every further
  * instruction it runs fails again (in its own coroutines too, within a
  * period), so no pcall, xpcall handler, __close or __gc can catch its way
  * out, until the error has left the task. A task stopped by a signal is no
@@ -47,8 +48,8 @@ void kl_task_open_guards(lua_State *L);
  * all. from is the thread whose C function starts the task (its C stack
  * depth carries over), or NULL from the loop. name says what runs, for
  * errors ("add handler of pods"). done (may be NULL) runs when the task
- * ends; with t NULL and ok 0 when it did not start: the loop is stopping,
- * and no script code starts then. Out of memory never keeps it from
+ * ends; with t NULL and ok 0 when it did not start: the run has ended
+ * (kl_rt_ended), and no script code starts then. Out of memory never keeps it from
  * starting (task.c's task_get). Returns 1 if the task is
  * suspended, 0 if it has already ended or never started. [-(nargs+1), +0] */
 int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_task_done_fn done,

@@ -3,7 +3,7 @@
  *
  * The specs run in the stock lua5.4 interpreter; this module exposes the C
  * stages (framer, decoder, views, store, queue, config, loop, prune,
- * reflector) to them directly so that one runner covers the C host too. Each stage registers its functions
+ * reflector, the runtime's phase table) to them directly so that one runner covers the C host too. Each stage registers its functions
  * from its own file: the opener receives the module table at the top of the
  * stack and must leave the stack as it found it.
  */
@@ -20,5 +20,6 @@ void kl_testing_open_xalloc(lua_State *L);
 void kl_testing_open_loop(lua_State *L);
 void kl_testing_open_prune(lua_State *L);
 void kl_testing_open_reflector(lua_State *L);
+void kl_testing_open_runtime(lua_State *L);
 
 #endif

@@ -1,0 +1,44 @@
+-- The transition tables of klua's state machines (the reflector's, the
+-- runtime's phases), as their C header and docs/architecture.md print them:
+-- the specs compare both copies with what the code declares.
+local M = {}
+
+local ROOT = os.getenv('KLUA_ROOT') or '.'
+
+local function read(path)
+  local f = assert(io.open(ROOT .. '/' .. path))
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+--- rows ({from=, to=, ['then']=, [when]=}) as one line each: the phase
+-- named once, the cause in a column `width` wide.
+function M.render(rows, when, width)
+  local fmt = '%-10s %-' .. width .. 's -> %-10s %s'
+  local out, last = {}, nil
+  for _, t in ipairs(rows) do
+    local from = t.from ~= last and t.from or ''
+    last = t.from
+    out[#out + 1] = (string.format(fmt, from, t[when], t.to, t['then']):gsub('%s+$', ''))
+  end
+  return table.concat(out, '\n')
+end
+
+--- The block of a C header's comment between ` * BEGIN` and ` * END`
+-- lines, without the comment's margin; nil without one.
+function M.header(path, begin, finish)
+  local block = read(path):match('\n %* ' .. begin .. '\n(.-)\n %* ' .. finish .. '\n')
+  if not block then return nil end
+  local lines = {}
+  for line in (block .. '\n'):gmatch('(.-)\n') do lines[#lines + 1] = (line:gsub('^ %* ?', '')) end
+  return table.concat(lines, '\n')
+end
+
+--- The code block of docs/architecture.md under the comment that starts
+-- with `marker`; nil without one.
+function M.doc(marker)
+  return read('docs/architecture.md'):match('<!%-%- ' .. marker .. '.-%-%->\n```\n(.-)\n```\n')
+end
+
+return M
