@@ -38,6 +38,7 @@
 local core = require 'klua.core'
 local discovery = require 'klua.discovery'
 local fence = require 'klua.fence'
+local util = require 'klua.objutil'
 local json = core.json
 
 local api = {}
@@ -150,8 +151,7 @@ end
 local function meta_key(obj)
   local md = obj and obj.metadata
   if not md or not md.name then return nil end
-  if md.namespace and md.namespace ~= '' then return md.namespace .. '/' .. md.name end
-  return md.name
+  return util.key(md.namespace, md.name)
 end
 
 --- api.get(resource, key) -> object table, or nil, err.

@@ -26,6 +26,7 @@ local leader = require 'klua.leader'
 local shards = require 'klua.shards'
 local endpoint = require 'klua.endpoint'
 local object = require 'klua.object'
+local util = require 'klua.objutil'
 
 local M = {}
 
@@ -48,8 +49,7 @@ end
 
 local function key_of(obj)
   local md = obj.metadata
-  if md.namespace and md.namespace ~= '' then return md.namespace .. '/' .. md.name end
-  return md.name
+  return util.key(md.namespace, md.name)
 end
 
 --- The key of obj's controller owner when that owner is of `kind`.
@@ -58,9 +58,7 @@ local function owner_key(obj, kind)
   if not refs then return nil end
   for _, ref in ipairs(refs) do
     if ref.controller == true and (kind == nil or ref.kind == kind) then
-      local ns = obj.metadata.namespace
-      if ns and ns ~= '' then return ns .. '/' .. ref.name end
-      return ref.name
+      return util.key(obj.metadata.namespace, ref.name)
     end
   end
   return nil

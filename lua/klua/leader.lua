@@ -27,6 +27,7 @@ local core = require 'klua.core'
 local api = require 'klua.api'
 local fence = require 'klua.fence'
 local object = require 'klua.object'
+local util = require 'klua.objutil'
 
 local M = {}
 
@@ -116,7 +117,7 @@ function M.new(opts)
   return e
 end
 
-function Elector:_key() return self.namespace .. '/' .. self.name end
+function Elector:_key() return util.key(self.namespace, self.name) end
 
 --- Sets labels (name -> value; nil for none) on lease, keeping the other
 -- labels it has: an elector with labels writes them when it creates the

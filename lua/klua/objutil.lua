@@ -35,6 +35,15 @@ function M.refusal(reason, fmt, ...)
   return setmetatable({ reason = reason, message = fmt:format(...) }, error_mt)
 end
 
+--- An object's key as the cache, the work queues and klua.api take it:
+-- "namespace/name", or "name" for a cluster-scoped object (an empty
+-- namespace counts as none), as client-go's MetaNamespaceKeyFunc makes it
+-- and the store's C (kl_obj_key in src/wire/obj.c) does.
+function M.key(namespace, name)
+  if namespace and namespace ~= '' then return namespace .. '/' .. name end
+  return name
+end
+
 --- Whether v is a string with at least one character.
 function M.non_empty(v) return type(v) == 'string' and v ~= '' end
 

@@ -18,6 +18,7 @@
 -- resource these credentials may not list); 141 when stdout's reader goes
 -- away. Later failures are retried, as informers do.
 local selector = require 'klua.selector'
+local util = require 'klua.objutil'
 local jsonpath = require 'klua.jsonpath'
 local printers = require 'klua.printers'
 
@@ -341,9 +342,7 @@ local function text_at(obj, ...)
 end
 
 local function key_of(obj)
-  local ns, name = text_at(obj, 'metadata', 'namespace'), text_at(obj, 'metadata', 'name') or '?'
-  if ns and ns ~= '' then return ns .. '/' .. name end
-  return name
+  return util.key(text_at(obj, 'metadata', 'namespace'), text_at(obj, 'metadata', 'name') or '?')
 end
 
 -- klua's own line: EVENT  NAMESPACE/NAME  PHASE.
