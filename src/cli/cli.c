@@ -17,6 +17,9 @@
 /* Numeric flags end up as ints, longs and size_ts: this bound keeps those
  * conversions defined, since strtod also reads "inf" and "1e300". */
 #define NUMBER_MAX 2147483647.0
+/* A number macro as text, for the help of a flag whose default it is. */
+#define STR(n) STR_(n)
+#define STR_(n) #n
 
 /* Reads s as a number in [lo, hi]; NaN is refused as not a number. */
 static int parse_number(FILE *errs, const char *flag, const char *s, double lo, double hi, double *out) {
@@ -306,11 +309,11 @@ static const flag flags[] = {
      NULL},
     {NULL, "--leader-election-namespace", NULL, "NS", "the Lease's namespace (default: the pod's, else the context's)",
      set_election_namespace, NULL},
-    {NULL, "--leader-elect-lease-duration", NULL, "DUR", "how long a Lease holds without renewal (default 15s)",
+    {NULL, "--leader-elect-lease-duration", NULL, "DUR", "how long a Lease holds without renewal (default " STR(KL_LEASE_DURATION) "s)",
      set_lease_duration, NULL},
-    {NULL, "--leader-elect-renew-deadline", NULL, "DUR", "how long the leader tries to renew (default 10s)",
+    {NULL, "--leader-elect-renew-deadline", NULL, "DUR", "how long the leader tries to renew (default " STR(KL_RENEW_DEADLINE) "s)",
      set_renew_deadline, NULL},
-    {NULL, "--leader-elect-retry-period", NULL, "DUR", "time between tries to take or renew (default 2s)",
+    {NULL, "--leader-elect-retry-period", NULL, "DUR", "time between tries to take or renew (default " STR(KL_RETRY_PERIOD) "s)",
      set_retry_period, NULL},
     {NULL, "--shards", NULL, "N",
      "split the keys into N shards on Leases; reconcile those this replica holds (docs/scale.md)", set_shards, NULL},

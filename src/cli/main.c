@@ -98,9 +98,9 @@ static int run(kl_cli *c) {
     }
     int watch = !strcmp(c->command, "watch");
     const kl_ctl_opts *ctl = &c->rt.ctl;
-    double lease = ctl->lease_duration > 0 ? ctl->lease_duration : 15;
-    double renew = ctl->renew_deadline > 0 ? ctl->renew_deadline : 10;
-    double retry = ctl->retry_period > 0 ? ctl->retry_period : 2;
+    double lease = ctl->lease_duration > 0 ? ctl->lease_duration : KL_LEASE_DURATION;
+    double renew = ctl->renew_deadline > 0 ? ctl->renew_deadline : KL_RENEW_DEADLINE;
+    double retry = ctl->retry_period > 0 ? ctl->retry_period : KL_RETRY_PERIOD;
     /* client-go's NewLeaderElector refuses these too. */
     if (ctl->leader_elect && (lease <= renew || renew <= 1.2 * retry)) {
         run_error(c, "--leader-elect-lease-duration (%gs) must be longer than --leader-elect-renew-deadline (%gs), "

@@ -512,6 +512,14 @@ static void core_open(void *state, lua_State *L) {
     static const luaL_Reg timer_methods[] = {{"cancel", l_cancel}, {NULL, NULL}};
     static const luaL_Reg timer_meta[] = {{"__tostring", l_timer_tostring}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0); /* stack: core */
+    lua_createtable(L, 0, 3); /* stack: core, lease_defaults */
+    lua_pushinteger(L, KL_LEASE_DURATION);
+    lua_setfield(L, -2, "lease_duration");
+    lua_pushinteger(L, KL_RENEW_DEADLINE);
+    lua_setfield(L, -2, "renew_deadline");
+    lua_pushinteger(L, KL_RETRY_PERIOD);
+    lua_setfield(L, -2, "retry_period");
+    lua_setfield(L, -2, "lease_defaults");
     kl_object_class(L, TIMER_MT, timer_methods, timer_meta);
     kl_object_set_functions(L);
     kl_view_set_functions(L);

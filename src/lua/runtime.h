@@ -23,13 +23,21 @@
 #include "conn/conn.h"
 #include "conn/http.h"
 
+/* client-go's leader election timings by default, in seconds, as
+ * controller-runtime's manager sets them: the one place klua keeps them
+ * (the flags' help, their check, and klua.core.lease_defaults for
+ * lua/klua/leader.lua). Integers, so that the help can spell them. */
+#define KL_LEASE_DURATION 15
+#define KL_RENEW_DEADLINE 10
+#define KL_RETRY_PERIOD 2
+
 /* What running a controller for real adds (docs/deploy.md): leader
  * election and the metrics and probe endpoint. Strings point into argv. */
 typedef struct kl_ctl_opts {
     int leader_elect;
     const char *election_id;        /* the Lease's name; NULL = the script's name */
     const char *election_namespace; /* NULL = in-cluster namespace, else the context's */
-    double lease_duration, renew_deadline, retry_period; /* seconds; 0 = 15, 10, 2 */
+    double lease_duration, renew_deadline, retry_period; /* seconds; 0 = KL_LEASE_DURATION, ... */
     const char *metrics_addr;       /* --metrics-bind-address; NULL or "0" = off */
     const char *probe_addr;         /* --health-probe-bind-address; NULL or "0" = off */
     const char *script;             /* klua run's script path, for the Lease's default name */
