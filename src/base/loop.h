@@ -35,6 +35,13 @@ uint64_t kl_loop_after(kl_loop *loop, double delay, kl_loop_fn fn, void *ud);
  * batch at a time does KL_LOOP_ROUNDS batches an iteration.
  * Returns an id > 0 for kl_loop_cancel (out of memory aborts, see xalloc.h). */
 #define KL_LOOP_ROUNDS 32
+/* What a stage that hands on work a batch at a time takes a round: the
+ * frames a reflector decodes, the notifications an informer dispatches.
+ * One size for both, so that the frames decoded in one round reach their
+ * handlers in the next while their tapes are still in the core's cache;
+ * KL_LOOP_ROUNDS of them an iteration (256) still let the sockets be
+ * served. */
+#define KL_LOOP_BATCH 8
 uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud);
 
 /* Cancels a timer or deferred work that has not run yet; 0, unknown ids and

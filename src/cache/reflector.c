@@ -23,10 +23,6 @@
 #define ACCEPT_TABLE "application/json;as=Table;g=meta.k8s.io;v=v1,application/json"
 #define FRAMES_HIGH 512 /* queued frames at which the socket is paused */
 #define FRAMES_LOW 128  /* ...and resumed */
-/* Frames decoded a round (KL_LOOP_ROUNDS of them an iteration, 256 frames,
- * so sockets stay served): few enough that their tapes are still in the
- * core's cache when their handlers run, in the next round. */
-#define PUMP_BATCH 8
 #define RETRY_AFTER_MAX 30.0 /* a server's Retry-After is honoured up to this */
 #define WATCH_GRACE 5L /* seconds past timeoutSeconds before klua ends a watch */
 
@@ -724,7 +720,7 @@ static void pump(kl_loop *loop, void *ud) {
     if (!in_watch(r)) return;
     watch_st *w = &r->st.watch;
     kl_blob *b;
-    for (int n = 0; n < PUMP_BATCH && !r->sink_full && kl_ring_pop(&r->frames, &b); n++) {
+    for (int n = 0; n < KL_LOOP_BATCH && !r->sink_full && kl_ring_pop(&r->frames, &b); n++) {
         if (!w->ending) handle_frame(r, b);
         kl_blob_unref(b);
     }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/loop.h"
 #include "cache/informer.h"
 #include "wire/prune.h"
 #include "base/log.h"
@@ -26,7 +27,6 @@
 #include "base/xalloc.h"
 
 #define INFORMER_MT "klua.informer"
-#define DISPATCH_BATCH 8 /* notifications a round, as many as a reflector decodes (reflector.c PUMP_BATCH) */
 
 static const char *const event_names[] = {"add", "update", "delete", NULL};
 _Static_assert(KL_CHANGE_ADD == 0 && KL_CHANGE_UPDATE == 1 && KL_CHANGE_DELETE == 2 &&
@@ -250,7 +250,7 @@ static void drain(kl_loop *loop, void *ud) {
     if (all->mode == D_WAIT) return;
     for (int n = 0; !li->busy && all->mode != D_OFF;) {
         if (!li->has_cur) {
-            if (n == DISPATCH_BATCH || !kl_informer_pop(li->inf, &li->cur)) break;
+            if (n == KL_LOOP_BATCH || !kl_informer_pop(li->inf, &li->cur)) break;
             li->has_cur = 1;
             li->hidx = 0;
             n++;
