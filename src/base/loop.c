@@ -202,7 +202,6 @@ uint64_t kl_loop_defer(kl_loop *loop, kl_loop_fn fn, void *ud) {
 }
 
 void kl_loop_stop(kl_loop *loop) { loop->stop = 1; }
-int kl_loop_stopping(const kl_loop *loop) { return loop->stop; }
 
 static const timer *next_timer(const kl_loop *loop) {
     return kl_heap_len(&loop->timers) ? *(timer **)kl_heap_at(&loop->timers, 0) : NULL;

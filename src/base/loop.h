@@ -77,7 +77,6 @@ void kl_loop_unwatch(kl_loop *loop, int fd);
  * not stop the loop but calls that function. */
 int kl_loop_run(kl_loop *loop);
 void kl_loop_stop(kl_loop *loop);
-int kl_loop_stopping(const kl_loop *loop);
 /* Takes a SIGINT/SIGTERM that came and was not taken yet, stopping the loop
  * (or calling the kl_loop_on_signal function); no system call, for code
  * that runs long without returning to the loop. Returns the signal taken,
