@@ -12,9 +12,10 @@
 #include "lua/runtime.h"
 
 /* Makes the runtime's part KL_RT_CORE (kl_rt_new): klua.core's own
- * functions, opened into the table that the other parts fill too. Its
- * timers keep the script running; they are freed when the runtime closes,
- * and their callbacks do not run again. */
+ * functions (klua.stop, the graceful stop's steps, core.phase, the run's
+ * settings) and those of the stateless bindings (lua_http.h, lua_log.h,
+ * lua_procstat.h), opened into the table that the other parts fill too.
+ * It has no state. */
 void kl_lua_klua_init(kl_rt *rt);
 
 #endif

@@ -15,6 +15,7 @@
 #include "lua/lua_endpoint.h"
 #include "lua/lua_informer.h"
 #include "lua/lua_klua.h"
+#include "lua/lua_loop.h"
 #include "lua/lua_queue.h"
 #include "lua/task.h"
 #include "lua/view.h"
@@ -149,6 +150,7 @@ static const kl_rt_transition *find(kl_rt_phase from, kl_rt_event e) {
 static void (*const part_init[KL_RT_NPARTS])(kl_rt *) = {
     [KL_RT_TASKS] = kl_task_init,
     [KL_RT_CORE] = kl_lua_klua_init,
+    [KL_RT_TIMERS] = kl_lua_loop_init,
     [KL_RT_INFORMERS] = kl_lua_informer_init,
     [KL_RT_QUEUES] = kl_lua_queue_init,
     [KL_RT_ENDPOINTS] = kl_lua_endpoint_init,
@@ -422,7 +424,7 @@ void kl_rt_free(kl_rt *rt) {
     kl_rt_advance(rt, KL_RT_EV_CLOSE, 0);
     rt->memory_binds = 0;
     close_part(rt, KL_RT_ENDPOINTS);
-    close_part(rt, KL_RT_CORE);
+    close_part(rt, KL_RT_TIMERS);
     close_part(rt, KL_RT_INFORMERS);
     close_part(rt, KL_RT_QUEUES);
     kl_http_free(rt->http);

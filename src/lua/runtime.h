@@ -65,7 +65,8 @@ typedef struct kl_rt_opts {
  * call the runtime, and the runtime calls them through their hooks. */
 typedef enum kl_rt_part {
     KL_RT_TASKS,     /* task.c: the coroutines, their pool, the run state */
-    KL_RT_CORE,      /* lua_klua.c: klua.core's timers */
+    KL_RT_CORE,      /* lua_klua.c: klua.core's own functions */
+    KL_RT_TIMERS,    /* lua_loop.c: klua.after and klua.every's timers */
     KL_RT_INFORMERS, /* lua_informer.c: informers and their dispatch */
     KL_RT_QUEUES,    /* lua_queue.c: work queues */
     KL_RT_ENDPOINTS, /* lua_endpoint.c: the metrics and probe servers */
