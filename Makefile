@@ -25,9 +25,12 @@ STAGES    := base conn wire cache lua cli
 TESTSRC   := $(wildcard test/c/*.c)
 CSRC      := $(filter-out src/cli/main.c,$(foreach d,$(STAGES),$(wildcard src/$(d)/*.c)))
 CXXSRC    := $(foreach d,$(STAGES),$(wildcard src/$(d)/*.cc))
-# lua/klua/testing.lua is the test harness (docs/testing.md): it runs under busted, not in
-# a controller's script environment, so it is installed beside the binary, not embedded.
-LUASRC    := $(filter-out lua/klua/testing.lua,$(wildcard lua/klua/*.lua))
+# lua/klua holds klua's Lua library by audience: the modules a script calls (lua/klua/*.lua),
+# klua's private helpers (internal/) and the commands written in Lua (cmd/: klua watch,
+# klua __complete), all embedded; lua/klua/testing.lua is the test harness (docs/testing.md):
+# it runs under busted, not in a controller's script environment, so it is installed beside
+# the binary, not embedded.
+LUASRC    := $(filter-out lua/klua/testing.lua,$(wildcard lua/klua/*.lua lua/klua/internal/*.lua lua/klua/cmd/*.lua))
 CORE_OBJ  := $(CSRC:%.c=$(BUILD)/%.o) $(CXXSRC:%.cc=$(BUILD)/%.o) $(BUILD)/lua_embedded.o
 TEST_OBJ  := $(TESTSRC:%.c=$(BUILD)/%.o)
 DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/src/cli/main.d
@@ -133,7 +136,7 @@ soak:
 # The man pages and the shell completions, made from the built klua: klua(1),
 # klua-run(1) and klua-watch(1) from its help (scripts/build/gen-man), whose flags
 # come from the flag table of src/cli/cli.c and watch's FLAGS in
-# lua/klua/watch.lua; klua-lua(7) and docs/api.md from the doc comments in
+# lua/klua/cmd/watch.lua; klua-lua(7) and docs/api.md from the doc comments in
 # lua/klua (scripts/build/gen-api); the completions from `klua completion SHELL`.
 # docs/install.md says why these tools.
 VERSION    = $(shell sed -n 's/^\#define KLUA_VERSION "\(.*\)"/\1/p' src/base/version.h)

@@ -1,19 +1,19 @@
 /*
  * fuzz_cli.c - libFuzzer target for klua's command-line parsers: the global
  * flag parser (src/cli/cli.c) and the `klua watch` flag parser
- * (require('klua.watch').parse in lua/klua/watch.lua).
+ * (require('klua.cmd.watch').parse in lua/klua/cmd/watch.lua).
  *
  * The input is an argument list, the words separated by NUL bytes (so
  * "watch\0pods\0-n\0default" is `klua watch pods -n default`); at most 64
  * words are taken. kl_cli_parse gets them after argv[0] = "klua", and
- * klua.watch's parse gets them as its argument table. Rejecting a line is
+ * klua.cmd.watch's parse gets them as its argument table. Rejecting a line is
  * fine; a parse that succeeds must describe the line it was given:
  *   kl_cli_parse: the command, script and arguments are words of argv (or
  *   "help" or "version"), in order, and the numeric settings are within their bounds;
  *   kl_cli_answer (help, unknown commands, watch's words checked by
- *   klua.watch, all written to /dev/null) leaves to main() only run, watch,
+ *   klua.cmd.watch, all written to /dev/null) leaves to main() only run, watch,
  *   test and version, and otherwise gives an exit status of 0, 1 or 2;
- *   klua.watch parse, given klua's suggest function: returns options (targets,
+ *   klua.cmd.watch parse, given klua's suggest function: returns options (targets,
  *   a known output format, jsonpath and custom-columns with theirs parsed) or
  *   nil, a message and a suggestion that is a flag, never raises, and the
  *   options ask for help or have at least one resource, and not both -n
@@ -37,7 +37,7 @@
 #define MAX_WORDS 64
 
 static struct {
-    lua_State *L;  /* stack: klua.watch's parse */
+    lua_State *L;  /* stack: klua.cmd.watch's parse */
     FILE *devnull; /* where kl_cli_parse's complaints go */
 } g;
 
@@ -58,10 +58,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     kl_embedded_add_searcher(g.L);
     lua_coverage_start(g.L);
     lua_getglobal(g.L, "require");
-    lua_pushstring(g.L, "klua.watch");
-    if (lua_pcall(g.L, 1, 1, 0) != LUA_OK) die("cannot load klua.watch", lua_tostring(g.L, -1));
+    lua_pushstring(g.L, "klua.cmd.watch");
+    if (lua_pcall(g.L, 1, 1, 0) != LUA_OK) die("cannot load klua.cmd.watch", lua_tostring(g.L, -1));
     lua_getfield(g.L, -1, "parse");
-    if (!lua_isfunction(g.L, -1)) die("klua.watch has no parse function", NULL);
+    if (!lua_isfunction(g.L, -1)) die("klua.cmd.watch has no parse function", NULL);
     lua_remove(g.L, -2);
     return 0;
 }
@@ -168,14 +168,14 @@ static void check_watch(int argc, char **argv) {
         lua_rawseti(L, -2, i);
     }
     kl_cli_push_suggest(L);
-    if (lua_pcall(L, 2, 3, 0) != LUA_OK) die("klua.watch parse raised", lua_tostring(L, -1));
+    if (lua_pcall(L, 2, 3, 0) != LUA_OK) die("klua.cmd.watch parse raised", lua_tostring(L, -1));
     if (lua_isnil(L, -3)) {
-        if (!lua_isstring(L, -2)) die("klua.watch parse failed without a message", NULL);
+        if (!lua_isstring(L, -2)) die("klua.cmd.watch parse failed without a message", NULL);
         if (!lua_isnil(L, -1) && (!lua_isstring(L, -1) || lua_tostring(L, -1)[0] != '-'))
-            die("klua.watch parse suggested something that is not a flag", NULL);
+            die("klua.cmd.watch parse suggested something that is not a flag", NULL);
     } else {
         lua_pop(L, 2);
-        if (!lua_istable(L, -1)) die("klua.watch parse returned neither options nor nil", NULL);
+        if (!lua_istable(L, -1)) die("klua.cmd.watch parse returned neither options nor nil", NULL);
         check_watch_options(L);
     }
     lua_settop(L, base);

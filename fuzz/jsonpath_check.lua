@@ -1,10 +1,10 @@
 -- What fuzz_jsonpath does with an input, and what
--- spec/unit/fuzz_regressions_spec.lua replays: klua.jsonpath's promises.
+-- spec/unit/fuzz_regressions_spec.lua replays: klua.cmd.jsonpath's promises.
 --
 --   check(data, jsonpath, fail)
 --
 -- data is a template (as -o jsonpath= takes it). jsonpath is the
--- klua.jsonpath module, fail a function that reports a broken promise and
+-- klua.cmd.jsonpath module, fail a function that reports a broken promise and
 -- does not return. The promises: parse never raises, answering a template
 -- or nil and kubectl's "error parsing jsonpath DATA, ..."; a template
 -- renders over a pod-shaped object, over an empty object and over a list

@@ -2,7 +2,7 @@
  * lua_check.h - a libFuzzer target whose promises a Lua check states.
  *
  * For a module of the Lua library compiled into klua (klua.selector,
- * klua.jsonpath): the target file defines CHECK_NAME (the target's name),
+ * klua.cmd.jsonpath): the target file defines CHECK_NAME (the target's name),
  * CHECK_MODULE (what to require) and CHECK_FILE (the check under fuzz/),
  * then includes this header. The check is read once at start-up from
  * $KLUA_ROOT/fuzz/, or ./fuzz/ when KLUA_ROOT is unset, and returns a

@@ -36,9 +36,9 @@
 -- 429. A 2xx answer whose body is not JSON, or whose Content-Type is not
 -- (a protobuf, YAML, a proxy's HTML page), is reason "InvalidResponse".
 local core = require 'klua.core'
-local discovery = require 'klua.discovery'
-local fence = require 'klua.fence'
-local util = require 'klua.objutil'
+local discovery = require 'klua.internal.discovery'
+local fence = require 'klua.internal.fence'
+local util = require 'klua.internal.objutil'
 local json = core.json
 
 local api = {}

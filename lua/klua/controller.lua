@@ -24,14 +24,14 @@
 local core = require 'klua.core'
 local leader = require 'klua.leader'
 local shards = require 'klua.shards'
-local endpoint = require 'klua.endpoint'
-local object = require 'klua.object'
-local util = require 'klua.objutil'
+local endpoint = require 'klua.internal.endpoint'
+local object = require 'klua.internal.object'
+local util = require 'klua.internal.objutil'
 
 local M = {}
 
 --- Every controller made, in order: the graceful shutdown stops their
--- queues and waits for their reconciles (lua/klua/shutdown.lua).
+-- queues and waits for their reconciles (lua/klua/internal/shutdown.lua).
 M.all = {}
 
 local REQUEUE = {}

@@ -12,7 +12,7 @@ local array_mt = {}
 -- arrays (the host's, so that a new list re-encodes as [] and not {}).
 function M.set_array_mt(mt) array_mt = mt end
 
-local util = require 'klua.objutil'
+local util = require 'klua.internal.objutil'
 local indexable = util.indexable
 
 local function check_name(fn, name)

@@ -6,10 +6,10 @@
 -- read-only views: index them like tables, call `klua.copy(obj)` for a
 -- mutable table.
 local core = require 'klua.core'
-local endpoint = require 'klua.endpoint'
-local discovery = require 'klua.discovery'
+local endpoint = require 'klua.internal.endpoint'
+local discovery = require 'klua.internal.discovery'
 local selector = require 'klua.selector'
-local index = require 'klua.index'
+local index = require 'klua.internal.index'
 
 local klua = {}
 
@@ -124,7 +124,7 @@ for _, level in ipairs({ 'debug', 'info', 'warn', 'error' }) do
 end
 
 local leader = require 'klua.leader'
-local shutdown = require 'klua.shutdown'
+local shutdown = require 'klua.internal.shutdown'
 local shards = require 'klua.shards'
 -- Script code that starts on its own goes through shutdown.guard: once
 -- SIGTERM has come timers and hooks no longer start, and handlers no
@@ -397,7 +397,7 @@ end
 -- opts.resync: seconds between resyncs that re-deliver every cached object
 --   as an update (default: none);
 -- opts.indexes: {name = function(obj) return value(s) end}, for
---   inf:by_index (lua/klua/index.lua);
+--   inf:by_index (lua/klua/internal/index.lua);
 -- opts.transform: klua.drop_fields(path, ...), members dropped from every
 --   object before it is cached and handed to handlers; or a function(obj),
 --   client-go's SetTransform: called with every listed and watched object

@@ -12,7 +12,7 @@
 --   last successful renewal was sent (client-go counts from the answer;
 --   this is stricter). A timer stops leading at that moment, even while a
 --   renewal still waits for its answer, and klua.leader() and every write
---   (lua/klua/fence.lua) check the clock themselves, so that after a pause
+--   (lua/klua/internal/fence.lua) check the clock themselves, so that after a pause
 --   of the whole process (SIGSTOP, a frozen VM) nothing acts as leader
 --   before that timer has had its turn.
 -- * A conflict (409) on create or update is the normal race between
@@ -25,9 +25,9 @@
 -- the script.
 local core = require 'klua.core'
 local api = require 'klua.api'
-local fence = require 'klua.fence'
-local object = require 'klua.object'
-local util = require 'klua.objutil'
+local fence = require 'klua.internal.fence'
+local object = require 'klua.internal.object'
+local util = require 'klua.internal.objutil'
 
 local M = {}
 

@@ -35,11 +35,11 @@
 --   renewal was sent (klua.leader). It is lost at that moment, by a timer,
 --   even while a renewal still waits: its keys are no longer taken, and
 --   the writes of its reconciles still running are refused before they
---   leave (lua/klua/fence.lua); a worker or a write that runs first after
+--   leave (lua/klua/internal/fence.lua); a worker or a write that runs first after
 --   a pause of the process checks the clock itself. See docs/scale.md.
 local core = require 'klua.core'
 local api = require 'klua.api'
-local fence = require 'klua.fence'
+local fence = require 'klua.internal.fence'
 local leader = require 'klua.leader'
 
 local M = {}

@@ -103,7 +103,7 @@ end)
 
 describe('the help of a command', function()
   local cli = require 'klua_testing.cli'
-  local watch = require 'klua.watch'
+  local watch = require 'klua.cmd.watch'
 
   it('is shown by COMMAND --help and by klua help COMMAND, without a kubeconfig', function()
     for _, cmd in ipairs({ 'run', 'watch', 'version', 'help' }) do

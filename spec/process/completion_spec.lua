@@ -1,7 +1,7 @@
 -- Shell completion (`klua completion bash|zsh|fish`), as kubectl's: the
 -- script calls back into klua as `klua __complete WORDS...`, which offers
 -- the commands and flags its help lists (the global flag table of
--- src/cli/cli.c, and for watch lua/klua/watch.lua's FLAGS) and asks the
+-- src/cli/cli.c, and for watch lua/klua/cmd/watch.lua's FLAGS) and asks the
 -- server's discovery, through the kubeconfig on the line, for the resources
 -- after `watch`. The bash script is exercised as bash runs it: sourced,
 -- with COMP_WORDS and COMP_CWORD set, its function called, COMPREPLY read.

@@ -1,4 +1,4 @@
--- Informer indexes (lua/klua/index.lua), as client-go's Indexers: klua.informer{indexes =
+-- Informer indexes (lua/klua/internal/index.lua), as client-go's Indexers: klua.informer{indexes =
 -- {name = fn}} and inf:by_index(name, value), kept up to date with the cache on every add,
 -- update, delete and relist; and inf:list{namespace=} answered from the store's namespace
 -- index.

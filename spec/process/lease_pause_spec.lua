@@ -150,7 +150,7 @@ klua.on_leading(function()
   local _, err = klua.api.create('configmaps', { apiVersion = 'v1', kind = 'ConfigMap',
     metadata = { name = 'late', namespace = ns } })
   print('reason=' .. tostring(err and err.reason))
-  print('refused=' .. require('klua.fence').refused)
+  print('refused=' .. require('klua.internal.fence').refused)
   print('message=' .. tostring(err and err.message))
 end)
 ]])

@@ -1,5 +1,5 @@
 -- The graceful shutdown of klua run, with controller-runtime's manager
--- semantics (lua/klua/shutdown.lua, docs/deploy.md): on SIGTERM no new key
+-- semantics (lua/klua/internal/shutdown.lua, docs/deploy.md): on SIGTERM no new key
 -- is taken, the reconciles in flight finish and their writes land, the
 -- klua.on_shutdown hooks run in order, the Lease is released and klua
 -- exits 0; past --graceful-shutdown-timeout it exits 1 at once, naming

@@ -63,7 +63,7 @@ describe('make install', function()
       end
       assert.is_true(flags > 20, p[1])
     end
-    -- watch's own flags, from lua/klua/watch.lua's FLAGS, are in klua-watch(1).
+    -- watch's own flags, from lua/klua/cmd/watch.lua's FLAGS, are in klua-watch(1).
     assert.truthy(K.read_file(man .. '/man1/klua-watch.1'):find('\\-\\-field\\-selector', 1, true))
     local api = K.run_command('MANWIDTH=200 man -l ' .. K.quote(man .. '/man7/klua-lua.7') .. ' 2>&1 | col -b')
     assert.matches('klua%.after%(seconds, fn%)', api)

@@ -6,7 +6,7 @@
 -- input is not.
 local testing = require 'klua_testing'
 local cli = require 'klua_testing.cli'
-local watch = require 'klua.watch'
+local watch = require 'klua.cmd.watch'
 local K = require 'support.klua'
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
@@ -268,7 +268,7 @@ end
 -- ---- fuzz_jsonpath: a JSONPath template ------------------------------------
 
 local jsonpath_check = dofile(ROOT .. '/fuzz/jsonpath_check.lua')
-local jsonpath = require 'klua.jsonpath'
+local jsonpath = require 'klua.cmd.jsonpath'
 
 local function replay_jsonpath(data)
   jsonpath_check(data, jsonpath, function(msg) error(msg, 2) end)

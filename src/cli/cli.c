@@ -354,7 +354,7 @@ typedef struct command {
     const char *name;
     const char *synopsis; /* for the list of commands */
     const char *summary;  /* one line */
-    const char *usage;    /* the command's own usage line; NULL when klua.watch prints it */
+    const char *usage;    /* the command's own usage line; NULL when klua.cmd.watch prints it */
     const char *about;    /* what `klua help NAME` says after the usage line */
 } command;
 
@@ -464,7 +464,7 @@ static const char *suggest_command(const char *word) {
 }
 
 /* suggest(word, names) -> the nearest of names and the global flags, or
- * nil. For klua.watch's parse, whose flags live in Lua. */
+ * nil. For klua.cmd.watch's parse, whose flags live in Lua. */
 static int l_suggest(lua_State *L) {
     const char *word = luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -540,7 +540,7 @@ int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs) {
         if (!c->command) {
             if (take_command(c, a, errs) < 0) return -1;
         } else if (!script_args && strcmp(c->command, "watch") && named && !strcmp(named, "help")) {
-            /* klua.watch reads its own words: `-e --help` is an expression. */
+            /* klua.cmd.watch reads its own words: `-e --help` is an expression. */
             c->help = 1;
         } else if (!strcmp(c->command, "run") && !c->script) {
             if (a[0] == '-' && a[1]) return unknown_flag(errs, a, "run");
@@ -588,7 +588,7 @@ static void print_root(FILE *out) {
     fputs("\nRun 'klua help COMMAND' or 'klua COMMAND --help' for the usage and flags of a command.\n", out);
 }
 
-/* Loads klua.watch, as compiled into klua, into a bare Lua state: its flag
+/* Loads klua.cmd.watch, as compiled into klua, into a bare Lua state: its flag
  * parser and help need nothing of the runtime. NULL on failure, reported. */
 static lua_State *watch_module(FILE *errs) {
     lua_State *L = luaL_newstate();
@@ -599,7 +599,7 @@ static lua_State *watch_module(FILE *errs) {
     luaL_openlibs(L);
     kl_embedded_add_searcher(L);
     lua_getglobal(L, "require");
-    lua_pushstring(L, "klua.watch");
+    lua_pushstring(L, "klua.cmd.watch");
     if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
         fprintf(errs, "klua: %s\n", lua_tostring(L, -1));
         lua_close(L);
@@ -619,11 +619,11 @@ void kl_cli_watch_formats(void (*fn)(void *ud, const char *word, size_t len), vo
     lua_close(L);
 }
 
-/* Prints klua.watch's help (its usage, flags, and then the global flags). */
+/* Prints klua.cmd.watch's help (its usage, flags, and then the global flags). */
 static int watch_help(lua_State *L, FILE *out, FILE *errs) {
     lua_getfield(L, -1, "help");
     if (lua_pcall(L, 0, 1, 0) != LUA_OK || !lua_isstring(L, -1)) {
-        fprintf(errs, "klua: %s\n", lua_isstring(L, -1) ? lua_tostring(L, -1) : "klua.watch has no help");
+        fprintf(errs, "klua: %s\n", lua_isstring(L, -1) ? lua_tostring(L, -1) : "klua.cmd.watch has no help");
         return 1;
     }
     fputs(lua_tostring(L, -1), out);
@@ -633,7 +633,7 @@ static int watch_help(lua_State *L, FILE *out, FILE *errs) {
     return 0;
 }
 
-/* Checks watch's words with klua.watch's parse before klua connects, so
+/* Checks watch's words with klua.cmd.watch's parse before klua connects, so
  * that a mistyped flag or --help needs no cluster. [-0, +0] on the module. */
 static int watch_check(lua_State *L, const kl_cli *c, FILE *out, FILE *errs) {
     lua_getfield(L, -1, "parse");

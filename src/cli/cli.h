@@ -11,8 +11,8 @@
  * busted). The first word that is
  * not a flag is the command; `-h` and `--help` stand for the command "help",
  * `-V` and `--version` for "version". After a command, `--help` asks for
- * that command's help, except after `watch`, whose words klua.watch reads
- * (lua/klua/watch.lua owns watch's flags, its parser and its help).
+ * that command's help, except after `watch`, whose words klua.cmd.watch reads
+ * (lua/klua/cmd/watch.lua owns watch's flags, its parser and its help).
  *
  * One table in cli.c describes the global flags: it drives the parser, the
  * suggestion for a mistyped flag and every help text, whose flag lines all
@@ -53,7 +53,7 @@ void kl_cli_free(kl_cli *c);
 /* Does what a parsed line asks that needs no connection: the help of klua
  * or of a command (to out, or to errs when there is no command), an unknown
  * command refused with the nearest known one, and watch's words checked by
- * klua.watch's parse. Returns the exit status, or -1 when c is a command
+ * klua.cmd.watch's parse. Returns the exit status, or -1 when c is a command
  * to run ("run", "watch" or "version"). */
 int kl_cli_answer(const kl_cli *c, FILE *out, FILE *errs);
 
@@ -62,12 +62,12 @@ int kl_cli_answer(const kl_cli *c, FILE *out, FILE *errs);
  * and commands from this text, in the layout above. Returns the exit
  * status: 2, after a message to errs, for an unknown command. */
 int kl_cli_help(const char *command, FILE *out, FILE *errs);
-/* Calls fn with each output format `klua watch -o` takes (klua.watch's
+/* Calls fn with each output format `klua watch -o` takes (klua.cmd.watch's
  * FORMATS), for the shell completion; nothing when they cannot be read. */
 void kl_cli_watch_formats(void (*fn)(void *ud, const char *word, size_t len), void *ud);
 
 /* Pushes suggest(word, names) -> the name nearest to word among names and
- * the global flags, or nil: the suggestion klua.watch's parse makes for an
+ * the global flags, or nil: the suggestion klua.cmd.watch's parse makes for an
  * unknown flag. [-0, +1] */
 void kl_cli_push_suggest(lua_State *L);
 

@@ -219,7 +219,7 @@ static void offer_from_server(FILE *out, int nwords, char **argv, const char *wh
         kl_rt *rt = kl_rt_new(&c.rt, err, sizeof err);
         if (rt) {
             char *args[3] = {(char *)what, (char *)prefix, (char *)cur};
-            kl_rt_run(rt, "klua __complete", "return require('klua.complete').main(...)", 3, args);
+            kl_rt_run(rt, "klua __complete", "return require('klua.cmd.complete').main(...)", 3, args);
             kl_rt_free(rt);
         }
     }

@@ -7,9 +7,9 @@
  * protocol of kubectl's `__complete`.
  *
  * Commands and flags come from the help texts (kl_cli_help: the global flag
- * table, and for watch lua/klua/watch.lua's FLAGS), so completion offers
+ * table, and for watch lua/klua/cmd/watch.lua's FLAGS), so completion offers
  * what the help lists; resources after `watch` and namespaces after a flag
- * whose argument is NS come from the server (lua/klua/complete.lua),
+ * whose argument is NS come from the server (lua/klua/cmd/complete.lua),
  * reached through the kubeconfig and the flags on the line, and silently
  * nothing when it cannot be reached.
  */

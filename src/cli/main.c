@@ -52,7 +52,7 @@ static int cmd_version(void) {
     return 0;
 }
 
-static const char watch_chunk[] = "return require('klua.watch').main(...)";
+static const char watch_chunk[] = "return require('klua.cmd.watch').main(...)";
 
 /* A core dump of klua holds its credentials, the bearer token among them:
  * none is made unless --allow-core-dumps asks. RLIMIT_CORE 0 keeps the

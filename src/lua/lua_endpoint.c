@@ -1,8 +1,8 @@
 /*
- * lua_endpoint.c - serves klua.endpoint's answers over HTTP on the loop.
+ * lua_endpoint.c - serves klua.internal.endpoint's answers over HTTP on the loop.
  *
  * A request is answered synchronously on the loop's thread, between two
- * turns of it: klua.endpoint.handle runs as a protected call on the main
+ * turns of it: klua.internal.endpoint.handle runs as a protected call on the main
  * Lua thread, outside any task (it only reads counters, never waits). A
  * loop stuck in a handler answers nothing, which is how /healthz fails.
  */
@@ -30,13 +30,13 @@ typedef struct endpoints {
     endpoint *list;
 } endpoints;
 
-/* require('klua.endpoint').handle(path) -> status, content type, body. */
+/* require('klua.internal.endpoint').handle(path) -> status, content type, body. */
 static void answer(void *ud, const char *path, kl_serve_reply *reply) {
     endpoint *e = ud;
     lua_State *L = kl_rt_lua(e->rt);
     int top = lua_gettop(L);
     lua_getglobal(L, "require");
-    lua_pushliteral(L, "klua.endpoint");
+    lua_pushliteral(L, "klua.internal.endpoint");
     if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
         lua_getfield(L, -1, "handle"); /* stack: ..., module, handle */
         lua_pushstring(L, path);

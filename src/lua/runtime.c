@@ -24,7 +24,7 @@
 /* klua run's graceful stop (controller-runtime's), set by
  * core.graceful_shutdown before any signal: the first SIGINT/SIGTERM then
  * leads to DRAINING, which starts the Lua function start_ref as a task
- * (lua/klua/shutdown.lua); it moves on to HOOKS and RELEASING through
+ * (lua/klua/internal/shutdown.lua); it moves on to HOOKS and RELEASING through
  * core.advance and ends the run with klua.stop. */
 typedef struct graceful_stop {
     int start_ref;    /* function(signal name), or LUA_NOREF: no graceful stop */

@@ -5,7 +5,7 @@
  *   cli.parse{'-v', '4', 'watch', 'pods'} -> options, or nil and the message
  *   klua would print (without its trailing newline)
  *   cli.suggest(word, names) -> the nearest of names and klua's global flags,
- *   or nil: what klua passes to klua.watch's parse for its suggestions
+ *   or nil: what klua passes to klua.cmd.watch's parse for its suggestions
  *
  * options: command, script, args (a list), help (COMMAND --help), verbosity, log_format ("text" or
  * "json"), kubeconfig, context, server, token, insecure_skip_tls_verify,

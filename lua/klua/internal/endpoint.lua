@@ -141,7 +141,7 @@ end
 local function runtime_families(add)
   local leader = require 'klua.leader'
   local stats = core.stats()
-  -- An index function that fails is a handler that failed (lua/klua/index.lua).
+  -- An index function that fails is a handler that failed (lua/klua/internal/index.lua).
   local index_errors = 0
   for _, inf in ipairs(informers) do index_errors = index_errors + inf:stats().index_errors end
   gauge_or_counter(add, 'counter', 'klua_handler_errors_total',
@@ -159,7 +159,7 @@ local function runtime_families(add)
   if election or group then
     gauge_or_counter(add, 'counter', 'klua_fenced_writes_total',
       'Writes not sent because the Lease they need (the leader\'s, or a shard\'s) was not held or had lapsed.',
-      {}, { { {}, require('klua.fence').refused } })
+      {}, { { {}, require('klua.internal.fence').refused } })
   end
   if group then
     gauge_or_counter(add, 'gauge', 'klua_shards_held', 'Shards (of --shards) this replica holds.',

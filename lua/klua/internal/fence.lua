@@ -18,7 +18,7 @@ local M = {}
 
 --- A key of klua.api write options: the Lease's own writes (take, renew,
 -- release), which no Lease fences.
-M.EXEMPT = setmetatable({}, { __name = 'klua.fence.EXEMPT' })
+M.EXEMPT = setmetatable({}, { __name = 'klua.internal.fence.EXEMPT' })
 
 -- The process's election: a function returning the monotonic time its
 -- Lease is valid until (0 when not held) and the Lease's name.

@@ -3,7 +3,7 @@
 --   klua watch TYPE[,TYPE...] [NAME] | TYPE/NAME... [-n NS | -A] [-l SEL]
 --              [--field-selector SEL] [-e LUA] [-o FORMAT] [--watch-only] ...
 --
--- Prints what kubectl get -w prints (klua.printers, klua.jsonpath, and
+-- Prints what kubectl get -w prints (klua.cmd.printers, klua.cmd.jsonpath, and
 -- klua.core.yaml for -o yaml): the table formats print the server's Table
 -- rows, which the informer lists and watches (server_print), with the
 -- objects they carry for -e; M.help() says what -e sees and does.
@@ -18,9 +18,9 @@
 -- resource these credentials may not list); 141 when stdout's reader goes
 -- away. Later failures are retried, as informers do.
 local selector = require 'klua.selector'
-local util = require 'klua.objutil'
-local jsonpath = require 'klua.jsonpath'
-local printers = require 'klua.printers'
+local util = require 'klua.internal.objutil'
+local jsonpath = require 'klua.cmd.jsonpath'
+local printers = require 'klua.cmd.printers'
 
 local M = {}
 
