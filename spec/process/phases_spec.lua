@@ -5,16 +5,7 @@
 local K = require 'support.klua'
 
 -- No API server is needed: the scripts only run timers.
-local NO_SERVER = { '--server', 'http://127.0.0.1:1' }
-
-local function run(text, flags)
-  local args = {}
-  for _, a in ipairs(NO_SERVER) do args[#args + 1] = a end
-  for _, f in ipairs(flags or {}) do args[#args + 1] = f end
-  args[#args + 1] = 'run'
-  args[#args + 1] = K.script(text)
-  return args
-end
+local run = K.offline_args
 
 describe("klua's lifecycle", function()
   it('narrates each change of phase at -v 2', function()

@@ -9,16 +9,7 @@
 local K = require 'support.klua'
 
 -- No API server is needed: the scripts only run timers.
-local NO_SERVER = { '--server', 'http://127.0.0.1:1' }
-
-local function spawn(text, flags)
-  local args = {}
-  for _, a in ipairs(NO_SERVER) do args[#args + 1] = a end
-  for _, f in ipairs(flags or {}) do args[#args + 1] = f end
-  args[#args + 1] = 'run'
-  args[#args + 1] = K.script(text)
-  return K.spawn(args)
-end
+local function spawn(text, flags) return K.spawn(K.offline_args(text, flags)) end
 
 describe('klua on a signal while script code escapes the count hook', function()
   local function started(p, what)
@@ -108,9 +99,7 @@ describe('an error value that cannot be turned into text', function()
 
   for what, value in pairs(VALUES) do
     it(('is logged as a placeholder when raised from the main chunk, its __tostring %s'):format(what), function()
-      local args = { '--instruction-budget', '0' }
-      for i, a in ipairs(NO_SERVER) do table.insert(args, i, a) end
-      local _, err, code = K.run_script('error(' .. value .. ')', { flags = args })
+      local _, err, code = K.run(K.offline_args('error(' .. value .. ')', { '--instruction-budget', '0' }))
       assert.equals(1, code, err)
       assert.truthy(err:find("the script's main chunk failed: (error object is a table value)", 1, true), err)
     end)
@@ -120,8 +109,7 @@ describe('an error value that cannot be turned into text', function()
     local lines = {}
     for _, value in pairs(VALUES) do lines[#lines + 1] = 'klua.after(0, function() error(' .. value .. ') end)' end
     lines[#lines + 1] = "klua.after(0.2, function() print('still running') klua.stop(3) end)"
-    local flags = { NO_SERVER[1], NO_SERVER[2], '--instruction-budget', '0' }
-    local out, err, code = K.run_script(table.concat(lines, '\n'), { flags = flags })
+    local out, err, code = K.run(K.offline_args(table.concat(lines, '\n'), { '--instruction-budget', '0' }))
     assert.equals(3, code, err)
     assert.equals('still running\n', out)
     local _, placeholders = err:gsub('klua.after callback failed: %(error object is a table value%)', '')
@@ -129,8 +117,7 @@ describe('an error value that cannot be turned into text', function()
   end)
 
   it('still reads a __tostring that returns a string', function()
-    local _, err, code = K.run_script("error(setmetatable({}, { __tostring = function() return 'readable' end }))",
-      { flags = NO_SERVER })
+    local _, err, code = K.run(K.offline_args("error(setmetatable({}, { __tostring = function() return 'readable' end }))"))
     assert.equals(1, code, err)
     assert.truthy(err:find("the script's main chunk failed: readable", 1, true), err)
   end)

@@ -94,6 +94,17 @@ function M.run_script(text, opts)
   return out, err, code, path
 end
 
+--- The words of `klua --server http://127.0.0.1:1 [flags] run SCRIPT` for a
+-- script text that needs no API server (it only runs timers): for M.run and
+-- M.spawn.
+function M.offline_args(text, flags)
+  local args = { '--server', 'http://127.0.0.1:1' }
+  for _, f in ipairs(flags or {}) do args[#args + 1] = f end
+  args[#args + 1] = 'run'
+  args[#args + 1] = M.script(text)
+  return args
+end
+
 --- Like run_script, and fails unless the script exited 0 (saying its output); returns
 -- stdout and stderr.
 function M.run_script_ok(text, opts)
