@@ -68,9 +68,10 @@ void kl_loop_unwatch(kl_loop *loop, int fd);
  * signal is a request: the handler records it and wakes the loop through a
  * pipe, and the loop takes it (kl_loop_poll_signal) on waking or from code
  * that runs long without returning to it (the count hook). A second signal
- * ends the process at once from the handler, with the default action
- * (status 128 + its number), whatever runs then; so does any signal once
- * kl_loop_run has returned. */
+ * ends the process at once from the handler, whatever runs then: with the
+ * default action (status 128 + its number), or as kl_loop_on_second_signal
+ * says; any signal once kl_loop_run has returned ends it with the default
+ * action. */
 
 /* Runs until kl_loop_stop or SIGINT/SIGTERM; once stopped it stays stopped.
  * Returns 0, or the signal taken. With kl_loop_on_signal, the signal does
