@@ -597,7 +597,9 @@ function klua.record_event(obj, opts)
 end
 
 --- Resolves a resource name through discovery: {group=, version=,
--- resource=, kind=, namespaced=, ...} or nil and a message.
+-- resource=, kind=, namespaced=, ...} or nil and a message. As kubectl, it
+-- finds a resource at any version that serves it, its group's preferred
+-- version first.
 -- @param name as kubectl names a resource ("po", "deployments.apps")
 -- @return the resource's description, or nil and a message
 -- @usage
