@@ -418,7 +418,9 @@ end
 -- opts.server_print: true to list and watch the server's Table form with
 --   whole objects, as kubectl get does to print (klua watch uses it): the
 --   cache holds the objects as ever, and inf:cells(obj) gives the cells of
---   the row each came in; not with metadata_only or transform.
+--   the row each came in; not with metadata_only or transform. It lists
+--   and watches even with --watch-list: kube-apiserver 1.32 and 1.33 refuse
+--   the Table form to a watch-list request.
 -- @param opts a table as above, or the resource's name alone
 -- @return the informer (inf:on, inf:get, inf:list, inf:by_index, inf:synced, inf:stats, inf:name,
 --   inf:resource, inf:cells, inf:stop); tostring gives "informer(pods -n default)"
@@ -595,7 +597,9 @@ function klua.record_event(obj, opts)
 end
 
 --- Resolves a resource name through discovery: {group=, version=,
--- resource=, kind=, namespaced=, ...} or nil and a message.
+-- resource=, kind=, namespaced=, ...} or nil and a message. As kubectl, it
+-- finds a resource at any version that serves it, its group's preferred
+-- version first.
 -- @param name as kubectl names a resource ("po", "deployments.apps")
 -- @return the resource's description, or nil and a message
 -- @usage

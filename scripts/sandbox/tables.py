@@ -11,6 +11,7 @@ import json
 import re
 import time
 
+from .status import ApiError
 from .store import dumps
 
 NAME = {"name": "Name", "type": "string", "format": "name", "priority": 0,
@@ -36,6 +37,26 @@ def wanted_version(accept):
                 params.get("v") in ("v1", "v1beta1"):
             return params["v"]
     return None
+
+
+# What NegotiateOutputMediaType's 406 lists: the serializer's media types (1.32, CBOR off).
+MEDIA_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+
+
+def check_watch_list(accept):
+    """A watch-list request (sendInitialEvents=true, allowWatchBookmarks=true) may not have
+    the Table form: kube-apiserver 1.32 and 1.33 negotiate its Accept header with
+    watchListEndpointRestrictions (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/
+    get.go; added by kubernetes#126996, removed in 1.34), which refuses a Table clause, so
+    negotiation moves on to the next one. Returns when another clause takes the objects
+    (application/json, a wildcard, or the metadata-only form); raises 406 otherwise."""
+    for clause in (accept or "").split(","):
+        parts = [p.strip() for p in clause.split(";")]
+        params = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+        if params.get("as") != "Table" and parts[0] in ("application/json", "application/*", "*/*"):
+            return
+    raise ApiError(406, "NotAcceptable", "only the following media types are accepted: %s"
+                   % ", ".join(MEDIA_TYPES))
 
 
 def human_duration(seconds):

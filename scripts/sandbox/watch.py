@@ -141,8 +141,11 @@ class WatchStream:
         self.watcher = Watcher(req.rtype, req.version, req.namespace if req.rtype.namespaced
                                else "", LabelSelector(req.param("labelSelector")),
                                FieldSelector(req.param("fieldSelector"), req.rtype.fields))
-        table = tables.wanted_version(handler.headers.get("Accept"))
-        form = partial.wanted(handler.headers.get("Accept"))
+        accept = handler.headers.get("Accept")
+        table, form = tables.wanted_version(accept), partial.wanted(accept)
+        if table and self.opts.send_initial and self.opts.bookmarks:
+            tables.check_watch_list(accept)
+            table = None
         if table:
             self.watcher.form = tables.WatchTables(ctx.store, req, table)
         elif form:

@@ -1,8 +1,7 @@
 -- `klua watch ARGS` prints what `kubectl get ARGS -w` prints. Each case runs
 -- kubectl 1.32 and klua side by side on the same sandbox objects: the
 -- initial list, then a pod created and its phase changed, and compares
--- their output row by row. One thing is normalised: an AGE cell (such as
--- "3s") and the padding after it, since the two may print a second apart.
+-- their output row by row (spec/support/kubectl_watch.lua).
 -- The sandbox serves the Table form (scripts/sandbox/tables.py, the
 -- columns of kube-apiserver's printers), which klua asks for as kubectl
 -- does (spec/process/watch_table_spec.lua), so these cases check that klua
@@ -12,30 +11,17 @@ local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local fixtures = require 'support.fixtures'
 local testing = require 'klua.testing'
+local KW = require 'support.kubectl_watch'
 
--- An AGE cell ("12s", "3m20s") becomes <age>, and the spaces after it one space.
-local function normalise(text)
-  return (text:gsub('[^\n]+', function(line)
-    return (line:gsub('(%S+)( *)', function(word, spaces)
-      if word:match('^%d+s$') or word:match('^%d+m%d*s?$') then word = '<age>' end
-      return word .. (spaces ~= '' and ' ' or '')
-    end))
-  end))
-end
-
-local function lines(text)
-  local out = {}
-  for line in text:gmatch('[^\n]*\n?') do if line ~= '' then out[#out + 1] = line end end
-  return out
-end
+local normalise, lines = KW.normalise, KW.lines
 
 describe('klua watch speaks kubectl', function()
-  local sb, ns
-  local n = 0
+  local sb, ns, cmp
 
   setup(function()
     sb = sandbox.start()
     ns = 'speaks'
+    cmp = KW.new(sb, ns)
     assert(select(2, sb:try_kubectl('create namespace ' .. ns)))
     assert(select(2, sb:try_kubectl('run webpod -n ' .. ns .. ' --image=nginx -l app=web')))
     assert(select(2, sb:try_kubectl('run dbpod -n ' .. ns .. ' --image=nginx')))
@@ -50,99 +36,31 @@ describe('klua watch speaks kubectl', function()
   end)
   teardown(function() sb:stop() end)
 
-  -- `kubectl get ARGS -w` in the background; returns its output file and pid file.
-  local function kubectl_watch(args)
-    local out = sb:tmpfile('kubectl-watch')
-    os.execute(sb:kubectl_command('get ' .. args .. ' -w') .. ' > ' .. out .. ' 2> ' .. out .. '.err & echo $! > '
-      .. out .. '.pid')
-    return out
-  end
-
-  local function stop_kubectl(out)
-    os.execute('kill $(cat ' .. out .. '.pid) 2>/dev/null')
-  end
-
-  -- Runs both on `words` (kubectl's, shell-quoted; klua's as a list) and
-  -- creates a pod and sets its phase (unless opts.change is false); waits
-  -- until opts.done(text, pod name, 1 for kubectl or 2 for klua) holds for
-  -- both outputs (by default: the phase change shows) and they agree, then
-  -- compares them.
-  local function compare(kubectl_args, klua_args, opts)
-    opts = opts or {}
-    n = n + 1
-    local file = kubectl_watch(kubectl_args)
-    local full = { '--kubeconfig', sb.kubeconfig, 'watch' }
-    for _, a in ipairs(klua_args) do full[#full + 1] = a end
-    local p = K.spawn(full)
-    local function kubectl_text() return K.read_file(file) or '' end
-    local first = opts.first or 'webpod'
-    local started = testing.eventually(function()
-      return kubectl_text():find(first, 1, true) and p:output():find(first, 1, true)
-    end, 15, { fail = false })
-    local name = 'new' .. string.char(96 + n)
-    local function settled(done)
-      return testing.eventually(function()
-        local a, b = kubectl_text(), p:output()
-        return done(a, name, 1) and done(b, name, 2) and normalise(a) == normalise(b)
-      end, 15, { fail = false })
-    end
-    local done = opts.done
-    if opts.change ~= false then
-      -- The pod's ADDED row first, then its phase: by default the two outputs
-      -- are compared once each has one more "Running" than before the change,
-      -- so that they cannot agree too early.
-      assert(select(2, sb:try_kubectl(('run %s -n %s --image=nginx'):format(name, ns))))
-      settled(function(t) return t:find(name, 1, true) end)
-      local function running(t) return select(2, t:gsub('Running', '')) end
-      local before = { running(kubectl_text()), running(p:output()) }
-      assert(select(2, sb:try_kubectl(('patch pod %s -n %s --subresource=status --type=merge -p '
-        .. '\'{"status":{"phase":"Running"}}\''):format(name, ns))))
-      done = done or function(t, _, who) return running(t) > before[who] end
-    end
-    settled(done)
-    stop_kubectl(file)
-    local a, b, log = kubectl_text(), p:output(), p:errors()
-    p:cleanup()
-    assert.truthy(started, ('never started: kubectl:\n%s\nklua:\n%s\n%s'):format(a, b, log))
-    assert.truthy(done(b, name, 2), 'klua never printed the change:\n' .. b)
-    assert.same(lines(normalise(a)), lines(normalise(b)))
-    return a, b
-  end
-
-  local function words(s)
-    local out = {}
-    for w in s:gmatch('%S+') do out[#out + 1] = w end
-    return out
-  end
-
-  -- Both take the same words: `kubectl get WORDS -w` and `klua watch WORDS`.
-  local function same(args, opts) return compare(args, words(args), opts) end
-
   it('by default: a header, then aligned rows, without the header for later ones', function()
-    local out = same('pods -n speaks')
+    local out = cmp:same('pods -n speaks')
     assert.truthy(out:find('^NAME%s+READY%s+STATUS%s+RESTARTS%s+AGE\n'), out)
   end)
 
   it('with --output-watch-events: an EVENT column', function()
-    local out = same('pods -n speaks --output-watch-events')
+    local out = cmp:same('pods -n speaks --output-watch-events')
     assert.truthy(out:find('MODIFIED', 1, true), out)
   end)
 
   it('with --no-headers, -o wide, -L and --show-labels', function()
-    same('pods -n speaks --no-headers')
-    same('pods -n speaks -o wide')
-    same('pods -n speaks -L app,run --show-labels')
+    cmp:same('pods -n speaks --no-headers')
+    cmp:same('pods -n speaks -o wide')
+    cmp:same('pods -n speaks -L app,run --show-labels')
   end)
 
   it('with -A: a NAMESPACE column', function()
-    same('pods -A')
+    cmp:same('pods -A')
   end)
 
   it('with TYPE/NAME and TYPE NAME, one table for several names of one type', function()
     local done = function(t) return t:find('webpod') end
-    same('pod/webpod -n speaks', { change = false, done = done })
-    same('pods webpod -n speaks', { change = false, done = done })
-    same('pod/webpod pod/dbpod -n speaks', { change = false, done = function(t) return t:find('dbpod') end })
+    cmp:same('pod/webpod -n speaks', { change = false, done = done })
+    cmp:same('pods webpod -n speaks', { change = false, done = done })
+    cmp:same('pod/webpod pod/dbpod -n speaks', { change = false, done = function(t) return t:find('dbpod') end })
   end)
 
   -- kubectl get -w takes one type only ("you may only specify a single resource
@@ -160,30 +78,41 @@ describe('klua watch speaks kubectl', function()
 
   it('configmaps with DATA and a custom resource with its additionalPrinterColumns', function()
     local done = function(t) return t:find('settings') end
-    same('configmaps -n speaks', { first = 'settings', change = false, done = done })
+    cmp:same('configmaps -n speaks', { first = 'settings', change = false, done = done })
     -- Without the server's Table: NAME and AGE.
-    local plain = same('configmaps -n speaks --server-print=false', { first = 'settings', change = false, done = done })
+    local plain = cmp:same('configmaps -n speaks --server-print=false', { first = 'settings', change = false, done = done })
     assert.truthy(plain:find('^NAME%s+AGE\nsettings%s'), plain)
     done = function(t) return t:find('plain') end
-    local out = same('gizmos -n speaks', { first = 'cog', change = false, done = done })
+    local out = cmp:same('gizmos -n speaks', { first = 'cog', change = false, done = done })
     assert.truthy(out:find('^NAME%s+SIZE%s+AGE\ncog%s+3%s'), out)
-    out = same('gizmos -n speaks -o wide', { first = 'cog', change = false, done = done })
+    out = cmp:same('gizmos -n speaks -o wide', { first = 'cog', change = false, done = done })
     assert.truthy(out:find('^NAME%s+SIZE%s+COLOUR%s+AGE\n'), out)
   end)
 
+  -- kube-apiserver 1.32 and 1.33 refuse the Table form to a WatchList request
+  -- (watchListEndpointRestrictions; the sandbox too: docs/sandbox.md), and
+  -- kubectl get -w lists and watches: so does klua watch's table, --watch-list or not.
+  it('with --watch-list: the same rows, from a LIST and WATCH of the Table form', function()
+    local done = function(t) return t:find('settings') end
+    local out = cmp:same('configmaps -n speaks', { flags = { '--watch-list' }, first = 'settings', change = false,
+      done = done })
+    assert.truthy(out:find('\nsettings%s+2%s'), out)
+    cmp:same('pods -n speaks -o wide', { flags = { '--watch-list' } })
+  end)
+
   it('with -o name', function()
-    same('pods -n speaks -o name', { done = function(t, name)
+    cmp:same('pods -n speaks -o name', { done = function(t, name)
       return select(2, t:gsub('pod/' .. name .. '\n', '')) == 2
     end })
   end)
 
   it('with -o json: indented objects; with --output-watch-events one {"type":...,"object":...} a line', function()
-    same('pods -n speaks -o json')
-    same('pods -n speaks -o json --output-watch-events')
+    cmp:same('pods -n speaks -o json')
+    cmp:same('pods -n speaks -o json --output-watch-events')
   end)
 
   it('with -o yaml: documents separated by ---', function()
-    local out = same('pods -n speaks -o yaml')
+    local out = cmp:same('pods -n speaks -o yaml')
     assert.truthy(out:find('\n---\napiVersion: v1\n', 1, true), out)
   end)
 
@@ -198,7 +127,7 @@ describe('klua watch speaks kubectl', function()
       '  unicode: "héllo"', '  null-word: "null"', '  spaced: " lead"',
     }
     assert(select(2, sb:try_kubectl('apply -n speaks -f -', table.concat(manifest, '\n') .. '\n')))
-    local out = same('configmap tricky -n speaks -o yaml', { first = 'tricky', change = false,
+    local out = cmp:same('configmap tricky -n speaks -o yaml', { first = 'tricky', change = false,
       done = function(t) return t:find('tricky') end })
     assert.truthy(out:find('  x9: "007"\n  x10: "yes"\n  x100: "1.5"\n', 1, true), out)
   end)
@@ -213,14 +142,14 @@ describe('klua watch speaks kubectl', function()
       .. '{.spec.tolerations[0:1].operator}|{.spec.tolerations[?(@.key)].effect}|{@.kind}|'
       .. '{.spec.tolerations[?(@.key!="x")].operator}|{.spec.tolerations[0].tolerationSeconds}{.status}'
       .. '{"\\n"}'
-    compare('pods webpod -n speaks -o ' .. K.quote(template), { 'pods', 'webpod', '-n', 'speaks', '-o', template },
+    cmp:compare('pods webpod -n speaks -o ' .. K.quote(template), { 'pods', 'webpod', '-n', 'speaks', '-o', template },
       { change = false, done = function(t) return t:find('webpod') end })
   end)
 
   it('with -o jsonpath= and -o custom-columns=', function()
-    compare([[pods -n speaks -o 'jsonpath={.metadata.name}={.status.phase}{"\n"}']],
+    cmp:compare([[pods -n speaks -o 'jsonpath={.metadata.name}={.status.phase}{"\n"}']],
       { 'pods', '-n', 'speaks', '-o', 'jsonpath={.metadata.name}={.status.phase}{"\\n"}' })
-    compare([[pods -n speaks -o 'custom-columns=NAME:.metadata.name,PHASE:.status.phase,IMAGES:.spec.containers[*].image']],
+    cmp:compare([[pods -n speaks -o 'custom-columns=NAME:.metadata.name,PHASE:.status.phase,IMAGES:.spec.containers[*].image']],
       { 'pods', '-n', 'speaks', '-o', 'custom-columns=NAME:.metadata.name,PHASE:.status.phase,IMAGES:.spec.containers[*].image' })
   end)
 end)

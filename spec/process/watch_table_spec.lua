@@ -75,12 +75,15 @@ describe('klua watch prints the server\'s Table', function()
     lines_of(p, 4)
   end)
 
-  it('the same rows with --watch-list, whose initial events and their end come as Tables too', function()
+  -- kube-apiserver 1.32 and 1.33 refuse the Table form to a watch-list request, as the
+  -- sandbox does (docs/sandbox.md): the table is listed and watched, as by kubectl get -w.
+  it('the same rows with --watch-list, from a LIST and a WATCH', function()
     local p = watcher.track(K.spawn { '--kubeconfig', sb.kubeconfig, '--watch-list', '-v', '2', 'watch', 'gizmos', '-n', ns })
     local got = lines_of(p, 2)
     assert.equal('NAME SIZE AGE', got[1])
     assert.truthy(got[2]:match('^cog 3 %S+$'), got[2])
-    assert.truthy(testing.poll(function() return p:errors():find('initial events end', 1, true) end, 10), p:errors())
+    assert.truthy(testing.poll(function() return p:errors():find('LIST -> WATCH', 1, true) end, 10), p:errors())
+    assert.falsy(p:errors():find('WATCHLIST', 1, true), p:errors())
   end)
 
   it('the server\'s columns after its first LIST failed (503), asked again as the informer would', function()

@@ -99,6 +99,33 @@ describe('sandbox Table output', function()
     assert.same({ 'NAME SIZE COLOUR', 'g1 3 red' }, header_and_rows(assert(sb:try_kubectl('get gadgets -o wide'))))
   end)
 
+  -- kube-apiserver 1.32 and 1.33 negotiate a watch-list request's Accept header with
+  -- watchListEndpointRestrictions (endpoints/handlers/get.go), which refuses the Table
+  -- form: the next clause wins (plain objects), or, with none, 406.
+  it('refuses the Table form to a watch-list request: plain objects, or 406 without another form', function()
+    local path = '/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true'
+      .. '&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&fieldSelector=metadata.name%3Dsettings'
+    local status, st = sb:json('GET', path, nil, { Accept = 'application/json;as=Table;v=v1;g=meta.k8s.io' })
+    assert.equals(406, status)
+    assert.equals('NotAcceptable', st.reason)
+    assert.equals('only the following media types are accepted: application/json, application/yaml, '
+      .. 'application/vnd.kubernetes.protobuf', st.message)
+    local w = sb:watch(path, { headers = { Accept = TABLE } })
+    assert.truthy(w.wait_for(function(ev) return #ev >= 2 end))
+    w.stop()
+    local events = w.events()
+    assert.same({ 'ADDED', 'ConfigMap', 'settings' },
+      { events[1].type, events[1].object.kind, events[1].object.metadata.name })
+    assert.same({ 'BOOKMARK', 'ConfigMap', 'true' }, { events[2].type, events[2].object.kind,
+      events[2].object.metadata.annotations['k8s.io/initial-events-end'] })
+    -- Without sendInitialEvents it is a watch like any other, in the Table form.
+    w = sb:watch('/api/v1/namespaces/default/configmaps?watch=1&fieldSelector=metadata.name%3Dsettings',
+      { headers = { Accept = TABLE } })
+    assert.truthy(w.wait_for(function(ev) return #ev >= 1 end))
+    w.stop()
+    assert.equals('Table', w.events()[1].object.kind)
+  end)
+
   it('streams Table rows to kubectl get -w', function()
     local out = sb:tmpfile('watch')
     os.execute(sb:kubectl_command('get configmaps -w') .. ' > ' .. out .. ' 2>&1 & echo $! > ' .. out .. '.pid')

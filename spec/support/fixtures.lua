@@ -36,19 +36,25 @@ end
 --- The path of custom resource definitions on the server.
 M.CRDS = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
 
--- A namespaced example.com/v1 resource that keeps any fields and has a status
--- subresource; extra is merged into the version.
-local function crd(plural, kind, short, extra)
-  local version = { name = 'v1', served = true, storage = true,
-    subresources = { status = {} },
-    schema = { openAPIV3Schema = { type = 'object', ['x-kubernetes-preserve-unknown-fields'] = true } } }
-  for k, v in pairs(extra or {}) do version[k] = v end
+-- A namespaced example.com resource that keeps any fields and has a status
+-- subresource, served at each of served (default {'v1'}) and stored at the last;
+-- extra is merged into each version.
+local function crd(plural, kind, short, extra, served)
+  local versions = {}
+  served = served or { 'v1' }
+  for i, name in ipairs(served) do
+    local version = { name = name, served = true, storage = i == #served,
+      subresources = { status = {} },
+      schema = { openAPIV3Schema = { type = 'object', ['x-kubernetes-preserve-unknown-fields'] = true } } }
+    for k, v in pairs(extra or {}) do version[k] = v end
+    versions[i] = version
+  end
   return cjson.encode {
     apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
     metadata = { name = plural .. '.example.com' },
     spec = { group = 'example.com', scope = 'Namespaced',
       names = { plural = plural, singular = kind:lower(), kind = kind, shortNames = { short } },
-      versions = { version } },
+      versions = versions },
   }
 end
 
@@ -58,10 +64,16 @@ M.WIDGETS_CRD = crd('widgets', 'Widget', 'wd')
 
 --- gadgets.example.com (kind Gadget, short name gd), whose table output adds the columns
 -- Size (.spec.size) and, with -o wide, Colour (.spec.colour).
-M.GADGETS_CRD = crd('gadgets', 'Gadget', 'gd', { additionalPrinterColumns = {
+local GADGET_COLUMNS = { additionalPrinterColumns = {
   { name = 'Size', type = 'integer', jsonPath = '.spec.size' },
   { name = 'Colour', type = 'string', jsonPath = '.spec.colour', priority = 1 },
-} })
+} }
+M.GADGETS_CRD = crd('gadgets', 'Gadget', 'gd', GADGET_COLUMNS)
+
+--- gadgets.example.com as M.GADGETS_CRD, served at v1 and v2 (stored at v2): with
+-- M.WIDGETS_CRD (v1 only), example.com's preferred version, v2, lacks widgets, as
+-- gateway.networking.k8s.io's v1 lacks TCPRoute (served at v1alpha2).
+M.GADGETS_V2_CRD = crd('gadgets', 'Gadget', 'gd', GADGET_COLUMNS, { 'v1', 'v2' })
 
 --- gizmos.example.com (kind Gizmo, short name gz) whose table output has the
 -- printer columns given (additionalPrinterColumns entries), as JSON for

@@ -323,6 +323,16 @@ describe('the reflector', function()
       expect_request(r, 'sendInitialEvents=true')
     end)
 
+    -- kube-apiserver 1.32 and 1.33 refuse the Table form to a watch-list
+    -- (watchListEndpointRestrictions); kubectl get -w lists and watches.
+    it('lists and watches the Table form instead', function()
+      r = testing.reflector { watch_list = true, table = true }
+      r:start()
+      assert.equals('LIST', r:state())
+      local _, path = expect_request(r, 'includeObject=Object')
+      assert.falsy(path:find('sendInitialEvents', 1, true), path)
+    end)
+
     it('lists at once after a 5xx or an ERROR event on the watch-list', function()
       r = testing.reflector { watch_list = true }
       r:start()

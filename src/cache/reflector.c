@@ -1075,6 +1075,11 @@ kl_reflector *kl_reflector_new_env(const kl_reflector_env *env, const kl_reflect
     r->env = *env;
     r->o = *o;
     if (r->o.list_timeout <= 0) r->o.list_timeout = 300;
+    /* kube-apiserver 1.32 and 1.33 refuse the Table form to a WatchList
+     * request (watchListEndpointRestrictions, endpoints/handlers/get.go): it
+     * answers 406, or whole objects without cells when the plain form is
+     * acceptable too. A Table reflector lists and watches, as kubectl get -w. */
+    if (r->o.table) r->o.watch_list = 0;
     r->o.name = r->owned.name = kl_xstrdup(o->name ? o->name : o->path);
     r->o.path = r->owned.path = kl_xstrdup(o->path);
     /* Metadata-only objects are PartialObjectMetadata whatever their resource. */

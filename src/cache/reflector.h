@@ -84,7 +84,8 @@ typedef struct kl_reflector_opts {
     double idle_timeout;    /* a watch silent this long is restarted; 0 = 150 s */
     double watch_timeout_min, watch_timeout_max; /* 0 = [300, 600) */
     int watch_list;         /* use sendInitialEvents instead of LIST; a refused
-                             * one falls back to LIST for that relist */
+                             * one falls back to LIST for that relist; not
+                             * with table, which servers refuse it */
     double watch_list_deadline; /* 0 = 10 s */
     double list_timeout;    /* seconds a LIST may take; 0 = 300 s */
     int metadata_only;      /* ask for PartialObjectMetadata(List): names, labels,

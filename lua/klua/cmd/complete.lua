@@ -5,6 +5,7 @@
 -- script has no use for it. Whatever fails prints nothing: a completion
 -- that cannot reach the server offers nothing rather than an error.
 local core = require 'klua.core'
+local discovery = require 'klua.discovery'
 local json = core.json
 
 local M = {}
@@ -26,20 +27,18 @@ local function has_verbs(r, ...)
 end
 
 -- Every resource klua watch can watch: listed and watched, no subresource;
--- "pods" for the core group, "deployments.apps" for the others, each group
--- at its preferred version.
+-- "pods" for the core group, "deployments.apps" for the others, each once
+-- whatever versions serve it, as kubectl api-resources (ServerPreferredResources)
+-- lists a resource served only at a version its group does not prefer.
 local function resources()
-  local out, lists = {}, { { path = '/api/v1', group = '' } }
-  local groups = get('/apis')
-  for _, g in ipairs(groups and groups.groups or {}) do
-    local pv = g.preferredVersion or (g.versions or {})[1]
-    if pv then lists[#lists + 1] = { path = '/apis/' .. pv.groupVersion, group = g.name } end
-  end
-  for _, l in ipairs(lists) do
-    local list = get(l.path)
-    for _, r in ipairs(list and list.resources or {}) do
-      if not r.name:find('/') and has_verbs(r, 'list', 'watch') then
-        out[#out + 1] = r.name .. (l.group ~= '' and ('.' .. l.group) or '')
+  local out, seen = {}, {}
+  for _, gv in ipairs(discovery.group_versions() or {}) do
+    local list = discovery.resources_of(gv.group, gv.version)
+    for _, r in ipairs(list or {}) do
+      local name = r.name .. (gv.group ~= '' and ('.' .. gv.group) or '')
+      if not r.name:find('/') and has_verbs(r, 'list', 'watch') and not seen[name] then
+        seen[name] = true
+        out[#out + 1] = name
       end
     end
   end

@@ -4,8 +4,9 @@
 -- Accepted forms: "pods", "pod", "po", "Pod", "deployments.apps",
 -- "deploy.apps", "deployments.v1.apps", "apps/v1/deployments", "v1/pods",
 -- and custom resources by plural, singular, kind or short name once their
--- CRD exists. Results are cached; an unknown name refreshes the cache once,
--- so a CRD created a moment ago is found.
+-- CRD exists, at whichever version serves them, the group's preferred one
+-- first (M.group_versions). Results are cached; an unknown name refreshes
+-- the cache once, so a CRD created a moment ago is found.
 local core = require 'klua.core'
 local json = core.json
 
@@ -28,11 +29,12 @@ local function get_json(path)
   return obj
 end
 
---- Returns the APIResourceList of a group version ("v1" or "apps/v1").
-local function resources_of(gv)
+--- Returns the resources (APIResourceList.resources) of a group ('' for
+-- core) at a version, or nil and an error message.
+function M.resources_of(group, version)
+  local gv = group == '' and version or (group .. '/' .. version)
   if cache.lists[gv] == nil then
-    local path = gv:find('/') and ('/apis/' .. gv) or ('/api/' .. gv)
-    local list, err, status = get_json(path)
+    local list, err, status = get_json(group == '' and ('/api/' .. gv) or ('/apis/' .. gv))
     if not list then
       if status == 404 then list = { resources = {} } else return nil, err end
     end
@@ -41,16 +43,22 @@ local function resources_of(gv)
   return cache.lists[gv]
 end
 
---- Returns {{group=, version=}, ...}: core first, then every group at its
--- preferred version.
-local function group_versions()
+--- Returns {{group=, version=}, ...} in the order kubectl's RESTMapper
+-- prefers them (client-go restmapper.NewDiscoveryRESTMapper): core v1, then
+-- each group at its preferred version and then at its other versions, as
+-- discovery lists them, since a group's resources need not all be served at
+-- one version (a CRD served at v1 only in a group another CRD prefers at v2).
+function M.group_versions()
   if not cache.groups then
     local groups, err = get_json('/apis')
     if not groups then return nil, err end
     local out = { { group = '', version = 'v1' } }
     for _, g in ipairs(groups.groups or {}) do
-      local pv = g.preferredVersion or (g.versions or {})[1]
-      if pv then out[#out + 1] = { group = g.name, version = pv.version } end
+      local preferred = (g.preferredVersion or (g.versions or {})[1] or {}).version
+      if preferred then out[#out + 1] = { group = g.name, version = preferred } end
+      for _, v in ipairs(g.versions or {}) do
+        if v.version ~= preferred then out[#out + 1] = { group = g.name, version = v.version } end
+      end
     end
     cache.groups = out
   end
@@ -88,8 +96,7 @@ local function describe(r, group, version, all)
 end
 
 local function find_in(group, version, name)
-  local gv = group == '' and version or (group .. '/' .. version)
-  local list, err = resources_of(gv)
+  local list, err = M.resources_of(group, version)
   if not list then return nil, err end
   for _, r in ipairs(list) do
     if matches(r, name) then return describe(r, group, version, list) end
@@ -99,7 +106,7 @@ end
 
 local function search(name, group, version)
   if version then return find_in(group, version, name) end
-  local gvs, err = group_versions()
+  local gvs, err = M.group_versions()
   if not gvs then return nil, err end
   for _, gv in ipairs(gvs) do
     if group == nil or gv.group == group then
