@@ -5,7 +5,7 @@
 -- script has no use for it. Whatever fails prints nothing: a completion
 -- that cannot reach the server offers nothing rather than an error.
 local core = require 'klua.core'
-local discovery = require 'klua.discovery'
+local discovery = require 'klua.internal.discovery'
 local json = core.json
 
 local M = {}
