@@ -158,7 +158,6 @@ typedef struct watch_st {
     double retry_after;
     double started, last_activity;
     unsigned long events; /* events and bookmarks delivered */
-    int after_list;       /* it starts at the rv a LIST returned */
     kl_list acc;          /* WATCHLIST: the initial state so far */
     size_t acc_cap;       /* ...and the capacity of acc.items (base/buf.h) */
 } watch_st;
@@ -208,7 +207,9 @@ struct kl_reflector {
     int paginated;      /* the first LIST, at "0", came in pages: the server pages
                          * (no watch cache), so relists page too (client-go's
                          * paginatedResult) */
-    char *expired_list_rv; /* a watch from the rv a LIST returned got 410 at once */
+    char *expired_rv;   /* a watch from this rv got 410 at once; kept until a
+                         * LIST completes or a WatchList syncs, across the
+                         * BACKOFF and the WatchList refusal between */
     kl_backoff backoff;
     uint64_t rng;
     /* An outage: when attempts began failing, what failed, how many did. */
@@ -246,6 +247,11 @@ static void set_rv(kl_reflector *r, const char *rv) {
     if (!rv || !rv[0] || (r->rv && strcmp(r->rv, rv) == 0)) return;
     free(r->rv);
     r->rv = kl_xstrdup(rv);
+}
+
+static void forget_expired_rv(kl_reflector *r) {
+    free(r->expired_rv);
+    r->expired_rv = NULL;
 }
 
 const char *kl_reflector_rv(const kl_reflector *r) { return r->rv ? r->rv : ""; }
@@ -419,14 +425,17 @@ static void list_complete(kl_reflector *r) {
     list_st *l = &r->st.list;
     kl_vlog(2, r->o.name, "LIST complete: %zu objects at resourceVersion %s", l->acc.n,
             l->acc.rv ? l->acc.rv : "?");
-    int stale = r->expired_list_rv && l->acc.rv && strcmp(r->expired_list_rv, l->acc.rv) == 0;
-    free(r->expired_list_rv);
-    r->expired_list_rv = NULL;
+    int stale = r->expired_rv && l->acc.rv && strcmp(r->expired_rv, l->acc.rv) == 0;
+    forget_expired_rv(r);
     if (stale && !r->rv_unavailable) {
-        /* The state a watch from this very rv just refused with 410 (a paged
-         * LIST is etcd's snapshot at the rv asked for, which a new watch
-         * cache may no longer hold): watching from it again would end the
-         * same way, so list the latest state instead. */
+        /* The state a watch from this very rv just refused with 410: a LIST
+         * with a limit at rv N is etcd's snapshot exactly at N, which a new
+         * watch cache (an API server restarted) no longer holds. Watching
+         * from it again would end the same way, and so, through any path
+         * that lists at N (a paged or unpaged relist, the LIST a refused
+         * WatchList falls back to), would every cycle after: list the
+         * latest state instead. client-go's relist after a LIST's 410
+         * (isLastSyncResourceVersionUnavailable) does the same. */
         kl_vlog(2, r->o.name, "resourceVersion %s was listed again after its watch expired; "
                 "listing the latest state", l->acc.rv);
         r->rv_unavailable = 1;
@@ -677,6 +686,7 @@ static void initial_events_end(kl_reflector *r, const char *rv) {
     memset(&w->acc, 0, sizeof w->acc);
     w->acc_cap = 0;
     r->rv_unavailable = 0;
+    forget_expired_rv(r);
     int rc = r->sink.replace(r->ud, &done);
     kl_list_clear(&done);
     if (rc < 0) {
@@ -774,7 +784,7 @@ static void on_deadline(kl_loop *loop, void *ud) {
     kl_reflector *r = ud;
     r->st.watch.deadline_timer = 0;
     kl_log(KL_LOG_WARN, r->o.name,
-           "no initial-events-end bookmark within %.0f s; falling back to LIST for good",
+           "no initial-events-end bookmark within %g s; falling back to LIST for good",
            watch_list_deadline(r));
     r->o.watch_list = 0;
     end_watch_now(r, END_FALLBACK);
@@ -910,10 +920,8 @@ static void watch_stream_over(kl_reflector *r, end_action a) {
         break;
     case END_RELIST:
         if (w->events == 0) {
-            if (w->after_list && r->rv) {
-                free(r->expired_list_rv);
-                r->expired_list_rv = kl_xstrdup(r->rv);
-            }
+            forget_expired_rv(r);
+            if (r->rv) r->expired_rv = kl_xstrdup(r->rv);
             backoff_then(r, C_WATCH_EXPIRED_AT_ONCE, relist_after_wait(r),
                          "the resourceVersion expired before the watch delivered anything");
         } else {
@@ -930,8 +938,6 @@ static void watch_over(kl_reflector *r) {
     cancel(r, &w->idle_timer);
     cancel(r, &w->deadline_timer);
     end_action a = w->ending ? w->action : classify_end(r);
-    free(r->expired_list_rv);
-    r->expired_list_rv = NULL;
     if (r->state == WATCHLIST) watch_list_over(r, a);
     else watch_stream_over(r, a);
 }
@@ -942,11 +948,10 @@ static double watch_timeout(kl_reflector *r) {
     return lo + uniform(r) * (hi - lo);
 }
 
-static void enter_watch(kl_reflector *r, int after_list) {
+static void enter_watch(kl_reflector *r) {
     watch_st *w = &r->st.watch;
     int initial = r->state == WATCHLIST;
     memset(w, 0, sizeof *w);
-    w->after_list = after_list;
     r->stats.watches++;
     long timeout = (long)watch_timeout(r);
     if (initial) kl_vlog(2, r->o.name, "WATCH with initial events (timeout %ld s)", timeout);
@@ -1033,11 +1038,11 @@ static void transition(kl_reflector *r, cause c, const step *s) {
         enter_list(r, s);
         break;
     case WATCHLIST:
-        enter_watch(r, 0);
+        enter_watch(r);
         break;
     case WATCH:
         /* At the initial-events-end bookmark the same stream goes on. */
-        if (c != C_WL_SYNCED) enter_watch(r, c == C_LIST_OK);
+        if (c != C_WL_SYNCED) enter_watch(r);
         break;
     case BACKOFF:
         enter_backoff(r, s);
@@ -1121,6 +1126,6 @@ void kl_reflector_free(kl_reflector *r) {
     free(r->owned.kind);
     free(r->owned.label_selector);
     free(r->owned.field_selector);
-    free(r->expired_list_rv);
+    free(r->expired_rv);
     free(r);
 }
