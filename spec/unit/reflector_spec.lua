@@ -365,6 +365,33 @@ describe('the reflector', function()
     end)
   end)
 
+  -- client-go's SetWatchErrorHandler is told of each failed ListAndWatch; klua's sink is
+  -- told of each failure it retries, and whether a watch was ever accepted, so that klua
+  -- watch can treat a first watch refused as the usage error a first LIST refused is.
+  describe('a watch the server refuses', function()
+    local FORBIDDEN = status(403, 'Forbidden', 'configmaps is forbidden: cannot watch')
+
+    it('is told to the sink and kept as the refusal until a watch is accepted', function()
+      r = listed()
+      r:finish(expect_request(r, 'watch=true'), FORBIDDEN)
+      assert.equals('watch 403 persistent: configmaps is forbidden: cannot watch', r:failure())
+      assert.equals('403 Forbidden: configmaps is forbidden: cannot watch', r:refusal())
+      assert.equals('BACKOFF', r:state())
+      r:advance(r:next_timer())
+      r:feed(expect_request(r, 'watch=true.*resourceVersion=10'), event('MODIFIED', 'a', '11'))
+      assert.is_nil(r:refusal())
+      r:finish(r:request(), FORBIDDEN)
+      assert.equals('watch 403 persistent watched: configmaps is forbidden: cannot watch', r:failure())
+    end)
+
+    it('is no refusal when it is an outage', function()
+      r = listed()
+      r:finish(expect_request(r, 'watch=true'), status(503, 'ServiceUnavailable', 'busy'))
+      assert.equals('watch 503: busy', r:failure())
+      assert.is_nil(r:refusal())
+    end)
+  end)
+
   describe('in WatchList mode', function()
     it('streams the initial state and goes on watching on the same stream', function()
       r = testing.reflector { watch_list = true }

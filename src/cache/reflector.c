@@ -155,6 +155,7 @@ typedef struct watch_st {
     end_action action;
     int end_code;      /* how the request ended: 0 clean, else HTTP status or -1 */
     char end_why[600];
+    size_t end_message; /* where in end_why the server's message begins */
     double retry_after;
     double started, last_activity;
     unsigned long events; /* events and bookmarks delivered */
@@ -216,6 +217,9 @@ struct kl_reflector {
     double down_since;
     const char *down_what;
     unsigned long down_failures;
+    char *refusal;      /* the failure in progress, when it is a 4xx that
+                         * lasts until someone acts (note_failure) */
+    int watched;        /* a watch of this reflector was accepted once */
     /* Frames between the socket and the sink. */
     kl_framer framer;
     kl_ring frames; /* of kl_blob *, oldest first */
@@ -259,6 +263,7 @@ const char *kl_reflector_rv(const kl_reflector *r) { return r->rv ? r->rv : ""; 
 double kl_reflector_failing_for(const kl_reflector *r, double t) {
     return r->down_since ? t - r->down_since : 0;
 }
+const char *kl_reflector_refusal(const kl_reflector *r) { return r->refusal; }
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r) { return &r->stats; }
 kl_reflector_state kl_reflector_get_state(const kl_reflector *r) { return r->state; }
 
@@ -274,7 +279,7 @@ static void frames_drop(kl_reflector *r) {
  * permission not granted yet) is logged at error level at every attempt,
  * one backoff step apart. An outage (no answer, a timeout, 5xx, 429) is
  * logged once, when it starts; note_recovered logs its end. */
-static void note_failure(kl_reflector *r, const char *what, int code, const char *why) {
+static void note_failure(kl_reflector *r, const char *what, int code, const char *why, const char *message) {
     int persistent = code >= 400 && code < 500 && code != 408 && code != 429;
     int first = !r->down_since;
     if (first) {
@@ -283,9 +288,20 @@ static void note_failure(kl_reflector *r, const char *what, int code, const char
         r->down_failures = 0;
     }
     r->down_failures++;
-    if (persistent) kl_log(KL_LOG_ERROR, r->o.name, "%s failed: %s", what, why);
-    else if (first) kl_log(KL_LOG_WARN, r->o.name, "%s failed: %s; retrying with backoff", what, why);
-    else kl_vlog(2, r->o.name, "%s failed: %s", what, why);
+    free(r->refusal);
+    r->refusal = NULL;
+    if (persistent) {
+        kl_log(KL_LOG_ERROR, r->o.name, "%s failed: %s", what, why);
+        r->refusal = kl_xstrdup(why);
+    } else if (first) {
+        kl_log(KL_LOG_WARN, r->o.name, "%s failed: %s; retrying with backoff", what, why);
+    } else {
+        kl_vlog(2, r->o.name, "%s failed: %s", what, why);
+    }
+    if (r->sink.failed) {
+        kl_reflector_failure f = {what, code, message, persistent, r->watched};
+        r->sink.failed(r->ud, &f);
+    }
 }
 
 /* A request the failing ones were retrying got its answer. */
@@ -295,6 +311,8 @@ static void note_recovered(kl_reflector *r) {
            now(r) - r->down_since, r->down_failures, r->down_failures == 1 ? "retry" : "retries");
     r->down_since = 0;
     r->down_failures = 0;
+    free(r->refusal);
+    r->refusal = NULL;
 }
 
 /* Takes transition c, to BACKOFF, waiting a backoff step before next. */
@@ -339,22 +357,28 @@ static int is_too_large_rv(const kl_http_resp *resp, const char *message) {
 
 /* One line saying why a request failed, and the code to act on: the
  * Status of a KL_HTTP_STATUS answer, else -1 and the outcome in words (a
- * timeout after a 200, say, where "HTTP 200" would mislead). */
-static void status_words(const kl_http_resp *resp, char *buf, size_t size, int *code) {
+ * timeout after a 200, say, where "HTTP 200" would mislead). Returns where
+ * in buf the server's own message begins (0: the line is all klua's). */
+static size_t status_words(const kl_http_resp *resp, char *buf, size_t size, int *code) {
     char *reason = NULL, *message = NULL;
+    size_t off = 0;
     if (resp->outcome != KL_HTTP_STATUS) {
         *code = -1;
         snprintf(buf, size, "%s", resp->error ? resp->error : kl_http_outcome_name(resp->outcome));
-        return;
+        return 0;
     }
     *code = (int)resp->status;
-    if (resp->body && kl_decode_status(resp->body, resp->body_len, code, &reason, &message) == 0 && message)
-        snprintf(buf, size, "%ld %s: %s", resp->status, reason ? reason : "", message);
-    else
+    if (resp->body && kl_decode_status(resp->body, resp->body_len, code, &reason, &message) == 0 && message) {
+        int n = snprintf(buf, size, "%ld %.100s: ", resp->status, reason ? reason : "");
+        off = n > 0 && (size_t)n < size ? (size_t)n : 0;
+        snprintf(buf + off, size - off, "%s", message);
+    } else {
         snprintf(buf, size, "HTTP %ld", resp->status);
+    }
     if (*code <= 0) *code = (int)resp->status;
     free(reason);
     free(message);
+    return off;
 }
 
 /* The Accept header of a LIST or WATCH (meta: the metadata-only form of it). */
@@ -518,11 +542,11 @@ static int list_expired(kl_reflector *r, int code, int too_large, const char *er
 static void list_failed(kl_reflector *r, const kl_http_resp *resp) {
     char err[600];
     int code;
-    status_words(resp, err, sizeof err, &code);
+    const char *message = err + status_words(resp, err, sizeof err, &code);
     if (list_expired(r, code, is_too_large_rv(resp, err), err)) {
         /* listed again at once */
     } else if (code == 429 || resp->retry_after >= 0) {
-        note_failure(r, "LIST", code, err);
+        note_failure(r, "LIST", code, err, message);
         retry_after_then(r, C_LIST_RETRY_AFTER, resp->retry_after, C_WAIT_LIST, err);
     } else if (code == 404) {
         /* Not served (a CRD deleted): as client-go, the cache then holds
@@ -530,7 +554,7 @@ static void list_failed(kl_reflector *r, const kl_http_resp *resp) {
          * state unknown) and a wait for the sync ends. Once it is back, its
          * resourceVersions start anew, so the LIST that finds it asks for
          * the latest state. */
-        note_failure(r, "LIST", code, err);
+        note_failure(r, "LIST", code, err, message);
         r->rv_unavailable = 1;
         kl_list none;
         memset(&none, 0, sizeof none);
@@ -538,7 +562,7 @@ static void list_failed(kl_reflector *r, const kl_http_resp *resp) {
         if (r->sink.replace(r->ud, &none)) r->sink_full = 1;
         backoff_then(r, C_LIST_NOT_FOUND, C_WAIT_LIST, err);
     } else {
-        note_failure(r, "LIST", code, err);
+        note_failure(r, "LIST", code, err, message);
         backoff_then(r, C_LIST_ERROR, C_WAIT_LIST, err);
     }
 }
@@ -799,6 +823,7 @@ static void on_watch_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
     if (kl_http_is_json(content_type)) {
         note_recovered(r);
+        r->watched = 1;
         return;
     }
     r->stats.malformed++;
@@ -819,7 +844,7 @@ static void on_watch_done(void *ud, const kl_http_resp *resp) {
         /* Ended by the server's timeout or, failing that, by klua's own. */
         w->end_code = 0;
     } else {
-        status_words(resp, w->end_why, sizeof w->end_why, &w->end_code);
+        w->end_message = status_words(resp, w->end_why, sizeof w->end_why, &w->end_code);
     }
     if (!kl_ring_len(&r->frames)) watch_over(r);
     else schedule_pump(r);
@@ -847,7 +872,7 @@ static end_action classify_end(kl_reflector *r) {
     }
     int retry = w->end_code == 429 || w->retry_after >= 0;
     if (r->state == WATCHLIST && w->end_code > 0 && !retry) return END_REFUSED;
-    note_failure(r, "watch", w->end_code, w->end_why);
+    note_failure(r, "watch", w->end_code, w->end_why, w->end_why + w->end_message);
     if (w->end_code == 404) return END_GONE;
     if (retry) return END_RETRY;
     return END_BACKOFF;
@@ -1127,5 +1152,6 @@ void kl_reflector_free(kl_reflector *r) {
     free(r->owned.label_selector);
     free(r->owned.field_selector);
     free(r->expired_rv);
+    free(r->refusal);
     free(r);
 }
