@@ -228,16 +228,24 @@ local C = core.informer_fns
 -- Handlers added while the main chunk runs see every notification; one
 -- added later sees the changes from then on, and an add handler first
 -- gets every cached object (in_initial_list true).
--- @param event "add", "update" or "delete"
+-- "error" fn(err), as client-go's SetWatchErrorHandler, is told of each
+-- LIST or watch that failed and will be retried after a backoff (not of a
+-- 410, which relists): err.verb ("list" or "watch"), err.code (the
+-- server's, or -1 without an answer), err.message, err.persistent (a 4xx
+-- the server gives until someone acts: a permission, a selector) and
+-- err.watched (a watch of this informer was accepted before). A failure
+-- the handlers have not had yet gives way to a newer one.
+-- @param event "add", "update", "delete" or "error"
 -- @param fn the handler, run as its own task
 -- @return the informer, so that calls chain
--- @raise for an event other than "add", "update" or "delete"
+-- @raise for an event other than "add", "update", "delete" or "error"
 -- @usage
 -- pods:on('add', function(pod, initial) klua.log.info('%s', pod.metadata.name) end)
 --     :on('delete', function(pod) klua.log.info('gone: %s', pod.metadata.name) end)
+--     :on('error', function(err) if err.code == 403 then klua.log.error('%s', err.message) end end)
 function Informer:on(event, fn)
-  if event ~= 'add' and event ~= 'update' and event ~= 'delete' then
-    error(('unknown event "%s": use "add", "update" or "delete"'):format(tostring(event)), 2)
+  if event ~= 'add' and event ~= 'update' and event ~= 'delete' and event ~= 'error' then
+    error(('unknown event "%s": use "add", "update", "delete" or "error"'):format(tostring(event)), 2)
   end
   C.on(self, event, fn)
   return self
@@ -322,8 +330,11 @@ end
 -- if not pods:synced() then return klua.requeue_after(1) end
 
 --- The reflector's counters (lists, relists, watches, events, ...),
--- index_errors, the index function calls that failed, and
--- transform_errors, the objects a transform function failed on.
+-- index_errors, the index function calls that failed,
+-- transform_errors, the objects a transform function failed on,
+-- failing_for, the seconds its lists or watches have been failing (0
+-- while they succeed), and refused, why they fail while the server
+-- refuses them until someone acts (a 4xx: a permission not granted), or nil.
 -- @return a table of counters
 -- @usage
 -- klua.log.info('%d relists', pods:stats().relists)

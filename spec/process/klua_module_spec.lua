@@ -246,7 +246,7 @@ describe('an informer', function()
   it('refuses an unknown event name in :on, saying which names exist, at the line of the call', function()
     local _, err, code, path = run('local inf = klua.informer("configmaps")\ninf:on("added", print)\n')
     assert.equals(1, code)
-    assert.truthy(err:find(path .. ':2: unknown event "added": use "add", "update" or "delete"', 1, true), err)
+    assert.truthy(err:find(path .. ':2: unknown event "added": use "add", "update", "delete" or "error"', 1, true), err)
   end)
 
   it('answers :get from its cache by "namespace/name", or "name" when cluster-scoped, with read-only views', function()

@@ -28,3 +28,16 @@ describe('an informer in WatchList mode against a server without WatchList', fun
     assert.equals(server, cache)
   end)
 end)
+
+describe('an informer in WatchList mode whose initial state does not come in time', function()
+  local sb = testing.with_sandbox { each = true }
+
+  it('says the deadline as it was given, a fraction of a second included', function()
+    I.configmap(sb, 'wl-slow')
+    -- The first initial event never comes: the stream stays silent.
+    sb:fault { watch_stall_after = 0 }
+    local p = I.start(sb, 'configmaps', { flags = { '--watch-list', '--watch-list-deadline', '0.1' }, no_wait = true })
+    assert.truthy(p:wait_for('no initial%-events%-end bookmark within 0%.1 s; falling back to LIST for good', 20, 'err'),
+      p:errors())
+  end)
+end)

@@ -90,4 +90,33 @@ M.GIZMOS_CRD = M.gizmos_crd {
   { name = 'Age', type = 'date', jsonPath = '.metadata.creationTimestamp' },
 }
 
+--- A ServiceAccount `name` in namespace default of sandbox sb, bound to a Role of its
+-- own that allows `verbs` (a list, such as {'list'}) on configmaps, and a kubeconfig
+-- (in dir; klua sends a token over https only, so a sandbox with tls) whose user is its token, from the TokenRequest API as `kubectl create
+-- token` asks for it; the sandbox authorizes that token as kube-apiserver's RBAC
+-- authorizer does (docs/sandbox.md). Returns the kubeconfig's path and grant(verbs),
+-- which rewrites the Role.
+function M.service_account(sb, dir, name, verbs)
+  local function grant(v)
+    sb:apply(cjson.encode {
+      apiVersion = 'rbac.authorization.k8s.io/v1', kind = 'Role',
+      metadata = { name = name, namespace = 'default' },
+      rules = { { apiGroups = { '' }, resources = { 'configmaps' }, verbs = v } },
+    })
+  end
+  sb:kubectl('create serviceaccount ' .. name)
+  grant(verbs)
+  sb:apply(cjson.encode {
+    apiVersion = 'rbac.authorization.k8s.io/v1', kind = 'RoleBinding',
+    metadata = { name = name, namespace = 'default' },
+    roleRef = { apiGroup = 'rbac.authorization.k8s.io', kind = 'Role', name = name },
+    subjects = { { kind = 'ServiceAccount', name = name, namespace = 'default' } },
+  })
+  local token = sb:kubectl('create token ' .. name):gsub('%s+$', '')
+  local kubeconfig = M.kubeconfig(dir .. '/' .. name .. '.kubeconfig',
+    { server = sb.url, ca = sb.url:match('^https:') and (sb.dir .. '/ca.crt'), user = ('{token: %s}'):format(token),
+      namespace = 'default' })
+  return kubeconfig, grant
+end
+
 return M

@@ -270,6 +270,106 @@ describe('the reflector', function()
     assert.equals('LIST', r:state())
   end)
 
+  -- A restarted kube-apiserver has a new, empty watch cache while etcd keeps the old
+  -- revisions until its next compaction: a watch from before the restart gets 410, and a
+  -- LIST with a limit at that resourceVersion (cacher.go's shouldDelegateList sends it to
+  -- etcd) is the exact old snapshot, whose watch gets 410 again. Whatever path lists at
+  -- the rv, a LIST that returns the rv whose watch just got 410 before any event is
+  -- followed by a LIST of the latest state ("") rather than by a watch from it.
+  describe('a LIST that returns the rv whose watch just got 410 at once', function()
+    local EXPIRED = error_event(410, 'Expired', 'too old resource version: 11 (15)')
+
+    -- Lists at rv 10 (with opts), watches, sees one event (rv 11), and has the watch cut,
+    -- as a restart cuts it; the watch from 11 is then answered with 410 at once.
+    local function restarted(opts)
+      r = testing.reflector(opts)
+      r:start()
+      if opts.watch_list then r:finish(expect_request(r, 'sendInitialEvents=true'), WATCH_LIST_OFF) end
+      r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('10', { 'a' }) })
+      local id = expect_request(r, 'watch=true.*resourceVersion=10')
+      r:feed(id, event('MODIFIED', 'a', '11'))
+      r:finish(id, { outcome = 'TransportError' })
+      r:feed(expect_request(r, 'watch=true.*resourceVersion=11'), EXPIRED)
+      assert.equals('BACKOFF', r:state())
+      r:advance(r:next_timer())
+      assert.same({ 'replace 1 at 10', 'MODIFIED default/a 11' }, r:take())
+    end
+
+    -- The LIST at 11 answers the old snapshot, at 11: the next request lists from "".
+    local function lists_latest_after(pattern)
+      r:finish(expect_request(r, pattern), { body = list_body('11', { 'a' }) })
+      assert.equals('LIST', r:state())
+      r:finish(expect_request(r, 'resourceVersion=$'), { body = list_body('15', { 'a', 'b' }) })
+      assert.same({ 'replace 2 at 15' }, r:take())
+      expect_request(r, 'watch=true.*resourceVersion=15')
+    end
+
+    it('lists from "" after a paged relist (--page-size)', function()
+      restarted { page_size = 2 }
+      lists_latest_after('^/api/v1/configmaps%?limit=2&resourceVersion=11$')
+    end)
+
+    it('lists from "" after an unpaged relist', function()
+      restarted {}
+      lists_latest_after('^/api/v1/configmaps%?resourceVersion=11$')
+    end)
+
+    it('lists from "" after the LIST a refused watch-list falls back to (--watch-list --page-size)', function()
+      restarted { watch_list = true, page_size = 2 }
+      r:finish(expect_request(r, 'sendInitialEvents=true'), WATCH_LIST_OFF)
+      lists_latest_after('^/api/v1/configmaps%?limit=2&resourceVersion=11$')
+    end)
+
+    -- Without the rule the cycle would be: LIST(10) -> 10, WATCH(10) -> 410, watch-list
+    -- refused, LIST(10) -> 10 again, and so on while etcd keeps revision 10.
+    it('breaks the cycle of a watch from the rv the first LIST returned, through a refused watch-list', function()
+      r = testing.reflector { watch_list = true, page_size = 2 }
+      r:start()
+      r:finish(expect_request(r, 'sendInitialEvents=true'), WATCH_LIST_OFF)
+      r:finish(expect_request(r, 'limit=2&resourceVersion=0'), { body = list_body('10', { 'a' }) })
+      r:feed(expect_request(r, 'watch=true.*resourceVersion=10'), EXPIRED)
+      r:advance(r:next_timer())
+      r:finish(expect_request(r, 'sendInitialEvents=true'), WATCH_LIST_OFF)
+      r:finish(expect_request(r, 'limit=2&resourceVersion=10$'), { body = list_body('10', { 'a' }) })
+      assert.equals('LIST', r:state())
+      expect_request(r, 'resourceVersion=$')
+    end)
+
+    it('watches from a LIST that returns a newer rv', function()
+      restarted { page_size = 2 }
+      r:finish(expect_request(r, 'limit=2&resourceVersion=11$'), { body = list_body('12', { 'a' }) })
+      assert.equals('WATCH', r:state())
+      expect_request(r, 'watch=true.*resourceVersion=12')
+    end)
+  end)
+
+  -- client-go's SetWatchErrorHandler is told of each failed ListAndWatch; klua's sink is
+  -- told of each failure it retries, and whether a watch was ever accepted, so that klua
+  -- watch can treat a first watch refused as the usage error a first LIST refused is.
+  describe('a watch the server refuses', function()
+    local FORBIDDEN = status(403, 'Forbidden', 'configmaps is forbidden: cannot watch')
+
+    it('is told to the sink and kept as the refusal until a watch is accepted', function()
+      r = listed()
+      r:finish(expect_request(r, 'watch=true'), FORBIDDEN)
+      assert.equals('watch 403 persistent: configmaps is forbidden: cannot watch', r:failure())
+      assert.equals('403 Forbidden: configmaps is forbidden: cannot watch', r:refusal())
+      assert.equals('BACKOFF', r:state())
+      r:advance(r:next_timer())
+      r:feed(expect_request(r, 'watch=true.*resourceVersion=10'), event('MODIFIED', 'a', '11'))
+      assert.is_nil(r:refusal())
+      r:finish(r:request(), FORBIDDEN)
+      assert.equals('watch 403 persistent watched: configmaps is forbidden: cannot watch', r:failure())
+    end)
+
+    it('is no refusal when it is an outage', function()
+      r = listed()
+      r:finish(expect_request(r, 'watch=true'), status(503, 'ServiceUnavailable', 'busy'))
+      assert.equals('watch 503: busy', r:failure())
+      assert.is_nil(r:refusal())
+    end)
+  end)
+
   describe('in WatchList mode', function()
     it('streams the initial state and goes on watching on the same stream', function()
       r = testing.reflector { watch_list = true }

@@ -28,6 +28,8 @@ struct kl_informer {
     unsigned long transform_errors;
     int transforming;      /* inside the transform: the informer cannot be freed */
     char *name;            /* for logs, as the reflector's */
+    kl_informer_failed_fn failed; /* the layer above's, or NULL */
+    void *failed_ud;
 };
 
 void kl_notif_clear(kl_notif *n) {
@@ -132,6 +134,11 @@ static int sink_event(void *ud, kl_event *ev) {
     return full(inf);
 }
 
+static void sink_failed(void *ud, const kl_reflector_failure *f) {
+    kl_informer *inf = ud;
+    if (inf->failed) inf->failed(inf->failed_ud, f);
+}
+
 kl_informer *kl_informer_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
                              kl_informer_ready_fn ready, void *ud) {
     kl_informer *inf = kl_xcalloc(1, sizeof *inf);
@@ -140,7 +147,7 @@ kl_informer *kl_informer_new(kl_loop *loop, kl_http *http, const kl_reflector_op
     kl_ring_init(&inf->q, sizeof(kl_notif));
     inf->store = kl_store_new();
     inf->name = kl_xstrdup(o->name ? o->name : o->path);
-    inf->reflector = kl_reflector_new(loop, http, o, (kl_reflector_sink){sink_replace, sink_event}, inf);
+    inf->reflector = kl_reflector_new(loop, http, o, (kl_reflector_sink){sink_replace, sink_event, sink_failed}, inf);
     return inf;
 }
 
@@ -212,6 +219,13 @@ const char *kl_informer_rv(const kl_informer *inf) { return kl_reflector_rv(inf-
 
 double kl_informer_failing_for(const kl_informer *inf, double now) {
     return kl_reflector_failing_for(inf->reflector, now);
+}
+
+const char *kl_informer_refusal(const kl_informer *inf) { return kl_reflector_refusal(inf->reflector); }
+
+void kl_informer_on_failure(kl_informer *inf, kl_informer_failed_fn fn, void *ud) {
+    inf->failed = fn;
+    inf->failed_ud = ud;
 }
 
 uint64_t kl_informer_seq(const kl_informer *inf) { return inf->seq; }

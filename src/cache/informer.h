@@ -90,5 +90,13 @@ const kl_reflector_stats *kl_informer_stats(const kl_informer *inf);
 const char *kl_informer_rv(const kl_informer *inf);
 /* See kl_reflector_failing_for. */
 double kl_informer_failing_for(const kl_informer *inf, double now);
+/* See kl_reflector_refusal. */
+const char *kl_informer_refusal(const kl_informer *inf);
+
+/* Called with each failed LIST or WATCH its reflector will retry
+ * (kl_reflector_sink.failed), inside the reflector: fn must not free the
+ * informer. */
+typedef void (*kl_informer_failed_fn)(void *ud, const kl_reflector_failure *f);
+void kl_informer_on_failure(kl_informer *inf, kl_informer_failed_fn fn, void *ud);
 
 #endif

@@ -151,10 +151,10 @@ typedef struct watch_st {
     end_action action;
     int end_code;      /* how the request ended: 0 clean, else HTTP status or -1 */
     char end_why[600];
+    size_t end_message; /* where in end_why the server's message begins */
     double retry_after;
     double started, last_activity;
     unsigned long events; /* events and bookmarks delivered */
-    int after_list;       /* it starts at the rv a LIST returned */
     kl_list acc;          /* WATCHLIST: the initial state so far */
     size_t acc_cap;       /* ...and the capacity of acc.items (base/buf.h) */
 } watch_st;
@@ -204,13 +204,18 @@ struct kl_reflector {
     int paginated;      /* the first LIST, at "0", came in pages: the server pages
                          * (no watch cache), so relists page too (client-go's
                          * paginatedResult) */
-    char *expired_list_rv; /* a watch from the rv a LIST returned got 410 at once */
+    char *expired_rv;   /* a watch from this rv got 410 at once; kept until a
+                         * LIST completes or a WatchList syncs, across the
+                         * BACKOFF and the WatchList refusal between */
     kl_backoff backoff;
     uint64_t rng;
     /* An outage: when attempts began failing, what failed, how many did. */
     double down_since;
     const char *down_what;
     unsigned long down_failures;
+    char *refusal;      /* the failure in progress, when it is a 4xx that
+                         * lasts until someone acts (note_failure) */
+    int watched;        /* a watch of this reflector was accepted once */
     /* Frames between the socket and the sink. */
     kl_framer framer;
     kl_ring frames; /* of kl_blob *, oldest first */
@@ -244,11 +249,17 @@ static void set_rv(kl_reflector *r, const char *rv) {
     r->rv = kl_xstrdup(rv);
 }
 
+static void forget_expired_rv(kl_reflector *r) {
+    free(r->expired_rv);
+    r->expired_rv = NULL;
+}
+
 const char *kl_reflector_rv(const kl_reflector *r) { return r->rv ? r->rv : ""; }
 
 double kl_reflector_failing_for(const kl_reflector *r, double t) {
     return r->down_since ? t - r->down_since : 0;
 }
+const char *kl_reflector_refusal(const kl_reflector *r) { return r->refusal; }
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r) { return &r->stats; }
 kl_reflector_state kl_reflector_get_state(const kl_reflector *r) { return r->state; }
 
@@ -264,7 +275,7 @@ static void frames_drop(kl_reflector *r) {
  * permission not granted yet) is logged at error level at every attempt,
  * one backoff step apart. An outage (no answer, a timeout, 5xx, 429) is
  * logged once, when it starts; note_recovered logs its end. */
-static void note_failure(kl_reflector *r, const char *what, int code, const char *why) {
+static void note_failure(kl_reflector *r, const char *what, int code, const char *why, const char *message) {
     int persistent = code >= 400 && code < 500 && code != 408 && code != 429;
     int first = !r->down_since;
     if (first) {
@@ -273,9 +284,20 @@ static void note_failure(kl_reflector *r, const char *what, int code, const char
         r->down_failures = 0;
     }
     r->down_failures++;
-    if (persistent) kl_log(KL_LOG_ERROR, r->o.name, "%s failed: %s", what, why);
-    else if (first) kl_log(KL_LOG_WARN, r->o.name, "%s failed: %s; retrying with backoff", what, why);
-    else kl_vlog(2, r->o.name, "%s failed: %s", what, why);
+    free(r->refusal);
+    r->refusal = NULL;
+    if (persistent) {
+        kl_log(KL_LOG_ERROR, r->o.name, "%s failed: %s", what, why);
+        r->refusal = kl_xstrdup(why);
+    } else if (first) {
+        kl_log(KL_LOG_WARN, r->o.name, "%s failed: %s; retrying with backoff", what, why);
+    } else {
+        kl_vlog(2, r->o.name, "%s failed: %s", what, why);
+    }
+    if (r->sink.failed) {
+        kl_reflector_failure f = {what, code, message, persistent, r->watched};
+        r->sink.failed(r->ud, &f);
+    }
 }
 
 /* A request the failing ones were retrying got its answer. */
@@ -285,6 +307,8 @@ static void note_recovered(kl_reflector *r) {
            now(r) - r->down_since, r->down_failures, r->down_failures == 1 ? "retry" : "retries");
     r->down_since = 0;
     r->down_failures = 0;
+    free(r->refusal);
+    r->refusal = NULL;
 }
 
 /* Takes transition c, to BACKOFF, waiting a backoff step before next. */
@@ -329,22 +353,28 @@ static int is_too_large_rv(const kl_http_resp *resp, const char *message) {
 
 /* One line saying why a request failed, and the code to act on: the
  * Status of a KL_HTTP_STATUS answer, else -1 and the outcome in words (a
- * timeout after a 200, say, where "HTTP 200" would mislead). */
-static void status_words(const kl_http_resp *resp, char *buf, size_t size, int *code) {
+ * timeout after a 200, say, where "HTTP 200" would mislead). Returns where
+ * in buf the server's own message begins (0: the line is all klua's). */
+static size_t status_words(const kl_http_resp *resp, char *buf, size_t size, int *code) {
     char *reason = NULL, *message = NULL;
+    size_t off = 0;
     if (resp->outcome != KL_HTTP_STATUS) {
         *code = -1;
         snprintf(buf, size, "%s", resp->error ? resp->error : kl_http_outcome_name(resp->outcome));
-        return;
+        return 0;
     }
     *code = (int)resp->status;
-    if (resp->body && kl_decode_status(resp->body, resp->body_len, code, &reason, &message) == 0 && message)
-        snprintf(buf, size, "%ld %s: %s", resp->status, reason ? reason : "", message);
-    else
+    if (resp->body && kl_decode_status(resp->body, resp->body_len, code, &reason, &message) == 0 && message) {
+        int n = snprintf(buf, size, "%ld %.100s: ", resp->status, reason ? reason : "");
+        off = n > 0 && (size_t)n < size ? (size_t)n : 0;
+        snprintf(buf + off, size - off, "%s", message);
+    } else {
         snprintf(buf, size, "HTTP %ld", resp->status);
+    }
     if (*code <= 0) *code = (int)resp->status;
     free(reason);
     free(message);
+    return off;
 }
 
 /* The Accept header of a LIST or WATCH (meta: the metadata-only form of it). */
@@ -415,14 +445,17 @@ static void list_complete(kl_reflector *r) {
     list_st *l = &r->st.list;
     kl_vlog(2, r->o.name, "LIST complete: %zu objects at resourceVersion %s", l->acc.n,
             l->acc.rv ? l->acc.rv : "?");
-    int stale = r->expired_list_rv && l->acc.rv && strcmp(r->expired_list_rv, l->acc.rv) == 0;
-    free(r->expired_list_rv);
-    r->expired_list_rv = NULL;
+    int stale = r->expired_rv && l->acc.rv && strcmp(r->expired_rv, l->acc.rv) == 0;
+    forget_expired_rv(r);
     if (stale && !r->rv_unavailable) {
-        /* The state a watch from this very rv just refused with 410 (a paged
-         * LIST is etcd's snapshot at the rv asked for, which a new watch
-         * cache may no longer hold): watching from it again would end the
-         * same way, so list the latest state instead. */
+        /* The state a watch from this very rv just refused with 410: a LIST
+         * with a limit at rv N is etcd's snapshot exactly at N, which a new
+         * watch cache (an API server restarted) no longer holds. Watching
+         * from it again would end the same way, and so, through any path
+         * that lists at N (a paged or unpaged relist, the LIST a refused
+         * WatchList falls back to), would every cycle after: list the
+         * latest state instead. client-go's relist after a LIST's 410
+         * (isLastSyncResourceVersionUnavailable) does the same. */
         kl_vlog(2, r->o.name, "resourceVersion %s was listed again after its watch expired; "
                 "listing the latest state", l->acc.rv);
         r->rv_unavailable = 1;
@@ -505,11 +538,11 @@ static int list_expired(kl_reflector *r, int code, int too_large, const char *er
 static void list_failed(kl_reflector *r, const kl_http_resp *resp) {
     char err[600];
     int code;
-    status_words(resp, err, sizeof err, &code);
+    const char *message = err + status_words(resp, err, sizeof err, &code);
     if (list_expired(r, code, is_too_large_rv(resp, err), err)) {
         /* listed again at once */
     } else if (code == 429 || resp->retry_after >= 0) {
-        note_failure(r, "LIST", code, err);
+        note_failure(r, "LIST", code, err, message);
         retry_after_then(r, C_LIST_RETRY_AFTER, resp->retry_after, C_WAIT_LIST, err);
     } else if (code == 404) {
         /* Not served (a CRD deleted): as client-go, the cache then holds
@@ -517,7 +550,7 @@ static void list_failed(kl_reflector *r, const kl_http_resp *resp) {
          * state unknown) and a wait for the sync ends. Once it is back, its
          * resourceVersions start anew, so the LIST that finds it asks for
          * the latest state. */
-        note_failure(r, "LIST", code, err);
+        note_failure(r, "LIST", code, err, message);
         r->rv_unavailable = 1;
         kl_list none;
         memset(&none, 0, sizeof none);
@@ -525,7 +558,7 @@ static void list_failed(kl_reflector *r, const kl_http_resp *resp) {
         if (r->sink.replace(r->ud, &none)) r->sink_full = 1;
         backoff_then(r, C_LIST_NOT_FOUND, C_WAIT_LIST, err);
     } else {
-        note_failure(r, "LIST", code, err);
+        note_failure(r, "LIST", code, err, message);
         backoff_then(r, C_LIST_ERROR, C_WAIT_LIST, err);
     }
 }
@@ -673,6 +706,7 @@ static void initial_events_end(kl_reflector *r, const char *rv) {
     memset(&w->acc, 0, sizeof w->acc);
     w->acc_cap = 0;
     r->rv_unavailable = 0;
+    forget_expired_rv(r);
     int rc = r->sink.replace(r->ud, &done);
     kl_list_clear(&done);
     if (rc < 0) {
@@ -770,7 +804,7 @@ static void on_deadline(kl_loop *loop, void *ud) {
     kl_reflector *r = ud;
     r->st.watch.deadline_timer = 0;
     kl_log(KL_LOG_WARN, r->o.name,
-           "no initial-events-end bookmark within %.0f s; falling back to LIST for good",
+           "no initial-events-end bookmark within %g s; falling back to LIST for good",
            watch_list_deadline(r));
     r->o.watch_list = 0;
     end_watch_now(r, END_FALLBACK);
@@ -785,6 +819,7 @@ static void on_watch_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
     if (kl_http_is_json(content_type)) {
         note_recovered(r);
+        r->watched = 1;
         return;
     }
     r->stats.malformed++;
@@ -805,7 +840,7 @@ static void on_watch_done(void *ud, const kl_http_resp *resp) {
         /* Ended by the server's timeout or, failing that, by klua's own. */
         w->end_code = 0;
     } else {
-        status_words(resp, w->end_why, sizeof w->end_why, &w->end_code);
+        w->end_message = status_words(resp, w->end_why, sizeof w->end_why, &w->end_code);
     }
     if (!kl_ring_len(&r->frames)) watch_over(r);
     else schedule_pump(r);
@@ -833,7 +868,7 @@ static end_action classify_end(kl_reflector *r) {
     }
     int retry = w->end_code == 429 || w->retry_after >= 0;
     if (r->state == WATCHLIST && w->end_code > 0 && !retry) return END_REFUSED;
-    note_failure(r, "watch", w->end_code, w->end_why);
+    note_failure(r, "watch", w->end_code, w->end_why, w->end_why + w->end_message);
     if (w->end_code == 404) return END_GONE;
     if (retry) return END_RETRY;
     return END_BACKOFF;
@@ -906,10 +941,8 @@ static void watch_stream_over(kl_reflector *r, end_action a) {
         break;
     case END_RELIST:
         if (w->events == 0) {
-            if (w->after_list && r->rv) {
-                free(r->expired_list_rv);
-                r->expired_list_rv = kl_xstrdup(r->rv);
-            }
+            forget_expired_rv(r);
+            if (r->rv) r->expired_rv = kl_xstrdup(r->rv);
             backoff_then(r, C_WATCH_EXPIRED_AT_ONCE, relist_after_wait(r),
                          "the resourceVersion expired before the watch delivered anything");
         } else {
@@ -926,8 +959,6 @@ static void watch_over(kl_reflector *r) {
     cancel(r, &w->idle_timer);
     cancel(r, &w->deadline_timer);
     end_action a = w->ending ? w->action : classify_end(r);
-    free(r->expired_list_rv);
-    r->expired_list_rv = NULL;
     if (r->state == WATCHLIST) watch_list_over(r, a);
     else watch_stream_over(r, a);
 }
@@ -938,11 +969,10 @@ static double watch_timeout(kl_reflector *r) {
     return lo + uniform(r) * (hi - lo);
 }
 
-static void enter_watch(kl_reflector *r, int after_list) {
+static void enter_watch(kl_reflector *r) {
     watch_st *w = &r->st.watch;
     int initial = r->state == WATCHLIST;
     memset(w, 0, sizeof *w);
-    w->after_list = after_list;
     r->stats.watches++;
     long timeout = (long)watch_timeout(r);
     if (initial) kl_vlog(2, r->o.name, "WATCH with initial events (timeout %ld s)", timeout);
@@ -1029,11 +1059,11 @@ static void transition(kl_reflector *r, cause c, const step *s) {
         enter_list(r, s);
         break;
     case WATCHLIST:
-        enter_watch(r, 0);
+        enter_watch(r);
         break;
     case WATCH:
         /* At the initial-events-end bookmark the same stream goes on. */
-        if (c != C_WL_SYNCED) enter_watch(r, c == C_LIST_OK);
+        if (c != C_WL_SYNCED) enter_watch(r);
         break;
     case BACKOFF:
         enter_backoff(r, s);
@@ -1122,6 +1152,7 @@ void kl_reflector_free(kl_reflector *r) {
     free(r->owned.kind);
     free(r->owned.label_selector);
     free(r->owned.field_selector);
-    free(r->expired_list_rv);
+    free(r->expired_rv);
+    free(r->refusal);
     free(r);
 }

@@ -62,6 +62,18 @@
 
 typedef struct kl_reflector kl_reflector;
 
+/* A LIST or WATCH that failed and will be retried after a backoff: not a
+ * 410 (which relists), nor a WatchList the server refused (which falls
+ * back to LIST). Its strings live for the call. */
+typedef struct kl_reflector_failure {
+    const char *request; /* "LIST" or "watch" */
+    int code;            /* the Status code, or -1 for no answer */
+    const char *message; /* the server's message, or what happened instead */
+    int persistent;      /* a 4xx the server gives until someone acts (a
+                          * permission not granted, a selector it refuses) */
+    int watched;         /* a watch of this reflector was accepted before */
+} kl_reflector_failure;
+
 /* Where the reflector's results go. Each call takes ownership of its
  * argument's contents and returns 0, 1 when the consumer is full (the
  * reflector then pauses until kl_reflector_kick), or -1 when it refused
@@ -72,6 +84,8 @@ typedef struct kl_reflector_sink {
     int (*replace)(void *ud, kl_list *list);
     /* One ADDED, MODIFIED or DELETED watch event. */
     int (*event)(void *ud, kl_event *ev);
+    /* A failure, told before the backoff; NULL: not told. */
+    void (*failed)(void *ud, const kl_reflector_failure *f);
 } kl_reflector_sink;
 
 typedef struct kl_reflector_opts {
@@ -153,6 +167,9 @@ const char *kl_reflector_rv(const kl_reflector *r);
 /* Seconds since its lists or watches began failing without an answer
  * since, at `now`; 0 while they succeed. */
 double kl_reflector_failing_for(const kl_reflector *r, double now);
+/* Why its lists or watches are refused, while the failure in progress is
+ * a persistent one (kl_reflector_failure.persistent); else NULL. */
+const char *kl_reflector_refusal(const kl_reflector *r);
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r);
 kl_reflector_state kl_reflector_get_state(const kl_reflector *r);
 

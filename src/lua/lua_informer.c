@@ -73,6 +73,13 @@ struct lua_informer {
     int stopped;   /* inf:stop() came while a handler of it ran: freed when it ends */
     double resync;
     uint64_t resync_timer;
+    /* The last failure of its reflector, until its error handlers have it. */
+    struct {
+        int pending, code, persistent, watched;
+        char verb[8], message[600];
+    } failure;
+    uint64_t failure_id; /* the deferred tell_failure, or 0 */
+    char error_task_name[200];
 };
 
 /* Why inf:stop() closed a handle; tostring tells it from KL_OBJECT_SHUTDOWN
@@ -107,6 +114,7 @@ static void free_informer(lua_informer *li) {
     lua_State *L = kl_rt_lua(li->rt);
     kl_loop_cancel(kl_rt_loop(li->rt), li->resync_timer);
     kl_loop_cancel(kl_rt_loop(li->rt), li->drain_id);
+    kl_loop_cancel(kl_rt_loop(li->rt), li->failure_id);
     if (li->has_cur) kl_notif_clear(&li->cur);
     for (int i = 0; i < 3; i++) free(li->since[i]);
     kl_informer_free(li->inf);
@@ -272,6 +280,65 @@ static void drain(kl_loop *loop, void *ud) {
     check_synced(li);
 }
 
+/* ---- failures --------------------------------------------------------- */
+
+static void push_failure(lua_State *L, const lua_informer *li) {
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, li->failure.verb);
+    lua_setfield(L, -2, "verb");
+    lua_pushinteger(L, li->failure.code);
+    lua_setfield(L, -2, "code");
+    lua_pushstring(L, li->failure.message);
+    lua_setfield(L, -2, "message");
+    lua_pushboolean(L, li->failure.persistent);
+    lua_setfield(L, -2, "persistent");
+    lua_pushboolean(L, li->failure.watched);
+    lua_setfield(L, -2, "watched");
+}
+
+/* Hands the pending failure to each error handler, as its own task, while
+ * handlers are called (RUNNING: the main chunk may still be adding them
+ * before, and none is called from the shutdown's hooks on). */
+static void tell_failure(kl_loop *loop, void *ud) {
+    lua_informer *li = ud;
+    li->failure_id = 0;
+    (void)loop;
+    if (((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->mode != D_CALL) return;
+    li->failure.pending = 0;
+    lua_State *L = kl_rt_lua(li->rt);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
+    lua_getiuservalue(L, -1, 2);                   /* stack: handle, handlers */
+    lua_getfield(L, -1, "error");                  /* stack: handle, handlers, errors */
+    lua_Integer n = luaL_len(L, -1);
+    for (lua_Integer h = 1; h <= n && !li->stopped; h++) {
+        lua_rawgeti(L, -1, h); /* stack: ..., errors, fn */
+        push_failure(L, li);
+        li->in_call = 1;
+        kl_task_spawn(li->rt, NULL, li->error_task_name, 1, NULL, NULL);
+        li->in_call = 0;
+    }
+    lua_pop(L, 3);
+    /* A handler stopped the informer: it goes now, or when the
+     * notification handler it waits for ends. */
+    if (li->stopped && !li->busy) {
+        unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
+        free_informer(li);
+    }
+}
+
+/* The reflector failed and will retry: its error handlers are told, out
+ * of the reflector's call. A failure not told yet gives way to a newer. */
+static void on_failure(void *ud, const kl_reflector_failure *f) {
+    lua_informer *li = ud;
+    li->failure.pending = 1;
+    li->failure.code = f->code;
+    li->failure.persistent = f->persistent;
+    li->failure.watched = f->watched;
+    snprintf(li->failure.verb, sizeof li->failure.verb, "%s", strcmp(f->request, "LIST") == 0 ? "list" : "watch");
+    snprintf(li->failure.message, sizeof li->failure.message, "%s", f->message);
+    if (!li->failure_id) li->failure_id = kl_loop_defer(kl_rt_loop(li->rt), tell_failure, li);
+}
+
 /* Dispatch begins once the main chunk has returned (RUNNING: a script cut
  * short while it loaded never gets there), consumes from HOOKS on, as
  * controller-runtime stops its caches after its controllers, and ends
@@ -281,7 +348,11 @@ static void informers_phase(void *state, const kl_rt_transition *t) {
     switch (t->to) {
     case KL_RT_RUNNING:
         all->mode = D_CALL;
-        for (lua_informer *li = all->list; li; li = li->next) schedule_drain(li);
+        for (lua_informer *li = all->list; li; li = li->next) {
+            schedule_drain(li);
+            if (li->failure.pending && !li->failure_id)
+                li->failure_id = kl_loop_defer(kl_rt_loop(li->rt), tell_failure, li);
+        }
         break;
     case KL_RT_SHUTDOWN_HOOKS:
         if (all->mode == D_CALL) all->mode = D_CONSUME;
@@ -322,10 +393,19 @@ static int add_handler(lua_informer *li, int type, uint64_t after) {
 static int l_on(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const char *ev = luaL_checkstring(L, 2);
+    if (strcmp(ev, "error") == 0) {
+        luaL_checktype(L, 3, LUA_TFUNCTION);
+        lua_getiuservalue(L, 1, 2); /* stack: inf, event, fn, handlers */
+        lua_getfield(L, -1, ev);    /* stack: inf, event, fn, handlers, errors */
+        lua_pushvalue(L, 3);
+        lua_rawseti(L, -2, luaL_len(L, -2) + 1);
+        lua_settop(L, 1);
+        return 1;
+    }
     int type = -1;
     for (int i = 0; event_names[i]; i++)
         if (strcmp(ev, event_names[i]) == 0) type = i;
-    if (type < 0) return luaL_error(L, "unknown event \"%s\": use \"add\", \"update\" or \"delete\"", ev);
+    if (type < 0) return luaL_error(L, "unknown event \"%s\": use \"add\", \"update\", \"delete\" or \"error\"", ev);
     luaL_checktype(L, 3, LUA_TFUNCTION);
     int late = ((const informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->mode != D_WAIT;
     int h = add_handler(li, type, late ? kl_informer_seq(li->inf) : 0);
@@ -434,6 +514,8 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "resource_version");
     lua_pushnumber(L, kl_informer_failing_for(li->inf, kl_now()));
     lua_setfield(L, -2, "failing_for");
+    lua_pushstring(L, kl_informer_refusal(li->inf)); /* nil when NULL */
+    lua_setfield(L, -2, "refused");
     return 1;
 }
 
@@ -522,16 +604,20 @@ static int l_informer(lua_State *L) {
     snprintf(li->name, sizeof li->name, "%s", o.name ? o.name : o.path);
     for (int i = 0; event_names[i]; i++)
         snprintf(li->task_names[i], sizeof li->task_names[i], "%s handler of %s", event_names[i], li->name);
+    snprintf(li->error_task_name, sizeof li->error_task_name, "error handler of %s", li->name);
     li->inf = kl_informer_new(kl_rt_loop(rt), kl_rt_http(rt), &o, on_ready, li);
+    kl_informer_on_failure(li->inf, on_failure, li);
     kl_informer_set_prune(li->inf, prune);
     if (transform) kl_lua_transform_attach(transform, li->inf);
     b->o.state = li;
     snprintf(b->name, sizeof b->name, "%s", li->name);
-    lua_createtable(L, 0, 3); /* stack: ..., handle, handlers */
+    lua_createtable(L, 0, 4); /* stack: ..., handle, handlers */
     for (int i = 0; event_names[i]; i++) {
         lua_newtable(L);
         lua_setfield(L, -2, event_names[i]);
     }
+    lua_newtable(L);
+    lua_setfield(L, -2, "error");
     lua_setiuservalue(L, -2, 2);
     lua_createtable(L, 2, 0); /* stack: ..., handle, state */
     lua_setiuservalue(L, -2, 3);

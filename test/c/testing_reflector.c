@@ -47,6 +47,7 @@ typedef struct fake {
     int nreqs;
     char *log;
     size_t loglen, logcap;
+    char failure[700]; /* the last failure told, or "" */
 } fake;
 
 /* ---- the environment ---- */
@@ -138,6 +139,12 @@ static int sink_event(void *ud, kl_event *ev) {
              ev->obj.ns ? ev->obj.ns : "", ev->obj.name ? ev->obj.name : "", ev->obj.rv ? ev->obj.rv : "");
     log_line(ud, line);
     return 0;
+}
+
+static void sink_failed(void *ud, const kl_reflector_failure *f) {
+    fake *fk = ud;
+    snprintf(fk->failure, sizeof fk->failure, "%s %d%s%s: %s", f->request, f->code,
+             f->persistent ? " persistent" : "", f->watched ? " watched" : "", f->message);
 }
 
 /* ---- methods ---- */
@@ -330,6 +337,24 @@ static int r_take(lua_State *L) {
     return 1;
 }
 
+/* r:failure() -> the last failure the sink was told of ("watch 403
+ * persistent watched: message"), or nil; then forgets it */
+static int r_failure(lua_State *L) {
+    fake *f = check_fake(L);
+    if (f->failure[0]) lua_pushstring(L, f->failure);
+    else lua_pushnil(L);
+    f->failure[0] = '\0';
+    return 1;
+}
+
+/* r:refusal() -> kl_reflector_refusal, or nil */
+static int r_refusal(lua_State *L) {
+    const char *why = kl_reflector_refusal(check_fake(L)->r);
+    if (why) lua_pushstring(L, why);
+    else lua_pushnil(L);
+    return 1;
+}
+
 /* r:stats() -> the reflector's counters */
 static int r_stats(lua_State *L) {
     const kl_reflector_stats *s = kl_reflector_get_stats(check_fake(L)->r);
@@ -399,7 +424,7 @@ static int reflector_new(lua_State *L) {
     f->now = 1000;
     luaL_setmetatable(L, REFLECTOR_MT);
     kl_reflector_env env = {f, f_now, f_after, f_defer, f_cancel, f_start, f_abort, f_resume};
-    f->r = kl_reflector_new_env(&env, &o, (kl_reflector_sink){sink_replace, sink_event}, f);
+    f->r = kl_reflector_new_env(&env, &o, (kl_reflector_sink){sink_replace, sink_event, sink_failed}, f);
     return 1;
 }
 
@@ -429,7 +454,8 @@ void kl_testing_open_reflector(lua_State *L) {
         {"next_timer", r_next_timer}, {"state", r_state}, {"rv", r_rv},
         {"request", r_request},   {"requests", r_requests}, {"aborted", r_aborted},
         {"feed", r_feed},         {"finish", r_finish},   {"take", r_take},
-        {"stats", r_stats},       {"free", r_free},       {NULL, NULL},
+        {"stats", r_stats},       {"free", r_free},       {"failure", r_failure},
+        {"refusal", r_refusal},   {NULL, NULL},
     };
     luaL_newmetatable(L, REFLECTOR_MT);
     luaL_newlib(L, methods);

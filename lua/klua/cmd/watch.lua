@@ -13,9 +13,11 @@
 -- flags (src/cli/cli.c), which klua prints after them.
 --
 -- Exit status 2 for a usage error found before any request; 1, with the
--- server's words, for a resource it does not serve or a first LIST it
--- refuses with 400, 403 or 404 (a field selector it does not know, a
--- resource these credentials may not list); 141 when stdout's reader goes
+-- server's words, for a resource it does not serve, a first LIST or a
+-- first WATCH it refuses with 400, 403 or 404 (a field selector it does
+-- not know, a resource these credentials may not list, or may list but
+-- not watch: the rows are printed first, as kubectl get -w prints them),
+-- or an object named that does not exist; 141 when stdout's reader goes
 -- away. Later failures are retried, as informers do.
 local selector = require 'klua.selector'
 local util = require 'klua.internal.objutil'
@@ -545,6 +547,17 @@ local function fail(msg)
   klua.stop(2)
 end
 
+-- The answers of the server that retrying will not change, on a first
+-- request: a selector it refuses, credentials that may not, a resource or
+-- object it does not have. (klua run retries them: permissions may come.)
+local REFUSED = { [400] = true, [403] = true, [404] = true }
+
+-- Ends klua watch with the server's words, as kubectl does.
+local function refused(message)
+  io.stderr:write('klua watch: ', message, '\n')
+  klua.stop(1)
+end
+
 -- errno of a write to a pipe that nobody reads any more (Linux).
 local EPIPE = 32
 
@@ -669,9 +682,10 @@ function M.main(...)
       server_print, q.as_table = false, nil
       probe, lerr = klua.api.list(r, q)
     end
-    if lerr and (lerr.code == 400 or lerr.code == 403 or lerr.code == 404) then
-      io.stderr:write('klua watch: ', lerr.message or tostring(lerr), '\n')
-      return klua.stop(1)
+    if lerr and REFUSED[lerr.code] then return refused(lerr.message or tostring(lerr)) end
+    -- kubectl get NAME -w gets the object first, and its NotFound ends it.
+    if target.name and probe and #(probe.rows or probe.items or {}) == 0 then
+      return refused(('%s "%s" not found'):format(r.resource .. (r.group ~= '' and ('.' .. r.group) or ''), target.name))
     end
     local definitions = server_print and probe and probe.kind == 'Table' and type(probe.columnDefinitions) == 'table'
       and #probe.columnDefinitions > 0 and probe.columnDefinitions or nil
@@ -698,7 +712,7 @@ function M.main(...)
     end,
   }
 
-  local listed = 0
+  local listed, synced, refusal = 0, false, nil
   local function emit(view, inf, event, obj, old, initial, target)
     local ok, res = true, true
     if filter then ok, res = pcall(filter, event, obj, old) end
@@ -743,15 +757,25 @@ function M.main(...)
     end)
     inf:on('update', function(old, new) emit(view, inf, 'MODIFIED', new, old, false, target) end)
     inf:on('delete', function(obj) emit(view, inf, 'DELETED', obj, nil, false, target) end)
+    -- The first watch refused, as the first LIST: kubectl get -w prints the
+    -- list, then exits with the watch's error. A watch refused later (a
+    -- permission revoked) is retried, as informers do.
+    inf:on('error', function(err)
+      if err.watched or err.verb ~= 'watch' or not REFUSED[err.code] then return end
+      if synced then return refused(err.message) end
+      refusal = refusal or err.message
+    end)
   end
   -- The initial lists are complete: print them, or say that there is
   -- nothing, as kubectl get does ("No resources found in web namespace.").
   klua.on_synced(function()
+    synced = true
     for _, view in ipairs(views) do view:flush(out) end
     if listed == 0 and not o.watch_only then
       io.stderr:write(ns and #views == 1 and ('No resources found in %s namespace.\n'):format(ns)
         or 'No resources found\n')
     end
+    if refusal then refused(refusal) end
   end)
 end
 

@@ -9,9 +9,11 @@
 --             (under leader election or --shards).
 --   /healthz  200 "ok": the answer itself shows the loop turns (a handler
 --             that never returns stops every answer, so the probe times out).
---   /readyz   503 until every informer has synced, and while one has been
---             failing to list or watch for longer than READY_FAILING_SECONDS;
---             200 "ok" otherwise. The body says why.
+--   /readyz   503 until every informer has synced, while the server refuses
+--             one's lists or watches (a 4xx that lasts until someone acts: a
+--             permission not granted yet), and while one has been failing
+--             for longer than READY_FAILING_SECONDS; 200 "ok" otherwise.
+--             The body says why.
 local core = require 'klua.core'
 local metrics = require 'klua.metrics'
 
@@ -199,7 +201,9 @@ local function not_ready()
   if not started then return 'the informers have not synced yet' end
   for _, inf in ipairs(informers) do
     if not inf:synced() then return ('informer %s has not synced yet'):format(inf:name()) end
-    local failing = inf:stats().failing_for
+    local s = inf:stats()
+    if s.refused then return ('informer %s is refused: %s'):format(inf:name(), s.refused) end
+    local failing = s.failing_for
     if failing and failing > M.READY_FAILING_SECONDS then
       return ('informer %s has been failing for %.0f s'):format(inf:name(), failing)
     end
