@@ -547,6 +547,18 @@ klua.requeue_after = controller.requeue_after
 -- @usage
 -- if not ready then return klua.requeue() end
 klua.requeue = controller.requeue
+--- A reconcile error that retrying will not fix (controller-runtime's
+-- reconcile.TerminalError): a reconcile that returns `nil,
+-- klua.terminal_error(err)` is logged and counted
+-- (controller_runtime_terminal_reconcile_errors_total and
+-- controller_runtime_reconcile_errors_total) but not retried; the key is
+-- processed again only when it is added again (a change to the object).
+-- tostring() of it is tostring(err).
+-- @param err what went wrong, a message or an error table
+-- @return the error to return from reconcile
+-- @usage
+-- if not spec_valid then return nil, klua.terminal_error('spec.replicas must not be negative') end
+klua.terminal_error = controller.terminal_error
 --- A work queue with client-go's semantics, for scripts that drive their
 -- own workers: q:add, add_after, add_rate_limited, get (suspends), done,
 -- forget, num_requeues, len, shutdown, stats.
