@@ -20,6 +20,14 @@ local function events_about(sb, ns, name)
   return found
 end
 
+-- The one Event stored about ns/cfg; fails unless there is exactly one, with `count`.
+local function only_event(sb, ns, count)
+  local stored = events_about(sb, ns, 'cfg')
+  assert.equals(1, #stored)
+  assert.equals(count, stored[1].count)
+  return stored[1]
+end
+
 -- A script that records Events about the ConfigMap ns/cfg once the informer
 -- has it: `body` runs in a task, with `cm` the ConfigMap and `record(opts)`
 -- recording an Event about it from component "events-spec", and ends with
@@ -69,9 +77,7 @@ klua.controller { name = 'events-spec', watches = { cms }, reconcile = function(
 end }
 ]], { kubeconfig = sb.kubeconfig, args = { ns }, timeout = 30 })
     assert.equals('5\t5\n', out)
-    local stored = events_about(sb, ns, 'cfg')
-    assert.equals(1, #stored)
-    local ev = stored[1]
+    local ev = only_event(sb, ns, 5)
     assert.are.same({ 5, 'Warning', 'SyncFailed', 'cannot reach the backend', 'events-spec', 'ConfigMap' },
       { ev.count, ev.type, ev.reason, ev.message, ev.source.component, ev.involvedObject.kind })
     assert.truthy(ev.firstTimestamp <= ev.lastTimestamp, ev.firstTimestamp .. ' ' .. ev.lastTimestamp)
@@ -107,9 +113,7 @@ end }
   klua.stop()
 ]], { kubeconfig = sb.kubeconfig, args = { ns } })
     assert.equals('25\tTooManyEvents\tTooManyEvents\n28\nTooManyEvents\n', out)
-    local stored = events_about(sb, ns, 'cfg')
-    assert.equals(1, #stored)
-    assert.equals(28, stored[1].count)
+    only_event(sb, ns, 28)
   end)
 
   -- kube-apiserver deletes Events an hour after their last change (--event-ttl):
@@ -124,9 +128,7 @@ end }
   klua.stop()
 ]], { kubeconfig = sb.kubeconfig, args = { ns } })
     assert.equals('2\ttrue\n', out)
-    local stored = events_about(sb, ns, 'cfg')
-    assert.equals(1, #stored)
-    assert.equals(2, stored[1].count)
+    only_event(sb, ns, 2)
   end)
 
   it('stores one Event with count 2 when two tasks record it at once', function()
@@ -142,8 +144,6 @@ end }
   end
 ]], { kubeconfig = sb.kubeconfig, args = { ns } })
     assert.equals('', out)
-    local stored = events_about(sb, ns, 'cfg')
-    assert.equals(1, #stored)
-    assert.equals(2, stored[1].count)
+    only_event(sb, ns, 2)
   end)
 end)
