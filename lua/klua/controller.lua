@@ -18,9 +18,18 @@
 --   returns nothing (or true)           success: the key's failures are forgotten
 --   returns klua.requeue_after(sec)     processed again after `sec` seconds
 --   returns klua.requeue()              processed again after its backoff
---   raises, or returns nil/false, err   logged; retried with per-key exponential
+--   returns nil/false, err              logged; retried with per-key exponential
 --                                       backoff (5 ms doubling to 1000 s) under an
 --                                       overall limit of 10/s with bursts of 100
+--   returns nil, klua.terminal_error(e) logged; not retried until the key is added
+--   raises                              a panic in controller-runtime's terms:
+--                                       logged, counted, and retried as an error
+--
+-- The controller_runtime_* metrics count these outcomes as
+-- controller-runtime's reconcileHandler does (pkg/internal/controller/
+-- controller.go, v0.20): result "success", "requeue_after", "requeue" or
+-- "error"; a raise as a panic and an error; a terminal error as one and an
+-- error.
 local core = require 'klua.core'
 local leader = require 'klua.leader'
 local shards = require 'klua.shards'
@@ -35,6 +44,13 @@ local M = {}
 M.all = {}
 
 local REQUEUE = {}
+local TERMINAL = { __tostring = function(t) return tostring(t.err) end }
+
+-- controller-runtime's controller_runtime_reconcile_time_seconds buckets
+-- (pkg/internal/controller/metrics/metrics.go, v0.20), in seconds.
+M.RECONCILE_TIME_BUCKETS = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6,
+  0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40,
+  50, 60 }
 
 --- A reconcile result: process the key again after `seconds`.
 function M.requeue_after(seconds)
@@ -45,6 +61,12 @@ end
 --- A reconcile result: process the key again after its rate-limited backoff.
 function M.requeue()
   return setmetatable({}, REQUEUE)
+end
+
+--- A reconcile error that retrying will not fix, as controller-runtime's
+-- reconcile.TerminalError: returned as `return nil, klua.terminal_error(err)`.
+function M.terminal_error(err)
+  return setmetatable({ err = err }, TERMINAL)
 end
 
 local function key_of(obj)
@@ -73,16 +95,50 @@ Controller.__index = Controller
 -- ctl:enqueue('default/web')
 function Controller:enqueue(key) self.queue:add(key) end
 
---- Counters: depth, adds, retries, reconciles, successes, failures,
--- requeues, active (reconciles running now), and wait/work/reconcile
--- durations {count, sum, max, buckets}.
+-- A duration histogram {count, sum, max, counts} over RECONCILE_TIME_BUCKETS.
+local function histogram()
+  local counts = {}
+  for i = 1, #M.RECONCILE_TIME_BUCKETS do counts[i] = 0 end
+  return { count = 0, sum = 0, max = 0, counts = counts }
+end
+
+local function observe(d, seconds)
+  d.count, d.sum = d.count + 1, d.sum + seconds
+  if seconds > d.max then d.max = seconds end
+  for i, le in ipairs(M.RECONCILE_TIME_BUCKETS) do
+    if seconds <= le then
+      d.counts[i] = d.counts[i] + 1
+      return
+    end
+  end
+end
+
+-- d as the queue reports its durations: cumulative {le, count} pairs.
+local function cumulative(d)
+  local buckets, below = {}, 0
+  for i, le in ipairs(M.RECONCILE_TIME_BUCKETS) do
+    below = below + d.counts[i]
+    buckets[i] = { le, below }
+  end
+  return { count = d.count, sum = d.sum, max = d.max, buckets = buckets }
+end
+
+--- Counters: depth, adds, retries, reconciles, successes, failures (every
+-- reconcile that failed, terminal_errors and panics included),
+-- terminal_errors, panics (reconciles that raised), requeues
+-- (klua.requeue), requeues_after (klua.requeue_after), active (reconciles
+-- running now), and wait/work/reconcile durations {count, sum, max,
+-- buckets}.
 -- @return a table of the counters
 -- @usage
 -- klua.log.info('%d reconciles', ctl:stats().reconciles)
 function Controller:stats()
   local s = self.queue:stats()
-  s.reconciles, s.successes, s.failures, s.requeues = self.reconciles, self.successes, self.failures, self.requeues
-  s.active = self.active
+  for _, k in ipairs { 'reconciles', 'successes', 'failures', 'terminal_errors', 'panics', 'requeues',
+    'requeues_after', 'active' } do
+    s[k] = self[k]
+  end
+  s.reconcile = cumulative(self.reconcile_time)
   return s
 end
 
@@ -98,6 +154,12 @@ local _, handle = object.class('controller', Controller, { 'enqueue', 'stats', '
 
 local function failed(c, key, why)
   c.failures = c.failures + 1
+  if getmetatable(why) == TERMINAL then
+    c.terminal_errors = c.terminal_errors + 1
+    core.log('error', ('%s: reconcile %s failed with a terminal error, not retried: %s'):format(
+      c.name, key, tostring(why)))
+    return
+  end
   core.log('error', ('%s: reconcile %s failed (attempt %d): %s'):format(
     c.name, key, c.queue:num_requeues(key) + 1, tostring(why)))
   c.queue:add_rate_limited(key)
@@ -137,16 +199,18 @@ local function process(c, key)
   local ok, res, err = xpcall(c.reconcile, debug.traceback, key, ctx)
   c.in_flight[key] = nil
   c.active = c.active - 1
-  c.queue:observe(core.now() - started)
+  observe(c.reconcile_time, core.now() - started)
   c.reconciles = c.reconciles + 1
   if not ok then
+    c.panics = c.panics + 1
     failed(c, key, res)
   elseif getmetatable(res) == REQUEUE then
-    c.requeues = c.requeues + 1
     if res.after then
+      c.requeues_after = c.requeues_after + 1
       c.queue:forget(key)
       c.queue:add_after(key, res.after)
     else
+      c.requeues = c.requeues + 1
       c.queue:add_rate_limited(key)
     end
   elseif res == nil and err ~= nil or res == false then
@@ -188,7 +252,8 @@ function M.new(opts)
     name = opts.name or 'controller',
     reconcile = opts.reconcile,
     queue = core.queue(opts.rate_limit),
-    reconciles = 0, successes = 0, failures = 0, requeues = 0,
+    reconciles = 0, successes = 0, failures = 0, terminal_errors = 0, panics = 0, requeues = 0,
+    requeues_after = 0, reconcile_time = histogram(),
     workers = opts.workers or 1, active = 0, in_flight = {},
   }, Controller)
   M.all[#M.all + 1] = c

@@ -1,6 +1,7 @@
 --- Events: core/v1 Event objects about an object, as `kubectl describe`
--- shows them. event_for builds the table; the host's klua.record_event
--- posts it.
+-- shows them. event_for builds the table; klua.record_event
+-- (lua/klua/recorder.lua) correlates it with those recorded before and
+-- writes it.
 local M = {}
 
 local clock = os.time

@@ -21,6 +21,7 @@ local finalizer = require 'klua.finalizer'
 local condition = require 'klua.condition'
 local event = require 'klua.event'
 local predicate = require 'klua.predicate'
+local correlator = require 'klua.internal.correlator'
 
 local M = {}
 
@@ -31,7 +32,7 @@ for _, mod in ipairs { owner, finalizer, condition, event, predicate } do
 end
 
 local LIST_MAKERS = { owner, finalizer, condition }
-local CLOCK_USERS = { condition, event }
+local CLOCK_USERS = { condition, event, correlator }
 
 local array_mt
 
@@ -53,7 +54,8 @@ function M.set_array_mt(mt)
   for _, mod in ipairs(LIST_MAKERS) do mod.set_array_mt(mt) end
 end
 
---- Sets the clock that dates condition transitions and events: a function
+--- Sets the clock that dates condition transitions and events, and times
+-- klua.record_event's aggregation window and spam filter: a function
 -- returning seconds since the Unix epoch (os.time by default).
 -- @param fn a function returning epoch seconds
 -- @raise when fn is not a function

@@ -560,6 +560,18 @@ klua.requeue_after = controller.requeue_after
 -- @usage
 -- if not ready then return klua.requeue() end
 klua.requeue = controller.requeue
+--- A reconcile error that retrying will not fix (controller-runtime's
+-- reconcile.TerminalError): a reconcile that returns `nil,
+-- klua.terminal_error(err)` is logged and counted
+-- (controller_runtime_terminal_reconcile_errors_total and
+-- controller_runtime_reconcile_errors_total) but not retried; the key is
+-- processed again only when it is added again (a change to the object).
+-- tostring() of it is tostring(err).
+-- @param err what went wrong, a message or an error table
+-- @return the error to return from reconcile
+-- @usage
+-- if not spec_valid then return nil, klua.terminal_error('spec.replicas must not be negative') end
+klua.terminal_error = controller.terminal_error
 --- A work queue with client-go's semantics, for scripts that drive their
 -- own workers: q:add, add_after, add_rate_limited, get (suspends), done,
 -- forget, num_requeues, len, shutdown, stats.
@@ -588,23 +600,30 @@ klua.labels = { parse = selector.parse }
 --- Helpers for owner references, finalizers, conditions, events and
 -- update predicates (see lua/klua/helpers.lua).
 klua.helpers = require 'klua.helpers'
+local recorder = require 'klua.internal.recorder'
 klua.helpers.set_array_mt(core.json.array_mt)
 
 --- Records a core/v1 Event about obj (opts: type "Normal" or "Warning",
--- reason, message, component; see klua.helpers.event_for). Returns the
--- created Event, or nil, err: err from event_for when obj lacks
--- metadata.name or kind ({reason, message}), else from klua.api.create.
+-- reason, message, component; see klua.helpers.event_for) as client-go's
+-- recorder (controller-runtime's GetEventRecorderFor) records it: an Event
+-- recorded again (same component, object, type, reason and message) is
+-- the same object, its count and lastTimestamp updated; similar Events
+-- (another message) past the 10th in 10 minutes become one Event
+-- "(combined from similar events): <message>" whose count grows; and
+-- after 25 Events about one object, 1 more every 5 minutes is written, the
+-- rest dropped. A controller failing in a loop thus stores one Event, not
+-- one per attempt. Returns the Event as the server stored it, or nil, err:
+-- err from event_for when obj lacks metadata.name or kind ({reason,
+-- message}), reason "TooManyEvents" when dropped, else from klua.api.
 -- Raises when opts is not valid, a mistake in the call.
 -- @param obj the object the Event is about (a view or a table)
 -- @param opts {type=, reason=, message=, component=}
--- @return the created Event, or nil and err
+-- @return the stored Event, or nil and err
 -- @raise when opts is not valid
 -- @usage
 -- klua.record_event(podset, { type = 'Warning', reason = 'ScaleFailed', message = tostring(err) })
 function klua.record_event(obj, opts)
-  local ev, err = klua.helpers.event_for(obj, opts)
-  if not ev then return nil, err end
-  return klua.api.create('events', ev)
+  return recorder.record(obj, opts)
 end
 
 --- Resolves a resource name through discovery: {group=, version=,

@@ -53,7 +53,10 @@ local function escape_help(v)
 end
 
 -- Formats a sample value as Prometheus reads floats: integers without a
--- fraction, and +Inf, -Inf and NaN by name.
+-- fraction, +Inf, -Inf and NaN by name, and other numbers in the fewest
+-- digits that read back the same, as client_golang writes them (Go's
+-- strconv 'g' with precision -1): a bucket's `le` label is then the same
+-- string as controller-runtime's.
 local function number(v)
   if v ~= v then return 'NaN' end
   if v == math.huge then return '+Inf' end
@@ -61,8 +64,10 @@ local function number(v)
   if math.type(v) == 'integer' or (v == math.floor(v) and math.abs(v) < 2 ^ 53) then
     return string.format('%d', v)
   end
-  local short = string.format('%.15g', v)
-  if tonumber(short) == v then return short end
+  for digits = 15, 16 do
+    local short = string.format('%.' .. digits .. 'g', v)
+    if tonumber(short) == v then return short end
+  end
   return string.format('%.17g', v)
 end
 

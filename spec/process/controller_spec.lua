@@ -92,6 +92,32 @@ describe('a controller', function()
     assert.equals('3\ttrue\n', out)
   end)
 
+  -- controller-runtime's reconcile.TerminalError: logged and counted, not requeued.
+  it('does not retry a key whose reconcile returned klua.terminal_error, and reconciles it when added again', function()
+    local out, err = run(sb, [[
+      local cms = klua.informer { resource = 'configmaps', namespace = 'default', label_selector = 'never=matches' }
+      local calls = 0
+      local c
+      c = klua.controller { name = 'strict', watches = { cms }, reconcile = function(key)
+        calls = calls + 1
+        if calls > 1 then
+          print(calls, c:stats().terminal_errors)
+          return klua.stop()
+        end
+        klua.after(0, function()
+          local s = c:stats()
+          print(calls, s.depth + s.waiting + s.processing, s.failures, s.terminal_errors)
+          c:enqueue(key)
+        end)
+        return nil, klua.terminal_error('spec.size must be positive')
+      end }
+      c:enqueue('default/strict')
+    ]])
+    assert.equals('1\t0\t1\t1\n2\t1\n', out)
+    assert.truthy(err:find('strict: reconcile default/strict failed with a terminal error, not retried: '
+      .. 'spec.size must be positive', 1, true), err)
+  end)
+
   it('retries a failing key with growing backoff and forgets its failures after a success', function()
     local out, err = run(sb, [[
       local cms = klua.informer { resource = 'configmaps', namespace = 'default', label_selector = 'never=matches' }

@@ -35,7 +35,7 @@ local function curl(url)
 end
 
 
--- The value of one sample in an exposition, e.g. metric('workqueue_adds_total{name="x"}').
+-- The value of one sample in an exposition, e.g. sample(text, 'klua_lua_memory_bytes').
 local function sample(text, series)
   local escaped = series:gsub('%p', '%%%0')
   return tonumber(text:match('\n' .. escaped .. ' ([^\n]+)'))
@@ -67,7 +67,7 @@ describe('the metrics and probe endpoint', function()
     assert.matches('status 0', prometheus.check(text))
     assert.are.equal(stats.successes,
       sample(text, 'controller_runtime_reconcile_total{controller="cm-spec",result="success"}'))
-    assert.are.equal(stats.adds, sample(text, 'workqueue_adds_total{name="cm-spec"}'))
+    assert.are.equal(stats.adds, sample(text, 'workqueue_adds_total{controller="cm-spec",name="cm-spec"}'))
     assert.are.equal(0, sample(text, 'controller_runtime_reconcile_errors_total{controller="cm-spec"}'))
     assert.are.equal(2, sample(text, 'controller_runtime_max_concurrent_reconciles{controller="cm-spec"}'))
     assert.are.equal(3, sample(text, 'klua_informer_cached_objects{resource="configmaps -n default -l endpoint-spec=yes"}'))

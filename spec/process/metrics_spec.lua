@@ -1,6 +1,7 @@
 -- klua.metrics: a script's own counters, gauges and histograms in the
 -- Prometheus text format that promtool accepts; names Prometheus would
 -- reject are refused when the script declares them.
+local testing = require 'klua.testing'
 local K = require 'support.klua'
 local prometheus = require 'support.prometheus'
 
@@ -74,5 +75,116 @@ klua.log.info('%s | %s | %s | %s | %s', tostring(ok), e1, e2, e3, e4)
 ]]
     assert.matches('false | [^|]*jobs_total: label "queue" is missing | [^|]*jobs_total has no label "extra" | '
       .. '[^|]*jobs_total: a counter only goes up | [^|]*jobs_total: only a gauge can be set', err)
+  end)
+end)
+
+-- What a controller-runtime manager serves for one controller, taken from
+-- controller-runtime v0.20.4 (with client-go 1.32):
+-- pkg/internal/metrics/workqueue.go (workqueue_*: labels name and
+-- controller, buckets prometheus.ExponentialBuckets(10e-9, 10, 12), bound
+-- after bound multiplied as Go multiplies them) and
+-- pkg/internal/controller/metrics/metrics.go (controller_runtime_*); label
+-- names as client_golang writes them, sorted.
+local WORKQUEUE_BUCKETS = { '1e-08', '1e-07', '1e-06', '9.999999999999999e-06', '9.999999999999999e-05', '0.001',
+  '0.01', '0.1', '1', '10', '100', '1000', '+Inf' }
+local RECONCILE_TIME_BUCKETS = { '0.005', '0.01', '0.025', '0.05', '0.1', '0.15', '0.2', '0.25', '0.3', '0.35',
+  '0.4', '0.45', '0.5', '0.6', '0.7', '0.8', '0.9', '1', '1.25', '1.5', '1.75', '2', '2.5', '3', '3.5', '4', '4.5',
+  '5', '6', '7', '8', '9', '10', '15', '20', '25', '30', '40', '50', '60', '+Inf' }
+local CONTROLLER_RUNTIME = {
+  { 'workqueue_depth', 'gauge', 'Current depth of workqueue', 'controller,name' },
+  { 'workqueue_adds_total', 'counter', 'Total number of adds handled by workqueue', 'controller,name' },
+  { 'workqueue_queue_duration_seconds', 'histogram',
+    'How long in seconds an item stays in workqueue before being requested', 'controller,name', WORKQUEUE_BUCKETS },
+  { 'workqueue_work_duration_seconds', 'histogram', 'How long in seconds processing an item from workqueue takes.',
+    'controller,name', WORKQUEUE_BUCKETS },
+  { 'workqueue_unfinished_work_seconds', 'gauge', 'How many seconds of work has been done that is in progress and '
+    .. "hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of "
+    .. 'stuck threads by observing the rate at which this increases.', 'controller,name' },
+  { 'workqueue_longest_running_processor_seconds', 'gauge',
+    'How many seconds has the longest running processor for workqueue been running.', 'controller,name' },
+  { 'workqueue_retries_total', 'counter', 'Total number of retries handled by workqueue', 'controller,name' },
+  { 'controller_runtime_reconcile_total', 'counter', 'Total number of reconciliations per controller',
+    'controller,result' },
+  { 'controller_runtime_reconcile_errors_total', 'counter', 'Total number of reconciliation errors per controller',
+    'controller' },
+  { 'controller_runtime_terminal_reconcile_errors_total', 'counter',
+    'Total number of terminal reconciliation errors per controller', 'controller' },
+  { 'controller_runtime_reconcile_panics_total', 'counter', 'Total number of reconciliation panics per controller',
+    'controller' },
+  { 'controller_runtime_reconcile_time_seconds', 'histogram', 'Length of time per reconciliation per controller',
+    'controller', RECONCILE_TIME_BUCKETS },
+  { 'controller_runtime_max_concurrent_reconciles', 'gauge', 'Maximum number of concurrent reconciles per controller',
+    'controller' },
+  { 'controller_runtime_active_workers', 'gauge', 'Number of currently used workers per controller', 'controller' },
+}
+
+-- One key per outcome; those that fail or requeue succeed the second time.
+-- Once every key has had its last reconcile, prints the exposition.
+local OUTCOMES = [[
+local cms = klua.informer { resource = 'configmaps', namespace = 'default', label_selector = 'never=matches' }
+local calls, pending = {}, 6
+local first = {
+  success = function() end,
+  after = function() return klua.requeue_after(3600) end,
+  requeue = function() return klua.requeue() end,
+  error = function() return nil, 'no luck' end,
+  terminal = function() return nil, klua.terminal_error('spec.size must be positive') end,
+  panic = function() error('a bug') end,
+}
+local last = { success = 1, after = 1, terminal = 1, requeue = 2, error = 2, panic = 2 }
+local c = klua.controller { name = 'metrics-spec', watches = { cms }, reconcile = function(key)
+  calls[key] = (calls[key] or 0) + 1
+  if calls[key] == last[key] then
+    pending = pending - 1
+    if pending == 0 then
+      klua.after(0, function()
+        io.write(klua.metrics.expose())
+        klua.stop()
+      end)
+    end
+  end
+  if calls[key] == 1 then return first[key]() end
+end }
+for key in pairs(first) do c:enqueue(key) end
+]]
+
+describe('the controller metrics', function()
+  local sb = testing.with_sandbox()
+
+  it('are the families, help texts, labels and buckets controller-runtime serves, counted as it counts them', function()
+    local out = K.run_script_ok(OUTCOMES, { kubeconfig = sb.kubeconfig, timeout = 30 })
+    local families = prometheus.parse(out)
+    for _, want in ipairs(CONTROLLER_RUNTIME) do
+      local name, kind, help, label_names, buckets = table.unpack(want)
+      local f = families[name]
+      assert.is_table(f, name .. ' is missing')
+      assert.are.same({ kind, help }, { f.type, f.help }, name)
+      local les = {}
+      for _, s in ipairs(f.samples) do
+        local names = {}
+        for _, l in ipairs(s.label_names) do
+          if l ~= 'le' then names[#names + 1] = l end
+        end
+        assert.are.equal(label_names, table.concat(names, ','), name)
+        assert.are.equal('metrics-spec', s.labels.controller, name)
+        if s.labels.name then assert.are.equal('metrics-spec', s.labels.name, name) end
+        if s.labels.le then les[#les + 1] = s.labels.le end
+      end
+      assert.are.same(buckets or {}, les, name)
+    end
+    -- The value of the sample named `sample` (default: the family's name) of family.
+    local function value(family, result, sample)
+      for _, s in ipairs(families[family].samples) do
+        if s.name == (sample or family) and s.labels.result == result then return s.value end
+      end
+    end
+    local total = 'controller_runtime_reconcile_total'
+    assert.are.same({ 3, 1, 1, 4 }, { value(total, 'error'), value(total, 'requeue'), value(total, 'requeue_after'),
+      value(total, 'success') })
+    assert.are.same({ 3, 1, 1 }, { value('controller_runtime_reconcile_errors_total'),
+      value('controller_runtime_terminal_reconcile_errors_total'), value('controller_runtime_reconcile_panics_total') })
+    assert.are.equal(9, value('controller_runtime_reconcile_time_seconds', nil,
+      'controller_runtime_reconcile_time_seconds_count'))
+    assert.matches('status 0', prometheus.check(out))
   end)
 end)

@@ -42,10 +42,16 @@ struct kl_queue {
     size_t failing;
     bool shutting_down;
     uint64_t adds, retries;
-    kl_queue_dist wait, work, reconcile;
+    kl_queue_dist wait, work;
 };
 
-static const double bucket_bounds[KL_QUEUE_BUCKETS - 1] = {1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1, 10, 100};
+/* controller-runtime's workqueue histograms (pkg/internal/metrics/workqueue.go,
+ * v0.20): prometheus.ExponentialBuckets(10e-9, 10, 12). It multiplies by 10
+ * bound after bound, so two bounds come out a hair below 1e-5 and 1e-4; the
+ * same doubles here give the same `le` labels. */
+static const double bucket_bounds[KL_QUEUE_BUCKETS - 1] = {
+    1e-08, 1e-07, 1e-06, 9.999999999999999e-06, 9.999999999999999e-05, 0.001,
+    0.01,  0.1,   1,     10,                    100,                   1000};
 
 double kl_queue_bucket_bound(int i) {
     if (i < 0) return 0;
@@ -305,8 +311,6 @@ void kl_queue_shutdown(kl_queue *q) {
 
 int kl_queue_shutting_down(const kl_queue *q) { return q->shutting_down; }
 
-void kl_queue_observe(kl_queue *q, double seconds) { dist_observe(&q->reconcile, seconds); }
-
 void kl_queue_get_stats(const kl_queue *q, double now, kl_queue_stats *out) {
     *out = (kl_queue_stats){
         .depth = q->depth,
@@ -317,7 +321,6 @@ void kl_queue_get_stats(const kl_queue *q, double now, kl_queue_stats *out) {
         .retries = q->retries,
         .wait = q->wait,
         .work = q->work,
-        .reconcile = q->reconcile,
     };
     for (const item *it = q->run_head; it; it = it->run_next) {
         double ran = now - it->started_at;

@@ -33,8 +33,9 @@ typedef struct kl_queue_opts {
 } kl_queue_opts;
 
 /* Durations are summarised in this many histogram buckets. Bucket i counts
- * observations above the bound of bucket i-1 and at most its own bound. */
-#define KL_QUEUE_BUCKETS 9
+ * observations above the bound of bucket i-1 and at most its own bound;
+ * the bounds are those of the workqueue_*_duration_seconds histograms. */
+#define KL_QUEUE_BUCKETS 13
 
 typedef struct kl_queue_dist {
     uint64_t count;
@@ -53,7 +54,6 @@ typedef struct kl_queue_stats {
     double longest;    /* seconds the longest-running key has run */
     kl_queue_dist wait;      /* from add (or due time) to get */
     kl_queue_dist work;      /* from get to done */
-    kl_queue_dist reconcile; /* what the caller reported with kl_queue_observe */
 } kl_queue_stats;
 
 /* A queue configured by opts (NULL: all defaults). Out of memory aborts
@@ -102,10 +102,8 @@ size_t kl_queue_len(const kl_queue *q);
 void kl_queue_shutdown(kl_queue *q);
 int kl_queue_shutting_down(const kl_queue *q);
 
-/* Records one reconcile duration measured by the caller. */
-void kl_queue_observe(kl_queue *q, double seconds);
-/* The upper bound of histogram bucket i, in seconds: 1e-5 * 10^i, and
- * infinity for the last bucket. */
+/* The upper bound of histogram bucket i, in seconds: about 1e-8 * 10^i,
+ * and infinity for the last bucket. */
 double kl_queue_bucket_bound(int i);
 /* Fills *out; `now` dates the unfinished and longest processing times. */
 void kl_queue_get_stats(const kl_queue *q, double now, kl_queue_stats *out);

@@ -169,13 +169,6 @@ static int l_done(lua_State *L) {
     return 0;
 }
 
-/* q:observe(seconds): records one reconcile duration. */
-static int l_observe(lua_State *L) {
-    lua_queue *lq = check_queue(L);
-    kl_queue_observe(lq->q, luaL_checknumber(L, 2));
-    return 0;
-}
-
 /* q:len() -> keys queued and ready. */
 static int l_len(lua_State *L) {
     lua_queue *lq = check_queue(L);
@@ -218,7 +211,7 @@ static void push_dist(lua_State *L, const kl_queue_dist *d, const char *name) {
 }
 
 /* q:stats() -> {depth, processing, waiting, failing, adds, retries,
- * longest, wait = {count, sum, max}, work = {...}, reconcile = {...}}. */
+ * longest, wait = {count, sum, max}, work = {...}}. */
 static int l_stats(lua_State *L) {
     lua_queue *lq = check_queue(L);
     kl_queue_stats s;
@@ -238,7 +231,6 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "longest");
     push_dist(L, &s.wait, "wait");
     push_dist(L, &s.work, "work");
-    push_dist(L, &s.reconcile, "reconcile");
     return 1;
 }
 
@@ -306,7 +298,7 @@ static void queues_open(void *state, lua_State *L) {
     static const luaL_Reg methods[] = {
         {"add", l_add},       {"add_after", l_add_after}, {"add_rate_limited", l_add_rate_limited},
         {"forget", l_forget}, {"num_requeues", l_num_requeues}, {"get", l_get},
-        {"done", l_done},     {"observe", l_observe},     {"len", l_len},
+        {"done", l_done},     {"len", l_len},
         {"shutdown", l_shutdown}, {"stats", l_stats},     {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", l_gc}, {"__tostring", l_tostring}, {NULL, NULL}};
     kl_object_class(L, QUEUE_MT, methods, meta);

@@ -107,12 +107,6 @@ static int q_shutting_down(lua_State *L) {
     return 1;
 }
 
-/* q:observe(seconds) */
-static int q_observe(lua_State *L) {
-    kl_queue_observe(check_queue(L), luaL_checknumber(L, 2));
-    return 0;
-}
-
 static void set_number(lua_State *L, const char *name, double v) {
     lua_pushnumber(L, v);
     lua_setfield(L, -2, name);
@@ -154,7 +148,6 @@ static int q_stats(lua_State *L) {
     set_number(L, "longest", s.longest);
     set_dist(L, "wait", &s.wait);
     set_dist(L, "work", &s.work);
-    set_dist(L, "reconcile", &s.reconcile);
     return 1;
 }
 
@@ -298,7 +291,6 @@ void kl_testing_open_queue(lua_State *L) {
         {"len", q_len},
         {"shutdown", q_shutdown},
         {"shutting_down", q_shutting_down},
-        {"observe", q_observe},
         {"stats", q_stats},
         {"__gc", q_gc},
         {NULL, NULL}};

@@ -82,50 +82,66 @@ local function informer_families(add)
     'Objects the transform function failed on (each refuses its LIST or watch).', l, rows.transform_errors)
 end
 
+-- controller-runtime's names, help texts, labels and buckets (v0.20, with
+-- client-go 1.32): pkg/internal/metrics/workqueue.go for workqueue_* (labels
+-- name and controller, both the controller's name) and
+-- pkg/internal/controller/metrics/metrics.go for controller_runtime_*,
+-- counted as pkg/internal/controller/controller.go counts them. Labels are
+-- written in the order client_golang writes them: sorted by name.
 local function controller_families(add)
   local q = { depth = {}, adds = {}, retries = {}, unfinished = {}, longest = {}, wait = {}, work = {} }
-  local c = { total = {}, errors = {}, time = {}, max = {}, active = {} }
+  local c = { total = {}, errors = {}, terminal = {}, panics = {}, time = {}, max = {}, active = {} }
   for _, ctl in ipairs(controllers) do
     local s, name = ctl:stats(), { ctl.name }
-    q.depth[#q.depth + 1] = { name, s.depth }
-    q.adds[#q.adds + 1] = { name, s.adds }
-    q.retries[#q.retries + 1] = { name, s.retries }
-    q.unfinished[#q.unfinished + 1] = { name, s.unfinished or 0 }
-    q.longest[#q.longest + 1] = { name, s.longest }
-    q.wait[#q.wait + 1] = { name, s.wait }
-    q.work[#q.work + 1] = { name, s.work }
-    c.total[#c.total + 1] = { { ctl.name, 'success' }, s.successes }
+    local both = { ctl.name, ctl.name }
+    q.depth[#q.depth + 1] = { both, s.depth }
+    q.adds[#q.adds + 1] = { both, s.adds }
+    q.retries[#q.retries + 1] = { both, s.retries }
+    q.unfinished[#q.unfinished + 1] = { both, s.unfinished or 0 }
+    q.longest[#q.longest + 1] = { both, s.longest }
+    q.wait[#q.wait + 1] = { both, s.wait }
+    q.work[#q.work + 1] = { both, s.work }
     c.total[#c.total + 1] = { { ctl.name, 'error' }, s.failures }
     c.total[#c.total + 1] = { { ctl.name, 'requeue' }, s.requeues }
+    c.total[#c.total + 1] = { { ctl.name, 'requeue_after' }, s.requeues_after }
+    c.total[#c.total + 1] = { { ctl.name, 'success' }, s.successes }
     c.errors[#c.errors + 1] = { name, s.failures }
+    c.terminal[#c.terminal + 1] = { name, s.terminal_errors }
+    c.panics[#c.panics + 1] = { name, s.panics }
     c.time[#c.time + 1] = { name, s.reconcile }
     c.max[#c.max + 1] = { name, ctl.workers }
     c.active[#c.active + 1] = { name, s.active }
   end
-  local n = { 'name' }
-  gauge_or_counter(add, 'gauge', 'workqueue_depth', 'Current depth of workqueue.', n, q.depth)
-  gauge_or_counter(add, 'counter', 'workqueue_adds_total', 'Total number of adds handled by workqueue.', n, q.adds)
-  gauge_or_counter(add, 'counter', 'workqueue_retries_total', 'Total number of retries handled by workqueue.', n,
-    q.retries)
-  gauge_or_counter(add, 'gauge', 'workqueue_unfinished_work_seconds',
-    'Seconds of work in progress that has not been observed by work_duration.', n, q.unfinished)
-  gauge_or_counter(add, 'gauge', 'workqueue_longest_running_processor_seconds',
-    'How many seconds has the longest running processor for workqueue been running.', n, q.longest)
-  histogram(add, 'workqueue_queue_duration_seconds', 'How long in seconds an item stays in workqueue before being requested.',
+  local n = { 'controller', 'name' }
+  gauge_or_counter(add, 'gauge', 'workqueue_depth', 'Current depth of workqueue', n, q.depth)
+  gauge_or_counter(add, 'counter', 'workqueue_adds_total', 'Total number of adds handled by workqueue', n, q.adds)
+  histogram(add, 'workqueue_queue_duration_seconds', 'How long in seconds an item stays in workqueue before being requested',
     n, q.wait)
   histogram(add, 'workqueue_work_duration_seconds', 'How long in seconds processing an item from workqueue takes.',
     n, q.work)
+  gauge_or_counter(add, 'gauge', 'workqueue_unfinished_work_seconds',
+    'How many seconds of work has been done that is in progress and hasn\'t been observed by work_duration. '
+    .. 'Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate '
+    .. 'at which this increases.', n, q.unfinished)
+  gauge_or_counter(add, 'gauge', 'workqueue_longest_running_processor_seconds',
+    'How many seconds has the longest running processor for workqueue been running.', n, q.longest)
+  gauge_or_counter(add, 'counter', 'workqueue_retries_total', 'Total number of retries handled by workqueue', n,
+    q.retries)
   local ctl = { 'controller' }
   gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_total',
-    'Total number of reconciliations per controller.', { 'controller', 'result' }, c.total)
+    'Total number of reconciliations per controller', { 'controller', 'result' }, c.total)
   gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_errors_total',
-    'Total number of reconciliation errors per controller.', ctl, c.errors)
-  histogram(add, 'controller_runtime_reconcile_time_seconds', 'Length of time per reconciliation per controller.',
+    'Total number of reconciliation errors per controller', ctl, c.errors)
+  gauge_or_counter(add, 'counter', 'controller_runtime_terminal_reconcile_errors_total',
+    'Total number of terminal reconciliation errors per controller', ctl, c.terminal)
+  gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_panics_total',
+    'Total number of reconciliation panics per controller', ctl, c.panics)
+  histogram(add, 'controller_runtime_reconcile_time_seconds', 'Length of time per reconciliation per controller',
     ctl, c.time)
   gauge_or_counter(add, 'gauge', 'controller_runtime_max_concurrent_reconciles',
-    'Maximum number of concurrent reconciles per controller.', ctl, c.max)
+    'Maximum number of concurrent reconciles per controller', ctl, c.max)
   gauge_or_counter(add, 'gauge', 'controller_runtime_active_workers',
-    'Number of currently used workers per controller.', ctl, c.active)
+    'Number of currently used workers per controller', ctl, c.active)
 end
 
 -- client-go's names and labels (component-base's restclient metrics).
@@ -153,8 +169,13 @@ local function runtime_families(add)
     { { {}, stats.lua_memory } })
   local election = leader.current()
   if election then
+    -- controller-runtime's pkg/metrics/leaderelection.go (v0.20). Its
+    -- leader_election_slowpath_total counts renewals that fell back from
+    -- client-go's optimistic update to a read first: klua's renewals always
+    -- read first (lua/klua/leader.lua), so it has no such family.
     gauge_or_counter(add, 'gauge', 'leader_election_master_status',
-      'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.',
+      'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. '
+      .. "'name' is the string used to identify the lease. Please make sure to group by name.",
       { 'name' }, { { { election.name }, election:is_leader() and 1 or 0 } })
   end
   local group = require('klua.shards').current()
