@@ -10,7 +10,7 @@ local core = require 'klua.core'
 local api = require 'klua.api'
 local event = require 'klua.event'
 local correlator = require 'klua.internal.correlator'
-local util = require 'klua.objutil'
+local util = require 'klua.internal.objutil'
 
 local M = {}
 
