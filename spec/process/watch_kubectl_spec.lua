@@ -196,6 +196,9 @@ describe('klua watch speaks kubectl', function()
       '  x9: "007"', '  x10: "yes"', '  x100: "1.5"', '  when: "2026-01-02T03:04:05Z"', '  colon: "a: b"',
       '  star: "*x"', '  empty: ""', '  multi: "one\\ntwo\\n"', '  long: "' .. ('abc def '):rep(30) .. '"',
       '  unicode: "héllo"', '  null-word: "null"', '  spaced: " lead"',
+      -- What go-yaml's resolve() reads as a string stays plain, the rest is quoted.
+      '  dot: "."', '  merge: "<<"', '  hexfloat: "0x1p-2"', '  no-date: "2026-02-30"', '  too-big: "1.5e999"',
+      '  wide-hex: "0xFFFFFFFFFFFFFFFFFF"', '  digits: "1_000"', '  half: ".5"', '  octal: "0o17"', '  signed: "-_1"',
     }
     assert(select(2, sb:try_kubectl('apply -n speaks -f -', table.concat(manifest, '\n') .. '\n')))
     local out = same('configmap tricky -n speaks -o yaml', { first = 'tricky', change = false,
