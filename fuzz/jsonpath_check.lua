@@ -9,11 +9,13 @@
 -- or nil and kubectl's "error parsing jsonpath DATA, ..."; a template
 -- renders over a pod-shaped object, over an empty object and over a list
 -- without raising, to text or nil and a message, the same text each time;
--- a template of one path gives its values without raising, and the text
--- of each is what jsonpath.text says.
+-- a template of one path gives its values without raising, and each has a
+-- text (jsonpath.text) and a custom-columns text (jsonpath.sprint).
 local ARRAY = {}
 local NULL = {}
-local OPTS = { array_mt = ARRAY, null = NULL }
+-- klua.json.encode's stand-in for numbers: this state has no klua.
+local function encode(n) return math.type(n) == 'integer' and tostring(n) or ('%.17g'):format(n) end
+local OPTS = { array_mt = ARRAY, null = NULL, encode = encode }
 
 local function array(t) return setmetatable(t, ARRAY) end
 
@@ -50,6 +52,8 @@ return function(data, jsonpath, fail)
     for _, x in ipairs(values or {}) do
       local ok3, s = pcall(jsonpath.text, x, OPTS)
       if not ok3 or type(s) ~= 'string' then fail('text of a value raised: ' .. tostring(s)) end
+      local ok4, g = pcall(jsonpath.sprint, x, OPTS)
+      if not ok4 or type(g) ~= 'string' then fail('sprint of a value raised: ' .. tostring(g)) end
     end
   end
 end

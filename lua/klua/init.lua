@@ -18,7 +18,9 @@ local klua = {}
 klua.json = core.json
 
 --- Encodes a value as JSON: tables (and views) as objects or arrays,
--- `klua.null` as null, integers without a fraction.
+-- `klua.null` as null, integers without a fraction, floats as Go's
+-- encoding/json writes them (as the API server does: a number it sent
+-- encodes back to the same text, 12345678901234567000 or 1e-7).
 -- @function klua.json.encode(value)
 -- @param value a table, view, string, number, boolean or `klua.null`
 -- @return the JSON text

@@ -8,7 +8,7 @@ import binascii
 import copy
 import json
 
-from . import apply, defaults, deletion, fields, managedfields, objects, protobuf
+from . import apply, defaults, deletion, fields, jsonnum, managedfields, objects, protobuf
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from .routes import query_bool
 from .selection import FieldSelector, LabelSelector
@@ -92,7 +92,7 @@ def render_item(rtype, version, doc):
 
 def decode_body(req):
     try:
-        value = json.loads(req.body.decode("utf-8") or "null")
+        value = jsonnum.loads(req.body.decode("utf-8") or "null")
     except (UnicodeDecodeError, ValueError) as err:
         raise bad_request("couldn't get version/kind; json parse error: %s" % err) from None
     return value

@@ -19,6 +19,7 @@ import json
 import threading
 import time
 
+from .jsonnum import go_floats
 from .resources import Registry
 from .status import (INCONSISTENT_CONTINUE, expired, storage_initializing,
                      too_old_resource_version)
@@ -44,7 +45,7 @@ def canonical(obj):
 
 
 def dumps(obj):
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return go_floats(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
 
 
 class Doc:

@@ -8,13 +8,15 @@ tags and several documents are refused with ValueError, as anything it cannot re
 import json
 import re
 
+from . import jsonnum
+
 INT_RE = re.compile(r"^[-+]?(0|[1-9][0-9]*)$")
 FLOAT_RE = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
 
 
 def loads(text):
     try:
-        return json.loads(text)
+        return jsonnum.loads(text)
     except ValueError:
         pass
     lines = _Lines(text)
@@ -193,9 +195,9 @@ def _plain(text):
     if text in ("false", "False", "FALSE"):
         return False
     if INT_RE.match(text):
-        return int(text)
+        return jsonnum.value(int(text))
     if FLOAT_RE.match(text) and any(c.isdigit() for c in text):
-        return float(text)
+        return jsonnum.value(float(text))
     return text
 
 

@@ -125,11 +125,51 @@ describe('klua watch speaks kubectl', function()
       '  x9: "007"', '  x10: "yes"', '  x100: "1.5"', '  when: "2026-01-02T03:04:05Z"', '  colon: "a: b"',
       '  star: "*x"', '  empty: ""', '  multi: "one\\ntwo\\n"', '  long: "' .. ('abc def '):rep(30) .. '"',
       '  unicode: "héllo"', '  null-word: "null"', '  spaced: " lead"',
+      -- What go-yaml's resolve() reads as a string stays plain, the rest is quoted.
+      '  dot: "."', '  merge: "<<"', '  hexfloat: "0x1p-2"', '  no-date: "2026-02-30"', '  too-big: "1.5e999"',
+      '  wide-hex: "0xFFFFFFFFFFFFFFFFFF"', '  digits: "1_000"', '  half: ".5"', '  octal: "0o17"', '  signed: "-_1"',
     }
     assert(select(2, sb:try_kubectl('apply -n speaks -f -', table.concat(manifest, '\n') .. '\n')))
     local out = cmp:same('configmap tricky -n speaks -o yaml', { first = 'tricky', change = false,
       done = function(t) return t:find('tricky') end })
     assert.truthy(out:find('  x9: "007"\n  x10: "yes"\n  x100: "1.5"\n', 1, true), out)
+  end)
+
+  -- kubectl writes YAML with go-yaml v2, which quotes only what it would read
+  -- back as another type ("." stays plain) and sorts anything else before a
+  -- letter (".": {} before f:f2, f2 before float1); an Update's managedFields
+  -- have a "." for each map the manager set.
+  it('with -o yaml --show-managed-fields: managedFields as kubectl writes them', function()
+    assert(select(2, sb:try_kubectl('create -n speaks -f -',
+      'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fields, labels: {a.b: "1", ab: "2", a1: "3"}}\ndata: {f2: "1", float1: "2"}\n')))
+    local out = cmp:same('configmap fields -n speaks -o yaml --show-managed-fields', { first = 'fields', change = false,
+      done = function(t) return t:find('fields') end })
+    assert.truthy(out:find('\n      f:data:\n        .: {}\n        f:f2: {}\n        f:float1: {}\n', 1, true), out)
+  end)
+
+  -- kube-apiserver holds a custom resource's numbers as int64 or float64
+  -- (sigs.k8s.io/json) and writes them with encoding/json, as the sandbox
+  -- does (docs/sandbox.md); kubectl prints them from those Go values: -o json
+  -- as encoding/json, -o yaml through go-yaml (a float with strconv's 'g',
+  -- an integer beyond int64 as go-yaml reads it), jsonpath and
+  -- custom-columns with fmt's %v, maps and lists of custom-columns as Go's
+  -- map[k:v] and [a b].
+  it('numbers, maps and lists as kubectl prints them, in every format', function()
+    assert(select(2, sb:try_kubectl('create -n speaks -f -', [==[{"apiVersion":"example.com/v1","kind":"Gizmo",
+      "metadata":{"name":"numbers"},"spec":{"big":12345678901234567890,"beyond":18446744073709551615,
+      "dec":123456789.123,"million":1000000.0,"tiny":1e-7,"small":0.000015,"huge":1e21,"whole":3,
+      "list":[1,"two words",null,true,{"k":"v"},[]],"nothing":null,"empty":{}}}]==])))
+    local function case(format)
+      cmp:compare('gizmos numbers -n speaks -o ' .. K.quote(format), { 'gizmos', 'numbers', '-n', 'speaks', '-o', format },
+        { first = 'numbers', change = false, done = function(t) return t:find('numbers') end })
+    end
+    case('json')
+    case('yaml')
+    case('jsonpath={.metadata.name} {.spec.big} {.spec.beyond} {.spec.dec} {.spec.tiny} {.spec.small}|{.spec.list}{"\\n"}')
+    case('custom-columns=NAME:.metadata.name,SPEC:.spec,BIG:.spec.big,DEC:.spec.dec,LIST:.spec.list[*],NOTHING:.spec.nothing')
+    cmp:compare([[pods -n speaks -o 'custom-columns=NAME:.metadata.name,LABELS:.metadata.labels,TOLERATIONS:.spec.tolerations']],
+      { 'pods', '-n', 'speaks', '-o', 'custom-columns=NAME:.metadata.name,LABELS:.metadata.labels,TOLERATIONS:.spec.tolerations' },
+      { change = false, done = function(t) return t:find('webpod') end })
   end)
 
   -- kubectl's dialect, value by value: fields, [*], unions, slices, filters,

@@ -395,6 +395,41 @@ describe('sandbox API server over HTTP', function()
   end)
 
   describe('writes', function()
+    -- sigs.k8s.io/json decodes a number into an int64 when it fits, else a
+    -- float64; a custom resource keeps them so and encoding/json writes the
+    -- float64 back (docs/sandbox.md), whether it came as JSON, as an apply
+    -- patch's YAML or in a merge patch.
+    it('keeps a custom resource\'s numbers as int64 or float64 and writes them as Go does', function()
+      local crd = { apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
+        metadata = { name = 'numbered.example.com' },
+        spec = { group = 'example.com', scope = 'Namespaced',
+          names = { plural = 'numbered', singular = 'numbered', kind = 'Numbered' },
+          versions = { { name = 'v1', served = true, storage = true, schema = { openAPIV3Schema = {
+            type = 'object', ['x-kubernetes-preserve-unknown-fields'] = true } } } } } }
+      assert.equals(201, (sb:json('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)))
+      local path = '/apis/example.com/v1/namespaces/default/numbered'
+      local status, text = sb:request('POST', path, '{"apiVersion":"example.com/v1","kind":"Numbered",'
+        .. '"metadata":{"name":"n"},"spec":{"big":12345678901234567890,"beyond":18446744073709551615,'
+        .. '"under":-9223372036854775809,"max":9223372036854775807,"dec":123456789.123,"one":1.0,"e3":1e3,'
+        .. '"tiny":1e-07,"small":1.5e-05,"huge":1e21,"hundred":1e20,"wide":123456789012345678901234567890}}')
+      assert.equals(201, status, text)
+      local want = '"spec":{"big":12345678901234567000,"beyond":18446744073709552000,"under":-9223372036854776000,'
+        .. '"max":9223372036854775807,"dec":123456789.123,"one":1,"e3":1000,"tiny":1e-7,"small":0.000015,'
+        .. '"huge":1e+21,"hundred":100000000000000000000,"wide":1.2345678901234568e+29}'
+      assert.truthy(text:find(want, 1, true), text)
+      status, text = sb:request('GET', path .. '/n')
+      assert.truthy(text:find(want, 1, true), text)
+      status, text = sb:request('PATCH', path .. '/n', '{"spec":{"patched":2.50,"whole":4.0}}',
+        { ['Content-Type'] = 'application/merge-patch+json' })
+      assert.equals(200, status, text)
+      assert.truthy(text:find('"patched":2.5,"whole":4}', 1, true), text)
+      status, text = sb:request('PATCH', path .. '/a?fieldManager=m',
+        'apiVersion: example.com/v1\nkind: Numbered\nmetadata: {name: a}\nspec: {big: 12345678901234567890, one: 1.0}\n',
+        { ['Content-Type'] = 'application/apply-patch+yaml' })
+      assert.equals(201, status, text)
+      assert.truthy(text:find('"spec":{"big":12345678901234567000,"one":1}', 1, true), text)
+    end)
+
     it('answers a stale update with 409 Conflict', function()
       local ns = namespace()
       local obj = create(ns, 'contended')

@@ -68,7 +68,7 @@ function Comparer:compare(kubectl_args, klua_args, opts)
   local started = testing.eventually(function()
     return kubectl_text():find(first, 1, true) and p:output():find(first, 1, true)
   end, 15, { fail = false })
-  local name = 'new' .. string.char(96 + self.n)
+  local name = 'new' .. self.n .. 'p'
   local function settled(done)
     return testing.eventually(function()
       local a, b = kubectl_text(), p:output()

@@ -106,8 +106,17 @@ describe('klua.json.encode', function()
     assert.equals('[3,-2,0,1048576]', json.encode { 3.0, -2.0, 0.0, 2.0 ^ 20 })
   end)
 
-  it('prints other floats with the fewest digits that read back exactly', function()
-    assert.equals('[0.1,0.75,3.141592653589793,1e+300,-2.5e-07,1e+20]', json.encode { 0.1, 0.75, math.pi, 1e300, -2.5e-7, 1e20 })
+  -- Go's encoding/json (floatEncoder), as the API server writes a float64:
+  -- the shortest digits, plain from 1e-6 to below 1e21, else an exponent
+  -- without a leading zero; at a power of two the shortest digits may lie
+  -- above the nearest ones (2^89, 2^-1017).
+  it('prints other floats with the fewest digits that read back exactly, as Go writes them', function()
+    assert.equals('[0.1,0.75,3.141592653589793,1e+300,-2.5e-7,100000000000000000000]',
+      json.encode { 0.1, 0.75, math.pi, 1e300, -2.5e-7, 1e20 })
+    assert.equals('[0.000001,0.000015,1e-7,123456789.123,12345678901234567000,1e+21,-0]',
+      json.encode { 1e-6, 1.5e-5, 1e-7, 123456789.123, 12345678901234567000.0, 1e21, -0.0 })
+    assert.equals('[6.189700196426902e+26,7.120236347223045e-307,5e-324,1.7976931348623157e+308]',
+      json.encode { 2.0 ^ 89, 2.0 ^ -1017, 2.0 ^ -1074, 1.7976931348623157e308 })
     for _, x in ipairs { 0.1 + 0.2, 1 / 3, 2 ^ -1074, 1.7976931348623157e308, 123456.789 } do
       assert.equals(x, json.decode(json.encode { x })[1])
     end
@@ -218,6 +227,24 @@ describe('a round trip through a copy', function()
     assert_decoded_as(json.decode(out), want, 'nulls-and-empties.json', true)
     assert.truthy(out:find('"finalizers":[]', 1, true))
     assert.truthy(out:find('"nested":[[],[[]],{},[{}],[null],[null,null]]', 1, true))
+  end)
+
+  -- kube-apiserver holds a number as an int64 or a float64 (sigs.k8s.io/json)
+  -- and writes the float64 with encoding/json: whatever it sends, integers
+  -- beyond int64 and decimals included, reads back to a Lua number that
+  -- encodes to the same text.
+  it('gives back every number as the API server wrote it, through a view, a copy and decode', function()
+    for _, text in ipairs { '12345678901234567000', '18446744073709552000', '123456789.123', '0.1',
+      '9223372036854775807', '-9223372036854775808', '-9223372036854776000', '100000000000000000000',
+      '1e+21', '1.2345678901234568e+29', '1e-7', '0.000015', '6.189700196426902e+26' } do
+      local obj = '{"spec":{"n":' .. text .. ',"list":[' .. text .. ']}}'
+      local view = testing.view(obj)
+      assert.equals(obj, json.encode(view), text)
+      local c = testing.copy(view)
+      assert.equals(text, json.encode(c.spec.n), text)
+      assert.equals(text, json.encode(view.spec.list[1]), text)
+      assert.equals(text, json.encode(json.decode(text)), text)
+    end
   end)
 
   it('keeps every integer of a Deployment an integer after an edit', function()

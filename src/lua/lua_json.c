@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/gonum.h"
 #include "base/jsonesc.h"
 #include "base/utf8.h"
 #include "lua/view.h"
@@ -209,26 +210,21 @@ static void encode_string(enc *e, const char *s, size_t n, const path *p) {
     putc_(e, '"');
 }
 
+/* Floats as Go's encoding/json writes them (base/gonum.h), the API
+ * server's own form: a number read from the server encodes to the text it
+ * came as, and an integer-valued float to an integer. */
 static void encode_number(enc *e, int idx, const path *p) {
-    char num[40];
-    int n;
+    char num[KL_GONUM_MAX];
+    size_t n;
     if (lua_isinteger(e->L, idx)) {
-        n = snprintf(num, sizeof num, LUA_INTEGER_FMT, lua_tointeger(e->L, idx));
+        n = (size_t)snprintf(num, sizeof num, LUA_INTEGER_FMT, lua_tointeger(e->L, idx));
     } else {
         double d = (double)lua_tonumber(e->L, idx);
         if (isnan(d)) enc_error(e, p, "NaN", "");
         if (isinf(d)) enc_error(e, p, "an infinite number", "");
-        if (d == floor(d) && fabs(d) < 9.2e18) {
-            n = snprintf(num, sizeof num, "%lld", (long long)d);
-        } else {
-            n = 0;
-            for (int prec = 15; prec <= 17; prec++) {
-                n = snprintf(num, sizeof num, "%.*g", prec, d);
-                if (strtod(num, NULL) == d) break;
-            }
-        }
+        n = kl_gonum_json(d, num);
     }
-    put(e, num, (size_t)n);
+    put(e, num, n);
 }
 
 /* How a table encodes. */

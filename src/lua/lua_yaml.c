@@ -1,17 +1,19 @@
 /* lua_yaml.c - klua.core.yaml; see lua_yaml.h. */
 #include "lua/lua_yaml.h"
 
+#include <errno.h>
 #include <lauxlib.h>
 #include <math.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
 
 #include "base/buf.h"
+#include "base/gonum.h"
 #include "base/xalloc.h"
 #include "lua/lua_json.h"
+#include "lua/yaml_plain.h"
 
 /* Deeper than any object the API server stores; stops a cycle. */
 #define MAX_DEPTH 200
@@ -58,40 +60,6 @@ static int emit(writer *w, yaml_event_t *ev) {
     return 0;
 }
 
-/* Whether go-yaml would read the plain scalar s as something other than a
- * string (YAML 1.1 as go-yaml v2 resolves it), and so must quote it. */
-static int resolves_to_other_type(const char *s) {
-    static const char *const words[] = {
-        "", "~", "null", "Null", "NULL", "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
-        "true", "True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF",
-        ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF", ".nan", ".NaN", ".NAN",
-        "<<", NULL};
-    for (int i = 0; words[i]; i++)
-        if (!strcmp(s, words[i])) return 1;
-    /* ints (decimal, 0x, 0o, 0b, underscores), floats, and timestamps */
-    static const char *const patterns[] = {
-        "^[-+]?(0|[1-9][0-9_]*)$",
-        "^[-+]?0[0-7_]+$",
-        "^[-+]?0o[0-7_]+$",
-        "^[-+]?0x[0-9a-fA-F_]+$",
-        "^[-+]?0b[01_]+$",
-        "^[-+]?([0-9][0-9_]*)?\\.[0-9_]*([eE][-+]?[0-9]+)?$",
-        "^[-+]?[0-9][0-9_]*([eE][-+]?[0-9]+)$",
-        "^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\\.[0-9_]*)?$",
-        "^[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?"
-        "(([Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](\\.[0-9]*)?"
-        "([ \t]*(Z|[-+][0-9][0-9]?(:[0-9][0-9])?))?)?$",
-        NULL};
-    for (int i = 0; patterns[i]; i++) {
-        regex_t re;
-        if (regcomp(&re, patterns[i], REG_EXTENDED | REG_NOSUB)) continue;
-        int hit = regexec(&re, s, 0, NULL, 0) == 0;
-        regfree(&re);
-        if (hit) return 1;
-    }
-    return 0;
-}
-
 static int scalar(writer *w, const char *text, size_t len, yaml_scalar_style_t style, int plain) {
     yaml_event_t ev;
     yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)text, (int)len, plain, 1, style);
@@ -100,23 +68,45 @@ static int scalar(writer *w, const char *text, size_t len, yaml_scalar_style_t s
 
 static int string_scalar(writer *w, const char *s, size_t len) {
     if (memchr(s, '\n', len)) return scalar(w, s, len, YAML_LITERAL_SCALAR_STYLE, 0);
-    if (strlen(s) == len && resolves_to_other_type(s)) return scalar(w, s, len, YAML_DOUBLE_QUOTED_SCALAR_STYLE, 0);
+    if (strlen(s) == len && kl_yaml_plain_not_string(s)) return scalar(w, s, len, YAML_DOUBLE_QUOTED_SCALAR_STYLE, 0);
     return scalar(w, s, len, YAML_ANY_SCALAR_STYLE, 1);
 }
 
+/* kubectl writes YAML from the object's JSON text (sigs.k8s.io/yaml),
+ * which go-yaml reads back: a float's encoding/json text is an integer
+ * there when it has no fraction and fits 64 bits (12345678901234567000),
+ * which go-yaml writes as that integer ("-0" as 0), else a float, which it
+ * writes with strconv's 'g' (1.23456789123e+08, 1e+20). */
+static void float_text(double d, char text[KL_GONUM_MAX]) {
+    kl_gonum_json(d, text);
+    if (!strpbrk(text, ".e")) {
+        errno = 0;
+        if (text[0] == '-') {
+            long long v = strtoll(text, NULL, 10);
+            if (errno == 0) {
+                snprintf(text, KL_GONUM_MAX, "%lld", v);
+                return;
+            }
+        } else {
+            unsigned long long v = strtoull(text, NULL, 10);
+            if (errno == 0) {
+                snprintf(text, KL_GONUM_MAX, "%llu", v);
+                return;
+            }
+        }
+    }
+    kl_gonum_g(d, text);
+}
+
 static int number_scalar(writer *w, int idx) {
-    char text[64];
+    char text[KL_GONUM_MAX];
     if (lua_isinteger(w->L, idx)) {
         snprintf(text, sizeof text, LUA_INTEGER_FMT, lua_tointeger(w->L, idx));
     } else {
         double d = lua_tonumber(w->L, idx);
         if (isnan(d)) snprintf(text, sizeof text, ".nan");
         else if (isinf(d)) snprintf(text, sizeof text, d > 0 ? "+.inf" : "-.inf");
-        else
-            for (int digits = 1; digits <= 17; digits++) {
-                snprintf(text, sizeof text, "%.*g", digits, d);
-                if (strtod(text, NULL) == d) break;
-            }
+        else float_text(d, text);
     }
     return scalar(w, text, strlen(text), YAML_PLAIN_SCALAR_STYLE, 1);
 }
@@ -126,10 +116,12 @@ static int value(writer *w, int idx, int depth);
 static int is_letter(unsigned char c) { return (c | 32) >= 'a' && (c | 32) <= 'z' ? 1 : c >= 0x80; }
 static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
-/* go-yaml's order of map keys: by character, but a letter before anything
- * else, and runs of digits by their value, so x9 comes before x10. (Bytes
- * of multibyte characters count as letters, which keeps UTF-8 keys in
- * code point order.) */
+/* go-yaml's order of map keys (keyList.Less in yaml.v2 sorter.go): by
+ * character, but anything else before a letter (f2 before float1, "."
+ * before f:spec), and runs of digits by their value, so x9 comes before
+ * x10. Bytes of multibyte characters count as letters, which keeps UTF-8
+ * keys in code point order; go-yaml asks Unicode, for which a symbol such
+ * as an arrow is no letter. */
 static int key_order(const char *a, const char *b) {
     size_t i = 0;
     for (; a[i] && b[i]; i++) {
@@ -137,7 +129,7 @@ static int key_order(const char *a, const char *b) {
         if (ca == cb) continue;
         int la = is_letter(ca), lb = is_letter(cb);
         if (la && lb) return ca < cb ? -1 : 1;
-        if (la || lb) return lb ? 1 : -1;
+        if (la || lb) return lb ? -1 : 1;
         /* A run of digits that began before i (with a non-zero digit)
          * compares by what follows, with the same weight on both sides. */
         unsigned long long na = 0, nb = 0;

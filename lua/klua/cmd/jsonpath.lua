@@ -11,16 +11,18 @@
 -- or `[?(@.x)]`), a string literal (`{"\n"}`), or `{range PATH}...{end}`,
 -- which renders its body once per value PATH gives, with `@` that value.
 -- The values of one action are joined by one space; strings print as they
--- are, objects and arrays as JSON with sorted keys (Go's json.Marshal, the
--- way kubectl prints them). A missing field gives nothing, as kubectl
+-- are, numbers as Go's fmt prints them (1e+06 for a float), objects and
+-- arrays as JSON with sorted keys (Go's json.Marshal, the way kubectl prints
+-- them). A missing field gives nothing, as kubectl
 -- (which allows missing keys) prints it; an index out of range is an error.
 --
 -- One difference: `.*` on an object gives its values in key order, where
 -- kubectl's order is Go's map order, which varies from run to run.
 --
 -- Values are what klua.json.decode and klua.copy return: an array is a table
--- with klua.json.array_mt (or keys 1..n), JSON null is klua.json.null. A
--- state without klua passes those as `render`'s options.
+-- with klua.json.array_mt (or keys 1..n), JSON null is klua.json.null, and
+-- klua.json.encode writes numbers. A state without klua passes those
+-- (array_mt, null, encode) as `render`'s options.
 local M = {}
 
 local Template = {}
@@ -316,10 +318,17 @@ end
 
 -- ---- values ----------------------------------------------------------------
 
--- How values are told apart: opts.array_mt marks arrays, opts.null is null.
+-- How values are told apart and numbers written: opts.array_mt marks arrays,
+-- opts.null is null, opts.encode writes a number as JSON (klua.json's, which
+-- writes floats as Go's encoding/json does).
 local function kinds(opts)
   local json = opts or (rawget(_G, 'klua') and klua.json) or {}
-  return json.array_mt, json.null
+  return json.array_mt, json.null, json.encode
+end
+
+local function context(opts)
+  local array_mt, null, encode = kinds(opts)
+  return { array_mt = array_mt, null = null, encode = encode, opts = opts }
 end
 
 local function sorted_keys(t)
@@ -350,22 +359,37 @@ local function quote(s)
   return '"' .. s .. '"'
 end
 
-local function number_text(v)
-  if math.type(v) == 'integer' then return tostring(v) end
+local function number_json(v, encode)
   if v ~= v or v == math.huge or v == -math.huge then return 'null' end
-  if v == math.floor(v) and math.abs(v) < 1e21 then return ('%d'):format(v) end
-  local text = ('%.17g'):format(v)
-  for digits = 1, 17 do
-    local short = ('%.' .. digits .. 'g'):format(v)
-    if tonumber(short) == v then text = short break end
+  return encode(v)
+end
+
+-- A number as Go's fmt prints the int64 or float64 kubectl holds it as (%v):
+-- an integer as it is, a float with strconv's 'g' (1e+06, 1.23456789123e+08,
+-- 0.1, 1e-07), made from the float's encoding/json text, whose digits are the
+-- same shortest ones.
+local function number_go(v, encode)
+  if math.type(v) == 'integer' then return tostring(v) end
+  local sign, int, frac, exp = encode(v):match('^(%-?)(%d+)%.?(%d*)e?([-+]?%d*)$')
+  local digits = int .. frac
+  local lead = #digits:match('^0*')
+  local dp = #int + (tonumber(exp) or 0) - lead
+  digits = digits:sub(lead + 1):gsub('0+$', '')
+  if digits == '' then return sign .. '0' end
+  local x = dp - 1
+  if x < -4 or x >= 6 then
+    local rest = #digits > 1 and ('.' .. digits:sub(2)) or ''
+    return ('%s%s%se%s%02d'):format(sign, digits:sub(1, 1), rest, x < 0 and '-' or '+', math.abs(x))
   end
-  return text
+  if dp <= 0 then return sign .. '0.' .. ('0'):rep(-dp) .. digits end
+  if dp >= #digits then return sign .. digits .. ('0'):rep(dp - #digits) end
+  return sign .. digits:sub(1, dp) .. '.' .. digits:sub(dp + 1)
 end
 
 --- A value as JSON with sorted keys, as Go's encoding/json writes it: on one
 -- line, or, with indent (a string), one member a line (json.MarshalIndent).
 function M.json(v, indent, opts)
-  local array_mt, null = kinds(opts)
+  local array_mt, null, encode = kinds(opts)
   local out = {}
   local function put(x, depth)
     local t = type(x)
@@ -374,7 +398,7 @@ function M.json(v, indent, opts)
     elseif t == 'string' then
       out[#out + 1] = quote(x)
     elseif t == 'number' then
-      out[#out + 1] = number_text(x)
+      out[#out + 1] = number_json(x, encode)
     elseif t == 'boolean' then
       out[#out + 1] = tostring(x)
     elseif t == 'table' then
@@ -539,7 +563,7 @@ end
 
 local function text_of(v, ctx)
   if type(v) == 'string' then return v end
-  if type(v) == 'number' then return number_text(v) end
+  if type(v) == 'number' then return number_go(v, ctx.encode) end
   if type(v) == 'boolean' then return tostring(v) end
   return M.json(v, nil, ctx.opts)
 end
@@ -564,8 +588,7 @@ end
 -- ("array index out of bounds: index 5, length 2"). opts: `array_mt` and
 -- `null` (klua.json's by default).
 function Template:render(value, opts)
-  local array_mt, null = kinds(opts)
-  local ctx = { array_mt = array_mt, null = null, opts = opts }
+  local ctx = context(opts)
   local out = {}
   local ok, err = pcall(render_nodes, self.nodes, value, value, ctx, out)
   if not ok then
@@ -580,8 +603,7 @@ end
 function Template:values(value, opts)
   local node = self.nodes[1]
   if #self.nodes ~= 1 or not node.path then return nil, 'a column is one path, such as .metadata.name' end
-  local array_mt, null = kinds(opts)
-  local ctx = { array_mt = array_mt, null = null, opts = opts }
+  local ctx = context(opts)
   local ok, res = pcall(eval_path, node.path, value, value, ctx)
   if not ok then
     if type(res) == 'table' and res.jsonpath then return nil, res.jsonpath end
@@ -590,11 +612,29 @@ function Template:values(value, opts)
   return res
 end
 
---- A value's text as a template prints it (strings as they are, objects and
--- arrays as JSON with sorted keys).
-function M.text(v, opts)
-  local array_mt, null = kinds(opts)
-  return text_of(v, { array_mt = array_mt, null = null, opts = opts })
+--- A value's text as a template prints it (strings as they are, numbers as
+-- Go's fmt prints them, objects and arrays as JSON with sorted keys).
+function M.text(v, opts) return text_of(v, context(opts)) end
+
+local function sprint(v, ctx)
+  if v == nil or v == ctx.null then return '<nil>' end
+  local t = type(v)
+  if t == 'string' then return v end
+  if t == 'number' then return number_go(v, ctx.encode) end
+  if t ~= 'table' then return tostring(v) end
+  local parts = {}
+  if is_array(v, ctx.array_mt) then
+    for i, e in ipairs(v) do parts[i] = sprint(e, ctx) end
+    return '[' .. table.concat(parts, ' ') .. ']'
+  end
+  for i, k in ipairs(sorted_keys(v)) do parts[i] = k .. ':' .. sprint(v[k], ctx) end
+  return 'map[' .. table.concat(parts, ' ') .. ']'
 end
+
+--- A value as Go's fmt.Sprint prints what kubectl decodes it into, as
+-- custom-columns and table cells print it: strings as they are, numbers as
+-- the int64 or float64 they are (1e+06), null as <nil>, arrays as [a b] and
+-- objects as map[k:v ...] with sorted keys, nested alike.
+function M.sprint(v, opts) return sprint(v, context(opts)) end
 
 return M

@@ -91,16 +91,15 @@ end
 -- ---- columns -----------------------------------------------------------------
 
 --- A Table cell as kubectl's table printer writes it: a string up to its
--- first line break (then "..."), nothing for null, numbers and booleans as
--- Go prints them, objects and arrays as JSON.
+-- first line break (then "..."), nothing for null, anything else as Go's
+-- fmt.Sprint prints it (1e+06, map[k:v]).
 function M.cell_text(v)
   if v == nil or v == klua.null then return '' end
   if type(v) == 'string' then
     local cut = v:find('[\f\n\r]')
     return cut and (v:sub(1, cut - 1) .. '...') or v
   end
-  if type(v) == 'number' or type(v) == 'boolean' then return tostring(v) end
-  return jsonpath.text(type(v) == 'userdata' and klua.copy(v) or v)
+  return jsonpath.sprint(type(v) == 'userdata' and klua.copy(v) or v)
 end
 
 --- The columns of a Table (its columnDefinitions) as kubectl get prints
@@ -168,13 +167,15 @@ function M.custom_columns(spec)
   return { headers = headers, templates = templates }
 end
 
---- A custom-columns row: each path's values joined by commas, or <none>.
+--- A custom-columns row: each path's values joined by commas, or <none>;
+-- each value as kubectl's custom-columns printer writes it, with Go's %v
+-- (map[app:web], [a b], <nil>, 1e+06).
 function M.custom_cells(columns, value)
   local out = {}
   for i, t in ipairs(columns.templates) do
     local values = t:values(value)
     local texts = {}
-    for j, v in ipairs(values or {}) do texts[j] = jsonpath.text(v) end
+    for j, v in ipairs(values or {}) do texts[j] = jsonpath.sprint(v) end
     out[i] = #texts > 0 and table.concat(texts, ',') or '<none>'
   end
   return out
