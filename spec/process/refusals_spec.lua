@@ -102,3 +102,41 @@ describe('klua watch of an object by name', function()
     assert.equals('klua watch: ' .. server_message(kerr) .. '\n', err)
   end)
 end)
+
+-- kube-apiserver authorizes a WatchList request (watch=1&sendInitialEvents=true)
+-- as a watch (its RequestInfo verb is "watch"): credentials that may watch but
+-- not list still get the initial state through it, as an informer does.
+describe('credentials that may watch configmaps but not list them, with --watch-list', function()
+  local sb = testing.with_sandbox { each = true, tls = true, auth = 'token' }
+  local kubeconfig
+
+  before_each(function()
+    sb:kubectl('create configmap streamed-a --from-literal=k=v')
+    kubeconfig = fixtures.service_account(sb, K.tmpdir(), 'watcher', { 'watch' })
+  end)
+
+  it('let klua watch stream the objects and their changes, with no LIST of its own', function()
+    local p = K.spawn { '--kubeconfig', kubeconfig, '--watch-list', 'watch', 'configmaps', '-o', 'name' }
+    assert.truthy(p:wait_for('configmap/streamed%-a', 20 * K.slowdown), p:output() .. p:errors())
+    sb:kubectl('create configmap streamed-b')
+    assert.truthy(p:wait_for('configmap/streamed%-b', 20 * K.slowdown), p:output() .. p:errors())
+    assert.is_nil(p:exit_code(), p:errors())
+    p:stop()
+    p:cleanup()
+  end)
+
+  it('still end klua watch with NotFound for a name that does not exist', function()
+    local out, err, code = K.run({ '--kubeconfig', kubeconfig, '--watch-list', 'watch', 'configmap', 'absent',
+      '-o', 'name' }, { timeout = 20 })
+    assert.equals(1, code, out .. err)
+    assert.matches('klua watch: configmaps "absent" not found\n$', err)
+  end)
+
+  it('end klua watch at once with the Forbidden message when it may not watch either', function()
+    local none = fixtures.service_account(sb, K.tmpdir(), 'nobody', { 'get' })
+    local _, err, code = K.run({ '--kubeconfig', none, '--watch-list', 'watch', 'configmaps', '-o', 'name' },
+      { timeout = 20 })
+    assert.equals(1, code, err)
+    assert.matches('klua watch: configmaps is forbidden: User "system:serviceaccount:default:nobody" cannot ', err)
+  end)
+end)

@@ -154,6 +154,10 @@ static void core_open(void *state, lua_State *L) {
     lua_pushinteger(L, KL_RETRY_PERIOD);
     lua_setfield(L, -2, "retry_period");
     lua_setfield(L, -2, "lease_defaults");
+    /* Whether informers list through WatchList (--watch-list): klua watch
+     * then needs no LIST of its own for a format without the Table. */
+    lua_pushboolean(L, kl_rt_options(kl_rt_of(L))->watch_list);
+    lua_setfield(L, -2, "watch_list");
     kl_lua_http_open(L);
     kl_lua_log_open(L);
     kl_lua_procstat_open(L);

@@ -677,15 +677,23 @@ function M.main(...)
     local server_print = (o.output == 'table' or o.output == 'wide') and not o.no_server_print
     local q = { namespace = target.ns, label_selector = o.selector, field_selector = fs, limit = 1,
       one_page = true, as_table = server_print }
-    local probe, lerr = first_list(r, q)
-    if lerr and lerr.code == 406 and server_print then
-      server_print, q.as_table = false, nil
-      probe, lerr = klua.api.list(r, q)
-    end
-    if lerr and REFUSED[lerr.code] then return refused(lerr.message or tostring(lerr)) end
-    -- kubectl get NAME -w gets the object first, and its NotFound ends it.
-    if target.name and probe and #(probe.rows or probe.items or {}) == 0 then
-      return refused(('%s "%s" not found'):format(r.resource .. (r.group ~= '' and ('.' .. r.group) or ''), target.name))
+    target.not_found = ('%s "%s" not found'):format(r.resource .. (r.group ~= '' and ('.' .. r.group) or ''),
+      target.name)
+    -- Under --watch-list a format without the Table needs no LIST: the
+    -- informer's WatchList streams the objects, and credentials that may
+    -- watch but not list work, as they do for an informer. Refusals and a
+    -- missing name are then told by the informer (below).
+    local probe, lerr
+    target.unprobed = require('klua.core').watch_list and not server_print
+    if not target.unprobed then
+      probe, lerr = first_list(r, q)
+      if lerr and lerr.code == 406 and server_print then
+        server_print, q.as_table = false, nil
+        probe, lerr = klua.api.list(r, q)
+      end
+      if lerr and REFUSED[lerr.code] then return refused(lerr.message or tostring(lerr)) end
+      -- kubectl get NAME -w gets the object first, and its NotFound ends it.
+      if target.name and probe and #(probe.rows or probe.items or {}) == 0 then return refused(target.not_found) end
     end
     local definitions = server_print and probe and probe.kind == 'Table' and type(probe.columnDefinitions) == 'table'
       and #probe.columnDefinitions > 0 and probe.columnDefinitions or nil
@@ -751,8 +759,12 @@ function M.main(...)
       field_selector = target.fs,
       server_print = target.server_print,
     }
+    target.listed = 0
     inf:on('add', function(obj, initial)
-      if initial then listed = listed + 1 end
+      if initial then
+        listed = listed + 1
+        target.listed = target.listed + 1
+      end
       if not (initial and o.watch_only) then emit(view, inf, 'ADDED', obj, nil, initial, target) end
     end)
     inf:on('update', function(old, new) emit(view, inf, 'MODIFIED', new, old, false, target) end)
@@ -760,8 +772,12 @@ function M.main(...)
     -- The first watch refused, as the first LIST: kubectl get -w prints the
     -- list, then exits with the watch's error. A watch refused later (a
     -- permission revoked) is retried, as informers do.
+    -- Without the LIST above, a refusal before the first watch is accepted
+    -- is the usage error that LIST's would have been.
     inf:on('error', function(err)
-      if err.watched or err.verb ~= 'watch' or not REFUSED[err.code] then return end
+      if err.watched or not REFUSED[err.code] then return end
+      if target.unprobed then return refused(err.message) end
+      if err.verb ~= 'watch' then return end
       if synced then return refused(err.message) end
       refusal = refusal or err.message
     end)
@@ -770,6 +786,10 @@ function M.main(...)
   -- nothing, as kubectl get does ("No resources found in web namespace.").
   klua.on_synced(function()
     synced = true
+    for _, w in ipairs(informed) do
+      local target = w.target
+      if target.unprobed and target.name and target.listed == 0 then return refused(target.not_found) end
+    end
     for _, view in ipairs(views) do view:flush(out) end
     if listed == 0 and not o.watch_only then
       io.stderr:write(ns and #views == 1 and ('No resources found in %s namespace.\n'):format(ns)
