@@ -98,7 +98,9 @@ static void use_conn(kl_conn *c) {
     if (!easy) die("curl_easy_init failed", NULL);
     struct curl_slist *headers = NULL;
     char err[1024];
-    kl_conn_prepare(c, easy, &headers, err, sizeof err);
+    /* Not an exec credential (above): the request never waits on w. */
+    kl_conn_waiter w = {0};
+    kl_conn_prepare(c, easy, &headers, &w, err, sizeof err);
     kl_conn_unauthorized(c);
     curl_slist_free_all(headers);
     curl_easy_cleanup(easy);
