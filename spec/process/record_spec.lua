@@ -189,10 +189,16 @@ stringData: {password: hunter2}
 end)
 
 describe('klua record and klua replay refuse', function()
-  it('a record without --output, with a usage error', function()
+  it('a record without --output or with a flag it does not know, with a usage error', function()
     local _, err, code = K.run({ '--server', 'http://127.0.0.1:1', 'record', 'configmaps' })
     assert.equals(2, code)
     assert.truthy(err:find('--output FILE is needed', 1, true))
+    _, err, code = K.run({ '--server', 'http://127.0.0.1:1', 'record', 'configmaps', '-o', 'x', '--bogus' })
+    assert.equals(2, code)
+    assert.truthy(err:find('unknown flag: --bogus', 1, true))
+    _, err, code = K.run({ '--server', 'http://127.0.0.1:1', 'record', 'configmaps', '-o', 'x', '-n', 'a', '-A' })
+    assert.equals(2, code)
+    assert.truthy(err:find('-n and -A cannot be combined', 1, true))
   end)
 
   it('a replay of a file that is not a recording, naming the line', function()
