@@ -134,13 +134,14 @@ soak:
 	@python3 scripts/soak --duration $(DURATION) --klua $(BUILD)/klua
 
 # The man pages and the shell completions, made from the built klua: klua(1),
-# klua-run(1) and klua-watch(1) from its help (scripts/build/gen-man), whose flags
+# klua-run(1), klua-watch(1), klua-record(1) and klua-replay(1) from its help (scripts/build/gen-man), whose flags
 # come from the flag table of src/cli/cli.c and watch's FLAGS in
 # lua/klua/cmd/watch.lua; klua-lua(7) and docs/api.md from the doc comments in
 # lua/klua (scripts/build/gen-api); the completions from `klua completion SHELL`.
 # docs/install.md says why these tools.
 VERSION    = $(shell sed -n 's/^\#define KLUA_VERSION "\(.*\)"/\1/p' src/base/version.h)
-MAN1      := $(BUILD)/man/klua.1 $(BUILD)/man/klua-run.1 $(BUILD)/man/klua-watch.1
+MAN1      := $(BUILD)/man/klua.1 $(BUILD)/man/klua-run.1 $(BUILD)/man/klua-watch.1 \
+             $(BUILD)/man/klua-record.1 $(BUILD)/man/klua-replay.1
 MAN7      := $(BUILD)/man/klua-lua.7
 COMPLETIONS := $(BUILD)/completion/klua.bash $(BUILD)/completion/_klua $(BUILD)/completion/klua.fish
 

@@ -720,6 +720,37 @@ function Sandbox:reset_faults()
   if status ~= 200 then error('reset refused: ' .. status .. ' ' .. text, 2) end
 end
 
+--- Replays a recording of `klua record` (docs/record.md) in this server, as `klua replay`
+-- does: its initial state is stored at once; its events follow, in the file's order and
+-- at their recorded pace divided by opts.speed (default 1), from when a client first
+-- watches a recorded resource (or at once when one watches already, or when opts.start
+-- is 'now'). So a spec can replay an incident and then start the controller under test:
+--   cluster:replay('spec/incidents/rollout.ndjson', { speed = 10 })
+--   local controller = cluster:run('controller.lua')
+--   testing.eventually(function() return cluster:replay_progress().state == 'done' end, 30)
+-- The garbage collector stops (the recording holds what it did). One recording per
+-- server. Returns the progress, as replay_progress.
+function Sandbox:replay(file, opts)
+  opts = opts or {}
+  if file:sub(1, 1) ~= '/' then file = trim(run('pwd')) .. '/' .. file end
+  local status, text = self:request('POST', '/sandbox/v1/replay', { file = file, speed = opts.speed or 1 })
+  if status ~= 200 then error('replay of ' .. file .. ' refused: ' .. status .. ' ' .. text, 2) end
+  if opts.start == 'now' then
+    status, text = self:request('POST', '/sandbox/v1/replay', {})
+    if status ~= 200 then error('replay start refused: ' .. status .. ' ' .. text, 2) end
+  end
+  return cjson.decode(text)
+end
+
+--- The decoded /sandbox/v1/replay: state ('waiting' for a watch, 'playing' or 'done'),
+-- events (how many the recording holds after its initial state), applied (how many are
+-- stored so far), initial, speed and file.
+function Sandbox:replay_progress()
+  local status, text = self:request('GET', '/sandbox/v1/replay')
+  if status ~= 200 then error('replay progress failed: ' .. status .. ' ' .. text, 2) end
+  return cjson.decode(text)
+end
+
 --- The decoded /sandbox/v1/stats: requests (by verb), resources (by resource, then verb),
 -- faults (by kind), open_watches, watches (by resource), restarts, resourceVersion.
 function Sandbox:stats()

@@ -1,9 +1,11 @@
-"""The /sandbox/v1/ control endpoint: fault settings, one-shot fault actions and stats.
+"""The /sandbox/v1/ control endpoint: fault settings, one-shot fault actions, stats and
+the replay's progress.
 
 It needs no credentials; it is served on the same loopback listener as the API.
 """
 import json
 
+from . import replay
 from .faults import DEFAULT_OVERSIZE
 from .status import bad_request, path_not_found, too_old_resource_version
 from .store import dumps
@@ -34,6 +36,8 @@ def handle(handler, method, path, body):
         except ValueError as err:
             raise bad_request("the body is not JSON: %s" % err) from None
         return 200, dumps(ctx.nodes.fail(request))
+    if path == "/sandbox/v1/replay" and method in ("GET", "POST"):
+        return 200, dumps(replay.control(ctx, method, body))
     if path == "/sandbox/v1/reset" and method == "POST":
         ctx.faults.reset()
         return 200, dumps({"faults": {}})

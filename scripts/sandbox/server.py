@@ -21,6 +21,7 @@ from .gc import GarbageCollector
 from .nodes import Nodes
 from .handler import Handler
 from .rbac import Tokens
+from . import replay
 from .status import ApiError
 from .store import Store
 
@@ -47,6 +48,7 @@ class Context:
         self.httpd = None
         self.restart_down = None
         self.log_lock = threading.Lock()
+        self.replay = None  # the recording replayed (replay.install), if any
 
     def log(self, level, message):
         if level <= self.verbosity:
@@ -140,6 +142,12 @@ def parse_args(argv):
     p.add_argument("--nodes", type=int, default=0, metavar="N",
                    help="simulate N nodes that schedule and run pods (default 0: none)")
     p.add_argument("--owner-pid", type=int, help="exit when this process is gone")
+    p.add_argument("--replay", metavar="FILE",
+                   help="start with the initial state of a recording of `klua record` and "
+                        "replay its events once a watch of a recorded resource starts "
+                        "(docs/record.md); the garbage collector stays off")
+    p.add_argument("--replay-speed", type=float, default=1.0, metavar="FACTOR",
+                   help="replay FACTOR times as fast as recorded (default 1)")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="log one line per request to stderr")
     f = p.add_argument_group("faults (also settable at run time: POST /sandbox/v1/faults)")
@@ -159,6 +167,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.auth == "cert" and not args.tls:
         p.error("--auth cert needs --tls")
+    if args.replay_speed <= 0:
+        p.error("--replay-speed must be more than 0")
     return args
 
 
@@ -246,6 +256,12 @@ def main(argv):
             tls.make_pki(pki_dir, args.tls_san)
             ssl_context = tls.server_context(pki_dir, args.auth == "cert")
         seed_cluster(ctx)
+        if args.replay:
+            try:
+                replay.install(ctx, args.replay, args.replay_speed)
+            except (OSError, ValueError) as err:
+                sys.stderr.write("sandbox-apiserver: --replay: %s\n" % err)
+                return 2
         ctx.gc.start()
         ctx.nodes.start(ctx.api.defaulter)
 
@@ -263,7 +279,7 @@ def main(argv):
         serve(ctx, args, ssl_context, announce)
     except KeyboardInterrupt:
         pass
-    except (OSError, RuntimeError) as err:
+    except (OSError, RuntimeError, ValueError) as err:
         sys.stderr.write("sandbox-apiserver: %s\n" % err)
         return 1
     finally:

@@ -162,6 +162,8 @@ class WatchStream:
         with self.store.lock:
             initial, failure = self._start_locked()
             self.store.watchers.add(self.watcher)
+            if self.ctx.replay and not failure:
+                self.ctx.replay.watched_locked(self.watcher.rtype)
         try:
             self.handler.start_chunked()
             if failure:

@@ -69,7 +69,8 @@ describe('klua --help', function()
     assert.equals(0, code)
     assert.equals('', err)
     assert.truthy(out:find('^usage: klua %[flags%] COMMAND %[args%.%.%.%]\n'))
-    for _, cmd in ipairs({ 'run SCRIPT.lua [args...]', 'watch RESOURCE [NAME]', 'test [busted args...]', 'version ',
+    for _, cmd in ipairs({ 'run SCRIPT.lua [args...]', 'watch RESOURCE [NAME]', 'record TYPE[,TYPE...] --output FILE',
+      'replay FILE --kubeconfig-out KC', 'test [busted args...]', 'version ',
       'help [COMMAND]' }) do
       assert.truthy(out:find('\n  ' .. cmd, 1, true), 'the help does not list ' .. cmd)
     end

@@ -109,7 +109,7 @@ end)
 describe('bash completion', function()
   it('completes the commands the help lists', function()
     local got = bash_complete({ '' })
-    for _, command in ipairs({ 'run', 'watch', 'test', 'version', 'completion', 'help' }) do
+    for _, command in ipairs({ 'run', 'watch', 'record', 'replay', 'test', 'version', 'completion', 'help' }) do
       assert.is_true(has(got, command), command)
     end
     assert.is_false(has(got, '__complete'))
@@ -136,6 +136,22 @@ describe('bash completion', function()
     end
     assert.is_true(has(got, '--field-selector'))
     assert.is_false(has(bash_complete({ '--' }), '--field-selector'))
+  end)
+
+  it("completes record's and replay's own flags from their help, and a recording's file name after replay", function()
+    for _, command in ipairs({ 'record', 'replay' }) do
+      local got = bash_complete({ command, 'x', '-' })
+      local listed = flags_of_help({ command, '--help' })
+      for _, flag in ipairs(listed) do
+        if flag ~= '--v' then assert.is_true(has(got, flag), command .. ' ' .. flag) end
+      end
+    end
+    assert.are.same({ '--include-secret-data' }, bash_complete({ 'record', 'pods', '--inc' }))
+    assert.are.same({ '--kubeconfig-out' }, bash_complete({ 'replay', 'x', '--kubeconfig-o' }))
+    local dir = K.tmpdir()
+    K.write_file(dir .. '/incident.ndjson', '')
+    assert.are.same({ dir .. '/incident.ndjson' }, bash_complete({ 'replay', dir .. '/inci' }))
+    os.execute('rm -rf ' .. K.quote(dir))
   end)
 
   it('completes the words a flag takes one of, and file names for a FILE', function()

@@ -273,3 +273,56 @@ describe('testing.with_sandbox', function()
     assert.is_false(running(shared))
   end)
 end)
+
+-- cluster:replay: a recording of `klua record` (docs/record.md) served to the
+-- controller under test, which sees the initial state listed and then each
+-- recorded change, in the file's order.
+describe('Sandbox:replay', function()
+  local cluster = testing.with_sandbox { each = true }
+  local INCIDENT = 'spec/fixtures/recordings/incident.ndjson'
+  -- The user's controller: says what it sees of ConfigMaps.
+  local NARRATOR = [[
+local cms = klua.informer { resource = 'configmaps', namespace = 'default' }
+cms:on('add', function(cm, initial) klua.log.info('add %s%s', cm.metadata.name, initial and ' (listed)' or '') end)
+cms:on('update', function(_, cm) klua.log.info('update %s replicas=%s', cm.metadata.name, cm.data.replicas) end)
+cms:on('delete', function(cm) klua.log.info('delete %s', cm.metadata.name) end)
+klua.on_synced(function() klua.log.info('synced') end)
+]]
+
+  it('holds the recorded state, then replays its changes once the controller watches', function()
+    local progress = cluster:replay(INCIDENT, { speed = 4 })
+    assert.same({ 'waiting', 2, 3, 0 }, { progress.state, progress.initial, progress.events, progress.applied })
+    assert.equals('2', cluster:get('configmap web-settings').data.replicas)
+    local controller = cluster:run(K.script(NARRATOR))
+    testing.eventually(function() return cluster:replay_progress().state == 'done' end, 30,
+      { what = 'the replay to end' })
+    local seen = testing.eventually(function()
+      local log = controller:log()
+      return log:find('add cache-settings', 1, true) and log
+    end, 20, { what = 'the controller to see the last recorded change' })
+    local order = {}
+    for what in seen:gmatch('info  %[[^%]]+%] ([^\n]+)') do
+      if what ~= 'synced' then order[#order + 1] = what end
+    end
+    assert.same({ 'add db-settings (listed)', 'add web-settings (listed)', 'update web-settings replicas=20',
+      'delete db-settings', 'add cache-settings' }, order)
+    assert.is_nil(cluster:get('configmap db-settings'))
+  end)
+
+  it('starts at once when a recorded resource is watched already', function()
+    local controller = cluster:run(K.script(NARRATOR))
+    controller:wait_log('synced', 20)
+    cluster:replay(INCIDENT, { speed = 4 })
+    testing.eventually(function() return cluster:replay_progress().state == 'done' end, 30,
+      { what = 'the replay to end without another watch' })
+    controller:wait_log('add cache%-settings', 20)
+  end)
+
+  it('starts at once with start = "now", and refuses a second recording', function()
+    cluster:replay(INCIDENT, { speed = 10, start = 'now' })
+    testing.eventually(function() return cluster:replay_progress().state == 'done' end, 30,
+      { what = 'the replay to end' })
+    assert.equals('20', cluster:get('configmap web-settings').data.replicas)
+    assert.has_error(function() cluster:replay(INCIDENT) end)
+  end)
+end)

@@ -46,7 +46,8 @@ describe('make install', function()
   it('puts the man pages where man finds them, rendering without warnings and listing every flag the help lists', function()
     local man = dest .. '/usr/share/man'
     local pages = { { 'man1/klua.1', { '--help' } }, { 'man1/klua-run.1', { 'help', 'run' } },
-      { 'man1/klua-watch.1', { 'help', 'watch' } } }
+      { 'man1/klua-watch.1', { 'help', 'watch' } }, { 'man1/klua-record.1', { 'help', 'record' } },
+      { 'man1/klua-replay.1', { 'help', 'replay' } } }
     for _, p in ipairs(pages) do
       local path = man .. '/' .. p[1]
       local warnings = K.run_command('LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z ' .. K.quote(path) .. ' 2>&1; echo "status $?"')

@@ -366,6 +366,37 @@ static const command commands[] = {
      "is the script's (klua.args), flags included: klua's flags go before it. run has\n"
      "no flags of its own."},
     {"watch", "watch RESOURCE [NAME]", "print one line per event, like kubectl get -w", NULL, NULL},
+    {"record", "record TYPE[,TYPE...] --output FILE", "write what klua sees of some resources to a file, for replay",
+     "usage: klua [flags] record TYPE[,TYPE...] [-n NS | -A] [-l SEL] --output FILE [--include-secret-data]",
+     "Writes to FILE, as NDJSON, what klua's informers see of the resources named\n"
+     "(as kubectl names them, several separated by commas): a header, the initial\n"
+     "list, then every change with its arrival time, until SIGINT or SIGTERM ends\n"
+     "it. A relist is written as the informer delivers it: the adds, updates and\n"
+     "deletes it found. Secrets' data and stringData values are replaced by\n"
+     "\"<redacted>\" (base64 in data) unless --include-secret-data. klua replay\n"
+     "serves the file again; docs/record.md describes it field by field.\n"
+     "\n"
+     "Flags:\n"
+     "  -n, --namespace NS                     record this namespace (default: the kubeconfig context's)\n"
+     "  -A, --all-namespaces                   record every namespace\n"
+     "  -l, --selector SEL                     only objects whose labels match, filtered by the server\n"
+     "  -o, --output FILE                      the file to write (replaced)\n"
+     "      --include-secret-data              keep the values of Secrets' data and stringData"},
+    {"replay", "replay FILE --kubeconfig-out KC", "serve a recording of klua record again, at its pace",
+     "usage: klua replay FILE [--speed FACTOR] [--port P] --kubeconfig-out KC",
+     "Starts the sandbox API server (docs/sandbox.md) holding the initial state of\n"
+     "FILE, a recording of klua record, writes a kubeconfig for it to KC and, once\n"
+     "a client watches a recorded resource, commits the recorded changes in the\n"
+     "file's order at their recorded pace, so that klua run, klua watch or kubectl\n"
+     "sees the incident again. The server assigns its own resourceVersions, in\n"
+     "the file's order: the same file gives the same events in the same order\n"
+     "(docs/record.md). It serves, the final state once the replay is over, until\n"
+     "SIGINT or SIGTERM.\n"
+     "\n"
+     "Flags:\n"
+     "      --speed FACTOR                     replay FACTOR times as fast (default 1)\n"
+     "      --port P                           port to listen on, on 127.0.0.1 (default 0: any free one)\n"
+     "      --kubeconfig-out FILE              write the kubeconfig of the server here"},
     {"test", "test [busted args...]", "run a controller's specs with klua.testing (docs/testing.md)",
      "usage: klua test [busted args...]",
      "Runs busted with the klua.testing harness on the Lua path and KLUA_BIN set to\n"

@@ -54,7 +54,8 @@ void kl_cli_free(kl_cli *c);
  * or of a command (to out, or to errs when there is no command), an unknown
  * command refused with the nearest known one, and watch's words checked by
  * klua.cmd.watch's parse. Returns the exit status, or -1 when c is a command
- * to run ("run", "watch" or "version"). */
+ * to run ("run", "watch", "record", "replay", "test", "completion" or
+ * "version"). */
 int kl_cli_answer(const kl_cli *c, FILE *out, FILE *errs);
 
 /* Writes the help of command (klua's own when NULL) to out, as `klua help

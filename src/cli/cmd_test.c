@@ -17,21 +17,37 @@ static int is_file(const char *path) {
     return access(path, R_OK) == 0;
 }
 
-/* Finds the harness directory for the binary at exe into out; 0 or -1. */
-static int find_harness(const char *exe, char *out, size_t size) {
+/* Finds which of dirs, relative to the directory of the binary exe, holds
+ * file; writes that directory, resolved, to out. 0, or -1. */
+static int find_beside(const char *exe, const char *const *dirs, size_t ndirs, const char *file, char *out,
+                       size_t size) {
     const char *slash = strrchr(exe, '/');
     int dirlen = slash ? (int)(slash - exe) : 0;
-    for (size_t i = 0; i < sizeof harness_dirs / sizeof *harness_dirs; i++) {
+    for (size_t i = 0; i < ndirs; i++) {
         char probe[PATH_MAX];
-        int n = snprintf(out, size, "%.*s%s", dirlen, exe, harness_dirs[i]);
+        int n = snprintf(out, size, "%.*s%s", dirlen, exe, dirs[i]);
         if (n < 0 || (size_t)n >= size) continue;
-        n = snprintf(probe, sizeof probe, "%s/klua/testing.lua", out);
+        n = snprintf(probe, sizeof probe, "%s/%s", out, file);
         if (n > 0 && (size_t)n < sizeof probe && is_file(probe) && realpath(out, probe)) {
             snprintf(out, size, "%s", probe);
             return 0;
         }
     }
     return -1;
+}
+
+int kl_find_installed(const char *command, const char *what, const char *const *dirs, size_t ndirs,
+                      const char *file, char exe[PATH_MAX], char dir[PATH_MAX]) {
+    if (!realpath("/proc/self/exe", exe)) {
+        fprintf(stderr, "klua %s: cannot find the klua binary: %s\n", command, strerror(errno));
+        return -1;
+    }
+    if (find_beside(exe, dirs, ndirs, file, dir, PATH_MAX) < 0) {
+        fprintf(stderr, "klua %s: %s is not beside %s: install klua with `make install`, which puts it in "
+                        "PREFIX%s\n", command, what, exe, dirs[0] + 3);
+        return -1;
+    }
+    return 0;
 }
 
 /* The path of busted on $PATH into out; 0 or -1. */
@@ -49,15 +65,9 @@ static int find_busted(char *out, size_t size) {
 
 int kl_cmd_test(int nargs, char **args) {
     char exe[PATH_MAX], dir[PATH_MAX], busted[PATH_MAX];
-    if (!realpath("/proc/self/exe", exe)) {
-        fprintf(stderr, "klua test: cannot find the klua binary: %s\n", strerror(errno));
+    if (kl_find_installed("test", "the test harness klua/testing.lua", harness_dirs,
+                          sizeof harness_dirs / sizeof *harness_dirs, "klua/testing.lua", exe, dir) < 0)
         return 1;
-    }
-    if (find_harness(exe, dir, sizeof dir) < 0) {
-        fprintf(stderr, "klua test: the test harness klua/testing.lua is not beside %s: "
-                        "install klua with `make install`, which puts it in PREFIX/share/klua/lua\n", exe);
-        return 1;
-    }
     if (find_busted(busted, sizeof busted) < 0) {
         fputs("klua test: busted is not on the PATH: install it (Debian package lua-busted)\n", stderr);
         return 127;

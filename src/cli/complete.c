@@ -313,9 +313,9 @@ static int complete(FILE *out, int argc, char **argv) {
             offer(out, "", cur, global.commands[c], strlen(global.commands[c]));
     } else if (!strcmp(st.command, "completion") && !st.words) {
         for (size_t sh = 0; sh < NSHELLS; sh++) offer(out, "", cur, shells[sh].name, strlen(shells[sh].name));
-    } else if (!strcmp(st.command, "run")) {
+    } else if (!strcmp(st.command, "run") || (!strcmp(st.command, "replay") && !st.words)) {
         directive = DIRECTIVE_DEFAULT;
-    } else if (!strcmp(st.command, "watch") && !st.words) {
+    } else if ((!strcmp(st.command, "watch") || !strcmp(st.command, "record")) && !st.words) {
         offer_from_server(out, argc - 1, argv, "resources", "", cur);
     }
     help_words_free(&own);

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 
 #include "cli/cli.h"
+#include "cli/cmd_replay.h"
 #include "cli/cmd_test.h"
 #include "cli/complete.h"
 #include "base/log.h"
@@ -53,6 +54,7 @@ static int cmd_version(void) {
 }
 
 static const char watch_chunk[] = "return require('klua.cmd.watch').main(...)";
+static const char record_chunk[] = "return require('klua.cmd.record').main(...)";
 
 /* A core dump of klua holds its credentials, the bearer token among them:
  * none is made unless --allow-core-dumps asks. RLIMIT_CORE 0 keeps the
@@ -96,7 +98,7 @@ static int run(kl_cli *c) {
         }
         fclose(f);
     }
-    int watch = !strcmp(c->command, "watch");
+    int watch = !strcmp(c->command, "watch"), record = !strcmp(c->command, "record");
     const kl_ctl_opts *ctl = &c->rt.ctl;
     double lease = ctl->lease_duration > 0 ? ctl->lease_duration : KL_LEASE_DURATION;
     double renew = ctl->renew_deadline > 0 ? ctl->renew_deadline : KL_RENEW_DEADLINE;
@@ -112,9 +114,9 @@ static int run(kl_cli *c) {
                      "timings (add --leader-elect)");
         return 2;
     }
-    if (watch && (ctl->leader_elect || ctl->shards || ctl->metrics_addr || ctl->probe_addr || ctl->graceful_shutdown_timeout > 0)) {
+    if ((watch || record) && (ctl->leader_elect || ctl->shards || ctl->metrics_addr || ctl->probe_addr || ctl->graceful_shutdown_timeout > 0)) {
         run_error(c, "leader election, the graceful shutdown and the metrics and probe endpoint are for klua run, "
-                     "not klua watch");
+                     "not klua %s", c->command);
         return 2;
     }
     c->rt.ctl.script = c->script;
@@ -136,8 +138,9 @@ static int run(kl_cli *c) {
             return 2;
         }
     }
-    int code = watch ? kl_rt_run(rt, "klua watch", watch_chunk, c->nargs, c->args)
-                     : kl_rt_run(rt, c->script, NULL, c->nargs, c->args);
+    int code = watch    ? kl_rt_run(rt, "klua watch", watch_chunk, c->nargs, c->args)
+               : record ? kl_rt_run(rt, "klua record", record_chunk, c->nargs, c->args)
+                        : kl_rt_run(rt, c->script, NULL, c->nargs, c->args);
     /* A shell tool stopped by a signal ends with 128 + its number (130 for
      * SIGINT); a script that stops cleanly chose its code with klua.stop. */
     if (watch && kl_rt_stop_signal(rt)) code = 128 + kl_rt_stop_signal(rt);
@@ -163,6 +166,7 @@ int main(int argc, char **argv) {
     else if ((code = kl_cli_answer(&c, stdout, stderr)) < 0) {
         if (!strcmp(c.command, "version")) code = cmd_version();
         else if (!strcmp(c.command, "test")) code = kl_cmd_test(c.nargs, c.args);
+        else if (!strcmp(c.command, "replay")) code = kl_cmd_replay(c.nargs, c.args);
         else if (!strcmp(c.command, "completion"))
             code = c.nargs > 1 ? (fputs("klua completion: one shell: bash, zsh or fish\n", stderr), 2)
                                : kl_complete_script(c.nargs ? c.args[0] : NULL, stdout, stderr);
