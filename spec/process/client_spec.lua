@@ -76,8 +76,10 @@ describe("the server's warnings", function()
 
   setup(function()
     sb:apply(deprecated_widgets_crd())
-    sb:apply(cjson.encode { apiVersion = 'example.com/v1', kind = 'Widget',
-      metadata = { name = 'w1', namespace = 'default' }, spec = { size = 1 } })
+    for _, name in ipairs { 'w0', 'w1' } do
+      sb:apply(cjson.encode { apiVersion = 'example.com/v1', kind = 'Widget',
+        metadata = { name = name, namespace = 'default' }, spec = { size = 1 } })
+    end
   end)
   after_each(function() watchers.cleanup() end)
 
@@ -96,6 +98,9 @@ print('error: ' .. table.concat(err.warnings, ' | '))
 assert(klua.api.request('POST', '/api/v1/namespaces/default/configmaps?fieldValidation=Warn',
   { apiVersion = 'v1', kind = 'ConfigMap', metadata = { name = 'warned' }, spec = { x = 1 } }))
 show('unknown field')
+-- Two pages: the warnings of both.
+local list = assert(klua.api.list('widgets.v1alpha1.example.com', { namespace = 'default', limit = 1 }))
+print(#list.items .. ' listed: ' .. #klua.api.last_warnings())
 print('done')
 klua.every(60, function() end) -- serves /metrics until stopped
 ]]
@@ -103,14 +108,14 @@ klua.every(60, function() end) -- serves /metrics until stopped
     watchers.track(p)
     assert.truthy(p:wait_for('done\n', 20 * K.slowdown), p:errors())
     assert.matches('old: ' .. DEPRECATED:gsub('%p', '%%%0') .. '\ncurrent: \nerror: '
-      .. DEPRECATED:gsub('%p', '%%%0') .. '\nunknown field: unknown field "spec"\n', p:output())
+      .. DEPRECATED:gsub('%p', '%%%0') .. '\nunknown field: unknown field "spec"\n2 listed: 2\n', p:output())
     local _, logged = p:errors():gsub(DEPRECATED:gsub('%p', '%%%0'), '')
     assert.are.equal(1, logged, p:errors())
     local port = tonumber(p:errors():match('%(port (%d+)%)'))
     local text = K.run_command(('curl -s --max-time 10 http://127.0.0.1:%d/metrics'):format(port))
     local family = prometheus.parse(text).klua_api_warnings_total
     assert.are.same({ { name = 'klua_api_warnings_total', labels = { host = '127.0.0.1:' .. sb.port },
-      label_names = { 'host' }, value = 5 } }, family.samples)
+      label_names = { 'host' }, value = 7 } }, family.samples)
   end)
 
   it('are printed on klua watch\'s stderr once each, as kubectl prints them', function()
