@@ -8,7 +8,7 @@
 -- namespaced ones, in the context's namespace).
 --
 -- Every call returns its result, or nil and an error table
--- {code=, reason=, message=, details=, retry_after=}; tostring(err) reads
+-- {code=, reason=, message=, details=, retry_after=, warnings=}; tostring(err) reads
 -- well in a log line, and err.reason is what a script branches on.
 --
 -- When the server answered, err is its Status: code is the HTTP status,
@@ -102,6 +102,23 @@ local function decode_error(status, body, retry_after)
   return e
 end
 
+-- The warnings of each coroutine's latest call (see api.last_warnings):
+-- weak keys, so that a finished coroutine's go with it.
+local warned = setmetatable({}, { __mode = 'k' })
+local NONE = {}
+
+-- Remembers a call's warnings for its coroutine; `more` adds those of the
+-- next request of the same call (a page of api.list).
+local function remember(warnings, more)
+  local co = coroutine.running()
+  if not more or not warned[co] or warned[co] == NONE then
+    warned[co] = warnings or NONE
+  elseif warnings then
+    local all = table.move(warned[co], 1, #warned[co], 1, {})
+    warned[co] = table.move(warnings, 1, #warnings, #all + 1, all)
+  end
+end
+
 --- api.request(method, path [, body [, content_type [, accept]]]) -> the
 -- decoded body, or nil, err. body is a string sent as it is, or a table
 -- sent as JSON (content_type "application/json" unless given); accept is
@@ -116,7 +133,7 @@ end
 -- @return the decoded body, or nil and err
 -- @usage
 -- local ns, err = klua.api.request('GET', '/api/v1/namespaces/default')
-local function call(method, path, body, content_type, accept, unfenced)
+local function call(method, path, body, content_type, accept, unfenced, more)
   local payload
   if body ~= nil then
     payload = type(body) == 'string' and body or json.encode(body)
@@ -131,12 +148,17 @@ local function call(method, path, body, content_type, accept, unfenced)
       return nil, new_error(0, 'NotLeader', fence.refuse(method, path, lease))
     end
   end
-  local status, resp, retry_after, not_json = core.request(method, path, payload,
+  local status, resp, retry_after, not_json, warnings = core.request(method, path, payload,
     payload and (content_type or 'application/json') or nil, accept, send_by)
+  remember(warnings, more)
   -- Without an answer, resp is the outcome's name and retry_after its words.
   if not status and resp == 'TooLate' then return nil, new_error(0, 'NotLeader', fence.refuse(method, path, lease)) end
   if not status then return nil, new_error(0, resp, retry_after) end
-  if status < 200 or status > 299 then return nil, decode_error(status, resp, retry_after) end
+  if status < 200 or status > 299 then
+    local e = decode_error(status, resp, retry_after)
+    e.warnings = warnings
+    return nil, e
+  end
   if not_json then
     return nil, new_error(status, 'InvalidResponse', ('the server answered %s, not JSON'):format(not_json))
   end
@@ -146,6 +168,25 @@ local function call(method, path, body, content_type, accept, unfenced)
 end
 function api.request(method, path, body, content_type, accept)
   return call(method, path, body, content_type, accept)
+end
+
+--- api.last_warnings() -> the texts of the warnings the server sent with
+-- the answer to the calling coroutine's latest klua.api call (every page
+-- of an api.list), in order, repeats included; an empty table when there
+-- were none. kube-apiserver warns in a `Warning: 299` header (KEP-1693) of
+-- a deprecated API version, an unknown field under fieldValidation=Warn,
+-- an admission webhook's or policy's warning: the answer is still the
+-- answer, and the call's results are unchanged. An error that the server
+-- answered carries them as err.warnings too. klua logs each distinct
+-- warning once, whichever call met it, and counts every one in
+-- klua_api_warnings_total.
+-- @return a list of strings
+-- @usage
+-- local obj, err = klua.api.create('widgets.example.com', widget)
+-- for _, w in ipairs(klua.api.last_warnings()) do klua.log.warn('create warned: ' .. w) end
+function api.last_warnings()
+  local w = warned[coroutine.running()] or NONE
+  return table.move(w, 1, #w, 1, {})
 end
 
 local function meta_key(obj)
@@ -199,7 +240,7 @@ function api.list(resource, opts)
     page, err = call('GET', base .. encode_query {
       labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
       limit = opts.limit or 500, continue = cont, includeObject = opts.as_table and 'Object' or nil,
-    }, nil, nil, opts.as_table and TABLE or nil)
+    }, nil, nil, opts.as_table and TABLE or nil, nil, cont ~= nil)
     if not page then return nil, err end
     if page.kind == 'Table' then member = 'rows' end
     for _, it in ipairs(page[member] or {}) do items[#items + 1] = it end

@@ -161,6 +161,7 @@ class Stats:
         self.requests = collections.Counter()
         self.by_resource = collections.defaultdict(collections.Counter)
         self.faults = collections.Counter()
+        self.encodings = collections.Counter()
         self.restarts = 0
 
     def request(self, verb, resource=None):
@@ -173,6 +174,11 @@ class Stats:
         with self.lock:
             self.faults[kind] += count
 
+    def encoded(self, coding):
+        """Counts an answer sent with a Content-Encoding."""
+        with self.lock:
+            self.encodings[coding] += 1
+
     def restarted(self):
         with self.lock:
             self.restarts += 1
@@ -181,4 +187,5 @@ class Stats:
         with self.lock:
             return {"requests": dict(self.requests),
                     "resources": {k: dict(v) for k, v in self.by_resource.items()},
-                    "faults": dict(self.faults), "restarts": self.restarts}
+                    "faults": dict(self.faults), "encodings": dict(self.encodings),
+                    "restarts": self.restarts}

@@ -1,4 +1,5 @@
 """The HTTP side: request parsing, authentication, per-request faults and responses."""
+import gzip
 import hmac
 import ipaddress
 import json
@@ -15,6 +16,13 @@ from .status import ApiError, bad_request, internal_error, path_not_found, rbac_
     unauthorized
 from .store import dumps
 from .watch import WatchStream
+
+
+# kube-apiserver gzips an answer larger than this when the client accepts gzip
+# (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/writers.go,
+# defaultGzipThresholdBytes, at gzip level 1, defaultGzipContentEncodingLevel); a watch's
+# stream is never compressed.
+GZIP_THRESHOLD = 128 * 1024
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -44,6 +52,9 @@ class Handler(BaseHTTPRequestHandler):
         started = time.monotonic()
         self.code = 0
         self.after_response = None
+        # The request's warnings, sent as a Warning header with whatever answer it gets
+        # (apiserver's warning recorder writes them when the status is written).
+        self.warnings = []
         url = urllib.parse.urlsplit(self.path)
         try:
             body = self.read_body()
@@ -89,7 +100,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def serve_api(self, url, body):
         ctx = self.ctx
-        user = self.authenticate()
+        user = rbac.impersonate(ctx.store, self.authenticate(), self.headers)
         params = {k: v[0] for k, v in
                   urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         try:
@@ -101,6 +112,10 @@ class Handler(BaseHTTPRequestHandler):
         ctx.stats.request(route.verb, route.rtype.key if route.rtype else None)
         rbac.authorize(ctx.store, user, route)
         self.apply_faults(route, user)
+        # After authorization, as apiextensions-apiserver's handler adds it.
+        deprecation = route.rtype.deprecations.get(route.version) if route.rtype else None
+        if deprecation:
+            self.warnings.append(deprecation)
         if route.kind != "resource":
             self.serve_discovery(route)
             return
@@ -108,6 +123,7 @@ class Handler(BaseHTTPRequestHandler):
         req = Request(route.verb, route.rtype, route.version, route.namespace, route.name,
                       route.subresource, params, body, ctype, user,
                       self.headers.get("User-Agent") or "")
+        req.warnings = self.warnings
         if route.verb == "watch":
             WatchStream(ctx, self, req).serve()
             return
@@ -133,7 +149,7 @@ class Handler(BaseHTTPRequestHandler):
                 text = tables.convert(ctx.store, req, table, text)
             elif form:
                 text = partial.convert(req.rtype, form, text)
-        self.send_json(code, text, fields.warning_header(req.warnings))
+        self.send_json(code, text)
 
     def authenticate(self):
         """The user name, or 401. Tokens are compared in constant time and never logged.
@@ -219,19 +235,31 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Cache-Control", "no-cache, private")
-        for key, value in (headers or {}).items():
+        for key, value in dict(headers or {}, **fields.warning_header(self.warnings)).items():
             self.send_header(key, value)
+        if len(data) > GZIP_THRESHOLD and self.accepts_gzip():
+            data = gzip.compress(data, compresslevel=1)
+            self.send_header("Content-Encoding", "gzip")
+            self.ctx.stats.encoded("gzip")
         self.send_header("Content-Length", str(len(data)))
         # Headers and body leave in one write: two small writes meet the client's delayed
         # ACK and cost 40 ms per request.
         self._headers_buffer.append(b"\r\n" + data)
         self.flush_headers()
 
+    def accepts_gzip(self):
+        """Whether Accept-Encoding names gzip, as responsewriters' negotiateContentEncoding
+        reads it (a coding of the comma-separated list, parameters aside)."""
+        codings = (self.headers.get("Accept-Encoding") or "").split(",")
+        return any(c.split(";")[0].strip().lower() == "gzip" for c in codings)
+
     def start_chunked(self):
         self.code = 200
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Cache-Control", "no-cache, private")
+        for key, value in fields.warning_header(self.warnings).items():
+            self.send_header(key, value)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 

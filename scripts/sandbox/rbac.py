@@ -17,11 +17,27 @@ only as the RBAC authorizer (plugin/pkg/auth/authorizer/rbac) would allow them:
 - The sandbox's own credentials (its admin token, its client certificate, or no auth) are
   superusers, as system:masters are: RBAC binds only service-account users.
 Refusals are 403 with the authorizer's message (status.rbac_forbidden).
+
+Impersonation, as kube-apiserver's filter does it
+(staging/src/k8s.io/apiserver/pkg/endpoints/filters/impersonation.go): a request with
+Impersonate-User (and Impersonate-Group, one header per group, Impersonate-Uid,
+Impersonate-Extra-<key> with the key percent-encoded) is allowed to act only if the
+authenticated user may `impersonate` each of them: serviceaccounts (API group "", in the
+ServiceAccount's namespace, by name) for a system:serviceaccount:NS:NAME user, else users, and
+groups, uids and userextras/<key> in authentication.k8s.io, named by the value. Refused: 403
+`users "x" is forbidden: User "y" cannot impersonate resource "users" in API group
+"authentication.k8s.io" at the cluster scope`. Allowed: the request runs as the impersonated
+user, who is in the groups given (a ServiceAccount without any given: its own two groups) and
+system:authenticated, and whom RBAC binds whatever the name (the sandbox's superusers are only
+its own credentials). Groups, a uid or extras without a user are refused with 500, as the
+filter does ("requested ... without impersonating a user").
 """
 import secrets
 import threading
+import types
+import urllib.parse
 
-from .status import not_found, rbac_forbidden, unauthorized
+from .status import internal_error, not_found, rbac_forbidden, unauthorized
 from .store import dumps
 
 SA_PREFIX = "system:serviceaccount:"
@@ -68,8 +84,73 @@ class Tokens:
         return SA_PREFIX + namespace + ":" + name
 
 
+class Impersonated(str):
+    """The user a request acts as after impersonation, with the groups it was given."""
+
+    def __new__(cls, name, group_names):
+        self = super().__new__(cls, name)
+        self.group_names = tuple(group_names)
+        return self
+
+
+AUTHN = "authentication.k8s.io"
+EXTRA_PREFIX = "impersonate-extra-"
+
+
+def _impersonation_requests(headers):
+    """(resource, group, namespace, name, subresource) to authorize, in the filter's order."""
+    user = headers.get("Impersonate-User")
+    wanted = []
+    if user is not None:
+        if user.startswith(SA_PREFIX) and user.count(":") == 3:
+            namespace, name = user[len(SA_PREFIX):].split(":", 1)
+            wanted.append(("serviceaccounts", "", namespace, name, ""))
+        else:
+            wanted.append(("users", AUTHN, "", user, ""))
+    wanted.extend(("groups", AUTHN, "", g, "") for g in headers.get_all("Impersonate-Group") or [])
+    for key in sorted(set(k.lower() for k in headers.keys() if k.lower().startswith(EXTRA_PREFIX))):
+        extra = urllib.parse.unquote(key[len(EXTRA_PREFIX):])
+        wanted.extend(("userextras", AUTHN, "", v, extra) for v in headers.get_all(key) or [])
+    uid = headers.get("Impersonate-Uid")
+    if uid is not None:
+        wanted.append(("uids", AUTHN, "", uid, ""))
+    return user, wanted
+
+
+def impersonate(store, user, headers):
+    """The user the request acts as: user itself, or whom its Impersonate-* headers name,
+    once user may impersonate each (403 otherwise)."""
+    target, wanted = _impersonation_requests(headers)
+    if not wanted:
+        return user
+    if target is None:
+        raise internal_error("requested %s without impersonating a user"
+                             % ", ".join(w[0] for w in wanted))
+    for resource, group, namespace, name, sub in wanted:
+        route = types.SimpleNamespace(verb="impersonate", name=name, subresource=sub,
+                                      rtype=types.SimpleNamespace(plural=resource, group=group,
+                                                                  qualified=resource + (
+                                                                      "." + group if group else "")))
+        if bound_by_rbac(user) and not _allowed(store, user, route, namespace):
+            raise rbac_forbidden(route.rtype, name, user, "impersonate", namespace, sub)
+    given = list(headers.get_all("Impersonate-Group") or [])
+    if not given and target.startswith(SA_PREFIX):
+        given = ["system:serviceaccounts",
+                 "system:serviceaccounts:" + target[len(SA_PREFIX):].split(":", 1)[0]]
+    if "system:authenticated" not in given:
+        given.append("system:authenticated")
+    return Impersonated(target, given)
+
+
+def _allowed(store, user, route, namespace):
+    with store.lock:
+        return any(rule_allows(rule, route) for rule in rules_for_locked(store, user, namespace))
+
+
 def groups(user):
     """The groups a user is in: the service-account groups, and system:authenticated."""
+    if isinstance(user, Impersonated):
+        return user.group_names
     if user.startswith(SA_PREFIX):
         namespace = user[len(SA_PREFIX):].split(":", 1)[0]
         return ("system:serviceaccounts", "system:serviceaccounts:" + namespace) + OPEN_GROUPS
@@ -77,7 +158,7 @@ def groups(user):
 
 
 def bound_by_rbac(user):
-    return user.startswith(SA_PREFIX)
+    return isinstance(user, Impersonated) or user.startswith(SA_PREFIX)
 
 
 def authorize(store, user, route):
@@ -87,7 +168,7 @@ def authorize(store, user, route):
     with store.lock:
         allowed = any(rule_allows(rule, route) for rule in rules_for_locked(store, user,
                                                                              route.namespace))
-    if not allowed:
+    if not allowed and "system:masters" not in groups(user):
         raise rbac_forbidden(route.rtype, route.name, user, route.verb, route.namespace,
                              route.subresource)
 

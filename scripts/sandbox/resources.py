@@ -63,6 +63,7 @@ class ResourceType:
         self.scale = scale
         self.categories = list(categories)
         self.crd_name = crd_name
+        self.deprecations = {}  # version -> the warning a request at that version gets
         self.fields = SelectableFields(bool(crd_name) or plural in EXTRA_FIELDS)
         self.fields["metadata.name"] = _field("metadata.name")
         if namespaced:
@@ -156,13 +157,29 @@ def crd_type(crd):
         scale = Scale(s.get("specReplicasPath", ".spec.replicas"),
                       s.get("statusReplicasPath", ".status.replicas"),
                       s.get("labelSelectorPath"))
-    return ResourceType(spec.get("group", ""), [v["name"] for v in served],
-                        names.get("plural", ""), names.get("kind", ""),
-                        spec.get("scope") == "Namespaced", names.get("shortNames") or [],
-                        singular=names.get("singular") or names.get("kind", "").lower(),
-                        status="status" in subresources, scale=scale,
-                        categories=names.get("categories") or [],
-                        crd_name=crd["metadata"]["name"])
+    rtype = ResourceType(spec.get("group", ""), [v["name"] for v in served],
+                         names.get("plural", ""), names.get("kind", ""),
+                         spec.get("scope") == "Namespaced", names.get("shortNames") or [],
+                         singular=names.get("singular") or names.get("kind", "").lower(),
+                         status="status" in subresources, scale=scale,
+                         categories=names.get("categories") or [],
+                         crd_name=crd["metadata"]["name"])
+    for v in served:
+        if v.get("deprecated"):
+            rtype.deprecations[v["name"]] = v.get("deprecationWarning") or \
+                _default_deprecation(spec.get("group", ""), names.get("kind", ""), v["name"], served)
+    return rtype
+
+
+def _default_deprecation(group, kind, version, served):
+    """apiextensions-apiserver's defaultDeprecationWarning (pkg/apiserver/
+    customresource_handler.go): "G/V Kind is deprecated", and "; use G/V' Kind" naming the
+    served version that is not deprecated and sorts first by kube-aware version priority."""
+    msg = "%s/%s %s is deprecated" % (group, version, kind)
+    current = [v["name"] for v in served if not v.get("deprecated")]
+    if current:
+        msg += "; use %s/%s %s" % (group, current[0], kind)
+    return msg
 
 
 class Registry:

@@ -147,7 +147,7 @@ describe('the help of a command', function()
     -- A value of each kind the help names.
     local VALUES = { FILE = 'f', NAME = 'n', URL = 'http://x', TOKEN = 't', N = '5', MIB = '5', SEC = '5',
       ['text|json'] = 'json', ['MIN[:MAX]'] = '300:600', DURATION = '30s',
-      NS = 'default', DUR = '15s', ADDR = ':8080' }
+      NS = 'default', DUR = '15s', ADDR = ':8080', USER = 'alice', GROUP = 'g', UID = '42' }
     for _, f in ipairs(flag_lines(K.run({ '--help' }))) do
       if f.long ~= '--help' and f.long ~= '--version' then
         assert(not f.arg or VALUES[f.arg], 'no value for ' .. f.long .. ' ' .. tostring(f.arg))
@@ -272,6 +272,15 @@ describe('klua takes flags as kubectl writes them', function()
     assert.equals(4, cli.parse({ '-v4', 'version' }).verbosity)
     assert.equals(7, cli.parse({ '-v=7', 'version' }).verbosity)
     assert.equals(12, cli.parse({ '--v', '12', 'version' }).verbosity)
+  end)
+
+  it('--as-group as often as there are groups, and the other impersonation flags', function()
+    local o = cli.parse({ '--as', 'system:serviceaccount:ns:sa', '--as-group=g1', 'version', '--as-group', 'g 2',
+      '--as-uid', '42', '--disable-compression' })
+    assert.equals('system:serviceaccount:ns:sa', o.as)
+    assert.same({ 'g1', 'g 2' }, o.as_groups)
+    assert.equals('42', o.as_uid)
+    assert.is_true(o.disable_compression)
   end)
 end)
 

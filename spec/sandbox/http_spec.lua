@@ -540,4 +540,59 @@ describe('sandbox API server over HTTP', function()
       assert.equals(404, (sb:json('GET', CM:format(ns) .. '/doomed')))
     end)
   end)
+  describe('compression and warnings', function()
+    it('gzips an answer over 128 KiB when the request accepts gzip, as kube-apiserver', function()
+      local ns = namespace()
+      create(ns, 'small', nil, { a = 'b' })
+      create(ns, 'big', nil, { blob = ('x'):rep(130 * 1024) })
+      local gzip = { ['Accept-Encoding'] = 'deflate, gzip;q=1.0' }
+      local before = sb:stats().encodings.gzip or 0
+      local status, _, headers = sb:request('GET', CM:format(ns) .. '/small', nil, gzip)
+      assert.equals(200, status)
+      assert.is_nil(headers['content-encoding'])
+      status, _, headers = sb:request('GET', CM:format(ns) .. '/big')
+      assert.equals(200, status)
+      assert.is_nil(headers['content-encoding'])
+      local body
+      status, body, headers = sb:request('GET', CM:format(ns) .. '/big', nil, gzip)
+      assert.equals(200, status)
+      assert.equals('gzip', headers['content-encoding'])
+      assert.equals('\31\139', body:sub(1, 2))
+      assert.equals(before + 1, sb:stats().encodings.gzip)
+    end)
+
+    it("warns on every request to a deprecated CRD version, with apiextensions-apiserver's text", function()
+      local function crd(plural, kind, versions)
+        return { apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
+          metadata = { name = plural .. '.example.com' },
+          spec = { group = 'example.com', scope = 'Namespaced',
+            names = { plural = plural, singular = kind:lower(), kind = kind }, versions = versions } }
+      end
+      local schema = { openAPIV3Schema = { type = 'object', ['x-kubernetes-preserve-unknown-fields'] = true } }
+      local function version(name, extra)
+        local v = { name = name, served = true, storage = name == 'v1', schema = schema }
+        for k, x in pairs(extra or {}) do v[k] = x end
+        return v
+      end
+      assert.equals(201, (sb:json('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
+        crd('olds', 'Old', { version('v1alpha1', { deprecated = true }), version('v1beta1', { deprecated = true,
+          deprecationWarning = 'use v1, really' }), version('v1') }))))
+      local ns = namespace()
+      local path = '/apis/example.com/%s/namespaces/' .. ns .. '/olds'
+      testing.eventually(function() return sb:request('GET', path:format('v1alpha1')) == 200 end, 10,
+        { what = 'the CRD served' })
+      local status, _, headers = sb:request('GET', path:format('v1alpha1'))
+      assert.equals(200, status)
+      assert.equals('299 - "example.com/v1alpha1 Old is deprecated; use example.com/v1 Old"', headers.warning)
+      status, _, headers = sb:request('GET', path:format('v1alpha1') .. '/missing')
+      assert.equals(404, status)
+      assert.equals('299 - "example.com/v1alpha1 Old is deprecated; use example.com/v1 Old"', headers.warning)
+      status, _, headers = sb:request('GET', path:format('v1beta1') .. '?watch=1&timeoutSeconds=1')
+      assert.equals(200, status)
+      assert.equals('299 - "use v1, really"', headers.warning)
+      status, _, headers = sb:request('GET', path:format('v1'))
+      assert.equals(200, status)
+      assert.is_nil(headers.warning)
+    end)
+  end)
 end)

@@ -134,4 +134,47 @@ describe('sandbox service accounts and RBAC', function()
     assert.matches('clusterrole.rbac.authorization.k8s.io/lease-holder',
       sb:kubectl('get clusterroles -o name'), 1, true)
   end)
+  it('lets a user act as another only with the impersonate verb, as kube-apiserver\'s filter', function()
+    -- reader may impersonate the ServiceAccount team/other-sa and the group "auditors",
+    -- which cannot read configmaps.
+    sb:apply([[
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: impersonator, namespace: team}
+rules:
+- {apiGroups: [""], resources: [serviceaccounts], verbs: [impersonate], resourceNames: [other-sa]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: reader-impersonates, namespace: team}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: impersonator}
+subjects: [{kind: ServiceAccount, name: reader, namespace: team}]
+]])
+    local other = { ['Impersonate-User'] = 'system:serviceaccount:team:other-sa' }
+    local status, st = as_reader('GET', '/api/v1/namespaces/team/configmaps', nil, other)
+    assert.equals(403, status)
+    assert.equals('configmaps is forbidden: User "system:serviceaccount:team:other-sa" cannot list resource '
+      .. '"configmaps" in API group "" in the namespace "team"', st.message)
+    status, st = as_reader('GET', '/api/v1/namespaces/team/configmaps', nil,
+      { ['Impersonate-User'] = 'system:serviceaccount:team:reader2' })
+    assert.equals(403, status)
+    assert.equals('serviceaccounts "reader2" is forbidden: User "system:serviceaccount:team:reader" cannot '
+      .. 'impersonate resource "serviceaccounts" in API group "" in the namespace "team"', st.message)
+    status, st = as_reader('GET', '/api', nil, { ['Impersonate-User'] = 'system:serviceaccount:team:other-sa',
+      ['Impersonate-Extra-acme.com%2Fproject'] = 'blue' })
+    assert.equals(403, status)
+    assert.equals('userextras.authentication.k8s.io "blue" is forbidden: User "system:serviceaccount:team:reader" '
+      .. 'cannot impersonate resource "userextras/acme.com/project" in API group "authentication.k8s.io" at the '
+      .. 'cluster scope', st.message)
+    status, st = sb:json('GET', '/api', nil, { ['Impersonate-Group'] = 'g' })
+    assert.equals(500, status)
+    assert.matches('without impersonating a user', st.message)
+    -- The sandbox's own credentials may impersonate anyone; RBAC then binds that user.
+    assert.equals(200, (sb:json('GET', '/api/v1/namespaces/team/configmaps', nil,
+      { ['Impersonate-User'] = 'system:serviceaccount:team:reader' })))
+    assert.equals(403, (sb:json('GET', '/api/v1/namespaces/team/configmaps', nil,
+      { ['Impersonate-User'] = 'alice' })))
+    assert.equals(200, (sb:json('GET', '/api/v1/namespaces/team/configmaps', nil,
+      { ['Impersonate-User'] = 'alice', ['Impersonate-Group'] = 'system:masters' })))
+  end)
 end)

@@ -398,6 +398,62 @@ contexts:
   end)
 end)
 
+describe('impersonation', function()
+  local AS = '    token: t\n    as: system:serviceaccount:ns:sa\n    as-uid: "42"\n'
+    .. '    as-groups: [system:serviceaccounts, team a]\n'
+    .. '    as-user-extra: {acme.com/project: [blue, green], "scopes%": [x]}\n'
+
+  it("sends client-go's Impersonate-* headers for the user's as fields", function()
+    local c = assert(load { kubeconfig = with_user('k.yaml', AS) })
+    assert.equals('system:serviceaccount:ns:sa', c.as)
+    -- The extra keys percent-encoded as client-go's headerKeyEscape does.
+    assert.same({ 'Authorization: Bearer t', 'Impersonate-User: system:serviceaccount:ns:sa',
+      'Impersonate-Uid: 42', 'Impersonate-Group: system:serviceaccounts', 'Impersonate-Group: team a',
+      'Impersonate-Extra-acme.com%2Fproject: blue', 'Impersonate-Extra-acme.com%2Fproject: green',
+      'Impersonate-Extra-scopes%25: x' }, assert(c:prepare()))
+  end)
+
+  it('takes --as, --as-uid and --as-group over the fields of the same meaning only', function()
+    local c = assert(load { kubeconfig = with_user('k.yaml', AS), as = 'alice', as_groups = { 'g1', 'g2' } })
+    assert.same({ 'Authorization: Bearer t', 'Impersonate-User: alice', 'Impersonate-Uid: 42',
+      'Impersonate-Group: g1', 'Impersonate-Group: g2', 'Impersonate-Extra-acme.com%2Fproject: blue',
+      'Impersonate-Extra-acme.com%2Fproject: green', 'Impersonate-Extra-scopes%25: x' }, assert(c:prepare()))
+    c = assert(load { server = 'https://flags.example', as = 'bob', as_uid = '7' })
+    assert.same({ 'Impersonate-User: bob', 'Impersonate-Uid: 7' }, assert(c:prepare()))
+  end)
+
+  it('refuses groups or a uid without a user, and values that would break a header', function()
+    local _, err = load { server = 'https://flags.example', as_groups = { 'g' } }
+    assert.equals('as-uid, as-groups and as-user-extra (--as-uid, --as-group) need a user to '
+      .. 'impersonate: set as, or pass --as', err)
+    _, err = load { server = 'https://flags.example', as = 'alice\r\nX-Injected: 1' }
+    assert.equals('the user to impersonate (as, --as) contains control characters', err)
+    _, err = load { kubeconfig = with_user('k2.yaml', '    as: alice\n    as-groups: x\n') }
+    assert.matches('user "u": as%-groups must be a list of strings$', err)
+  end)
+end)
+
+describe('disable-compression', function()
+  it("is read from the cluster, and --disable-compression adds to it", function()
+    assert.is_nil(assert(load { kubeconfig = with_user('k.yaml', '    token: t\n') }).disable_compression)
+    local c = assert(load { kubeconfig = with_user('k2.yaml', '    token: t\n', '    disable-compression: true\n') })
+    assert.is_true(c.disable_compression)
+    assert.is_true(assert(load { server = 'https://flags.example', disable_compression = true }).disable_compression)
+  end)
+end)
+
+describe('Warning headers', function()
+  it("are read as client-go's ParseWarningHeaders reads them; 299s with a text kept", function()
+    assert.same({ 'a', 'b "quoted" \\ c', 'after a date' },
+      testing.parse_warnings('299 - "a", 299 kube-apiserver "b \\"quoted\\" \\\\ c", '
+        .. '199 - "not a 299", 299 - "", 299 - "after a date" "Wed, 21 Oct 2015 07:28:00 GMT"'))
+    assert.same({ 'one' }, testing.parse_warnings('299 - "one", 99 - "bad code", 299 - "dropped"'))
+    assert.same({}, testing.parse_warnings('299 - unquoted'))
+    assert.same({}, testing.parse_warnings('299 - "unterminated'))
+    assert.same({ 'x' }, testing.parse_warnings('  299 - "x"  \r\n'))
+  end)
+end)
+
 describe('--server and --token', function()
   it('make a connection without any kubeconfig', function()
     local c = assert(load { server = 'https://flags.example:6443', token = 'flag-token' })
@@ -714,13 +770,10 @@ users:
     assert.equals('user "u": client-key-data is not valid base64', err)
   end)
 
-  it('refuses legacy auth-providers and impersonation it cannot honour', function()
+  it('refuses legacy auth-providers', function()
     local _, err = load { kubeconfig = with_user('k.yaml', '    auth-provider: {name: oidc}\n') }
     assert.equals('user "u" uses auth-provider "oidc", which klua does not support; '
       .. 'use an exec credential plugin instead', err)
-    _, err = load { kubeconfig = with_user('k2.yaml', '    token: t\n    as: someone-else\n') }
-    assert.equals('user "u" sets impersonation (as, as-uid, as-groups or as-user-extra), '
-      .. 'which klua does not support', err)
   end)
 
   it('refuses a token that would break the Authorization header', function()
@@ -1025,7 +1078,7 @@ describe('error messages', function()
       '    token: static-secret-token\n    username: u\n    password: secret-password\n') })
     collect(load { kubeconfig = with_user('2.yaml',
       '    token: static-secret-token\n    client-certificate: x.crt\n') })
-    collect(load { kubeconfig = with_user('3.yaml', '    password: secret-password\n    as: x\n') })
+    collect(load { kubeconfig = with_user('3.yaml', '    password: secret-password\n    as-uid: x\n') })
     collect(load { kubeconfig = with_user('4.yaml', exec_user { env = { PLUGIN_MODE = 'fail' } }) })
     collect(load { kubeconfig = with_user('5.yaml', exec_user { env = { PLUGIN_MODE = 'garbage' } }) })
     collect(load { kubeconfig = with_user('6.yaml', '    client-certificate: {{TLS}}/client.crt\n'

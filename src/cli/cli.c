@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "lua/embedded.h"
 #include "conn/serve.h"
 
@@ -109,6 +110,34 @@ static int set_insecure(kl_cli *c, FILE *errs, const char *name, const char *v) 
 
 static int set_allow_insecure(kl_cli *c, FILE *errs, const char *name, const char *v) {
     return parse_switch(errs, name, v, &c->rt.conn.allow_insecure_credentials);
+}
+
+static int set_as(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.conn.as = v;
+    return 0;
+}
+
+static int set_as_uid(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.conn.as_uid = v;
+    return 0;
+}
+
+/* Repeatable, as kubectl's: each --as-group adds a group. */
+static int set_as_group(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    const char **grown = kl_buf_try_grow(c->as_groups, &c->cap_as_groups, c->rt.conn.n_as_groups + 1,
+                                         sizeof *grown, 4);
+    if (!grown) return -1;
+    c->as_groups = grown;
+    c->as_groups[c->rt.conn.n_as_groups++] = v;
+    c->rt.conn.as_groups = c->as_groups;
+    return 0;
+}
+
+static int set_disable_compression(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_switch(errs, name, v, &c->rt.conn.disable_compression);
 }
 
 static int set_allow_core_dumps(kl_cli *c, FILE *errs, const char *name, const char *v) {
@@ -282,6 +311,14 @@ static const flag flags[] = {
      NULL},
     {NULL, "--insecure-skip-tls-verify", NULL, NULL, "do not verify the server's certificate", set_insecure, NULL},
     {NULL, "--allow-insecure-credentials", NULL, NULL, "send credentials over plain http", set_allow_insecure,
+     NULL},
+    {NULL, "--as", NULL, "USER", "act as this user (impersonation), e.g. system:serviceaccount:NS:NAME", set_as,
+     NULL},
+    {NULL, "--as-group", NULL, "GROUP", "act as a member of this group too; repeat for more (needs --as)",
+     set_as_group, NULL},
+    {NULL, "--as-uid", NULL, "UID", "the uid of the user impersonated (needs --as)", set_as_uid, NULL},
+    {NULL, "--disable-compression", NULL, NULL,
+     "ask for uncompressed responses: less API server CPU where bandwidth is ample", set_disable_compression,
      NULL},
     {"Diagnostics", "-v", "--v", "N", "verbosity: 2 narrates every reflector, 6 every request", set_verbosity,
      NULL},
@@ -584,6 +621,11 @@ int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs) {
 }
 
 void kl_cli_free(kl_cli *c) {
+    free(c->as_groups);
+    c->as_groups = NULL;
+    c->cap_as_groups = 0;
+    c->rt.conn.as_groups = NULL;
+    c->rt.conn.n_as_groups = 0;
     free(c->args);
     c->args = NULL;
     c->nargs = 0;

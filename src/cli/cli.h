@@ -40,6 +40,8 @@ typedef struct kl_cli {
     int help;             /* `COMMAND --help`: show the command's help */
     char **args;          /* the command's (or script's) arguments; malloc'd, items point into argv */
     int nargs;
+    const char **as_groups; /* --as-group, each (rt.conn.as_groups); malloc'd, items point into argv */
+    size_t cap_as_groups;
 } kl_cli;
 
 /* Parses argv[1..argc) into c, which is zeroed first. Returns 0, or -1
@@ -47,7 +49,7 @@ typedef struct kl_cli {
  * usage helps); -1 without a message means out of memory. Strings in c
  * point into argv. Free c with kl_cli_free whatever the result. */
 int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs);
-/* Releases what c owns (args); c may be parsed again afterwards. */
+/* Releases what c owns (args, as_groups); c may be parsed again afterwards. */
 void kl_cli_free(kl_cli *c);
 
 /* Does what a parsed line asks that needs no connection: the help of klua

@@ -19,6 +19,7 @@
 #include "cli/cmd_test.h"
 #include "cli/complete.h"
 #include "base/log.h"
+#include "conn/http.h"
 #include "lua/lua_endpoint.h"
 #include "lua/runtime.h"
 #include "base/version.h"
@@ -82,6 +83,14 @@ static void warn_unsafe_flags(const kl_cli *c) {
                                     "kubeconfig, docs/config.md)");
 }
 
+/* klua watch tells of a server's warnings as kubectl does: "Warning: "
+ * and the text on stderr, once per distinct text (client-go's rest
+ * WarningWriter with Deduplicate, which kubectl installs). */
+static void print_warning(void *ud, const char *text) {
+    fprintf(ud, "Warning: %s\n", text);
+    fflush(ud);
+}
+
 static int run(kl_cli *c) {
     kl_log_configure(c->verbosity, c->format);
     if (!c->allow_core_dumps) forbid_core_dumps();
@@ -126,6 +135,7 @@ static int run(kl_cli *c) {
         run_error(c, "%s", err);
         return 1;
     }
+    if (watch) kl_http_on_warning(kl_rt_http(rt), print_warning, stderr);
     /* The endpoint starts before any watch does, so that a port in use is
      * reported at once; one server answers both when the addresses agree. */
     const char *addrs[2] = {ctl->metrics_addr, ctl->probe_addr};

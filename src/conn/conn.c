@@ -54,6 +54,11 @@ struct kl_conn {
     int run_for_401;    /* the run in progress was started by a 401 */
     kl_conn_waiter *first, *last; /* requests waiting, in the order they came */
 
+    char **impersonate; /* the Impersonate-* header lines, sent with every request */
+    size_t nimpersonate;
+    char *as;           /* the user impersonated, for kl_conn_describe */
+    int compression;
+
     int allow_insecure_credentials;
     int exec_timeout_ms;
     long clock_offset;
@@ -193,7 +198,12 @@ typedef struct {
     const char *token, *token_file, *username, *password;
     const kl_exec_config *exec;
     const char *auth_provider, *exec_error;
-    int impersonates;
+    const char *as, *as_uid;
+    const char *const *as_groups;
+    size_t n_as_groups;
+    const kl_kc_extra *as_extra;
+    size_t n_as_extra;
+    int disable_compression;
 } plan;
 
 static void plan_cluster(plan *p, const kl_kc_cluster *cl) {
@@ -204,6 +214,7 @@ static void plan_cluster(plan *p, const kl_kc_cluster *cl) {
     p->tls_server_name = cl->tls_server_name;
     p->proxy_url = cl->proxy_url;
     p->insecure = cl->insecure;
+    p->disable_compression = cl->disable_compression;
 }
 
 static void plan_user(plan *p, const kl_kc_user *u) {
@@ -219,7 +230,12 @@ static void plan_user(plan *p, const kl_kc_user *u) {
     p->exec = u->has_exec ? &u->exec : NULL;
     p->auth_provider = u->auth_provider;
     p->exec_error = u->exec_error;
-    p->impersonates = u->impersonates;
+    p->as = u->as.user;
+    p->as_uid = u->as.uid;
+    p->as_groups = (const char *const *)u->as.groups;
+    p->n_as_groups = u->as.ngroups;
+    p->as_extra = u->as.extra;
+    p->n_as_extra = u->as.nextra;
 }
 
 /* Appends word to the list in buf ("a, b"), or counts it in *more once the
@@ -320,8 +336,10 @@ static int choose(plan *p, const kl_conn_opts *o, const kl_conn_hooks *h, load_s
 }
 
 /* client-go's override rules: --server drops the kubeconfig's
- * tls-server-name, --insecure-skip-tls-verify drops its CA, and --token
- * replaces the user's other credentials (a client certificate stays). */
+ * tls-server-name, --insecure-skip-tls-verify drops its CA, --token
+ * replaces the user's other credentials (a client certificate stays), and
+ * each of --as, --as-uid and --as-group replaces its own field only
+ * (clientcmd's getUserIdentificationPartialConfig). */
 static void apply_overrides(plan *p, const kl_conn_opts *o) {
     if (o->server) {
         p->server = o->server;
@@ -339,6 +357,13 @@ static void apply_overrides(plan *p, const kl_conn_opts *o) {
         p->auth_provider = p->exec_error = NULL;
         snprintf(p->user_who, sizeof p->user_who, "--token");
     }
+    if (o->as) p->as = o->as;
+    if (o->as_uid) p->as_uid = o->as_uid;
+    if (o->n_as_groups) {
+        p->as_groups = o->as_groups;
+        p->n_as_groups = o->n_as_groups;
+    }
+    p->disable_compression |= o->disable_compression;
 }
 
 /* ---- checking and copying the plan into the connection ------------------- */
@@ -474,10 +499,6 @@ static int build_auth(kl_conn *c, const plan *p, char *err, size_t errlen) {
                            "%s uses auth-provider \"%s\", which klua does not support; use an "
                            "exec credential plugin instead", who, p->auth_provider);
     if (p->exec_error) return kl_cfg_fail(err, errlen, "%s", p->exec_error);
-    if (p->impersonates)
-        return kl_cfg_fail(err, errlen,
-                           "%s sets impersonation (as, as-uid, as-groups or as-user-extra), which "
-                           "klua does not support", who);
     int token = p->token || p->token_file, basic = p->username || p->password;
     if (token && basic)
         return kl_cfg_fail(err, errlen, "%s sets both a token and a username/password; keep one", who);
@@ -495,10 +516,77 @@ static int build_auth(kl_conn *c, const plan *p, char *err, size_t errlen) {
     return 0;
 }
 
+/* The bytes of a header name that travel as they are: RFC 7230's token
+ * characters, '%' excepted (client-go's legalHeaderByte). */
+static int header_token_byte(unsigned char b) {
+    return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') ||
+           (b && strchr("!#$&'*+-.^_`|~", b));
+}
+
+/* "Impersonate-Extra-" and the key, every other byte percent-encoded as
+ * client-go's headerKeyEscape does, so that kube-apiserver's
+ * url.PathUnescape gives the key back ("acme.com/project" ->
+ * "acme.com%2Fproject"). */
+static char *extra_header(const char *key, const char *value) {
+    size_t n = strlen(key);
+    char *name = malloc(3 * n + 1), *w = name;
+    if (!name) return NULL;
+    for (const unsigned char *k = (const unsigned char *)key; *k; k++)
+        w += header_token_byte(*k) ? sprintf(w, "%c", *k) : sprintf(w, "%%%02X", *k);
+    char *line = kl_cfg_format("Impersonate-Extra-%s: %s", name, value);
+    free(name);
+    return line;
+}
+
+static int add_impersonate(kl_conn *c, char *line, char *err, size_t errlen) {
+    char **grown = line ? realloc(c->impersonate, (c->nimpersonate + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(line);
+        return oom(err, errlen);
+    }
+    c->impersonate = grown;
+    c->impersonate[c->nimpersonate++] = line;
+    return 0;
+}
+
+/* A value that would end its header line early is refused: it could add
+ * headers of its own. */
+static int header_safe(const char *v, const char *what, char *err, size_t errlen) {
+    if (!kl_cfg_has_control(v)) return 0;
+    return kl_cfg_fail(err, errlen, "%s contains control characters", what);
+}
+
+static int build_impersonation(kl_conn *c, const plan *p, char *err, size_t errlen) {
+    /* kube-apiserver refuses groups, a uid or extras for no user
+     * ("requested ... without impersonating a user"): say so here. */
+    if (!p->as && (p->as_uid || p->n_as_groups || p->n_as_extra))
+        return kl_cfg_fail(err, errlen, "%s%sas-uid, as-groups and as-user-extra (--as-uid, --as-group) "
+                           "need a user to impersonate: set as, or pass --as", p->user_who,
+                           *p->user_who ? ": " : "");
+    if (!p->as) return 0;
+    if (header_safe(p->as, "the user to impersonate (as, --as)", err, errlen) < 0 ||
+        (p->as_uid && header_safe(p->as_uid, "as-uid (--as-uid)", err, errlen) < 0) ||
+        copy_str(&c->as, p->as, err, errlen) < 0 ||
+        add_impersonate(c, kl_cfg_format("Impersonate-User: %s", p->as), err, errlen) < 0 ||
+        (p->as_uid && add_impersonate(c, kl_cfg_format("Impersonate-Uid: %s", p->as_uid), err, errlen) < 0))
+        return -1;
+    for (size_t i = 0; i < p->n_as_groups; i++)
+        if (header_safe(p->as_groups[i], "a group to impersonate (as-groups, --as-group)", err, errlen) < 0 ||
+            add_impersonate(c, kl_cfg_format("Impersonate-Group: %s", p->as_groups[i]), err, errlen) < 0)
+            return -1;
+    for (size_t i = 0; i < p->n_as_extra; i++)
+        if (header_safe(p->as_extra[i].value, "a value of as-user-extra", err, errlen) < 0 ||
+            add_impersonate(c, extra_header(p->as_extra[i].key, p->as_extra[i].value), err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
 static int build(kl_conn *c, const plan *p, char *err, size_t errlen) {
     c->source = p->source;
+    c->compression = !p->disable_compression;
     if (build_server(c, p, err, errlen) < 0 || build_tls(c, p, err, errlen) < 0 ||
-        build_client_cert(c, p, err, errlen) < 0 || build_auth(c, p, err, errlen) < 0)
+        build_client_cert(c, p, err, errlen) < 0 || build_auth(c, p, err, errlen) < 0 ||
+        build_impersonation(c, p, err, errlen) < 0)
         return -1;
     if (copy_str(&c->context, p->source == SRC_KUBECONFIG ? p->context : "", err, errlen) < 0) return -1;
     return copy_str(&c->namespace, p->namespace ? p->namespace : "default", err, errlen);
@@ -557,6 +645,9 @@ void kl_conn_free(kl_conn *c) {
     free(c->token_file);
     free(c->username);
     kl_cfg_free_secret_str(c->password);
+    for (size_t i = 0; i < c->nimpersonate; i++) free(c->impersonate[i]);
+    free(c->impersonate);
+    free(c->as);
     kl_conn_detach(c);
     kl_exec_config_clear(&c->exec);
     kl_exec_cred_clear(&c->cred);
@@ -566,6 +657,7 @@ void kl_conn_free(kl_conn *c) {
 const char *kl_conn_server(const kl_conn *c) { return c->server; }
 const char *kl_conn_namespace(const kl_conn *c) { return c->namespace; }
 const char *kl_conn_context(const kl_conn *c) { return c->context; }
+int kl_conn_compression(const kl_conn *c) { return c->compression; }
 
 void kl_conn_describe(const kl_conn *c, kl_conn_info *out) {
     static const char *const sources_names[] = {"kubeconfig", "in-cluster", "flags"};
@@ -578,6 +670,7 @@ void kl_conn_describe(const kl_conn *c, kl_conn_info *out) {
     out->insecure = c->insecure;
     out->tls_server_name = c->tls_server_name;
     out->proxy = c->proxy_shown;
+    out->as = c->as;
 }
 
 /* ---- refreshing credentials ---------------------------------------------- */
@@ -813,5 +906,11 @@ int kl_conn_prepare(kl_conn *c, CURL *easy, struct curl_slist **headers, kl_conn
     if (c->auth == AUTH_TOKEN_FILE && mono_now(c) - c->token_read_at >= TOKEN_REREAD_S) reread_token(c);
     if (https && prepare_tls(c, easy, err, errlen) < 0) return -1;
     if (c->proxy_url && SETOPT(easy, CURLOPT_PROXY, c->proxy_url, err, errlen)) return -1;
-    return prepare_auth(c, easy, headers, err, errlen) ? -1 : 0;
+    if (prepare_auth(c, easy, headers, err, errlen)) return -1;
+    for (size_t i = 0; i < c->nimpersonate; i++) {
+        struct curl_slist *l = curl_slist_append(*headers, c->impersonate[i]);
+        if (!l) return oom(err, errlen);
+        *headers = l;
+    }
+    return 0;
 }

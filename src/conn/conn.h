@@ -10,8 +10,14 @@
  * makes a connection; otherwise, inside a pod (KUBERNETES_SERVICE_HOST and
  * KUBERNETES_SERVICE_PORT set and the service-account token readable), the
  * in-cluster configuration is used. --context picks a context instead of the
- * current-context; --server, --token and --insecure-skip-tls-verify override
- * what the kubeconfig says.
+ * current-context; --server, --token, --insecure-skip-tls-verify, --as,
+ * --as-group and --as-uid override what the kubeconfig says, and
+ * --disable-compression adds to the cluster's disable-compression.
+ *
+ * Impersonation (the user's as, as-uid, as-groups, as-user-extra) sends
+ * client-go's Impersonate-* headers with every request: kube-apiserver then
+ * authorizes the request as that user, once the credential's own user has
+ * the `impersonate` verb on them (apiserver's impersonation filter).
  *
  * Secrets (tokens, passwords, keys, plugin output) never appear in an error
  * message or a log line. Bearer tokens and basic auth are only sent over
@@ -37,6 +43,13 @@ typedef struct kl_conn_opts {
     const char *token;              /* --token, or NULL */
     int insecure_skip_tls_verify;   /* --insecure-skip-tls-verify */
     int allow_insecure_credentials; /* --allow-insecure-credentials */
+    /* kubectl's impersonation flags, each replacing the kubeconfig user's
+     * field of the same meaning (as, as-uid, as-groups) when given. */
+    const char *as;               /* --as, or NULL */
+    const char *as_uid;           /* --as-uid, or NULL */
+    const char *const *as_groups; /* --as-group, n_as_groups of them */
+    size_t n_as_groups;
+    int disable_compression;      /* --disable-compression, or the cluster's disable-compression */
 } kl_conn_opts;
 
 /* Resolves the connection as kubectl would. NULL with a one-line message in err. */
@@ -46,6 +59,9 @@ void kl_conn_free(kl_conn *c);
 const char *kl_conn_server(const kl_conn *c);    /* base URL, no trailing slash */
 const char *kl_conn_namespace(const kl_conn *c); /* context namespace, "default" when unset */
 const char *kl_conn_context(const kl_conn *c);   /* context name, or "" for flags-only / in-cluster */
+/* 0 when responses must not be compressed (disable-compression): the
+ * request then offers no Accept-Encoding, as client-go's transport. */
+int kl_conn_compression(const kl_conn *c);
 
 /* A request that waits for the credential an exec plugin is fetching. */
 typedef struct kl_conn_waiter kl_conn_waiter;
@@ -64,8 +80,8 @@ struct kl_conn_waiter {
 #define KL_CONN_PENDING 1
 
 /* Prepares an easy handle for one request to this server: TLS (CA, verify,
- * server name), proxy, client certificate, and auth (Authorization header
- * appended to *headers - the caller owns the list and frees it after the
+ * server name), proxy, client certificate, auth (Authorization header
+ * appended to *headers) and impersonation (Impersonate-* headers, likewise - the caller owns the list and frees it after the
  * request). May re-read a token file when due. When an exec credential is
  * needed (none yet, expired, or rejected by a 401), it starts the plugin on
  * the loop, or joins the run already going (one run at a time, as in
@@ -103,6 +119,7 @@ typedef struct kl_conn_info {
     int insecure;                /* certificate verification is off */
     const char *tls_server_name; /* or NULL */
     const char *proxy;           /* proxy-url with any user:password hidden, or NULL */
+    const char *as;              /* the user impersonated, or NULL */
 } kl_conn_info;
 
 void kl_conn_describe(const kl_conn *c, kl_conn_info *out);

@@ -26,6 +26,11 @@ struct kl_http {
     char host[256];
     kl_h2health *health; /* NULL when HTTP2_READ_IDLE_TIMEOUT_SECONDS turns it off */
     uint64_t health_timer;
+    char **warned; /* the distinct warning texts seen, up to KL_HTTP_WARNINGS_DISTINCT */
+    size_t nwarned, cap_warned;
+    unsigned long warnings;
+    kl_http_warning_sink warning_sink;
+    void *warning_ud;
 };
 
 const double kl_http_buckets[KL_HTTP_BUCKETS] = {0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60};
@@ -53,6 +58,8 @@ struct kl_http_req {
     double send_by;   /* kl_http_opts.send_by */
     int too_late;     /* the send_by check stopped it before it was sent */
     double retry_after;
+    char **warnings; /* this attempt's warning texts */
+    size_t nwarnings, cap_warnings;
     int retried_401;
     double started;   /* when this attempt began, a wait for the credential included */
     kl_conn_waiter waiter; /* queued while it waits for an exec plugin's credential */
@@ -92,6 +99,118 @@ const kl_http_latency *kl_http_latencies(const kl_http *h, size_t *n) {
 }
 
 const char *kl_http_host(const kl_http *h) { return h->host; }
+
+void kl_http_on_warning(kl_http *h, kl_http_warning_sink sink, void *ud) {
+    h->warning_sink = sink;
+    h->warning_ud = ud;
+}
+
+unsigned long kl_http_warnings_total(const kl_http *h) { return h->warnings; }
+
+/* Counts one warning, and tells of it the first time its text comes:
+ * client-go's WarningWriter with Deduplicate, as kubectl uses it. */
+static void note_warning(kl_http *h, const char *text) {
+    h->warnings++;
+    for (size_t i = 0; i < h->nwarned; i++)
+        if (!strcmp(h->warned[i], text)) return;
+    if (h->nwarned == KL_HTTP_WARNINGS_DISTINCT) {
+        kl_vlog(2, "http", "server warning (past %d distinct ones, not remembered): %s",
+                KL_HTTP_WARNINGS_DISTINCT, text);
+        return;
+    }
+    h->warned = kl_buf_grow(h->warned, &h->cap_warned, h->nwarned + 1, sizeof *h->warned, 8);
+    h->warned[h->nwarned++] = kl_xstrdup(text);
+    if (h->warning_sink) h->warning_sink(h->warning_ud, text);
+    else kl_log(KL_LOG_WARN, "http", "Warning: %s (logged once; klua_api_warnings_total counts every one)", text);
+}
+
+static void free_warnings(kl_http_req *r) {
+    for (size_t i = 0; i < r->nwarnings; i++) free(r->warnings[i]);
+    r->nwarnings = 0;
+}
+
+/* ---- Warning headers (RFC 7234 section 5.5, as client-go reads them) ---- */
+
+typedef struct {
+    const char *p, *end;
+} span;
+
+static void skip_space(span *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t')) s->p++;
+}
+
+/* A segment up to the next space: code or agent. */
+static span segment(span *s) {
+    span seg = {s->p, s->p};
+    while (seg.end < s->end && *seg.end != ' ') seg.end++;
+    s->p = seg.end < s->end ? seg.end + 1 : seg.end;
+    return seg;
+}
+
+static int valid_code(span c) {
+    return c.end - c.p == 3 && c.p[0] >= '1' && c.p[0] <= '9' && c.p[1] >= '0' && c.p[1] <= '9' &&
+           c.p[2] >= '0' && c.p[2] <= '9';
+}
+
+/* A quoted-string at s->p, unescaped into a new string; NULL when it is
+ * not one or does not end. */
+static char *quoted(span *s) {
+    if (s->p >= s->end || *s->p != '"') return NULL;
+    char *out = kl_xmalloc((size_t)(s->end - s->p)), *w = out;
+    for (const char *q = s->p + 1; q < s->end; q++) {
+        if (*q == '\\' && q + 1 < s->end) {
+            *w++ = *++q;
+        } else if (*q == '"') {
+            *w = '\0';
+            s->p = q + 1;
+            return out;
+        } else if (*q != '\\') {
+            *w++ = *q;
+        }
+    }
+    free(out);
+    return NULL;
+}
+
+/* After the text: an optional quoted date, then a comma or the end.
+ * 0, or -1 when anything else follows. */
+static int after_text(span *s) {
+    skip_space(s);
+    if (s->p < s->end && *s->p == '"') {
+        const char *close = memchr(s->p + 1, '"', (size_t)(s->end - s->p - 1));
+        if (!close) return -1;
+        s->p = close + 1;
+        skip_space(s);
+    }
+    if (s->p == s->end) return 0;
+    if (*s->p != ',') return -1;
+    s->p++;
+    skip_space(s);
+    return 0;
+}
+
+void kl_http_parse_warnings(const char *value, size_t len, void (*fn)(void *ud, const char *text), void *ud) {
+    span s = {value, value + len};
+    while (s.end > s.p && (s.end[-1] == ' ' || s.end[-1] == '\t' || s.end[-1] == '\r' || s.end[-1] == '\n')) s.end--;
+    skip_space(&s);
+    while (s.p < s.end) {
+        span code = segment(&s), agent = segment(&s);
+        if (!valid_code(code) || agent.p == agent.end) return;
+        char *text = quoted(&s);
+        if (!text) return;
+        int ok = after_text(&s) == 0;
+        if (!strncmp(code.p, "299", 3) && *text) fn(ud, text);
+        free(text);
+        if (!ok) return;
+    }
+}
+
+static void warning_of_request(void *ud, const char *text) {
+    kl_http_req *r = ud;
+    r->warnings = kl_buf_grow(r->warnings, &r->cap_warnings, r->nwarnings + 1, sizeof *r->warnings, 4);
+    r->warnings[r->nwarnings++] = kl_xstrdup(text);
+    if (!r->probe) note_warning(r->h, text);
+}
 
 static void count_request(kl_http *h, const char *method, long status) {
     char code[8];
@@ -182,6 +301,8 @@ static void release(kl_http_req *r) {
     else if (r->h->reqs == r) r->h->reqs = r->next;
     if (r->next) r->next->prev = r->prev;
     curl_slist_free_all(r->headers);
+    free_warnings(r);
+    free(r->warnings);
     free(r->method);
     free(r->path);
     free(r->body);
@@ -196,6 +317,8 @@ void kl_http_free(kl_http *h) {
     kl_loop_cancel(h->loop, h->health_timer);
     while (h->reqs) release(h->reqs);
     kl_h2health_free(h->health);
+    for (size_t i = 0; i < h->nwarned; i++) free(h->warned[i]);
+    free(h->warned);
     free(h->counts);
     free(h->latencies);
     free(h);
@@ -274,9 +397,11 @@ static void headers_end(kl_http_req *r) {
 static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     kl_http_req *r = ud;
     size_t bytes = size * n;
-    static const char name[] = "retry-after:";
+    static const char name[] = "retry-after:", warning[] = "warning:";
     r->read = 1;
     if ((bytes == 2 && p[0] == '\r' && p[1] == '\n') || (bytes == 1 && p[0] == '\n')) headers_end(r);
+    if (bytes > sizeof warning - 1 && strncasecmp(p, warning, sizeof warning - 1) == 0)
+        kl_http_parse_warnings(p + sizeof warning - 1, bytes - (sizeof warning - 1), warning_of_request, r);
     if (bytes > sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0) {
         char v[32];
         size_t vl = bytes - (sizeof name - 1);
@@ -300,6 +425,8 @@ static void report(kl_http_req *r, kl_http_outcome outcome, const char *error) {
         .body_len = r->len,
         .retry_after = r->retry_after,
         .content_type = content_type(r),
+        .warnings = (const char *const *)r->warnings,
+        .nwarnings = r->nwarnings,
     };
     count_attempt(r, resp.status);
     kl_vlog(6, "http", "%s %s -> %ld %s (%.0f ms)%s%s", r->method, r->path, resp.status,
@@ -383,7 +510,10 @@ static int setup(kl_http_req *r) {
     curl_easy_setopt(r->easy, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(r->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(r->easy, CURLOPT_PIPEWAIT, 1L);
-    curl_easy_setopt(r->easy, CURLOPT_ACCEPT_ENCODING, "");
+    /* kube-apiserver gzips a response of 128 KiB or more that may be
+     * (responsewriters' defaultGzipThresholdBytes): less on the wire, and
+     * most of the server's CPU for a big LIST (kubernetes#112296). */
+    if (kl_conn_compression(r->h->conn)) curl_easy_setopt(r->easy, CURLOPT_ACCEPT_ENCODING, "");
     /* A watch or a LIST delivers megabytes: 256 KiB reads rather than
      * curl's 16 KiB take a sixteenth of the system calls. */
     if (r->cb.data) curl_easy_setopt(r->easy, CURLOPT_BUFFERSIZE, 256L << 10);
@@ -524,6 +654,7 @@ static int retry_unauthorized(kl_http_req *r, CURLcode result) {
     curl_slist_free_all(r->headers);
     r->headers = NULL;
     r->len = 0;
+    free_warnings(r);
     r->retried_401 = 1;
     begin(r);
     return 1;

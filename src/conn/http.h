@@ -49,7 +49,31 @@ typedef struct kl_http_resp {
     size_t body_len;
     double retry_after; /* seconds from a Retry-After header, -1 if none */
     const char *content_type; /* the Content-Type header, NULL if none */
+    /* The texts of the response's warnings (kl_http_parse_warnings), in
+     * the order they came, repeats included. */
+    const char *const *warnings;
+    size_t nwarnings;
 } kl_http_resp;
+
+/* Reads one Warning header's value as client-go does (apimachinery's
+ * util/net ParseWarningHeaders, RFC 7234 section 5.5): comma-separated
+ * `code agent "text" ["date"]`, the text a quoted-string whose backslash
+ * escapes are undone. Calls fn with each warning of code 299 and a text
+ * (the only ones client-go's WarningHandlers act on), until the first one
+ * it cannot read, where it stops, as client-go drops the rest of that
+ * header. */
+void kl_http_parse_warnings(const char *value, size_t len, void (*fn)(void *ud, const char *text), void *ud);
+
+/* Every server warning is counted; the first of each distinct text is
+ * given to the sink (kl_http_on_warning), else logged as a warning. After
+ * KL_HTTP_WARNINGS_DISTINCT distinct texts, new ones are counted and
+ * logged at -v 2 only: a server that makes up a new text per request must
+ * not grow the table for good. */
+#define KL_HTTP_WARNINGS_DISTINCT 256
+typedef void (*kl_http_warning_sink)(void *ud, const char *text);
+void kl_http_on_warning(kl_http *h, kl_http_warning_sink sink, void *ud);
+/* Warnings received so far, repeats included. */
+unsigned long kl_http_warnings_total(const kl_http *h);
 
 /* Whether a response's Content-Type is JSON, the only form klua reads:
  * application/json, with any parameters (charset), in any case. As
@@ -126,7 +150,9 @@ void kl_http_free(kl_http *h); /* cancels every request still running */
 /* The loop's transfer-done callback for handles started here. */
 void kl_http_transfer_done(kl_loop *loop, CURL *easy, CURLcode result);
 
-/* Starts a request, copying what o points to. A request that fails, even
+/* Starts a request, copying what o points to. It asks for a compressed
+ * answer (Accept-Encoding with every coding libcurl has) unless the
+ * connection says not to (kl_conn_compression). A request that fails, even
  * at once, reports through cb.done, never before this returns. */
 kl_http_req *kl_http_start(kl_http *h, const kl_http_opts *o, kl_http_cb cb, void *ud);
 /* Aborts a request; cb.done is not called. */

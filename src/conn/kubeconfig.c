@@ -79,8 +79,21 @@ static void clear_cluster(void *p) {
     memset(c, 0, sizeof *c);
 }
 
+static void clear_impersonate(kl_kc_impersonate *as) {
+    free(as->user);
+    free(as->uid);
+    for (size_t i = 0; i < as->ngroups; i++) free(as->groups[i]);
+    free(as->groups);
+    for (size_t i = 0; i < as->nextra; i++) {
+        free(as->extra[i].key);
+        free(as->extra[i].value);
+    }
+    free(as->extra);
+}
+
 static void clear_user(void *p) {
     kl_kc_user *u = p;
+    clear_impersonate(&u->as);
     free(u->head.name);
     kl_cfg_free_secret_str(u->token);
     free(u->token_file);
@@ -111,15 +124,68 @@ static int parse_cluster(kc_file *f, yaml_node_t *m, const char *who, void *out)
         get_path(f, m, "certificate-authority", who, &c->ca_file) < 0 ||
         get_str(f, m, "certificate-authority-data", who, &c->ca_data) < 0 ||
         get_str(f, m, "tls-server-name", who, &c->tls_server_name) < 0 ||
-        get_str(f, m, "proxy-url", who, &c->proxy_url) < 0)
+        get_str(f, m, "proxy-url", who, &c->proxy_url) < 0 ||
+        get_bool(f, m, "disable-compression", who, &c->disable_compression) < 0)
         return -1;
     return get_bool(f, m, "insecure-skip-tls-verify", who, &c->insecure);
 }
 
+/* A list of strings under key (as-groups), each copied. */
+static int get_strings(kc_file *f, yaml_node_t *map, const char *key, const char *who, char ***out,
+                       size_t *n) {
+    yaml_node_t *seq = kl_ydoc_get(&f->d, map, key);
+    if (!seq) return 0;
+    char what[256];
+    snprintf(what, sizeof what, "%s: %s", who, key);
+    if (seq->type != YAML_SEQUENCE_NODE) return type_error(f, seq, what, "a list of strings");
+    size_t len = kl_ydoc_len(seq);
+    if (!(*out = calloc(len ? len : 1, sizeof **out))) return oom(f);
+    for (size_t i = 0; i < len; i++) {
+        yaml_node_t *item = kl_ydoc_item(&f->d, seq, i);
+        const char *s = kl_ydoc_scalar(item);
+        if (!s) return type_error(f, item ? item : seq, what, "a list of strings");
+        if (!((*out)[(*n)++] = strdup(s))) return oom(f);
+    }
+    return 0;
+}
+
+static int add_extra(kc_file *f, kl_kc_impersonate *as, const char *key, const char *value) {
+    kl_kc_extra *grown = realloc(as->extra, (as->nextra + 1) * sizeof *grown);
+    if (!grown) return oom(f);
+    as->extra = grown;
+    kl_kc_extra *e = &as->extra[as->nextra];
+    e->key = strdup(key);
+    e->value = strdup(value);
+    as->nextra++;
+    return e->key && e->value ? 0 : oom(f);
+}
+
+/* as-user-extra: a map from a key to a list of values. */
+static int get_extra(kc_file *f, yaml_node_t *map, const char *who, kl_kc_impersonate *as) {
+    yaml_node_t *m = kl_ydoc_get(&f->d, map, "as-user-extra");
+    if (!m) return 0;
+    char what[256];
+    snprintf(what, sizeof what, "%s: as-user-extra", who);
+    if (m->type != YAML_MAPPING_NODE) return type_error(f, m, what, "a map of lists of strings");
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        const char *key = kl_ydoc_scalar(yaml_document_get_node(&f->d.doc, p->key));
+        yaml_node_t *values = yaml_document_get_node(&f->d.doc, p->value);
+        if (!key || !values || values->type != YAML_SEQUENCE_NODE)
+            return type_error(f, values ? values : m, what, "a map of lists of strings");
+        for (size_t i = 0; i < kl_ydoc_len(values); i++) {
+            const char *v = kl_ydoc_scalar(kl_ydoc_item(&f->d, values, i));
+            if (!v) return type_error(f, values, what, "a map of lists of strings");
+            if (add_extra(f, as, key, v) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
 static int parse_user_extras(kc_file *f, yaml_node_t *m, const char *who, kl_kc_user *u) {
-    static const char *const impersonation[] = {"as", "as-uid", "as-groups", "as-user-extra"};
-    for (size_t i = 0; i < sizeof impersonation / sizeof *impersonation; i++)
-        if (kl_ydoc_get(&f->d, m, impersonation[i])) u->impersonates = 1;
+    if (get_str(f, m, "as", who, &u->as.user) < 0 || get_str(f, m, "as-uid", who, &u->as.uid) < 0 ||
+        get_strings(f, m, "as-groups", who, &u->as.groups, &u->as.ngroups) < 0 ||
+        get_extra(f, m, who, &u->as) < 0)
+        return -1;
     yaml_node_t *ap = kl_ydoc_get(&f->d, m, "auth-provider");
     if (ap) {
         const char *name = kl_ydoc_scalar(kl_ydoc_get(&f->d, ap, "name"));

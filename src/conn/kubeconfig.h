@@ -34,7 +34,23 @@ typedef struct kl_kc_cluster {
     char *tls_server_name;
     char *proxy_url;
     int insecure;
+    int disable_compression;
 } kl_kc_cluster;
+
+/* One value of as-user-extra: a key may have several. */
+typedef struct kl_kc_extra {
+    char *key, *value;
+} kl_kc_extra;
+
+/* Who the user acts as (kubectl --as and friends), as written. */
+typedef struct kl_kc_impersonate {
+    char *user;    /* as */
+    char *uid;     /* as-uid */
+    char **groups; /* as-groups */
+    size_t ngroups;
+    kl_kc_extra *extra; /* as-user-extra, flattened */
+    size_t nextra;
+} kl_kc_impersonate;
 
 typedef struct kl_kc_user {
     kl_kc_named head;
@@ -47,7 +63,7 @@ typedef struct kl_kc_user {
     kl_exec_config exec;
     char *exec_error;             /* why exec is unusable; reported only if the user is chosen */
     char *auth_provider;          /* name of a legacy auth-provider, or NULL */
-    int impersonates;             /* sets as, as-uid, as-groups or as-user-extra */
+    kl_kc_impersonate as;
 } kl_kc_user;
 
 typedef struct kl_kc_context {

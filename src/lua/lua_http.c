@@ -27,13 +27,22 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
     else lua_pushnil(co);
     if (kl_http_is_json(resp->content_type)) lua_pushnil(co);
     else lua_pushstring(co, resp->content_type);
-    kl_task_resume(t, 4);
+    if (resp->nwarnings) {
+        lua_createtable(co, (int)resp->nwarnings, 0);
+        for (size_t i = 0; i < resp->nwarnings; i++) {
+            lua_pushstring(co, resp->warnings[i]);
+            lua_rawseti(co, -2, (lua_Integer)i + 1);
+        }
+    } else {
+        lua_pushnil(co);
+    }
+    kl_task_resume(t, 5);
 }
 
 /* core.request(method, path [, body [, content_type [, accept [, send_by]]]])
- * -> status, body, retry_after, not_json when the server answered (any
- * status; not_json: the answer's Content-Type when it is not JSON, else
- * nil), | nil, outcome, message when it did not (outcome:
+ * -> status, body, retry_after, not_json, warnings when the server
+ * answered (any status; not_json: the answer's Content-Type when it is not
+ * JSON, else nil; warnings: the texts of its Warning headers, or nil), | nil, outcome, message when it did not (outcome:
  * kl_http_outcome_name; "TooLate" when core.now() had reached send_by
  * before it could leave). Yields until the request has ended. */
 static int l_request(lua_State *L) {
@@ -60,15 +69,17 @@ static int l_request(lua_State *L) {
     return lua_yield(L, 0);
 }
 
-/* core.http_metrics() -> {host =, requests = {{method, code, n}, ...},
+/* core.http_metrics() -> {host =, warnings = n, requests = {{method, code, n}, ...},
  * durations = {{verb, {count =, sum =, buckets = {{le, n}, ...}}}, ...}}:
  * the HTTP layer's client-go request metrics (conn/http.h). */
 static int l_http_metrics(lua_State *L) {
     kl_http *h = kl_rt_http(kl_rt_of(L));
     size_t n;
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 4);
     lua_pushstring(L, kl_http_host(h));
     lua_setfield(L, -2, "host");
+    lua_pushinteger(L, (lua_Integer)kl_http_warnings_total(h));
+    lua_setfield(L, -2, "warnings");
     const kl_http_count *c = kl_http_counts(h, &n);
     lua_createtable(L, (int)n, 0);
     for (size_t i = 0; i < n; i++) {

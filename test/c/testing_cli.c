@@ -66,6 +66,15 @@ static void push_options(lua_State *L, const kl_cli *c) {
     set_string(L, "token", c->rt.conn.token);
     set_boolean(L, "insecure_skip_tls_verify", c->rt.conn.insecure_skip_tls_verify);
     set_boolean(L, "allow_insecure_credentials", c->rt.conn.allow_insecure_credentials);
+    set_string(L, "as", c->rt.conn.as);
+    set_string(L, "as_uid", c->rt.conn.as_uid);
+    lua_createtable(L, (int)c->rt.conn.n_as_groups, 0);
+    for (size_t i = 0; i < c->rt.conn.n_as_groups; i++) {
+        lua_pushstring(L, c->rt.conn.as_groups[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "as_groups");
+    set_boolean(L, "disable_compression", c->rt.conn.disable_compression);
     set_integer(L, "instruction_budget", (lua_Integer)c->rt.instruction_budget);
     set_integer(L, "memory_limit", (lua_Integer)c->rt.memory_limit);
     set_number(L, "idle_timeout", c->rt.idle_timeout);

@@ -2,14 +2,15 @@
  * testing_config.c - `klua_testing.load_config{...}` for the specs.
  *
  *   conn, err = testing.load_config{kubeconfig=, context=, server=, token=,
- *       insecure=, allow_insecure_credentials=, env=, exec_timeout_ms=}
+ *       insecure=, allow_insecure_credentials=, as=, as_uid=, as_groups=,
+ *       disable_compression=, env=, exec_timeout_ms=}
  *
  * resolves a connection. With `env` (a table), environment lookups see only
  * that table, so a spec controls HOME, KUBECONFIG and the in-cluster
  * variables without touching the real environment. The result reads like a
  * table of what the connection uses - conn.server, .namespace, .context,
- * .source, .auth, .ca, .client_cert, .insecure, .tls_server_name, .proxy -
- * never a secret, and has methods:
+ * .source, .auth, .ca, .client_cert, .insecure, .tls_server_name, .proxy,
+ * .as, .disable_compression (only when set) - never a secret, and has methods:
  *   conn:describe()          those fields as a plain table
  *   conn:prepare()           the header lines kl_conn_prepare adds, or nil, err
  *   conn:request(url)        prepares a handle and performs a blocking GET:
@@ -19,6 +20,9 @@
  * prepare and request run an event loop of their own while an exec plugin
  * fetches the credential. The spec module shows real header values: the
  * specs' tokens are fake.
+ *
+ *   texts = testing.parse_warnings(value)  kl_http_parse_warnings on one
+ *                                          Warning header's value
  */
 #include <curl/curl.h>
 #include <lauxlib.h>
@@ -28,6 +32,7 @@
 #include "base/buf.h"
 #include "base/loop.h"
 #include "conn/conn.h"
+#include "conn/http.h"
 #include "testing.h"
 
 #define CONN_MT "klua_testing.conn"
@@ -91,6 +96,11 @@ static void push_description(lua_State *L, const kl_conn *c) {
     set_string(L, "client_cert", info.client_cert);
     set_string(L, "tls_server_name", info.tls_server_name);
     set_string(L, "proxy", info.proxy);
+    set_string(L, "as", info.as);
+    if (!kl_conn_compression(c)) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "disable_compression");
+    }
     lua_pushboolean(L, info.insecure);
     lua_setfield(L, -2, "insecure");
 }
@@ -104,7 +114,26 @@ static int t_load(lua_State *L) {
         .token = opt_string(L, "token"),
         .insecure_skip_tls_verify = opt_bool(L, "insecure"),
         .allow_insecure_credentials = opt_bool(L, "allow_insecure_credentials"),
+        .as = opt_string(L, "as"),
+        .as_uid = opt_string(L, "as_uid"),
+        .disable_compression = opt_bool(L, "disable_compression"),
     };
+    /* as_groups = {...}: kept alive by the options table. */
+    const char *groups[8];
+    lua_getfield(L, 1, "as_groups");
+    if (!lua_isnil(L, -1)) {
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_Integer n = luaL_len(L, -1);
+        luaL_argcheck(L, n <= 8, 1, "at most 8 as_groups");
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, -1, i);
+            groups[i - 1] = luaL_checkstring(L, -1);
+            lua_pop(L, 1);
+        }
+        o.as_groups = groups;
+        o.n_as_groups = (size_t)n;
+    }
+    lua_pop(L, 1);
     lua_getfield(L, 1, "exec_timeout_ms");
     kl_conn_hooks hooks = {.exec_timeout_ms = (int)luaL_optinteger(L, -1, 0)};
     lua_getfield(L, 1, "env");
@@ -285,6 +314,20 @@ static int t_gc(lua_State *L) {
     return 0;
 }
 
+static void push_warning(void *ud, const char *text) {
+    lua_State *L = ud;
+    lua_pushstring(L, text);
+    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+}
+
+static int t_parse_warnings(lua_State *L) {
+    size_t len;
+    const char *v = luaL_checklstring(L, 1, &len);
+    lua_newtable(L);
+    kl_http_parse_warnings(v, len, push_warning, L);
+    return 1;
+}
+
 void kl_testing_open_config(lua_State *L) {
     static const luaL_Reg methods[] = {{"describe", t_describe},
                                        {"prepare", t_prepare},
@@ -302,4 +345,6 @@ void kl_testing_open_config(lua_State *L) {
     lua_pop(L, 1);
     lua_pushcfunction(L, t_load);
     lua_setfield(L, -2, "load_config");
+    lua_pushcfunction(L, t_parse_warnings);
+    lua_setfield(L, -2, "parse_warnings");
 }

@@ -275,7 +275,7 @@ static int r_feed(lua_State *L) {
         luaL_error(L, "the reflector paused the transfer; these specs do not resume it");
     }
     if (took < n && q->open) {
-        kl_http_resp resp = {KL_HTTP_ABANDONED, 200, "abandoned", NULL, 0, -1, NULL};
+        kl_http_resp resp = {KL_HTTP_ABANDONED, 200, "abandoned", NULL, 0, -1, NULL, NULL, 0};
         finish(f, q, &resp);
     }
     return 0;
@@ -306,7 +306,7 @@ static int r_finish(lua_State *L) {
     double retry_after = luaL_optnumber(L, -1, -1);
     lua_getfield(L, 3, "content_type");
     const char *content_type = luaL_optstring(L, -1, "application/json");
-    kl_http_resp resp = {outcome_values[o], status, o > 1 ? outcomes[o] : NULL, NULL, 0, retry_after, content_type};
+    kl_http_resp resp = {outcome_values[o], status, o > 1 ? outcomes[o] : NULL, NULL, 0, retry_after, content_type, NULL, 0};
     if (o == 0) headers(q, content_type);
     if (body && o == 0) {
         if (q->cb.data(q->arg, body, blen) < blen) {

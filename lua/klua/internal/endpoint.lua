@@ -5,7 +5,8 @@
 --             Prometheus's text format, with the names Kubernetes users
 --             chart: workqueue_*, controller_runtime_*, leader_election_*,
 --             process_*, rest_client_*, and klua_informer_*, klua_handler_errors_total,
---             klua_lua_memory_bytes, klua_shards_held and klua_fenced_writes_total
+--             klua_api_warnings_total, klua_lua_memory_bytes, klua_shards_held and
+--             klua_fenced_writes_total
 --             (under leader election or --shards).
 --   /healthz  200 "ok": the answer itself shows the loop turns (a handler
 --             that never returns stops every answer, so the probe times out).
@@ -154,6 +155,12 @@ local function rest_client_families(add)
     'Number of HTTP requests, partitioned by status code, method, and host.', { 'code', 'method', 'host' }, requests)
   histogram(add, 'rest_client_request_duration_seconds', 'Request latency in seconds. Broken down by verb, and host.',
     { 'verb', 'host' }, durations)
+  -- client-go's WarningHandlers log or print warnings and count none;
+  -- kube-apiserver counts its side (apiserver_requested_deprecated_apis).
+  -- klua counts what it receives, with rest_client_*'s host label.
+  gauge_or_counter(add, 'counter', 'klua_api_warnings_total',
+    'Warnings (Warning: 299 headers, KEP-1693) the API server sent, repeats included.', { 'host' },
+    { { { m.host }, m.warnings } })
 end
 
 local function runtime_families(add)
