@@ -331,8 +331,9 @@ end
 -- @usage
 -- if not pods:synced() then return klua.requeue_after(1) end
 
---- The reflector's counters (lists, relists, watches, events, ...),
--- index_errors, the index function calls that failed,
+--- The reflector's counters (lists, relists, watches, events, bytes
+-- of LIST and WATCH bodies, ...), its state (LIST, WATCH, BACKOFF, ...:
+-- docs/architecture.md), index_errors, the index function calls that failed,
 -- transform_errors, the objects a transform function failed on,
 -- failing_for, the seconds its lists or watches have been failing (0
 -- while they succeed), and refused, why they fail while the server

@@ -370,7 +370,29 @@ static int r_stats(lua_State *L) {
     FIELD(backoffs);
     FIELD(idle_restarts);
     FIELD(malformed);
+    FIELD(frames);
+    FIELD(bytes);
 #undef FIELD
+    return 1;
+}
+
+/* r:history() -> {{at =, from =, to =, cause =}, ...}: kl_reflector_history */
+static int r_history(lua_State *L) {
+    kl_reflector_record rec[KL_REFLECTOR_HISTORY];
+    size_t n = kl_reflector_history(check_fake(L)->r, rec);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 0, 4);
+        lua_pushnumber(L, rec[i].at);
+        lua_setfield(L, -2, "at");
+        lua_pushstring(L, kl_reflector_state_name(rec[i].t->from));
+        lua_setfield(L, -2, "from");
+        lua_pushstring(L, kl_reflector_state_name(rec[i].t->to));
+        lua_setfield(L, -2, "to");
+        lua_pushstring(L, rec[i].t->when);
+        lua_setfield(L, -2, "cause");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
     return 1;
 }
 
@@ -455,7 +477,7 @@ void kl_testing_open_reflector(lua_State *L) {
         {"request", r_request},   {"requests", r_requests}, {"aborted", r_aborted},
         {"feed", r_feed},         {"finish", r_finish},   {"take", r_take},
         {"stats", r_stats},       {"free", r_free},       {"failure", r_failure},
-        {"refusal", r_refusal},   {NULL, NULL},
+        {"refusal", r_refusal},   {"history", r_history}, {NULL, NULL},
     };
     luaL_newmetatable(L, REFLECTOR_MT);
     luaL_newlib(L, methods);
