@@ -148,7 +148,14 @@ COMPLETIONS := $(BUILD)/completion/klua.bash $(BUILD)/completion/_klua $(BUILD)/
 
 man: $(MAN1) $(MAN7)
 completion: $(COMPLETIONS)
-docs: docs/api.md
+DIAGRAMS  := docs/img/reflector.svg docs/img/runtime.svg docs/img/pipeline.svg
+docs: docs/api.md $(DIAGRAMS)
+
+# The state machines drawn from their tables as docs/architecture.md prints them
+# (each checked against the code by a spec), and the pipeline; spec/tools/diagrams_spec.lua
+# checks the committed pictures are these.
+$(DIAGRAMS) &: docs/architecture.md scripts/build/gen-diagrams
+	python3 scripts/build/gen-diagrams
 
 $(MAN1) &: $(BUILD)/klua scripts/build/gen-man
 	@mkdir -p $(BUILD)/man
