@@ -336,7 +336,8 @@ end
 -- docs/architecture.md), index_errors, the index function calls that failed,
 -- transform_errors, the objects a transform function failed on,
 -- failing_for, the seconds its lists or watches have been failing (0
--- while they succeed), and refused, why they fail while the server
+-- while they succeed), last_event_age, the seconds since its last watch
+-- event came (nil before any), and refused, why they fail while the server
 -- refuses them until someone acts (a 4xx: a permission not granted), or nil.
 -- @return a table of counters
 -- @usage

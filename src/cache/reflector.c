@@ -225,6 +225,7 @@ struct kl_reflector {
      * LIST, a watch's end), so keeping them costs nothing per event. */
     kl_reflector_record history[KL_REFLECTOR_HISTORY];
     size_t transitions; /* made so far; history[transitions % HISTORY] is next */
+    double last_event_at; /* the read that carried the last watch event; 0: none yet */
 };
 
 static void transition(kl_reflector *r, cause c, const step *s);
@@ -266,6 +267,8 @@ double kl_reflector_failing_for(const kl_reflector *r, double t) {
 const char *kl_reflector_refusal(const kl_reflector *r) { return r->refusal; }
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r) { return &r->stats; }
 kl_reflector_state kl_reflector_get_state(const kl_reflector *r) { return r->state; }
+
+double kl_reflector_last_event(const kl_reflector *r) { return r->last_event_at; }
 
 size_t kl_reflector_history(const kl_reflector *r, kl_reflector_record *out) {
     size_t n = r->transitions < KL_REFLECTOR_HISTORY ? r->transitions : KL_REFLECTOR_HISTORY;
@@ -687,6 +690,8 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
     watch_st *w = &r->st.watch;
     w->events++;
     r->stats.events++;
+    /* The time of the latest read, taken per read anyway: no clock read per event. */
+    r->last_event_at = w->last_activity;
     if (ev->type == KL_EV_ADDED) r->stats.added++;
     else if (ev->type == KL_EV_MODIFIED) r->stats.modified++;
     else if (ev->type == KL_EV_DELETED) r->stats.deleted++;

@@ -183,6 +183,9 @@ double kl_reflector_failing_for(const kl_reflector *r, double now);
 const char *kl_reflector_refusal(const kl_reflector *r);
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r);
 kl_reflector_state kl_reflector_get_state(const kl_reflector *r);
+/* When the read that carried its last watch event came (the env's clock);
+ * 0 before any. */
+double kl_reflector_last_event(const kl_reflector *r);
 /* Its last transitions (at most KL_REFLECTOR_HISTORY), oldest first, into
  * out; returns how many. */
 size_t kl_reflector_history(const kl_reflector *r, kl_reflector_record *out);

@@ -485,7 +485,7 @@ static int l_synced(lua_State *L) {
 static int l_stats(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const kl_reflector_stats *s = kl_informer_stats(li->inf);
-    lua_createtable(L, 0, 21);
+    lua_createtable(L, 0, 22);
 #define FIELD(f)                                 \
     lua_pushinteger(L, (lua_Integer)s->f);       \
     lua_setfield(L, -2, #f)
@@ -520,6 +520,11 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "failing_for");
     lua_pushstring(L, kl_informer_refusal(li->inf)); /* nil when NULL */
     lua_setfield(L, -2, "refused");
+    double last = kl_informer_last_event(li->inf);
+    if (last > 0) {
+        lua_pushnumber(L, kl_now() - last);
+        lua_setfield(L, -2, "last_event_age");
+    }
     return 1;
 }
 

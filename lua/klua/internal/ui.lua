@@ -19,22 +19,7 @@ local C = core.informer_fns
 
 local function array(t) return setmetatable(t, json.array_mt) end
 
--- When each informer's event count last changed, as seen by the requests
--- for /ui/state: the age of its last event, to the nearest poll, without a
--- clock read per event. Weak: a stopped informer is forgotten.
-local seen = setmetatable({}, { __mode = 'k' })
-
-local function last_event_age(inf, events, t)
-  local s = seen[inf]
-  if not s or s.events ~= events then
-    local known = s ~= nil
-    seen[inf] = { events = events, at = t, known = known }
-    return known and 0 or json.null
-  end
-  return s.known and t - s.at or json.null
-end
-
-local function informer_state(inf, t)
+local function informer_state(inf)
   local s = inf:stats()
   local transitions = array {}
   for i, r in ipairs(C.history(inf)) do
@@ -49,7 +34,7 @@ local function informer_state(inf, t)
     decoder = { added = s.added, modified = s.modified, deleted = s.deleted, bookmarks = s.bookmarks,
       malformed = s.malformed },
     reflector = { state = s.state, resource_version = s.resource_version,
-      last_event_age = last_event_age(inf, s.events, t), errors = s.errors, backoffs = s.backoffs,
+      last_event_age = s.last_event_age or json.null, errors = s.errors, backoffs = s.backoffs,
       idle_restarts = s.idle_restarts, failing_for = s.failing_for, refused = s.refused or json.null,
       transitions = transitions },
     store = { objects = s.cached },
@@ -94,7 +79,7 @@ end
 function M.state()
   local t = core.now()
   local infs, ctls = array {}, array {}
-  for i, inf in ipairs(endpoint.informers()) do infs[i] = informer_state(inf, t) end
+  for i, inf in ipairs(endpoint.informers()) do infs[i] = informer_state(inf) end
   for i, ctl in ipairs(endpoint.controllers()) do ctls[i] = controller_state(ctl, t) end
   local leader, shards = leadership()
   return {
