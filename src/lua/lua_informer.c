@@ -528,17 +528,11 @@ static int l_stats(lua_State *L) {
     return 1;
 }
 
-/* core.informer_fns.history(inf) -> the reflector's last transitions, oldest
- * first: {{age = seconds ago, from =, to =, cause =, action =}, ...}. */
-static int l_history(lua_State *L) {
-    lua_informer *li = check_informer(L, 1);
-    kl_reflector_record rec[KL_REFLECTOR_HISTORY];
-    size_t n = kl_informer_history(li->inf, rec);
-    double t = kl_now();
+void kl_lua_push_history(lua_State *L, const kl_reflector_record *rec, size_t n, double now) {
     lua_createtable(L, (int)n, 0);
     for (size_t i = 0; i < n; i++) {
         lua_createtable(L, 0, 5);
-        lua_pushnumber(L, t - rec[i].at);
+        lua_pushnumber(L, now - rec[i].at);
         lua_setfield(L, -2, "age");
         lua_pushstring(L, kl_reflector_state_name(rec[i].t->from));
         lua_setfield(L, -2, "from");
@@ -550,6 +544,14 @@ static int l_history(lua_State *L) {
         lua_setfield(L, -2, "action");
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
+}
+
+/* core.informer_fns.history(inf) -> kl_lua_push_history's table, for the live page. */
+static int l_history(lua_State *L) {
+    lua_informer *li = check_informer(L, 1);
+    kl_reflector_record rec[KL_REFLECTOR_HISTORY];
+    size_t n = kl_informer_history(li->inf, rec);
+    kl_lua_push_history(L, rec, n, kl_now());
     return 1;
 }
 

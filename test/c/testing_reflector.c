@@ -15,6 +15,7 @@
 
 #include "base/buf.h"
 #include "cache/reflector.h"
+#include "lua/lua_informer.h"
 #include "base/xalloc.h"
 #include "testing.h"
 
@@ -376,23 +377,12 @@ static int r_stats(lua_State *L) {
     return 1;
 }
 
-/* r:history() -> {{at =, from =, to =, cause =}, ...}: kl_reflector_history */
+/* r:history() -> kl_lua_push_history's table, ages as of the fake clock */
 static int r_history(lua_State *L) {
+    fake *f = check_fake(L);
     kl_reflector_record rec[KL_REFLECTOR_HISTORY];
-    size_t n = kl_reflector_history(check_fake(L)->r, rec);
-    lua_createtable(L, (int)n, 0);
-    for (size_t i = 0; i < n; i++) {
-        lua_createtable(L, 0, 4);
-        lua_pushnumber(L, rec[i].at);
-        lua_setfield(L, -2, "at");
-        lua_pushstring(L, kl_reflector_state_name(rec[i].t->from));
-        lua_setfield(L, -2, "from");
-        lua_pushstring(L, kl_reflector_state_name(rec[i].t->to));
-        lua_setfield(L, -2, "to");
-        lua_pushstring(L, rec[i].t->when);
-        lua_setfield(L, -2, "cause");
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
+    size_t n = kl_reflector_history(f->r, rec);
+    kl_lua_push_history(L, rec, n, f->now);
     return 1;
 }
 
