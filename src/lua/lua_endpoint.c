@@ -32,21 +32,13 @@ typedef struct endpoints {
     endpoint *list;
 } endpoints;
 
-/* The content types the modules answer with: the server sends the reply
- * after the Lua stack that held the module's string is gone. */
-static const char *const content_types[] = {
-    "text/plain; version=0.0.4; charset=utf-8", /* Prometheus's text format */
-    "text/html; charset=utf-8",
-    "application/json",
-};
-
+/* The content type of a module's answer, as a string of ours: the server
+ * sends the reply after the Lua stack that held the module's is gone. */
 static const char *content_type(const char *asked) {
-    for (size_t i = 0; asked && i < sizeof content_types / sizeof content_types[0]; i++)
-        if (!strncmp(asked, content_types[i], strcspn(content_types[i], ";"))) {
-            /* "text/plain; version=..." is Prometheus's; plain "text/plain" is not. */
-            if (i == 0 && strncmp(asked, "text/plain; version", 19)) continue;
-            return content_types[i];
-        }
+    if (!asked) return "text/plain; charset=utf-8";
+    if (!strncmp(asked, "text/plain; version", 19)) return "text/plain; version=0.0.4; charset=utf-8";
+    if (!strncmp(asked, "text/html", 9)) return "text/html; charset=utf-8";
+    if (!strncmp(asked, "application/json", 16)) return "application/json";
     return "text/plain; charset=utf-8";
 }
 
