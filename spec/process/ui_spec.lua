@@ -123,10 +123,12 @@ spec: {replicas: 3}
     return out
   end
 
-  -- A controller that fails on default/ui-bad, under leader election and
+  -- A controller that fails on default/ui-bad, and a handler that never ends
+  -- on it (stopped by --instruction-budget), under leader election and
   -- shards, so that every part of the state has something to show.
   local FAILING = [[
 local cms = klua.informer { resource = 'configmaps', namespace = 'default' }
+cms:on('add', function(obj) if obj.metadata.name == 'ui-bad' then while true do end end end)
 klua.controller { name = 'ui-state', watches = { cms }, reconcile = function(key)
   if key == 'default/ui-bad' then error('ui-bad is bad') end
 end }
@@ -135,7 +137,7 @@ end }
   -- Runs FAILING with flags until ready(state) holds; returns the last state
   -- and the lines of /proc/net/tcp{,6} of its listening socket.
   local function state_of(flags, ready, what)
-    local args = { '--kubeconfig', cluster.kubeconfig, '--ui-bind-address', ':0' }
+    local args = { '--kubeconfig', cluster.kubeconfig, '--ui-bind-address', ':0', '--instruction-budget', '1000000' }
     for _, f in ipairs(flags) do args[#args + 1] = f end
     for _, a in ipairs { 'run', K.script(FAILING) } do args[#args + 1] = a end
     local p = K.spawn(args)
@@ -154,7 +156,8 @@ end }
     cluster:kubectl('create configmap ui-bad --from-literal=k=v')
     local function failed(s)
       local c = s.controllers[1]
-      return #c.reconciles.last_errors > 0 and #s.writes > 0
+      return #c.reconciles.last_errors > 0 and #s.writes > 0 and s.budget_stops == 1
+        and s.informers[1].handlers.notifications >= 1
     end
     local led, listening, port = state_of({ '--leader-elect', '--leader-election-namespace', 'default' }, function(s)
       return s.leader ~= cjson.null and s.leader.leading and failed(s)

@@ -485,7 +485,7 @@ static int l_synced(lua_State *L) {
 static int l_stats(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const kl_reflector_stats *s = kl_informer_stats(li->inf);
-    lua_createtable(L, 0, 22);
+    lua_createtable(L, 0, 23);
 #define FIELD(f)                                 \
     lua_pushinteger(L, (lua_Integer)s->f);       \
     lua_setfield(L, -2, #f)
@@ -514,6 +514,8 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "cached");
     lua_pushinteger(L, (lua_Integer)kl_informer_pending(li->inf));
     lua_setfield(L, -2, "pending");
+    lua_pushinteger(L, (lua_Integer)kl_informer_seq(li->inf));
+    lua_setfield(L, -2, "notifications");
     lua_pushstring(L, kl_informer_rv(li->inf));
     lua_setfield(L, -2, "resource_version");
     lua_pushnumber(L, kl_informer_failing_for(li->inf, kl_now()));

@@ -38,7 +38,7 @@ local function informer_state(inf)
       idle_restarts = s.idle_restarts, failing_for = s.failing_for, refused = s.refused or json.null,
       transitions = transitions },
     store = { objects = s.cached },
-    handlers = { pending = s.pending, transform_errors = s.transform_errors, index_errors = s.index_errors },
+    handlers = { notifications = s.notifications, pending = s.pending, transform_errors = s.transform_errors, index_errors = s.index_errors },
   }
 end
 
@@ -87,6 +87,7 @@ function M.state()
     phase = core.phase(),
     lua_memory_bytes = core.stats().lua_memory,
     handler_errors = core.stats().task_errors,
+    budget_stops = core.stats().budget_stops,
     leader = leader,
     shards = shards,
     informers = infs,
