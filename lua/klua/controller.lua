@@ -123,7 +123,8 @@ local function cumulative(d)
   return { count = d.count, sum = d.sum, max = d.max, buckets = buckets }
 end
 
---- Counters: depth, adds, retries, reconciles, successes, failures (every
+--- Counters: depth, adds, retries, oldest (seconds the key queued
+-- longest has waited), reconciles, successes, failures (every
 -- reconcile that failed, terminal_errors and panics included),
 -- terminal_errors, panics (reconciles that raised), requeues
 -- (klua.requeue), requeues_after (klua.requeue_after), active (reconciles

@@ -51,7 +51,7 @@ local function controller_state(ctl, t)
     name = ctl.name,
     workers = ctl.workers,
     queue = { depth = s.depth, adds = s.adds, retries = s.retries, in_flight = s.active,
-      longest_running = s.longest },
+      longest_running = s.longest, oldest_waiting = s.oldest },
     reconciles = { total = s.reconciles, successes = s.successes, failures = s.failures, requeues = s.requeues,
       requeues_after = s.requeues_after, panics = s.panics,
       mean_seconds = r.count > 0 and r.sum / r.count or 0, max_seconds = r.max, last_errors = errors },
