@@ -29,8 +29,10 @@ CXXSRC    := $(foreach d,$(STAGES),$(wildcard src/$(d)/*.cc))
 # klua's private helpers (internal/) and the commands written in Lua (cmd/: klua watch,
 # klua __complete), all embedded; lua/klua/testing.lua is the test harness (docs/testing.md):
 # it runs under busted, not in a controller's script environment, so it is installed beside
-# the binary, not embedded.
+# the binary, not embedded. The live page (internal/ui.html, docs/ui.md) is embedded too, as
+# a module that returns its text.
 LUASRC    := $(filter-out lua/klua/testing.lua,$(wildcard lua/klua/*.lua lua/klua/internal/*.lua lua/klua/cmd/*.lua))
+EMBEDSRC  := $(LUASRC) lua/klua/internal/ui.html
 CORE_OBJ  := $(CSRC:%.c=$(BUILD)/%.o) $(CXXSRC:%.cc=$(BUILD)/%.o) $(BUILD)/lua_embedded.o
 TEST_OBJ  := $(TESTSRC:%.c=$(BUILD)/%.o)
 DEPS      := $(CORE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/src/cli/main.d
@@ -63,8 +65,8 @@ $(BUILD)/%.o: %.c | pkgcheck
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/lua_embedded.c: $(LUASRC) scripts/build/embed-lua | $(BUILD)
-	python3 scripts/build/embed-lua $@ $(LUASRC)
+$(BUILD)/lua_embedded.c: $(EMBEDSRC) scripts/build/embed-lua | $(BUILD)
+	python3 scripts/build/embed-lua $@ $(EMBEDSRC)
 
 $(BUILD)/lua_embedded.o: $(BUILD)/lua_embedded.c
 	$(CC) $(CFLAGS) -c $< -o $@
@@ -147,7 +149,14 @@ COMPLETIONS := $(BUILD)/completion/klua.bash $(BUILD)/completion/_klua $(BUILD)/
 
 man: $(MAN1) $(MAN7)
 completion: $(COMPLETIONS)
-docs: docs/api.md
+DIAGRAMS  := docs/img/reflector.svg docs/img/runtime.svg docs/img/pipeline.svg
+docs: docs/api.md $(DIAGRAMS)
+
+# The state machines drawn from their tables as docs/architecture.md prints them
+# (each checked against the code by a spec), and the pipeline; spec/tools/diagrams_spec.lua
+# checks the committed pictures are these.
+$(DIAGRAMS) &: docs/architecture.md scripts/build/gen-diagrams
+	python3 scripts/build/gen-diagrams
 
 $(MAN1) &: $(BUILD)/klua scripts/build/gen-man
 	@mkdir -p $(BUILD)/man

@@ -123,7 +123,8 @@ local function cumulative(d)
   return { count = d.count, sum = d.sum, max = d.max, buckets = buckets }
 end
 
---- Counters: depth, adds, retries, reconciles, successes, failures (every
+--- Counters: depth, adds, retries, oldest (seconds the key queued
+-- longest has waited), reconciles, successes, failures (every
 -- reconcile that failed, terminal_errors and panics included),
 -- terminal_errors, panics (reconciles that raised), requeues
 -- (klua.requeue), requeues_after (klua.requeue_after), active (reconciles
@@ -152,8 +153,15 @@ function Controller:shutdown() self.queue:shutdown() end
 local _, handle = object.class('controller', Controller, { 'enqueue', 'stats', 'shutdown' },
   function(c) return ('controller(%s)'):format(c.name) end)
 
+-- How many of its last failures a controller keeps for the live page
+-- (klua.internal.ui): a failure is rare next to the events, so this costs
+-- nothing on the way of a successful reconcile.
+local LAST_ERRORS = 8
+
 local function failed(c, key, why)
   c.failures = c.failures + 1
+  if #c.last_errors == LAST_ERRORS then table.remove(c.last_errors, 1) end
+  c.last_errors[#c.last_errors + 1] = { key = key, error = tostring(why), at = core.now() }
   if getmetatable(why) == TERMINAL then
     c.terminal_errors = c.terminal_errors + 1
     core.log('error', ('%s: reconcile %s failed with a terminal error, not retried: %s'):format(
@@ -254,7 +262,7 @@ function M.new(opts)
     queue = core.queue(opts.rate_limit),
     reconciles = 0, successes = 0, failures = 0, terminal_errors = 0, panics = 0, requeues = 0,
     requeues_after = 0, reconcile_time = histogram(),
-    workers = opts.workers or 1, active = 0, in_flight = {},
+    workers = opts.workers or 1, active = 0, in_flight = {}, last_errors = {},
   }, Controller)
   M.all[#M.all + 1] = c
   endpoint.track_controller(c)

@@ -212,7 +212,8 @@ klua.on_shutdown = shutdown.on_shutdown
 -- @usage
 -- local cms = klua.informer { resource = 'configmaps', namespace = klua.namespace() }
 klua.namespace = core.namespace
---- Counters of the runtime: task_errors, lua_memory, suspended.
+--- Counters of the runtime: task_errors, budget_stops (the calls
+-- --instruction-budget stopped), lua_memory, suspended.
 -- @return a table of the counters
 -- @usage
 -- klua.log.info('%d task errors', klua.stats().task_errors)
@@ -331,11 +332,15 @@ end
 -- @usage
 -- if not pods:synced() then return klua.requeue_after(1) end
 
---- The reflector's counters (lists, relists, watches, events, ...),
--- index_errors, the index function calls that failed,
+--- The reflector's counters (lists, relists, watches, events, bytes
+-- of LIST and WATCH bodies, ...), its state (LIST, WATCH, BACKOFF, ...:
+-- docs/architecture.md), index_errors, the index function calls that failed,
 -- transform_errors, the objects a transform function failed on,
 -- failing_for, the seconds its lists or watches have been failing (0
--- while they succeed), and refused, why they fail while the server
+-- while they succeed), notifications, the adds, updates and deletes
+-- queued for its handlers so far, pending, those not handed to them yet,
+-- last_event_age, the seconds since its last watch
+-- event came (nil before any), and refused, why they fail while the server
 -- refuses them until someone acts (a 4xx: a permission not granted), or nil.
 -- @return a table of counters
 -- @usage

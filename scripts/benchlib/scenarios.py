@@ -3,13 +3,16 @@
 Scenarios have names (DESCRIPTIONS, in ORDER); the letters earlier reports used stay aliases
 (ALIASES), on the command line and in the report's rows.
 """
+import json
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 
 from . import data, h2proxy, peers, procs
 from .pods import NAMESPACES
@@ -118,6 +121,39 @@ def _seconds(value):
 
 def _mb(kb):
     return "%s MB" % number(kb / 1024, 1)
+
+
+class UiReader:
+    """What an open live page does to a klua (--ui): reads /ui/state once a second, on a thread of
+    its own, from the port klua's log names, until stopped. The count of reads shows it happened."""
+
+    def __init__(self, log_offset):
+        self.done, self.reads, self.thread, self.log_offset = threading.Event(), 0, None, log_offset
+
+    def start(self, child):
+        self.thread = threading.Thread(target=self._run, args=(child.log_path,), daemon=True)
+        self.thread.start()
+
+    def _run(self, log_path):
+        port = None
+        while port is None and not self.done.wait(0.05):
+            with open(log_path, errors="replace") as f:
+                f.seek(self.log_offset)
+                m = re.search(r"live page.*\(port (\d+)\)", f.read())
+            port = m and int(m.group(1))
+        while port and not self.done.is_set():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/ui/state" % port, timeout=5) as r:
+                    json.load(r)
+                self.reads += 1
+            except (OSError, ValueError):
+                pass
+            self.done.wait(1.0)
+
+    def stop(self):
+        self.done.set()
+        if self.thread:
+            self.thread.join()
 
 
 class Bench:
@@ -240,14 +276,28 @@ class Bench:
     # --- running klua
 
     def klua_script(self, name, url, script, args, until):
-        """Runs `klua --server URL run SCRIPT ARGS` until it prints `bench UNTIL`; the child and its records."""
-        argv = [self.klua, "--server", url, "run", os.path.join(LUA_DIR, script)] + [str(a) for a in args]
-        return self.script(name, argv, until, "klua", self.env)
+        """Runs `klua --server URL run SCRIPT ARGS` until it prints `bench UNTIL`; the child and its records.
+        With --ui, klua serves its live page and a reader polls /ui/state as an open page does."""
+        ui = ["--ui-bind-address", "127.0.0.1:0"] if self.opts.ui else []
+        argv = [self.klua, "--server", url] + ui + ["run", os.path.join(LUA_DIR, script)] + [str(a) for a in args]
+        if not ui:
+            return self.script(name, argv, until, "klua", self.env)
+        # The log is appended to by each repeat: the reader looks past what is there now.
+        log = os.path.join(self.children.log_dir, "%s.log" % name)
+        reader = UiReader(os.path.getsize(log) if os.path.exists(log) else 0)
+        try:
+            return self.script(name, argv, until, "klua", self.env, on_start=reader.start)
+        finally:
+            reader.stop()
+            self.log("  %s: the live page read /ui/state %d times" % (name, reader.reads))
 
-    def script(self, name, argv, until, what, env=None, on_record=None):
+    def script(self, name, argv, until, what, env=None, on_record=None, on_start=None):
         """Runs argv until it prints `bench UNTIL` (events.lua's protocol); the child and its records
-        (the last of each name). on_record(child, name, fields) sees every record as it comes."""
+        (the last of each name). on_record(child, name, fields) sees every record as it comes;
+        on_start(child) runs once the child is started."""
         child = self.children.spawn(name, argv, env=env)
+        if on_start:
+            on_start(child)
         records, pending = {}, bytearray()
 
         def on_data(now, chunk):

@@ -388,6 +388,21 @@ describe('work queue', function()
       assert.equals(3, s.longest)
     end)
 
+    it('reports how long the longest-queued key has waited, a key re-added while processing included', function()
+      local q = testing.queue()
+      assert.equals(0, q:stats(0).oldest)
+      q:add('ns/a', 0)
+      q:get(1)
+      q:add('ns/a', 2) -- re-added while processing: queued again at done()
+      q:add('ns/b', 3)
+      q:done('ns/a', 4) -- now behind ns/b, but queued since 2
+      assert.equals(8, q:stats(10).oldest)
+      assert.equals('ns/b', q:get(10))
+      assert.equals(8, q:stats(10).oldest)
+      assert.equals('ns/a', q:get(10))
+      assert.equals(0, q:stats(10).oldest)
+    end)
+
     -- controller-runtime's workqueue histograms: ExponentialBuckets(10e-9, 10, 12)
     -- (pkg/internal/metrics/workqueue.go, v0.20), bounds multiplied out as Go does.
     it('counts waits in the buckets of controller-runtime\'s workqueue histograms', function()

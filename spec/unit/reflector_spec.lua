@@ -188,6 +188,31 @@ describe('the reflector', function()
     end)
   end)
 
+  -- The live page (docs/ui.md) shows the last transitions with their causes and when.
+  it('keeps its last 16 transitions, oldest first, with their causes and times', function()
+    r = listed()
+    for i = 1, 10 do
+      r:advance(1)
+      local rv = tostring(10 + 2 * i)
+      r:feed(r:request(), event('MODIFIED', 'a', rv) .. error_event(410, 'Expired', 'too old'))
+      r:finish(expect_request(r, 'resourceVersion=' .. rv), { body = list_body(tostring(11 + 2 * i), { 'a' }) })
+      r:take()
+    end
+    local h = r:history()
+    assert.equals(16, #h)
+    -- 22 transitions made: the first 6 are gone, the 7th (a WATCH -> LIST) is the oldest kept.
+    for i, t in ipairs(h) do
+      local leaving = i % 2 == 1
+      assert.equals(leaving and 'WATCH' or 'LIST', t.from)
+      assert.equals(leaving and 'LIST' or 'WATCH', t.to)
+      assert.equals(leaving and '410 (HTTP or ERROR) after events' or 'ok (the last page)', t.cause)
+    end
+    assert.equals(0, h[16].age)
+    assert.equals(7, h[1].age)
+    assert.is_true(r:stats().bytes > 0)
+    assert.equals(20, r:stats().frames)
+  end)
+
   -- A relist answered 200 with something other than the list asked for would, read as an
   -- empty list, replace the cache with nothing and delete every object. client-go refuses
   -- such a body: a Status is the request's error (rest.Result.Into), and a body its

@@ -216,6 +216,11 @@ const kl_reflector_stats *kl_informer_stats(const kl_informer *inf) {
     return kl_reflector_get_stats(inf->reflector);
 }
 const char *kl_informer_rv(const kl_informer *inf) { return kl_reflector_rv(inf->reflector); }
+kl_reflector_state kl_informer_state(const kl_informer *inf) { return kl_reflector_get_state(inf->reflector); }
+double kl_informer_last_event(const kl_informer *inf) { return kl_reflector_last_event(inf->reflector); }
+size_t kl_informer_history(const kl_informer *inf, kl_reflector_record *out) {
+    return kl_reflector_history(inf->reflector, out);
+}
 
 double kl_informer_failing_for(const kl_informer *inf, double now) {
     return kl_reflector_failing_for(inf->reflector, now);

@@ -87,6 +87,10 @@ uint64_t kl_informer_seq(const kl_informer *inf);
  * replay, queued after them, is all that handler needs of the past. */
 void kl_informer_replay(kl_informer *inf, int handler);
 const kl_reflector_stats *kl_informer_stats(const kl_informer *inf);
+/* Its reflector's state and last transitions (kl_reflector_history). */
+kl_reflector_state kl_informer_state(const kl_informer *inf);
+size_t kl_informer_history(const kl_informer *inf, kl_reflector_record *out);
+double kl_informer_last_event(const kl_informer *inf);
 const char *kl_informer_rv(const kl_informer *inf);
 /* See kl_reflector_failing_for. */
 double kl_informer_failing_for(const kl_informer *inf, double now);

@@ -322,6 +322,11 @@ void kl_queue_get_stats(const kl_queue *q, double now, kl_queue_stats *out) {
         .wait = q->wait,
         .work = q->work,
     };
+    /* Not only the head: a key re-added while processing joins the queue at
+     * done(), behind keys added after it. A walk of the queue, when stats are
+     * asked for (the metrics, the live page), costs the hot path nothing. */
+    for (const item *it = q->head; it; it = it->next)
+        if (now - it->added_at > out->oldest) out->oldest = now - it->added_at;
     for (const item *it = q->run_head; it; it = it->run_next) {
         double ran = now - it->started_at;
         if (ran < 0) continue;

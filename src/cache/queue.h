@@ -52,6 +52,7 @@ typedef struct kl_queue_stats {
     uint64_t retries;  /* delayed adds: add_after() and add_rate_limited() */
     double unfinished; /* seconds the keys now processing have run, summed */
     double longest;    /* seconds the longest-running key has run */
+    double oldest;     /* seconds the longest-queued key has waited for get() */
     kl_queue_dist wait;      /* from add (or due time) to get */
     kl_queue_dist work;      /* from get to done */
 } kl_queue_stats;

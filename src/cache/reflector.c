@@ -221,6 +221,11 @@ struct kl_reflector {
     kl_ring frames; /* of kl_blob *, oldest first */
     int sink_full;
     uint64_t pump_id; /* the deferred pump, or 0 */
+    /* The last transitions, for the live page: a transition is rare (a
+     * LIST, a watch's end), so keeping them costs nothing per event. */
+    kl_reflector_record history[KL_REFLECTOR_HISTORY];
+    size_t transitions; /* made so far; history[transitions % HISTORY] is next */
+    double last_event_at; /* the read that carried the last watch event; 0: none yet */
 };
 
 static void transition(kl_reflector *r, cause c, const step *s);
@@ -262,6 +267,14 @@ double kl_reflector_failing_for(const kl_reflector *r, double t) {
 const char *kl_reflector_refusal(const kl_reflector *r) { return r->refusal; }
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r) { return &r->stats; }
 kl_reflector_state kl_reflector_get_state(const kl_reflector *r) { return r->state; }
+
+double kl_reflector_last_event(const kl_reflector *r) { return r->last_event_at; }
+
+size_t kl_reflector_history(const kl_reflector *r, kl_reflector_record *out) {
+    size_t n = r->transitions < KL_REFLECTOR_HISTORY ? r->transitions : KL_REFLECTOR_HISTORY;
+    for (size_t i = 0; i < n; i++) out[i] = r->history[(r->transitions - n + i) % KL_REFLECTOR_HISTORY];
+    return n;
+}
 
 static void frames_drop(kl_reflector *r) {
     kl_blob *b;
@@ -486,6 +499,7 @@ static void on_list_started(void *ud, const char *content_type) {
  * LIST is abandoned at its first bytes. */
 static size_t on_list_data(void *ud, const char *p, size_t n) {
     kl_reflector *r = ud;
+    r->stats.bytes += n;
     if (r->st.list.bad_type) return 0;
     return kl_list_stream_feed(&r->st.list.stream, p, n) < 0 ? 0 : n;
 }
@@ -629,6 +643,7 @@ static int in_watch(const kl_reflector *r) { return r->state == WATCH || r->stat
 
 static void on_frame(void *ud, kl_blob *b) {
     kl_reflector *r = ud;
+    r->stats.frames++;
     kl_ring_push(&r->frames, &b);
 }
 
@@ -644,6 +659,7 @@ static size_t on_watch_data(void *ud, const char *p, size_t n) {
     kl_reflector *r = ud;
     watch_st *w = &r->st.watch;
     w->last_activity = now(r);
+    r->stats.bytes += n;
     if (w->ending) return 0;
     if (kl_ring_len(&r->frames) >= FRAMES_HIGH) {
         w->paused = 1;
@@ -674,6 +690,8 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
     watch_st *w = &r->st.watch;
     w->events++;
     r->stats.events++;
+    /* The time of the latest read, taken per read anyway: no clock read per event. */
+    r->last_event_at = w->last_activity;
     if (ev->type == KL_EV_ADDED) r->stats.added++;
     else if (ev->type == KL_EV_MODIFIED) r->stats.modified++;
     else if (ev->type == KL_EV_DELETED) r->stats.deleted++;
@@ -1052,6 +1070,7 @@ static void transition(kl_reflector *r, cause c, const step *s) {
         abort();
     }
     kl_vlog(2, r->o.name, "%s -> %s: %s", state_names[t->from], state_names[t->to], t->when);
+    r->history[r->transitions++ % KL_REFLECTOR_HISTORY] = (kl_reflector_record){now(r), t};
     leave(r, c);
     r->state = t->to;
     switch (t->to) {

@@ -151,7 +151,18 @@ typedef struct kl_reflector_stats {
     unsigned long lists, relists, watches, rewatches, events, bookmarks;
     unsigned long added, modified, deleted; /* events by type */
     unsigned long errors, backoffs, idle_restarts, oversize, malformed;
+    unsigned long frames;     /* of watch streams, from the framer */
+    unsigned long long bytes; /* of LIST and WATCH bodies, counted per read */
 } kl_reflector_stats;
+
+/* A transition made, and when (the env's clock). */
+typedef struct kl_reflector_record {
+    double at;
+    const kl_reflector_transition *t;
+} kl_reflector_record;
+
+/* How many of its last transitions a reflector keeps for the live page. */
+#define KL_REFLECTOR_HISTORY 16
 
 kl_reflector *kl_reflector_new(kl_loop *loop, kl_http *http, const kl_reflector_opts *o,
                                kl_reflector_sink sink, void *ud);
@@ -172,5 +183,11 @@ double kl_reflector_failing_for(const kl_reflector *r, double now);
 const char *kl_reflector_refusal(const kl_reflector *r);
 const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r);
 kl_reflector_state kl_reflector_get_state(const kl_reflector *r);
+/* When the read that carried its last watch event came (the env's clock);
+ * 0 before any. */
+double kl_reflector_last_event(const kl_reflector *r);
+/* Its last transitions (at most KL_REFLECTOR_HISTORY), oldest first, into
+ * out; returns how many. */
+size_t kl_reflector_history(const kl_reflector *r, kl_reflector_record *out);
 
 #endif

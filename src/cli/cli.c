@@ -289,6 +289,10 @@ static int set_probe_addr(kl_cli *c, FILE *errs, const char *name, const char *v
     return parse_bind_address(errs, name, v, &c->rt.ctl.probe_addr);
 }
 
+static int set_ui_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_bind_address(errs, name, v, &c->rt.ctl.ui_addr);
+}
+
 /* One flag: what parses it and what --help says of it. The help of every
  * command prints this table, and a man page generator can read the same
  * lines (see kl_cli_help). */
@@ -361,6 +365,8 @@ static const flag flags[] = {
      set_metrics_addr, NULL},
     {NULL, "--health-probe-bind-address", NULL, "ADDR", "serve /healthz and /readyz on ADDR (default 0: off)",
      set_probe_addr, NULL},
+    {NULL, "--ui-bind-address", NULL, "ADDR",
+     "serve the live page /ui/ on ADDR; :PORT is 127.0.0.1 only (default 0: off; docs/ui.md)", set_ui_addr, NULL},
     {"Help", "--help", "-h", NULL, "print this help; after a command, the help of that command", NULL, "help"},
     {NULL, "--version", "-V", NULL, "print the versions of klua and its libraries, as klua version", NULL,
      "version"},

@@ -123,9 +123,10 @@ static int run(kl_cli *c) {
                      "timings (add --leader-elect)");
         return 2;
     }
-    if ((watch || record) && (ctl->leader_elect || ctl->shards || ctl->metrics_addr || ctl->probe_addr || ctl->graceful_shutdown_timeout > 0)) {
-        run_error(c, "leader election, the graceful shutdown and the metrics and probe endpoint are for klua run, "
-                     "not klua %s", c->command);
+    if ((watch || record) && (ctl->leader_elect || ctl->shards || ctl->metrics_addr || ctl->probe_addr ||
+                              ctl->ui_addr || ctl->graceful_shutdown_timeout > 0)) {
+        run_error(c, "leader election, the graceful shutdown, the metrics and probe endpoint and the live page are "
+                     "for klua run, not klua %s", c->command);
         return 2;
     }
     c->rt.ctl.script = c->script;
@@ -136,13 +137,14 @@ static int run(kl_cli *c) {
         return 1;
     }
     if (watch) kl_http_on_warning(kl_rt_http(rt), print_warning, stderr);
-    /* The endpoint starts before any watch does, so that a port in use is
+    /* The endpoints start before any watch does, so that a port in use is
      * reported at once; one server answers both when the addresses agree. */
-    const char *addrs[2] = {ctl->metrics_addr, ctl->probe_addr};
-    const char *flag_names[2] = {"--metrics-bind-address", "--health-probe-bind-address"};
-    for (int k = 0; k < 2; k++) {
+    const char *addrs[3] = {ctl->metrics_addr, ctl->probe_addr, ctl->ui_addr};
+    const char *flag_names[3] = {"--metrics-bind-address", "--health-probe-bind-address", "--ui-bind-address"};
+    for (int k = 0; k < 3; k++) {
         if (!addrs[k] || (k == 1 && addrs[0] && !strcmp(addrs[0], addrs[1]))) continue;
-        if (kl_lua_endpoint_open(rt, addrs[k], err, sizeof err) < 0) {
+        kl_endpoint_kind kind = k == 2 ? KL_ENDPOINT_UI : KL_ENDPOINT_PROBES;
+        if (kl_lua_endpoint_open(rt, kind, addrs[k], err, sizeof err) < 0) {
             run_error(c, "%s %s", flag_names[k], err);
             kl_rt_free(rt);
             return 2;

@@ -1,8 +1,9 @@
 /*
- * lua_endpoint.c - serves klua.internal.endpoint's answers over HTTP on the loop.
+ * lua_endpoint.c - serves klua.internal.endpoint's and klua.internal.ui's
+ * answers over HTTP on the loop.
  *
  * A request is answered synchronously on the loop's thread, between two
- * turns of it: klua.internal.endpoint.handle runs as a protected call on the main
+ * turns of it: the module's handle runs as a protected call on the main
  * Lua thread, outside any task (it only reads counters, never waits). A
  * loop stuck in a handler answers nothing, which is how /healthz fails.
  */
@@ -19,24 +20,35 @@
 
 typedef struct endpoint {
     kl_rt *rt;
+    const char *module;
     kl_serve *serve;
     uint64_t tick;
     struct endpoint *next;
 } endpoint;
 
-/* The runtime's part KL_RT_ENDPOINTS: at most two servers. */
+/* The runtime's part KL_RT_ENDPOINTS: at most three servers. */
 typedef struct endpoints {
     kl_rt *rt;
     endpoint *list;
 } endpoints;
 
-/* require('klua.internal.endpoint').handle(path) -> status, content type, body. */
+/* The content type of a module's answer, as a string of ours: the server
+ * sends the reply after the Lua stack that held the module's is gone. */
+static const char *content_type(const char *asked) {
+    if (!asked) return "text/plain; charset=utf-8";
+    if (!strncmp(asked, "text/plain; version", 19)) return "text/plain; version=0.0.4; charset=utf-8";
+    if (!strncmp(asked, "text/html", 9)) return "text/html; charset=utf-8";
+    if (!strncmp(asked, "application/json", 16)) return "application/json";
+    return "text/plain; charset=utf-8";
+}
+
+/* require(module).handle(path) -> status, content type, body. */
 static void answer(void *ud, const char *path, kl_serve_reply *reply) {
     endpoint *e = ud;
     lua_State *L = kl_rt_lua(e->rt);
     int top = lua_gettop(L);
     lua_getglobal(L, "require");
-    lua_pushliteral(L, "klua.internal.endpoint");
+    lua_pushstring(L, e->module);
     if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
         lua_getfield(L, -1, "handle"); /* stack: ..., module, handle */
         lua_pushstring(L, path);
@@ -44,9 +56,7 @@ static void answer(void *ud, const char *path, kl_serve_reply *reply) {
             reply->status = (unsigned)luaL_optinteger(L, -3, 500);
             size_t len;
             const char *body = lua_tolstring(L, -1, &len);
-            reply->content_type = lua_isstring(L, -2) && !strncmp(lua_tostring(L, -2), "text/plain; version", 19)
-                                      ? "text/plain; version=0.0.4; charset=utf-8"
-                                      : "text/plain; charset=utf-8";
+            reply->content_type = content_type(lua_isstring(L, -2) ? lua_tostring(L, -2) : NULL);
             if (body) {
                 reply->body = kl_xmalloc(len ? len : 1);
                 memcpy(reply->body, body, len);
@@ -77,10 +87,20 @@ static void on_tick(kl_loop *loop, void *ud) {
     e->tick = kl_loop_after(loop, 1.0, on_tick, e);
 }
 
-int kl_lua_endpoint_open(kl_rt *rt, const char *addr, char *err, size_t errlen) {
+int kl_lua_endpoint_open(kl_rt *rt, kl_endpoint_kind kind, const char *addr, char *err, size_t errlen) {
+    static const char *const modules[] = {[KL_ENDPOINT_PROBES] = "klua.internal.endpoint",
+                                          [KL_ENDPOINT_UI] = "klua.internal.ui"};
+    static const char *const paths[] = {[KL_ENDPOINT_PROBES] = "/metrics, /healthz and /readyz",
+                                        [KL_ENDPOINT_UI] = "the live page /ui/ and /ui/state"};
+    char local[300];
+    if (kind == KL_ENDPOINT_UI && addr[0] == ':') {
+        snprintf(local, sizeof local, "127.0.0.1%s", addr);
+        addr = local;
+    }
     endpoints *all = kl_rt_state(rt, KL_RT_ENDPOINTS);
     endpoint *e = kl_xcalloc(1, sizeof *e);
     e->rt = rt;
+    e->module = modules[kind];
     e->serve = kl_serve_start(addr, answer, e, err, errlen);
     if (!e->serve) {
         free(e);
@@ -95,8 +115,7 @@ int kl_lua_endpoint_open(kl_rt *rt, const char *addr, char *err, size_t errlen) 
     e->tick = kl_loop_after(kl_rt_loop(rt), 1.0, on_tick, e);
     e->next = all->list;
     all->list = e;
-    kl_log(KL_LOG_INFO, "endpoint", "serving /metrics, /healthz and /readyz on %s (port %u)", addr,
-           kl_serve_port(e->serve));
+    kl_log(KL_LOG_INFO, "endpoint", "serving %s on %s (port %u)", paths[kind], addr, kl_serve_port(e->serve));
     return 0;
 }
 

@@ -485,7 +485,7 @@ static int l_synced(lua_State *L) {
 static int l_stats(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const kl_reflector_stats *s = kl_informer_stats(li->inf);
-    lua_createtable(L, 0, 17);
+    lua_createtable(L, 0, 23);
 #define FIELD(f)                                 \
     lua_pushinteger(L, (lua_Integer)s->f);       \
     lua_setfield(L, -2, #f)
@@ -503,19 +503,57 @@ static int l_stats(lua_State *L) {
     FIELD(idle_restarts);
     FIELD(oversize);
     FIELD(malformed);
+    FIELD(bytes);
+    FIELD(frames);
 #undef FIELD
+    lua_pushstring(L, kl_reflector_state_name(kl_informer_state(li->inf)));
+    lua_setfield(L, -2, "state");
     lua_pushinteger(L, (lua_Integer)kl_informer_transform_errors(li->inf));
     lua_setfield(L, -2, "transform_errors");
     lua_pushinteger(L, (lua_Integer)kl_store_len(kl_informer_store(li->inf)));
     lua_setfield(L, -2, "cached");
     lua_pushinteger(L, (lua_Integer)kl_informer_pending(li->inf));
     lua_setfield(L, -2, "pending");
+    lua_pushinteger(L, (lua_Integer)kl_informer_seq(li->inf));
+    lua_setfield(L, -2, "notifications");
     lua_pushstring(L, kl_informer_rv(li->inf));
     lua_setfield(L, -2, "resource_version");
     lua_pushnumber(L, kl_informer_failing_for(li->inf, kl_now()));
     lua_setfield(L, -2, "failing_for");
     lua_pushstring(L, kl_informer_refusal(li->inf)); /* nil when NULL */
     lua_setfield(L, -2, "refused");
+    double last = kl_informer_last_event(li->inf);
+    if (last > 0) {
+        lua_pushnumber(L, kl_now() - last);
+        lua_setfield(L, -2, "last_event_age");
+    }
+    return 1;
+}
+
+void kl_lua_push_history(lua_State *L, const kl_reflector_record *rec, size_t n, double now) {
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 0, 5);
+        lua_pushnumber(L, now - rec[i].at);
+        lua_setfield(L, -2, "age");
+        lua_pushstring(L, kl_reflector_state_name(rec[i].t->from));
+        lua_setfield(L, -2, "from");
+        lua_pushstring(L, kl_reflector_state_name(rec[i].t->to));
+        lua_setfield(L, -2, "to");
+        lua_pushstring(L, rec[i].t->when);
+        lua_setfield(L, -2, "cause");
+        lua_pushstring(L, rec[i].t->then);
+        lua_setfield(L, -2, "action");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+/* core.informer_fns.history(inf) -> kl_lua_push_history's table, for the live page. */
+static int l_history(lua_State *L) {
+    lua_informer *li = check_informer(L, 1);
+    kl_reflector_record rec[KL_REFLECTOR_HISTORY];
+    size_t n = kl_informer_history(li->inf, rec);
+    kl_lua_push_history(L, rec, n, kl_now());
     return 1;
 }
 
@@ -694,6 +732,7 @@ static void informers_open(void *state, lua_State *L) {
     static const luaL_Reg fns[] = {{"on", l_on},
                                    {"list", l_list},
                                    {"stats", l_stats},
+                                   {"history", l_history},
                                    {"stop", l_stop},
                                    {"track_changes", l_track_changes},
                                    {"changes", l_changes},

@@ -81,12 +81,14 @@ static int l_on_synced(lua_State *L) {
     return 0;
 }
 
-/* core.stats() -> {task_errors=, lua_memory=, suspended=}. */
+/* core.stats() -> {task_errors=, budget_stops=, lua_memory=, suspended=}. */
 static int l_stats(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 4);
     lua_pushinteger(L, (lua_Integer)kl_task_errors(rt));
     lua_setfield(L, -2, "task_errors");
+    lua_pushinteger(L, (lua_Integer)kl_task_budget_stops(rt));
+    lua_setfield(L, -2, "budget_stops");
     lua_pushinteger(L, (lua_Integer)kl_rt_memory(rt));
     lua_setfield(L, -2, "lua_memory");
     lua_pushinteger(L, (lua_Integer)kl_task_suspended(rt));

@@ -211,12 +211,12 @@ static void push_dist(lua_State *L, const kl_queue_dist *d, const char *name) {
 }
 
 /* q:stats() -> {depth, processing, waiting, failing, adds, retries,
- * longest, wait = {count, sum, max}, work = {...}}. */
+ * longest, oldest, wait = {count, sum, max}, work = {...}}. */
 static int l_stats(lua_State *L) {
     lua_queue *lq = check_queue(L);
     kl_queue_stats s;
     kl_queue_get_stats(lq->q, kl_now(), &s);
-    lua_createtable(L, 0, 10);
+    lua_createtable(L, 0, 11);
 #define FIELD(f)                           \
     lua_pushinteger(L, (lua_Integer)s.f); \
     lua_setfield(L, -2, #f)
@@ -229,6 +229,8 @@ static int l_stats(lua_State *L) {
 #undef FIELD
     lua_pushnumber(L, s.longest);
     lua_setfield(L, -2, "longest");
+    lua_pushnumber(L, s.oldest);
+    lua_setfield(L, -2, "oldest");
     push_dist(L, &s.wait, "wait");
     push_dist(L, &s.work, "work");
     return 1;

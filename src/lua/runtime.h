@@ -40,6 +40,7 @@ typedef struct kl_ctl_opts {
     double lease_duration, renew_deadline, retry_period; /* seconds; 0 = KL_LEASE_DURATION, ... */
     const char *metrics_addr;       /* --metrics-bind-address; NULL or "0" = off */
     const char *probe_addr;         /* --health-probe-bind-address; NULL or "0" = off */
+    const char *ui_addr;            /* --ui-bind-address: the live page; NULL = off */
     const char *script;             /* klua run's script path, for the Lease's default name */
     double graceful_shutdown_timeout; /* seconds a graceful stop may take; 0 = 30 */
     int shards;                     /* --shards: 0 = none (docs/scale.md) */

@@ -52,6 +52,7 @@ typedef struct tasks {
     size_t npool, cappool;
     size_t suspended; /* tasks waiting on I/O or a timer */
     unsigned long errors;
+    unsigned long budget_stops; /* tasks stopped by --instruction-budget */
     signal_policy on_signal;
 } tasks;
 
@@ -210,7 +211,10 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     if (!c->stopped) {
         c->used += lua_gethookcount(L);
         if (stopped_by_signal(rt, ts, c)) c->stopped = STOPPED_BY_SIGNAL;
-        else if (budget > 0 && c->used >= budget) c->stopped = STOPPED_BY_BUDGET;
+        else if (budget > 0 && c->used >= budget) {
+            c->stopped = STOPPED_BY_BUDGET;
+            ts->budget_stops++;
+        }
     }
     if (!c->stopped) {
         lua_sethook(L, count_hook, LUA_MASKCOUNT, next_count(ts));
@@ -263,6 +267,7 @@ void kl_task_init(kl_rt *rt) {
 }
 
 unsigned long kl_task_errors(const kl_rt *rt) { return tasks_of(rt)->errors; }
+unsigned long kl_task_budget_stops(const kl_rt *rt) { return tasks_of(rt)->budget_stops; }
 size_t kl_task_suspended(const kl_rt *rt) { return tasks_of(rt)->suspended; }
 
 /* The message handler of an xpcall, wrapped: an error raised by the count

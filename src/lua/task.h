@@ -68,6 +68,8 @@ void kl_task_resume(kl_task *t, int nres);
 lua_State *kl_task_thread(kl_task *t);
 /* Tasks that failed so far (klua.stats().task_errors). */
 unsigned long kl_task_errors(const kl_rt *rt);
+/* Runs stopped for passing --instruction-budget (klua.stats().budget_stops). */
+unsigned long kl_task_budget_stops(const kl_rt *rt);
 /* Tasks waiting now (klua.stats().suspended). */
 size_t kl_task_suspended(const kl_rt *rt);
 /* Marks t as running a reconcile: a graceful stop's first signal lets it

@@ -146,6 +146,7 @@ static int q_stats(lua_State *L) {
     set_integer(L, "retries", s.retries);
     set_number(L, "unfinished", s.unfinished);
     set_number(L, "longest", s.longest);
+    set_number(L, "oldest", s.oldest);
     set_dist(L, "wait", &s.wait);
     set_dist(L, "work", &s.work);
     return 1;

@@ -15,6 +15,7 @@
 
 #include "base/buf.h"
 #include "cache/reflector.h"
+#include "lua/lua_informer.h"
 #include "base/xalloc.h"
 #include "testing.h"
 
@@ -370,7 +371,18 @@ static int r_stats(lua_State *L) {
     FIELD(backoffs);
     FIELD(idle_restarts);
     FIELD(malformed);
+    FIELD(frames);
+    FIELD(bytes);
 #undef FIELD
+    return 1;
+}
+
+/* r:history() -> kl_lua_push_history's table, ages as of the fake clock */
+static int r_history(lua_State *L) {
+    fake *f = check_fake(L);
+    kl_reflector_record rec[KL_REFLECTOR_HISTORY];
+    size_t n = kl_reflector_history(f->r, rec);
+    kl_lua_push_history(L, rec, n, f->now);
     return 1;
 }
 
@@ -455,7 +467,7 @@ void kl_testing_open_reflector(lua_State *L) {
         {"request", r_request},   {"requests", r_requests}, {"aborted", r_aborted},
         {"feed", r_feed},         {"finish", r_finish},   {"take", r_take},
         {"stats", r_stats},       {"free", r_free},       {"failure", r_failure},
-        {"refusal", r_refusal},   {NULL, NULL},
+        {"refusal", r_refusal},   {"history", r_history}, {NULL, NULL},
     };
     luaL_newmetatable(L, REFLECTOR_MT);
     luaL_newlib(L, methods);

@@ -35,6 +35,9 @@ function M.untrack_informer(inf)
 end
 --- Registers a controller for the workqueue_* and controller_runtime_* metrics.
 function M.track_controller(c) controllers[#controllers + 1] = c end
+--- The informers and controllers tracked, for the live page (klua.internal.ui).
+function M.informers() return informers end
+function M.controllers() return controllers end
 
 local function gauge_or_counter(add, kind, name, help, labels, rows)
   local samples = {}
