@@ -132,6 +132,29 @@ describe('a controller whose watch trails its writes by longer than its bound', 
   end)
 end)
 
+describe('the writes kept for informers', function()
+  local sb = testing.with_sandbox { args = { '--watch-lag', '0.3' } }
+
+  it('are forgotten once observed, though no controller or metric asks', function()
+    local out = run(sb, [[
+      local writes = require 'klua.internal.writes'
+      local cms = klua.informer { resource = 'configmaps', namespace = 'default', label_selector = 'bulk=yes' }
+      klua.on_synced(function()
+        for round = 1, 3 do
+          for i = 1, 100 do
+            assert(klua.api.create('configmaps', { metadata = { name = ('bulk-%d-%d'):format(round, i),
+              namespace = 'default', labels = { bulk = 'yes' } } }))
+          end
+          while #cms:list() < round * 100 do klua.sleep(0.05) end
+        end
+        print(writes.kept(cms) < 200, cms:lag(), writes.kept(cms))
+        klua.stop()
+      end)
+    ]])
+    assert.equals('true\t0\t0\n', out)
+  end)
+end)
+
 describe('resourceVersions', function()
   it('compare as KEP-5504 says: as integers, by length and then digit by digit; others not at all', function()
     local out = K.run_script_ok([[

@@ -36,17 +36,31 @@ local M = {}
 M.DEFAULT_TIMEOUT = 10
 
 -- informer -> { spec = {resource=, namespace=, selector=, field_selector=},
---   keys = {[object key] = write}, owners = {[owner] = {[object key] = true}} }
+--   keys = {[object key] = write}, n = #keys, sweep_at = n that sweeps,
+--   owners = {[owner] = {[object key] = true}} }
 -- A write: {rv=, gone=, uid=, at=, owner=}: rv the written resourceVersion
 -- (gone: the object was deleted, uid the one deleted); at when the oldest
 -- write not yet observed was made; owner "Kind ns/name" of its controller.
 local tracked = {}
 
+-- Writes observed are forgotten when something asks (a reconcile, lag());
+-- an informer nothing asks about forgets them when its writes outnumber
+-- twice those left at its last sweep, so that memory stays in proportion
+-- to the writes not observed yet.
+local SWEEP_MIN = 64
+
 --- Starts keeping the writes informer inf is to observe. spec: resource
 -- (as klua.resolve gives it), namespace (nil for all), selector (a parsed
 -- label selector), field_selector (a string or nil).
 function M.track(inf, spec)
-  tracked[inf] = { spec = spec, keys = {}, owners = {} }
+  tracked[inf] = { spec = spec, keys = {}, n = 0, sweep_at = SWEEP_MIN, owners = {} }
+end
+
+--- How many writes are kept for informer inf: observed or not, until a
+-- sweep forgets those observed.
+function M.kept(inf)
+  local t = tracked[inf]
+  return t and t.n or 0
 end
 
 --- Forgets a stopped informer.
@@ -82,6 +96,7 @@ local function forget(t, key)
   local w = t.keys[key]
   if not w then return end
   t.keys[key] = nil
+  t.n = t.n - 1
   local set = w.owner and t.owners[w.owner]
   if set then
     set[key] = nil
@@ -102,10 +117,17 @@ local function put(inf, t, key, w)
   if old and not observed(inf, key, old) then w.at = old.at end
   forget(t, key)
   t.keys[key] = w
+  t.n = t.n + 1
   if w.owner then
     local set = t.owners[w.owner] or {}
     set[key] = true
     t.owners[w.owner] = set
+  end
+  if t.n >= t.sweep_at then
+    for k, x in pairs(t.keys) do
+      if observed(inf, k, x) then forget(t, k) end
+    end
+    t.sweep_at = math.max(SWEEP_MIN, 2 * t.n)
   end
 end
 
