@@ -77,6 +77,15 @@ describe('a controller with a watch that trails the writes by 0.3 s', function()
     assert.is_true(tonumber(conflicts) > 0, out)
   end)
 
+  it('refuses a read_your_writes that is not seconds, true or false, saying what it takes', function()
+    local _, err, code = K.run_script([[
+      klua.controller { watches = { klua.informer 'configmaps' }, read_your_writes = '10s', reconcile = print }
+    ]], { kubeconfig = sb.kubeconfig })
+    assert.is_not.equals(0, code)
+    assert.matches('read_your_writes must be a number of seconds (the most a reconcile waits for its own writes), true or false',
+      err, 1, true)
+  end)
+
   -- The children's events enqueue the parent (owns): its next reconcile
   -- waits for the child it just created instead of creating another.
   it('creates a missing child once, though it reconciles again at once', function()

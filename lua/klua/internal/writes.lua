@@ -179,9 +179,9 @@ end
 -- its owned objects' controller owner has, timeout the bound in seconds (0
 -- or false: no hold).
 function M.attach(c, watches, owns, kind, timeout)
-  if timeout == nil then timeout = M.DEFAULT_TIMEOUT end
+  if timeout == nil or timeout == true then timeout = M.DEFAULT_TIMEOUT end
   if timeout ~= false and (type(timeout) ~= 'number' or timeout < 0) then
-    error('read_your_writes must be a number of seconds (the most a reconcile waits for its own writes) or false', 3)
+    error('read_your_writes must be a number of seconds (the most a reconcile waits for its own writes), true or false', 3)
   end
   c.writes = { watches = watches, owns = owns, kind = kind, timeout = timeout or 0, held = {} }
   c.stale_read_waits, c.stale_read_timeouts = 0, 0
