@@ -117,50 +117,15 @@ local function new_changes()
   return { created = 0, deleted = 0, err = nil }
 end
 
--- Expectations, as client-go's ReplicaSet controller keeps them, by
--- PodSet key: how many pod creations its reconcile has yet to see in the
--- pod informer (a count, since the server names the pods), and the keys of
--- the pods whose deletion it has yet to see. The handlers below lower
--- them. Counting events rather than looking at the cache also sees a pod
--- that was created and deleted again (by the garbage collector, say)
--- before the reconcile looked.
-local expected = {}
-
-local function expectations(key)
-  local e = expected[key]
-  if not e then
-    e = { adds = 0, deletes = {} }
-    expected[key] = e
-  end
-  return e
-end
-
-local function expectations_of(pod)
-  local ref = klua.helpers.get_controller_of(pod)
-  if ref and ref.kind == 'PodSet' then return expected[pod.metadata.namespace .. '/' .. ref.name] end
-end
-
-local function deletion_observed(pod)
-  local e = expectations_of(pod)
-  if e then e.deletes[key_of(pod)] = nil end
-end
-
-pods:on('add', function(pod)
-  local e = expectations_of(pod)
-  if e and e.adds > 0 then e.adds = e.adds - 1 end
-end)
-pods:on('update', function(_, pod) if terminating(pod) then deletion_observed(pod) end end)
-pods:on('delete', deletion_observed)
-
+-- No expectations to keep, as client-go's ReplicaSet controller keeps
+-- them: klua does not start the next reconcile of a PodSet until the pod
+-- informer holds the pods this one created and deleted (read your own
+-- writes, klua.controller's read_your_writes), so it never counts too few
+-- and creates more.
 local function create_pod(ps, changes)
-  local e = expectations(key_of(ps))
-  -- Expected before the request: the watch may deliver the pod before
-  -- the response comes.
-  e.adds = e.adds + 1
   local pod, err = new_pod(ps)
   if pod then pod, err = klua.api.create('pods', pod) end
   if not pod then
-    e.adds = e.adds - 1
     changes.err = changes.err or err
     return
   end
@@ -169,24 +134,17 @@ local function create_pod(ps, changes)
 end
 
 local function delete_pod(pod, changes, why)
-  local key = key_of(pod)
   local owner = klua.helpers.get_controller_of(pod).name
-  local e = expectations(pod.metadata.namespace .. '/' .. owner)
-  e.deletes[key] = true
   -- The uid precondition makes sure the pod deleted is the one in the cache.
-  local _, err = klua.api.delete('pods', key, { preconditions = { uid = pod.metadata.uid } })
+  local _, err = klua.api.delete('pods', key_of(pod), { preconditions = { uid = pod.metadata.uid } })
   if err and not klua.api.is_not_found(err) then
-    e.deletes[key] = nil
     changes.err = changes.err or err
     return
   end
   changes.deleted = changes.deleted + 1
-  if err then
-    -- It was gone already, and the informer may have seen that before.
-    e.deletes[key] = nil
-    return
+  if not err then
+    klua.log.info('%s/%s: deleted pod %s (%s)', pod.metadata.namespace, owner, pod.metadata.name, why)
   end
-  klua.log.info('%s/%s: deleted pod %s (%s)', pod.metadata.namespace, owner, pod.metadata.name, why)
 end
 
 -- Creates or deletes pods so that ps has spec.replicas of them.
@@ -207,21 +165,6 @@ local function record_scaling(ps, from, to)
     component = COMPONENT,
   })
   if err then klua.log.warn('%s: cannot record the %s event: %s', key_of(ps), reason, tostring(err)) end
-end
-
--- Waits until the pod informer has seen the writes of the reconcile of key
--- (at most about 10 s, after which they are forgotten, as client-go's
--- expectations expire). Without this, the next reconcile of the key could
--- run before the watch delivered the pods just created, count too few and
--- create more. The key cannot be reconciled again while this reconcile
--- runs, so waiting here is enough.
-local function await_observed(key)
-  local e = expected[key]
-  for _ = 1, 200 do
-    if not e or (e.adds == 0 and next(e.deletes) == nil) then break end
-    klua.sleep(0.05)
-  end
-  expected[key] = nil
 end
 
 -- Ready is True when every wanted pod exists and is ready.
@@ -270,16 +213,17 @@ local function reconcile(key)
   for _, pod in ipairs(strays) do delete_pod(pod, changes, 'its PodSet is gone') end
   if ps == nil or ps.metadata.deletionTimestamp then
     for _, pod in ipairs(owned) do delete_pod(pod, changes, 'its PodSet is being deleted') end
-    await_observed(key)
     return nil, changes.err
   end
   local before = #owned
   scale(ps, owned, changes)
   local after = before + changes.created - changes.deleted
   if after ~= before then record_scaling(ps, before, after) end
-  await_observed(key)
-  owned = pods_of(ns, name, ps)
   if changes.err then return nil, changes.err end
+  -- The events of the pods just created or deleted bring the key back,
+  -- and klua starts that reconcile once the cache holds them: it writes
+  -- the status from the pods as they are.
+  if changes.created + changes.deleted > 0 then return end
   local ok, err = update_status(ps, owned)
   if ok then return end
   -- A conflict only means the cache was behind: try again soon, quietly.

@@ -39,6 +39,7 @@ local core = require 'klua.core'
 local discovery = require 'klua.internal.discovery'
 local fence = require 'klua.internal.fence'
 local util = require 'klua.internal.objutil'
+local writes = require 'klua.internal.writes'
 local json = core.json
 
 local api = {}
@@ -256,6 +257,16 @@ local function write_opts(opts)
   return encode_query { fieldManager = opts.field_manager, dryRun = opts.dry_run and 'All' or nil }
 end
 
+-- Passes a write's outcome on, telling the informers' bookkeeping of
+-- every write the server made (a dry run makes none) so that controllers
+-- read their own writes (lua/klua/internal/writes.lua).
+local function wrote(r, ns, name, query, answer, err, deleting)
+  if answer ~= nil and not query:find('dryRun=', 1, true) then
+    writes.record(r, ns, name, answer, deleting)
+  end
+  return answer, err
+end
+
 --- api.create(resource, obj, opts) -> created object, or nil, err. The
 -- namespace comes from obj.metadata.namespace, else opts.namespace, else
 -- the context's. opts: namespace, field_manager, dry_run.
@@ -274,7 +285,11 @@ function api.create(resource, obj, opts)
   if not r then return nil, err end
   local md = obj.metadata or {}
   local ns = r.namespaced and (md.namespace or opts.namespace or core.namespace()) or nil
-  return call('POST', object_path(r, ns) .. write_opts(opts), obj, nil, nil, opts[fence.EXEMPT])
+  local q = write_opts(opts)
+  local created, cerr = call('POST', object_path(r, ns) .. q, obj, nil, nil, opts[fence.EXEMPT])
+  local name = created and util.field(created.metadata, 'name')
+  if not name then return created, cerr end
+  return wrote(r, ns, name, q, created, cerr)
 end
 
 local function put(resource, obj, sub, opts)
@@ -283,7 +298,8 @@ local function put(resource, obj, sub, opts)
   local key = meta_key(obj)
   if not key then return nil, new_error(400, 'BadRequest', 'the object needs metadata.name') end
   local ns, name = split_key(r, key)
-  return call('PUT', object_path(r, ns, name, sub) .. write_opts(opts), obj, nil, nil, opts and opts[fence.EXEMPT])
+  local q = write_opts(opts)
+  return wrote(r, ns, name, q, call('PUT', object_path(r, ns, name, sub) .. q, obj, nil, nil, opts and opts[fence.EXEMPT]))
 end
 
 --- api.update(resource, obj, opts) -> updated object, or nil, err. obj
@@ -344,7 +360,7 @@ function api.patch(resource, key, patch, opts)
   local ns, name, kerr = split_key(r, key)
   if kerr then return nil, new_error(400, 'BadRequest', kerr) end
   local q = encode_query { fieldManager = opts.field_manager, force = opts.force and 'true' or nil }
-  return call('PATCH', object_path(r, ns, name, opts.subresource) .. q, patch, ct)
+  return wrote(r, ns, name, q, call('PATCH', object_path(r, ns, name, opts.subresource) .. q, patch, ct))
 end
 
 --- api.apply(obj, opts) -> the object as stored, or nil, err. Server-side
@@ -380,7 +396,7 @@ function api.apply(obj, opts)
   local ns = r.namespaced and (md.namespace or opts.namespace or core.namespace()) or nil
   local q = encode_query { fieldManager = opts.field_manager, force = opts.force and 'true' or nil,
     dryRun = opts.dry_run and 'All' or nil }
-  return call('PATCH', object_path(r, ns, md.name) .. q, obj, PATCH_TYPES.apply)
+  return wrote(r, ns, md.name, q, call('PATCH', object_path(r, ns, md.name) .. q, obj, PATCH_TYPES.apply))
 end
 
 --- api.delete(resource, key, opts) -> the server's answer (the object
@@ -406,7 +422,8 @@ function api.delete(resource, key, opts)
   if opts.preconditions then
     body.preconditions = { uid = opts.preconditions.uid, resourceVersion = opts.preconditions.resource_version }
   end
-  return call('DELETE', object_path(r, ns, name), body)
+  local answer, derr = call('DELETE', object_path(r, ns, name), body)
+  return wrote(r, ns, name, '', answer, derr, true)
 end
 
 local function reason_is(reason, code)

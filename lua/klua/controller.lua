@@ -25,6 +25,14 @@
 --   raises                              a panic in controller-runtime's terms:
 --                                       logged, counted, and retried as an error
 --
+-- Read your own writes: a reconcile of a key does not start until the
+-- controller's informers hold what klua.api last wrote to the object of
+-- that key (in `watches`) and to the objects it controls (in `owns`), from
+-- any handler, timer or reconcile; the key waits aside (no worker is held)
+-- and comes back with the watch event that carries the write, or after
+-- `read_your_writes` seconds (default 10; false turns the wait off),
+-- counted in stale_read_timeouts (lua/klua/internal/writes.lua).
+--
 -- The controller_runtime_* metrics count these outcomes as
 -- controller-runtime's reconcileHandler does (pkg/internal/controller/
 -- controller.go, v0.20): result "success", "requeue_after", "requeue" or
@@ -36,6 +44,7 @@ local shards = require 'klua.shards'
 local endpoint = require 'klua.internal.endpoint'
 local object = require 'klua.internal.object'
 local util = require 'klua.internal.objutil'
+local writes = require 'klua.internal.writes'
 
 local M = {}
 
@@ -128,8 +137,10 @@ end
 -- reconcile that failed, terminal_errors and panics included),
 -- terminal_errors, panics (reconciles that raised), requeues
 -- (klua.requeue), requeues_after (klua.requeue_after), active (reconciles
--- running now), and wait/work/reconcile durations {count, sum, max,
--- buckets}.
+-- running now), stale_read_waits (reconciles held until the cache held
+-- the controller's own writes), stale_read_timeouts (of those, the ones
+-- that went ahead at the read_your_writes bound), and wait/work/reconcile
+-- durations {count, sum, max, buckets}.
 -- @return a table of the counters
 -- @usage
 -- klua.log.info('%d reconciles', ctl:stats().reconciles)
@@ -140,6 +151,7 @@ function Controller:stats()
     s[k] = self[k]
   end
   s.reconcile = cumulative(self.reconcile_time)
+  s.stale_read_waits, s.stale_read_timeouts = self.stale_read_waits, self.stale_read_timeouts
   return s
 end
 
@@ -191,6 +203,12 @@ local function process(c, key)
   -- a reconcile on a Lease that lapsed meanwhile.
   if (g and not g:owns(key)) or not leader.leading() then
     c.queue:forget(key)
+    c.queue:done(key)
+    return
+  end
+  -- Not before the cache holds this controller's own writes for the key:
+  -- the key comes back with the event that carries them, or at the bound.
+  if writes.hold(c, key) then
     c.queue:done(key)
     return
   end
@@ -264,6 +282,7 @@ function M.new(opts)
     requeues_after = 0, reconcile_time = histogram(),
     workers = opts.workers or 1, active = 0, in_flight = {}, last_errors = {},
   }, Controller)
+  writes.attach(c, watches, owns, watches[1]:resource().kind, opts.read_your_writes)
   M.all[#M.all + 1] = c
   endpoint.track_controller(c)
   local function enqueue(obj) add(c, key_of(obj)) end

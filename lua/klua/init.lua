@@ -10,6 +10,7 @@ local endpoint = require 'klua.internal.endpoint'
 local discovery = require 'klua.internal.discovery'
 local selector = require 'klua.selector'
 local index = require 'klua.internal.index'
+local writes = require 'klua.internal.writes'
 
 local klua = {}
 
@@ -358,7 +359,21 @@ end
 -- cms:on('add', function(obj) if obj.metadata.name == 'last' then cms:stop() end end)
 function Informer:stop()
   endpoint.untrack_informer(self)
+  writes.untrack(self)
   C.stop(self)
+end
+--- How far the cache is behind this process's own writes: the seconds
+-- since the oldest write made through klua.api (by any handler, timer or
+-- reconcile) to an object this informer selects that its watch has not
+-- delivered yet; 0 when it holds them all. The gauge
+-- klua_informer_write_lag_seconds on /metrics. Controllers wait for these
+-- writes before they reconcile (klua.controller's read_your_writes).
+-- @return seconds, 0 or more
+-- @usage
+-- klua.every(10, function() klua.log.info('%s is %.1f s behind', pods:name(), pods:lag()) end)
+function Informer:lag()
+  C.check(self)
+  return writes.lag(self)
 end
 --- The informer's name: its resource, namespace and selector, as logs show
 -- it (tostring(inf) is "informer(" .. name .. ")").
@@ -441,7 +456,7 @@ end
 --   the Table form to a watch-list request.
 -- @param opts a table as above, or the resource's name alone
 -- @return the informer (inf:on, inf:get, inf:list, inf:by_index, inf:synced, inf:stats, inf:name,
---   inf:resource, inf:cells, inf:stop); tostring gives "informer(pods -n default)"
+--   inf:resource, inf:cells, inf:lag, inf:stop); tostring gives "informer(pods -n default)"
 -- @raise when the resource is unknown to the server (discovery's message), the
 --   label selector is not valid, a namespace is given for a cluster-scoped
 --   resource, or indexes or transform are not as above
@@ -496,6 +511,8 @@ function klua.informer(opts)
   local s = core.state(c)
   s.name, s.resource, s.indexes = name, r, indexes and indexes:attach(c)
   endpoint.track_informer(c)
+  writes.track(c, { resource = r, namespace = opts.namespace, selector = valid,
+    field_selector = opts.field_selector })
   return c
 end
 
@@ -546,7 +563,12 @@ local controller = require 'klua.controller'
 -- work queue that `workers` coroutines reconcile (see klua.controller docs).
 -- @param opts name, watches (informers whose objects' keys are enqueued),
 --   owns (informers whose objects enqueue their controller owner's key),
---   workers (default 1), reconcile = function(key, ctx), rate_limit
+--   workers (default 1), reconcile = function(key, ctx), rate_limit,
+--   read_your_writes (seconds, default 10: a key's reconcile waits until
+--   these informers hold what klua.api last wrote to its object and to the
+--   objects it controls, so that a reconcile never reads the cache from
+--   before its own writes, at most this long: then it goes ahead, counted
+--   in klua_controller_stale_read_timeouts_total; false: no wait)
 -- @return the controller (ctl:enqueue, ctl:stats, ctl:shutdown)
 -- @raise when opts has no reconcile function or no informer in watches
 -- @usage

@@ -168,6 +168,11 @@ def list_options_invalid(field, kind, detail, value=None):
     return invalid("ListOptions", "meta.k8s.io", "", [Cause(field, kind, detail, value)])
 
 
+# How long a consistent LIST waits for the watch cache to catch up with storage before
+# storage serves it (kube-apiserver 1.32's cacher: 3 s, then it delegates to etcd).
+CONSISTENT_READ_WAIT = 3.0
+
+
 class Api:
     """The verbs. rv_wait is how long a read waits for a resourceVersion not reached yet."""
 
@@ -220,7 +225,9 @@ class Api:
         everything else is the watch cache's current state, once it has reached N. While
         the watch cache fills, that is 429, except for a list with a limit and no
         selectors at resourceVersion "" or "0", which storage serves
-        (shouldDelegateListOnNotReadyCache)."""
+        (shouldDelegateListOnNotReadyCache). With a watch lag the watch cache trails
+        storage: resourceVersion "0" gets its state as it is, N waits until it has reached
+        N, and "" (a consistent read) until it has reached storage's revision."""
         rv, match, token = (req.param("resourceVersion"), req.param("resourceVersionMatch"),
                             req.param("continue"))
         if match and not rv:
@@ -245,11 +252,19 @@ class Api:
             self._wait_for_rv_locked(wanted)
             if wanted and (match == "Exact" or (not match and limit)):
                 return self.store.snapshot_locked(req.rtype, wanted), wanted, "", limit
+            if not self.store.wait_for_cache_locked(wanted, self.rv_wait):
+                raise too_large_resource_version(wanted, self.store.cache_rv_locked())
         if not (limit and (rv != "0" or labels.empty() and fields.empty())):
             self.store.check_cache_ready_locked(req.rtype)
-        if rv == "0" and self.store.cache_ready_locked(req.rtype):
-            return self.store.items_locked(req.rtype), self.store.rv, "", 0
-        return self.store.items_locked(req.rtype), self.store.rv, "", limit
+        if rv == "" or not self.store.cache_ready_locked(req.rtype):
+            # A consistent read: served by the watch cache once it has caught up with
+            # storage's revision, or by storage after CONSISTENT_READ_WAIT; either way the
+            # current state. With a limit it goes to storage at once.
+            if not limit:
+                self.store.wait_for_cache_locked(self.store.rv, CONSISTENT_READ_WAIT)
+            return self.store.items_locked(req.rtype), self.store.rv, "", limit
+        items, cache_rv = self.store.cache_items_locked(req.rtype)
+        return items, cache_rv, "", 0 if rv == "0" else limit
 
     def _wait_for_rv_locked(self, wanted):
         if not self.store.wait_for_rv_locked(wanted, self.rv_wait):

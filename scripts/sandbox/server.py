@@ -33,7 +33,7 @@ class Context:
 
     def __init__(self, args):
         self.verbosity = args.verbose
-        self.store = Store(args.history, args.storage_history)
+        self.store = Store(args.history, args.storage_history, args.watch_lag)
         self.api = Api(self.store, cache_fill=args.watch_cache_fill)
         self.gc = GarbageCollector(self.store)
         self.nodes = Nodes(self.store, args.nodes)
@@ -136,6 +136,10 @@ def parse_args(argv):
     p.add_argument("--watch-cache-fill", type=float, default=1.0, metavar="SEC",
                    help="seconds a new resource (a CRD created) answers 429 \"storage is "
                         "(re)initializing\" while its watch cache fills")
+    p.add_argument("--watch-lag", type=float, default=0.0, metavar="SEC",
+                   help="seconds each change takes to reach watches and the watch cache "
+                        "after its write is answered, as a loaded kube-apiserver's watch cache "
+                        "trails etcd (default 0)")
     p.add_argument("--bookmark-interval", type=float, default=60.0, metavar="SEC",
                    help="seconds between BOOKMARK events on watches that allow them "
                         "(kube-apiserver: about a minute)")

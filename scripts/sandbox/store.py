@@ -12,6 +12,10 @@ The history models two things kube-apiserver keeps apart:
   started (`window_start`). Watches replay from it; unpaged lists are its current state.
   A restart empties it and leaves storage alone, as a new kube-apiserver process builds
   a new watch cache from a LIST of etcd at the current revision.
+
+With a watch lag (--watch-lag), the watch cache receives each change that many seconds
+after it was committed and acknowledged, as a loaded kube-apiserver's watch cache trails
+etcd: it is at `cache_rv_locked()`, and watches and the lists it serves see that state.
 """
 import collections
 import itertools
@@ -68,9 +72,10 @@ class Doc:
 
 
 class Event:
-    """One history entry: the change that produced resourceVersion rv."""
+    """One history entry: the change that produced resourceVersion rv, committed at `at`
+    (time.monotonic())."""
 
-    __slots__ = ("rv", "type", "rkey", "key", "doc", "prev")
+    __slots__ = ("rv", "type", "rkey", "key", "doc", "prev", "at")
 
     def __init__(self, rv, etype, rkey, key, doc, prev):
         self.rv = rv
@@ -79,6 +84,7 @@ class Event:
         self.key = key
         self.doc = doc
         self.prev = prev
+        self.at = time.monotonic()
 
     @property
     def namespace(self):
@@ -93,8 +99,9 @@ def object_key(namespace, name):
 class Store:
     """The state of the sandbox cluster. Methods ending in _locked need self.lock held."""
 
-    def __init__(self, history_limit, storage_limit=None):
+    def __init__(self, history_limit, storage_limit=None, watch_lag=0.0):
         self.lock = threading.Lock()
+        self.watch_lag = watch_lag
         self.changed = threading.Condition(self.lock)
         self.registry = Registry()
         self.rv = 0
@@ -186,6 +193,42 @@ class Store:
             else:
                 items[event.key] = event.prev
         return items
+
+    def cache_rv_locked(self):
+        """The resourceVersion the watch cache has reached: the last change committed at
+        least watch_lag seconds ago (every change without a lag)."""
+        if not self.watch_lag:
+            return self.rv
+        cutoff = time.monotonic() - self.watch_lag
+        for event in reversed(self.history):
+            if event.at <= cutoff:
+                return event.rv
+        return self.history[0].rv - 1 if self.history else self.rv
+
+    def cache_due_locked(self, rv):
+        """When the change after rv reaches the watch cache (monotonic), or None."""
+        i = rv - self.compacted
+        if not self.watch_lag or i < 0 or i >= len(self.history):
+            return None
+        return self.history[i].at + self.watch_lag
+
+    def cache_items_locked(self, rtype):
+        """(the objects of rtype as the watch cache holds them, its resourceVersion)."""
+        rv = self.cache_rv_locked()
+        if rv == self.rv:
+            return self.objects[rtype.key], rv
+        return self.snapshot_locked(rtype, rv), rv
+
+    def wait_for_cache_locked(self, rv, timeout):
+        """Waits up to timeout for the watch cache to reach rv; True when it has."""
+        end = time.monotonic() + timeout
+        while self.cache_rv_locked() < rv:
+            now = time.monotonic()
+            if now >= end:
+                return False
+            due = self.cache_due_locked(self.cache_rv_locked())
+            self.changed.wait(min(end, due or end) - now)
+        return True
 
     def wait_for_rv_locked(self, rv, timeout):
         """Waits up to timeout for the store to reach rv; True when it has."""

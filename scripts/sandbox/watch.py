@@ -201,10 +201,12 @@ class WatchStream:
                 except ApiError as err:
                     return [], err
                 return [], None
-        self.watcher.cursor = store.rv
+        if opts.rv == "" and opts.send_initial:
+            # A consistent watch-list: the watch cache catches up with storage first.
+            store.wait_for_cache_locked(store.rv, self.ctx.api.rv_wait)
+        items, self.watcher.cursor = store.cache_items_locked(self.watcher.rtype)
         if not wants_state:
             return [], None
-        items = store.items_locked(self.watcher.rtype)
         return [items[k] for k in sorted(items)
                 if self._selects(k) and self.watcher.matches(items[k])], None
 
@@ -236,14 +238,17 @@ class WatchStream:
             if self.next_bookmark is not None and now >= self.next_bookmark:
                 self.next_bookmark = now + self.ctx.bookmark_interval
                 return [("raw", self.watcher.bookmark(self.watcher.cursor))]
-            wake = min(self.deadline, self.next_bookmark or self.deadline)
+            wake = min(self.deadline, self.next_bookmark or self.deadline,
+                       self.store.cache_due_locked(self.watcher.cursor) or self.deadline)
             self.store.changed.wait(min(wake - now, LIVENESS_SECONDS))
         if client_gone(self.handler.connection):
             raise WatchEnded(False)
         return []
 
     def _events_locked(self):
-        if self.store.rv <= self.watcher.cursor:
+        """The frames of the events the watch cache holds past the cursor."""
+        reached = self.store.cache_rv_locked()
+        if reached <= self.watcher.cursor:
             return []
         try:
             events = self.store.events_after_locked(self.watcher.cursor,
@@ -251,11 +256,11 @@ class WatchStream:
         except ApiError as err:
             return [("raw", error_frame(err)), ("end", "")]
         frames = []
-        for event in events:
+        for event in events[:reached - self.watcher.cursor]:
             frame = self.watcher.frame(event)
             if frame:
                 frames.append(("event", frame))
-        self.watcher.cursor = self.store.rv
+        self.watcher.cursor = reached
         return frames
 
     def _injected_locked(self):

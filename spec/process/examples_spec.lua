@@ -371,3 +371,39 @@ describe('examples/finalizer.lua', function()
     converge('keep deleted', function() return not exists('keep') end)
   end)
 end)
+
+-- Without expectations of its own: klua holds each reconcile of a PodSet
+-- until the pod cache has the pods the last one created and deleted.
+describe('examples/podset-controller.lua with a watch that trails its writes by 0.3 s', function()
+  local cluster = testing.with_sandbox { args = { '--watch-lag', '0.3' } }
+
+  local function count(p, pattern)
+    local n = 0
+    for _, line in ipairs(log_lines(p, 'podset-controller.lua')) do
+      if line:find(pattern) then n = n + 1 end
+    end
+    return n
+  end
+
+  it('creates and deletes exactly the pods spec.replicas asks for', function()
+    cluster:kubectl('apply -f ' .. EXAMPLES .. 'podset-crd.yaml')
+    local p = start_example(cluster, 'podset-controller.lua')
+    p:wait_log('managing %d+ PodSets', CONVERGE)
+    cluster:kubectl('apply -f -', 'apiVersion: demo.klua.dev/v1\nkind: PodSet\nmetadata: {name: lagged}\nspec: {replicas: 3}\n')
+    local function settles(n)
+      converge(('%d pods, and the status says so'):format(n), function()
+        local pods = #cluster:kubectl_json('get pods -l demo.klua.dev/podset=lagged').items
+        local status = cluster:kubectl_json('get podset lagged').status
+        return pods == n and status and status.replicas == n, ('%d pods, status %s'):format(pods, tostring(status and status.replicas))
+      end)
+    end
+    settles(3)
+    cluster:kubectl('scale podset lagged --replicas=5')
+    settles(5)
+    cluster:kubectl('scale podset lagged --replicas=2')
+    settles(2)
+    assert.equals(5, count(p, 'created pod'))
+    assert.equals(3, count(p, 'deleted pod'))
+    assert.equals(0, count(p, 'reconcile .* failed'), p:log())
+  end)
+end)

@@ -125,7 +125,7 @@ describe('objects that klua closed as it exits', function()
       local calls = {
         { inf, 'on', 'add', print }, { inf, 'get', 'default/x' }, { inf, 'list' }, { inf, 'by_index', 'i', 'v' },
         { inf, 'index_keys', 'i', 'v' }, { inf, 'synced' }, { inf, 'stats' }, { inf, 'name' },
-        { inf, 'resource' }, { inf, 'stop' },
+        { inf, 'resource' }, { inf, 'lag' }, { inf, 'stop' },
         { q, 'add', 'k' }, { q, 'add_after', 'k', 1 }, { q, 'add_rate_limited', 'k' }, { q, 'forget', 'k' },
         { q, 'num_requeues', 'k' }, { q, 'get' }, { q, 'done', 'k' }, { q, 'observe', 1 }, { q, 'len' },
         { q, 'shutdown' }, { q, 'stats' },
@@ -141,7 +141,7 @@ describe('objects that klua closed as it exits', function()
     ]=])
     local want = {}
     for _, m in ipairs({ 'on', 'get', 'list', 'by_index', 'index_keys', 'synced', 'stats', 'name', 'resource',
-      'stop' }) do
+      'lag', 'stop' }) do
       want[#want + 1] = m .. '\tthis informer is closed: klua is shutting down'
     end
     for _, m in ipairs({ 'add', 'add_after', 'add_rate_limited', 'forget', 'num_requeues', 'get', 'done',

@@ -481,6 +481,13 @@ static int l_synced(lua_State *L) {
     return 1;
 }
 
+/* core.informer_fns.resource_version(inf) -> the resourceVersion its watch
+ * has reached (its last event, bookmark or LIST), "" before the first. */
+static int l_resource_version(lua_State *L) {
+    lua_pushstring(L, kl_informer_rv(check_informer(L, 1)->inf));
+    return 1;
+}
+
 /* inf:stats() -> the reflector's counters and the cache size. */
 static int l_stats(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
@@ -737,6 +744,7 @@ static void informers_open(void *state, lua_State *L) {
                                    {"track_changes", l_track_changes},
                                    {"changes", l_changes},
                                    {"check", l_check},
+                                   {"resource_version", l_resource_version},
                                    {NULL, NULL}};
     kl_object_class(L, INFORMER_MT, methods, meta);
     luaL_newlib(L, fns); /* stack: core, fns */

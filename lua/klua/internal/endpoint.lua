@@ -4,7 +4,9 @@
 --   /metrics  the script's own metrics (klua.metrics) and klua's, in
 --             Prometheus's text format, with the names Kubernetes users
 --             chart: workqueue_*, controller_runtime_*, leader_election_*,
---             process_*, rest_client_*, and klua_informer_*, klua_handler_errors_total,
+--             process_*, rest_client_*, and klua_informer_* (klua_informer_write_lag_seconds:
+--             inf:lag()), klua_controller_stale_read_* (read your own writes:
+--             lua/klua/internal/writes.lua), klua_handler_errors_total,
 --             klua_api_warnings_total, klua_lua_memory_bytes, klua_shards_held and
 --             klua_fenced_writes_total
 --             (under leader election or --shards).
@@ -61,7 +63,8 @@ local function histogram(add, name, help, labels, rows)
 end
 
 local function informer_families(add)
-  local rows = { events = {}, relists = {}, restarts = {}, cached = {}, synced = {}, transform_errors = {} }
+  local rows = { events = {}, relists = {}, restarts = {}, cached = {}, synced = {}, transform_errors = {},
+    lag = {} }
   for _, inf in ipairs(informers) do
     local s, name = inf:stats(), inf:name()
     local label = { name }
@@ -73,6 +76,7 @@ local function informer_families(add)
     rows.cached[#rows.cached + 1] = { label, s.cached }
     rows.synced[#rows.synced + 1] = { label, inf:synced() and 1 or 0 }
     rows.transform_errors[#rows.transform_errors + 1] = { label, s.transform_errors }
+    rows.lag[#rows.lag + 1] = { label, inf:lag() }
   end
   local l = { 'resource' }
   gauge_or_counter(add, 'counter', 'klua_informer_events_total', 'Watch events an informer received, by type.',
@@ -84,6 +88,8 @@ local function informer_families(add)
     rows.synced)
   gauge_or_counter(add, 'counter', 'klua_informer_transform_errors_total',
     'Objects the transform function failed on (each refuses its LIST or watch).', l, rows.transform_errors)
+  gauge_or_counter(add, 'gauge', 'klua_informer_write_lag_seconds',
+    'Seconds since the oldest write through klua.api that the cache has yet to observe (0: none).', l, rows.lag)
 end
 
 -- controller-runtime's names, help texts, labels and buckets (v0.20, with
@@ -94,7 +100,8 @@ end
 -- written in the order client_golang writes them: sorted by name.
 local function controller_families(add)
   local q = { depth = {}, adds = {}, retries = {}, unfinished = {}, longest = {}, wait = {}, work = {} }
-  local c = { total = {}, errors = {}, terminal = {}, panics = {}, time = {}, max = {}, active = {} }
+  local c = { total = {}, errors = {}, terminal = {}, panics = {}, time = {}, max = {}, active = {}, waits = {},
+    timeouts = {} }
   for _, ctl in ipairs(controllers) do
     local s, name = ctl:stats(), { ctl.name }
     local both = { ctl.name, ctl.name }
@@ -115,6 +122,8 @@ local function controller_families(add)
     c.time[#c.time + 1] = { name, s.reconcile }
     c.max[#c.max + 1] = { name, ctl.workers }
     c.active[#c.active + 1] = { name, s.active }
+    c.waits[#c.waits + 1] = { name, s.stale_read_waits }
+    c.timeouts[#c.timeouts + 1] = { name, s.stale_read_timeouts }
   end
   local n = { 'controller', 'name' }
   gauge_or_counter(add, 'gauge', 'workqueue_depth', 'Current depth of workqueue', n, q.depth)
@@ -146,6 +155,10 @@ local function controller_families(add)
     'Maximum number of concurrent reconciles per controller', ctl, c.max)
   gauge_or_counter(add, 'gauge', 'controller_runtime_active_workers',
     'Number of currently used workers per controller', ctl, c.active)
+  gauge_or_counter(add, 'counter', 'klua_controller_stale_read_waits_total',
+    'Reconciles held until the cache held the controller\'s own writes.', ctl, c.waits)
+  gauge_or_counter(add, 'counter', 'klua_controller_stale_read_timeouts_total',
+    'Held reconciles that went ahead at the read_your_writes bound, the cache still behind.', ctl, c.timeouts)
 end
 
 -- client-go's names and labels (component-base's restclient metrics).

@@ -6,8 +6,8 @@
 -- 2. the reconciles in flight run to their end (a reconcile running on
 --    the CPU when the signal came included). The informers' handlers keep
 --    running meanwhile, as controller-runtime stops its caches only after
---    its controllers: a reconcile that waits for its own writes to be
---    observed (client-go's expectations) sees them;
+--    its controllers: the events that carry the last reconciles' writes
+--    still reach the caches;
 -- 3. no handler starts any more, and the `klua.on_shutdown` hooks run, one after the other, in the order
 --    they were added; a hook that fails is logged and the next one runs;
 -- 4. the process's leader election releases its Lease (holderIdentity
