@@ -127,7 +127,7 @@ describe('objects that klua closed as it exits', function()
         { inf, 'index_keys', 'i', 'v' }, { inf, 'synced' }, { inf, 'stats' }, { inf, 'name' },
         { inf, 'resource' }, { inf, 'lag' }, { inf, 'stop' },
         { q, 'add', 'k' }, { q, 'add_after', 'k', 1 }, { q, 'add_rate_limited', 'k' }, { q, 'forget', 'k' },
-        { q, 'num_requeues', 'k' }, { q, 'get' }, { q, 'done', 'k' }, { q, 'observe', 1 }, { q, 'len' },
+        { q, 'num_requeues', 'k' }, { q, 'get' }, { q, 'done', 'k' }, { q, 'len' },
         { q, 'shutdown' }, { q, 'stats' },
         { t, 'cancel' },
       }
@@ -145,7 +145,7 @@ describe('objects that klua closed as it exits', function()
       want[#want + 1] = m .. '\tthis informer is closed: klua is shutting down'
     end
     for _, m in ipairs({ 'add', 'add_after', 'add_rate_limited', 'forget', 'num_requeues', 'get', 'done',
-      'observe', 'len', 'shutdown', 'stats' }) do
+      'len', 'shutdown', 'stats' }) do
       want[#want + 1] = m .. '\tthis queue is closed: klua is shutting down'
     end
     want[#want + 1] = 'cancel\tthis timer is closed: klua is shutting down'
