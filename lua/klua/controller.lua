@@ -58,10 +58,10 @@ end
 -- How a reconcile ended (the controller_runtime_reconcile_total result, or
 -- "panic" or "terminal error"), and after how many seconds it runs again.
 local function narrate_end(c, key, took, result, again)
-  local next = result == 'terminal error' and 'not retried'
+  local when = result == 'terminal error' and 'not retried'
     or result == 'requeue_after' and ('again in %g s'):format(again)
     or again and ('again after a backoff of %.3f s'):format(again)
-  narrate('%s: reconcile %s ended in %.1f ms: %s%s', c.name, key, took * 1000, result, next and ', ' .. next or '')
+  narrate('%s: reconcile %s ended in %.1f ms: %s%s', c.name, key, took * 1000, result, when and ', ' .. when or '')
 end
 
 --- Every controller made, in order: the graceful shutdown stops their
@@ -331,10 +331,11 @@ function M.new(opts)
   -- objects, which the replica that held it before may not have finished.
   shards.on_acquired(function(i)
     local g = shards.current()
+    local cause = 'shard ' .. i .. ' acquired'
     for _, inf in ipairs(watches) do
       for _, obj in ipairs(inf:list()) do
         local key = key_of(obj)
-        if shards.shard_of(key, g.n) == i then add(c, key, 'shard ' .. i .. ' acquired') end
+        if shards.shard_of(key, g.n) == i then add(c, key, cause) end
       end
     end
   end)
