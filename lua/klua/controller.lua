@@ -32,6 +32,9 @@
 -- and comes back with the watch event that carries the write, or after
 -- `read_your_writes` seconds (default 10; false turns the wait off),
 -- counted in stale_read_timeouts (lua/klua/internal/writes.lua).
+-- `-v 3` logs each enqueue (key, the informer and event that caused it,
+-- queued or deduplicated) and each reconcile's start and end (result,
+-- duration, when it runs again).
 --
 -- The controller_runtime_* metrics count these outcomes as
 -- controller-runtime's reconcileHandler does (pkg/internal/controller/
@@ -47,6 +50,27 @@ local util = require 'klua.internal.objutil'
 local writes = require 'klua.internal.writes'
 
 local M = {}
+
+-- -v 3 narrates every enqueue and reconcile. The level is set before any
+-- script runs and never changes: read once, the per-event check is a test
+-- of a local.
+local NARRATE = core.verbosity() >= 3
+
+local function narrate(fmt, ...) core.log('info', fmt:format(...)) end
+
+local function narrate_add(c, key, cause, queued)
+  narrate('%s: enqueue %s (%s): %s', c.name, key, cause, not queued and 'deduplicated, already queued'
+    or c.in_flight[key] and 'queued, to run again once its reconcile in flight ends' or 'queued')
+end
+
+-- How a reconcile ended (the controller_runtime_reconcile_total result, or
+-- "panic" or "terminal error"), and after how many seconds it runs again.
+local function narrate_end(c, key, took, result, again)
+  local when = result == 'terminal error' and 'not retried'
+    or result == 'requeue_after' and ('again in %g s'):format(again)
+    or again and ('again after a backoff of %.3f s'):format(again)
+  narrate('%s: reconcile %s ended in %.1f ms: %s%s', c.name, key, took * 1000, result, when and ', ' .. when or '')
+end
 
 --- Every controller made, in order: the graceful shutdown stops their
 -- queues and waits for their reconciles (lua/klua/internal/shutdown.lua).
@@ -102,7 +126,10 @@ Controller.__index = Controller
 -- @param key "namespace/name", or "name"
 -- @usage
 -- ctl:enqueue('default/web')
-function Controller:enqueue(key) self.queue:add(key) end
+function Controller:enqueue(key)
+  local queued = self.queue:add(key)
+  if NARRATE then narrate_add(self, key, 'ctl:enqueue', queued) end
+end
 
 -- A duration histogram {count, sum, max, counts} over RECONCILE_TIME_BUCKETS.
 local function histogram()
@@ -170,6 +197,7 @@ local _, handle = object.class('controller', Controller, { 'enqueue', 'stats', '
 -- nothing on the way of a successful reconcile.
 local LAST_ERRORS = 8
 
+-- Returns the result and the backoff, for -v 3.
 local function failed(c, key, why)
   c.failures = c.failures + 1
   if #c.last_errors == LAST_ERRORS then table.remove(c.last_errors, 1) end
@@ -178,11 +206,11 @@ local function failed(c, key, why)
     c.terminal_errors = c.terminal_errors + 1
     core.log('error', ('%s: reconcile %s failed with a terminal error, not retried: %s'):format(
       c.name, key, tostring(why)))
-    return
+    return 'terminal error'
   end
   core.log('error', ('%s: reconcile %s failed (attempt %d): %s'):format(
     c.name, key, c.queue:num_requeues(key) + 1, tostring(why)))
-  c.queue:add_rate_limited(key)
+  return 'error', c.queue:add_rate_limited(key)
 end
 
 -- Under --shards a key is taken only while its shard is held (and not
@@ -192,8 +220,11 @@ local function takes(key)
   return not g or g:owns(key)
 end
 
-local function add(c, key)
-  if takes(key) then c.queue:add(key) end
+-- cause: the informer and event that added key ("pods update"), for -v 3.
+local function add(c, key, cause)
+  if not takes(key) then return end
+  local queued = c.queue:add(key)
+  if NARRATE then narrate_add(c, key, cause, queued) end
 end
 
 local function process(c, key)
@@ -222,29 +253,35 @@ local function process(c, key)
   local ctx = { controller = c, attempt = c.queue:num_requeues(key) + 1 }
   c.active = c.active + 1
   c.in_flight[key] = true
+  if NARRATE then narrate('%s: reconcile %s started (attempt %d)', c.name, key, ctx.attempt) end
   local ok, res, err = xpcall(c.reconcile, debug.traceback, key, ctx)
   c.in_flight[key] = nil
   c.active = c.active - 1
-  observe(c.reconcile_time, core.now() - started)
+  local took = core.now() - started
+  observe(c.reconcile_time, took)
   c.reconciles = c.reconciles + 1
+  local result, again = 'success', nil
   if not ok then
     c.panics = c.panics + 1
-    failed(c, key, res)
+    result, again = failed(c, key, res)
+    if result == 'error' then result = 'panic' end
   elseif getmetatable(res) == REQUEUE then
     if res.after then
       c.requeues_after = c.requeues_after + 1
       c.queue:forget(key)
       c.queue:add_after(key, res.after)
+      result, again = 'requeue_after', res.after
     else
       c.requeues = c.requeues + 1
-      c.queue:add_rate_limited(key)
+      result, again = 'requeue', c.queue:add_rate_limited(key)
     end
   elseif res == nil and err ~= nil or res == false then
-    failed(c, key, err or 'reconcile returned false')
+    result, again = failed(c, key, err or 'reconcile returned false')
   else
     c.successes = c.successes + 1
     c.queue:forget(key)
   end
+  if NARRATE then narrate_end(c, key, took, result, again) end
   c.queue:done(key)
   if g then g:finished(key) end
   core.reconciling(false)
@@ -285,34 +322,46 @@ function M.new(opts)
   writes.attach(c, watches, owns, watches[1]:resource().kind, opts.read_your_writes)
   M.all[#M.all + 1] = c
   endpoint.track_controller(c)
-  local function enqueue(obj) add(c, key_of(obj)) end
+  -- The causes are made here, once: -v 3 names them in each enqueue.
+  local function causes(inf, what)
+    local name = core.state(inf).name
+    return { add = name .. ' add' .. what, update = name .. ' update' .. what, delete = name .. ' delete' .. what }
+  end
+  local function enqueuer(cause) return function(obj) add(c, key_of(obj), cause) end end
   for _, inf in ipairs(watches) do
-    inf:on('add', enqueue)
-    inf:on('update', function(_, new) enqueue(new) end)
-    inf:on('delete', enqueue)
+    local by = causes(inf, '')
+    local enqueue_updated = enqueuer(by.update)
+    inf:on('add', enqueuer(by.add))
+    inf:on('update', function(_, new) enqueue_updated(new) end)
+    inf:on('delete', enqueuer(by.delete))
   end
   local kind = watches[1]:resource().kind
-  local function enqueue_owner(obj)
-    local k = owner_key(obj, kind)
-    if k then add(c, k) end
+  local function owner_enqueuer(cause)
+    return function(obj)
+      local k = owner_key(obj, kind)
+      if k then add(c, k, cause) end
+    end
   end
   for _, inf in ipairs(owns) do
-    inf:on('add', enqueue_owner)
+    local by = causes(inf, ' of an owned object')
+    local enqueue_owner = owner_enqueuer(by.update)
+    inf:on('add', owner_enqueuer(by.add))
     inf:on('update', function(old, new)
       enqueue_owner(new)
       local before = owner_key(old, kind)
-      if before and before ~= owner_key(new, kind) then add(c, before) end
+      if before and before ~= owner_key(new, kind) then add(c, before, by.update) end
     end)
-    inf:on('delete', enqueue_owner)
+    inf:on('delete', owner_enqueuer(by.delete))
   end
   -- A shard this replica starts to hold brings the keys of its cached
   -- objects, which the replica that held it before may not have finished.
   shards.on_acquired(function(i)
     local g = shards.current()
+    local cause = 'shard ' .. i .. ' acquired'
     for _, inf in ipairs(watches) do
       for _, obj in ipairs(inf:list()) do
         local key = key_of(obj)
-        if shards.shard_of(key, g.n) == i then add(c, key) end
+        if shards.shard_of(key, g.n) == i then add(c, key, cause) end
       end
     end
   end)

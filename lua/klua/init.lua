@@ -602,8 +602,9 @@ klua.requeue = controller.requeue
 -- if not spec_valid then return nil, klua.terminal_error('spec.replicas must not be negative') end
 klua.terminal_error = controller.terminal_error
 --- A work queue with client-go's semantics, for scripts that drive their
--- own workers: q:add, add_after, add_rate_limited, get (suspends), done,
--- forget, num_requeues, len, shutdown, stats.
+-- own workers: q:add (false when the key was waiting already: the adds
+-- merge), add_after, add_rate_limited (returns the seconds the key waits),
+-- get (suspends), done, forget, num_requeues, len, shutdown, stats.
 -- @param rate_limit optional {qps=, burst=, base_delay=, max_delay=}
 -- @return the queue
 -- @usage

@@ -88,6 +88,26 @@ describe('klua --help', function()
     assert.equals('-V', listed['--version'].short)
   end)
 
+  it('says what each -v level adds: the reflector, the controller half, the wire, the requests', function()
+    local out = K.run({ '--help' })
+    local levels = out:match('\nVerbosity levels[^\n]*\n(.-)\n\n')
+    assert.truthy(levels, out)
+    local said, n = {}, nil
+    for line in levels:gmatch('[^\n]+') do
+      local num, text = line:match('^  (%d)   (.*)$')
+      if num then n, said[tonumber(num)] = tonumber(num), text
+      else said[n] = said[n] .. ' ' .. line:match('^%s*(.*)$') end
+    end
+    for level, words in pairs({ [2] = { 'reflector', 'LIST', 'WATCH' },
+      [3] = { 'handler call', 'enqueue', 'informer and event', 'deduplicated', 'reconcile', 'duration', 'backoff' },
+      [5] = { "read's size", "frame's size", 'decoded event', 'resourceVersion' }, [6] = { 'HTTP request' } }) do
+      for _, w in ipairs(words) do
+        assert.truthy(said[level] and said[level]:find(w, 1, true),
+          ('level %d does not say "%s": %s'):format(level, w, levels))
+      end
+    end
+  end)
+
   it('is also shown by -h and help', function()
     local help = K.run({ '--help' })
     assert.equals(help, (K.run({ '-h' })))

@@ -1132,3 +1132,17 @@ describe('--memory-limit', function()
     assert.equals('rounds\t13\tcallbacks ran\ttrue\tcalls refused\ttrue\n', out, err)
   end)
 end)
+
+describe('klua.queue', function()
+  it('says whether an add queued the key or merged into one waiting, and how long a rate-limited add waits', function()
+    local out, err, code = K.run(K.offline_args([[
+      local q = klua.queue { base_delay = 0.25, qps = 1000, burst = 1000 }
+      print(q:add('a'), q:add('a'), q:add('b'))
+      print(q:add_rate_limited('c'), q:add_rate_limited('c'), q:add_rate_limited('c'))
+      q:shutdown()
+      print(q:add('d'))
+    ]]))
+    assert.equals(0, code, err)
+    assert.equals('true\tfalse\ttrue\n0.25\t0.5\t1.0\nfalse\n', out)
+  end)
+end)

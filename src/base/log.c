@@ -7,20 +7,18 @@
 
 #include "base/jsonesc.h"
 
-static struct {
-    int verbosity;
-    kl_log_format format;
-} sink = {0, KL_LOG_TEXT};
+int kl_log_v;
+static kl_log_format sink_format = KL_LOG_TEXT;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void kl_log_configure(int verbosity, kl_log_format format) {
-    sink.verbosity = verbosity;
-    sink.format = format;
+    kl_log_v = verbosity;
+    sink_format = format;
 }
 
-int kl_log_verbosity(void) { return sink.verbosity; }
-int kl_log_format_json(void) { return sink.format == KL_LOG_JSON; }
+int kl_log_verbosity(void) { return kl_log_v; }
+int kl_log_format_json(void) { return sink_format == KL_LOG_JSON; }
 
 /* s into out (cap bytes) with its control characters escaped as Go's
  * strconv.Quote writes them (\n, \r, \t, \x1b; \u0085 for the two-byte
@@ -54,7 +52,7 @@ static void emit(kl_log_level level, const char *component, const char *msg) {
     char when[40];
     size_t n = strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(when + n, sizeof when - n, ".%03ldZ", ts.tv_nsec / 1000000);
-    if (sink.format == KL_LOG_JSON) {
+    if (sink_format == KL_LOG_JSON) {
         fprintf(stderr, "{\"time\":\"%s\",\"level\":\"%s\",\"component\":", when, level_names[level]);
         kl_jsonesc_fputs(stderr, component);
         fputs(",\"msg\":", stderr);
@@ -69,7 +67,7 @@ static void emit(kl_log_level level, const char *component, const char *msg) {
 }
 
 void kl_log_va(kl_log_level level, const char *component, const char *fmt, va_list ap) {
-    if (level == KL_LOG_DEBUG && sink.verbosity < 4) return;
+    if (level == KL_LOG_DEBUG && kl_log_v < 4) return;
     char msg[2048];
     vsnprintf(msg, sizeof msg, fmt, ap);
     emit(level, component, msg);
@@ -83,7 +81,7 @@ void kl_log(kl_log_level level, const char *component, const char *fmt, ...) {
 }
 
 void kl_vlog(int v, const char *component, const char *fmt, ...) {
-    if (sink.verbosity < v) return;
+    if (kl_log_v < v) return;
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);

@@ -3,7 +3,9 @@
  *
  * Errors, warnings and info lines always print; debug lines from -v 4.
  * Verbose narration prints when -v is at least its level, kubectl-style:
- * -v 2 narrates each reflector, -v 4 each HTTP request, -v 6 more.
+ * -v 2 narrates each reflector, -v 3 each handler call, enqueue and
+ * reconcile, -v 5 each read, frame and decoded event, -v 6 each HTTP
+ * request (klua --help lists them, src/cli/cli.c).
  * Nothing logged may contain a credential: callers log URLs and statuses,
  * never headers or bodies of auth exchanges.
  * The sink is process-wide because stderr is; everything else that a second
@@ -26,6 +28,14 @@ void kl_log(kl_log_level level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void kl_vlog(int v, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The -v level, written by kl_log_configure alone: KL_VLOG reads it inline. */
+extern int kl_log_v;
+/* kl_vlog for the per-event paths: when -v is below v, one load and one
+ * compare, no call, and the arguments are not evaluated. */
+#define KL_VLOG(v, ...)                                \
+    do {                                               \
+        if (kl_log_v >= (v)) kl_vlog((v), __VA_ARGS__); \
+    } while (0)
 void kl_log_va(kl_log_level level, const char *component, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 

@@ -39,12 +39,15 @@ void kl_notif_clear(kl_notif *n) {
     memset(n, 0, sizeof *n);
 }
 
-/* Only the bytes matter to handlers: identity strings stay in the store. */
+/* Only the bytes matter to handlers: identity strings stay in the store,
+ * but for -v 3, which names the object of each handler call. */
 static void share_bytes(kl_obj *dst, const kl_obj *src) {
     memset(dst, 0, sizeof *dst);
     dst->blob = src->blob ? kl_blob_ref(src->blob) : NULL;
     dst->off = src->off;
     dst->len = src->len;
+    if (kl_log_v >= 3 && src->name)
+        kl_obj_set_identity(dst, src->ns, strlen(src->ns), src->name, strlen(src->name), src->rv, strlen(src->rv));
 }
 
 static void push(kl_informer *inf, kl_notif *n) {

@@ -163,16 +163,17 @@ static void run_unlink(kl_queue *q, item *it) {
 
 /* client-go's Add on a known record: a dirty key is not added twice, and a
  * key being processed waits for done() to be queued. */
-static void mark_dirty(kl_queue *q, item *it, double at) {
-    if (it->dirty) return;
+static int mark_dirty(kl_queue *q, item *it, double at) {
+    if (it->dirty) return 0;
     it->dirty = true;
     it->added_at = at;
     q->adds++;
     if (!it->processing) push_back(q, it);
+    return 1;
 }
 
-void kl_queue_add(kl_queue *q, const char *key, double now) {
-    if (!q->shutting_down) mark_dirty(q, find_or_create(q, key), now);
+int kl_queue_add(kl_queue *q, const char *key, double now) {
+    return !q->shutting_down && mark_dirty(q, find_or_create(q, key), now);
 }
 
 /* ---- delayed adds: a binary min-heap that knows each item's position ---- */
@@ -256,12 +257,14 @@ static double bucket_delay(kl_queue *q, double now) {
     return q->tokens < 0 ? -q->tokens / q->opts.qps : 0;
 }
 
-void kl_queue_add_rate_limited(kl_queue *q, const char *key, double now) {
-    if (q->shutting_down) return;
+double kl_queue_add_rate_limited(kl_queue *q, const char *key, double now) {
+    if (q->shutting_down) return 0;
     item *it = find_or_create(q, key);
     double per_key = backoff(q, it);
     double overall = bucket_delay(q, now);
-    add_after_item(q, it, per_key > overall ? per_key : overall, now);
+    double delay = per_key > overall ? per_key : overall;
+    add_after_item(q, it, delay, now);
+    return delay;
 }
 
 void kl_queue_forget(kl_queue *q, const char *key) {

@@ -64,17 +64,19 @@ kl_queue *kl_queue_new(const kl_queue_opts *opts);
 void kl_queue_free(kl_queue *q);
 
 /* Queues key unless it is queued already; when key is being processed it is
- * queued again at done(). Ignored after shutdown. */
-void kl_queue_add(kl_queue *q, const char *key, double now);
+ * queued again at done(). Ignored after shutdown. Returns 1 when this add
+ * counted (stats' adds), 0 for a duplicate of a key still waiting (or
+ * after shutdown). */
+int kl_queue_add(kl_queue *q, const char *key, double now);
 /* Adds key once `delay` seconds have passed (at once when delay <= 0). When
  * key already has a pending delayed add, the earlier of the two ready times
  * is kept. Ignored after shutdown. */
 void kl_queue_add_after(kl_queue *q, const char *key, double delay, double now);
 /* Adds key after the larger of its own backoff, base_delay * 2^requeues
  * capped at max_delay, and the wait for a token from the overall bucket
- * (one is reserved now). Counts one requeue of key. Ignored after
- * shutdown. */
-void kl_queue_add_rate_limited(kl_queue *q, const char *key, double now);
+ * (one is reserved now). Counts one requeue of key. Returns that delay in
+ * seconds (0 after shutdown, when it is ignored). */
+double kl_queue_add_rate_limited(kl_queue *q, const char *key, double now);
 /* Resets key's requeue count: call it when key was processed successfully.
  * It does not cancel a pending delayed add. */
 void kl_queue_forget(kl_queue *q, const char *key);

@@ -644,6 +644,7 @@ static int in_watch(const kl_reflector *r) { return r->state == WATCH || r->stat
 static void on_frame(void *ud, kl_blob *b) {
     kl_reflector *r = ud;
     r->stats.frames++;
+    KL_VLOG(5, r->o.name, "frame of %zu bytes", b->len);
     kl_ring_push(&r->frames, &b);
 }
 
@@ -760,6 +761,9 @@ static void handle_frame(kl_reflector *r, kl_blob *frame) {
                  ev.message ? ev.message : "");
         end_watch_now(r, gone ? END_RELIST : END_ERROR);
     } else {
+        char key[512];
+        KL_VLOG(5, r->o.name, "decoded %s %.*s at resourceVersion %s", kl_ev_type_name(ev.type),
+                (int)kl_obj_key(&ev.obj, key, sizeof key), key, ev.obj.rv);
         deliver_event(r, &ev);
     }
     kl_event_clear(&ev);

@@ -324,7 +324,7 @@ static const flag flags[] = {
     {NULL, "--disable-compression", NULL, NULL,
      "ask for uncompressed responses: less API server CPU where bandwidth is ample", set_disable_compression,
      NULL},
-    {"Diagnostics", "-v", "--v", "N", "verbosity: 2 narrates every reflector, 6 every request", set_verbosity,
+    {"Diagnostics", "-v", "--v", "N", "verbosity, 0 to 8: see \"Verbosity levels\" below", set_verbosity,
      NULL},
     {NULL, "--log-format", NULL, "text|json", "format of the log on stderr", set_log_format, NULL},
     {NULL, "--allow-core-dumps", NULL, NULL,
@@ -639,9 +639,22 @@ void kl_cli_free(kl_cli *c) {
 
 /* ---- help ------------------------------------------------------------------ */
 
+/* What each -v level adds, as src/base/log.h's callers narrate it. */
+static const char levels[] =
+    "\nVerbosity levels (-v N; each level shows what those below it show):\n"
+    "  0   errors, warnings, recoveries, and the script's klua.log.info\n"
+    "  2   each reflector: LIST, WATCH, bookmarks, 410s, relists, backoffs, sync; the runtime's phases\n"
+    "  3   each handler call (informer, event, key, resourceVersion); each enqueue (key, the informer and "
+    "event that caused it, queued or deduplicated); each reconcile's start and end (result, duration, "
+    "requeue or backoff)\n"
+    "  4   the script's klua.log.debug\n"
+    "  5   the wire: each read's size, each frame's size, each decoded event's type, key and resourceVersion\n"
+    "  6   each HTTP request as it ends: status and duration\n"
+    "  8   each HTTP request as it starts\n";
+
 /* The global flags (those that stand for a command only if with_commands),
  * one line each under their group's heading: "  -v, --v N"
- * or "      --kubeconfig FILE", the help from column 42. */
+ * or "      --kubeconfig FILE", the help from column 42; then the levels. */
 static void print_flags(FILE *out, int with_commands) {
     for (size_t k = 0; k < NFLAGS; k++) {
         const flag *f = &flags[k];
@@ -654,6 +667,7 @@ static void print_flags(FILE *out, int with_commands) {
                  lng ? lng : "", f->arg ? " " : "", f->arg ? f->arg : "");
         fprintf(out, "  %-38s %s\n", left, f->help);
     }
+    fputs(levels, out);
 }
 
 static void print_root(FILE *out) {

@@ -360,6 +360,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
     size_t bytes = size * n;
     int ok = is_2xx(response_status(r));
     r->read = 1;
+    KL_VLOG(5, "http", "%s %s: read %zu bytes", r->method, r->path, bytes);
     if (ok && r->cb.data) {
         size_t taken = r->cb.data(r->ud, p, bytes);
         if (taken != bytes && taken != KL_HTTP_PAUSE) r->stopped = 1;

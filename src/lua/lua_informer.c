@@ -210,10 +210,23 @@ static int next_handler(const lua_informer *li, dispatch_mode mode) {
     return h <= li->nhandlers[type] && li->since[type][h - 1] <= li->cur.seq ? h : 0;
 }
 
+/* -v 3: which handler the current notification goes to, and why. */
+static void narrate_call(const lua_informer *li, int h) {
+    static const char *const why[] = {" (in the initial list)", " (replayed to a handler added late)",
+                                      " (its final state unknown: missed while relisting)"};
+    const kl_notif *n = &li->cur;
+    char key[512] = "?";
+    if (n->cur.name) kl_obj_key(&n->cur, key, sizeof key);
+    kl_vlog(3, li->name, "%s handler %d of %d: %s at resourceVersion %s%s", event_names[n->type], h,
+            li->nhandlers[n->type], key, n->cur.rv ? n->cur.rv : "?",
+            n->only ? why[1] : n->type == KL_CHANGE_ADD && n->initial ? why[0] : n->unknown ? why[2] : "");
+}
+
 /* Calls handler h of the current notification as a task. */
 static void call_handler(lua_informer *li, int h) {
     lua_State *L = kl_rt_lua(li->rt);
     int type = (int)li->cur.type;
+    if (kl_log_v >= 3) narrate_call(li, h);
     if (!li->views_made) make_views(li);
     li->hidx = h;
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */

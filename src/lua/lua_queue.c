@@ -99,12 +99,13 @@ static const char *check_key(lua_State *L) {
     return key;
 }
 
-/* q:add(key): queues key unless it is queued already. */
+/* q:add(key) -> false when key was queued already (the add is merged into
+ * that one, or ignored after shutdown), else true. */
 static int l_add(lua_State *L) {
     lua_queue *lq = check_queue(L);
-    kl_queue_add(lq->q, check_key(L), kl_now());
+    lua_pushboolean(L, kl_queue_add(lq->q, check_key(L), kl_now()));
     schedule_wake(lq);
-    return 0;
+    return 1;
 }
 
 /* q:add_after(key, seconds): queues key later. */
@@ -116,13 +117,14 @@ static int l_add_after(lua_State *L) {
     return 0;
 }
 
-/* q:add_rate_limited(key): queues key after its backoff (5 ms doubling to
- * 1000 s) and the overall token bucket (10/s, burst 100) allow. */
+/* q:add_rate_limited(key) -> seconds: queues key after its backoff (5 ms
+ * doubling to 1000 s) and the overall token bucket (10/s, burst 100)
+ * allow; returns that wait. */
 static int l_add_rate_limited(lua_State *L) {
     lua_queue *lq = check_queue(L);
-    kl_queue_add_rate_limited(lq->q, check_key(L), kl_now());
+    lua_pushnumber(L, kl_queue_add_rate_limited(lq->q, check_key(L), kl_now()));
     schedule_wake(lq);
-    return 0;
+    return 1;
 }
 
 /* q:forget(key): clears key's failure count. */

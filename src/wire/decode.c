@@ -44,18 +44,16 @@ static void read_identity(const kl_json_tape *t, size_t i, kl_obj *o) {
     kl_obj_set_identity(o, ns, ns ? nsn : 0, name, name ? namen : 0, rv, rv ? rvn : 0);
 }
 
+static const char *const ev_type_names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
+_Static_assert(KL_EV_ADDED == 0 && KL_EV_ERROR == 4 && sizeof ev_type_names / sizeof *ev_type_names == 5,
+               "one name per kl_ev_type, in its order");
+
+const char *kl_ev_type_name(kl_ev_type type) { return ev_type_names[type]; }
+
 static int parse_type(const char *s, size_t n, kl_ev_type *type) {
-    static const struct {
-        const char *name;
-        kl_ev_type type;
-    } types[] = {{"ADDED", KL_EV_ADDED},
-                 {"MODIFIED", KL_EV_MODIFIED},
-                 {"DELETED", KL_EV_DELETED},
-                 {"BOOKMARK", KL_EV_BOOKMARK},
-                 {"ERROR", KL_EV_ERROR}};
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        if (strlen(types[i].name) == n && memcmp(types[i].name, s, n) == 0) {
-            *type = types[i].type;
+    for (size_t i = 0; i < sizeof ev_type_names / sizeof *ev_type_names; i++) {
+        if (strlen(ev_type_names[i]) == n && memcmp(ev_type_names[i], s, n) == 0) {
+            *type = (kl_ev_type)i;
             return 0;
         }
     }

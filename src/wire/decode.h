@@ -56,6 +56,8 @@ int kl_decode_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char 
 int kl_decode_table_event(kl_blob *frame, const char *expect_kind, kl_event *ev, char *err, size_t errlen);
 /* Releases what ev owns and zeroes it. */
 void kl_event_clear(kl_event *ev);
+/* "ADDED", "MODIFIED", ...: the type as the watch event's JSON spells it. */
+const char *kl_ev_type_name(kl_ev_type type);
 
 typedef struct kl_list {
     kl_obj *items; /* each item in its own new blob (copied out of the body),
