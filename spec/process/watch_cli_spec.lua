@@ -239,6 +239,19 @@ describe('klua watch', function()
       assert.equals('ADDED     only-a/here  Pending\n', p:output())
     end)
 
+    it('with its flags before watch and global flags after it, as kubectl -n NS get pods -w takes them', function()
+      local a, b = namespace('before-a'), namespace('before-b')
+      pod(b, 'elsewhere')
+      pod(a, 'here', 'app=web')
+      pod(a, 'other', 'app=db')
+      local p = watcher.track(K.spawn({ '-n', a, '-l=app=web', '-o', 'line', 'watch', 'pods',
+        '--kubeconfig', sb.kubeconfig }))
+      expect(p, 'before-a/here')
+      pod(a, 'later', 'app=web')
+      expect(p, 'before-a/later')
+      assert.equals('ADDED     before-a/here  Pending\nADDED     before-a/later  Pending\n', p:output())
+    end)
+
     it("without -n or -A: the namespace of the kubeconfig's context", function()
       local ctx, other = namespace('ctx-ns'), namespace('ctx-other')
       pod(other, 'elsewhere')
@@ -550,6 +563,20 @@ describe('klua watch', function()
         assert.equals(2, code, args[2])
         assert.equals('', out)
         assert.equals('klua watch: ' .. case[2] .. '\n' .. USAGE, err)
+      end
+    end)
+
+    -- kubectl get -w prints each object on its own, so a template for a List
+    -- finds no .items: kubectl 1.32 fails on the first object with these words
+    -- (its empty range leaves {end} unmatched), or prints nothing at all.
+    it('a JSONPath over .items, which no object printed on its own has, before any request', function()
+      for _, template in ipairs({ '{range .items[*]}{.metadata.name}{"\\n"}{end}', '{.items[*].metadata.name}' }) do
+        local _, err, code = K.run({ '--server', 'http://127.0.0.1:1', 'watch', 'pods', '-o', 'jsonpath=' .. template },
+          { env = { HOME = K.tmpdir(), KUBECONFIG = '' } })
+        assert.equals(2, code, err)
+        assert.equals(('klua watch: error executing jsonpath %q: Error executing template: not in range, '
+          .. 'nothing to end: klua watch, as kubectl get -w, prints each object on its own, which has no .items: '
+          .. 'write the template for one object, such as {.metadata.name}{"\\n"}\n'):format(template) .. USAGE, err)
       end
     end)
 
