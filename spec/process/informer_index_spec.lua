@@ -2,7 +2,6 @@
 -- {name = fn}} and inf:by_index(name, value), kept up to date with the cache on every add,
 -- update, delete and relist; and inf:list{namespace=} answered from the store's namespace
 -- index.
-local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 local K = require 'support.klua'
 
@@ -36,14 +35,9 @@ end)
 ]]
 
 describe('informer indexes', function()
-  local sb, p
-
-  before_each(function() sb = sandbox.start{} end)
-  after_each(function()
-    if p then p:cleanup() end
-    p = nil
-    sb:stop()
-  end)
+  -- A server per spec, stopped after it with the klua it started (p).
+  local sb = testing.with_sandbox { each = true }
+  local p
 
   local function start(script)
     p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', K.script(script) })
