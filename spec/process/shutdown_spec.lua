@@ -4,7 +4,6 @@
 -- klua.on_shutdown hooks run in order, the Lease is released and klua
 -- exits 0; past --graceful-shutdown-timeout it exits 1 at once, naming
 -- what was still running, and a second signal ends it at once.
-local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
 local testing = require 'klua.testing'
 local cjson = require 'cjson'
@@ -58,17 +57,10 @@ end
 local function literally(s) return (s:gsub('%p', '%%%0')) end
 
 describe('klua run on SIGTERM', function()
-  local sb, script, n = nil, nil, 0
+  local sb = testing.with_sandbox()
+  local script, n = nil, 0
 
-  setup(function()
-    sb = sandbox.start()
-    script = K.script(SLOW)
-  end)
-
-  teardown(function()
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
-  end)
+  setup(function() script = K.script(SLOW) end)
 
   local function namespace()
     n = n + 1
@@ -199,28 +191,17 @@ klua.on_shutdown(function() print('hook of ' .. id .. ' leader=' .. tostring(klu
 ]]
 
 describe('klua run --leader-elect on SIGTERM', function()
-  local sb, script, procs, n = nil, nil, {}, 0
+  local sb = testing.with_sandbox()
+  local track = K.per_spec()
+  local script, n = nil, 0
 
-  setup(function()
-    sb = sandbox.start()
-    script = K.script(CANDIDATE)
-  end)
-
-  teardown(function()
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
-  end)
-
-  after_each(function()
-    for _, p in ipairs(procs) do p:cleanup() end
-    procs = {}
-  end)
+  setup(function() script = K.script(CANDIDATE) end)
 
   local function candidate(id, ns)
     local p = K.spawn({ '--kubeconfig', sb.kubeconfig, '--leader-elect', '--leader-election-id', 'spec-lease',
       '--leader-election-namespace', ns, '--leader-elect-lease-duration', '60s',
       '--leader-elect-renew-deadline', '2s', '--leader-elect-retry-period', '0.5s', 'run', script, id })
-    procs[#procs + 1] = p
+    track(p)
     return p
   end
 

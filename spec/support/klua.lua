@@ -62,6 +62,24 @@ function M.script(text)
   return path
 end
 
+--- For the describe block it is called in: a function that takes a process (from
+-- M.spawn), returns it, and has it cleaned up after the spec that started it, so that
+-- the next spec starts among none of them.
+--
+--   local track = K.per_spec()
+--   local p = track(K.spawn({ ... }))
+function M.per_spec()
+  local procs = {}
+  require('busted').after_each(function()
+    for _, p in ipairs(procs) do p:cleanup() end
+    procs = {}
+  end)
+  return function(p)
+    procs[#procs + 1] = p
+    return p
+  end
+end
+
 --- Runs klua with args until it exits or `timeout` seconds pass (then it is
 -- sent SIGTERM, and SIGKILL 5 s later if it is still running). Returns
 -- stdout, stderr, exit code (124 on timeout, 137 when it had to be killed).
