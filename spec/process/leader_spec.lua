@@ -4,6 +4,7 @@
 -- stops releases the Lease; a leader that can no longer renew stops
 -- leading and exits 1; the race between candidates is not an error.
 local K = require 'support.klua'
+local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 
 local CANDIDATE = [[
@@ -35,18 +36,14 @@ local literally = K.literally
 describe('leader election', function()
   local sb = testing.with_sandbox()
   local track = K.per_spec()
-  local script, n = nil, 0
+  local script
 
   setup(function() script = K.script(CANDIDATE) end)
 
   -- A fresh namespace with one ConfigMap for the controllers to reconcile.
-  local function namespace()
-    n = n + 1
-    local ns = 'leader-' .. n
-    sb:kubectl('create namespace ' .. ns)
+  local namespace = sandbox.namespaces(sb, 'leader', function(ns)
     sb:kubectl('-n ' .. ns .. ' create configmap work --from-literal=k=v')
-    return ns
-  end
+  end)
 
   local function candidate(id, ns, lease_duration, mode)
     local p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script, id, ns,
@@ -298,7 +295,9 @@ end, { leader_only = true })
 describe('leader election through faults during renewal', function()
   local sb = testing.with_sandbox()
   local track = K.per_spec()
-  local script, n = nil, 0
+  local script
+
+  local new_namespace = sandbox.namespaces(sb, 'ledger')
 
   setup(function() script = K.script(LEDGER) end)
 
@@ -311,9 +310,7 @@ describe('leader election through faults during renewal', function()
 
   -- Starts three candidates on a fresh ledger and waits for a few writes.
   local function start()
-    n = n + 1
-    local ns = 'ledger-' .. n
-    sb:kubectl('create namespace ' .. ns)
+    local ns = new_namespace()
     sb:apply(([[{"apiVersion": "v1", "kind": "ConfigMap",
       "metadata": {"name": "ledger", "namespace": "%s"}, "data": {"log": ""}}]]):format(ns))
     for _, id in ipairs({ 'a', 'b', 'c' }) do

@@ -5,6 +5,7 @@
 -- exits 0; past --graceful-shutdown-timeout it exits 1 at once, naming
 -- what was still running, and a second signal ends it at once.
 local K = require 'support.klua'
+local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 local cjson = require 'cjson'
 
@@ -58,17 +59,13 @@ local function literally(s) return (s:gsub('%p', '%%%0')) end
 
 describe('klua run on SIGTERM', function()
   local sb = testing.with_sandbox()
-  local script, n = nil, 0
+  local script
 
   setup(function() script = K.script(SLOW) end)
 
-  local function namespace()
-    n = n + 1
-    local ns = 'shutdown-' .. n
-    sb:kubectl('create namespace ' .. ns)
+  local namespace = sandbox.namespaces(sb, 'shutdown', function(ns)
     sb:kubectl('-n ' .. ns .. ' create configmap work --from-literal=k=v')
-    return ns
-  end
+  end)
 
   local function done(ns)
     local cm = sb:get('-n ' .. ns .. ' configmap work')
@@ -193,7 +190,7 @@ klua.on_shutdown(function() print('hook of ' .. id .. ' leader=' .. tostring(klu
 describe('klua run --leader-elect on SIGTERM', function()
   local sb = testing.with_sandbox()
   local track = K.per_spec()
-  local script, n = nil, 0
+  local script
 
   setup(function() script = K.script(CANDIDATE) end)
 
@@ -210,12 +207,7 @@ describe('klua run --leader-elect on SIGTERM', function()
     return ok and cjson.decode(out).spec or nil
   end
 
-  local function namespace()
-    n = n + 1
-    local ns = 'shutdown-lease-' .. n
-    sb:kubectl('create namespace ' .. ns)
-    return ns
-  end
+  local namespace = sandbox.namespaces(sb, 'shutdown-lease')
 
   it('releases the Lease as client-go ReleaseOnCancel writes it, after the hooks, still leading in them', function()
     local ns = namespace()
