@@ -41,9 +41,7 @@ describe('leader election', function()
   setup(function() script = K.script(CANDIDATE) end)
 
   -- A fresh namespace with one ConfigMap for the controllers to reconcile.
-  local namespace = sandbox.namespaces(sb, 'leader', function(ns)
-    sb:kubectl('-n ' .. ns .. ' create configmap work --from-literal=k=v')
-  end)
+  local namespace = sandbox.namespaces(sb, 'leader', 'work')
 
   local function candidate(id, ns, lease_duration, mode)
     local p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script, id, ns,

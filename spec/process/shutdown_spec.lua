@@ -63,9 +63,7 @@ describe('klua run on SIGTERM', function()
 
   setup(function() script = K.script(SLOW) end)
 
-  local namespace = sandbox.namespaces(sb, 'shutdown', function(ns)
-    sb:kubectl('-n ' .. ns .. ' create configmap work --from-literal=k=v')
-  end)
+  local namespace = sandbox.namespaces(sb, 'shutdown', 'work')
 
   local function done(ns)
     local cm = sb:get('-n ' .. ns .. ' configmap work')

@@ -567,8 +567,9 @@ describe('klua watch', function()
     end)
 
     -- kubectl get -w prints each object on its own, so a template for a List
-    -- finds no .items: kubectl 1.32 fails on the first object with these words
-    -- (its empty range leaves {end} unmatched), or prints nothing at all.
+    -- finds no .items: kubectl 1.32 prints nothing for the first object and
+    -- fails on the next with these words (its empty range leaves {end}
+    -- unmatched), and prints nothing at all for a plain path.
     it('a JSONPath over .items, which no object printed on its own has, before any request', function()
       for _, template in ipairs({ '{range .items[*]}{.metadata.name}{"\\n"}{end}', '{.items[*].metadata.name}' }) do
         local _, err, code = K.run({ '--server', 'http://127.0.0.1:1', 'watch', 'pods', '-o', 'jsonpath=' .. template },
@@ -578,6 +579,21 @@ describe('klua watch', function()
           .. 'nothing to end: klua watch, as kubectl get -w, prints each object on its own, which has no .items: '
           .. 'write the template for one object, such as {.metadata.name}{"\\n"}\n'):format(template) .. USAGE, err)
       end
+    end)
+
+    it('a JSONPath over .items with the words kubectl 1.32 fails with on the second object', function()
+      local ns = namespace('items-kubectl')
+      pod(ns, 'web')
+      pod(ns, 'db')
+      local template = '{range .items[*]}{.metadata.name}{"\\n"}{end}'
+      local said = K.run_command('timeout 20 ' .. sb:kubectl_command(('get pods -w -n %s -o jsonpath=%s')
+        :format(ns, K.quote(template))) .. ' 2>&1; echo "rc=$?"')
+      local words = ('error executing jsonpath %q: Error executing template: not in range, nothing to end'):format(template)
+      assert.truthy(said:find('error: unable to output the provided object: ' .. words, 1, true), said)
+      assert.truthy(said:find('\nrc=1$'), said)
+      local _, err, code = run({ 'pods', '-n', ns, '-o', 'jsonpath=' .. template })
+      assert.equals(2, code, err)
+      assert.truthy(err:find('klua watch: ' .. words .. ': ', 1, true), err)
     end)
 
     it('a TYPE/NAME after a TYPE, as kubectl does', function()

@@ -191,8 +191,9 @@ local function check_output(o)
     local t, err = jsonpath.parse(arg)
     if not t then return nil, err end
     if reads_items(t) then
-      -- kubectl 1.32 fails on the first object with these words (an empty
-      -- range leaves its {end} unmatched), or prints nothing for a plain path.
+      -- kubectl 1.32 prints nothing for the first object and fails on the
+      -- next with these words (an empty range leaves its {end} unmatched),
+      -- or prints nothing at all for a plain path.
       return nil, ('error executing jsonpath %q: Error executing template: not in range, nothing to end: '
         .. 'klua watch, as kubectl get -w, prints each object on its own, which has no .items: '
         .. 'write the template for one object, such as {.metadata.name}{"\\n"}'):format(arg)
