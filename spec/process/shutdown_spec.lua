@@ -96,28 +96,29 @@ describe('klua run on SIGTERM', function()
     assert.matches('on_shutdown hook 2 %(.-script%.lua:%d+%) failed: .-hook 2 broke', err)
   end)
 
-  it('exits 1 at once past --graceful-shutdown-timeout, naming the reconcile still running', function()
+  -- Runs the slow controller (seconds, mode) on a new namespace with a 1 s
+  -- --graceful-shutdown-timeout and sends it SIGTERM; asserts that it exits 1
+  -- naming the reconcile still running. Returns the namespace and its stdout.
+  local function times_out(seconds, mode)
     local ns = namespace()
-    local p = slow(ns, 3600, 'sleep', { '--graceful-shutdown-timeout', '1s' })
+    local p = slow(ns, seconds, mode, { '--graceful-shutdown-timeout', '1s' })
     p:signal('TERM')
     assert.are.equal(1, p:wait(15 * K.slowdown), p:errors())
     local out, err = p:output(), p:errors()
     p:cleanup()
     assert.matches(literally('shutdown timed out after 1s (--graceful-shutdown-timeout); still running: reconcile of '
       .. ns .. '/work (controller slow)'), err)
+    return ns, out
+  end
+
+  it('exits 1 at once past --graceful-shutdown-timeout, naming the reconcile still running', function()
+    local ns, out = times_out(3600, 'sleep')
     assert.is_nil(out:find('hook 1', 1, true), out)
     assert.is_nil(done(ns))
   end)
 
   it('stops a reconcile that spins on the CPU once the timeout has passed', function()
-    local ns = namespace()
-    local p = slow(ns, 0, 'spin', { '--graceful-shutdown-timeout', '1s' })
-    p:signal('TERM')
-    assert.are.equal(1, p:wait(15 * K.slowdown), p:errors())
-    local err = p:errors()
-    p:cleanup()
-    assert.matches(literally('shutdown timed out after 1s (--graceful-shutdown-timeout); still running: reconcile of '
-      .. ns .. '/work (controller slow)'), err)
+    times_out(0, 'spin')
   end)
 
   it('names the on_shutdown hook that outlasts the timeout', function()
