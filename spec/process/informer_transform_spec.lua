@@ -106,10 +106,8 @@ describe('informer transforms', function()
       { '42', 'transform takes a function(obj) that returns the object to cache, or klua.drop_fields(path, ...)' },
       { 'klua.drop_fields(7)', 'drop_fields: path 1 must be a string' },
     }) do
-      local _, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run',
-        K.script("klua.informer { resource = 'configmaps', transform = " .. case[1] .. ' }') })
-      assert.equals(1, code, err)
-      assert.matches(case[2], err, 1, true)
+      K.run_script_refused("klua.informer { resource = 'configmaps', transform = " .. case[1] .. ' }',
+        { kubeconfig = sb.kubeconfig }, case[2])
     end
   end)
 

@@ -36,11 +36,8 @@ local function configmap(ns, name, labels, data)
   return obj
 end
 
-local function kubectl(args, stdin)
-  local out, ok, err = sb:try_kubectl(args, stdin)
-  assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
-  return out
-end
+-- kubectl ARGS, which must succeed.
+local function kubectl(args, stdin) return sb:kubectl(args, stdin) end
 
 -- A kubeconfig like the sandbox's, whose context has another namespace line.
 local function kubeconfig_with_namespace(line)

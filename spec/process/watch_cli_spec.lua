@@ -20,11 +20,7 @@ describe('klua watch', function()
   after_each(watcher.cleanup)
 
   -- kubectl ARGS, which must succeed.
-  local function kubectl(args, stdin)
-    local out, ok, err = sb:try_kubectl(args, stdin)
-    assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
-    return out
-  end
+  local function kubectl(args, stdin) return sb:kubectl(args, stdin) end
 
   local function namespace(name)
     kubectl('create namespace ' .. name)

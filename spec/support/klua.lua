@@ -131,6 +131,15 @@ function M.run_script_ok(text, opts)
   return out, err
 end
 
+--- Like run_script, and fails unless the script exited 1 with message (plain text) on
+-- stderr, as klua refuses a mistake in a call; returns stderr.
+function M.run_script_refused(text, opts, message)
+  local _, err, code = M.run_script(text, opts)
+  assert(code == 1, ('the script exited %s, not 1\nstderr:\n%s'):format(tostring(code), err))
+  assert(err:find(message, 1, true), ('stderr does not say %q:\n%s'):format(message, err))
+  return err
+end
+
 --- Starts klua in the background (testing.spawn). Returns a process with :output(),
 -- :errors(), :wait_for(pattern, timeout, where), :signal(sig), :stop(), :wait(timeout),
 -- :cleanup().
