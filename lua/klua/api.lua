@@ -9,7 +9,11 @@
 --
 -- Every call returns its result, or nil and an error table
 -- {code=, reason=, message=, details=, retry_after=, warnings=}; tostring(err) reads
--- well in a log line, and err.reason is what a script branches on.
+-- well in a log line, and err.reason is what a script branches on. A
+-- mistake in the call raises instead, naming the call as it is written: an
+-- argument of the wrong type, such as a namespace where the object goes
+-- (klua.api.create('configmaps', 'ns', obj)) or a key in two words
+-- (klua.api.delete('configmaps', 'ns', 'name')).
 --
 -- When the server answered, err is its Status: code is the HTTP status,
 -- reason kube's ("NotFound", "Conflict", "Forbidden", "TooManyRequests",
@@ -55,6 +59,58 @@ local function new_error(code, reason, message, details)
   return setmetatable({ code = code, reason = reason, message = message, details = details }, Error)
 end
 
+-- A mistake in the call raises (docs/api.md: "a mistake in the call
+-- raises"), with the call as it is written: a script that passes a
+-- namespace where the object goes (create('configmaps', 'ns', obj), as some
+-- clients take it) would otherwise send the wrong body or key to the server.
+-- What the server or the data gets wrong is returned as nil, err.
+local CALLS = {
+  request = 'klua.api.request(method, path [, body [, content_type [, accept]]])',
+  get = 'klua.api.get(resource, key)',
+  list = 'klua.api.list(resource [, opts])',
+  create = 'klua.api.create(resource, obj [, opts])',
+  update = 'klua.api.update(resource, obj [, opts])',
+  update_status = 'klua.api.update_status(resource, obj [, opts])',
+  patch = 'klua.api.patch(resource, key, patch [, opts])',
+  apply = 'klua.api.apply(obj, opts)',
+  delete = 'klua.api.delete(resource, key [, opts])',
+}
+
+local function shown(v)
+  if type(v) == 'string' then return ('the string %q'):format(v) end
+  return v == nil and 'nil' or ('a ' .. type(v))
+end
+
+-- Raises, for the caller of api[fn], "CALL: WHAT, not VALUE".
+local function misuse(fn, what, v)
+  error(('%s: %s, not %s'):format(CALLS[fn], what, shown(v)), 3)
+end
+
+local function check_resource(fn, resource)
+  if (type(resource) == 'string' and resource ~= '') or core.is(resource, 'informer')
+      or (type(resource) == 'table' and resource.kind and resource.version) then return end
+  misuse(fn, 'resource is a resource name such as "configmaps", or an informer', resource)
+end
+
+local function check_key(fn, key)
+  if type(key) == 'string' and key ~= '' then return end
+  misuse(fn, 'key is "namespace/name", or "name"', key)
+end
+
+-- An object: a table, or a view from an informer.
+local function check_obj(fn, obj, what)
+  if type(obj) == 'table' or type(obj) == 'userdata' then return end
+  misuse(fn, what or 'obj is the object, a table (its namespace in obj.metadata.namespace or opts.namespace)', obj)
+end
+
+local function check_opts(fn, opts, what)
+  if opts == nil or type(opts) == 'table' then return end
+  misuse(fn, what or 'opts is a table of options, or nil', opts)
+end
+
+-- What opts is after a key: a third word there is a slip for "namespace/name".
+local AFTER_KEY = 'opts is a table of options, or nil (the key is one string: "namespace/name")'
+
 local function resolve(resource)
   if core.is(resource, 'informer') then return resource:resource() end
   if type(resource) == 'table' and resource.kind and resource.version then return resource end
@@ -76,7 +132,6 @@ local function encode_query(q)
 end
 
 local function split_key(r, key, ns_hint)
-  if type(key) ~= 'string' or key == '' then return nil, nil, 'a key "namespace/name" or "name" is needed' end
   local ns, name = key:match('^([^/]+)/([^/]+)$')
   if not ns then name = key end
   if r.namespaced then ns = ns or ns_hint or core.namespace() else ns = nil end
@@ -168,6 +223,11 @@ local function call(method, path, body, content_type, accept, unfenced, more)
   return obj
 end
 function api.request(method, path, body, content_type, accept)
+  if type(method) ~= 'string' then misuse('request', 'method is "GET", "POST", "PUT", "PATCH" or "DELETE"', method) end
+  if type(path) ~= 'string' or path:sub(1, 1) ~= '/' then misuse('request', 'path is a string such as "/api/v1/namespaces"', path) end
+  if body ~= nil and type(body) ~= 'string' then check_obj('request', body, 'body is a string, a table sent as JSON, or nil') end
+  if content_type ~= nil and type(content_type) ~= 'string' then misuse('request', 'content_type is a string, or nil', content_type) end
+  if accept ~= nil and type(accept) ~= 'string' then misuse('request', 'accept is a string, or nil', accept) end
   return call(method, path, body, content_type, accept)
 end
 
@@ -203,11 +263,14 @@ end
 -- @usage
 -- local cm, err = klua.api.get('configmaps', 'default/settings')
 -- if not cm and not klua.api.is_not_found(err) then return nil, err end
-function api.get(resource, key)
+-- @function klua.api.get(resource, key)
+function api.get(resource, key, ...)
+  check_resource('get', resource)
+  check_key('get', key)
+  if select('#', ...) > 0 then misuse('get', 'nothing after the key (it is one string: "namespace/name")', (...)) end
   local r, err = resolve(resource)
   if not r then return nil, err end
-  local ns, name, kerr = split_key(r, key)
-  if kerr then return nil, new_error(400, 'BadRequest', kerr) end
+  local ns, name = split_key(r, key)
   return call('GET', object_path(r, ns, name))
 end
 
@@ -230,6 +293,8 @@ local TABLE = 'application/json;as=Table;g=meta.k8s.io;v=v1,application/json'
 -- local list = assert(klua.api.list('pods', { namespace = 'default', label_selector = 'app=web' }))
 -- print(#list.items)
 function api.list(resource, opts)
+  check_resource('list', resource)
+  check_opts('list', opts, 'opts is a table of options such as { namespace = "default" }, or nil')
   opts = opts or {}
   local r, err = resolve(resource)
   if not r then return nil, err end
@@ -280,6 +345,9 @@ end
 --   metadata = { name = 'settings', namespace = 'default' }, data = { mode = 'on' },
 -- })
 function api.create(resource, obj, opts)
+  check_resource('create', resource)
+  check_obj('create', obj)
+  check_opts('create', opts)
   opts = opts or {}
   local r, err = resolve(resource)
   if not r then return nil, err end
@@ -292,7 +360,10 @@ function api.create(resource, obj, opts)
   return wrote(r, ns, name, q, created, cerr)
 end
 
-local function put(resource, obj, sub, opts)
+local function put(fn, resource, obj, sub, opts)
+  check_resource(fn, resource)
+  check_obj(fn, obj, 'obj is the whole object, a table with metadata.name')
+  check_opts(fn, opts)
   local r, err = resolve(resource)
   if not r then return nil, err end
   local key = meta_key(obj)
@@ -314,7 +385,7 @@ end
 -- cm.data.mode = 'off'
 -- local _, err = klua.api.update('configmaps', cm)
 -- if klua.api.is_conflict(err) then return klua.requeue() end
-function api.update(resource, obj, opts) return put(resource, obj, nil, opts) end
+function api.update(resource, obj, opts) return put('update', resource, obj, nil, opts) end
 
 --- api.update_status(resource, obj, opts): like update, for the status
 -- subresource: only obj.status is written.
@@ -326,7 +397,7 @@ function api.update(resource, obj, opts) return put(resource, obj, nil, opts) en
 -- local ps = klua.copy(podset)
 -- ps.status = { replicas = #pods }
 -- klua.api.update_status('podsets', ps)
-function api.update_status(resource, obj, opts) return put(resource, obj, 'status', opts) end
+function api.update_status(resource, obj, opts) return put('update_status', resource, obj, 'status', opts) end
 
 local PATCH_TYPES = {
   merge = 'application/merge-patch+json',
@@ -347,6 +418,10 @@ local PATCH_TYPES = {
 -- @usage
 -- klua.api.patch('deployments.apps', 'default/web', { spec = { replicas = 3 } })
 function api.patch(resource, key, patch, opts)
+  check_resource('patch', resource)
+  check_key('patch', key)
+  if type(patch) ~= 'string' then check_obj('patch', patch, 'patch is a table sent as JSON, or a string') end
+  check_opts('patch', opts, AFTER_KEY)
   opts = opts or {}
   local r, err = resolve(resource)
   if not r then return nil, err end
@@ -357,8 +432,7 @@ function api.patch(resource, key, patch, opts)
   if opts.type == 'apply' and not opts.field_manager then
     return nil, new_error(400, 'BadRequest', 'server-side apply needs opts.field_manager')
   end
-  local ns, name, kerr = split_key(r, key)
-  if kerr then return nil, new_error(400, 'BadRequest', kerr) end
+  local ns, name = split_key(r, key)
   local q = encode_query { fieldManager = opts.field_manager, force = opts.force and 'true' or nil }
   return wrote(r, ns, name, q, call('PATCH', object_path(r, ns, name, opts.subresource) .. q, patch, ct))
 end
@@ -382,6 +456,8 @@ end
 --   data = { mode = 'fast' } }, { field_manager = 'my-controller' })
 -- if klua.api.is_conflict(err) then klua.log.warn('%s', err.message) end
 function api.apply(obj, opts)
+  check_obj('apply', obj, 'obj is the object to apply, a table with apiVersion, kind and metadata.name')
+  check_opts('apply', opts, 'opts is a table with field_manager')
   opts = opts or {}
   if type(obj) ~= 'table' or type(obj.apiVersion) ~= 'string' or type(obj.kind) ~= 'string'
       or type(obj.metadata) ~= 'table' or type(obj.metadata.name) ~= 'string' then
@@ -411,11 +487,13 @@ end
 -- local _, err = klua.api.delete('pods', 'default/web-0', { propagation_policy = 'Background' })
 -- if err and not klua.api.is_not_found(err) then return nil, err end
 function api.delete(resource, key, opts)
+  check_resource('delete', resource)
+  check_key('delete', key)
+  check_opts('delete', opts, AFTER_KEY)
   opts = opts or {}
   local r, err = resolve(resource)
   if not r then return nil, err end
-  local ns, name, kerr = split_key(r, key)
-  if kerr then return nil, new_error(400, 'BadRequest', kerr) end
+  local ns, name = split_key(r, key)
   local body = { kind = 'DeleteOptions', apiVersion = 'v1' }
   body.propagationPolicy = opts.propagation_policy
   body.gracePeriodSeconds = opts.grace_period_seconds

@@ -304,6 +304,40 @@ describe('klua takes flags as kubectl writes them', function()
   end)
 end)
 
+describe('klua takes watch\'s flags before the command, as kubectl -n NS get pods', function()
+  local cli = require 'klua_testing.cli'
+
+  it('handing them to watch first, with their values, and global flags anywhere', function()
+    local c = cli.parse({ '-n', 'shop', '-A=false', '--kubeconfig', 'kc', '-lapp=web', 'watch', 'pods', '-o', 'name' })
+    assert.equals('watch', c.command)
+    assert.same({ '-n', 'shop', '-A=false', '-lapp=web', 'pods', '-o', 'name' }, c.args)
+    assert.equals('kc', c.kubeconfig)
+    local after = cli.parse({ 'watch', 'pods', '--kubeconfig', 'kc' })
+    assert.same({ 'pods' }, after.args)
+    assert.equals('kc', after.kubeconfig)
+  end)
+
+  it('and refuses them before another command, naming watch', function()
+    local _, err, code = K.run({ '-n', 'shop', 'run', 'x.lua' })
+    assert.equals(2, code)
+    assert.equals("klua: -n is a flag of klua watch, not of klua run\nRun 'klua run --help' for usage.\n", err)
+  end)
+end)
+
+describe('klua test --help', function()
+  it('prints the help of klua test, not busted\'s, as klua help test does', function()
+    local help = K.run({ 'help', 'test' })
+    assert.truthy(help:find('^usage: klua test %[busted args%.%.%.%]\n'), help)
+    assert.truthy(help:find('except --help\nand -h, which print this help', 1, true), help)
+    for _, args in ipairs({ { 'test', '--help' }, { 'test', '-h' }, { 'test', 'spec/', '--help' } }) do
+      local out, err, code = run_env(no_kubeconfig(), args)
+      assert.equals(0, code, err)
+      assert.equals('', err)
+      assert.equals(help, out)
+    end
+  end)
+end)
+
 describe('klua run', function()
   it('without a script exits 2 and says how to call it', function()
     local _, err, code = K.run({ 'run' })

@@ -88,49 +88,47 @@ describe('klua against a hostile server', function()
     assert.equals(bad, s:stats().bad_served)
   end
 
+  -- Starts the hostile server in mode, misbehaving bad times (default once), and the
+  -- recorder against it with flags; then waits until klua is back in step with it.
+  local function survives(mode, bad, flags)
+    local args = { '--mode', mode }
+    if bad then args[3], args[4] = '--bad', tostring(bad) end
+    s = hostile.start(args)
+    p = recorder(s, flags)
+    behaves_again(bad or 1)
+  end
+
   it('re-watches from the last event after a watch body ends in the middle of a chunk', function()
-    s = hostile.start { '--mode', 'truncated-chunk', '--bad', '2' }
-    p = recorder(s, { '-v', '2' })
-    behaves_again(2)
+    survives('truncated-chunk', 2, { '-v', '2' })
     assert.truthy(logged(p, 'watch failed: transfer closed with outstanding read data remaining'), log_of(p))
     assert.truthy(logged(p, 'WATCH from resourceVersion 6'), log_of(p))
   end)
 
   it('refuses a 100 MiB line past 16 MiB without buffering it, then relists', function()
-    s = hostile.start { '--mode', 'huge-line' }
-    p = recorder(s)
-    behaves_again(1)
+    survives('huge-line')
     assert.truthy(logged(p, 'watch event larger than 16777216 bytes refused; relisting'), log_of(p))
     local peak = peak_rss(p.pid)
     assert.is_true(peak < 48 * MiB * BOUND, ('peak RSS %.1f MiB'):format(peak / MiB))
   end)
 
   it('refuses a watch event nested 10,000 arrays deep, then relists', function()
-    s = hostile.start { '--mode', 'deep-watch' }
-    p = recorder(s)
-    behaves_again(1)
+    survives('deep-watch')
     assert.truthy(logged(p, 'watch event is not valid JSON at byte %d+: nested too deeply; relisting', true), log_of(p))
   end)
 
   it('refuses a LIST with an item nested 10,000 arrays deep, says so, and lists again', function()
-    s = hostile.start { '--mode', 'deep-list' }
-    p = recorder(s)
-    behaves_again(1)
+    survives('deep-list')
     assert.truthy(logged(p, 'LIST[^\n]*nested too deeply', true), log_of(p))
   end)
 
   it('refuses watch events with invalid UTF-8 in their strings and never hands them to a handler', function()
-    s = hostile.start { '--mode', 'bad-utf8', '--bad', '2' }
-    p = recorder(s)
-    behaves_again(2)
+    survives('bad-utf8', 2)
     assert.truthy(logged(p, 'watch event is not valid JSON at byte %d+: invalid UTF%-8; relisting', true), log_of(p))
     assert.is_nil(p:output():find('bad-', 1, true))
   end)
 
   it('refuses a raw NUL byte inside a string, and passes an escaped one (\\u0000) through intact', function()
-    s = hostile.start { '--mode', 'nul-byte' }
-    p = recorder(s)
-    behaves_again(1)
+    survives('nul-byte')
     assert.truthy(logged(p, 'watch event is not valid JSON at byte %d+: control character in string', true), log_of(p))
     assert.is_nil(p:output():find('nul-byte', 1, true))
     local nul = script([[
@@ -149,18 +147,14 @@ describe('klua against a hostile server', function()
   end)
 
   it('refuses events of an unknown type, without a type, or with an object that is not one', function()
-    s = hostile.start { '--mode', 'unknown-type', '--bad', '3' }
-    p = recorder(s)
-    behaves_again(3)
+    survives('unknown-type', 3)
     assert.truthy(logged(p, 'watch event has unknown type "BOGUS"; relisting'), log_of(p))
     assert.truthy(logged(p, 'watch event has no type; relisting'), log_of(p))
     assert.truthy(logged(p, 'watch event has no object; relisting'), log_of(p))
   end)
 
   it('waits a backoff, doubling each time, before relisting after a stream it cannot read', function()
-    s = hostile.start { '--mode', 'unknown-type', '--bad', '3' }
-    p = recorder(s, { '-v', '2' })
-    behaves_again(3)
+    survives('unknown-type', 3, { '-v', '2' })
     assert.truthy(logged(p, 'waiting %d+%.%d s before LIST: the watch stream could not be read', true), log_of(p))
     -- Each bad WATCH is followed by a LIST no sooner than the backoff:
     -- at least 0.8 s, then 1.6 s, then 3.2 s (client-go's 800 ms doubling).
@@ -186,16 +180,12 @@ describe('klua against a hostile server', function()
   end)
 
   it('backs off and lists again after a 500 whose body is an HTML page', function()
-    s = hostile.start { '--mode', 'html-500', '--bad', '2' }
-    p = recorder(s)
-    behaves_again(2)
+    survives('html-500', 2)
     assert.truthy(logged(p, 'LIST failed: HTTP 500'), log_of(p))
   end)
 
   it('logs a Status message with control characters escaped, on one line', function()
-    s = hostile.start { '--mode', 'control-status', '--bad', '2' }
-    p = recorder(s)
-    behaves_again(2)
+    survives('control-status', 2)
     local escaped = [[\x1b[2J\x1b[31mgone\x1b[0m\r\n2026-01-01T00:00:00.000Z info  [klua] all is well]]
     assert.truthy(logged(p, escaped), log_of(p))
     for line in p:errors():gmatch('[^\n]+') do
@@ -205,24 +195,18 @@ describe('klua against a hostile server', function()
   end)
 
   it('backs off and watches again after a 401 with a text/plain body', function()
-    s = hostile.start { '--mode', 'text-401', '--bad', '2' }
-    p = recorder(s)
-    behaves_again(2)
+    survives('text-401', 2)
     assert.truthy(logged(p, 'watch failed: HTTP 401'), log_of(p))
   end)
 
   it('restarts a watch whose 200 never sends a byte once --watch-idle-timeout passes', function()
-    s = hostile.start { '--mode', 'silent-watch', '--bad', '2' }
-    p = recorder(s)
-    behaves_again(2)
+    survives('silent-watch', 2)
     assert.truthy(logged(p, 'watch silent for 2 s; restarting it'), log_of(p))
     assert.is_true(I.stats(p).idle >= 2)
   end)
 
   it('abandons a LIST whose 200 never sends a byte once --request-timeout passes, and lists again', function()
-    s = hostile.start { '--mode', 'silent-list' }
-    p = recorder(s, { '--request-timeout', '3' })
-    behaves_again(1)
+    survives('silent-list', nil, { '--request-timeout', '3' })
     assert.truthy(logged(p, 'LIST failed: Operation timed out after %d+ milliseconds', true), log_of(p))
   end)
 
@@ -289,9 +273,7 @@ describe('klua against a hostile server', function()
   end)
 
   it('gives up on a watch that drips one byte a second past the timeout it asked for, and watches again', function()
-    s = hostile.start { '--mode', 'drip' }
-    p = recorder(s, { '--watch-timeout', '2:3' })
-    behaves_again(1)
+    survives('drip', nil, { '--watch-timeout', '2:3' })
     local peak = peak_rss(p.pid)
     assert.is_true(peak < 48 * MiB * BOUND, ('peak RSS %.1f MiB'):format(peak / MiB))
   end)
@@ -300,9 +282,7 @@ describe('klua against a hostile server', function()
   -- is not something a client may rely on: events back to back, indented over many lines or
   -- with CRLF and spaces between them are the same stream.
   it('reads watch events written back to back or indented over many lines, without relisting', function()
-    s = hostile.start { '--mode', 'unframed' }
-    p = recorder(s, { '-v', '2' })
-    behaves_again(1)
+    survives('unframed', nil, { '-v', '2' })
     assert.truthy(logged(p, 'BOOKMARK at resourceVersion 9'), log_of(p))
     local lists, watches = 0, 0
     for _, r in ipairs(s:stats().requests) do
@@ -317,17 +297,13 @@ describe('klua against a hostile server', function()
   end)
 
   it('refuses a line of text between watch events as a malformed event, then relists', function()
-    s = hostile.start { '--mode', 'junk-between' }
-    p = recorder(s)
-    behaves_again(1)
+    survives('junk-between')
     assert.truthy(logged(p, 'watch event is not valid JSON at byte 0: [^\n]*; relisting', true), log_of(p))
     assert.equals(1, I.stats(p).malformed)
   end)
 
   it('refuses a watch answered as protobuf, naming its content type, then relists', function()
-    s = hostile.start { '--mode', 'protobuf-watch' }
-    p = recorder(s)
-    behaves_again(1)
+    survives('protobuf-watch')
     assert.truthy(logged(p, 'the watch response is application/vnd.kubernetes.protobuf;stream=watch, not JSON; '
       .. 'relisting'), log_of(p))
   end)

@@ -2,7 +2,6 @@
 -- {name = fn}} and inf:by_index(name, value), kept up to date with the cache on every add,
 -- update, delete and relist; and inf:list{namespace=} answered from the store's namespace
 -- index.
-local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 local K = require 'support.klua'
 
@@ -36,14 +35,9 @@ end)
 ]]
 
 describe('informer indexes', function()
-  local sb, p
-
-  before_each(function() sb = sandbox.start{} end)
-  after_each(function()
-    if p then p:cleanup() end
-    p = nil
-    sb:stop()
-  end)
+  -- A server per spec, stopped after it with the klua it started (p).
+  local sb = testing.with_sandbox { each = true }
+  local p
 
   local function start(script)
     p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', K.script(script) })
@@ -112,10 +106,8 @@ describe('informer indexes', function()
       { "indexes = 'by_app'", 'indexes must be a table of index functions' },
       { 'indexes = { by_app = true }', 'indexes.by_app must be a function of the object' },
     }) do
-      local _, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run',
-        K.script("klua.informer { resource = 'configmaps', " .. case[1] .. ' }') })
-      assert.equals(1, code, err)
-      assert.matches(case[2], err, 1, true)
+      K.run_script_refused("klua.informer { resource = 'configmaps', " .. case[1] .. ' }',
+        { kubeconfig = sb.kubeconfig }, case[2])
     end
     local out, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run', K.script([[
       local cms = klua.informer { resource = 'configmaps', indexes = { by_app = function() end } }

@@ -5,7 +5,6 @@
 -- used to drop metadata.managedFields; a function does anything else, in Lua
 -- (src/lua/lua_transform.c). Either way the cache keeps fewer bytes, and views, get,
 -- list, indexes and handlers all see the same, transformed object.
-local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 local K = require 'support.klua'
 
@@ -68,14 +67,9 @@ local function seen(p)
 end
 
 describe('informer transforms', function()
-  local sb, p
-
-  before_each(function() sb = sandbox.start{} end)
-  after_each(function()
-    if p then p:cleanup() end
-    p = nil
-    sb:stop()
-  end)
+  -- A server per spec, stopped after it with the klua it started (p).
+  local sb = testing.with_sandbox { each = true }
+  local p
 
   -- Runs script over a listed ConfigMap "old" (a big data member, a long
   -- annotation) until it prints `ready`, then creates, labels and deletes
@@ -112,10 +106,8 @@ describe('informer transforms', function()
       { '42', 'transform takes a function(obj) that returns the object to cache, or klua.drop_fields(path, ...)' },
       { 'klua.drop_fields(7)', 'drop_fields: path 1 must be a string' },
     }) do
-      local _, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run',
-        K.script("klua.informer { resource = 'configmaps', transform = " .. case[1] .. ' }') })
-      assert.equals(1, code, err)
-      assert.matches(case[2], err, 1, true)
+      K.run_script_refused("klua.informer { resource = 'configmaps', transform = " .. case[1] .. ' }',
+        { kubeconfig = sb.kubeconfig }, case[2])
     end
   end)
 

@@ -36,11 +36,8 @@ local function configmap(ns, name, labels, data)
   return obj
 end
 
-local function kubectl(args, stdin)
-  local out, ok, err = sb:try_kubectl(args, stdin)
-  assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
-  return out
-end
+-- kubectl ARGS, which must succeed.
+local function kubectl(args, stdin) return sb:kubectl(args, stdin) end
 
 -- A kubeconfig like the sandbox's, whose context has another namespace line.
 local function kubeconfig_with_namespace(line)
@@ -725,6 +722,60 @@ end)
 describe('klua.api', function()
   it('is the klua.api module', function()
     assert.equals('table\ttrue\n', (run_ok('print(type(klua.api), klua.api == require("klua.api"))')))
+  end)
+
+  it('raises on a mistake in the call, naming the call as written, and sends nothing', function()
+    local ns = namespace('api-misuse')
+    configmap(ns, 'keep')
+    local out = run_ok([[
+      local ns = ...
+      local api = klua.api
+      local body = { metadata = { name = 'c' } }
+      local calls = {
+        function() return api.create('configmaps', ns, body) end,
+        function() return api.delete('configmaps', ns, 'keep') end,
+        function() return api.get('configmaps', ns, 'keep') end,
+        function() return api.get('configmaps', 42) end,
+        function() return api.list('configmaps', ns) end,
+        function() return api.update('configmaps', ns .. '/keep') end,
+        function() return api.update_status('configmaps', body, 'status') end,
+        function() return api.patch('configmaps', ns .. '/keep', 7) end,
+        function() return api.patch('configmaps', ns .. '/keep', {}, 'merge') end,
+        function() return api.apply('configmaps', body) end,
+        function() return api.request('GET') end,
+        function() return api.create(nil, body) end,
+      }
+      for _, call in ipairs(calls) do
+        local ok, err = pcall(call)
+        print(ok, (tostring(err):gsub('^[^:]+:%d+: ', '')))
+      end
+    ]], { args = { ns } })
+    local function line(call, what, v) return ('false\t%s: %s, not %s\n'):format(call, what, v) end
+    local obj = 'obj is the object, a table (its namespace in obj.metadata.namespace or opts.namespace)'
+    local after_key = 'opts is a table of options, or nil (the key is one string: "namespace/name")'
+    assert.equals(line('klua.api.create(resource, obj [, opts])', obj, 'the string "api-misuse"')
+      .. line('klua.api.delete(resource, key [, opts])', after_key, 'the string "keep"')
+      .. line('klua.api.get(resource, key)', 'nothing after the key (it is one string: "namespace/name")',
+        'the string "keep"')
+      .. line('klua.api.get(resource, key)', 'key is "namespace/name", or "name"', 'a number')
+      .. line('klua.api.list(resource [, opts])', 'opts is a table of options such as { namespace = "default" }, or nil',
+        'the string "api-misuse"')
+      .. line('klua.api.update(resource, obj [, opts])', 'obj is the whole object, a table with metadata.name',
+        'the string "api-misuse/keep"')
+      .. line('klua.api.update_status(resource, obj [, opts])', 'opts is a table of options, or nil',
+        'the string "status"')
+      .. line('klua.api.patch(resource, key, patch [, opts])', 'patch is a table sent as JSON, or a string', 'a number')
+      .. line('klua.api.patch(resource, key, patch [, opts])', after_key, 'the string "merge"')
+      .. line('klua.api.apply(obj, opts)', 'obj is the object to apply, a table with apiVersion, kind and metadata.name',
+        'the string "configmaps"')
+      .. line('klua.api.request(method, path [, body [, content_type [, accept]]])',
+        'path is a string such as "/api/v1/namespaces"', 'nil')
+      .. line('klua.api.create(resource, obj [, opts])',
+        'resource is a resource name such as "configmaps", or an informer', 'nil'), out)
+    -- Nothing was deleted or created.
+    local left = sb:kubectl_json('get configmaps -n ' .. ns).items
+    assert.equals(1, #left)
+    assert.equals('keep', left[1].metadata.name)
   end)
 
   it('create returns the created object; creating it again fails with is_already_exists', function()

@@ -4,6 +4,7 @@
 -- stops releases the Lease; a leader that can no longer renew stops
 -- leading and exits 1; the race between candidates is not an error.
 local K = require 'support.klua'
+local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 
 local CANDIDATE = [[
@@ -30,33 +31,23 @@ klua.controller {
 ]]
 
 -- A Lua pattern that matches s literally (namespaces have dashes).
-local function literally(s) return (s:gsub('%p', '%%%0')) end
+local literally = K.literally
 
 describe('leader election', function()
   local sb = testing.with_sandbox()
-  local script, procs, n = nil, {}, 0
+  local track = K.per_spec()
+  local script
 
   setup(function() script = K.script(CANDIDATE) end)
 
-  after_each(function()
-    for _, p in ipairs(procs) do p:cleanup() end
-    procs = {}
-  end)
-
   -- A fresh namespace with one ConfigMap for the controllers to reconcile.
-  local function namespace()
-    n = n + 1
-    local ns = 'leader-' .. n
-    sb:kubectl('create namespace ' .. ns)
-    sb:kubectl('-n ' .. ns .. ' create configmap work --from-literal=k=v')
-    return ns
-  end
+  local namespace = sandbox.namespaces(sb, 'leader', 'work')
 
   local function candidate(id, ns, lease_duration, mode)
     local p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script, id, ns,
       tostring(lease_duration or 3), mode or '' })
     p.id = id
-    procs[#procs + 1] = p
+    track(p)
     return p
   end
 
@@ -186,20 +177,17 @@ klua.every(0.1, function() klua.log.info('tick of ' .. id .. ' leader=' .. tostr
 
 describe('leader-only timers', function()
   local sb = testing.with_sandbox()
-  local script, procs = nil, {}
+  local track = K.per_spec()
+  local script
 
   setup(function()
     script = K.script(TICKER)
     sb:kubectl('create namespace ticker')
   end)
 
-  teardown(function()
-    for _, p in ipairs(procs) do p:cleanup() end
-  end)
-
   local function ticker(id)
     local p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script, id, 'ticker' })
-    procs[#procs + 1] = p
+    track(p)
     return p
   end
 
@@ -304,14 +292,12 @@ end, { leader_only = true })
 
 describe('leader election through faults during renewal', function()
   local sb = testing.with_sandbox()
-  local script, procs, n = nil, {}, 0
+  local track = K.per_spec()
+  local script
+
+  local new_namespace = sandbox.namespaces(sb, 'ledger')
 
   setup(function() script = K.script(LEDGER) end)
-
-  after_each(function()
-    for _, p in ipairs(procs) do p:cleanup() end
-    procs = {}
-  end)
 
   local function entries(ns)
     local cm = sb:get('-n ' .. ns .. ' configmap ledger')
@@ -322,13 +308,11 @@ describe('leader election through faults during renewal', function()
 
   -- Starts three candidates on a fresh ledger and waits for a few writes.
   local function start()
-    n = n + 1
-    local ns = 'ledger-' .. n
-    sb:kubectl('create namespace ' .. ns)
+    local ns = new_namespace()
     sb:apply(([[{"apiVersion": "v1", "kind": "ConfigMap",
       "metadata": {"name": "ledger", "namespace": "%s"}, "data": {"log": ""}}]]):format(ns))
     for _, id in ipairs({ 'a', 'b', 'c' }) do
-      procs[#procs + 1] = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script, id, ns })
+      track(K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', script, id, ns }))
     end
     testing.eventually(function() return #entries(ns) >= 5 end, 20 * K.slowdown, { what = 'five writes of a leader' })
     return ns

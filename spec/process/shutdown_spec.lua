@@ -4,8 +4,8 @@
 -- klua.on_shutdown hooks run in order, the Lease is released and klua
 -- exits 0; past --graceful-shutdown-timeout it exits 1 at once, naming
 -- what was still running, and a second signal ends it at once.
-local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
+local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 local cjson = require 'cjson'
 
@@ -58,25 +58,12 @@ end
 local function literally(s) return (s:gsub('%p', '%%%0')) end
 
 describe('klua run on SIGTERM', function()
-  local sb, script, n = nil, nil, 0
+  local sb = testing.with_sandbox()
+  local script
 
-  setup(function()
-    sb = sandbox.start()
-    script = K.script(SLOW)
-  end)
+  setup(function() script = K.script(SLOW) end)
 
-  teardown(function()
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
-  end)
-
-  local function namespace()
-    n = n + 1
-    local ns = 'shutdown-' .. n
-    sb:kubectl('create namespace ' .. ns)
-    sb:kubectl('-n ' .. ns .. ' create configmap work --from-literal=k=v')
-    return ns
-  end
+  local namespace = sandbox.namespaces(sb, 'shutdown', 'work')
 
   local function done(ns)
     local cm = sb:get('-n ' .. ns .. ' configmap work')
@@ -109,28 +96,29 @@ describe('klua run on SIGTERM', function()
     assert.matches('on_shutdown hook 2 %(.-script%.lua:%d+%) failed: .-hook 2 broke', err)
   end)
 
-  it('exits 1 at once past --graceful-shutdown-timeout, naming the reconcile still running', function()
+  -- Runs the slow controller (seconds, mode) on a new namespace with a 1 s
+  -- --graceful-shutdown-timeout and sends it SIGTERM; asserts that it exits 1
+  -- naming the reconcile still running. Returns the namespace and its stdout.
+  local function times_out(seconds, mode)
     local ns = namespace()
-    local p = slow(ns, 3600, 'sleep', { '--graceful-shutdown-timeout', '1s' })
+    local p = slow(ns, seconds, mode, { '--graceful-shutdown-timeout', '1s' })
     p:signal('TERM')
     assert.are.equal(1, p:wait(15 * K.slowdown), p:errors())
     local out, err = p:output(), p:errors()
     p:cleanup()
     assert.matches(literally('shutdown timed out after 1s (--graceful-shutdown-timeout); still running: reconcile of '
       .. ns .. '/work (controller slow)'), err)
+    return ns, out
+  end
+
+  it('exits 1 at once past --graceful-shutdown-timeout, naming the reconcile still running', function()
+    local ns, out = times_out(3600, 'sleep')
     assert.is_nil(out:find('hook 1', 1, true), out)
     assert.is_nil(done(ns))
   end)
 
   it('stops a reconcile that spins on the CPU once the timeout has passed', function()
-    local ns = namespace()
-    local p = slow(ns, 0, 'spin', { '--graceful-shutdown-timeout', '1s' })
-    p:signal('TERM')
-    assert.are.equal(1, p:wait(15 * K.slowdown), p:errors())
-    local err = p:errors()
-    p:cleanup()
-    assert.matches(literally('shutdown timed out after 1s (--graceful-shutdown-timeout); still running: reconcile of '
-      .. ns .. '/work (controller slow)'), err)
+    times_out(0, 'spin')
   end)
 
   it('names the on_shutdown hook that outlasts the timeout', function()
@@ -199,28 +187,17 @@ klua.on_shutdown(function() print('hook of ' .. id .. ' leader=' .. tostring(klu
 ]]
 
 describe('klua run --leader-elect on SIGTERM', function()
-  local sb, script, procs, n = nil, nil, {}, 0
+  local sb = testing.with_sandbox()
+  local track = K.per_spec()
+  local script
 
-  setup(function()
-    sb = sandbox.start()
-    script = K.script(CANDIDATE)
-  end)
-
-  teardown(function()
-    sb:stop()
-    os.execute('rm -rf ' .. K.quote(script:match('^(.*)/[^/]+$')))
-  end)
-
-  after_each(function()
-    for _, p in ipairs(procs) do p:cleanup() end
-    procs = {}
-  end)
+  setup(function() script = K.script(CANDIDATE) end)
 
   local function candidate(id, ns)
     local p = K.spawn({ '--kubeconfig', sb.kubeconfig, '--leader-elect', '--leader-election-id', 'spec-lease',
       '--leader-election-namespace', ns, '--leader-elect-lease-duration', '60s',
       '--leader-elect-renew-deadline', '2s', '--leader-elect-retry-period', '0.5s', 'run', script, id })
-    procs[#procs + 1] = p
+    track(p)
     return p
   end
 
@@ -229,12 +206,7 @@ describe('klua run --leader-elect on SIGTERM', function()
     return ok and cjson.decode(out).spec or nil
   end
 
-  local function namespace()
-    n = n + 1
-    local ns = 'shutdown-lease-' .. n
-    sb:kubectl('create namespace ' .. ns)
-    return ns
-  end
+  local namespace = sandbox.namespaces(sb, 'shutdown-lease')
 
   it('releases the Lease as client-go ReleaseOnCancel writes it, after the hooks, still leading in them', function()
     local ns = namespace()

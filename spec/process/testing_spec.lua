@@ -168,11 +168,17 @@ describe('klua test', function()
     assert.equals(tree, K.run_command('cd ' .. K.quote(notes.root) .. ' && pwd -P'))
   end)
 
-  it('fails a user\'s failing spec with what eventually last saw and the controller\'s log, and still cleans up', function()
-    local dir = project(USER_SPEC .. FAILING .. CLEANED_UP)
-    local out, status = klua_test(dir)
+  -- Runs the user's specs with one failing spec added; asserts that that one
+  -- alone failed and returns what klua test printed.
+  local function one_fails(failing)
+    local out, status = klua_test(project(USER_SPEC .. failing .. CLEANED_UP))
     assert.equals(1, status, out)
     assert.matches('3 successes / 1 failure / 0 errors', out)
+    return out
+  end
+
+  it('fails a user\'s failing spec with what eventually last saw and the controller\'s log, and still cleans up', function()
+    local out = one_fails(FAILING)
     assert.matches('eventually: the condition did not hold within 3 s %(%d+ tries%); last raised: '
       .. '[^\n]*labeller_spec.lua:%d+: Expected objects to be equal.', out)
     assert.matches("Expected:\n%(string%) 'blue'", out)
@@ -181,10 +187,7 @@ describe('klua test', function()
   end)
 
   it('shows the controller\'s log on stderr when a spec fails otherwise than in eventually', function()
-    local dir = project(USER_SPEC .. FAILING_ASSERT .. CLEANED_UP)
-    local out, status = klua_test(dir)
-    assert.equals(1, status, out)
-    assert.matches('3 successes / 1 failure / 0 errors', out)
+    local out = one_fails(FAILING_ASSERT)
     assert.matches('klua.testing: "asserts the label at once" did not pass; the klua processes it ran:\n'
       .. '%-%-%- log of klua run labeller.lua %(running%):\n', out)
     assert.matches('%[labeller.lua%] labelled default/at%-once', out)

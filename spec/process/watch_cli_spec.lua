@@ -20,11 +20,7 @@ describe('klua watch', function()
   after_each(watcher.cleanup)
 
   -- kubectl ARGS, which must succeed.
-  local function kubectl(args, stdin)
-    local out, ok, err = sb:try_kubectl(args, stdin)
-    assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
-    return out
-  end
+  local function kubectl(args, stdin) return sb:kubectl(args, stdin) end
 
   local function namespace(name)
     kubectl('create namespace ' .. name)
@@ -237,6 +233,19 @@ describe('klua watch', function()
       expect(p, 'only-a/here')
       -- The pod in only-b was created first, so it would have come first.
       assert.equals('ADDED     only-a/here  Pending\n', p:output())
+    end)
+
+    it('with its flags before watch and global flags after it, as kubectl -n NS get pods -w takes them', function()
+      local a, b = namespace('before-a'), namespace('before-b')
+      pod(b, 'elsewhere')
+      pod(a, 'here', 'app=web')
+      pod(a, 'other', 'app=db')
+      local p = watcher.track(K.spawn({ '-n', a, '-l=app=web', '-o', 'line', 'watch', 'pods',
+        '--kubeconfig', sb.kubeconfig }))
+      expect(p, 'before-a/here')
+      pod(a, 'later', 'app=web')
+      expect(p, 'before-a/later')
+      assert.equals('ADDED     before-a/here  Pending\nADDED     before-a/later  Pending\n', p:output())
     end)
 
     it("without -n or -A: the namespace of the kubeconfig's context", function()
@@ -551,6 +560,36 @@ describe('klua watch', function()
         assert.equals('', out)
         assert.equals('klua watch: ' .. case[2] .. '\n' .. USAGE, err)
       end
+    end)
+
+    -- kubectl get -w prints each object on its own, so a template for a List
+    -- finds no .items: kubectl 1.32 prints nothing for the first object and
+    -- fails on the next with these words (its empty range leaves {end}
+    -- unmatched), and prints nothing at all for a plain path.
+    it('a JSONPath over .items, which no object printed on its own has, before any request', function()
+      for _, template in ipairs({ '{range .items[*]}{.metadata.name}{"\\n"}{end}', '{.items[*].metadata.name}' }) do
+        local _, err, code = K.run({ '--server', 'http://127.0.0.1:1', 'watch', 'pods', '-o', 'jsonpath=' .. template },
+          { env = { HOME = K.tmpdir(), KUBECONFIG = '' } })
+        assert.equals(2, code, err)
+        assert.equals(('klua watch: error executing jsonpath %q: Error executing template: not in range, '
+          .. 'nothing to end: klua watch, as kubectl get -w, prints each object on its own, which has no .items: '
+          .. 'write the template for one object, such as {.metadata.name}{"\\n"}\n'):format(template) .. USAGE, err)
+      end
+    end)
+
+    it('a JSONPath over .items with the words kubectl 1.32 fails with on the second object', function()
+      local ns = namespace('items-kubectl')
+      pod(ns, 'web')
+      pod(ns, 'db')
+      local template = '{range .items[*]}{.metadata.name}{"\\n"}{end}'
+      local said = K.run_command('timeout 20 ' .. sb:kubectl_command(('get pods -w -n %s -o jsonpath=%s')
+        :format(ns, K.quote(template))) .. ' 2>&1; echo "rc=$?"')
+      local words = ('error executing jsonpath %q: Error executing template: not in range, nothing to end'):format(template)
+      assert.truthy(said:find('error: unable to output the provided object: ' .. words, 1, true), said)
+      assert.truthy(said:find('\nrc=1$'), said)
+      local _, err, code = run({ 'pods', '-n', ns, '-o', 'jsonpath=' .. template })
+      assert.equals(2, code, err)
+      assert.truthy(err:find('klua watch: ' .. words .. ': ', 1, true), err)
     end)
 
     it('a TYPE/NAME after a TYPE, as kubectl does', function()

@@ -11,17 +11,8 @@ local MERGE = { ['Content-Type'] = 'application/merge-patch+json' }
 local TIME = '^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$'
 
 describe('sandbox server-side apply', function()
-  local sb, count = nil, 0
-
-  setup(function() sb = sandbox.start() end)
-  teardown(function() sb:stop() end)
-
-  local function namespace()
-    count = count + 1
-    local name = 'apply-' .. count
-    assert.equals(201, (sb:json('POST', '/api/v1/namespaces', { metadata = { name = name } })))
-    return name
-  end
+  local sb = testing.with_sandbox()
+  local namespace = sandbox.namespaces(sb, 'apply')
 
   local function cm_path(ns, name, query)
     return '/api/v1/namespaces/' .. ns .. '/configmaps/' .. name .. (query and ('?' .. query) or '')

@@ -4,20 +4,13 @@
 -- and the DELETED event of an object whose last finalizer an update removed
 -- (store.go Update -> errEmptiedFinalizers -> deleteWithoutFinalizers).
 local testing = require 'klua.testing'
+local sandbox = require 'support.sandbox'
 
 local CM = '/api/v1/namespaces/%s/configmaps'
 
 describe('sandbox deletion', function()
   local sb = testing.with_sandbox()
-  local count = 0
-
-
-  local function namespace()
-    count = count + 1
-    local name = 'del-' .. count
-    assert.equals(201, (sb:json('POST', '/api/v1/namespaces', { metadata = { name = name } })))
-    return name
-  end
+  local namespace = sandbox.namespaces(sb, 'del')
 
   local function create(ns, name, meta)
     meta = meta or {}

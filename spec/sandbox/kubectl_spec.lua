@@ -40,12 +40,8 @@ local CRD = fixtures.WIDGETS_CRD
 describe('sandbox API server used by kubectl', function()
   local sb = testing.with_sandbox()
 
-
-  local function kubectl_ok(args, stdin)
-    local out, ok, err = sb:try_kubectl(args, stdin)
-    assert(ok, 'kubectl ' .. args .. ' failed: ' .. err)
-    return out
-  end
+  -- kubectl ARGS, which must succeed.
+  local function kubectl_ok(args, stdin) return sb:kubectl(args, stdin) end
 
   it('serves discovery that kubectl builds its resource list from', function()
     local out = kubectl_ok('api-resources --no-headers')

@@ -34,6 +34,21 @@ function M.kubeconfig(path, opts)
 end
 
 --- The path of custom resource definitions on the server.
+--- A script that waits for its ConfigMap informer on namespace ns to sync, prints the
+-- names it lists, comma-separated and sorted, and stops; preamble (optional) goes first.
+function M.list_configmaps_script(ns, preamble)
+  return (preamble or '') .. ([[
+local cms = klua.informer { resource = 'configmaps', namespace = '%s' }
+klua.on_synced(function()
+  local names = {}
+  for _, cm in ipairs(cms:list()) do names[#names + 1] = cm.metadata.name end
+  table.sort(names)
+  print(table.concat(names, ','))
+  klua.stop()
+end)
+]]):format(ns)
+end
+
 M.CRDS = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
 
 -- A namespaced example.com resource that keeps any fields and has a status

@@ -3,6 +3,7 @@
 -- server's state.
 local K = require 'support.klua'
 local testing = require 'klua.testing'
+local assert = require 'luassert'
 
 local M = {}
 
@@ -81,6 +82,17 @@ function M.converge(sb, p, path, timeout)
     return cache == server
   end, timeout or 20, 0.2)
   return cache, server
+end
+
+--- Clears the faults, waits until the recorder p's cache equals the server's state
+-- at path, checks that no handler saw a resourceVersion go back, and returns the
+-- recorder's counters (M.stats).
+function M.settle(sb, p, path)
+  sb:reset_faults()
+  local cache, server = M.converge(sb, p, path)
+  assert.equals(server, cache)
+  assert.equals(0, M.stale(p))
+  return M.stats(p)
 end
 
 --- Counters from the recorder's last "dumped" line.

@@ -62,6 +62,24 @@ function M.script(text)
   return path
 end
 
+--- For the describe block it is called in: a function that takes a process (from
+-- M.spawn), returns it, and has it cleaned up after the spec that started it, so that
+-- the next spec starts among none of them.
+--
+--   local track = K.per_spec()
+--   local p = track(K.spawn({ ... }))
+function M.per_spec()
+  local procs = {}
+  require('busted').after_each(function()
+    for _, p in ipairs(procs) do p:cleanup() end
+    procs = {}
+  end)
+  return function(p)
+    procs[#procs + 1] = p
+    return p
+  end
+end
+
 --- Runs klua with args until it exits or `timeout` seconds pass (then it is
 -- sent SIGTERM, and SIGKILL 5 s later if it is still running). Returns
 -- stdout, stderr, exit code (124 on timeout, 137 when it had to be killed).
@@ -111,6 +129,15 @@ function M.run_script_ok(text, opts)
   local out, err, code = M.run_script(text, opts)
   assert(code == 0, ('the script exited %s\nstdout:\n%s\nstderr:\n%s'):format(tostring(code), out, err))
   return out, err
+end
+
+--- Like run_script, and fails unless the script exited 1 with message (plain text) on
+-- stderr, as klua refuses a mistake in a call; returns stderr.
+function M.run_script_refused(text, opts, message)
+  local _, err, code = M.run_script(text, opts)
+  assert(code == 1, ('the script exited %s, not 1\nstderr:\n%s'):format(tostring(code), err))
+  assert(err:find(message, 1, true), ('stderr does not say %q:\n%s'):format(message, err))
+  return err
 end
 
 --- Starts klua in the background (testing.spawn). Returns a process with :output(),

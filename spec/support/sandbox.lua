@@ -20,4 +20,19 @@ local M = {}
 --- Starts a server on a free port and waits until it listens (testing.sandbox).
 M.start = testing.sandbox
 
+--- A function that creates a new namespace on sb each time it is called, named
+-- PREFIX-1, PREFIX-2, ..., with a ConfigMap named configmap (data k=v) in it if given,
+-- and returns its name: specs that share a server each work in a namespace of their own.
+function M.namespaces(sb, prefix, configmap)
+  local count = 0
+  return function()
+    count = count + 1
+    local name = prefix .. '-' .. count
+    local status = sb:json('POST', '/api/v1/namespaces', { metadata = { name = name } })
+    assert(status == 201, ('cannot create namespace %s: %s'):format(name, status))
+    if configmap then sb:kubectl('-n ' .. name .. ' create configmap ' .. configmap .. ' --from-literal=k=v') end
+    return name
+  end
+end
+
 return M

@@ -6,20 +6,12 @@
 -- /usr.
 local sandbox = require 'support.sandbox'
 local K = require 'support.klua'
+local fixtures = require 'support.fixtures'
 
 local root = os.getenv('KLUA_ROOT') or '.'
 local build = os.getenv('KLUA_BUILD') or 'build'
 
-local LIST_CONFIGMAPS = [[
-local cms = klua.informer { resource = 'configmaps', namespace = 'deb-spec' }
-klua.on_synced(function()
-  local names = {}
-  for _, cm in ipairs(cms:list()) do names[#names + 1] = cm.metadata.name end
-  table.sort(names)
-  print(table.concat(names, ','))
-  klua.stop()
-end)
-]]
+local LIST_CONFIGMAPS = fixtures.list_configmaps_script('deb-spec')
 
 describe('make deb', function()
   local deb, unpacked, bin

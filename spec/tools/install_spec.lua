@@ -4,23 +4,14 @@
 -- test harness and the sandbox server are installed with it, and `klua test`
 -- uses them (docs/testing.md).
 local K = require 'support.klua'
+local fixtures = require 'support.fixtures'
 local testing = require 'klua.testing'
 
 local root = os.getenv('KLUA_ROOT') or '.'
 local build = os.getenv('KLUA_BUILD') or 'build'
 
 -- A script that waits for its ConfigMap informer to sync and prints the names.
-local LIST_CONFIGMAPS = [[
-local klua = require 'klua'
-local cms = klua.informer { resource = 'configmaps', namespace = 'install-spec' }
-klua.on_synced(function()
-  local names = {}
-  for _, cm in ipairs(cms:list()) do names[#names + 1] = cm.metadata.name end
-  table.sort(names)
-  print(table.concat(names, ','))
-  klua.stop()
-end)
-]]
+local LIST_CONFIGMAPS = fixtures.list_configmaps_script('install-spec', "local klua = require 'klua'\n")
 
 describe('make install', function()
   local sb = testing.with_sandbox()

@@ -67,30 +67,7 @@ local function assert_reads_as(v, r, path)
   end
 end
 
--- Asserts that the plain decoded value c (from copy or klua.json.decode)
--- equals the reference value r, arrays marked with array_mt.
-local function assert_decoded_as(c, r, path)
-  if type(r) == 'table' and r.kind == 'object' then
-    assert.equals('table', type(c), path)
-    assert.is_nil(getmetatable(c), path)
-    local n = 0
-    for k, x in pairs(c) do
-      n = n + 1
-      assert_decoded_as(x, r.values[k], path .. '.' .. k)
-    end
-    assert.equals(#r.keys, n, path .. ': member count')
-  elseif type(r) == 'table' and r.kind == 'array' then
-    assert.equals('table', type(c), path)
-    assert.equals(json.array_mt, getmetatable(c), path .. ': array mark')
-    assert.equals(r.n, #c, path)
-    for i = 1, r.n do assert_decoded_as(c[i], r.items[i], path .. '[' .. i .. ']') end
-  elseif r == reference.null then
-    assert.equals(null, c, path)
-  else
-    assert.equals(math.type(r), math.type(c), path .. ': number subtype')
-    assert.equals(r, c, path)
-  end
-end
+local assert_decoded_as = reference.assert_decoded_as
 
 -- Asserts that the view reads as lua-cjson decodes the same text: same
 -- structure, strings and numeric values (lua-cjson makes every number a

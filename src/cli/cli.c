@@ -444,7 +444,9 @@ static const command commands[] = {
      "usage: klua test [busted args...]",
      "Runs busted with the klua.testing harness on the Lua path and KLUA_BIN set to\n"
      "this klua, so that a controller's specs start a sandbox API server and the\n"
-     "controller against it (docs/testing.md). Every word after test is busted's."},
+     "controller against it (docs/testing.md). Every word after test is busted's\n"
+     "(spec files or directories, --filter PATTERN, -o FORMAT, ...), except --help\n"
+     "and -h, which print this help."},
     {"version", "version", "print the versions of klua, Lua, libcurl and lua-cjson", "usage: klua version",
      "Prints the version of klua and of the libraries it runs with, one per line\n"
      "(also klua --version and klua -V)."},
@@ -587,13 +589,53 @@ static const char *command_flag(const char *a) {
     return f && !f->set ? f->command : NULL;
 }
 
-/* The first word that is not a flag: the command. */
+static lua_State *watch_module(FILE *errs);
+
+/* How many words a flag of klua watch at a spans (1 or 2, with its value),
+ * as klua.cmd.watch's flag_words says; 0 when it is none, or cannot be read. */
+static int watch_flag_words(const char *a) {
+    FILE *null = fopen("/dev/null", "w");
+    lua_State *L = null ? watch_module(null) : NULL;
+    if (null) fclose(null);
+    if (!L) return 0;
+    lua_getfield(L, -1, "flag_words");
+    lua_pushstring(L, a);
+    int n = lua_pcall(L, 1, 1, 0) == LUA_OK ? (int)lua_tointeger(L, -1) : 0;
+    lua_close(L);
+    return n;
+}
+
+/* A flag of watch before any command (`klua -n shop watch pods`), as kubectl
+ * takes `kubectl -n shop get pods`: kept, with its value, as the first of
+ * the command's words, for watch to read. 1 if it was one, 0 if not. */
+static int leading_watch_flag(kl_cli *c, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    int words = a[0] == '-' && a[1] && !command_flag(a) ? watch_flag_words(a) : 0;
+    if (!words || *i + words > argc) return 0;
+    for (int k = 0; k < words; k++) c->args[c->nargs++] = argv[(*i)++];
+    --*i;
+    return 1;
+}
+
+/* The first word that is not a flag: the command; watch's flags may come
+ * before it (they wait in c->args), no other command's. */
 static int take_command(kl_cli *c, const char *a, FILE *errs) {
     const char *named = command_flag(a);
     if (named) c->command = named;
     else if (a[0] == '-') return unknown_flag(errs, a, NULL);
     else c->command = a;
+    if (c->nargs && strcmp(c->command, "watch")) {
+        fprintf(errs, "klua: %s is a flag of klua watch, not of klua %s\n", c->args[0], c->command);
+        hint(errs, NULL, c->command);
+        return -1;
+    }
     return 0;
+}
+
+/* --help or -h after test: klua test's own help, not busted's, which
+ * busted cannot print under klua. */
+static int is_help(const char *a) {
+    return !strcmp(a, "--help") || !strcmp(a, "-h");
 }
 
 int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs) {
@@ -612,7 +654,10 @@ int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs) {
         const char *a = argv[i];
         const char *named = command_flag(a);
         if (!c->command) {
+            if (leading_watch_flag(c, argc, argv, &i)) continue;
             if (take_command(c, a, errs) < 0) return -1;
+        } else if (!strcmp(c->command, "test") && is_help(a)) {
+            c->help = 1;
         } else if (!script_args && strcmp(c->command, "watch") && named && !strcmp(named, "help")) {
             /* klua.cmd.watch reads its own words: `-e --help` is an expression. */
             c->help = 1;

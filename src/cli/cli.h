@@ -8,8 +8,10 @@
  * on the line, in the forms `--flag value` and `--flag=value` (a switch also
  * as `--flag=false`, a short flag also as `-v4`), except after `run SCRIPT`:
  * from there on every word belongs to the script (and after `test`, to
- * busted). The first word that is
- * not a flag is the command; `-h` and `--help` stand for the command "help",
+ * busted, but for --help and -h). The first word that is
+ * not a flag is the command; flags of watch may come before it, as kubectl
+ * takes `kubectl -n shop get pods`, and go first among watch's words. `-h`
+ * and `--help` stand for the command "help",
  * `-V` and `--version` for "version". After a command, `--help` asks for
  * that command's help, except after `watch`, whose words klua.cmd.watch reads
  * (lua/klua/cmd/watch.lua owns watch's flags, its parser and its help).

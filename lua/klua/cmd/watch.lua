@@ -149,9 +149,31 @@ local function split_flag(a)
   return a, nil
 end
 
+--- How many words a flag of watch written as `word` spans: 2 when its value
+-- is the next word (-n shop), 1 when it has none or carries it (-A, -n=shop,
+-- -nshop), nil when word is no flag of watch. klua asks this of a flag before
+-- the command, as kubectl takes `kubectl -n shop get pods -w`.
+function M.flag_words(word)
+  local name, value = split_flag(word)
+  local f = BY_NAME[name]
+  if not f then return nil end
+  return (f.arg and not value) and 2 or 1
+end
+
 local FORMATS = 'custom-columns,json,jsonpath,line,name,ndjson,wide,yaml'
 -- What `-o` takes, for the shell completion (src/cli/complete.c).
 M.FORMATS = FORMATS
+
+-- Whether a template reads .items of the object at its top level, as a
+-- template written for `kubectl get -o jsonpath` (a List) does.
+local function reads_items(t)
+  for _, node in ipairs(t.nodes) do
+    local path = node.range or node.path
+    local first = path and path.steps[1]
+    if first and first.kind == 'field' and first.name == 'items' then return true end
+  end
+  return false
+end
 
 -- The output format in o.output checked, as kubectl words its complaints:
 -- o.output becomes the format's name, with o.template (jsonpath) or
@@ -168,6 +190,14 @@ local function check_output(o)
     if not arg or arg == '' then return nil, 'template format specified but no template given' end
     local t, err = jsonpath.parse(arg)
     if not t then return nil, err end
+    if reads_items(t) then
+      -- kubectl 1.32 prints nothing for the first object and fails on the
+      -- next with these words (an empty range leaves its {end} unmatched),
+      -- or prints nothing at all for a plain path.
+      return nil, ('error executing jsonpath %q: Error executing template: not in range, nothing to end: '
+        .. 'klua watch, as kubectl get -w, prints each object on its own, which has no .items: '
+        .. 'write the template for one object, such as {.metadata.name}{"\\n"}'):format(arg)
+    end
     o.template = t
   elseif format == 'custom-columns' then
     local cols, err = printers.custom_columns(arg)
