@@ -51,6 +51,32 @@ describe('a controller', function()
     assert.equals('2\t0\tadd,update\tdata.x\tconfigmaps -n default -l set=fresh\tdefault/fresh-029\n', out)
   end)
 
+  it('reports a changed status as "status", without resourceVersion and managedFields, by default', function()
+    local out = run(sb, [[
+      local api = klua.api
+      local pods = klua.informer { resource = 'pods', namespace = 'default', label_selector = 'set=why-status' }
+      klua.controller { watches = { pods }, reconcile = function(key, ctx)
+        local c = ctx.cause
+        if c.event == 'add' then
+          local pod = klua.copy(assert(api.get('pods', key)))
+          pod.status = { phase = 'Running', conditions = { { type = 'Ready', status = 'True' } } }
+          assert(api.update_status('pods', pod))
+        elseif c.event == 'update' and c.changed[1] == 'status' then
+          print(table.concat(c.changed, ','))
+          assert(api.patch('pods', key, { metadata = { labels = { tier = 'web' } } }))
+        elseif c.event == 'update' then
+          print(table.concat(c.changed, ','))
+          klua.stop()
+        end
+      end }
+      klua.on_synced(function()
+        assert(api.create('pods', { metadata = { name = 'why-status', namespace = 'default',
+          labels = { set = 'why-status' } }, spec = { containers = { { name = 'app', image = 'app:1' } } } }))
+      end)
+    ]])
+    assert.equals('status\nmetadata.labels.tier\n', out)
+  end)
+
   it('says which owned object caused a reconcile, and every changed path when asked', function()
     local out = run(sb, [[
       local api = klua.api
