@@ -34,6 +34,8 @@
 --                     Lease, or no longer: its last successful renewal was
 --                     sent more than the renew deadline ago. Counted in
 --                     klua_fenced_writes_total.
+--   "DeadlineExceeded" cancelled, or not sent: the reconcile making it ran
+--                     past its controller's reconcile_timeout.
 --
 -- These are worth retrying later (a controller's reconcile can return the
 -- error and be requeued with backoff); so is a Status with code >= 500 or

@@ -7,6 +7,9 @@
 --     owns = { pods },               -- changes to these enqueue their controller owner's key
 --     workers = 2,
 --     reconcile = function(key, ctx) ... end,
+--     reconcile_timeout = 30,        -- optional: seconds a reconcile may take
+--     debounce = 0.5,                -- optional: seconds of quiet before a changed key is queued
+--     changed_paths = 'all',         -- optional: report every changed path (see ctx.causes)
 --   }
 --
 -- Handlers only enqueue keys ("namespace/name"); once every informer has
@@ -36,6 +39,53 @@
 -- queued or deduplicated) and each reconcile's start and end (result,
 -- duration, when it runs again).
 --
+-- Fresh changes first: the queue has controller-runtime's priorities
+-- (pkg/controller/priorityqueue, v0.20). The adds of an initial list (and
+-- of a handler's replay of the cache), of a resync (an update whose
+-- resourceVersion did not change: handler.LowPriorityWhenUnchanged's rule)
+-- and of a shard taken over go in at low priority; a live watch's events,
+-- klua.requeue, requeue_after, retries and ctl:enqueue at normal priority;
+-- a key queued twice keeps the higher. So a change made while the keys of
+-- 20,000 cached objects wait for their first reconcile is reconciled next.
+-- A relist needs no rule: it delivers only the objects that changed while
+-- the watch was down (src/cache/store.c), which are changes.
+--
+-- Why was I called: ctx.causes lists what queued the key since its last
+-- reconcile began, oldest first (the last 16), and ctx.cause is the last
+-- of them. A cause is {event =, informer =, object =, owner =, reason =,
+-- changed =}:
+--   event     "add", "update", "delete", "resync" (a resync's update),
+--             "requeue" (reason "requeue", "requeue_after", "error" or
+--             "timeout"), "enqueue" (ctl:enqueue) or "shard" (under
+--             --shards, a shard this replica took over)
+--   informer  the name of the informer whose event it was
+--   object    the key of that object: for an owned object, the child's
+--   owner     true when the object is an owned one mapped to its owner
+--   initial   true for an add of the initial list
+--   changed   for an update, the dotted paths that changed, sorted:
+--             objects followed down to the member, arrays whole
+--             ("spec.replicas", "metadata.labels.app", "spec.containers");
+--             metadata.resourceVersion and metadata.managedFields left
+--             out and a changed status reported as "status", unless
+--             changed_paths = 'all'
+-- ctx.priority is the priority the key was queued at (0, or -100 low).
+--
+-- debounce = S waits until a key's informer events have been quiet for S
+-- seconds before queuing it, so that a burst of updates is one reconcile
+-- (kube-rs's Config::debounce). The initial list, resyncs and requeues are
+-- not delayed.
+--
+-- reconcile_timeout = S bounds a reconcile's wall time (off by default,
+-- as in controller-runtime, whose ReconciliationTimeout this is): once S
+-- seconds have passed, the API call or klua.sleep it waits in ends at once
+-- (a request is cancelled and returns nil and an error of reason
+-- "DeadlineExceeded"), and so does every later one. Whatever it then
+-- returns, the reconcile counts as a timeout
+-- (controller_runtime_reconcile_timeouts_total, a name of klua's:
+-- controller-runtime counts none) and an error, and the key is retried
+-- after its backoff. The instruction budget (--instruction-budget) bounds
+-- its CPU meanwhile.
+--
 -- The controller_runtime_* metrics count these outcomes as
 -- controller-runtime's reconcileHandler does (pkg/internal/controller/
 -- controller.go, v0.20): result "success", "requeue_after", "requeue" or
@@ -48,6 +98,7 @@ local endpoint = require 'klua.internal.endpoint'
 local object = require 'klua.internal.object'
 local util = require 'klua.internal.objutil'
 local writes = require 'klua.internal.writes'
+local cause = require 'klua.internal.cause'
 
 local M = {}
 
@@ -77,6 +128,8 @@ end
 M.all = {}
 
 local REQUEUE = {}
+-- controller-runtime's priorities: handler.LowPriority, and the default.
+local LOW, NORMAL = -100, 0
 local TERMINAL = { __tostring = function(t) return tostring(t.err) end }
 
 -- controller-runtime's controller_runtime_reconcile_time_seconds buckets
@@ -122,12 +175,13 @@ end
 local Controller = {}
 Controller.__index = Controller
 
---- Enqueues a key by hand.
+--- Enqueues a key by hand, at normal priority (its cause: event "enqueue").
 -- @param key "namespace/name", or "name"
 -- @usage
 -- ctl:enqueue('default/web')
 function Controller:enqueue(key)
-  local queued = self.queue:add(key)
+  cause.note(self.causes, key, { event = 'enqueue', object = key })
+  local queued = self.queue:add(key, NORMAL)
   if NARRATE then narrate_add(self, key, 'ctl:enqueue', queued) end
 end
 
@@ -161,8 +215,9 @@ end
 
 --- Counters: depth, adds, retries, oldest (seconds the key queued
 -- longest has waited), reconciles, successes, failures (every
--- reconcile that failed, terminal_errors and panics included),
--- terminal_errors, panics (reconciles that raised), requeues
+-- reconcile that failed, terminal_errors, panics and timeouts included),
+-- terminal_errors, panics (reconciles that raised), timeouts (reconciles
+-- ended by reconcile_timeout), requeues
 -- (klua.requeue), requeues_after (klua.requeue_after), active (reconciles
 -- running now), stale_read_waits (reconciles held until the cache held
 -- the controller's own writes), stale_read_timeouts (of those, the ones
@@ -173,7 +228,7 @@ end
 -- klua.log.info('%d reconciles', ctl:stats().reconciles)
 function Controller:stats()
   local s = self.queue:stats()
-  for _, k in ipairs { 'reconciles', 'successes', 'failures', 'terminal_errors', 'panics', 'requeues',
+  for _, k in ipairs { 'reconciles', 'successes', 'failures', 'terminal_errors', 'panics', 'timeouts', 'requeues',
     'requeues_after', 'active' } do
     s[k] = self[k]
   end
@@ -186,7 +241,14 @@ end
 -- this for every controller (klua.on_shutdown).
 -- @usage
 -- klua.after(60, function() ctl:shutdown() end)
-function Controller:shutdown() self.queue:shutdown() end
+function Controller:shutdown()
+  self.queue:shutdown()
+  -- A key still waiting out its debounce would be refused by now.
+  for key, timer in pairs(self.debouncing) do
+    timer:cancel()
+    self.debouncing[key] = nil
+  end
+end
 
 -- What klua.controller returns: a klua.controller object in front of c.
 local _, handle = object.class('controller', Controller, { 'enqueue', 'stats', 'shutdown' },
@@ -196,6 +258,17 @@ local _, handle = object.class('controller', Controller, { 'enqueue', 'stats', '
 -- (klua.internal.ui): a failure is rare next to the events, so this costs
 -- nothing on the way of a successful reconcile.
 local LAST_ERRORS = 8
+
+-- Queues key again later, at normal priority, for the reason given;
+-- returns after how many seconds, for -v 3.
+local function requeue(c, key, reason, after)
+  cause.note(c.causes, key, { event = 'requeue', reason = reason, object = key })
+  if after then
+    c.queue:add_after(key, after, NORMAL)
+    return after
+  end
+  return c.queue:add_rate_limited(key, NORMAL)
+end
 
 -- Returns the result and the backoff, for -v 3.
 local function failed(c, key, why)
@@ -210,7 +283,16 @@ local function failed(c, key, why)
   end
   core.log('error', ('%s: reconcile %s failed (attempt %d): %s'):format(
     c.name, key, c.queue:num_requeues(key) + 1, tostring(why)))
-  return 'error', c.queue:add_rate_limited(key)
+  return 'error', requeue(c, key, 'error')
+end
+
+-- Returns the result and the backoff, for -v 3.
+local function timed_out(c, key)
+  c.failures = c.failures + 1
+  c.timeouts = c.timeouts + 1
+  core.log('error', ('%s: reconcile %s ran past reconcile_timeout (%g s) and was ended (attempt %d)'):format(
+    c.name, key, c.reconcile_timeout, c.queue:num_requeues(key) + 1))
+  return 'timeout', requeue(c, key, 'timeout')
 end
 
 -- Under --shards a key is taken only while its shard is held (and not
@@ -220,19 +302,47 @@ local function takes(key)
   return not g or g:owns(key)
 end
 
--- cause: the informer and event that added key ("pods update"), for -v 3.
-local function add(c, key, cause)
-  if not takes(key) then return end
-  local queued = c.queue:add(key)
-  if NARRATE then narrate_add(c, key, cause, queued) end
+-- What -v 3 says of a cause: the informer and event ("pods update").
+local function told(why)
+  if why.event == 'shard' then return 'shard ' .. why.shard .. ' acquired' end
+  return ('%s %s%s'):format(why.informer, why.event, why.owner and ' of an owned object' or '')
 end
 
-local function process(c, key)
+local function queue_now(c, key, prio, why)
+  local queued = c.queue:add(key, prio)
+  if NARRATE then narrate_add(c, key, told(why), queued) end
+end
+
+-- Queues key for cause `why` at prio; a live event waits out the debounce.
+local function add(c, key, prio, why)
+  if not takes(key) then return end
+  cause.note(c.causes, key, why)
+  if not c.debounce or prio < NORMAL then return queue_now(c, key, prio, why) end
+  local pending = c.debouncing[key]
+  if pending then pending:cancel() end
+  c.debouncing[key] = core.after(c.debounce, function()
+    c.debouncing[key] = nil
+    if takes(key) then queue_now(c, key, prio, why) end
+  end)
+end
+
+-- Calls reconcile under reconcile_timeout; returns whether the timeout
+-- ended it, then xpcall's results.
+local function call_reconcile(c, key, ctx)
+  if not c.reconcile_timeout then return false, xpcall(c.reconcile, debug.traceback, key, ctx) end
+  core.set_deadline(c.reconcile_timeout, ('the reconcile of %s ran past reconcile_timeout (%g s)'):format(
+    key, c.reconcile_timeout))
+  local ok, res, err = xpcall(c.reconcile, debug.traceback, key, ctx)
+  return core.clear_deadline(), ok, res, err
+end
+
+local function process(c, key, prio)
   local g = shards.current()
   -- By the clock, not only by what the election's timers last decided: a
   -- worker that runs first after a pause of the process must not start
   -- a reconcile on a Lease that lapsed meanwhile.
   if (g and not g:owns(key)) or not leader.leading() then
+    cause.take(c.causes, key)
     c.queue:forget(key)
     c.queue:done(key)
     return
@@ -250,18 +360,22 @@ local function process(c, key)
   core.reconciling(true)
   if g then g:started(key) end
   local started = core.now()
-  local ctx = { controller = c, attempt = c.queue:num_requeues(key) + 1 }
+  local causes = cause.take(c.causes, key)
+  local ctx = { controller = c, attempt = c.queue:num_requeues(key) + 1, causes = causes,
+    cause = causes[#causes], priority = prio }
   c.active = c.active + 1
   c.in_flight[key] = true
   if NARRATE then narrate('%s: reconcile %s started (attempt %d)', c.name, key, ctx.attempt) end
-  local ok, res, err = xpcall(c.reconcile, debug.traceback, key, ctx)
+  local expired, ok, res, err = call_reconcile(c, key, ctx)
   c.in_flight[key] = nil
   c.active = c.active - 1
   local took = core.now() - started
   observe(c.reconcile_time, took)
   c.reconciles = c.reconciles + 1
   local result, again = 'success', nil
-  if not ok then
+  if expired then
+    result, again = timed_out(c, key)
+  elseif not ok then
     c.panics = c.panics + 1
     result, again = failed(c, key, res)
     if result == 'error' then result = 'panic' end
@@ -269,11 +383,10 @@ local function process(c, key)
     if res.after then
       c.requeues_after = c.requeues_after + 1
       c.queue:forget(key)
-      c.queue:add_after(key, res.after)
-      result, again = 'requeue_after', res.after
+      result, again = 'requeue_after', requeue(c, key, 'requeue_after', res.after)
     else
       c.requeues = c.requeues + 1
-      result, again = 'requeue', c.queue:add_rate_limited(key)
+      result, again = 'requeue', requeue(c, key, 'requeue')
     end
   elseif res == nil and err ~= nil or res == false then
     result, again = failed(c, key, err or 'reconcile returned false')
@@ -289,9 +402,9 @@ end
 
 local function worker(c)
   while true do
-    local key = c.queue:get()
+    local key, prio = c.queue:get()
     if key == nil then return end
-    process(c, key)
+    process(c, key, prio)
   end
 end
 
@@ -304,6 +417,44 @@ local function check_informers(list, what)
   return list or {}
 end
 
+-- A positive number of seconds at opts[name], or nil; raises otherwise.
+local function check_seconds(opts, name)
+  local v = opts[name]
+  if v ~= nil and (type(v) ~= 'number' or not (v > 0)) then
+    error(('klua.controller: %s must be a positive number of seconds (or absent: off)'):format(name), 3)
+  end
+  return v
+end
+
+-- Registers on inf the handlers that turn its events into causes: map(obj)
+-- says which key an object queues (nil: none) and whether it is an owner
+-- mapping. The initial list and resyncs go in at low priority.
+local function handle_events(c, inf, map, owned)
+  local name = inf:name()
+  local function queue(obj, prio, fields)
+    local k = map(obj)
+    if not k then return end
+    fields.informer, fields.object, fields.owner = name, key_of(obj), owned or nil
+    add(c, k, prio, fields)
+  end
+  inf:on('add', function(obj, in_initial_list)
+    queue(obj, in_initial_list and LOW or NORMAL, { event = 'add', initial = in_initial_list or nil })
+  end)
+  inf:on('update', function(old, new)
+    if old.metadata.resourceVersion == new.metadata.resourceVersion then
+      queue(new, LOW, { event = 'resync' })
+    else
+      queue(new, NORMAL, cause.update({ event = 'update' }, old, new, c.all_paths))
+    end
+    -- An owned object that changed owners queues the owner it left too.
+    local before = owned and map(old)
+    if before and before ~= map(new) then
+      add(c, before, NORMAL, { event = 'update', informer = name, object = key_of(old), owner = true })
+    end
+  end)
+  inf:on('delete', function(obj) queue(obj, NORMAL, { event = 'delete' }) end)
+end
+
 --- Creates and starts a controller; see the module comment.
 function M.new(opts)
   if type(opts) ~= 'table' then error('klua.controller takes a table', 2) end
@@ -311,57 +462,38 @@ function M.new(opts)
   local watches = check_informers(opts.watches, 'watches')
   local owns = check_informers(opts.owns, 'owns')
   if #watches == 0 then error('klua.controller needs at least one informer in watches', 2) end
+  if opts.changed_paths ~= nil and opts.changed_paths ~= 'all' then
+    error("klua.controller: changed_paths is 'all' (every changed path) or absent", 2)
+  end
   local c = setmetatable({
     name = opts.name or 'controller',
     reconcile = opts.reconcile,
+    reconcile_timeout = check_seconds(opts, 'reconcile_timeout'),
+    debounce = check_seconds(opts, 'debounce'),
+    all_paths = opts.changed_paths == 'all',
     queue = core.queue(opts.rate_limit),
-    reconciles = 0, successes = 0, failures = 0, terminal_errors = 0, panics = 0, requeues = 0,
+    reconciles = 0, successes = 0, failures = 0, terminal_errors = 0, panics = 0, timeouts = 0, requeues = 0,
     requeues_after = 0, reconcile_time = histogram(),
     workers = opts.workers or 1, active = 0, in_flight = {}, last_errors = {},
+    causes = {},     -- key -> what queued it since its reconcile last began
+    debouncing = {}, -- key -> the timer that queues it once its events are quiet
   }, Controller)
   writes.attach(c, watches, owns, watches[1]:resource().kind, opts.read_your_writes)
   M.all[#M.all + 1] = c
   endpoint.track_controller(c)
-  -- The causes are made here, once: -v 3 names them in each enqueue.
-  local function causes(inf, what)
-    local name = core.state(inf).name
-    return { add = name .. ' add' .. what, update = name .. ' update' .. what, delete = name .. ' delete' .. what }
-  end
-  local function enqueuer(cause) return function(obj) add(c, key_of(obj), cause) end end
-  for _, inf in ipairs(watches) do
-    local by = causes(inf, '')
-    local enqueue_updated = enqueuer(by.update)
-    inf:on('add', enqueuer(by.add))
-    inf:on('update', function(_, new) enqueue_updated(new) end)
-    inf:on('delete', enqueuer(by.delete))
-  end
+  for _, inf in ipairs(watches) do handle_events(c, inf, key_of) end
   local kind = watches[1]:resource().kind
-  local function owner_enqueuer(cause)
-    return function(obj)
-      local k = owner_key(obj, kind)
-      if k then add(c, k, cause) end
-    end
-  end
   for _, inf in ipairs(owns) do
-    local by = causes(inf, ' of an owned object')
-    local enqueue_owner = owner_enqueuer(by.update)
-    inf:on('add', owner_enqueuer(by.add))
-    inf:on('update', function(old, new)
-      enqueue_owner(new)
-      local before = owner_key(old, kind)
-      if before and before ~= owner_key(new, kind) then add(c, before, by.update) end
-    end)
-    inf:on('delete', owner_enqueuer(by.delete))
+    handle_events(c, inf, function(obj) return owner_key(obj, kind) end, true)
   end
   -- A shard this replica starts to hold brings the keys of its cached
   -- objects, which the replica that held it before may not have finished.
   shards.on_acquired(function(i)
     local g = shards.current()
-    local cause = 'shard ' .. i .. ' acquired'
     for _, inf in ipairs(watches) do
       for _, obj in ipairs(inf:list()) do
         local key = key_of(obj)
-        if shards.shard_of(key, g.n) == i then add(c, key, cause) end
+        if shards.shard_of(key, g.n) == i then add(c, key, LOW, { event = 'shard', shard = i, object = key }) end
       end
     end
   end)

@@ -180,7 +180,8 @@ function klua.every(seconds, fn, opts)
   return timer
 end
 --- Suspends the calling handler or timer for `seconds` without blocking
--- anything else.
+-- anything else. In a reconcile past its reconcile_timeout it returns at
+-- once (see klua.controller).
 -- @param seconds a number >= 0
 -- @raise where Lua cannot suspend (a table.sort comparison, a __gc
 --   handler), and when seconds is not a number
@@ -561,6 +562,15 @@ end
 local controller = require 'klua.controller'
 --- Creates and starts a controller: informers' changes become keys in a
 -- work queue that `workers` coroutines reconcile (see klua.controller docs).
+-- The keys of an initial list or a resync are queued at low priority, a
+-- live change at normal priority, so changes go first. reconcile gets ctx:
+-- ctx.attempt, ctx.priority, ctx.causes (what queued the key since its last
+-- reconcile, oldest first, the last 16) and ctx.cause (the last): {event
+-- = "add"|"update"|"delete"|"resync"|"requeue"|"enqueue"|"shard",
+-- informer = its name, object = the key of the object that changed (an
+-- owned child's, with owner = true), initial = true for the initial list,
+-- reason = for a requeue ("requeue", "requeue_after", "error", "timeout"),
+-- changed = for an update, the dotted paths that changed, sorted}.
 -- @param opts name, watches (informers whose objects' keys are enqueued),
 --   owns (informers whose objects enqueue their controller owner's key),
 --   workers (default 1), reconcile = function(key, ctx), rate_limit,
@@ -568,13 +578,26 @@ local controller = require 'klua.controller'
 --   these informers hold what klua.api last wrote to its object and to the
 --   objects it controls, so that a reconcile never reads the cache from
 --   before its own writes, at most this long: then it goes ahead, counted
---   in klua_controller_stale_read_timeouts_total; false: no wait)
+--   in klua_controller_stale_read_timeouts_total; false: no wait);
+--   reconcile_timeout (seconds, default off: a reconcile running longer has
+--   its pending API call cancelled, reason "DeadlineExceeded", as every
+--   later call, and is counted and retried after its backoff); debounce
+--   (seconds, default off: a key's watch events are queued once they have
+--   been quiet that long); changed_paths ('all': cause.changed lists
+--   every path; by default metadata.resourceVersion and managedFields are
+--   left out and a changed status is the one path "status")
 -- @return the controller (ctl:enqueue, ctl:stats, ctl:shutdown)
--- @raise when opts has no reconcile function or no informer in watches
+-- @raise when opts has no reconcile function or no informer in watches,
+--   or a timeout, a debounce or changed_paths that is not valid
 -- @usage
 -- klua.controller {
 --   watches = { podsets }, owns = { pods },
---   reconcile = function(key) return reconcile_podset(key) end,
+--   reconcile_timeout = 30, debounce = 0.5,
+--   reconcile = function(key, ctx)
+--     local c = ctx.cause
+--     if c.event == 'update' then klua.log.info('%s changed %s', c.object, table.concat(c.changed, ',')) end
+--     return reconcile_podset(key)
+--   end,
 -- }
 klua.controller = controller.new
 --- A reconcile result: process the key again after `seconds`.
@@ -604,12 +627,16 @@ klua.terminal_error = controller.terminal_error
 --- A work queue with client-go's semantics, for scripts that drive their
 -- own workers: q:add (false when the key was waiting already: the adds
 -- merge), add_after, add_rate_limited (returns the seconds the key waits),
--- get (suspends), done, forget, num_requeues, len, shutdown, stats.
+-- get (suspends), done, forget, num_requeues, len, shutdown, stats. The
+-- adds take an optional priority last (an integer, 0 by default; -100 is
+-- controller-runtime's low): get hands out the highest first, and a key
+-- queued twice keeps the higher; get returns the key and its priority.
 -- @param rate_limit optional {qps=, burst=, base_delay=, max_delay=}
 -- @return the queue
 -- @usage
 -- local q = klua.queue()
 -- q:add('default/web')
+-- q:add('default/db', -100)
 klua.queue = core.queue
 --- The REST API client (see lua/klua/api.lua).
 klua.api = require 'klua.api'

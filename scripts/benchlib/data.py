@@ -15,8 +15,8 @@ gathering took CPU from the client being measured). meta.json's namespace_starts
 namespace's events begin in that order.
 
 Listed Pod i has resourceVersion 1 + i % 999 (the list itself is at LIST_RV). Event k modifies
-Pod k % watch_pods, at resourceVersion LIST_RV + 1 + k, so a watch from resourceVersion R
-starts at event R - LIST_RV.
+Pod (first_event_pod + k) % watch_pods (first_event_pod is 0 unless generate is told otherwise), at
+resourceVersion LIST_RV + 1 + k, so a watch from resourceVersion R starts at event R - LIST_RV.
 """
 import array
 import json
@@ -55,9 +55,12 @@ def _load_index(path):
     return offsets
 
 
-def generate(directory, n_pods, watch_pods, n_events, by_namespace=False):
-    """Writes a data set of n_pods listed Pods and n_events MODIFIED events about the first watch_pods;
-    by_namespace also writes the events grouped by namespace (see the module's doc)."""
+def generate(directory, n_pods, watch_pods, n_events, by_namespace=False, first_event_pod=0):
+    """Writes a data set of n_pods listed Pods and n_events MODIFIED events about the first watch_pods,
+    the first about Pod first_event_pod; by_namespace also writes the events grouped by namespace (see
+    the module's doc)."""
+    if by_namespace and first_event_pod:
+        raise ValueError("events grouped by namespace start at Pod 0")
     if n_events and not 0 < watch_pods <= n_pods:
         raise ValueError("events need 1 <= watch_pods <= pods, got watch_pods=%d pods=%d" % (watch_pods, n_pods))
     os.makedirs(directory, exist_ok=True)
@@ -69,7 +72,8 @@ def generate(directory, n_pods, watch_pods, n_events, by_namespace=False):
     items[n_pods] += 1
     prefix = b'{"type":"MODIFIED","object":'
     events = _write(os.path.join(directory, "events.ndjson"), n_events,
-                    lambda k: prefix + pods.encode(k % watch_pods, str(LIST_RV + 1 + k), 1 + k // watch_pods)
+                    lambda k: prefix + pods.encode((first_event_pod + k) % watch_pods, str(LIST_RV + 1 + k),
+                                                   1 + (first_event_pod + k) // watch_pods)
                     + b"}\n")
     _save_index(os.path.join(directory, "items.idx"), items)
     _save_index(os.path.join(directory, "events.idx"), events)

@@ -19,6 +19,7 @@ import os
 import re
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -223,6 +224,8 @@ class Handler(BaseHTTPRequestHandler):
         rv = query.get("resourceVersion") or "0"
         first = int(rv) - data.LIST_RV if rv.isdigit() and int(rv) > data.LIST_RV else 0
         self._start_chunked(200, close=True)
+        # A change made this long after the client listed (fresh-first).
+        time.sleep(cfg.watch_delay)
         if sel.contiguous:
             sent = first < len(sel.events)
             if sent:
@@ -321,9 +324,10 @@ class Config:
 
     paginate: "auto" serves resourceVersion=0 lists in one page, "always" pages every list with a limit.
     watch_end: "close" ends a watch once its events are sent, "hold" keeps it open like a quiet server.
+    watch_delay: seconds a watch waits before its first event.
     """
 
-    def __init__(self, dataset, pods_count, events, paginate="auto", watch_end="close"):
+    def __init__(self, dataset, pods_count, events, paginate="auto", watch_end="close", watch_delay=0.0):
         if pods_count > dataset.pods or events > dataset.n_events:
             raise ValueError("the data set has %d pods and %d events; asked for %d and %d"
                              % (dataset.pods, dataset.n_events, pods_count, events))
@@ -331,7 +335,7 @@ class Config:
             raise ValueError("events modify the first %d pods, so at least that many must be listed"
                              % dataset.watch_pods)
         self.dataset, self.pods, self.events, self.paginate = dataset, pods_count, events, paginate
-        self.watch_end = watch_end
+        self.watch_end, self.watch_delay = watch_end, watch_delay
         # Each namespace's events, found once: a request that looked for them (200,000 events in
         # many-informers) held Python's lock for some 20 ms, so ten informers' LISTs were answered
         # one after another, over 200 ms, and the informers started their watches that far apart.

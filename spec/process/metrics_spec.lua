@@ -111,6 +111,8 @@ local CONTROLLER_RUNTIME = {
     'Total number of terminal reconciliation errors per controller', 'controller' },
   { 'controller_runtime_reconcile_panics_total', 'counter', 'Total number of reconciliation panics per controller',
     'controller' },
+  { 'controller_runtime_reconcile_timeouts_total', 'counter',
+    'Total number of reconciliations ended by reconcile_timeout per controller', 'controller' },
   { 'controller_runtime_reconcile_time_seconds', 'histogram', 'Length of time per reconciliation per controller',
     'controller', RECONCILE_TIME_BUCKETS },
   { 'controller_runtime_max_concurrent_reconciles', 'gauge', 'Maximum number of concurrent reconciles per controller',

@@ -110,6 +110,81 @@ describe('work queue', function()
     end)
   end)
 
+  -- controller-runtime's priority queue: the keys an initial list or a
+  -- resync brings go in at LOW, so that a change made meanwhile does not
+  -- wait behind all of them.
+  describe('priorities', function()
+    local LOW = -100
+
+    it('hands out every key of a higher priority before any of a lower one', function()
+      local q = testing.queue()
+      for i = 1, 5 do q:add('ns/listed-' .. i, 0, LOW) end
+      q:add('ns/changed', 1)
+      q:add('ns/requeued', 2, 0)
+      assert.same({ 'ns/changed', 'ns/requeued', 'ns/listed-1', 'ns/listed-2', 'ns/listed-3', 'ns/listed-4',
+        'ns/listed-5' }, drain(q, 3))
+    end)
+
+    it('hands out the keys of one priority in the order they were queued', function()
+      local q = testing.queue()
+      for _, k in ipairs { 'ns/c', 'ns/a', 'ns/b' } do q:add(k, 0, LOW) end
+      for _, k in ipairs { 'ns/z', 'ns/x', 'ns/y' } do q:add(k, 0, 5) end
+      assert.same({ 'ns/z', 'ns/x', 'ns/y', 'ns/c', 'ns/a', 'ns/b' }, drain(q, 0))
+    end)
+
+    it('keeps the higher priority when a queued key is added again', function()
+      local q = testing.queue()
+      q:add('ns/a', 0, LOW)
+      q:add('ns/b', 0, LOW)
+      q:add('ns/b', 1)
+      q:add('ns/b', 2, LOW)
+      assert.equals(2, q:len())
+      local key, _, prio = q:get(3)
+      assert.same({ 'ns/b', 0 }, { key, prio })
+      q:done('ns/b', 3)
+      key, _, prio = q:get(3)
+      assert.same({ 'ns/a', LOW }, { key, prio })
+    end)
+
+    it('puts a raised key among the keys of its new priority by when it was queued', function()
+      local q = testing.queue()
+      q:add('ns/listed', 0, LOW)
+      q:add('ns/changed', 1)
+      q:add('ns/listed', 2)
+      assert.same({ 'ns/listed', 'ns/changed' }, drain(q, 2))
+    end)
+
+    it('queues a key added during its processing at the highest priority it was added at', function()
+      local q = testing.queue()
+      q:add('ns/a', 0, LOW)
+      q:add('ns/b', 0, LOW)
+      assert.equals('ns/a', (q:get(0)))
+      q:add('ns/a', 1, LOW)
+      q:add('ns/a', 1)
+      q:done('ns/a', 2)
+      local key, _, prio = q:get(2)
+      assert.same({ 'ns/a', 0 }, { key, prio })
+    end)
+
+    it('adds a delayed key at the highest priority it was delayed at', function()
+      local q = testing.queue { qps = math.huge }
+      q:add('ns/listed', 0, LOW)
+      q:add_after('ns/late', 1, 0, LOW)
+      q:add_after('ns/late', 2, 0)
+      q:add_rate_limited('ns/retried', 0, LOW)
+      local key, _, prio = q:get(1)
+      assert.same({ 'ns/late', 0 }, { key, prio })
+      assert.same({ 'ns/listed', 'ns/retried' }, drain(q, 1))
+    end)
+
+    it('adds at priority 0 when none is given', function()
+      local q = testing.queue()
+      q:add('ns/a', 0)
+      local _, _, prio = q:get(0)
+      assert.equals(0, prio)
+    end)
+  end)
+
   describe('delayed adds', function()
     it('adds each key when its delay has passed, earliest first', function()
       local q = testing.queue()

@@ -10,17 +10,21 @@
 #include "base/hmap.h"
 #include "base/xalloc.h"
 
-#define NOT_WAITING SIZE_MAX
+#define NOT_WAITING SIZE_MAX /* heap_pos of a key not delayed */
+#define NOT_QUEUED SIZE_MAX  /* ready_pos of a key not queued */
 
 /* Everything the queue knows about one key. It lives while the key is
  * queued, processing, delayed or has requeues to remember. */
 typedef struct item {
     const char *key;                 /* the index's copy */
-    struct item *next;               /* FIFO link while queued */
     struct item *run_prev, *run_next; /* processing list, oldest first */
+    size_t ready_pos;                /* NOT_QUEUED unless queued */
+    uint64_t order;                  /* orders queued keys of one priority */
+    int prio;                        /* while dirty: the highest priority it was added at */
     size_t heap_pos;                 /* NOT_WAITING unless delayed */
     double ready_at;                 /* due time while delayed */
     uint64_t seq;                    /* orders delayed keys due at the same time */
+    int due_prio;                    /* while delayed: the priority it will be added at */
     double added_at;                 /* when it last became dirty */
     double started_at;               /* when get() handed it out */
     int requeues;
@@ -31,8 +35,8 @@ typedef struct item {
 struct kl_queue {
     kl_queue_opts opts;
     kl_hmap *items; /* key -> item */
-    item *head, *tail;
-    size_t depth;
+    kl_heap ready;  /* of item *, on (prio descending, order) */
+    uint64_t order;
     item *run_head, *run_tail;
     size_t processing;
     kl_heap delayed; /* of item *, on (ready_at, seq) */
@@ -76,6 +80,14 @@ static int due_before(const void *pa, const void *pb) {
 
 static void track(void *elem, size_t index) { (*(item **)elem)->heap_pos = index; }
 
+/* The queued keys' order: by priority, then FIFO. */
+static int goes_first(const void *pa, const void *pb) {
+    const item *a = *(item *const *)pa, *b = *(item *const *)pb;
+    return a->prio > b->prio || (a->prio == b->prio && a->order < b->order);
+}
+
+static void track_ready(void *elem, size_t index) { (*(item **)elem)->ready_pos = index; }
+
 static kl_queue_opts resolve_opts(const kl_queue_opts *in) {
     kl_queue_opts o = in ? *in : (kl_queue_opts){0};
     if (!(o.base_delay > 0)) o.base_delay = 0.005;
@@ -90,6 +102,7 @@ kl_queue *kl_queue_new(const kl_queue_opts *opts) {
     q->items = kl_hmap_new();
     q->opts = resolve_opts(opts);
     kl_heap_init(&q->delayed, sizeof(item *), due_before, track);
+    kl_heap_init(&q->ready, sizeof(item *), goes_first, track_ready);
     return q;
 }
 
@@ -100,6 +113,7 @@ void kl_queue_free(kl_queue *q) {
     while (kl_hmap_next(q->items, &cursor, NULL, &it)) free(it);
     kl_hmap_free(q->items);
     kl_heap_free(&q->delayed);
+    kl_heap_free(&q->ready);
     free(q);
 }
 
@@ -112,6 +126,7 @@ static item *find_or_create(kl_queue *q, const char *key) {
     if (it) return it;
     it = kl_xcalloc(1, sizeof *it);
     it->heap_pos = NOT_WAITING;
+    it->ready_pos = NOT_QUEUED;
     kl_hmap_put(q->items, key, it);
     kl_hmap_lookup(q->items, key, &it->key, NULL);
     return it;
@@ -124,22 +139,18 @@ static void release_if_idle(kl_queue *q, item *it) {
     free(it);
 }
 
-/* ---- the FIFO and the processing list ---- */
+/* ---- the queued keys and the processing list ---- */
 
+/* Queues it behind the keys of its priority queued before. */
 static void push_back(kl_queue *q, item *it) {
-    it->next = NULL;
-    if (q->tail) q->tail->next = it;
-    else q->head = it;
-    q->tail = it;
-    q->depth++;
+    it->order = q->order++;
+    kl_heap_push(&q->ready, &it);
 }
 
 static item *pop_front(kl_queue *q) {
-    item *it = q->head;
-    q->head = it->next;
-    if (!q->head) q->tail = NULL;
-    it->next = NULL;
-    q->depth--;
+    item *it;
+    kl_heap_remove(&q->ready, 0, &it);
+    it->ready_pos = NOT_QUEUED;
     return it;
 }
 
@@ -162,18 +173,27 @@ static void run_unlink(kl_queue *q, item *it) {
 }
 
 /* client-go's Add on a known record: a dirty key is not added twice, and a
- * key being processed waits for done() to be queued. */
-static int mark_dirty(kl_queue *q, item *it, double at) {
-    if (it->dirty) return 0;
+  * key being processed waits for done() to be queued. An add of higher
+  * priority raises a dirty key's, as controller-runtime's AddWithOpts does,
+  * and it keeps its place among the keys of that priority. Returns 1 when
+  * the key was not dirty (the add counts), else 0. */
+static int mark_dirty(kl_queue *q, item *it, int prio, double at) {
+    if (it->dirty) {
+        if (prio <= it->prio) return 0;
+        it->prio = prio;
+        if (it->ready_pos != NOT_QUEUED) kl_heap_fix(&q->ready, it->ready_pos);
+        return 0;
+    }
     it->dirty = true;
+    it->prio = prio;
     it->added_at = at;
     q->adds++;
     if (!it->processing) push_back(q, it);
     return 1;
 }
 
-int kl_queue_add(kl_queue *q, const char *key, double now) {
-    return !q->shutting_down && mark_dirty(q, find_or_create(q, key), now);
+int kl_queue_add(kl_queue *q, const char *key, int prio, double now) {
+    return !q->shutting_down && mark_dirty(q, find_or_create(q, key), prio, now);
 }
 
 /* ---- delayed adds: a binary min-heap that knows each item's position ---- */
@@ -187,9 +207,11 @@ static item *heap_pop(kl_queue *q) {
 
 static item *heap_top(const kl_queue *q) { return *(item **)kl_heap_at(&q->delayed, 0); }
 
-/* Schedules it at `ready`, keeping an earlier pending time as client-go does. */
-static void schedule(kl_queue *q, item *it, double ready) {
+/* Schedules it at `ready`, keeping an earlier pending time as client-go
+ * does, and the higher priority as controller-runtime does. */
+static void schedule(kl_queue *q, item *it, double ready, int prio) {
     if (it->heap_pos != NOT_WAITING) {
+        if (prio > it->due_prio) it->due_prio = prio;
         if (ready < it->ready_at) {
             it->ready_at = ready;
             it->seq = q->seq++;
@@ -199,17 +221,18 @@ static void schedule(kl_queue *q, item *it, double ready) {
     }
     it->ready_at = ready;
     it->seq = q->seq++;
+    it->due_prio = prio;
     kl_heap_push(&q->delayed, &it);
 }
 
-static void add_after_item(kl_queue *q, item *it, double delay, double now) {
+static void add_after_item(kl_queue *q, item *it, double delay, int prio, double now) {
     q->retries++;
-    if (delay > 0) schedule(q, it, now + delay);
-    else mark_dirty(q, it, now);
+    if (delay > 0) schedule(q, it, now + delay, prio);
+    else mark_dirty(q, it, prio, now);
 }
 
-void kl_queue_add_after(kl_queue *q, const char *key, double delay, double now) {
-    if (!q->shutting_down) add_after_item(q, find_or_create(q, key), delay, now);
+void kl_queue_add_after(kl_queue *q, const char *key, double delay, int prio, double now) {
+    if (!q->shutting_down) add_after_item(q, find_or_create(q, key), delay, prio, now);
 }
 
 size_t kl_queue_advance(kl_queue *q, double now) {
@@ -217,7 +240,7 @@ size_t kl_queue_advance(kl_queue *q, double now) {
     while (kl_heap_len(&q->delayed) > 0 && heap_top(q)->ready_at <= now) {
         item *it = heap_pop(q);
         /* It has waited since it fell due, however late the loop came. */
-        mark_dirty(q, it, it->ready_at);
+        mark_dirty(q, it, it->due_prio, it->ready_at);
         moved++;
     }
     return moved;
@@ -257,13 +280,13 @@ static double bucket_delay(kl_queue *q, double now) {
     return q->tokens < 0 ? -q->tokens / q->opts.qps : 0;
 }
 
-double kl_queue_add_rate_limited(kl_queue *q, const char *key, double now) {
+double kl_queue_add_rate_limited(kl_queue *q, const char *key, int prio, double now) {
     if (q->shutting_down) return 0;
     item *it = find_or_create(q, key);
     double per_key = backoff(q, it);
     double overall = bucket_delay(q, now);
     double delay = per_key > overall ? per_key : overall;
-    add_after_item(q, it, delay, now);
+    add_after_item(q, it, delay, prio, now);
     return delay;
 }
 
@@ -282,11 +305,13 @@ int kl_queue_num_requeues(const kl_queue *q, const char *key) {
 
 /* ---- processing ---- */
 
-const char *kl_queue_get(kl_queue *q, double now, int *shut_down) {
+const char *kl_queue_get(kl_queue *q, double now, int *shut_down, int *prio) {
     kl_queue_advance(q, now);
-    if (shut_down) *shut_down = q->shutting_down && !q->head && !q->processing;
-    if (!q->head) return NULL;
+    size_t queued = kl_heap_len(&q->ready);
+    if (shut_down) *shut_down = q->shutting_down && !queued && !q->processing;
+    if (!queued) return NULL;
     item *it = pop_front(q);
+    if (prio) *prio = it->prio;
     it->dirty = false;
     it->processing = true;
     it->started_at = now;
@@ -305,7 +330,7 @@ void kl_queue_done(kl_queue *q, const char *key, double now) {
     else release_if_idle(q, it);
 }
 
-size_t kl_queue_len(const kl_queue *q) { return q->depth; }
+size_t kl_queue_len(const kl_queue *q) { return kl_heap_len(&q->ready); }
 
 void kl_queue_shutdown(kl_queue *q) {
     q->shutting_down = true;
@@ -316,7 +341,7 @@ int kl_queue_shutting_down(const kl_queue *q) { return q->shutting_down; }
 
 void kl_queue_get_stats(const kl_queue *q, double now, kl_queue_stats *out) {
     *out = (kl_queue_stats){
-        .depth = q->depth,
+        .depth = kl_heap_len(&q->ready),
         .processing = q->processing,
         .waiting = kl_heap_len(&q->delayed),
         .failing = q->failing,
@@ -325,11 +350,14 @@ void kl_queue_get_stats(const kl_queue *q, double now, kl_queue_stats *out) {
         .wait = q->wait,
         .work = q->work,
     };
-    /* Not only the head: a key re-added while processing joins the queue at
-     * done(), behind keys added after it. A walk of the queue, when stats are
-     * asked for (the metrics, the live page), costs the hot path nothing. */
-    for (const item *it = q->head; it; it = it->next)
+    /* Not only the first: keys of a lower priority wait behind, and a key
+     * re-added while processing joins the queue at done(), behind keys added
+     * after it. A walk of the queue, when stats are asked for (the metrics,
+     * the live page), costs the hot path nothing. */
+    for (size_t i = 0; i < kl_heap_len(&q->ready); i++) {
+        const item *it = *(item *const *)kl_heap_at(&q->ready, i);
         if (now - it->added_at > out->oldest) out->oldest = now - it->added_at;
+    }
     for (const item *it = q->run_head; it; it = it->run_next) {
         double ran = now - it->started_at;
         if (ran < 0) continue;

@@ -6,15 +6,21 @@
  *   - a key waiting in the queue is there once, however often it is added;
  *   - a key is never handed out twice at once: adding a key that is being
  *     processed marks it, and done() puts it back at the end of the queue;
- *   - keys come out in the order they were first added (FIFO).
- * On top of that, add_after() delays an add, and add_rate_limited() delays
+ *   - keys come out by priority, highest first, and within a priority in
+ *     the order they were queued (FIFO).
+ * Priorities are controller-runtime's (pkg/controller/priorityqueue, v0.20):
+ * ints, 0 for a normal add, KL_QUEUE_LOW (its handler.LowPriority) for the
+ * adds of an initial list or a resync, so that a change made meanwhile is
+ * not queued behind every key of the cache; a key added again while queued
+ * keeps the higher of the two priorities, and its place among the keys of
+ * that priority. On top of that, add_after() delays an add, and add_rate_limited() delays
  * it by the larger of a per-key exponential backoff and an overall token
  * bucket, as client-go's DefaultControllerRateLimiter does.
  *
  * Nothing here blocks or reads a clock: every call that needs the time takes
  * `now`, monotonic seconds, and next_ready() tells the loop when to come back.
  * The queue therefore runs on a fake clock in the specs as on the real one.
- * All operations are O(1) but delayed adds, which are O(log delayed).
+ * Adds and gets are O(log queued), delayed adds O(log delayed).
  */
 #ifndef KLUA_QUEUE_H
 #define KLUA_QUEUE_H
@@ -23,6 +29,11 @@
 #include <stdint.h>
 
 typedef struct kl_queue kl_queue;
+
+/* controller-runtime's priorities: 0 unless a caller says otherwise, and
+ * handler.LowPriority for what is enqueued only because it is cached. */
+#define KL_QUEUE_NORMAL 0
+#define KL_QUEUE_LOW (-100)
 
 /* Zero (or negative) fields take client-go's defaults, shown in brackets. */
 typedef struct kl_queue_opts {
@@ -63,20 +74,21 @@ kl_queue *kl_queue_new(const kl_queue_opts *opts);
 /* Frees the queue and every key it holds. NULL is ignored. */
 void kl_queue_free(kl_queue *q);
 
-/* Queues key unless it is queued already; when key is being processed it is
- * queued again at done(). Ignored after shutdown. Returns 1 when this add
- * counted (stats' adds), 0 for a duplicate of a key still waiting (or
- * after shutdown). */
-int kl_queue_add(kl_queue *q, const char *key, double now);
-/* Adds key once `delay` seconds have passed (at once when delay <= 0). When
- * key already has a pending delayed add, the earlier of the two ready times
- * is kept. Ignored after shutdown. */
-void kl_queue_add_after(kl_queue *q, const char *key, double delay, double now);
-/* Adds key after the larger of its own backoff, base_delay * 2^requeues
- * capped at max_delay, and the wait for a token from the overall bucket
- * (one is reserved now). Counts one requeue of key. Returns that delay in
- * seconds (0 after shutdown, when it is ignored). */
-double kl_queue_add_rate_limited(kl_queue *q, const char *key, double now);
+/* Queues key at priority prio unless it is queued already, in which case
+ * it keeps the higher priority; when key is being processed it is queued
+ * again at done(). Ignored after shutdown. Returns 1 when this add counted
+ * (stats' adds), 0 for a duplicate of a key still waiting (a priority
+ * raised included) or after shutdown. */
+int kl_queue_add(kl_queue *q, const char *key, int prio, double now);
+/* Adds key at prio once `delay` seconds have passed (at once when delay <=
+ * 0). When key already has a pending delayed add, the earlier of the two
+ * ready times and the higher priority are kept. Ignored after shutdown. */
+void kl_queue_add_after(kl_queue *q, const char *key, double delay, int prio, double now);
+/* Adds key at prio after the larger of its own backoff, base_delay *
+ * 2^requeues capped at max_delay, and the wait for a token from the overall
+ * bucket (one is reserved now). Counts one requeue of key. Returns that
+ * delay in seconds (0 after shutdown, when it is ignored). */
+double kl_queue_add_rate_limited(kl_queue *q, const char *key, int prio, double now);
 /* Resets key's requeue count: call it when key was processed successfully.
  * It does not cancel a pending delayed add. */
 void kl_queue_forget(kl_queue *q, const char *key);
@@ -87,10 +99,12 @@ int kl_queue_num_requeues(const kl_queue *q, const char *key);
  * first; returns how many became due. get() does this itself. */
 size_t kl_queue_advance(kl_queue *q, double now);
 /* The next key to process, now marked as processing, or NULL when none is
- * ready. The string stays valid until done() for it. *shut_down (when not
- * NULL) is set to 1 once the queue is shut down and drained: nothing queued
- * and nothing processing, so no done() can queue a key again. Else 0. */
-const char *kl_queue_get(kl_queue *q, double now, int *shut_down);
+ * ready: the oldest of the highest priority. The string stays valid until
+ * done() for it; *prio (when not NULL) is set to the priority it was queued
+ * at. *shut_down (when not NULL) is set to 1 once the queue is shut down
+ * and drained: nothing queued and nothing processing, so no done() can
+ * queue a key again. Else 0. */
+const char *kl_queue_get(kl_queue *q, double now, int *shut_down, int *prio);
 /* Ends the processing of key; if key was added meanwhile it is queued again
  * at the back. A key not being processed is ignored. */
 void kl_queue_done(kl_queue *q, const char *key, double now);

@@ -39,12 +39,30 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
     kl_task_resume(t, 5);
 }
 
+/* core.request's results for a request its task's deadline ended. */
+static int push_deadline_exceeded(lua_State *L, const char *why, const char *what) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "DeadlineExceeded");
+    lua_pushfstring(L, "%s: %s", why, what);
+    return 3;
+}
+
+/* The task's deadline passed while its request was running: the request
+ * is aborted (its answer, should one have come, is never read). */
+static void cancel_request(kl_task *t, void *ud, uint64_t id) {
+    (void)id;
+    kl_http_cancel(ud);
+    kl_task_resume(t, push_deadline_exceeded(kl_task_thread(t), kl_task_expired(t), "the request was cancelled"));
+}
+
 /* core.request(method, path [, body [, content_type [, accept [, send_by]]]])
  * -> status, body, retry_after, not_json, warnings when the server
  * answered (any status; not_json: the answer's Content-Type when it is not
  * JSON, else nil; warnings: the texts of its Warning headers, or nil), | nil, outcome, message when it did not (outcome:
  * kl_http_outcome_name; "TooLate" when core.now() had reached send_by
- * before it could leave). Yields until the request has ended. */
+ * before it could leave; "DeadlineExceeded" when the task's deadline had
+ * passed, or passed meanwhile: the request is cancelled). Yields until the
+ * request has ended. */
 static int l_request(lua_State *L) {
     kl_task *t = kl_task_check_wait(L, "an API call");
     kl_rt *rt = kl_rt_of(L);
@@ -64,8 +82,11 @@ static int l_request(lua_State *L) {
     };
     o.body_len = blen;
     luaL_argcheck(L, o.path[0] == '/', 2, "path must start with '/'");
-    kl_http_start(kl_rt_http(rt), &o, (kl_http_cb){.done = on_request_done}, t);
+    const char *why = kl_task_expired(t);
+    if (why) return push_deadline_exceeded(L, why, "not sent");
+    kl_http_req *req = kl_http_start(kl_rt_http(rt), &o, (kl_http_cb){.done = on_request_done}, t);
     kl_task_suspend(t);
+    kl_task_on_cancel(t, cancel_request, req, 0);
     return lua_yield(L, 0);
 }
 

@@ -172,13 +172,42 @@ static void on_sleep_over(kl_loop *loop, void *ud) {
     kl_task_resume(ud, 0);
 }
 
-/* core.sleep(seconds): suspends the calling task. */
+/* The task's deadline passed: the sleep ends now. */
+static void cut_sleep(kl_task *t, void *ud, uint64_t id) {
+    kl_loop_cancel(ud, id);
+    kl_task_resume(t, 0);
+}
+
+/* core.sleep(seconds): suspends the calling task; at once past its
+ * deadline, and no longer than until it. */
 static int l_sleep(lua_State *L) {
     kl_task *t = kl_task_check_wait(L, "klua.sleep");
     lua_Number secs = luaL_checknumber(L, 1);
-    kl_loop_after(kl_rt_loop(kl_rt_of(L)), secs, on_sleep_over, t);
+    if (kl_task_expired(t)) return 0;
+    kl_loop *loop = kl_rt_loop(kl_rt_of(L));
+    uint64_t id = kl_loop_after(loop, secs, on_sleep_over, t);
     kl_task_suspend(t);
+    kl_task_on_cancel(t, cut_sleep, loop, id);
     return lua_yield(L, 0);
+}
+
+/* core.set_deadline(seconds, why): the calling task's waits end once
+ * `seconds` have passed (task.h, kl_task_set_deadline); why names it in
+ * their errors. */
+static int l_set_deadline(lua_State *L) {
+    kl_task *t = kl_task_check_wait(L, "a deadline");
+    lua_Number secs = luaL_checknumber(L, 1);
+    luaL_argcheck(L, secs > 0, 1, "a deadline must be a positive number of seconds");
+    kl_task_set_deadline(t, secs, luaL_checkstring(L, 2));
+    return 0;
+}
+
+/* core.clear_deadline() -> true when the calling task's deadline had
+ * passed. */
+static int l_clear_deadline(lua_State *L) {
+    kl_task *t = kl_task_current(L);
+    lua_pushboolean(L, t && kl_task_clear_deadline(t));
+    return 1;
 }
 
 /* core.wall_time() -> seconds since the epoch, to the microsecond: for
@@ -200,6 +229,7 @@ static void timers_open(void *state, lua_State *L) {
     (void)state;
     static const luaL_Reg fns[] = {{"after", l_after}, {"every", l_every}, {"start_timer", l_start_timer},
                                    {"sleep", l_sleep}, {"now", l_now},     {"wall_time", l_wall_time},
+                                   {"set_deadline", l_set_deadline}, {"clear_deadline", l_clear_deadline},
                                    {NULL, NULL}};
     static const luaL_Reg timer_methods[] = {{"cancel", l_cancel}, {NULL, NULL}};
     static const luaL_Reg timer_meta[] = {{"__tostring", l_timer_tostring}, {NULL, NULL}};

@@ -15,6 +15,7 @@
 #include "lua/lua_queue.h"
 
 #include <lauxlib.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,17 @@ static kl_task *pop_waiter(lua_queue *lq) {
     return t;
 }
 
+/* get's results on L: key and priority, or nil once shut down; how many. */
+static int push_got(lua_State *L, const char *key, int prio) {
+    if (!key) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_pushstring(L, key);
+    lua_pushinteger(L, prio);
+    return 2;
+}
+
 /* Hands ready keys to waiting workers; arms a timer for delayed ones. */
 static void wake(kl_loop *loop, void *ud) {
     (void)loop;
@@ -76,14 +88,12 @@ static void wake(kl_loop *loop, void *ud) {
     lq->wake_id = 0;
     double now = kl_now();
     while (lq->nwaiters && !kl_rt_ended(lq->all->rt)) {
-        int shut = 0;
-        const char *key = kl_queue_get(lq->q, now, &shut);
+        int shut = 0, prio = 0;
+        const char *key = kl_queue_get(lq->q, now, &shut, &prio);
         if (!key && !shut) break;
         kl_task *t = pop_waiter(lq);
         lua_State *co = kl_task_thread(t);
-        if (key) lua_pushstring(co, key); /* stack of the worker: ..., key (get's result) */
-        else lua_pushnil(co);
-        kl_task_resume(t, 1);
+        kl_task_resume(t, push_got(co, key, prio)); /* stack of the worker: ..., get's results */
     }
     double next = kl_queue_next_ready(lq->q);
     if (lq->nwaiters && next >= 0 && (!lq->timer || next < lq->timer_at)) {
@@ -99,30 +109,38 @@ static const char *check_key(lua_State *L) {
     return key;
 }
 
-/* q:add(key) -> false when key was queued already (the add is merged into
- * that one, or ignored after shutdown), else true. */
+/* The optional priority at arg: an integer, 0 when absent. */
+static int opt_priority(lua_State *L, int arg) {
+    lua_Integer p = luaL_optinteger(L, arg, KL_QUEUE_NORMAL);
+    luaL_argcheck(L, p >= INT_MIN && p <= INT_MAX, arg, "a priority must fit in 32 bits");
+    return (int)p;
+}
+
+/* q:add(key [, priority]) -> false when key was queued already (the add is
+ * merged into that one, a lower priority raised to this one, or ignored
+ * after shutdown), else true. */
 static int l_add(lua_State *L) {
     lua_queue *lq = check_queue(L);
-    lua_pushboolean(L, kl_queue_add(lq->q, check_key(L), kl_now()));
+    lua_pushboolean(L, kl_queue_add(lq->q, check_key(L), opt_priority(L, 3), kl_now()));
     schedule_wake(lq);
     return 1;
 }
 
-/* q:add_after(key, seconds): queues key later. */
+/* q:add_after(key, seconds [, priority]): queues key later. */
 static int l_add_after(lua_State *L) {
     lua_queue *lq = check_queue(L);
     const char *key = check_key(L);
-    kl_queue_add_after(lq->q, key, luaL_checknumber(L, 3), kl_now());
+    kl_queue_add_after(lq->q, key, luaL_checknumber(L, 3), opt_priority(L, 4), kl_now());
     schedule_wake(lq);
     return 0;
 }
 
-/* q:add_rate_limited(key) -> seconds: queues key after its backoff (5 ms
- * doubling to 1000 s) and the overall token bucket (10/s, burst 100)
- * allow; returns that wait. */
+/* q:add_rate_limited(key [, priority]) -> seconds: queues key after its
+ * backoff (5 ms doubling to 1000 s) and the overall token bucket (10/s,
+ * burst 100) allow; returns that wait. */
 static int l_add_rate_limited(lua_State *L) {
     lua_queue *lq = check_queue(L);
-    lua_pushnumber(L, kl_queue_add_rate_limited(lq->q, check_key(L), kl_now()));
+    lua_pushnumber(L, kl_queue_add_rate_limited(lq->q, check_key(L), opt_priority(L, 3), kl_now()));
     schedule_wake(lq);
     return 1;
 }
@@ -141,18 +159,14 @@ static int l_num_requeues(lua_State *L) {
     return 1;
 }
 
-/* q:get() -> the next key, suspending until one is ready; nil once the
- * queue is shut down and drained. */
+/* q:get() -> the next key and its priority, suspending until one is
+ * ready; nil once the queue is shut down and drained. */
 static int l_get(lua_State *L) {
     lua_queue *lq = check_queue(L);
     kl_task *t = kl_task_check_wait(L, "q:get()");
-    int shut = 0;
-    const char *key = kl_queue_get(lq->q, kl_now(), &shut);
-    if (key || shut) {
-        if (key) lua_pushstring(L, key);
-        else lua_pushnil(L);
-        return 1;
-    }
+    int shut = 0, prio = 0;
+    const char *key = kl_queue_get(lq->q, kl_now(), &shut, &prio);
+    if (key || shut) return push_got(L, key, prio);
     lq->waiters = kl_buf_grow(lq->waiters, &lq->capwaiters, lq->nwaiters + 1, sizeof *lq->waiters, 4);
     lq->waiters[lq->nwaiters++] = t;
     kl_task_suspend(t);

@@ -79,6 +79,12 @@ struct kl_task {
     void *ud;
     int waiting;
     int reconciling; /* a graceful stop lets it finish (core.reconciling) */
+    kl_task_cancel_fn cancel; /* ends the wait early, or NULL */
+    void *cancel_ud;
+    uint64_t cancel_id;
+    uint64_t deadline_timer; /* the deadline's, while it has not passed */
+    int expired;
+    char why[160]; /* whose deadline */
     kl_task *prev, *next; /* every task of the runtime, pooled or not */
 };
 
@@ -406,6 +412,7 @@ static void report_failure(kl_task *t, int status) {
 /* Ends a task: back to the pool (or freed, when its thread cannot be used
  * again), then its done callback. */
 static void finish(kl_task *t, int ok, int reuse) {
+    kl_task_clear_deadline(t);
     kl_task_done_fn done = t->done;
     void *ud = t->ud;
     kl_rt *rt = t->ts->rt;
@@ -494,6 +501,40 @@ void kl_task_suspend(kl_task *t) {
 
 void kl_task_resume(kl_task *t, int nres) {
     t->waiting = 0;
+    t->cancel = NULL;
     t->ts->suspended--;
     run(t, NULL, nres);
 }
+
+void kl_task_on_cancel(kl_task *t, kl_task_cancel_fn fn, void *ud, uint64_t id) {
+    t->cancel = fn;
+    t->cancel_ud = ud;
+    t->cancel_id = id;
+}
+
+static void on_deadline(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_task *t = ud;
+    t->deadline_timer = 0;
+    t->expired = 1;
+    if (!t->waiting || !t->cancel) return;
+    kl_task_cancel_fn fn = t->cancel;
+    t->cancel = NULL;
+    fn(t, t->cancel_ud, t->cancel_id);
+}
+
+void kl_task_set_deadline(kl_task *t, double seconds, const char *why) {
+    kl_task_clear_deadline(t);
+    snprintf(t->why, sizeof t->why, "%s", why);
+    t->deadline_timer = kl_loop_after(kl_rt_loop(t->ts->rt), seconds, on_deadline, t);
+}
+
+int kl_task_clear_deadline(kl_task *t) {
+    int expired = t->expired;
+    if (t->deadline_timer) kl_loop_cancel(kl_rt_loop(t->ts->rt), t->deadline_timer);
+    t->deadline_timer = 0;
+    t->expired = 0;
+    return expired;
+}
+
+const char *kl_task_expired(const kl_task *t) { return t->expired ? t->why : NULL; }

@@ -24,6 +24,7 @@
 #define KLUA_TASK_H
 
 #include <lua.h>
+#include <stdint.h>
 
 #include "lua/runtime.h"
 
@@ -65,6 +66,25 @@ void kl_task_suspend(kl_task *t);
 /* Resumes a waiting task with nres values already pushed on its thread.
  * Called from the loop only, never from script code. */
 void kl_task_resume(kl_task *t, int nres);
+
+/* A wait that can be cut short, as a pending operation of lua-nginx-module
+ * has a cleanup: after kl_task_suspend, the waiting C function names how
+ * to end its wait early. fn undoes what the wait started (cancels its
+ * request, its timer: ud and id say which) and resumes t with the wait's
+ * own results for "cancelled". The resume forgets it. */
+typedef void (*kl_task_cancel_fn)(kl_task *t, void *ud, uint64_t id);
+void kl_task_on_cancel(kl_task *t, kl_task_cancel_fn fn, void *ud, uint64_t id);
+/* Gives t a deadline `seconds` from now, as a Go context's: when it passes,
+ * the wait t is in is cancelled (when it can be: see kl_task_on_cancel),
+ * and every wait t starts later ends at once, until the deadline is
+ * cleared. why (copied) says whose deadline it is, for the waits' errors.
+ * A task that ends drops its deadline. */
+void kl_task_set_deadline(kl_task *t, double seconds, const char *why);
+/* Drops t's deadline; returns 1 when it had passed. */
+int kl_task_clear_deadline(kl_task *t);
+/* What the deadline t ran past says of itself, or NULL while t has none
+ * that has passed: a wait that sees a text ends at once. */
+const char *kl_task_expired(const kl_task *t);
 lua_State *kl_task_thread(kl_task *t);
 /* Tasks that failed so far (klua.stats().task_errors). */
 unsigned long kl_task_errors(const kl_rt *rt);

@@ -24,25 +24,28 @@ static kl_queue *check_queue(lua_State *L) {
     return *ud;
 }
 
-/* q:add(key, now) */
+/* The optional priority at arg, KL_QUEUE_NORMAL when absent. */
+static int opt_priority(lua_State *L, int arg) { return (int)luaL_optinteger(L, arg, KL_QUEUE_NORMAL); }
+
+/* q:add(key, now [, priority]) */
 static int q_add(lua_State *L) {
     kl_queue *q = check_queue(L);
-    kl_queue_add(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3));
+    kl_queue_add(q, luaL_checkstring(L, 2), opt_priority(L, 4), luaL_checknumber(L, 3));
     return 0;
 }
 
-/* q:add_after(key, delay, now) */
+/* q:add_after(key, delay, now [, priority]) */
 static int q_add_after(lua_State *L) {
     kl_queue *q = check_queue(L);
     const char *key = luaL_checkstring(L, 2);
-    kl_queue_add_after(q, key, luaL_checknumber(L, 3), luaL_checknumber(L, 4));
+    kl_queue_add_after(q, key, luaL_checknumber(L, 3), opt_priority(L, 5), luaL_checknumber(L, 4));
     return 0;
 }
 
-/* q:add_rate_limited(key, now) */
+/* q:add_rate_limited(key, now [, priority]) */
 static int q_add_rate_limited(lua_State *L) {
     kl_queue *q = check_queue(L);
-    kl_queue_add_rate_limited(q, luaL_checkstring(L, 2), luaL_checknumber(L, 3));
+    kl_queue_add_rate_limited(q, luaL_checkstring(L, 2), opt_priority(L, 4), luaL_checknumber(L, 3));
     return 0;
 }
 
@@ -64,14 +67,16 @@ static int q_advance(lua_State *L) {
     return 1;
 }
 
-/* q:get(now) -> key or nil, shut_down */
+/* q:get(now) -> key or nil, shut_down, priority or nil */
 static int q_get(lua_State *L) {
-    int shut_down;
-    const char *key = kl_queue_get(check_queue(L), luaL_checknumber(L, 2), &shut_down);
+    int shut_down, prio;
+    const char *key = kl_queue_get(check_queue(L), luaL_checknumber(L, 2), &shut_down, &prio);
     if (key) lua_pushstring(L, key);
     else lua_pushnil(L);
     lua_pushboolean(L, shut_down);
-    return 2;
+    if (key) lua_pushinteger(L, prio);
+    else lua_pushnil(L);
+    return 3;
 }
 
 /* q:done(key, now) */

@@ -101,7 +101,7 @@ end
 local function controller_families(add)
   local q = { depth = {}, adds = {}, retries = {}, unfinished = {}, longest = {}, wait = {}, work = {} }
   local c = { total = {}, errors = {}, terminal = {}, panics = {}, time = {}, max = {}, active = {}, waits = {},
-    timeouts = {} }
+    timeouts = {}, reconcile_timeouts = {} }
   for _, ctl in ipairs(controllers) do
     local s, name = ctl:stats(), { ctl.name }
     local both = { ctl.name, ctl.name }
@@ -119,6 +119,7 @@ local function controller_families(add)
     c.errors[#c.errors + 1] = { name, s.failures }
     c.terminal[#c.terminal + 1] = { name, s.terminal_errors }
     c.panics[#c.panics + 1] = { name, s.panics }
+    c.reconcile_timeouts[#c.reconcile_timeouts + 1] = { name, s.timeouts }
     c.time[#c.time + 1] = { name, s.reconcile }
     c.max[#c.max + 1] = { name, ctl.workers }
     c.active[#c.active + 1] = { name, s.active }
@@ -149,6 +150,10 @@ local function controller_families(add)
     'Total number of terminal reconciliation errors per controller', ctl, c.terminal)
   gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_panics_total',
     'Total number of reconciliation panics per controller', ctl, c.panics)
+  -- klua's own: controller-runtime has no reconcile timeout, and so no
+  -- metric of one; the name is that of its family.
+  gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_timeouts_total',
+    'Total number of reconciliations ended by reconcile_timeout per controller', ctl, c.reconcile_timeouts)
   histogram(add, 'controller_runtime_reconcile_time_seconds', 'Length of time per reconciliation per controller',
     ctl, c.time)
   gauge_or_counter(add, 'gauge', 'controller_runtime_max_concurrent_reconciles',

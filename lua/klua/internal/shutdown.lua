@@ -100,7 +100,7 @@ local function run(signal)
     core.log('info', ('shutting down on %s: waiting up to %gs for %d reconcile%s in flight and %d on_shutdown hook%s')
       :format(signal, opts.graceful_shutdown_timeout, #busy, #busy == 1 and '' or 's', #hooks, #hooks == 1 and '' or 's'))
   end
-  for _, c in ipairs(controller.all) do c.queue:shutdown() end
+  for _, c in ipairs(controller.all) do c:shutdown() end
   while #in_flight() > 0 do core.sleep(POLL) end
   if ended() then return end
   -- HOOKS: from here on no informer's handler starts (lua_informer.c
