@@ -247,7 +247,7 @@ describe('--graceful-shutdown-timeout', function()
     assert.matches('%-%-graceful%-shutdown%-timeout needs a duration such as 30s', err)
     _, err, code = K.run({ '--server', 'http://127.0.0.1:1', '--graceful-shutdown-timeout', '5s', 'watch', 'pods' })
     assert.are.equal(2, code)
-    assert.matches('the graceful shutdown .* are for klua run, not klua watch', err)
+    assert.matches('the graceful shutdown.* are for klua run, not klua watch', err)
   end)
 end)
 
