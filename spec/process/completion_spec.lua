@@ -173,6 +173,9 @@ describe('bash completion', function()
       sb:kubectl('apply -f ' .. K.quote(root .. '/examples/podset-crd.yaml'))
       sb:kubectl('create namespace completion-a')
       sb:kubectl('create namespace completion-b')
+      sb:kubectl('-n completion-a create configmap alpha-one')
+      sb:kubectl('-n completion-a create configmap alpha-two')
+      sb:kubectl('-n completion-b create configmap alpha-three')
     end)
 
     teardown(function() sb:stop() end)
@@ -190,6 +193,21 @@ describe('bash completion', function()
     it('completes namespaces after -n from the server', function()
       assert.are.same({ 'completion-a', 'completion-b' },
         bash_complete({ 'watch', '--kubeconfig', sb.kubeconfig, 'pods', '-n', 'completion-' }))
+    end)
+
+    it('completes the names of the objects after watch TYPE, in the namespace of -n, or every one with -A', function()
+      local function names(...)
+        local got = {}
+        for _, n in ipairs(bash_complete({ '--kubeconfig', sb.kubeconfig, 'watch', ... })) do
+          if n:match('^alpha') then got[#got + 1] = n end
+        end
+        return got
+      end
+      assert.are.same({ 'alpha-one', 'alpha-two' }, names('configmaps', '-n', 'completion-a', 'alpha'))
+      assert.are.same({ 'alpha-three' }, names('cm', '--namespace=completion-b', 'al'))
+      assert.are.same({ 'alpha-one', 'alpha-three', 'alpha-two' }, names('-A', 'configmaps', 'alpha'))
+      -- The context's namespace (the sandbox's is default) holds none of them.
+      assert.are.same({}, names('configmaps', 'alpha'))
     end)
 
     it('offers nothing, quietly, when no server answers', function()

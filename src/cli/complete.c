@@ -198,13 +198,14 @@ static void offer_flags(FILE *out, const help_words *h, const char *cur) {
 
 /* Asks the server, through the connection the first nwords words describe
  * (their --kubeconfig, --context, --server...), for its names of what
- * ("resources" or "namespaces") that begin with cur, each after prefix
+ * ("resources", "namespaces", or "objects" of type kind in namespace ns:
+ * lua/klua/cmd/complete.lua) that begin with cur, each after prefix
  * (the "--namespace=" of a word that holds it); the chunk writes them
  * to stdout, which out is. Anything that fails writes nothing: stderr goes
  * to /dev/null first, since completion must not write over the command
  * line being edited. */
 static void offer_from_server(FILE *out, int nwords, char **argv, const char *what, const char *prefix,
-                              const char *cur) {
+                              const char *cur, const char *kind, const char *ns) {
     fflush(out);
     if (!freopen("/dev/null", "w", stderr)) return;
     char **words = calloc((size_t)nwords + 2, sizeof *words);
@@ -218,8 +219,8 @@ static void offer_from_server(FILE *out, int nwords, char **argv, const char *wh
         char err[256];
         kl_rt *rt = kl_rt_new(&c.rt, err, sizeof err);
         if (rt) {
-            char *args[3] = {(char *)what, (char *)prefix, (char *)cur};
-            kl_rt_run(rt, "klua __complete", "return require('klua.cmd.complete').main(...)", 3, args);
+            char *args[5] = {(char *)what, (char *)prefix, (char *)cur, (char *)kind, (char *)ns};
+            kl_rt_run(rt, "klua __complete", "return require('klua.cmd.complete').main(...)", 5, args);
             kl_rt_free(rt);
         }
     }
@@ -248,7 +249,7 @@ static int complete_value(FILE *out, int nwords, char **argv, const char *prefix
         return DIRECTIVE_NO_FILES;
     }
     if (!strcmp(arg, "FILE")) return DIRECTIVE_DEFAULT;
-    if (!strcmp(arg, "NS")) offer_from_server(out, nwords, argv, "namespaces", prefix, cur);
+    if (!strcmp(arg, "NS")) offer_from_server(out, nwords, argv, "namespaces", prefix, cur, "", "");
     return DIRECTIVE_NO_FILES;
 }
 
@@ -256,14 +257,26 @@ static int complete_value(FILE *out, int nwords, char **argv, const char *prefix
  * is the value of a flag, how many plain words the command has. */
 typedef struct line_state {
     const char *command;
-    int value_of;  /* the flag whose value the last word is, or -1 */
-    int words;     /* the command's words that are not flags */
-    int rest;      /* the rest of the line is a script's or busted's */
+    const char *first; /* the command's first word that is not a flag */
+    const char *ns;    /* the namespace a flag named: "" none, "*" all (-A) */
+    int value_of;      /* the flag whose value the last word is, or -1 */
+    int words;         /* the command's words that are not flags */
+    int rest;          /* the rest of the line is a script's or busted's */
 } line_state;
+
+#define LINE_START ((line_state){NULL, NULL, "", -1, 0, 0})
+
+/* Notes the namespace a flag word names (watch's -n NS, --namespace=NS, -A). */
+static void note_namespace(line_state *st, const help_words *h, int k, const char *word, const char *next) {
+    const char *eq = strchr(word, '=');
+    if (!strcmp(h->longs[k], "--all-namespaces")) st->ns = "*";
+    else if (!strcmp(h->longs[k], "--namespace") && (eq || next)) st->ns = eq ? eq + 1 : next;
+}
 
 static void walk(line_state *st, const help_words *h, int n, char **w) {
     for (int i = 0; i < n && !st->rest; i++) {
         int k = w[i][0] == '-' && w[i][1] ? find_flag(h, w[i]) : -1;
+        if (k >= 0) note_namespace(st, h, k, w[i], i + 1 < n ? w[i + 1] : NULL);
         if (k >= 0 && h->args[k] && !strchr(w[i], '=')) {
             if (i + 1 == n) st->value_of = k;
             i++;
@@ -273,7 +286,7 @@ static void walk(line_state *st, const help_words *h, int n, char **w) {
             st->command = w[i];
             st->rest = !strcmp(w[i], "test");
         } else {
-            st->words++;
+            if (!st->words++) st->first = w[i];
             st->rest = !strcmp(st->command, "run");
         }
     }
@@ -283,14 +296,14 @@ static int complete(FILE *out, int argc, char **argv) {
     const char *cur = argv[argc - 1];
     help_words global, own;
     if (help_words_load(&global, NULL) < 0) return DIRECTIVE_DEFAULT;
-    line_state st = {NULL, -1, 0, 0};
+    line_state st = LINE_START;
     walk(&st, &global, argc - 1, argv);
     /* Past the command the flags are its own help's (watch's, then the
      * global ones), so the words are walked again with those. */
     const help_words *h = &global;
     if (st.command && help_words_load(&own, st.command) == 0) {
         h = &own;
-        st = (line_state){NULL, -1, 0, 0};
+        st = LINE_START;
         walk(&st, h, argc - 1, argv);
     } else {
         own.text = NULL;
@@ -316,7 +329,10 @@ static int complete(FILE *out, int argc, char **argv) {
     } else if (!strcmp(st.command, "run") || (!strcmp(st.command, "replay") && !st.words)) {
         directive = DIRECTIVE_DEFAULT;
     } else if ((!strcmp(st.command, "watch") || !strcmp(st.command, "record")) && !st.words) {
-        offer_from_server(out, argc - 1, argv, "resources", "", cur);
+        offer_from_server(out, argc - 1, argv, "resources", "", cur, "", "");
+    } else if (!strcmp(st.command, "watch") && st.words == 1 && !strpbrk(st.first, ",/")) {
+        /* klua watch TYPE NAME: one type's objects, as kubectl get TYPE <TAB>. */
+        offer_from_server(out, argc - 1, argv, "objects", "", cur, st.first, st.ns);
     }
     help_words_free(&own);
     help_words_free(&global);

@@ -1,7 +1,9 @@
 -- `klua __complete`: the words of the shell completion that only the server
 -- knows, asked for by src/cli/complete.c: the resources it serves (named as
 -- `kubectl api-resources -o name` names them, which is what kubectl's own
--- completion offers) and its namespaces. Not part of the klua module: a
+-- completion offers), its namespaces, and the objects of one type (the
+-- names `kubectl get TYPE <TAB>` offers: kubectl's CompGetResource lists
+-- them in the namespace of -n, the context's, or all of them with -A). Not part of the klua module: a
 -- script has no use for it. Whatever fails prints nothing: a completion
 -- that cannot reach the server offers nothing rather than an error.
 local core = require 'klua.core'
@@ -51,11 +53,28 @@ local function namespaces()
   return out
 end
 
---- Prints, one a line and sorted, the names of `what` ("resources" or
--- "namespaces") that begin with `cur`, each after `prefix` (the
--- "--namespace=" of a word that holds both).
-function M.main(what, prefix, cur)
-  local names = (what == 'namespaces' and namespaces or resources)()
+-- The names of the objects of type `kind` in namespace `ns` ("" for the
+-- context's, "*" for every namespace), as kubectl get TYPE names them.
+local function objects(kind, ns)
+  local r = discovery.resolve(kind)
+  if not r then return {} end
+  if ns == '' then ns = core.namespace() elseif ns == '*' then ns = nil end
+  local out, seen, list = {}, {}, get(discovery.collection_path(r, ns))
+  for _, obj in ipairs(list and list.items or {}) do
+    local name = obj.metadata.name
+    if not seen[name] then out[#out + 1], seen[name] = name, true end
+  end
+  return out
+end
+
+--- Prints, one a line and sorted, the names of `what` ("resources",
+-- "namespaces", or "objects" of type `kind` in namespace `ns`) that begin
+-- with `cur`, each after `prefix` (the "--namespace=" of a word that holds
+-- both).
+function M.main(what, prefix, cur, kind, ns)
+  local names
+  if what == 'objects' then names = objects(kind, ns)
+  else names = (what == 'namespaces' and namespaces or resources)() end
   table.sort(names)
   for _, name in ipairs(names) do
     if name:sub(1, #cur) == cur then io.write(prefix, name, '\n') end
