@@ -136,14 +136,16 @@ soak:
 	@python3 scripts/soak --duration $(DURATION) --klua $(BUILD)/klua
 
 # The man pages and the shell completions, made from the built klua: klua(1),
-# klua-run(1), klua-watch(1), klua-record(1) and klua-replay(1) from its help (scripts/build/gen-man), whose flags
+# klua-run(1), klua-watch(1), klua-record(1), klua-replay(1) and klua-test(1) from its help
+# (scripts/build/gen-man; kubectl-klua(1) and kubectl_complete-klua(1) are .so links to klua(1)), whose flags
 # come from the flag table of src/cli/cli.c and watch's FLAGS in
 # lua/klua/cmd/watch.lua; klua-lua(7) and docs/api.md from the doc comments in
 # lua/klua (scripts/build/gen-api); the completions from `klua completion SHELL`.
 # docs/install.md says why these tools.
 VERSION    = $(shell sed -n 's/^\#define KLUA_VERSION "\(.*\)"/\1/p' src/base/version.h)
 MAN1      := $(BUILD)/man/klua.1 $(BUILD)/man/klua-run.1 $(BUILD)/man/klua-watch.1 \
-             $(BUILD)/man/klua-record.1 $(BUILD)/man/klua-replay.1
+             $(BUILD)/man/klua-record.1 $(BUILD)/man/klua-replay.1 $(BUILD)/man/klua-test.1 \
+             $(BUILD)/man/kubectl-klua.1 $(BUILD)/man/kubectl_complete-klua.1
 MAN7      := $(BUILD)/man/klua-lua.7
 COMPLETIONS := $(BUILD)/completion/klua.bash $(BUILD)/completion/_klua $(BUILD)/completion/klua.fish
 
@@ -186,27 +188,36 @@ $(BUILD)/completion/klua.fish: $(BUILD)/klua
 # tree's own layout (lua/klua/testing.lua, scripts/), which is how the
 # harness and `klua test` find them (docs/testing.md).
 # The man pages and completions go where man, bash-completion, zsh and fish
-# look for them under PREFIX.
+# look for them under PREFIX: zsh's fpath holds share/zsh/site-functions
+# under /usr/local, and under /usr Debian's zsh reads packages' functions
+# from share/zsh/vendor-completions (ZSHDIR= overrides, for other layouts).
+# kubectl_complete-klua beside the plugin is what kubectl 1.26+ runs to
+# complete `kubectl klua ...`. The documentation keeps the tree's layout
+# (README.md, docs/, examples/) so that the README's links resolve.
 PREFIX    ?= /usr/local
 BINDIR    := $(PREFIX)/bin
 DOCDIR    := $(PREFIX)/share/doc/klua
 DATADIR   := $(PREFIX)/share/klua
 MANDIR    := $(PREFIX)/share/man
 BASHDIR   := $(PREFIX)/share/bash-completion/completions
-ZSHDIR    := $(PREFIX)/share/zsh/site-functions
+ZSHDIR    ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/share/zsh/vendor-completions,$(PREFIX)/share/zsh/site-functions)
 FISHDIR   := $(PREFIX)/share/fish/vendor_completions.d
-INSTALLED := $(DESTDIR)$(BINDIR)/klua $(DESTDIR)$(BINDIR)/kubectl-klua $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR) \
+INSTALLED := $(DESTDIR)$(BINDIR)/klua $(DESTDIR)$(BINDIR)/kubectl-klua $(DESTDIR)$(BINDIR)/kubectl_complete-klua \
+             $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR) \
              $(MAN1:$(BUILD)/man/%=$(DESTDIR)$(MANDIR)/man1/%) $(MAN7:$(BUILD)/man/%=$(DESTDIR)$(MANDIR)/man7/%) \
              $(DESTDIR)$(BASHDIR)/klua $(DESTDIR)$(ZSHDIR)/_klua $(DESTDIR)$(FISHDIR)/klua.fish
 
 install: pkgcheck $(BUILD)/klua $(MAN1) $(MAN7) $(COMPLETIONS)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DATADIR)/lua/klua \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/docs/img $(DESTDIR)$(DATADIR)/lua/klua \
 	  $(DESTDIR)$(DATADIR)/scripts/sandbox $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
 	  $(DESTDIR)$(BASHDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR)
 	install -m 755 $(BUILD)/klua $(DESTDIR)$(BINDIR)/klua
 	ln -sf klua $(DESTDIR)$(BINDIR)/kubectl-klua
+	install -m 755 scripts/kubectl_complete-klua $(DESTDIR)$(BINDIR)/kubectl_complete-klua
 	install -m 644 examples/*.lua examples/*.yaml examples/README.md $(DESTDIR)$(DOCDIR)/examples
-	install -m 644 README.md docs/testing.md docs/api.md $(DESTDIR)$(DOCDIR)
+	install -m 644 README.md $(DESTDIR)$(DOCDIR)
+	install -m 644 docs/*.md $(DESTDIR)$(DOCDIR)/docs
+	install -m 644 docs/img/* $(DESTDIR)$(DOCDIR)/docs/img
 	install -m 644 lua/klua/testing.lua $(DESTDIR)$(DATADIR)/lua/klua
 	install -m 755 scripts/sandbox-apiserver $(DESTDIR)$(DATADIR)/scripts
 	install -m 644 scripts/sandbox/*.py $(DESTDIR)$(DATADIR)/scripts/sandbox

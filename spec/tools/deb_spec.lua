@@ -39,14 +39,51 @@ describe('make deb', function()
   it('holds the binary, the plugin link, the man pages and the completions at their Debian paths', function()
     assert.are.equal('klua', K.run_command('readlink ' .. K.quote(unpacked .. '/usr/bin/kubectl-klua')))
     for _, path in ipairs({ 'man/man1/klua.1.gz', 'man/man1/klua-run.1.gz', 'man/man1/klua-watch.1.gz',
-      'man/man7/klua-lua.7.gz', 'bash-completion/completions/klua', 'zsh/site-functions/_klua',
-      'fish/vendor_completions.d/klua.fish', 'doc/klua/copyright', 'doc/klua/api.md.gz' }) do
+      'man/man1/klua-test.1.gz', 'man/man7/klua-lua.7.gz', 'bash-completion/completions/klua',
+      'zsh/vendor-completions/_klua', 'fish/vendor_completions.d/klua.fish', 'doc/klua/copyright',
+      'doc/klua/README.md', 'doc/klua/docs/api.md', 'doc/klua/docs/tutorial.md', 'doc/klua/examples/README.md' }) do
       assert.are.equal('yes', K.run_command(('test -s %s && echo yes'):format(K.quote(unpacked .. '/usr/share/' .. path))),
         path)
     end
     local out = K.run_command('LC_ALL=C.UTF-8 man -l ' .. K.quote(unpacked .. '/usr/share/man/man1/klua-watch.1.gz')
       .. ' 2>&1 | col -b')
     assert.matches('%-%-field%-selector', out)
+    for _, name in ipairs({ 'kubectl-klua', 'kubectl_complete-klua' }) do
+      assert.are.equal('klua.1.gz', K.run_command('readlink ' .. K.quote(unpacked .. '/usr/share/man/man1/' .. name .. '.1.gz')))
+    end
+  end)
+
+  it('passes lintian without an error or a warning', function()
+    local out = K.run_command('lintian ' .. K.quote(deb) .. ' 2>&1 | grep -E "^[EW]: "')
+    assert.are.equal('', out)
+  end)
+
+  -- Each shell's own search path, as the shell installed here has it, taken
+  -- under the unpacked root: the completions are found where a system that
+  -- installed the package would find them.
+  it("gives a zsh completion Debian's zsh loads: compinit registers it in _comps", function()
+    local out = K.run_command(('zsh -f -c %s 2>&1'):format(K.quote(([[
+fpath=(%s${^fpath} $fpath)
+autoload -Uz compinit && compinit -u -D
+print -r -- "klua=$_comps[klua] kubectl-klua=$_comps[kubectl-klua]"
+hits=(${^fpath}/_klua(N))
+print -r -- "from $hits[1]"
+]]):format(unpacked))))
+    assert.matches('klua=_klua kubectl%-klua=_klua', out)
+    assert.matches('from ' .. (unpacked .. '/usr/share/zsh/vendor-completions/_klua'):gsub('%p', '%%%0'), out)
+  end)
+
+  -- fish --no-config leaves fish_complete_path empty: an empty HOME stands in
+  -- for the user's configuration instead.
+  it("gives a fish completion fish loads from its vendor directory", function()
+    local home = K.tmpdir()
+    local out = K.run_command(('HOME=%s XDG_CONFIG_HOME=%s XDG_DATA_HOME=%s PATH=%s/usr/bin:$PATH fish -c %s 2>&1')
+      :format(K.quote(home), K.quote(home), K.quote(home), K.quote(unpacked), K.quote(([[
+set -p fish_complete_path %s$fish_complete_path
+complete -C 'klua wat'
+]]):format(unpacked))))
+    os.execute('rm -rf ' .. K.quote(home))
+    assert.are.equal('watch', out)
   end)
 
   it('gives a klua that runs a controller from the unpacked tree', function()

@@ -38,7 +38,7 @@ describe('make install', function()
     local man = dest .. '/usr/share/man'
     local pages = { { 'man1/klua.1', { '--help' } }, { 'man1/klua-run.1', { 'help', 'run' } },
       { 'man1/klua-watch.1', { 'help', 'watch' } }, { 'man1/klua-record.1', { 'help', 'record' } },
-      { 'man1/klua-replay.1', { 'help', 'replay' } } }
+      { 'man1/klua-replay.1', { 'help', 'replay' } }, { 'man1/klua-test.1', { 'help', 'test' } } }
     for _, p in ipairs(pages) do
       local path = man .. '/' .. p[1]
       local warnings = K.run_command('LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z ' .. K.quote(path) .. ' 2>&1; echo "status $?"')
@@ -54,6 +54,13 @@ describe('make install', function()
         end
       end
       assert.is_true(flags > 20, p[1])
+      for _, section in ipairs({ 'EXAMPLES', 'EXIT STATUS', 'ENVIRONMENT', 'FILES' }) do
+        assert.truthy(text:find('\n' .. section .. '\n', 1, true), p[1] .. ' lacks ' .. section)
+      end
+    end
+    -- The plugin and its completion command are klua under other names.
+    for _, name in ipairs({ 'kubectl-klua', 'kubectl_complete-klua' }) do
+      assert.are.equal('.so man1/klua.1\n', K.read_file(man .. '/man1/' .. name .. '.1'))
     end
     -- watch's own flags, from lua/klua/cmd/watch.lua's FLAGS, are in klua-watch(1).
     assert.truthy(K.read_file(man .. '/man1/klua-watch.1'):find('\\-\\-field\\-selector', 1, true))
@@ -65,8 +72,48 @@ describe('make install', function()
   it('puts the shell completions where bash-completion, zsh and fish look', function()
     local share = dest .. '/usr/share'
     assert.matches('complete %-F _klua klua', K.read_file(share .. '/bash-completion/completions/klua'))
-    assert.matches('^#compdef klua', K.read_file(share .. '/zsh/site-functions/_klua'))
+    assert.matches('^#compdef klua', K.read_file(share .. '/zsh/vendor-completions/_klua'))
     assert.matches('__klua_complete', K.read_file(share .. '/fish/vendor_completions.d/klua.fish'))
+  end)
+
+  it('puts the zsh completion under /usr/local where zsh looks there', function()
+    local other = K.tmpdir()
+    local out = K.run_command(('make -s -C %s install BUILD=%s DESTDIR=%s PREFIX=/usr/local 2>&1; echo "status $?"')
+      :format(K.quote(root), K.quote(build), K.quote(other)))
+    assert.matches('status 0$', out)
+    assert.matches('^#compdef klua', K.read_file(other .. '/usr/local/share/zsh/site-functions/_klua'))
+    os.execute('rm -rf ' .. K.quote(other))
+  end)
+
+  it("installs the README with the docs and examples it names, so that its links resolve", function()
+    local doc = dest .. '/usr/share/doc/klua/'
+    local readme = K.read_file(doc .. 'README.md')
+    local named = 0
+    for path in (readme .. K.read_file(doc .. 'examples/README.md')):gmatch('%f[%w]docs/[%w_-]+%.md') do
+      named = named + 1
+      assert.are.equal('yes', K.run_command('test -s ' .. K.quote(doc .. path) .. ' && echo yes'), path)
+    end
+    for target in readme:gmatch('%]%(([^)#]+)[^)]*%)') do
+      if not target:match('^%a+:') then
+        assert.are.equal('yes', K.run_command('test -e ' .. K.quote(doc .. target) .. ' && echo yes'), target)
+      end
+    end
+    assert.is_true(named > 10)
+    for _, page in ipairs({ 'tutorial', 'config', 'sandbox', 'deploy', 'scale', 'architecture', 'testing', 'api' }) do
+      assert.are.equal('yes', K.run_command('test -s ' .. K.quote(doc .. 'docs/' .. page .. '.md') .. ' && echo yes'), page)
+    end
+    assert.are.equal('yes', K.run_command('test -s ' .. K.quote(doc .. 'docs/img/pipeline.svg') .. ' && echo yes'))
+  end)
+
+  it('gives kubectl_complete-klua, which kubectl runs to complete `kubectl klua`', function()
+    local function kubectl_complete(...)
+      return K.run({ '__complete', 'klua', ... }, {
+        bin = 'kubectl', cwd = '/', env = { PATH = dest .. '/usr/bin:' .. os.getenv('PATH') } })
+    end
+    local out = kubectl_complete('wat')
+    assert.matches('^watch\n:4\n$', out)
+    out = kubectl_complete('--kubeconfig', sb.kubeconfig, 'watch', '-n', 'install-')
+    assert.matches('^install%-spec\n:4\n$', out)
   end)
 
   it('gives a klua that runs a controller from another directory', function()
