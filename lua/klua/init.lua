@@ -341,6 +341,12 @@ end
 -- failing_for, the seconds its lists or watches have been failing (0
 -- while they succeed), notifications, the adds, updates and deletes
 -- queued for its handlers so far, pending, those not handed to them yet,
+-- add_calls, update_calls, delete_calls and error_calls, the calls of its
+-- handlers of each kind started so far (a notification goes to every
+-- handler of its kind), handler_errors, the add, update and delete
+-- handler calls that failed (an error handler's failure counts in
+-- klua.stats().task_errors alone), handler_budget_stops, those of them
+-- --instruction-budget stopped,
 -- last_event_age, the seconds since its last watch
 -- event came (nil before any), and refused, why they fail while the server
 -- refuses them until someone acts (a 4xx: a permission not granted), or nil.

@@ -52,8 +52,8 @@ describe('credentials that may list configmaps but not watch them', function()
       local cms = klua.informer { resource = 'configmaps', namespace = 'default' }
       cms:on('add', function(obj, initial) if not initial then print('added ' .. obj.metadata.name) end end)
       cms:on('error', function(err)
-        print(('error %s %d persistent=%s watched=%s: %s'):format(err.verb, err.code, err.persistent, err.watched,
-          err.message))
+        print(('call %d: error %s %d persistent=%s watched=%s: %s'):format(cms:stats().error_calls, err.verb,
+          err.code, err.persistent, err.watched, err.message))
       end)
     ]]
     local p = K.spawn { '--kubeconfig', kubeconfig, '--health-probe-bind-address', '127.0.0.1:0', 'run', script }
@@ -67,7 +67,9 @@ describe('credentials that may list configmaps but not watch them', function()
     assert.matches('^not ready: informer configmaps %-n default is refused: 403 Forbidden: configmaps is forbidden: '
       .. '.*cannot watch resource "configmaps"', ready())
     assert.is_nil(p:exit_code())
-    -- The script's error handler is told of each, in the server's words.
+    -- The script's error handler is told of each, in the server's words;
+    -- inf:stats() counts its calls.
+    assert.truthy(p:wait_for('call 1: error watch 403 ', 20 * K.slowdown), p:output())
     assert.truthy(p:wait_for('error watch 403 persistent=true watched=false: configmaps is forbidden: User '
       .. '"system:serviceaccount:default:lister" cannot watch resource "configmaps"', 20 * K.slowdown), p:output())
     grant { 'list', 'watch' }

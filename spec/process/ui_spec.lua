@@ -85,6 +85,11 @@ spec: {replicas: 3}
     assert.matches('data%-from="LIST" data%-to="WATCH">LIST → WATCH: ok', row)
     local last_event = row:match('data%-fig="last event">last event: <b>([^<]*)</b>')
     assert.truthy(last_event == 'now' or last_event:match('^%d+ s ago$'), row)
+    -- The handlers' calls per kind: the podsets add handler had web.
+    local add_calls = 0
+    for n in dom:gmatch('data%-fig="add calls">add calls: <b>(%d+)</b>') do add_calls = math.max(add_calls, tonumber(n)) end
+    assert.is_true(add_calls >= 1, dom)
+    assert.matches('data%-fig="budget stops">budget stops: <b>0</b>', dom)
     local queue = dom:match('id="ctl0%-queue".-</div></div>')
     assert.truthy(queue, dom)
     assert.matches('data%-fig="depth">depth: <b>0</b>', queue)
@@ -123,12 +128,17 @@ spec: {replicas: 3}
     return out
   end
 
-  -- A controller that fails on default/ui-bad, and a handler that never ends
-  -- on it (stopped by --instruction-budget), under leader election and
+  -- A controller that fails on default/ui-bad, an add handler that never
+  -- ends on it (stopped by --instruction-budget) and an update handler
+  -- that fails once (resyncs bring updates), under leader election and
   -- shards, so that every part of the state has something to show.
   local FAILING = [[
-local cms = klua.informer { resource = 'configmaps', namespace = 'default' }
+local cms = klua.informer { resource = 'configmaps', namespace = 'default', resync = 1 }
 cms:on('add', function(obj) if obj.metadata.name == 'ui-bad' then while true do end end end)
+local failed_once = false
+cms:on('update', function()
+  if not failed_once then failed_once = true error('this update fails once') end
+end)
 klua.controller { name = 'ui-state', watches = { cms }, reconcile = function(key)
   if key == 'default/ui-bad' then error('ui-bad is bad') end
 end }
@@ -156,8 +166,9 @@ end }
     cluster:kubectl('create configmap ui-bad --from-literal=k=v')
     local function failed(s)
       local c = s.controllers[1]
+      local h = s.informers[1].handlers
       return #c.reconciles.last_errors > 0 and #s.writes > 0 and s.budget_stops == 1
-        and s.informers[1].handlers.notifications >= 1
+        and h.notifications >= 1 and h.calls and h.calls.update >= 1
     end
     local led, listening, port = state_of({ '--leader-elect', '--leader-election-namespace', 'default' }, function(s)
       return s.leader ~= cjson.null and s.leader.leading and failed(s)
@@ -168,6 +179,13 @@ end }
     -- Its one listening socket is on 127.0.0.1 (0100007F in /proc/net/tcp).
     assert.are.equal(1, #K.lines(listening), listening)
     assert.truthy(listening:upper():find(('0100007F:%04X'):format(port), 1, true), listening)
+    -- Per informer: the add handler stopped by the budget and the update
+    -- handler's one failure are its two failed calls, each kind's calls
+    -- counted (the controller's handlers are called too).
+    local h = led.informers[1].handlers
+    assert.are.same({ errors = 2, budget_stops = 1, error_calls = 0 },
+      { errors = h.errors, budget_stops = h.budget_stops, error_calls = h.calls.error })
+    assert.is_true(h.calls.add >= 2 and h.calls.update >= 2 and h.calls.delete == 0, cjson.encode(h))
     assert.are.equal('default/ui-bad', led.controllers[1].reconciles.last_errors[1].key)
     assert.matches('ui%-bad is bad', led.controllers[1].reconciles.last_errors[1].error)
     local doc, seen = documented(), leaves(led, '', {})

@@ -32,6 +32,8 @@ static const char *const event_names[] = {"add", "update", "delete", NULL};
 _Static_assert(KL_CHANGE_ADD == 0 && KL_CHANGE_UPDATE == 1 && KL_CHANGE_DELETE == 2 &&
                    sizeof event_names / sizeof *event_names == KL_CHANGE_DELETE + 2,
                "one event name per kl_change, in its order, then NULL");
+/* lua_informer.calls: after the event types, the error handlers' calls. */
+enum { ERROR_CALLS = KL_CHANGE_DELETE + 1, NCALLS };
 
 typedef struct lua_informer lua_informer;
 
@@ -80,6 +82,11 @@ struct lua_informer {
     } failure;
     uint64_t failure_id; /* the deferred tell_failure, or 0 */
     char error_task_name[200];
+    /* Handler calls started per event type, then of error handlers; and
+     * the add, update and delete calls that failed, of which the
+     * instruction budget stopped budget_stops. An error handler's task
+     * may outlive the informer, so its end is not counted here. */
+    unsigned long calls[NCALLS], handler_errors, budget_stops;
 };
 
 /* Why inf:stop() closed a handle; tostring tells it from KL_OBJECT_SHUTDOWN
@@ -149,11 +156,12 @@ static void on_ready(void *ud, kl_informer *inf) {
     schedule_drain(ud);
 }
 
-static void on_handler_done(void *ud, kl_task *t, int ok) {
+static void on_handler_done(void *ud, kl_task *t, kl_task_end end) {
     (void)t;
-    (void)ok;
     lua_informer *li = ud;
     li->busy = 0;
+    li->handler_errors += end == KL_TASK_FAILED || end == KL_TASK_OVER_BUDGET;
+    li->budget_stops += end == KL_TASK_OVER_BUDGET;
     if (li->in_call) return; /* drain, which spawned it, goes on (or frees li) */
     if (li->stopped) {
         unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
@@ -247,6 +255,7 @@ static void call_handler(lua_informer *li, int h) {
     lua_remove(L, -3); /* stack: fn, arg1, arg2 */
     li->busy = 1;
     li->in_call = 1;
+    li->calls[type]++;
     if (!kl_task_spawn(li->rt, NULL, li->task_names[type], 2, on_handler_done, li)) li->busy = 0;
     li->in_call = 0;
 }
@@ -327,6 +336,7 @@ static void tell_failure(kl_loop *loop, void *ud) {
         lua_rawgeti(L, -1, h); /* stack: ..., errors, fn */
         push_failure(L, li);
         li->in_call = 1;
+        li->calls[ERROR_CALLS]++;
         kl_task_spawn(li->rt, NULL, li->error_task_name, 1, NULL, NULL);
         li->in_call = 0;
     }
@@ -505,7 +515,7 @@ static int l_resource_version(lua_State *L) {
 static int l_stats(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const kl_reflector_stats *s = kl_informer_stats(li->inf);
-    lua_createtable(L, 0, 23);
+    lua_createtable(L, 0, 29);
 #define FIELD(f)                                 \
     lua_pushinteger(L, (lua_Integer)s->f);       \
     lua_setfield(L, -2, #f)
@@ -526,6 +536,15 @@ static int l_stats(lua_State *L) {
     FIELD(bytes);
     FIELD(frames);
 #undef FIELD
+    static const char *const calls[NCALLS] = {"add_calls", "update_calls", "delete_calls", "error_calls"};
+    for (int i = 0; i < NCALLS; i++) {
+        lua_pushinteger(L, (lua_Integer)li->calls[i]);
+        lua_setfield(L, -2, calls[i]);
+    }
+    lua_pushinteger(L, (lua_Integer)li->handler_errors);
+    lua_setfield(L, -2, "handler_errors");
+    lua_pushinteger(L, (lua_Integer)li->budget_stops);
+    lua_setfield(L, -2, "handler_budget_stops");
     lua_pushstring(L, kl_reflector_state_name(kl_informer_state(li->inf)));
     lua_setfield(L, -2, "state");
     lua_pushinteger(L, (lua_Integer)kl_informer_transform_errors(li->inf));

@@ -104,9 +104,9 @@ static int run(lua_State *L) {
     return 0;
 }
 
-static void on_done(void *ud, kl_task *t, int ok) {
+static void on_done(void *ud, kl_task *t, kl_task_end end) {
     (void)t;
-    ((call *)ud)->ok = ok;
+    ((call *)ud)->ok = end == KL_TASK_RETURNED;
 }
 
 /* The informer's transform (kl_informer_transform_fn). */

@@ -511,10 +511,10 @@ static void report_timed_out(kl_rt *rt) {
 }
 
 /* A main chunk cut short by a signal ended: it did not fail. */
-static void on_main_done(void *ud, kl_task *t, int ok) {
+static void on_main_done(void *ud, kl_task *t, kl_task_end end) {
     (void)t;
     kl_rt *rt = ud;
-    int failed = !ok && !kl_loop_signal(rt->loop);
+    int failed = end != KL_TASK_RETURNED && !kl_loop_signal(rt->loop);
     kl_rt_advance(rt, failed ? KL_RT_EV_MAIN_FAILED : KL_RT_EV_MAIN_ENDED, 0);
     kl_rt_check_synced(rt, NULL);
 }

@@ -411,7 +411,7 @@ static void report_failure(kl_task *t, int status) {
 
 /* Ends a task: back to the pool (or freed, when its thread cannot be used
  * again), then its done callback. */
-static void finish(kl_task *t, int ok, int reuse) {
+static void finish(kl_task *t, kl_task_end end, int reuse) {
     kl_task_clear_deadline(t);
     kl_task_done_fn done = t->done;
     void *ud = t->ud;
@@ -420,7 +420,7 @@ static void finish(kl_task *t, int ok, int reuse) {
     t->ud = NULL;
     if (reuse) task_put(t);
     else task_destroy(t);
-    if (done) done(ud, t, ok);
+    if (done) done(ud, t, end);
     kl_rt_check_idle(rt);
 }
 
@@ -444,7 +444,7 @@ static int run(kl_task *t, lua_State *from, int nargs) {
     if (status == LUA_YIELD && t->waiting) return 1;
     if (status == LUA_OK) {
         lua_settop(co, 0);
-        finish(t, 1, 1);
+        finish(t, KL_TASK_RETURNED, 1);
         return 0;
     }
     /* The report is the host's: no limit binds it, as none does at the top
@@ -465,11 +465,11 @@ static int run(kl_task *t, lua_State *from, int nargs) {
          * (Lua turns them back on only in a pcall that catches): its
          * __close handlers would run unchecked and a later task on it
          * would never be stopped. The thread is dropped unreset. */
-        finish(t, 0, 0);
+        finish(t, stopped == STOPPED_BY_SIGNAL ? KL_TASK_STOPPED : KL_TASK_OVER_BUDGET, 0);
         return 0;
     }
     lua_resetthread(co);
-    finish(t, 0, 1);
+    finish(t, KL_TASK_FAILED, 1);
     return 0;
 }
 
@@ -478,7 +478,7 @@ int kl_task_spawn(kl_rt *rt, lua_State *from, const char *name, int nargs, kl_ta
     tasks *ts = tasks_of(rt);
     if (kl_rt_ended(rt)) {
         lua_pop(ts->L, nargs + 1);
-        if (done) done(ud, NULL, 0);
+        if (done) done(ud, NULL, KL_TASK_STOPPED);
         return 0;
     }
     kl_task *t = task_get(ts);

@@ -29,7 +29,14 @@
 #include "lua/runtime.h"
 
 typedef struct kl_task kl_task;
-typedef void (*kl_task_done_fn)(void *ud, kl_task *t, int ok);
+/* How a task ended, for its done callback. */
+typedef enum {
+    KL_TASK_RETURNED,
+    KL_TASK_FAILED,      /* raised an error or ran out of memory */
+    KL_TASK_OVER_BUDGET, /* stopped by --instruction-budget: a failure too */
+    KL_TASK_STOPPED      /* stopped by a signal (no failure), or never started */
+} kl_task_end;
+typedef void (*kl_task_done_fn)(void *ud, kl_task *t, kl_task_end end);
 
 /* Makes the runtime's part KL_RT_TASKS (kl_rt_new) and installs the count
  * hook on the Lua state, before any thread is made from it: threads
@@ -49,7 +56,7 @@ void kl_task_open_guards(lua_State *L);
  * all. from is the thread whose C function starts the task (its C stack
  * depth carries over), or NULL from the loop. name says what runs, for
  * errors ("add handler of pods"). done (may be NULL) runs when the task
- * ends; with t NULL and ok 0 when it did not start: the run has ended
+ * ends, with t no longer to be used; with t NULL and KL_TASK_STOPPED when it did not start: the run has ended
  * (kl_rt_ended), and no script code starts then. Out of memory never keeps it from
  * starting (task.c's task_get). Returns 1 if the task is
  * suspended, 0 if it has already ended or never started. [-(nargs+1), +0] */

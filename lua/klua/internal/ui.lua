@@ -38,7 +38,9 @@ local function informer_state(inf)
       idle_restarts = s.idle_restarts, failing_for = s.failing_for, refused = s.refused or json.null,
       transitions = transitions },
     store = { objects = s.cached },
-    handlers = { notifications = s.notifications, pending = s.pending, transform_errors = s.transform_errors, index_errors = s.index_errors },
+    handlers = { notifications = s.notifications, pending = s.pending, transform_errors = s.transform_errors, index_errors = s.index_errors,
+      calls = { add = s.add_calls, update = s.update_calls, delete = s.delete_calls, error = s.error_calls },
+      errors = s.handler_errors, budget_stops = s.handler_budget_stops },
   }
 end
 
