@@ -334,7 +334,10 @@ end
 -- @usage
 -- if not pods:synced() then return klua.requeue_after(1) end
 
---- The reflector's counters (lists, relists, watches, events, bytes
+--- The reflector's counters (lists, the LIST requests, none while
+-- WatchList streams the state; relists, the times it fetched the whole
+-- state again, by LIST or watch-list; watches, the WATCH requests,
+-- watch-lists included; events, a watch-list's initial ones included; bytes
 -- of LIST and WATCH bodies, ...), its state (LIST, WATCH, BACKOFF, ...:
 -- docs/architecture.md), index_errors, the index function calls that failed,
 -- transform_errors, the objects a transform function failed on,
@@ -459,7 +462,7 @@ end
 --   whole objects, as kubectl get does to print (klua watch uses it): the
 --   cache holds the objects as ever, and inf:cells(obj) gives the cells of
 --   the row each came in; not with metadata_only or transform. It lists
---   and watches even with --watch-list: kube-apiserver 1.32 and 1.33 refuse
+--   and watches, never with WatchList: kube-apiserver 1.32 and 1.33 refuse
 --   the Table form to a watch-list request.
 -- @param opts a table as above, or the resource's name alone
 -- @return the informer (inf:on, inf:get, inf:list, inf:by_index, inf:synced, inf:stats, inf:name,

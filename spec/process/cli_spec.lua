@@ -426,7 +426,7 @@ describe('klua against a server', function()
     end
     assert.truthy(seen['info script.lua synced 1'])
     assert.truthy(seen['warn script.lua a "quoted"'])
-    assert.truthy(seen['info configmaps LIST from resourceVersion "0"'])
+    assert.truthy(seen['info configmaps IDLE -> WATCHLIST: start, WatchList on (the default)'], err)
     local failed = 'error script.lua add handler of configmaps failed: ' .. path
       .. ':2: handler trouble with json-log'
     assert.truthy(seen[failed], err)

@@ -379,8 +379,14 @@ describe('an informer', function()
     assert.equals('at start\tfalse\non sync\ttrue\ttrue\n', out)
   end)
 
-  it('counts lists, watches, events and cached objects in :stats', function()
-    local ns = namespace('inf-stats')
+  -- A watch-list (the default) is a watch whose initial events stream the state; with
+  -- --watch-list=false the state comes from a LIST, and no event came before the sync.
+  for _, case in ipairs {
+    { flags = {}, expected = '0\t0\t2\t2\t0\tstring\n0\t1\t3\t3\ttrue\n', what = 'from a watch-list' },
+    { flags = { '--watch-list=false' }, expected = '1\t0\t0\t2\t0\tstring\n1\t1\t1\t3\ttrue\n', what = 'from a LIST' },
+  } do
+  it('counts lists, watches, events and cached objects in :stats, synced ' .. case.what, function()
+    local ns = namespace('inf-stats-' .. #case.flags)
     configmap(ns, 'a')
     configmap(ns, 'b')
     local out = run_ok([[
@@ -397,9 +403,10 @@ describe('an informer', function()
         print(s.lists, s.relists, s.events, s.cached, s.errors, type(s.resource_version))
         assert(klua.api.create('configmaps', { metadata = { name = 'c', namespace = ns } }))
       end)
-    ]], { args = { ns } })
-    assert.equals('1\t0\t0\t2\t0\tstring\n1\t1\t1\t3\ttrue\n', out)
+    ]], { args = { ns }, flags = case.flags })
+    assert.equals(case.expected, out)
   end)
+  end
 end)
 
 describe('klua.on_synced', function()

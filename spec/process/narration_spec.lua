@@ -93,17 +93,18 @@ describe('klua -v', function()
       A .. 'update handler 1 of 1: default/told at resourceVersion ' .. rv .. '\n',
       'narrator: enqueue default/told', 'narrator: reconcile default/told started' })
     -- A frame is no longer than the read that brought it (a newline ends
-    -- each event on the wire); reads of LISTs and discovery are told too.
+    -- each event on the wire); reads of the watch-list and of discovery are told too.
     local frame = tonumber(err:match(A .. 'frame of (%d+) bytes'))
     local longest = 0
     for n in err:gmatch('watch=true[^\n]*: read (%d+) bytes') do longest = math.max(longest, tonumber(n)) end
     assert.truthy(frame <= longest, err)
-    assert.truthy(err:find('%[http%] GET /api/v1/namespaces/default/configmaps%?[^\n]*limit=[^\n]*: read %d+ bytes'), err)
+    assert.truthy(err:find('%[http%] GET /api/v1/namespaces/default/configmaps%?[^\n]*sendInitialEvents=true[^\n]*: read %d+ bytes'), err)
+    assert.truthy(err:find('%[http%] GET /api/v1: read %d+ bytes'), err)
   end)
 
   it('2 tells neither the controller half nor the wire', function()
     local err = narrate(sb, 2)
-    assert.truthy(err:find('LIST from resourceVersion', 1, true), err)
+    assert.truthy(err:find('WATCH with initial events', 1, true), err)
     for _, said in ipairs({ 'handler 1 of 1', 'enqueue', 'reconcile default/told started', 'ended in', 'frame of', 'read ', 'decoded' }) do
       assert.is_nil(err:find(said, 1, true), said .. ' at -v 2:\n' .. err)
     end

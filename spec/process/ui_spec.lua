@@ -71,9 +71,9 @@ spec: {replicas: 3}
       local s = state(port)
       local inf, ctl = find(s.informers, 'podsets'), s.controllers[1]
       local path = path_of(inf)
-      return path:find('WATCH>LIST LIST>WATCH$') and inf.reflector.state == 'WATCH' and ctl.queue.depth == 0
+      return path:find('WATCH>WATCHLIST WATCHLIST>WATCH$') and inf.reflector.state == 'WATCH' and ctl.queue.depth == 0
         and ctl.queue.in_flight == 0, path
-    end, CONVERGE, { what = 'the podsets reflector back in WATCH after a LIST, the queue empty' })
+    end, CONVERGE, { what = 'the podsets reflector back in WATCH after a watch-list, the queue empty' })
 
     os.execute('mkdir -p ' .. K.quote(ARTIFACTS))
     local dom = browse(('http://127.0.0.1:%d/ui/'):format(port), ARTIFACTS .. '/ui.png')
@@ -81,8 +81,8 @@ spec: {replicas: 3}
     local row = dom:match('data%-informer="podsets[^"]*".-</ul>')
     assert.truthy(row, dom)
     assert.matches('class="st lit" data%-state="WATCH"', row)
-    assert.matches('data%-from="WATCH" data%-to="LIST">WATCH → LIST: 410', row)
-    assert.matches('data%-from="LIST" data%-to="WATCH">LIST → WATCH: ok', row)
+    assert.matches('data%-from="WATCH" data%-to="WATCHLIST">WATCH → WATCHLIST: 410', row)
+    assert.matches('data%-from="WATCHLIST" data%-to="WATCH">WATCHLIST → WATCH: initial%-events%-end bookmark', row)
     local last_event = row:match('data%-fig="last event">last event: <b>([^<]*)</b>')
     assert.truthy(last_event == 'now' or last_event:match('^%d+ s ago$'), row)
     -- The handlers' calls per kind: the podsets add handler had web.

@@ -42,6 +42,8 @@ typedef enum {
     C_LIST_ERROR,
     C_WL_SYNCED,
     C_WL_REFUSED,
+    C_WL_UNSERVED,
+    C_WL_NO_BOOKMARK,
     C_WL_CORRUPT,
     C_WL_DEADLINE,
     C_WL_RETRY,
@@ -75,7 +77,7 @@ static const char *const state_names[KL_REFLECTOR_NSTATES] = {
 
 static const kl_reflector_transition table[C_COUNT] = {
     [C_START] = {IDLE, "start", LIST, "LIST(\"0\")"},
-    [C_START_WATCHLIST] = {IDLE, "start, with --watch-list", WATCHLIST, "WATCH(initial events)"},
+    [C_START_WATCHLIST] = {IDLE, "start, WatchList on (the default)", WATCHLIST, "WATCH(initial events)"},
     [C_LIST_OK] = {LIST, "ok (the last page)", WATCH, "store.replace, WATCH(list rv)"},
     [C_LIST_STALE] = {LIST, "ok, at the rv whose watch got 410 at once", LIST, "LIST(\"\")"},
     [C_LIST_RV_GONE] = {LIST, "410 (HTTP or Status) / too large at rv", LIST, "LIST(\"\") at once, same paging"},
@@ -85,9 +87,11 @@ static const kl_reflector_transition table[C_COUNT] = {
     [C_LIST_ERROR] = {LIST, "other error, not a list, refused", BACKOFF, "-> LIST(rv), cache kept"},
     [C_WL_SYNCED] = {WATCHLIST, "initial-events-end bookmark", WATCH, "store.replace, the same stream goes on"},
     [C_WL_REFUSED] = {WATCHLIST, "HTTP error (not 410, 429), ERROR", LIST, "LIST(rv); the next relist tries again"},
+    [C_WL_UNSERVED] = {WATCHLIST, "400 / 422, by default", LIST, "LIST(rv), and LIST from then on"},
+    [C_WL_NO_BOOKMARK] = {WATCHLIST, "clean end without the bookmark", LIST, "LIST(rv); by default LIST from then on"},
     [C_WL_CORRUPT] = {WATCHLIST, "oversize / malformed frame, refused", BACKOFF, "-> LIST(rv); the next relist tries again"},
-    [C_WL_DEADLINE] = {WATCHLIST, "no bookmark in --watch-list-deadline", LIST, "LIST(rv), and LIST from then on"},
-    [C_WL_RETRY] = {WATCHLIST, "ended, idle, connect error, timeout", BACKOFF, "-> WATCHLIST"},
+    [C_WL_DEADLINE] = {WATCHLIST, "no event in --watch-list-deadline", LIST, "LIST(rv); the next relist tries again"},
+    [C_WL_RETRY] = {WATCHLIST, "cut, idle, connect error, timeout", BACKOFF, "-> WATCHLIST"},
     [C_WL_RETRY_AFTER] = {WATCHLIST, "429 / Retry-After", BACKOFF, "at most 30 s -> WATCHLIST"},
     [C_WL_EXPIRED] = {WATCHLIST, "410 after events", WATCHLIST, "WATCH(initial events)"},
     [C_WL_EXPIRED_AT_ONCE] = {WATCHLIST, "410 before any event", BACKOFF, "-> WATCHLIST"},
@@ -96,7 +100,7 @@ static const kl_reflector_transition table[C_COUNT] = {
     [C_WATCH_FAIL] = {WATCH, "< 1 s without events, connect error, 5xx, ERROR", BACKOFF, "-> WATCH(rv)"},
     [C_WATCH_RETRY_AFTER] = {WATCH, "429 / Retry-After", BACKOFF, "at most 30 s -> WATCH(rv)"},
     [C_WATCH_EXPIRED] = {WATCH, "410 (HTTP or ERROR) after events", LIST, "LIST(rv)"},
-    [C_WATCH_EXPIRED_WL] = {WATCH, "410 after events, with --watch-list", WATCHLIST, "WATCH(initial events)"},
+    [C_WATCH_EXPIRED_WL] = {WATCH, "410 after events, WatchList on", WATCHLIST, "WATCH(initial events)"},
     [C_WATCH_EXPIRED_AT_ONCE] = {WATCH, "410 before any event", BACKOFF, "-> LIST(rv) or WATCHLIST"},
     [C_WATCH_NOT_FOUND] = {WATCH, "404 (resource not served)", BACKOFF, "-> LIST(\"\") or WATCHLIST"},
     [C_WATCH_CORRUPT] = {WATCH, "oversize / malformed frame, refused", BACKOFF, "-> LIST(rv) or WATCHLIST"},
@@ -127,7 +131,7 @@ typedef enum {
     END_RELIST,  /* 410 */
     END_CORRUPT, /* bytes that cannot be read, or an event the sink refused */
     END_GONE,    /* 404: the resource is not served (a CRD deleted) */
-    END_FALLBACK /* WATCHLIST: no initial-events-end in time */
+    END_FALLBACK /* WATCHLIST: no initial event in time */
 } end_action;
 
 /* LIST: the pages of one list. */
@@ -821,14 +825,18 @@ static double watch_list_deadline(const kl_reflector *r) {
     return r->o.watch_list_deadline > 0 ? r->o.watch_list_deadline : 10;
 }
 
+/* The deadline measures progress, not the whole initial state: at
+ * KEP-3157's 5,000 nodes the initial-events-end bookmark comes 30-60 s
+ * after the request, and a stream that delivers runs to the watch's own
+ * timeout (and the idle limit). Only a stream that has delivered nothing
+ * is dropped for a LIST. */
 static void on_deadline(kl_loop *loop, void *ud) {
     (void)loop;
     kl_reflector *r = ud;
     r->st.watch.deadline_timer = 0;
-    kl_log(KL_LOG_WARN, r->o.name,
-           "no initial-events-end bookmark within %g s; falling back to LIST for good",
+    if (r->st.watch.events || kl_ring_len(&r->frames)) return;
+    kl_log(KL_LOG_WARN, r->o.name, "no initial event within %g s of the watch-list request; listing instead",
            watch_list_deadline(r));
-    r->o.watch_list = 0;
     end_watch_now(r, END_FALLBACK);
     frames_drop(r);
     watch_over(r);
@@ -896,9 +904,34 @@ static end_action classify_end(kl_reflector *r) {
     return END_BACKOFF;
 }
 
+/* By default (KL_WATCH_LIST_AUTO) a server that shows it does not serve
+ * WatchList is listed from then on, rather than asked again at every relist
+ * as client-go does: kube-apiserver 1.33 turned the feature off by default
+ * (1.32 and 1.34 have it on) and answers 422 Invalid ("sendInitialEvents is
+ * forbidden for watch unless the WatchList feature gate is enabled"); a
+ * server older than sendInitialEvents answers 422 too (resourceVersionMatch
+ * is forbidden for a plain watch), and one that ignores both parameters
+ * streams its state and never the initial-events-end bookmark. */
+static void watch_list_unserved(kl_reflector *r, cause c, const char *why) {
+    kl_vlog(2, r->o.name, "the server does not serve WatchList (%s); listing%s", why,
+           r->o.watch_list == KL_WATCH_LIST_AUTO ? " from now on (--watch-list=true tries it at every relist)"
+                                                 : " instead");
+    if (r->o.watch_list == KL_WATCH_LIST_AUTO) r->o.watch_list = KL_WATCH_LIST_OFF;
+    transition(r, c, NULL);
+}
+
 /* A WATCHLIST ended before its initial-events-end bookmark. */
 static void watch_list_over(kl_reflector *r, end_action a) {
     watch_st *w = &r->st.watch;
+    int invalid = w->end_code == 400 || w->end_code == 422;
+    if (a == END_REFUSED && invalid && r->o.watch_list == KL_WATCH_LIST_AUTO) {
+        watch_list_unserved(r, C_WL_UNSERVED, w->end_why);
+        return;
+    }
+    if (a == END_REWATCH && w->end_code == 0) {
+        watch_list_unserved(r, C_WL_NO_BOOKMARK, "the stream ended without the initial-events-end bookmark");
+        return;
+    }
     switch (a) {
     case END_REFUSED:
     case END_ERROR:
@@ -1037,7 +1070,8 @@ static void on_wait_over(kl_loop *loop, void *ud) {
 static void enter_backoff(kl_reflector *r, const step *s) {
     r->stats.backoffs++;
     r->st.wait.next = s->next;
-    kl_vlog(2, r->o.name, "waiting %.1f s before %s: %s", s->wait, s->next == C_WAIT_LIST ? "LIST" : "WATCH", s->why);
+    const char *next = s->next == C_WAIT_LIST ? "LIST" : s->next == C_WAIT_WATCHLIST ? "the watch-list" : "WATCH";
+    kl_vlog(2, r->o.name, "waiting %.1f s before %s: %s", s->wait, next, s->why);
     r->st.wait.timer = r->env.after(r->env.ud, s->wait, on_wait_over, r);
 }
 

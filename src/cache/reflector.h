@@ -9,7 +9,7 @@
  *
  * TRANSITIONS
  * IDLE       start                                            -> LIST       LIST("0")
- *            start, with --watch-list                         -> WATCHLIST  WATCH(initial events)
+ *            start, WatchList on (the default)                -> WATCHLIST  WATCH(initial events)
  * LIST       ok (the last page)                               -> WATCH      store.replace, WATCH(list rv)
  *            ok, at the rv whose watch got 410 at once        -> LIST       LIST("")
  *            410 (HTTP or Status) / too large at rv           -> LIST       LIST("") at once, same paging
@@ -19,9 +19,11 @@
  *            other error, not a list, refused                 -> BACKOFF    -> LIST(rv), cache kept
  * WATCHLIST  initial-events-end bookmark                      -> WATCH      store.replace, the same stream goes on
  *            HTTP error (not 410, 429), ERROR                 -> LIST       LIST(rv); the next relist tries again
+ *            400 / 422, by default                            -> LIST       LIST(rv), and LIST from then on
+ *            clean end without the bookmark                   -> LIST       LIST(rv); by default LIST from then on
  *            oversize / malformed frame, refused              -> BACKOFF    -> LIST(rv); the next relist tries again
- *            no bookmark in --watch-list-deadline             -> LIST       LIST(rv), and LIST from then on
- *            ended, idle, connect error, timeout              -> BACKOFF    -> WATCHLIST
+ *            no event in --watch-list-deadline                -> LIST       LIST(rv); the next relist tries again
+ *            cut, idle, connect error, timeout                -> BACKOFF    -> WATCHLIST
  *            429 / Retry-After                                -> BACKOFF    at most 30 s -> WATCHLIST
  *            410 after events                                 -> WATCHLIST  WATCH(initial events)
  *            410 before any event                             -> BACKOFF    -> WATCHLIST
@@ -30,7 +32,7 @@
  *            < 1 s without events, connect error, 5xx, ERROR  -> BACKOFF    -> WATCH(rv)
  *            429 / Retry-After                                -> BACKOFF    at most 30 s -> WATCH(rv)
  *            410 (HTTP or ERROR) after events                 -> LIST       LIST(rv)
- *            410 after events, with --watch-list              -> WATCHLIST  WATCH(initial events)
+ *            410 after events, WatchList on                   -> WATCHLIST  WATCH(initial events)
  *            410 before any event                             -> BACKOFF    -> LIST(rv) or WATCHLIST
  *            404 (resource not served)                        -> BACKOFF    -> LIST("") or WATCHLIST
  *            oversize / malformed frame, refused              -> BACKOFF    -> LIST(rv) or WATCHLIST
@@ -88,6 +90,16 @@ typedef struct kl_reflector_sink {
     void (*failed)(void *ud, const kl_reflector_failure *f);
 } kl_reflector_sink;
 
+/* Whether a relist streams the initial state (a WATCH with sendInitialEvents,
+ * KEP-3157) instead of a LIST. */
+typedef enum kl_watch_list_mode {
+    KL_WATCH_LIST_OFF,  /* LIST, then WATCH */
+    KL_WATCH_LIST_ON,   /* at every relist; a refused one lists that once (client-go) */
+    KL_WATCH_LIST_AUTO, /* as ON until the server shows that it does not serve it
+                         * (400 or 422, or a stream that ends without the
+                         * initial-events-end bookmark): LIST from then on */
+} kl_watch_list_mode;
+
 typedef struct kl_reflector_opts {
     const char *name;       /* for logs, e.g. "pods" or "pods -n team-a" */
     const char *path;       /* collection path, e.g. /api/v1/namespaces/x/pods */
@@ -97,9 +109,7 @@ typedef struct kl_reflector_opts {
                              * relists at a resourceVersion */
     double idle_timeout;    /* a watch silent this long is restarted; 0 = 150 s */
     double watch_timeout_min, watch_timeout_max; /* 0 = [300, 600) */
-    int watch_list;         /* use sendInitialEvents instead of LIST; a refused
-                             * one falls back to LIST for that relist; not
-                             * with table, which servers refuse it */
+    kl_watch_list_mode watch_list; /* not with table, which servers refuse it */
     double watch_list_deadline; /* 0 = 10 s */
     double list_timeout;    /* seconds a LIST may take; 0 = 300 s */
     int metadata_only;      /* ask for PartialObjectMetadata(List): names, labels,

@@ -201,7 +201,10 @@ static int set_page_size(kl_cli *c, FILE *errs, const char *name, const char *v)
 }
 
 static int set_watch_list(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_switch(errs, name, v, &c->rt.watch_list);
+    int on;
+    if (parse_switch(errs, name, v, &on) < 0) return -1;
+    c->rt.watch_list = on ? KL_WATCH_LIST_ON : KL_WATCH_LIST_OFF;
+    return 0;
 }
 
 static int set_watch_list_deadline(kl_cli *c, FILE *errs, const char *name, const char *v) {
@@ -337,9 +340,10 @@ static const flag flags[] = {
     {NULL, "--watch-timeout", NULL, "MIN[:MAX]", "server-side watch timeout range (default 300:600)",
      set_watch_timeout, NULL},
     {NULL, "--page-size", NULL, "N", "objects per LIST page (default 500)", set_page_size, NULL},
-    {NULL, "--watch-list", NULL, NULL, "stream the initial state (sendInitialEvents) instead of LIST",
+    {NULL, "--watch-list", NULL, NULL,
+     "stream the initial state (sendInitialEvents) at every relist; =false: LIST (default: while the server serves it)",
      set_watch_list, NULL},
-    {NULL, "--watch-list-deadline", NULL, "SEC", "fall back to LIST when the initial state takes longer (default 10)",
+    {NULL, "--watch-list-deadline", NULL, "SEC", "list instead when no initial event came this long (default 10)",
      set_watch_list_deadline, NULL},
     {NULL, "--request-timeout", NULL, "DURATION",
      "give up on a LIST (default 5m) or API call (1m) after this long", set_request_timeout,
@@ -641,6 +645,7 @@ static int is_help(const char *a) {
 int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs) {
     memset(c, 0, sizeof *c);
     c->rt.instruction_budget = 100000000;
+    c->rt.watch_list = KL_WATCH_LIST_AUTO;
     c->args = calloc((size_t)argc + 1, sizeof *c->args);
     if (!c->args) return -1;
     for (int i = 1; i < argc; i++) {

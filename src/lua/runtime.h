@@ -22,6 +22,7 @@
 #include "base/loop.h"
 #include "conn/conn.h"
 #include "conn/http.h"
+#include "cache/reflector.h"
 
 /* client-go's leader election timings by default, in seconds, as
  * controller-runtime's manager sets them: the one place klua keeps them
@@ -54,7 +55,7 @@ typedef struct kl_rt_opts {
                               * (KL_HTTP_BODY_MAX when 0); 0 = unlimited */
     double idle_timeout;     /* watch idle limit, seconds; 0 = default */
     double watch_timeout_min, watch_timeout_max; /* 0 = [300, 600) */
-    int watch_list;          /* informers use WatchList (sendInitialEvents) */
+    kl_watch_list_mode watch_list; /* informers' WatchList (sendInitialEvents); zero: off */
     double watch_list_deadline; /* seconds for its initial state; 0 = 10 */
     int page_size;           /* LIST limit; 0 = 500 */
     double request_timeout;  /* seconds for a LIST or an API call; 0 = 300 and 60 */

@@ -11,7 +11,7 @@
  * "json"), kubeconfig, context, server, token, insecure_skip_tls_verify,
  * allow_insecure_credentials, instruction_budget, memory_limit (bytes),
  * idle_timeout, watch_timeout_min, watch_timeout_max, page_size,
- * watch_list, watch_list_deadline. Unset strings are nil and unset numbers
+ * watch_list ("off", "on" or "auto"), watch_list_deadline. Unset strings are nil and unset numbers
  * 0, as klua's runtime receives them.
  *
  * A submodule of klua_testing.so, found by Lua's all-in-one C loader, so
@@ -81,7 +81,8 @@ static void push_options(lua_State *L, const kl_cli *c) {
     set_number(L, "watch_timeout_min", c->rt.watch_timeout_min);
     set_number(L, "watch_timeout_max", c->rt.watch_timeout_max);
     set_integer(L, "page_size", c->rt.page_size);
-    set_boolean(L, "watch_list", c->rt.watch_list);
+    static const char *const watch_list[] = {"off", "on", "auto"};
+    set_string(L, "watch_list", watch_list[c->rt.watch_list]);
     set_number(L, "watch_list_deadline", c->rt.watch_list_deadline);
 }
 

@@ -409,7 +409,7 @@ static double opt_number(lua_State *L, const char *k) {
     return v;
 }
 
-/* reflector{path=, kind=, watch_list=, table=, page_size=, idle_timeout=,
+/* reflector{path=, kind=, watch_list= (true or "auto"), table=, page_size=, idle_timeout=,
  * watch_timeout_min=, watch_timeout_max=, watch_list_deadline=} */
 static int reflector_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -423,7 +423,9 @@ static int reflector_new(lua_State *L) {
         .name = "spec",
         .path = luaL_optstring(L, -3, "/api/v1/configmaps"),
         .kind = luaL_optstring(L, -2, "ConfigMap"),
-        .watch_list = lua_toboolean(L, -1),
+        .watch_list = lua_type(L, -1) == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "auto") ? KL_WATCH_LIST_AUTO
+                      : lua_toboolean(L, -1)                                                 ? KL_WATCH_LIST_ON
+                                                                                             : KL_WATCH_LIST_OFF,
         .page_size = (int)opt_number(L, "page_size"),
         .idle_timeout = opt_number(L, "idle_timeout"),
         .watch_timeout_min = opt_number(L, "watch_timeout_min"),
