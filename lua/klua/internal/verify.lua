@@ -1,5 +1,5 @@
---- Caches checked against the server (`klua run --verify-cache PERIOD`):
--- every PERIOD, each informer's cache is compared with a consistent LIST,
+--- Caches checked against the server (`klua run --verify-cache DUR`):
+-- every DUR, each informer's cache is compared with a consistent LIST,
 -- by uid and resourceVersion, and an informer whose cache drifted (a watch
 -- event lost on its way, by a bug no client can see) relists.
 --
