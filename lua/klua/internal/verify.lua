@@ -163,8 +163,9 @@ local function run(inf)
   local s = core.state(inf)
   if s.verifying or not alive(inf) then return end
   s.verifying = true
+  -- Cleared however the task ends (a stop included), so that checks go on.
+  local _ <close> = setmetatable({}, { __close = function() s.verifying = false end })
   local ok, n, why = pcall(M.check, inf)
-  s.verifying = false
   if not ok then
     core.log('error', ('%s: cache check failed: %s'):format(tostring(inf), tostring(n)))
   elseif not n and why ~= 'stopped' and why ~= 'not synced yet' then
