@@ -11,6 +11,7 @@ local discovery = require 'klua.internal.discovery'
 local selector = require 'klua.selector'
 local index = require 'klua.internal.index'
 local writes = require 'klua.internal.writes'
+local verify = require 'klua.internal.verify'
 
 local klua = {}
 
@@ -351,15 +352,22 @@ end
 -- klua.stats().task_errors alone), handler_budget_stops, those of them
 -- --instruction-budget stopped,
 -- last_event_age, the seconds since its last watch
--- event came (nil before any), and refused, why they fail while the server
--- refuses them until someone acts (a 4xx: a permission not granted), or nil.
+-- event came (nil before any), staleness, the seconds since it last heard
+-- from the server that its cache is current (a watch event, a bookmark or a
+-- completed LIST; since it started, before any: /readyz's
+-- --readyz-max-staleness bound), verifications and drift_objects, the
+-- checks --verify-cache made of its cache and the objects they found
+-- differing from the server (each drift relists), and refused, why they
+-- fail while the server refuses them until someone acts (a 4xx: a
+-- permission not granted), or nil.
 -- @return a table of counters
 -- @usage
 -- klua.log.info('%d relists', pods:stats().relists)
 function Informer:stats()
   local s = C.stats(self)
-  local indexes = core.state(self).indexes
-  s.index_errors = indexes and indexes.errors or 0
+  local state = core.state(self)
+  s.index_errors = state.indexes and state.indexes.errors or 0
+  s.verifications, s.drift_objects = state.verifications or 0, state.drift_objects or 0
   return s
 end
 --- Stops the informer: its watch ends, its cache and handlers are freed, and
@@ -370,6 +378,7 @@ end
 function Informer:stop()
   endpoint.untrack_informer(self)
   writes.untrack(self)
+  verify.untrack(self)
   C.stop(self)
 end
 --- How far the cache is behind this process's own writes: the seconds
@@ -520,9 +529,11 @@ function klua.informer(opts)
   }
   local s = core.state(c)
   s.name, s.resource, s.indexes = name, r, indexes and indexes:attach(c)
+  s.spec = { namespace = opts.namespace, label_selector = opts.label_selector, field_selector = opts.field_selector }
   endpoint.track_informer(c)
   writes.track(c, { resource = r, namespace = opts.namespace, selector = valid,
     field_selector = opts.field_selector })
+  verify.track(c)
   return c
 end
 
@@ -717,6 +728,7 @@ setmetatable(klua, {
 -- Lease is named after the script unless --leader-election-id says.
 local ctl = core.controller_options()
 if ctl.script then shutdown.install() end
+if ctl.verify_cache then verify.enable(ctl.verify_cache) end
 -- With --shards the same settings make the shard Leases instead, and every
 -- replica reconciles the keys of the shards it holds (lua/klua/shards.lua).
 if ctl.leader_elect then

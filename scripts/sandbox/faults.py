@@ -66,7 +66,28 @@ def _forbid(value):
     return rules
 
 
+def _skip_rule(value):
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad_request('watch_skip must be an object like {"count": 1, "resource": '
+                          '"configmaps", "name": "^web-"}')
+    unknown = set(value) - {"count", "resource", "name"}
+    if unknown:
+        raise bad_request("unknown watch_skip keys: %s" % ", ".join(sorted(unknown)))
+    resource = value.get("resource")
+    if resource is not None and not isinstance(resource, str):
+        raise bad_request("watch_skip.resource must be a resource's plural, such as configmaps")
+    try:
+        name = re.compile(value.get("name") or "")
+    except re.error as err:
+        raise bad_request("watch_skip.name is not a regular expression: %s" % err) from None
+    return {"count": _count(value.get("count", 1), "watch_skip.count", 1), "resource": resource,
+            "name": name}
+
+
 SETTINGS = {
+    "watch_skip": _skip_rule,
     "watch_drop_after": lambda v: _count(v, "watch_drop_after"),
     "watch_drop_probability": lambda v: _number(v, "watch_drop_probability", 1),
     "watch_drop_mid_frame": lambda v: True if v else None,
@@ -145,6 +166,25 @@ class Faults:
                 self.raw.pop("fail", None)
             self.settings = settings
         return generic(rule["code"], rule["retry_after"])
+
+    def take_skip(self, rtype, name):
+        """Whether a watch leaves out the event of object `name` of rtype without a trace,
+        consuming one count: the event is lost on its way, as by a bug no client can see."""
+        with self.lock:
+            rule = self.settings.get("watch_skip")
+            if not rule or rule["resource"] not in (None, rtype.key, rtype.plural) or \
+                    not rule["name"].search(name):
+                return False
+            remaining = rule["count"] - 1
+            settings = dict(self.settings)
+            if remaining:
+                settings["watch_skip"] = dict(rule, count=remaining)
+                self.raw["watch_skip"] = dict(self.raw["watch_skip"], count=remaining)
+            else:
+                del settings["watch_skip"]
+                self.raw.pop("watch_skip", None)
+            self.settings = settings
+        return True
 
     def forbids(self, rtype, verb):
         for resource, verbs in self.settings.get("forbid", []):

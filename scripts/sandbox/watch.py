@@ -258,10 +258,19 @@ class WatchStream:
         frames = []
         for event in events[:reached - self.watcher.cursor]:
             frame = self.watcher.frame(event)
+            if frame and self._skipped_locked(event):
+                continue
             if frame:
                 frames.append(("event", frame))
         self.watcher.cursor = reached
         return frames
+
+    def _skipped_locked(self, event):
+        """Whether the watch_skip fault takes this event: the watch goes on past it."""
+        if not self.ctx.faults.take_skip(self.watcher.rtype, event.doc.meta.get("name", "")):
+            return False
+        self.ctx.stats.fault("watch_skip")
+        return True
 
     def _injected_locked(self):
         frames, self.watcher.injected = self.watcher.injected, []

@@ -56,6 +56,21 @@ describe('sandbox faults', function()
     assert.is_false((pcall(cjson.decode, rest)))
   end)
 
+  -- A fault no client can see: the watch goes on, one event short (the drift --verify-cache
+  -- finds, spec/process/verify_cache_spec.lua).
+  it('leaves out the next K events of matching objects, and the watch goes on', function()
+    sb:fault{ watch_skip = { count = 1, resource = 'configmaps', name = '^skip-' } }
+    local w = live_watch()
+    for _, name in ipairs { 'kept-1', 'skip-1', 'skip-2' } do
+      assert.equals(201, (sb:json('POST', CM, { metadata = { name = name } })))
+    end
+    w.wait_for(function(events) return #events >= 2 end)
+    assert.same({ 'ADDED kept-1', 'ADDED skip-2' }, names(w.events()))
+    assert.equals(1, sb:stats().faults.watch_skip)
+    local _, body = sb:request('GET', '/sandbox/v1/faults')
+    assert.is_nil(cjson.decode(body).faults.watch_skip, 'the count is used up')
+  end)
+
   it('drops watches at random with probability p per event', function()
     sb:fault{ watch_drop_probability = 1, seed = 7 }
     local w = live_watch()

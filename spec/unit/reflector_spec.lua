@@ -213,6 +213,82 @@ describe('the reflector', function()
     assert.equals(20, r:stats().frames)
   end)
 
+  -- How stale the cache may be (klua_informer_staleness_seconds, --readyz-max-staleness):
+  -- the time since the last sign that it is current, on the reflector's own clock.
+  describe('staleness', function()
+    local function bookmark(rv)
+      return string.format('{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1",'
+        .. '"metadata":{"resourceVersion":"%s"}}}\n', rv)
+    end
+
+    it('counts from the start until the first LIST completes', function()
+      r = testing.reflector {}
+      r:start()
+      r:advance(7)
+      assert.equals(7, r:staleness())
+      r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('10', { 'a' }) })
+      assert.equals(0, r:staleness())
+    end)
+
+    it('is reset by each watch event and each bookmark, and grows while the watch is silent', function()
+      r = listed { idle_timeout = 1000 }
+      local id = r:request()
+      r:advance(40)
+      assert.equals(40, r:staleness())
+      r:feed(id, event('MODIFIED', 'a', '11'))
+      assert.equals(0, r:staleness())
+      r:advance(61)
+      assert.equals(61, r:staleness())
+      r:feed(id, bookmark('15'))
+      assert.equals(0, r:staleness())
+      assert.equals('15', r:rv())
+    end)
+  end)
+
+  -- --verify-cache found the cache differing from a consistent LIST: the reflector lists
+  -- the latest state again through its own transition, named for the drift.
+  describe('a relist for drift', function()
+    it('goes from WATCH to LIST("") through the drift transition', function()
+      r = listed()
+      local watch = r:request()
+      r:feed(watch, event('MODIFIED', 'a', '12'))
+      assert.is_true(r:relist('2 objects differ from the server'))
+      assert.truthy(r:aborted(watch))
+      assert.equals('LIST', r:state())
+      -- The latest state, as the consistent LIST that found the drift: resourceVersion "".
+      expect_request(r, '[?&]resourceVersion=$')
+      local h = r:history()
+      assert.equals('cache drifted from the server (--verify-cache)', h[#h].cause)
+      assert.equals(1, r:stats().relists)
+      r:finish(r:request(), { body = list_body('20', { 'a', 'b' }) })
+      assert.equals('WATCH', r:state())
+      expect_request(r, 'resourceVersion=20')
+    end)
+
+    it('streams the latest state instead with WatchList on', function()
+      r = testing.reflector { watch_list = 'auto' }
+      r:start()
+      local id = expect_request(r, 'sendInitialEvents=true')
+      r:feed(id, event('ADDED', 'a', '5') .. initial_events_end('9'))
+      assert.is_true(r:relist('1 object differs from the server'))
+      assert.truthy(r:aborted(id))
+      assert.equals('WATCHLIST', r:state())
+      local _, path = expect_request(r, 'sendInitialEvents=true')
+      assert.truthy(path:find('[?&]resourceVersion=&') or path:find('[?&]resourceVersion=$'), path)
+      local h = r:history()
+      assert.equals('cache drifted, WatchList on', h[#h].cause)
+      assert.equals(1, r:stats().relists)
+    end)
+
+    it('does nothing outside WATCH', function()
+      r = testing.reflector {}
+      r:start()
+      assert.is_false(r:relist('drift'))
+      assert.equals('LIST', r:state())
+      assert.equals(1, #r:history())
+    end)
+  end)
+
   -- A relist answered 200 with something other than the list asked for would, read as an
   -- empty list, replace the cache with nothing and delete every object. client-go refuses
   -- such a body: a Status is the request's error (rest.Result.Into), and a body its

@@ -221,6 +221,8 @@ const kl_reflector_stats *kl_informer_stats(const kl_informer *inf) {
 const char *kl_informer_rv(const kl_informer *inf) { return kl_reflector_rv(inf->reflector); }
 kl_reflector_state kl_informer_state(const kl_informer *inf) { return kl_reflector_get_state(inf->reflector); }
 double kl_informer_last_event(const kl_informer *inf) { return kl_reflector_last_event(inf->reflector); }
+double kl_informer_last_heard(const kl_informer *inf) { return kl_reflector_last_heard(inf->reflector); }
+int kl_informer_relist(kl_informer *inf, const char *why) { return kl_reflector_relist(inf->reflector, why); }
 size_t kl_informer_history(const kl_informer *inf, kl_reflector_record *out) {
     return kl_reflector_history(inf->reflector, out);
 }

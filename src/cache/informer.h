@@ -91,6 +91,9 @@ const kl_reflector_stats *kl_informer_stats(const kl_informer *inf);
 kl_reflector_state kl_informer_state(const kl_informer *inf);
 size_t kl_informer_history(const kl_informer *inf, kl_reflector_record *out);
 double kl_informer_last_event(const kl_informer *inf);
+/* See kl_reflector_last_heard and kl_reflector_relist. */
+double kl_informer_last_heard(const kl_informer *inf);
+int kl_informer_relist(kl_informer *inf, const char *why);
 const char *kl_informer_rv(const kl_informer *inf);
 /* See kl_reflector_failing_for. */
 double kl_informer_failing_for(const kl_informer *inf, double now);

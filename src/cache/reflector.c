@@ -59,6 +59,8 @@ typedef enum {
     C_WATCH_EXPIRED_AT_ONCE,
     C_WATCH_NOT_FOUND,
     C_WATCH_CORRUPT,
+    C_WATCH_DRIFT,
+    C_WATCH_DRIFT_WL,
     C_WAIT_LIST,
     C_WAIT_WATCHLIST,
     C_WAIT_WATCH,
@@ -104,6 +106,8 @@ static const kl_reflector_transition table[C_COUNT] = {
     [C_WATCH_EXPIRED_AT_ONCE] = {WATCH, "410 before any event", BACKOFF, "-> LIST(rv) or WATCHLIST"},
     [C_WATCH_NOT_FOUND] = {WATCH, "404 (resource not served)", BACKOFF, "-> LIST(\"\") or WATCHLIST"},
     [C_WATCH_CORRUPT] = {WATCH, "oversize / malformed frame, refused", BACKOFF, "-> LIST(rv) or WATCHLIST"},
+    [C_WATCH_DRIFT] = {WATCH, "cache drifted from the server (--verify-cache)", LIST, "LIST(\"\")"},
+    [C_WATCH_DRIFT_WL] = {WATCH, "cache drifted, WatchList on", WATCHLIST, "WATCH(initial events)"},
     [C_WAIT_LIST] = {BACKOFF, "waited", LIST, "LIST"},
     [C_WAIT_WATCHLIST] = {BACKOFF, "waited", WATCHLIST, "WATCH(initial events)"},
     [C_WAIT_WATCH] = {BACKOFF, "waited", WATCH, "WATCH(rv)"},
@@ -230,6 +234,8 @@ struct kl_reflector {
     kl_reflector_record history[KL_REFLECTOR_HISTORY];
     size_t transitions; /* made so far; history[transitions % HISTORY] is next */
     double last_event_at; /* the read that carried the last watch event; 0: none yet */
+    double heard_at;      /* the last sign the cache is current: a completed LIST, a
+                           * watch event or a bookmark (or the start, before any) */
 };
 
 static void transition(kl_reflector *r, cause c, const step *s);
@@ -273,6 +279,19 @@ const kl_reflector_stats *kl_reflector_get_stats(const kl_reflector *r) { return
 kl_reflector_state kl_reflector_get_state(const kl_reflector *r) { return r->state; }
 
 double kl_reflector_last_event(const kl_reflector *r) { return r->last_event_at; }
+double kl_reflector_last_heard(const kl_reflector *r) { return r->heard_at; }
+
+int kl_reflector_relist(kl_reflector *r, const char *why) {
+    if (r->state != WATCH) return 0;
+    kl_log(KL_LOG_WARN, r->o.name, "%s; relisting", why);
+    /* The cache missed what its watch should have brought: list the latest
+     * state, as the consistent LIST that found the drift did, rather than
+     * from the rv the watch reached. */
+    r->rv_unavailable = 1;
+    r->stats.relists += r->o.watch_list != KL_WATCH_LIST_OFF; /* a LIST counts its own */
+    transition(r, r->o.watch_list ? C_WATCH_DRIFT_WL : C_WATCH_DRIFT, NULL);
+    return 1;
+}
 
 size_t kl_reflector_history(const kl_reflector *r, kl_reflector_record *out) {
     size_t n = r->transitions < KL_REFLECTOR_HISTORY ? r->transitions : KL_REFLECTOR_HISTORY;
@@ -491,6 +510,7 @@ static void list_complete(kl_reflector *r) {
         return;
     }
     if (rc) r->sink_full = 1;
+    r->heard_at = now(r);
     transition(r, C_LIST_OK, NULL);
 }
 
@@ -697,6 +717,7 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
     r->stats.events++;
     /* The time of the latest read, taken per read anyway: no clock read per event. */
     r->last_event_at = w->last_activity;
+    if (r->state == WATCH) r->heard_at = w->last_activity;
     if (ev->type == KL_EV_ADDED) r->stats.added++;
     else if (ev->type == KL_EV_MODIFIED) r->stats.modified++;
     else if (ev->type == KL_EV_DELETED) r->stats.deleted++;
@@ -737,6 +758,7 @@ static void initial_events_end(kl_reflector *r, const char *rv) {
         return;
     }
     if (rc) r->sink_full = 1;
+    r->heard_at = w->last_activity;
     transition(r, C_WL_SYNCED, NULL);
 }
 
@@ -754,8 +776,12 @@ static void handle_frame(kl_reflector *r, kl_blob *frame) {
         r->stats.bookmarks++;
         r->st.watch.events++;
         kl_vlog(2, r->o.name, "BOOKMARK at resourceVersion %s", ev.obj.rv ? ev.obj.rv : "");
-        if (r->state == WATCH) set_rv(r, ev.obj.rv);
-        else if (ev.initial_events_end) initial_events_end(r, ev.obj.rv);
+        if (r->state == WATCH) {
+            set_rv(r, ev.obj.rv);
+            r->heard_at = r->st.watch.last_activity;
+        } else if (ev.initial_events_end) {
+            initial_events_end(r, ev.obj.rv);
+        }
     } else if (ev.type == KL_EV_ERROR) {
         int gone = ev.code == 410;
         kl_vlog(2, r->o.name, "watch ERROR %d %s: %s%s", ev.code, ev.reason ? ev.reason : "",
@@ -1194,7 +1220,10 @@ kl_reflector *kl_reflector_new(kl_loop *loop, kl_http *http, const kl_reflector_
     return r;
 }
 
-void kl_reflector_start(kl_reflector *r) { transition(r, r->o.watch_list ? C_START_WATCHLIST : C_START, NULL); }
+void kl_reflector_start(kl_reflector *r) {
+    r->heard_at = now(r);
+    transition(r, r->o.watch_list ? C_START_WATCHLIST : C_START, NULL);
+}
 
 void kl_reflector_free(kl_reflector *r) {
     if (!r) return;

@@ -36,6 +36,8 @@
  *            410 before any event                             -> BACKOFF    -> LIST(rv) or WATCHLIST
  *            404 (resource not served)                        -> BACKOFF    -> LIST("") or WATCHLIST
  *            oversize / malformed frame, refused              -> BACKOFF    -> LIST(rv) or WATCHLIST
+ *            cache drifted from the server (--verify-cache)   -> LIST       LIST("")
+ *            cache drifted, WatchList on                      -> WATCHLIST  WATCH(initial events)
  * BACKOFF    waited                                           -> LIST       LIST
  *            waited                                           -> WATCHLIST  WATCH(initial events)
  *            waited                                           -> WATCH      WATCH(rv)
@@ -196,6 +198,15 @@ kl_reflector_state kl_reflector_get_state(const kl_reflector *r);
 /* When the read that carried its last watch event came (the env's clock);
  * 0 before any. */
 double kl_reflector_last_event(const kl_reflector *r);
+/* When it last had a sign its cache is current (the env's clock): a
+ * completed LIST or WatchList, a watch event or a bookmark; before any,
+ * when it started. A watch that stalls without ending stops moving it. */
+double kl_reflector_last_heard(const kl_reflector *r);
+/* The cache was found to differ from the server (an event missed): lists
+ * the latest state again, through the table's drift transition. Only from
+ * WATCH; returns 0 and does nothing in any other state (a LIST under way
+ * brings the latest state anyway). why is logged. */
+int kl_reflector_relist(kl_reflector *r, const char *why);
 /* Its last transitions (at most KL_REFLECTOR_HISTORY), oldest first, into
  * out; returns how many. */
 size_t kl_reflector_history(const kl_reflector *r, kl_reflector_record *out);

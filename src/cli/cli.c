@@ -252,6 +252,14 @@ static int set_retry_period(kl_cli *c, FILE *errs, const char *name, const char 
     return parse_period(errs, name, v, &c->rt.ctl.retry_period);
 }
 
+static int set_readyz_max_staleness(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_period(errs, name, v, &c->rt.ctl.readyz_max_staleness);
+}
+
+static int set_verify_cache(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_period(errs, name, v, &c->rt.ctl.verify_cache);
+}
+
 static int set_graceful_shutdown_timeout(kl_cli *c, FILE *errs, const char *name, const char *v) {
     return parse_period(errs, name, v, &c->rt.ctl.graceful_shutdown_timeout);
 }
@@ -369,6 +377,12 @@ static const flag flags[] = {
      set_metrics_addr, NULL},
     {NULL, "--health-probe-bind-address", NULL, "ADDR", "serve /healthz and /readyz on ADDR (default 0: off)",
      set_probe_addr, NULL},
+    {NULL, "--readyz-max-staleness", NULL, "DUR",
+     "/readyz fails while an informer has heard nothing from the server for DUR (default: no bound)",
+     set_readyz_max_staleness, NULL},
+    {NULL, "--verify-cache", NULL, "DUR",
+     "check each cache against a consistent LIST every DUR; relist on drift (default: off)",
+     set_verify_cache, NULL},
     {NULL, "--ui-bind-address", NULL, "ADDR",
      "serve the live page /ui/ on ADDR; :PORT is 127.0.0.1 only (default 0: off; docs/ui.md)", set_ui_addr, NULL},
     {"Help", "--help", "-h", NULL, "print this help; after a command, the help of that command", NULL, "help"},

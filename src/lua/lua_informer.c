@@ -511,11 +511,19 @@ static int l_resource_version(lua_State *L) {
     return 1;
 }
 
+/* core.informer_fns.relist(inf, why) -> true when its reflector, in WATCH,
+ * lists the latest state again (kl_informer_relist), else false. */
+static int l_relist(lua_State *L) {
+    lua_informer *li = check_informer(L, 1);
+    lua_pushboolean(L, kl_informer_relist(li->inf, luaL_checkstring(L, 2)));
+    return 1;
+}
+
 /* inf:stats() -> the reflector's counters and the cache size. */
 static int l_stats(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const kl_reflector_stats *s = kl_informer_stats(li->inf);
-    lua_createtable(L, 0, 29);
+    lua_createtable(L, 0, 30);
 #define FIELD(f)                                 \
     lua_pushinteger(L, (lua_Integer)s->f);       \
     lua_setfield(L, -2, #f)
@@ -561,6 +569,8 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "failing_for");
     lua_pushstring(L, kl_informer_refusal(li->inf)); /* nil when NULL */
     lua_setfield(L, -2, "refused");
+    lua_pushnumber(L, kl_now() - kl_informer_last_heard(li->inf));
+    lua_setfield(L, -2, "staleness");
     double last = kl_informer_last_event(li->inf);
     if (last > 0) {
         lua_pushnumber(L, kl_now() - last);
@@ -777,6 +787,7 @@ static void informers_open(void *state, lua_State *L) {
                                    {"changes", l_changes},
                                    {"check", l_check},
                                    {"resource_version", l_resource_version},
+                                   {"relist", l_relist},
                                    {NULL, NULL}};
     kl_object_class(L, INFORMER_MT, methods, meta);
     luaL_newlib(L, fns); /* stack: core, fns */

@@ -111,10 +111,11 @@ static void set_number(lua_State *L, const char *key, double v) {
 /* core.controller_options() -> what --leader-elect and its flags asked:
  * {leader_elect, election_id, election_namespace, lease_duration,
  * renew_deadline, retry_period, script} (unset flags absent), and
- * graceful_shutdown_timeout (seconds, 30 unless set) and shards (when set). */
+ * graceful_shutdown_timeout (seconds, 30 unless set), and shards,
+ * readyz_max_staleness and verify_cache (seconds) when set. */
 static int l_controller_options(lua_State *L) {
     const kl_ctl_opts *o = &kl_rt_options(kl_rt_of(L))->ctl;
-    lua_createtable(L, 0, 9);
+    lua_createtable(L, 0, 11);
     lua_pushboolean(L, o->leader_elect);
     lua_setfield(L, -2, "leader_elect");
     set_string(L, "election_id", o->election_id);
@@ -124,6 +125,8 @@ static int l_controller_options(lua_State *L) {
     set_number(L, "retry_period", o->retry_period);
     lua_pushnumber(L, o->graceful_shutdown_timeout > 0 ? o->graceful_shutdown_timeout : 30);
     lua_setfield(L, -2, "graceful_shutdown_timeout");
+    set_number(L, "readyz_max_staleness", o->readyz_max_staleness);
+    set_number(L, "verify_cache", o->verify_cache);
     if (o->shards) {
         lua_pushinteger(L, o->shards);
         lua_setfield(L, -2, "shards");

@@ -45,6 +45,10 @@ typedef struct kl_ctl_opts {
     const char *script;             /* klua run's script path, for the Lease's default name */
     double graceful_shutdown_timeout; /* seconds a graceful stop may take; 0 = 30 */
     int shards;                     /* --shards: 0 = none (docs/scale.md) */
+    double readyz_max_staleness;    /* seconds an informer may hear nothing before
+                                     * /readyz turns 503; 0 = no bound */
+    double verify_cache;            /* seconds between checks of the caches against a
+                                     * consistent LIST; 0 = none */
 } kl_ctl_opts;
 
 typedef struct kl_rt_opts {

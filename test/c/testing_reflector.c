@@ -356,6 +356,21 @@ static int r_refusal(lua_State *L) {
     return 1;
 }
 
+/* r:staleness() -> seconds on the fake clock since its last sign of
+ * being current (kl_reflector_last_heard) */
+static int r_staleness(lua_State *L) {
+    fake *f = check_fake(L);
+    lua_pushnumber(L, f->now - kl_reflector_last_heard(f->r));
+    return 1;
+}
+
+/* r:relist(why) -> whether kl_reflector_relist relisted */
+static int r_relist(lua_State *L) {
+    fake *f = check_fake(L);
+    lua_pushboolean(L, kl_reflector_relist(f->r, luaL_checkstring(L, 2)));
+    return 1;
+}
+
 /* r:stats() -> the reflector's counters */
 static int r_stats(lua_State *L) {
     const kl_reflector_stats *s = kl_reflector_get_stats(check_fake(L)->r);
@@ -469,7 +484,8 @@ void kl_testing_open_reflector(lua_State *L) {
         {"request", r_request},   {"requests", r_requests}, {"aborted", r_aborted},
         {"feed", r_feed},         {"finish", r_finish},   {"take", r_take},
         {"stats", r_stats},       {"free", r_free},       {"failure", r_failure},
-        {"refusal", r_refusal},   {"history", r_history}, {NULL, NULL},
+        {"refusal", r_refusal},   {"history", r_history}, {"staleness", r_staleness},
+        {"relist", r_relist},     {NULL, NULL},
     };
     luaL_newmetatable(L, REFLECTOR_MT);
     luaL_newlib(L, methods);

@@ -5,7 +5,10 @@
 --             Prometheus's text format, with the names Kubernetes users
 --             chart: workqueue_*, controller_runtime_*, leader_election_*,
 --             process_*, rest_client_*, and klua_informer_* (klua_informer_write_lag_seconds:
---             inf:lag()), klua_controller_stale_read_* (read your own writes:
+--             inf:lag()), klua_informer_staleness_seconds (inf:stats().staleness),
+--             klua_informer_cache_verifications_total and
+--             klua_informer_drift_objects_total (--verify-cache:
+--             lua/klua/internal/verify.lua), klua_controller_stale_read_* (read your own writes:
 --             lua/klua/internal/writes.lua), klua_handler_errors_total,
 --             klua_api_warnings_total, klua_lua_memory_bytes, klua_shards_held and
 --             klua_fenced_writes_total
@@ -15,7 +18,9 @@
 --   /readyz   503 until every informer has synced, while the server refuses
 --             one's lists or watches (a 4xx that lasts until someone acts: a
 --             permission not granted yet), and while one has been failing
---             for longer than READY_FAILING_SECONDS; 200 "ok" otherwise.
+--             for longer than READY_FAILING_SECONDS, and, with
+--             --readyz-max-staleness S, while one has heard nothing from the
+--             server for longer than S; 200 "ok" otherwise.
 --             The body says why.
 local core = require 'klua.core'
 local metrics = require 'klua.metrics'
@@ -24,6 +29,10 @@ local M = {}
 
 --- How long an informer may fail before /readyz turns 503.
 M.READY_FAILING_SECONDS = 60
+--- How long an informer may hear nothing from the server (no watch event,
+-- bookmark or LIST) before /readyz turns 503: --readyz-max-staleness, or
+-- nil for no bound.
+M.max_staleness = core.controller_options().readyz_max_staleness
 
 local informers, controllers = {}, {}
 
@@ -64,7 +73,7 @@ end
 
 local function informer_families(add)
   local rows = { events = {}, relists = {}, restarts = {}, cached = {}, synced = {}, transform_errors = {},
-    lag = {} }
+    lag = {}, staleness = {}, verifications = {}, drift = {} }
   for _, inf in ipairs(informers) do
     local s, name = inf:stats(), inf:name()
     local label = { name }
@@ -77,6 +86,9 @@ local function informer_families(add)
     rows.synced[#rows.synced + 1] = { label, inf:synced() and 1 or 0 }
     rows.transform_errors[#rows.transform_errors + 1] = { label, s.transform_errors }
     rows.lag[#rows.lag + 1] = { label, inf:lag() }
+    rows.staleness[#rows.staleness + 1] = { label, s.staleness }
+    rows.verifications[#rows.verifications + 1] = { label, s.verifications }
+    rows.drift[#rows.drift + 1] = { label, s.drift_objects }
   end
   local l = { 'resource' }
   gauge_or_counter(add, 'counter', 'klua_informer_events_total', 'Watch events an informer received, by type.',
@@ -90,6 +102,13 @@ local function informer_families(add)
     'Objects the transform function failed on (each refuses its LIST or watch).', l, rows.transform_errors)
   gauge_or_counter(add, 'gauge', 'klua_informer_write_lag_seconds',
     'Seconds since the oldest write through klua.api that the cache has yet to observe (0: none).', l, rows.lag)
+  gauge_or_counter(add, 'gauge', 'klua_informer_staleness_seconds',
+    'Seconds since the informer last heard its cache is current: a watch event, a bookmark or a completed LIST.',
+    l, rows.staleness)
+  gauge_or_counter(add, 'counter', 'klua_informer_cache_verifications_total',
+    'Checks of the cache against a consistent LIST (--verify-cache).', l, rows.verifications)
+  gauge_or_counter(add, 'counter', 'klua_informer_drift_objects_total',
+    'Objects --verify-cache found differing between the cache and the server (each drift relists).', l, rows.drift)
 end
 
 -- controller-runtime's names, help texts, labels and buckets (v0.20, with
@@ -255,6 +274,10 @@ local function not_ready()
     local failing = s.failing_for
     if failing and failing > M.READY_FAILING_SECONDS then
       return ('informer %s has been failing for %.0f s'):format(inf:name(), failing)
+    end
+    if M.max_staleness and s.staleness > M.max_staleness then
+      return ('informer %s has heard nothing from the server for %.0f s (--readyz-max-staleness %gs)'):format(
+        inf:name(), s.staleness, M.max_staleness)
     end
   end
 end

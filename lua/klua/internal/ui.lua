@@ -34,7 +34,7 @@ local function informer_state(inf)
     decoder = { added = s.added, modified = s.modified, deleted = s.deleted, bookmarks = s.bookmarks,
       malformed = s.malformed },
     reflector = { state = s.state, resource_version = s.resource_version,
-      last_event_age = s.last_event_age or json.null, errors = s.errors, backoffs = s.backoffs,
+      last_event_age = s.last_event_age or json.null, staleness = s.staleness, errors = s.errors, backoffs = s.backoffs,
       idle_restarts = s.idle_restarts, failing_for = s.failing_for, refused = s.refused or json.null,
       transitions = transitions },
     store = { objects = s.cached },
