@@ -44,6 +44,8 @@ typedef struct kl_ctl_opts {
     const char *script;             /* klua run's script path, for the Lease's default name */
     double graceful_shutdown_timeout; /* seconds a graceful stop may take; 0 = 30 */
     int shards;                     /* --shards: 0 = none (docs/scale.md) */
+    int dry_run;                    /* --dry-run: every klua.api write sent with dryRun=All */
+    int once;                       /* --once: reconcile each key of the initial sync once, then exit */
 } kl_ctl_opts;
 
 typedef struct kl_rt_opts {

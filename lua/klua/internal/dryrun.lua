@@ -1,0 +1,116 @@
+--- `klua run --dry-run`: klua.api sends every write with dryRun=All, so
+-- that the server admits, validates and answers it and persists nothing
+-- (docs/sandbox.md: the sandbox as kube-apiserver), and this module logs
+-- each answered write at info level as what it would change: the verb,
+-- the resource, the key and the dotted paths that differ between the
+-- object as cached and as the server answered, old → new.
+--
+-- The object as cached: an informer's copy of that resource and key, else
+-- (nothing caches it) the server's, read with a GET; a create has none.
+-- A dry run's answer is never observed by a watch, so klua.api does not
+-- record it as a write its informers are to observe (internal/writes.lua):
+-- a controller's next reconcile does not wait for it, and finds the child
+-- it "created" missing again.
+local core = require 'klua.core'
+local util = require 'klua.internal.objutil'
+local json = core.json
+
+local M = {}
+
+--- Whether --dry-run was given: read once, it never changes.
+M.on = core.controller_options().dry_run == true
+
+--- Changes listed in one line at most; the rest are counted.
+M.MAX_CHANGES = 12
+--- Characters of a value shown at most.
+M.MAX_VALUE = 60
+
+-- What says nothing of the change: the type (the log line names the
+-- resource), what the server writes into a create's answer and every
+-- write's bookkeeping.
+local NOISE = { apiVersion = true, kind = true, ['metadata.resourceVersion'] = true, ['metadata.managedFields'] = true,
+  ['metadata.uid'] = true, ['metadata.creationTimestamp'] = true, ['metadata.generation'] = true }
+
+local function shown(v)
+  if v == nil then return '(none)' end
+  local text = json.encode(v)
+  if #text > M.MAX_VALUE then text = text:sub(1, M.MAX_VALUE - 1) .. '…' end
+  return text
+end
+
+local function same(a, b)
+  if a == b then return true end
+  local ta, tb = core.type(a), core.type(b)
+  if ta ~= tb or (ta ~= 'object' and ta ~= 'array') then return false end
+  return json.encode(a) == json.encode(b)
+end
+
+-- Appends to out "path old → new" wherever old and new (objects) differ:
+-- objects followed down to the member, anything else (arrays whole) one
+-- change.
+local function walk(old, new, prefix, out)
+  local keys, seen = {}, {}
+  for k in pairs(old) do keys[#keys + 1], seen[k] = k, true end
+  for k in pairs(new) do
+    if not seen[k] then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local path = prefix and (prefix .. '.' .. k) or k
+    local a, b = old[k], new[k]
+    if not NOISE[path] and not same(a, b) then
+      -- A member a create adds is followed down too: its leaves say more
+      -- than one truncated object.
+      if (a == nil or core.type(a) == 'object') and core.type(b) == 'object' then
+        walk(a or {}, b, path, out)
+      else
+        out[#out + 1] = ('%s %s → %s'):format(path, shown(a), shown(b))
+      end
+    end
+  end
+  return out
+end
+
+--- The changes from old to new (objects, tables or views; old nil for a
+-- create): a list of "dotted.path old → new", sorted: objects followed
+-- down to the member, arrays whole, values as compact JSON cut at
+-- MAX_VALUE characters.
+function M.diff(old, new)
+  return walk(old or {}, new or {}, nil, {})
+end
+
+local function resource_name(r)
+  return (r.group and r.group ~= '') and (r.resource .. '.' .. r.group) or r.resource
+end
+
+--- Logs a dry-run write the server answered: verb ("create", "update",
+-- "update status", "patch", "apply", "delete"), r the resolved resource,
+-- old the object before (nil for a create), answer the server's.
+function M.report(verb, r, ns, name, old, answer)
+  local head = ('dry run: %s %s %s'):format(verb, resource_name(r), util.key(ns, name))
+  if verb == 'delete' then
+    local md = type(answer) == 'table' and answer.kind == r.kind and answer.metadata
+    local kept = md and md.deletionTimestamp and md.finalizers
+    core.log('info', head .. (kept and (': kept, marked for deletion, until its finalizers are removed: '
+      .. shown(md.finalizers)) or ': deleted'))
+    return
+  end
+  local changes = M.diff(old, answer)
+  if #changes == 0 then
+    core.log('info', head .. ': no change')
+    return
+  end
+  local more = #changes - M.MAX_CHANGES
+  if more > 0 then
+    for i = #changes, M.MAX_CHANGES + 1, -1 do changes[i] = nil end
+    changes[#changes + 1] = ('and %d more'):format(more)
+  end
+  core.log('info', head .. ': ' .. table.concat(changes, '; '))
+end
+
+--- Logs a dry-run request of klua.api.request: its method and path.
+function M.report_request(method, path)
+  core.log('info', ('dry run: %s %s'):format(method, path))
+end
+
+return M
