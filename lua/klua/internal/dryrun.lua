@@ -38,11 +38,19 @@ local function shown(v)
   return text
 end
 
+-- Deep equality of JSON values, tables or views alike: encoding both
+-- would not do, a decoded table's members come out in no set order.
 local function same(a, b)
   if a == b then return true end
   local ta, tb = core.type(a), core.type(b)
   if ta ~= tb or (ta ~= 'object' and ta ~= 'array') then return false end
-  return json.encode(a) == json.encode(b)
+  local n = 0
+  for k, v in pairs(a) do
+    n = n + 1
+    if not same(v, b[k]) then return false end
+  end
+  for _ in pairs(b) do n = n - 1 end
+  return n == 0
 end
 
 -- Appends to out "path old → new" wherever old and new (objects) differ:
