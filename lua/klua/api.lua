@@ -42,9 +42,9 @@
 -- dryRun=All whatever its opts say: the server validates it and answers
 -- as if it had been made, persists nothing, and klua logs at info level
 -- what it would have changed (verb, resource, key, and the dotted paths
--- that differ from the cached object, old → new). Such an answer is
--- never observed by a watch: a controller that "created" a child finds it
--- missing at its next reconcile.
+-- that differ from the cached object, with the old and new values). Such
+-- an answer is never observed by a watch: a controller that "created" a
+-- child finds it missing at its next reconcile.
 --
 -- These are worth retrying later (a controller's reconcile can return the
 -- error and be requeued with backoff); so is a Status with code >= 500 or

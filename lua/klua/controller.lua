@@ -458,7 +458,9 @@ local function once_check()
     core.log('error', ('--once: %d of %d reconciles failed: %s'):format(#failed, keys, table.concat(failed, ', ')))
     return core.stop(1)
   end
-  core.log('info', ('--once: reconciled %d keys of %d controllers, every one successfully'):format(keys, #M.all))
+  local function count(n, what) return ('%d %s%s'):format(n, what, n == 1 and '' or 's') end
+  core.log('info', ('--once: reconciled %s of %s, every one successfully'):format(count(keys, 'key'),
+    count(#M.all, 'controller')))
   core.stop(0)
 end
 

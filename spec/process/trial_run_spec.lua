@@ -125,7 +125,7 @@ describe('klua run --once', function()
     table.sort(lines)
     assert.same({ ('reconcile %s/a child-cached=false'):format(ns), ('reconcile %s/b child-cached=false'):format(ns) },
       lines)
-    assert.matches('--once: reconciled 2 keys of 1 controllers, every one successfully', err, 1, true)
+    assert.matches('--once: reconciled 2 keys of 1 controller, every one successfully', err, 1, true)
     local _, a = sb:json('GET', CM:format(ns) .. '/a')
     assert.equals('managed', a.data.mode)
   end)

@@ -53,10 +53,33 @@ local function same(a, b)
   return n == 0
 end
 
--- Appends to out "path old → new" wherever old and new (objects) differ:
--- objects followed down to the member, anything else (arrays whole) one
+local function length(list)
+  local n = 0
+  while list[n + 1] ~= nil do n = n + 1 end
+  return n
+end
+
+local walk
+
+-- Appends to out "path old → new" for each difference between a and b at
+-- path: objects followed down to the member (a member a create adds too:
+-- its leaves say more than one truncated object), arrays of one length
+-- element by element ("status.conditions[0].status"), anything else one
 -- change.
-local function walk(old, new, prefix, out)
+local function compare(a, b, path, out)
+  if NOISE[path] or same(a, b) then return end
+  local ta, tb = core.type(a), core.type(b)
+  if (a == nil or ta == 'object') and tb == 'object' then
+    walk(a or {}, b, path, out)
+  elseif ta == 'array' and tb == 'array' and length(a) == length(b) then
+    for i = 1, length(a) do compare(a[i], b[i], ('%s[%d]'):format(path, i - 1), out) end
+  else
+    out[#out + 1] = ('%s %s → %s'):format(path, shown(a), shown(b))
+  end
+end
+
+-- compare for each member of the objects old and new, in key order.
+function walk(old, new, prefix, out)
   local keys, seen = {}, {}
   for k in pairs(old) do keys[#keys + 1], seen[k] = k, true end
   for k in pairs(new) do
@@ -64,25 +87,16 @@ local function walk(old, new, prefix, out)
   end
   table.sort(keys)
   for _, k in ipairs(keys) do
-    local path = prefix and (prefix .. '.' .. k) or k
-    local a, b = old[k], new[k]
-    if not NOISE[path] and not same(a, b) then
-      -- A member a create adds is followed down too: its leaves say more
-      -- than one truncated object.
-      if (a == nil or core.type(a) == 'object') and core.type(b) == 'object' then
-        walk(a or {}, b, path, out)
-      else
-        out[#out + 1] = ('%s %s → %s'):format(path, shown(a), shown(b))
-      end
-    end
+    compare(old[k], new[k], prefix and (prefix .. '.' .. k) or k, out)
   end
   return out
 end
 
 --- The changes from old to new (objects, tables or views; old nil for a
 -- create): a list of "dotted.path old → new", sorted: objects followed
--- down to the member, arrays whole, values as compact JSON cut at
--- MAX_VALUE characters.
+-- down to the member, arrays of one length element by element
+-- ("spec.containers[0].image"), other arrays whole, values as compact
+-- JSON cut at MAX_VALUE characters.
 function M.diff(old, new)
   return walk(old or {}, new or {}, nil, {})
 end
