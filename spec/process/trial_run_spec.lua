@@ -141,6 +141,39 @@ describe('klua run --once', function()
     assert.matches(('--once: 1 of 2 reconciles failed: parents %s/bad'):format(ns), err, 1, true)
   end)
 
+  it('leaves alone a key first queued after the initial sync', function()
+    local ns = namespace()
+    create(ns, 'a', { role = 'parent' })
+    create(ns, 'b', { role = 'parent' })
+    -- a's reconcile makes a new parent; b's waits until the cache holds it,
+    -- so that its event has queued its key before the run can end.
+    local out = K.run_script_ok([[
+      local ns = ...
+      local parents = klua.informer { resource = 'configmaps', namespace = ns, label_selector = 'role=parent' }
+      klua.controller { name = 'parents', watches = { parents }, reconcile = function(key)
+        print('reconcile ' .. key)
+        if key == ns .. '/a' then
+          assert(klua.api.create('configmaps', { metadata = { name = 'late', namespace = ns, labels = { role = 'parent' } } }))
+        else
+          while not parents:get(ns .. '/late') do klua.sleep(0.05) end
+        end
+      end }
+    ]], { kubeconfig = sb.kubeconfig, flags = { '--once' }, args = { ns } })
+    assert.equals(('reconcile %s/a\nreconcile %s/b\n'):format(ns, ns), out)
+  end)
+
+  it('with --leader-elect, reconciles once it leads', function()
+    local ns = namespace()
+    create(ns, 'a', { role = 'parent' })
+    local out, err = K.run_script_ok(PARENTS, { kubeconfig = sb.kubeconfig, args = { ns },
+      flags = { '--once', '--leader-elect', '--leader-election-namespace', ns } })
+    assert.equals(('reconcile %s/a child-cached=false\n'):format(ns), out)
+    assert.matches('--once: reconciled 1 key of 1 controller, every one successfully', err, 1, true)
+    local status, lease = sb:json('GET', '/apis/coordination.k8s.io/v1/namespaces/' .. ns .. '/leases/script')
+    assert.equals(200, status)
+    assert.truthy(lease.spec.leaseDurationSeconds)
+  end)
+
   it('exits 0 at once when the script made no controller', function()
     local _, err = K.run_script_ok('klua.informer "configmaps"', { kubeconfig = sb.kubeconfig, flags = { '--once' } })
     assert.matches('--once: the script made no controller: nothing to reconcile', err, 1, true)
