@@ -79,9 +79,12 @@ describe('klua run --dry-run', function()
   it('sends a patch, an apply and plain requests with dryRun=All too, a DELETE\'s in its body', function()
     local ns = namespace()
     create(ns, 'x', { role = 'other' })
+    assert.equals(201, (sb:json('POST', CM:format(ns), { metadata = { name = 'guarded',
+      finalizers = { 'example.com/guard' } } })))
     local out, err = K.run_script_ok([[
       local ns = ...
       assert(klua.api.patch('configmaps', ns .. '/x', { data = { b = '2' } }))
+      assert(klua.api.delete('configmaps', ns .. '/guarded'))
       assert(klua.api.apply({ apiVersion = 'v1', kind = 'ConfigMap', metadata = { name = 'y', namespace = ns },
         data = { c = '3' } }, { field_manager = 'trial' }))
       assert(klua.api.request('POST', '/api/v1/namespaces/' .. ns .. '/configmaps',
@@ -93,12 +96,16 @@ describe('klua run --dry-run', function()
     assert.equals('done\n', out)
     assert.matches(('dry run: patch configmaps %s/x: data.b %%(none%%) → "2"'):format(K.literally(ns)), err)
     assert.matches(('dry run: apply configmaps %s/y: data.c %%(none%%) → "3"'):format(K.literally(ns)), err)
+    assert.matches(('dry run: delete configmaps %s/guarded: kept, marked for deletion, until its finalizers are removed: '
+      .. '["example.com/guard"]'):format(ns), err, 1, true)
     assert.matches('dry run: POST /api/v1/namespaces/' .. K.literally(ns) .. '/configmaps', err)
     assert.matches('dry run: DELETE /api/v1/namespaces/' .. K.literally(ns) .. '/configmaps/x', err)
     local _, x = sb:json('GET', CM:format(ns) .. '/x')
     assert.is_nil(x.data)
     assert.equals(404, (sb:json('GET', CM:format(ns) .. '/y')))
     assert.equals(404, (sb:json('GET', CM:format(ns) .. '/z')))
+    local _, guarded = sb:json('GET', CM:format(ns) .. '/guarded')
+    assert.is_nil(guarded.metadata.deletionTimestamp)
   end)
 
   it('refuses leader election: a trial run must not take the Lease from the controller in production', function()

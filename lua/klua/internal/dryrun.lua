@@ -111,10 +111,14 @@ end
 function M.report(verb, r, ns, name, old, answer)
   local head = ('dry run: %s %s %s'):format(verb, resource_name(r), util.key(ns, name))
   if verb == 'delete' then
+    -- The object comes back marked while finalizers or a grace period
+    -- keep it; gone, it is a Status (or, for a pod, the object).
     local md = type(answer) == 'table' and answer.kind == r.kind and answer.metadata
-    local kept = md and md.deletionTimestamp and md.finalizers
-    core.log('info', head .. (kept and (': kept, marked for deletion, until its finalizers are removed: '
-      .. shown(md.finalizers)) or ': deleted'))
+    local finalizers = md and md.deletionTimestamp and md.finalizers
+    local grace = md and md.deletionTimestamp and (md.deletionGracePeriodSeconds or 0) > 0
+    core.log('info', head .. (finalizers and (': kept, marked for deletion, until its finalizers are removed: '
+      .. shown(finalizers)) or grace and (': marked for deletion, gone after a grace period of %s s'):format(
+      tostring(md.deletionGracePeriodSeconds)) or ': deleted'))
     return
   end
   local changes = M.diff(old, answer)
