@@ -436,7 +436,9 @@ end
 local Once = {}
 Once.__index = Once
 
-local function new_once() return setmetatable({ pending = {}, left = 0, failed = {}, synced = false }, Once) end
+local function new_once()
+  return setmetatable({ pending = {}, left = 0, reconciled = 0, failed = {}, synced = false }, Once)
+end
 
 function Once:note(key)
   if self.synced or self.pending[key] then return end
@@ -473,7 +475,7 @@ function Once:finished(key, result)
 end
 
 function Once:sync()
-  self.synced, self.reconciled = true, 0
+  self.synced = true
   core.after(0, once_check)
 end
 
