@@ -81,7 +81,7 @@ local function prepare(i, child, owner, label, uid, targets)
   if type(child) ~= 'table' or type(child.apiVersion) ~= 'string' or type(child.kind) ~= 'string'
       or type(child.metadata) ~= 'table' or type(child.metadata.name) ~= 'string' then
     error(('apply_children: desired[%d] must be a table with apiVersion, kind and metadata.name '
-      .. '(server-side apply addresses objects by name)'):format(i), 4)
+      .. '(server-side apply addresses objects by name)'):format(i), 3)
   end
   local discovery = require 'klua.internal.discovery'
   local r, rerr = discovery.resolve(child.apiVersion .. '/' .. child.kind)

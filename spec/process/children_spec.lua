@@ -112,6 +112,12 @@ describe('klua.helpers.apply_children', function()
       { kubeconfig = sb.kubeconfig }, 'apply_children needs opts.field_manager: the name that owns the applied fields')
     K.run_script_refused([[klua.helpers.apply_children({ metadata = { uid = 'u' } }, {}, { field_manager = 'x' })]],
       { kubeconfig = sb.kubeconfig }, 'apply_children needs opts.informer (the informers that cache the children) or opts.resources')
+    local err = K.run_script_refused([[
+      klua.helpers.apply_children({ metadata = { uid = 'u' } }, { { apiVersion = 'v1', kind = 'ConfigMap',
+        metadata = { generateName = 'x-' } } }, { field_manager = 'x', resources = { 'configmaps' } })
+    ]], { kubeconfig = sb.kubeconfig }, 'apply_children: desired[1] must be a table with apiVersion, kind and '
+      .. 'metadata.name (server-side apply addresses objects by name)')
+    assert.matches('script.lua:1: apply_children: desired[1]', err, 1, true)
   end)
 
   it('under --dry-run, applies and prunes nothing, logging what it would do', function()
