@@ -21,6 +21,14 @@
 -- writes status.replicas, status.readyReplicas and a Ready condition
 -- through the status subresource, and records an Event when it scales.
 --
+-- It creates and deletes its pods one by one rather than declaring them
+-- with klua.helpers.apply_children: a ReplicaSet's pods are
+-- interchangeable, named at random (generateName, which apply cannot
+-- address), keep the spec they were created with (a pod's spec cannot be
+-- changed, so applying a changed template would fail), and scaling down
+-- picks the pods not ready first. apply_children is for children named
+-- after their owner whose content follows its spec (docs/tutorial.md).
+--
 -- Deleting a PodSet: the garbage collector (a cluster's, and the sandbox
 -- API server's) deletes the pods whose owner is gone. This controller also
 -- deletes them itself when it reconciles a PodSet that no longer exists, so

@@ -37,12 +37,22 @@
 --   "DeadlineExceeded" cancelled, or not sent: the reconcile making it ran
 --                     past its controller's reconcile_timeout.
 --
+-- Under `klua run --dry-run` every write (create, update, update_status,
+-- patch, apply, delete, and a request that is not a GET) is sent with
+-- dryRun=All whatever its opts say: the server validates it and answers
+-- as if it had been made, persists nothing, and klua logs at info level
+-- what it would have changed (verb, resource, key, and the dotted paths
+-- that differ from the cached object, with the old and new values). Such
+-- an answer is never observed by a watch: a controller that "created" a
+-- child finds it missing at its next reconcile.
+--
 -- These are worth retrying later (a controller's reconcile can return the
 -- error and be requeued with backoff); so is a Status with code >= 500 or
 -- 429. A 2xx answer whose body is not JSON, or whose Content-Type is not
 -- (a protobuf, YAML, a proxy's HTML page), is reason "InvalidResponse".
 local core = require 'klua.core'
 local discovery = require 'klua.internal.discovery'
+local dryrun = require 'klua.internal.dryrun'
 local fence = require 'klua.internal.fence'
 local util = require 'klua.internal.objutil'
 local writes = require 'klua.internal.writes'
@@ -230,7 +240,20 @@ function api.request(method, path, body, content_type, accept)
   if body ~= nil and type(body) ~= 'string' then check_obj('request', body, 'body is a string, a table sent as JSON, or nil') end
   if content_type ~= nil and type(content_type) ~= 'string' then misuse('request', 'content_type is a string, or nil', content_type) end
   if accept ~= nil and type(accept) ~= 'string' then misuse('request', 'accept is a string, or nil', accept) end
-  return call(method, path, body, content_type, accept)
+  if not dryrun.on or method:upper() == 'GET' then return call(method, path, body, content_type, accept) end
+  -- A DELETE with a body takes its options from the body alone
+  -- (endpoints/handlers/delete.go), so a DeleteOptions body says it too.
+  if type(body) == 'table' and body.kind == 'DeleteOptions' then
+    local copy = { dryRun = setmetatable({ 'All' }, json.array_mt) }
+    for k, v in pairs(body) do
+      if k ~= 'dryRun' then copy[k] = v end
+    end
+    body = copy
+  end
+  local answer, err = call(method, path .. (path:find('?', 1, true) and '&' or '?') .. 'dryRun=All', body,
+    content_type, accept)
+  if answer ~= nil then dryrun.report_request(method, path) end
+  return answer, err
 end
 
 --- api.last_warnings() -> the texts of the warnings the server sent with
@@ -319,17 +342,34 @@ function api.list(resource, opts)
   return result
 end
 
+-- Whether a write with these opts is a dry run: asked for, or --dry-run.
+local function dry(opts)
+  return dryrun.on or (opts ~= nil and opts.dry_run and true) or false
+end
+
 local function write_opts(opts)
   opts = opts or {}
-  return encode_query { fieldManager = opts.field_manager, dryRun = opts.dry_run and 'All' or nil }
+  return encode_query { fieldManager = opts.field_manager, dryRun = dry(opts) and 'All' or nil }
+end
+
+-- The object as it is before a --dry-run write: as cached, else as the
+-- server has it (nil when it has none).
+local function before(r, ns, name)
+  local cached = writes.cached(r, ns, name)
+  if cached ~= nil then return cached end
+  return (call('GET', object_path(r, ns, name)))
 end
 
 -- Passes a write's outcome on, telling the informers' bookkeeping of
--- every write the server made (a dry run makes none) so that controllers
--- read their own writes (lua/klua/internal/writes.lua).
-local function wrote(r, ns, name, query, answer, err, deleting)
-  if answer ~= nil and not query:find('dryRun=', 1, true) then
+-- every write the server made so that controllers read their own writes
+-- (lua/klua/internal/writes.lua). A dry run made none: under --dry-run
+-- it is logged as what it would change.
+local function wrote(verb, r, ns, name, is_dry, answer, err, deleting)
+  if answer == nil then return answer, err end
+  if not is_dry then
     writes.record(r, ns, name, answer, deleting)
+  elseif dryrun.on then
+    dryrun.report(verb, r, ns, name, (verb ~= 'create' and verb ~= 'delete') and before(r, ns, name) or nil, answer)
   end
   return answer, err
 end
@@ -359,7 +399,7 @@ function api.create(resource, obj, opts)
   local created, cerr = call('POST', object_path(r, ns) .. q, obj, nil, nil, opts[fence.EXEMPT])
   local name = created and util.field(created.metadata, 'name')
   if not name then return created, cerr end
-  return wrote(r, ns, name, q, created, cerr)
+  return wrote('create', r, ns, name, dry(opts), created, cerr)
 end
 
 local function put(fn, resource, obj, sub, opts)
@@ -372,7 +412,8 @@ local function put(fn, resource, obj, sub, opts)
   if not key then return nil, new_error(400, 'BadRequest', 'the object needs metadata.name') end
   local ns, name = split_key(r, key)
   local q = write_opts(opts)
-  return wrote(r, ns, name, q, call('PUT', object_path(r, ns, name, sub) .. q, obj, nil, nil, opts and opts[fence.EXEMPT]))
+  return wrote(sub and 'update status' or 'update', r, ns, name, dry(opts),
+    call('PUT', object_path(r, ns, name, sub) .. q, obj, nil, nil, opts and opts[fence.EXEMPT]))
 end
 
 --- api.update(resource, obj, opts) -> updated object, or nil, err. obj
@@ -411,7 +452,8 @@ local PATCH_TYPES = {
 --- api.patch(resource, key, patch, opts) -> patched object, or nil, err.
 -- opts.type: "merge" (default), "json", "strategic" or "apply" (server-side
 -- apply: needs opts.field_manager; opts.force takes fields from other
--- managers). opts.subresource: e.g. "status".
+-- managers). opts.subresource: e.g. "status". opts.dry_run: validated and
+-- answered, not persisted.
 -- @param resource a resource name, a resolved resource or an informer
 -- @param key "namespace/name", or "name"
 -- @param patch the patch, a table (sent as JSON) or a string
@@ -435,8 +477,9 @@ function api.patch(resource, key, patch, opts)
     return nil, new_error(400, 'BadRequest', 'server-side apply needs opts.field_manager')
   end
   local ns, name = split_key(r, key)
-  local q = encode_query { fieldManager = opts.field_manager, force = opts.force and 'true' or nil }
-  return wrote(r, ns, name, q, call('PATCH', object_path(r, ns, name, opts.subresource) .. q, patch, ct))
+  local q = encode_query { fieldManager = opts.field_manager, force = opts.force and 'true' or nil,
+    dryRun = dry(opts) and 'All' or nil }
+  return wrote('patch', r, ns, name, dry(opts), call('PATCH', object_path(r, ns, name, opts.subresource) .. q, patch, ct))
 end
 
 --- api.apply(obj, opts) -> the object as stored, or nil, err. Server-side
@@ -473,14 +516,14 @@ function api.apply(obj, opts)
   local md = obj.metadata
   local ns = r.namespaced and (md.namespace or opts.namespace or core.namespace()) or nil
   local q = encode_query { fieldManager = opts.field_manager, force = opts.force and 'true' or nil,
-    dryRun = opts.dry_run and 'All' or nil }
-  return wrote(r, ns, md.name, q, call('PATCH', object_path(r, ns, md.name) .. q, obj, PATCH_TYPES.apply))
+    dryRun = dry(opts) and 'All' or nil }
+  return wrote('apply', r, ns, md.name, dry(opts), call('PATCH', object_path(r, ns, md.name) .. q, obj, PATCH_TYPES.apply))
 end
 
 --- api.delete(resource, key, opts) -> the server's answer (the object
 -- or a Status), or nil, err. opts: propagation_policy ("Foreground",
 -- "Background", "Orphan"), preconditions {uid=, resource_version=},
--- grace_period_seconds.
+-- grace_period_seconds, dry_run.
 -- @param resource a resource name, a resolved resource or an informer
 -- @param key "namespace/name", or "name"
 -- @param opts optional, as above
@@ -502,8 +545,10 @@ function api.delete(resource, key, opts)
   if opts.preconditions then
     body.preconditions = { uid = opts.preconditions.uid, resourceVersion = opts.preconditions.resource_version }
   end
+  -- In the body: the server reads a DELETE's options from its body alone.
+  if dry(opts) then body.dryRun = setmetatable({ 'All' }, json.array_mt) end
   local answer, derr = call('DELETE', object_path(r, ns, name), body)
-  return wrote(r, ns, name, '', answer, derr, true)
+  return wrote('delete', r, ns, name, dry(opts), answer, derr, true)
 end
 
 local function reason_is(reason, code)

@@ -86,6 +86,16 @@
 -- after its backoff. The instruction budget (--instruction-budget) bounds
 -- its CPU meanwhile.
 --
+-- `klua run --once` (a trial run, docs/deploy.md): each controller
+-- reconciles every key queued before its informers synced (the keys of
+-- the initial list, and of ctl:enqueue before then) once, and nothing
+-- else: a key queued later is dropped, and no result queues a key again
+-- (klua.requeue and requeue_after count as successes, a failure as a
+-- failure: no retry). Once every controller has reconciled its keys, klua
+-- exits: 0 when every reconcile succeeded, else 1 after an error line
+-- naming the keys that failed. With --leader-elect the keys are
+-- reconciled once this replica leads.
+--
 -- The controller_runtime_* metrics count these outcomes as
 -- controller-runtime's reconcileHandler does (pkg/internal/controller/
 -- controller.go, v0.20): result "success", "requeue_after", "requeue" or
@@ -106,6 +116,9 @@ local M = {}
 -- script runs and never changes: read once, the per-event check is a test
 -- of a local.
 local NARRATE = core.verbosity() >= 3
+
+-- --once (see the module comment): read once, it never changes.
+local ONCE = core.controller_options().once == true
 
 local function narrate(fmt, ...) core.log('info', fmt:format(...)) end
 
@@ -180,6 +193,7 @@ Controller.__index = Controller
 -- @usage
 -- ctl:enqueue('default/web')
 function Controller:enqueue(key)
+  if self.once then self.once:note(key) end
   cause.note(self.causes, key, { event = 'enqueue', object = key })
   local queued = self.queue:add(key, NORMAL)
   if NARRATE then narrate_add(self, key, 'ctl:enqueue', queued) end
@@ -262,6 +276,7 @@ local LAST_ERRORS = 8
 -- Queues key again later, at normal priority, for the reason given;
 -- returns after how many seconds, for -v 3.
 local function requeue(c, key, reason, after)
+  if c.once then return nil end
   cause.note(c.causes, key, { event = 'requeue', reason = reason, object = key })
   if after then
     c.queue:add_after(key, after, NORMAL)
@@ -309,6 +324,7 @@ local function told(why)
 end
 
 local function queue_now(c, key, prio, why)
+  if c.once then c.once:note(key) end
   local queued = c.queue:add(key, prio)
   if NARRATE then narrate_add(c, key, told(why), queued) end
 end
@@ -350,6 +366,12 @@ local function process(c, key, prio)
   -- Not before the cache holds this controller's own writes for the key:
   -- the key comes back with the event that carries them, or at the bound.
   if writes.hold(c, key) then
+    c.queue:done(key)
+    return
+  end
+  if c.once and not c.once.pending[key] then
+    cause.take(c.causes, key)
+    c.queue:forget(key)
     c.queue:done(key)
     return
   end
@@ -398,6 +420,7 @@ local function process(c, key, prio)
   c.queue:done(key)
   if g then g:finished(key) end
   core.reconciling(false)
+  if c.once then c.once:finished(key, result) end
 end
 
 local function worker(c)
@@ -406,6 +429,65 @@ local function worker(c)
     if key == nil then return end
     process(c, key, prio)
   end
+end
+
+-- --once's book of a controller: the keys queued before its informers
+-- synced (pending until reconciled), and those whose reconcile failed.
+local Once = {}
+Once.__index = Once
+
+local function new_once()
+  return setmetatable({ pending = {}, left = 0, reconciled = 0, failed = {}, synced = false }, Once)
+end
+
+function Once:note(key)
+  if self.synced or self.pending[key] then return end
+  self.pending[key] = true
+  self.left = self.left + 1
+end
+
+local OK = { success = true, requeue = true, requeue_after = true }
+
+-- Ends the run once every controller has reconciled its keys once.
+local function once_check()
+  local keys, failed = 0, {}
+  for _, c in ipairs(M.all) do
+    if not c.once.synced or c.once.left > 0 then return end
+    keys = keys + c.once.reconciled
+    for _, key in ipairs(c.once.failed) do failed[#failed + 1] = c.name .. ' ' .. key end
+  end
+  if #failed > 0 then
+    core.log('error', ('--once: %d of %d reconciles failed: %s'):format(#failed, keys, table.concat(failed, ', ')))
+    return core.stop(1)
+  end
+  local function count(n, what) return ('%d %s%s'):format(n, what, n == 1 and '' or 's') end
+  core.log('info', ('--once: reconciled %s of %s, every one successfully'):format(count(keys, 'key'),
+    count(#M.all, 'controller')))
+  core.stop(0)
+end
+
+function Once:finished(key, result)
+  self.pending[key] = nil
+  self.left = self.left - 1
+  self.reconciled = self.reconciled + 1
+  if not OK[result] then self.failed[#self.failed + 1] = key end
+  if self.left == 0 then once_check() end
+end
+
+function Once:sync()
+  self.synced = true
+  core.after(0, once_check)
+end
+
+-- A script with no controller has nothing to reconcile: --once ends it
+-- once its informers have synced.
+if ONCE then
+  core.on_synced(function()
+    if #M.all == 0 then
+      core.log('warn', '--once: the script made no controller: nothing to reconcile')
+      core.stop(0)
+    end
+  end)
 end
 
 local function check_informers(list, what)
@@ -477,6 +559,7 @@ function M.new(opts)
     workers = opts.workers or 1, active = 0, in_flight = {}, last_errors = {},
     causes = {},     -- key -> what queued it since its reconcile last began
     debouncing = {}, -- key -> the timer that queues it once its events are quiet
+    once = ONCE and new_once() or nil,
   }, Controller)
   writes.attach(c, watches, owns, watches[1]:resource().kind, opts.read_your_writes)
   M.all[#M.all + 1] = c
@@ -504,6 +587,7 @@ function M.new(opts)
   -- With leader election they also wait to lead: informers sync on
   -- every replica, so a new leader starts with a warm cache.
   core.on_synced(function()
+    if c.once then c.once:sync() end
     leader.on_leading(function()
       for _ = 1, opts.workers or 1 do
         core.after(0, function() worker(c) end)

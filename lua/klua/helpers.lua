@@ -1,8 +1,9 @@
 --- klua.helpers: what every controller otherwise writes by hand, in one
--- module: owner references, finalizers, conditions, events and update
--- predicates. Each concept lives in its own module (lua/klua/owner.lua,
--- finalizer.lua, condition.lua, event.lua, predicate.lua, loaded as
--- require 'klua.owner' and so on); klua.helpers gathers their functions.
+-- module: owner references, declarative children, finalizers, conditions,
+-- events and update predicates. Each concept lives in its own module
+-- (lua/klua/owner.lua, children.lua, finalizer.lua, condition.lua,
+-- event.lua, predicate.lua, loaded as require 'klua.owner' and so on);
+-- klua.helpers gathers their functions.
 --
 -- Functions that change an object take a mutable table (klua.copy(obj));
 -- those that only read also accept read-only views.
@@ -17,6 +18,7 @@
 -- and go on. Readers and predicates never fail on data: a missing part reads
 -- as absent.
 local owner = require 'klua.owner'
+local children = require 'klua.children'
 local finalizer = require 'klua.finalizer'
 local condition = require 'klua.condition'
 local event = require 'klua.event'
@@ -25,7 +27,7 @@ local correlator = require 'klua.internal.correlator'
 
 local M = {}
 
-for _, mod in ipairs { owner, finalizer, condition, event, predicate } do
+for _, mod in ipairs { owner, children, finalizer, condition, event, predicate } do
   for name, fn in pairs(mod) do
     if name ~= 'set_array_mt' and name ~= 'set_clock' then M[name] = fn end
   end

@@ -55,6 +55,17 @@ class Request:
     def dry_run(self):
         return self.param("dryRun") == "All"
 
+    def check_dry_run(self, options_kind, values=None):
+        """ValidateDryRun (apimachinery's meta/v1/validation): "All" is the one value a
+        write's options take; values is DeleteOptions' list, else the query's."""
+        if values is None:
+            values = [self.param("dryRun")] if "dryRun" in self.params else []
+        for value in values:
+            if value != "All":
+                raise invalid(options_kind, "meta.k8s.io", "",
+                              [Cause("dryRun", "Unsupported value", 'supported values: "All"',
+                                     value)])
+
     def manager(self, operation):
         """Who this write is recorded as in managedFields (managerOrUserAgent in the
         handlers: the fieldManager parameter, else the User-Agent up to its first /)."""
@@ -286,6 +297,7 @@ class Api:
     # -- create --------------------------------------------------------------------------
 
     def create(self, req):
+        req.check_dry_run("CreateOptions")
         obj = decode_object(req)
         check_kind(obj, req.rtype.kind, req.rtype.api_version(req.version))
         check_identity(req, obj)
@@ -346,6 +358,7 @@ class Api:
     # -- update and patch ----------------------------------------------------------------
 
     def update(self, req):
+        req.check_dry_run("UpdateOptions")
         if req.subresource == "scale":
             return self._update_scale(req, None)
         obj = decode_object(req)
@@ -401,6 +414,7 @@ class Api:
         if ctype not in accepted:
             raise unsupported_media_type(accepted)
         apply.check_options(req, ctype == APPLY)
+        req.check_dry_run("PatchOptions")
         if req.subresource == "scale":
             patch = apply.decode_scale(req) if ctype == APPLY else decode_body(req)
             return self._update_scale(req, (ctype, patch))
@@ -502,11 +516,9 @@ class Api:
             cur = self._existing_locked(req)
             check_preconditions(req.rtype, cur, opts.get("preconditions") or {})
             self._check_deletable(req.rtype, cur)
-            if req.dry_run():
-                return 200, render(req.rtype, req.version, cur)
             grace = opts.get("gracePeriodSeconds", req.param("gracePeriodSeconds") or None)
             doc, gone = self._delete_locked(req.rtype, cur, opts.get("propagationPolicy") or
-                                            req.param("propagationPolicy"), grace)
+                                            req.param("propagationPolicy"), grace, req.dry_run())
         # Like the real server: an object kept by finalizers comes back as it now is; pods
         # come back even when gone; anything else gone answers with a Success Status.
         if not gone or req.rtype.key == "pods":
@@ -545,12 +557,20 @@ class Api:
                           [Cause("propagationPolicy", "Unsupported value",
                                  'supported values: "Foreground", "Background", "Orphan", '
                                  '"nil"', policy)])
-        if "dryRun" in opts and opts["dryRun"] == ["All"]:
-            req.params["dryRun"] = "All"
+        # The handler decodes DeleteOptions from the body when there is one, and from the
+        # query only when there is none (endpoints/handlers/delete.go): so does dryRun.
+        if req.body.strip():
+            dry = opts.get("dryRun") or []
+            req.check_dry_run("DeleteOptions", dry if isinstance(dry, list) else [dry])
+            req.params.pop("dryRun", None)
+            if dry:
+                req.params["dryRun"] = "All"
+        else:
+            req.check_dry_run("DeleteOptions")
         return opts
 
-    def _delete_locked(self, rtype, cur, policy=None, grace=None):
-        return deletion.delete_locked(self.store, rtype, cur, policy, grace)
+    def _delete_locked(self, rtype, cur, policy=None, grace=None, dry=False):
+        return deletion.delete_locked(self.store, rtype, cur, policy, grace, dry)
 
     # -- shared --------------------------------------------------------------------------
 

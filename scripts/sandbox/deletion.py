@@ -17,6 +17,7 @@ import copy
 import time
 
 from .objects import CRD_KEY, now
+from .store import Doc
 
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"
@@ -69,12 +70,20 @@ def pod_grace(store, rtype, cur, grace):
     return max(int(grace), 0)
 
 
-def delete_locked(store, rtype, cur, policy=None, grace=None):
+def delete_locked(store, rtype, cur, policy=None, grace=None, dry=False):
     """Deletes now, or marks for deletion while finalizers or a Pod's grace period remain.
 
-    Returns (the object's state now, whether it is gone)."""
+    Returns (the object's state now, whether it is gone). dry (dryRun=All) answers the
+    same and stores nothing, as the registry's DryRunnableStorage does: no watch event."""
+    def commit(event, new):
+        if dry:
+            return Doc(new)
+        if event == "DELETED":
+            return remove_locked(store, rtype, cur)
+        return store.commit_locked(rtype, event, new, cur)
+
     if rtype.key == "namespaces":
-        return _delete_namespace_locked(store, rtype, cur)
+        return _delete_namespace_locked(store, rtype, cur, commit)
     finalizers = gc_finalizers(cur.meta.get("finalizers") or [], policy)
     seconds = pod_grace(store, rtype, cur, grace)
     if seconds and not cur.meta.get("deletionTimestamp"):
@@ -83,9 +92,9 @@ def delete_locked(store, rtype, cur, policy=None, grace=None):
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds))
         new["metadata"]["deletionGracePeriodSeconds"] = seconds
         _set_finalizers(new["metadata"], finalizers)
-        return store.commit_locked(rtype, "MODIFIED", new, cur), False
+        return commit("MODIFIED", new), False
     if not finalizers:
-        return remove_locked(store, rtype, cur), True
+        return commit("DELETED", copy.deepcopy(cur.data)), True
     if cur.meta.get("deletionTimestamp"):
         if finalizers == (cur.meta.get("finalizers") or []):
             return cur, False
@@ -93,7 +102,7 @@ def delete_locked(store, rtype, cur, policy=None, grace=None):
     else:
         new = mark_deleting(cur.data)
     _set_finalizers(new["metadata"], finalizers)
-    return store.commit_locked(rtype, "MODIFIED", new, cur), False
+    return commit("MODIFIED", new), False
 
 
 def remove_locked(store, rtype, cur):
@@ -124,15 +133,15 @@ def _drop_crd_locked(store, crd):
             watcher.close(clean=True)
 
 
-def _delete_namespace_locked(store, ns_type, ns):
+def _delete_namespace_locked(store, ns_type, ns, commit):
     spec_finalizers = (ns.data.get("spec") or {}).get("finalizers") or []
     if not spec_finalizers and not ns.meta.get("finalizers"):
-        return remove_locked(store, ns_type, ns), True
+        return commit("DELETED", copy.deepcopy(ns.data)), True
     if ns.meta.get("deletionTimestamp"):
         return ns, False
     marked = mark_deleting(ns.data)
     marked["status"] = {"phase": "Terminating"}
-    return store.commit_locked(ns_type, "MODIFIED", marked, ns), False
+    return commit("MODIFIED", marked), False
 
 
 def finalize_namespace_locked(store, ns_type, ns, new):

@@ -276,6 +276,14 @@ static int set_shards(kl_cli *c, FILE *errs, const char *name, const char *v) {
     return 0;
 }
 
+static int set_dry_run(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_switch(errs, name, v, &c->rt.ctl.dry_run);
+}
+
+static int set_once(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_switch(errs, name, v, &c->rt.ctl.once);
+}
+
 /* A bind address as controller-runtime takes one; "0" turns it off. */
 static int parse_bind_address(FILE *errs, const char *name, const char *v, const char **out) {
     if (!strcmp(v, "0")) {
@@ -370,6 +378,11 @@ static const flag flags[] = {
      set_retry_period, NULL},
     {NULL, "--shards", NULL, "N",
      "split the keys into N shards on Leases; reconcile those this replica holds (docs/scale.md)", set_shards, NULL},
+    {NULL, "--dry-run", NULL, NULL,
+     "send every write with dryRun=All and log it as a diff against the cache; persist nothing",
+     set_dry_run, NULL},
+    {NULL, "--once", NULL, NULL,
+     "reconcile every key of the initial sync once, then exit (0 when all succeeded)", set_once, NULL},
     {NULL, "--graceful-shutdown-timeout", NULL, "DUR",
      "on SIGTERM, how long reconciles in flight and on_shutdown hooks may take (default 30s)",
      set_graceful_shutdown_timeout, NULL},
@@ -424,8 +437,11 @@ static const command commands[] = {
      "usage: klua [flags] run SCRIPT.lua [script args...]",
      "Runs SCRIPT.lua, which sees the global klua (README.md, docs/tutorial.md), until\n"
      "it calls klua.stop() or SIGINT or SIGTERM stops it. Every word after SCRIPT.lua\n"
-     "is the script's (klua.args), flags included: klua's flags go before it. run has\n"
-     "no flags of its own."},
+     "is the script's (klua.args), flags included: klua's flags go before it. Those\n"
+     "under \"Running a controller\" are run's alone. A trial of a new version\n"
+     "against production: klua run --dry-run --once SCRIPT.lua sends every write\n"
+     "with dryRun=All, logs each as a diff, reconciles each key once and exits 0\n"
+     "when every reconcile succeeded (docs/deploy.md, \"Trial runs\")."},
     {"watch", "watch RESOURCE [NAME]", "print one line per event, like kubectl get -w", NULL, NULL},
     {"record", "record TYPE[,TYPE...] --output FILE", "write what klua sees of some resources to a file, for replay",
      "usage: klua [flags] record TYPE[,TYPE...] [-n NS | -A] [-l SEL] --output FILE [--include-secret-data]",

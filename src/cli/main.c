@@ -123,10 +123,23 @@ static int run(kl_cli *c) {
                      "timings (add --leader-elect)");
         return 2;
     }
+    /* A trial run must neither take the Lease from the controller in
+     * production (that would stop it) nor wait behind it for ever; and a
+     * dry-run Lease write would hold nothing. */
+    if (ctl->dry_run && (ctl->leader_elect || ctl->shards)) {
+        run_error(c, "--dry-run runs without leader election: it persists nothing, so it needs no Lease and must not "
+                     "take one from the controller in production (drop --leader-elect and --shards)");
+        return 2;
+    }
+    if (ctl->once && ctl->shards) {
+        run_error(c, "--once reconciles every key once, --shards only those of the shards this replica holds: "
+                     "use one or the other");
+        return 2;
+    }
     if ((watch || record) && (ctl->leader_elect || ctl->shards || ctl->metrics_addr || ctl->probe_addr ||
-                              ctl->ui_addr || ctl->graceful_shutdown_timeout > 0)) {
-        run_error(c, "leader election, the graceful shutdown, the metrics and probe endpoint and the live page are "
-                     "for klua run, not klua %s", c->command);
+                              ctl->ui_addr || ctl->graceful_shutdown_timeout > 0 || ctl->dry_run || ctl->once)) {
+        run_error(c, "leader election, --dry-run, --once, the graceful shutdown, the metrics and probe endpoint and "
+                     "the live page are for klua run, not klua %s", c->command);
         return 2;
     }
     c->rt.ctl.script = c->script;

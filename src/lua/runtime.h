@@ -49,6 +49,8 @@ typedef struct kl_ctl_opts {
                                      * /readyz turns 503; 0 = no bound */
     double verify_cache;            /* seconds between checks of the caches against a
                                      * consistent LIST; 0 = none */
+    int dry_run;                    /* --dry-run: every klua.api write sent with dryRun=All */
+    int once;                       /* --once: reconcile each key of the initial sync once, then exit */
 } kl_ctl_opts;
 
 typedef struct kl_rt_opts {

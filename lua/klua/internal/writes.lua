@@ -161,6 +161,19 @@ function M.record(r, ns, name, answer, deleting)
   end
 end
 
+--- The object ns/name of resource r as an informer caches it, or nil
+-- when none does (the diff of a --dry-run write starts from it).
+function M.cached(r, ns, name)
+  local key = util.key(ns, name)
+  for inf, t in pairs(tracked) do
+    local s = t.spec
+    if same_resource(s.resource, r) and (s.namespace == nil or s.namespace == ns) then
+      local obj = inf:get(key)
+      if obj ~= nil then return obj end
+    end
+  end
+end
+
 --- Seconds since the oldest write through klua.api that informer inf is
 -- to observe and has not (0 when it holds them all).
 function M.lag(inf)
