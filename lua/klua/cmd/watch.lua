@@ -770,7 +770,8 @@ function M.main(...)
   end
   -- A JSONPath that parsed can still fail on an object (an index out of range).
   if o.template then render_failures = new_failures('-o jsonpath') end
-  local reported = { failures, render_failures }
+  local reported = {}
+  for _, f in pairs({ failures, render_failures }) do reported[#reported + 1] = f end
   local untils, fail_ifs, until_failures, fail_failures = {}, {}, nil, nil
   if o.waiting then
     for flag, exprs in pairs({ ['--until'] = { o.untils, untils }, ['--fail-if'] = { o.fail_ifs, fail_ifs } }) do
@@ -783,9 +784,9 @@ function M.main(...)
     reported[#reported + 1] = until_failures
     reported[#reported + 1] = fail_failures
   end
-  if next(reported) then
+  if #reported > 0 then
     klua.every(10, function()
-      for _, f in pairs(reported) do f:report() end
+      for _, f in ipairs(reported) do f:report() end
     end)
   end
   local ns
