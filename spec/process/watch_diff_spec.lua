@@ -117,6 +117,17 @@ describe('klua watch --diff', function()
     assert.same(new, patched)
   end)
 
+  it('with -o yaml: the JSON Patch as a YAML document', function()
+    local ns = namespace()
+    sb:kubectl('run web -n ' .. ns .. ' --image=nginx')
+    local before = sb:stats().requests.watch or 0
+    local p = watch({ 'pod/web', '-n', ns, '--diff', '-o', 'yaml', '--watch-only' })
+    testing.eventually(function() return (sb:stats().requests.watch or 0) > before end, 15)
+    sb:kubectl('label pod web tier=front -n ' .. ns)
+    expect(p, 'value: front\n')
+    assert.equals('- op: add\n  path: /metadata/labels/tier\n  value: front\n', p:output())
+  end)
+
   it('leaves out metadata.generation and resourceVersion unless --diff-all', function()
     local ns = namespace()
     sb:kubectl('create deployment front --image=nginx -n ' .. ns)
