@@ -141,15 +141,17 @@ describe('the help of a command', function()
     local out = K.run({ 'watch', '--help' })
     assert.truthy(out:find('usage: klua [flags] watch TYPE[,TYPE...] [NAME] | TYPE/NAME... [-n NS | -A] [-l SEL] '
       .. '[--field-selector SEL] [-e LUA] [-o FORMAT] [--output-watch-events] [--no-headers] [-L KEY,...] '
-      .. '[--show-labels] [--show-managed-fields] [--sort-by JSONPATH] [--watch-only]\n', 1, true) == 1, out)
+      .. '[--show-labels] [--show-managed-fields] [--sort-by JSONPATH] [--watch-only] [--diff] [--diff-all] '
+      .. '[--until LUA] [--for COND] [--fail-if LUA] [--any] [--timeout DURATION]\n', 1, true) == 1, out)
     local own, global = out:match('\nFlags:\n(.-)\nGlobal flags:\n(.*)$')
     assert.truthy(own, out)
     local got = {}
     for _, f in ipairs(flag_lines(own)) do got[#got + 1] = (f.short or '') .. ' ' .. f.long .. ' ' .. (f.arg or '') end
     assert.same({ '-n --namespace NS', '-A --all-namespaces ', '-l --selector SEL', ' --field-selector SEL',
       '-e --expr LUA', '-o --output FORMAT', ' --output-watch-events ', ' --no-headers ', '-L --label-columns KEY,...',
-      ' --show-labels ', ' --show-managed-fields ', ' --sort-by JSONPATH', ' --server-print ', ' --watch-only ', '-w --watch ',
-      '-h --help ' }, got)
+      ' --show-labels ', ' --show-managed-fields ', ' --sort-by JSONPATH', ' --server-print ', ' --watch-only ',
+      ' --diff ', ' --diff-all ', ' --until LUA', ' --for COND', ' --fail-if LUA', ' --any ', ' --timeout DURATION',
+      '-w --watch ', '-h --help ' }, got)
     assert.truthy(global:find('      --kubeconfig FILE', 1, true))
     -- The flags that stand for a command belong to klua alone.
     assert.is_nil(global:find('--version', 1, true))
@@ -184,10 +186,14 @@ describe('the help of a command', function()
     local own = K.run({ 'watch', '--help' }):match('\nFlags:\n(.-)\nGlobal flags:\n')
     for _, f in ipairs(flag_lines(own)) do
       local value = ({ FORMAT = 'json', SEL = 'app=web', LUA = 'true', NS = 'default', ['KEY,...'] = 'app',
-        JSONPATH = '.metadata.name' })[f.arg]
+        JSONPATH = '.metadata.name', COND = 'delete', DURATION = '30s' })[f.arg]
       for _, name in ipairs({ f.long, f.short }) do
         local args = { 'pods', name }
         if f.arg then args[3] = value end
+        -- These tell how to wait, which another flag says what for.
+        if f.long == '--fail-if' or f.long == '--any' or f.long == '--timeout' then
+          args[#args + 1] = '--for=delete'
+        end
         local o, err = watch.parse(args)
         assert.truthy(o, name .. ': ' .. tostring(err))
       end

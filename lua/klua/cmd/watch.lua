@@ -18,17 +18,22 @@
 -- not know, a resource these credentials may not list, or may list but
 -- not watch: the rows are printed first, as kubectl get -w prints them),
 -- or an object named that does not exist; 141 when stdout's reader goes
--- away. Later failures are retried, as informers do.
+-- away. Later failures are retried, as informers do. A wait (--until, --for:
+-- klua.cmd.waiter) ends with 0 when it is over, 1 on --fail-if or
+-- --timeout.
 local selector = require 'klua.selector'
 local util = require 'klua.internal.objutil'
 local jsonpath = require 'klua.cmd.jsonpath'
 local printers = require 'klua.cmd.printers'
+local diff = require 'klua.cmd.diff'
+local waiter = require 'klua.cmd.waiter'
 
 local M = {}
 
 -- Every flag of `klua watch`, with the option it sets (a flag with an arg
 -- takes a value, the others are switches; a `many` flag adds its comma-separated
--- values to a list, and may come again) and its one line of help.
+-- values to a list, and may come again; a `list` flag adds its whole value to a
+-- list, and may come again) and its one line of help.
 local FLAGS = {
   { short = '-n', long = '--namespace', arg = 'NS', key = 'namespace',
     help = "watch this namespace (default: the kubeconfig context's)" },
@@ -53,6 +58,17 @@ local FLAGS = {
   { long = '--server-print', key = 'no_server_print', negated = true,
     help = "the server's columns (default); --server-print=false: NAME and AGE" },
   { long = '--watch-only', key = 'watch_only', help = 'print only changes, not the objects that exist already' },
+  { long = '--diff', key = 'diff', help = 'on MODIFIED, print only what changed (-o json: a JSON Patch)' },
+  { long = '--diff-all', key = 'diff_all', help = 'as --diff, with resourceVersion, managedFields and generation' },
+  { long = '--until', arg = 'LUA', key = 'untils', list = true,
+    help = 'wait until this Lua expression holds for the objects, then exit 0' },
+  { long = '--for', arg = 'COND', key = 'fors', list = true,
+    help = "wait for kubectl wait's delete, create, condition=C[=V] or jsonpath=P[=V]" },
+  { long = '--fail-if', arg = 'LUA', key = 'fail_ifs', list = true,
+    help = 'while waiting, exit 1 as soon as this Lua expression holds for an event' },
+  { long = '--any', key = 'any', help = 'the wait is over when one object meets it, not every one' },
+  { long = '--timeout', arg = 'DURATION', key = 'timeout_text',
+    help = 'while waiting, exit 1 after this long (30s, 5m, 1h; 0: check once)' },
   { short = '-w', long = '--watch', key = 'watch', help = 'accepted for kubectl get -w; watching is what klua watch does' },
   { short = '-h', long = '--help', key = 'help', help = 'print this help' },
 }
@@ -118,7 +134,37 @@ is printed as it is, a table as JSON. An expression that raises drops the
 event; each distinct error is reported once when it first happens, then
 counted ("-e error (x17): ...") every 10 s and at exit.
 
-Example: klua watch pods -A -e 'get(obj, "metadata", "labels", "app") == "web"']], '', 'Flags:' }
+Example: klua watch pods -A -e 'get(obj, "metadata", "labels", "app") == "web"'
+
+--diff prints a MODIFIED event as what changed: "MODIFIED pod/web -n shop",
+then a line per change, its dotted path and old -> new values as JSON
+("  status.phase: "Pending" -> "Running"", (none) for a field not there);
+-o json, ndjson and yaml print an RFC 6902 JSON Patch from the old object
+to the new ({"type":"MODIFIED","object":{...},"patch":[...]} with
+--output-watch-events, the object cut down to its name). Changes to
+metadata.resourceVersion, managedFields and generation are left out, and an
+update with no other change prints nothing, unless --diff-all. -e still
+chooses the events (true prints the diff); ADDED and DELETED print as
+without --diff.
+
+--until LUA, or kubectl wait's --for (delete, create, condition=NAME[=VALUE],
+jsonpath=PATH[=VALUE], as kubectl 1.32 compares them), makes klua watch a
+wait: it ends once every object selected meets one of them (-e's names in
+scope), or one object with --any. Objects that do not exist yet are waited
+for, where kubectl wait fails ("not found", "no matching resources found"):
+a name must exist, and a selection have at least one object, to be met,
+except with --for=delete, which a name gone, or a selection with none left,
+meets (a DELETED event meets it, as --until 'event == "DELETED"' does).
+Nothing is printed while waiting unless -o, -e or --diff say how; at the
+end, "pod/web condition met" for each object that met it, as kubectl wait
+prints. --until and --for may come several times; any one holding will do.
+
+Exit status: 0 when the wait is over; 1 as soon as --fail-if LUA holds for
+an event, after --timeout (kubectl wait's status and words: "timed out
+waiting for the condition on pods/web"; --timeout 0 checks once: "condition
+not met for pods/web"), or on a JSONPath kubectl refuses to compare (several
+values, an object); 2 for a usage error; 141 when stdout's reader goes away.
+Without --timeout, the wait has no end (kubectl wait's is 30s).]], '', 'Flags:' }
   for _, f in ipairs(FLAGS) do
     local left = (f.short and (f.short .. ', ') or '    ') .. f.long .. (f.arg and (' ' .. f.arg) or '')
     out[#out + 1] = ('  %-38s %s'):format(left, f.help)
@@ -211,6 +257,28 @@ local function check_output(o)
   return true
 end
 
+-- The flags of the wait checked: o.conditions (--for, as kubectl reads
+-- them), o.timeout (seconds) and o.waiting. Returns true, or nil and a message.
+local function check_wait(o)
+  if o.diff_all then o.diff = true end
+  o.conditions = {}
+  for _, text in ipairs(o.fors) do
+    local c, err = waiter.condition(text)
+    if not c then return nil, '--for: ' .. err end
+    o.conditions[#o.conditions + 1] = c
+  end
+  o.waiting = #o.untils > 0 or #o.fors > 0
+  if not o.waiting and (#o.fail_ifs > 0 or o.any or o.timeout_text) then
+    return nil, '--fail-if, --any and --timeout go with --until or --for, which say what to wait for'
+  end
+  if o.timeout_text then
+    local t, err = waiter.duration(o.timeout_text)
+    if not t then return nil, ('invalid argument %q for "--timeout" flag: %s'):format(o.timeout_text, err) end
+    o.timeout = t
+  end
+  return true
+end
+
 -- A group version in "v1/pods" or "apps/v1/deployments", which name a type,
 -- unlike kubectl's TYPE/NAME.
 local function is_versioned_type(word)
@@ -263,7 +331,7 @@ end
 -- table, wide, name, json, ndjson, yaml, jsonpath, custom-columns, line) and
 -- the flags' keys.
 function M.parse(args, suggest)
-  local o, positional, i = { label_columns = {} }, {}, 1
+  local o, positional, i = { label_columns = {}, untils = {}, fors = {}, fail_ifs = {} }, {}, 1
   while i <= #args do
     local a = args[i]
     local name, value = split_flag(a)
@@ -276,6 +344,8 @@ function M.parse(args, suggest)
       end
       if f.many then
         for v in value:gmatch('[^,]+') do o[f.key][#o[f.key] + 1] = v end
+      elseif f.list then
+        o[f.key][#o[f.key] + 1] = value
       else
         o[f.key] = value
       end
@@ -298,7 +368,10 @@ function M.parse(args, suggest)
   if not targets then return nil, err end
   o.targets = targets
   if o.all_namespaces and o.namespace then return nil, '-n and -A cannot be combined' end
+  o.output_given = o.output ~= nil
   local ok, bad = check_output(o)
+  if not ok then return nil, bad end
+  ok, bad = check_wait(o)
   if not ok then return nil, bad end
   if o.sort_by then
     local path = o.sort_by:sub(1, 1) == '{' and o.sort_by or ('{' .. o.sort_by .. '}')
@@ -472,6 +545,35 @@ function View:render(event, obj, inf)
   local text, err = o.template:render(value)
   if not text then return { error = err } end
   return text
+end
+
+-- What an event prints as with --diff: a MODIFIED one, its changes
+-- (self.changes, set just before), as "MODIFIED pod/web -n shop" and a line
+-- per change, or as a JSON Patch for json, ndjson and yaml (with
+-- --output-watch-events, {"type":"MODIFIED","object":...,"patch":[...]}, the
+-- object cut down to its apiVersion, kind, name, namespace and
+-- resourceVersion); the others as without --diff.
+function View:render_diff(event, obj, inf)
+  if event ~= 'MODIFIED' then return View.render(self, event, obj, inf) end
+  local o, format, changes = self.o, self.o.output, self.changes
+  local ns = text_at(obj, 'metadata', 'namespace')
+  if format == 'json' or format == 'ndjson' or format == 'yaml' then
+    local patch = setmetatable(diff.patch(changes), klua.json.array_mt)
+    local yaml = require('klua.core').yaml
+    if o.output_watch_events then
+      local id = { apiVersion = text_at(obj, 'apiVersion'), kind = text_at(obj, 'kind'), metadata = {
+        name = text_at(obj, 'metadata', 'name'), namespace = ns,
+        resourceVersion = text_at(obj, 'metadata', 'resourceVersion') } }
+      if format == 'yaml' then return { yaml = yaml.encode({ type = event, object = id, patch = patch }) } end
+      return ('{"type":%s,"object":%s,"patch":%s}\n'):format(jsonpath.json(event), jsonpath.json(id),
+        jsonpath.json(patch))
+    end
+    if format == 'json' then return jsonpath.json(patch, '    ') .. '\n' end
+    if format == 'ndjson' then return jsonpath.json(patch) .. '\n' end
+    return { yaml = yaml.encode(patch) }
+  end
+  return ('MODIFIED %s%s%s\n'):format(self.r.name_prefix, text_at(obj, 'metadata', 'name') or '?',
+    ns and (' -n ' .. ns) or '') .. diff.text(changes)
 end
 
 -- The header of the table formats, with NAMESPACE first for -A.
@@ -668,10 +770,23 @@ function M.main(...)
   end
   -- A JSONPath that parsed can still fail on an object (an index out of range).
   if o.template then render_failures = new_failures('-o jsonpath') end
-  if failures or render_failures then
+  local reported = {}
+  for _, f in pairs({ failures, render_failures }) do reported[#reported + 1] = f end
+  local untils, fail_ifs, until_failures, fail_failures = {}, {}, nil, nil
+  if o.waiting then
+    for flag, exprs in pairs({ ['--until'] = { o.untils, untils }, ['--fail-if'] = { o.fail_ifs, fail_ifs } }) do
+      for i, expr in ipairs(exprs[1]) do
+        exprs[2][i], err = M.compile(expr)
+        if not exprs[2][i] then return fail(flag .. ': ' .. err) end
+      end
+    end
+    until_failures, fail_failures = new_failures('--until'), new_failures('--fail-if')
+    reported[#reported + 1] = until_failures
+    reported[#reported + 1] = fail_failures
+  end
+  if #reported > 0 then
     klua.every(10, function()
-      if failures then failures:report() end
-      if render_failures then render_failures:report() end
+      for _, f in ipairs(reported) do f:report() end
     end)
   end
   local ns
@@ -685,6 +800,7 @@ function M.main(...)
       return klua.stop(1)
     end
     r.name_prefix = r.kind:lower() .. (r.group ~= '' and ('.' .. r.group) or '') .. '/'
+    target.prefix, target.plural = r.name_prefix, r.resource
     target.ns = nil
     if r.namespaced and not o.all_namespaces then
       target.ns = o.namespace or klua.namespace()
@@ -723,7 +839,10 @@ function M.main(...)
       end
       if lerr and REFUSED[lerr.code] then return refused(lerr.message or tostring(lerr)) end
       -- kubectl get NAME -w gets the object first, and its NotFound ends it.
-      if target.name and probe and #(probe.rows or probe.items or {}) == 0 then return refused(target.not_found) end
+      -- A wait waits for it to exist.
+      if target.name and probe and #(probe.rows or probe.items or {}) == 0 and not o.waiting then
+        return refused(target.not_found)
+      end
     end
     local definitions = server_print and probe and probe.kind == 'Table' and type(probe.columnDefinitions) == 'table'
       and #probe.columnDefinitions > 0 and probe.columnDefinitions or nil
@@ -779,6 +898,22 @@ function M.main(...)
     view:write_items({ item }, out)
   end
 
+  -- While waiting, the events are printed only when asked how (-o, -e or
+  -- --diff); otherwise the objects that met the wait are, at its end.
+  local wait
+  if o.waiting then
+    local quiet = not (o.output_given or o.expr or o.diff)
+    if quiet then emit = function() end end
+    wait = waiter.new(o.targets, { conditions = o.conditions, untils = untils, fail_ifs = fail_ifs, any = o.any,
+      until_failures = until_failures, fail_failures = fail_failures, quiet = quiet, write = write,
+      stop = function(code, message)
+        io.stdout:flush()
+        if message then io.stderr:write('klua watch: ', message, '\n') end
+        klua.stop(code)
+      end })
+    if o.timeout and o.timeout > 0 then klua.after(o.timeout, function() wait:timeout() end) end
+  end
+
   for _, w in ipairs(informed) do
     local view, target = w.view, w.target
     local inf
@@ -790,15 +925,43 @@ function M.main(...)
       server_print = target.server_print,
     }
     target.listed = 0
-    inf:on('add', function(obj, initial)
+    local function on_add(obj, initial)
       if initial then
         listed = listed + 1
         target.listed = target.listed + 1
       end
       if not (initial and o.watch_only) then emit(view, inf, 'ADDED', obj, nil, initial, target) end
-    end)
-    inf:on('update', function(old, new) emit(view, inf, 'MODIFIED', new, old, false, target) end)
-    inf:on('delete', function(obj) emit(view, inf, 'DELETED', obj, nil, false, target) end)
+    end
+    local function on_update(old, new) emit(view, inf, 'MODIFIED', new, old, false, target) end
+    local function on_delete(obj) emit(view, inf, 'DELETED', obj, nil, false, target) end
+    if o.diff then
+      view.render = View.render_diff
+      -- An update that changes only what is left out prints nothing.
+      on_update = function(old, new)
+        local changes = diff.changes(klua.copy(old), klua.copy(new), { all = o.diff_all })
+        if #changes == 0 then return end
+        view.changes = changes
+        emit(view, inf, 'MODIFIED', new, old, false, target)
+      end
+    end
+    if wait then
+      local add, update, delete = on_add, on_update, on_delete
+      on_add = function(obj, initial)
+        add(obj, initial)
+        wait:track(target, 'ADDED', obj, nil)
+      end
+      on_update = function(old, new)
+        update(old, new)
+        wait:track(target, 'MODIFIED', new, old)
+      end
+      on_delete = function(obj)
+        delete(obj)
+        wait:track(target, 'DELETED', obj, nil)
+      end
+    end
+    inf:on('add', on_add)
+    inf:on('update', on_update)
+    inf:on('delete', on_delete)
     -- The first watch refused, as the first LIST: kubectl get -w prints the
     -- list, then exits with the watch's error. A watch refused later (a
     -- permission revoked) is retried, as informers do.
@@ -818,9 +981,13 @@ function M.main(...)
     synced = true
     for _, w in ipairs(informed) do
       local target = w.target
-      if target.unprobed and target.name and target.listed == 0 then return refused(target.not_found) end
+      if target.unprobed and target.name and target.listed == 0 and not wait then return refused(target.not_found) end
     end
     for _, view in ipairs(views) do view:flush(out) end
+    if wait then
+      if refusal then return refused(refusal) end
+      return wait:synced(o.timeout)
+    end
     if listed == 0 and not o.watch_only then
       io.stderr:write(ns and #views == 1 and ('No resources found in %s namespace.\n'):format(ns)
         or 'No resources found\n')
