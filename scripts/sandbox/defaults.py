@@ -17,6 +17,8 @@ import copy
 import re
 from fractions import Fraction
 
+from . import webhookconfig
+
 # Kinds whose strategy sets metadata.generation (1 on create, +1 on a spec change). Pods
 # only get one from 1.33 on; ConfigMaps, Secrets, Services, Namespaces... never.
 GENERATION_KINDS = {"deployments.apps", "replicasets.apps",
@@ -37,6 +39,9 @@ def has_generation(rtype):
 def decode_defaults(rtype, obj):
     """The defaults decoding sets; called on create and update bodies."""
     if rtype.crd_name:
+        return
+    if rtype.key in webhookconfig.KEYS:
+        webhookconfig.set_defaults(rtype, obj)
         return
     spec = obj.setdefault("spec", {}) if rtype.key in ("pods", "deployments.apps",
                                                         "replicasets.apps") else None
