@@ -17,8 +17,10 @@ import base64
 import copy
 import http.client
 import json
+import queue
 import socket
 import ssl
+import threading
 import urllib.parse
 import uuid
 
@@ -287,64 +289,117 @@ def denied(name, result):
 class Admission:
     """The MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins over a store.
 
-    Called with the store lock held; the lock is let go during each call, so a webhook
-    may call the API server back, as it may on a cluster, and other requests go on."""
+    Called with the store lock held; the lock is let go during the calls, so a webhook may
+    call the API server back, as it may on a cluster, and other requests go on."""
 
     def __init__(self, store):
         self.store = store
 
     def mutate(self, req, operation, obj, old):
-        """Calls the matching mutating webhooks in turn (reinvocationPolicy Never); returns
-        obj as their JSON patches left it."""
+        """Calls the matching mutating webhooks one after the other (reinvocationPolicy
+        Never); returns obj as their JSON patches left it."""
         attr = Attributes(req, operation, obj, old, options(operation, req))
         for hook in hooks_locked(self.store, MUTATING_KEY, attr):
-            response = self._call(hook, attr, req.warnings, True)
-            if response is not None and response.get("patch"):
-                attr.obj = _patched(hook, attr, response)
+            uid = str(uuid.uuid4())
+            body = dumps(review(attr, uid)).encode("utf-8")
+            with _unlocked(self.store.lock):
+                answer = _exchange(hook, body)
+            ops = _judge(hook, uid, answer, req.warnings, True)
+            if ops:
+                attr.obj = _patched(hook, attr, ops)
         return attr.obj
 
     def validate(self, req, operation, obj, old):
-        """Calls the matching validating webhooks; raises on the first that denies."""
+        """Calls the matching validating webhooks all at once, as the validating
+        dispatcher does, and raises the first error to come back."""
         attr = Attributes(req, operation, obj, old, options(operation, req))
+        calls = []
         for hook in hooks_locked(self.store, VALIDATING_KEY, attr):
-            self._call(hook, attr, req.warnings, False)
-
-    def _call(self, hook, attr, warnings, mutating):
-        """One call: None when it failed and failurePolicy is Ignore, else the verified
-        response; raises on a denial, or on a failure under failurePolicy Fail."""
-        uid = str(uuid.uuid4())
-        body = dumps(review(attr, uid)).encode("utf-8")
-        try:
-            self.store.lock.release()
+            uid = str(uuid.uuid4())
+            calls.append((hook, uid, dumps(review(attr, uid)).encode("utf-8")))
+        if not calls:
+            return
+        done = queue.Queue()
+        with _unlocked(self.store.lock):
+            for hook, uid, body in calls:
+                threading.Thread(target=lambda h=hook, u=uid, b=body:
+                                 done.put((h, u, _exchange(h, b))), daemon=True).start()
+            answers = [done.get() for _ in calls]
+        errors = []
+        for hook, uid, answer in answers:
             try:
-                answer = post(hook.get("clientConfig") or {}, body,
-                              hook.get("timeoutSeconds") or DEFAULT_TIMEOUT)
-            except CallError as err:
-                raise CallError("failed to call webhook: %s" % err) from None
-            finally:
-                self.store.lock.acquire()
-            response = _verify(answer, uid, mutating)
-            if mutating and response.get("patchType") not in (None, "JSONPatch"):
-                raise CallError('unsupported patch type "%s"' % response["patchType"])
-        except CallError as err:
-            if hook.get("failurePolicy") == "Ignore":
-                return None
-            raise internal_error('failed calling webhook "%s": %s' % (hook.get("name", ""), err)) \
-                from None
+                _judge(hook, uid, answer, req.warnings, False)
+            except ApiError as err:
+                errors.append(err)
+        if errors:
+            raise errors[0]
+
+
+class _unlocked:
+    """Lets a held lock go for the length of a with block."""
+
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        self.lock.release()
+
+    def __exit__(self, *exc):
+        self.lock.acquire()
+
+
+def _exchange(hook, body):
+    """The webhook's decoded answer to body, or the CallError that stopped the call."""
+    try:
+        return post(hook.get("clientConfig") or {}, body,
+                    hook.get("timeoutSeconds") or DEFAULT_TIMEOUT)
+    except CallError as err:
+        return CallError("failed to call webhook: %s" % err)
+
+
+def _judge(hook, uid, answer, warnings, mutating):
+    """What one call's answer means: the JSON patch operations a mutating webhook sent
+    (None when the call failed and failurePolicy is Ignore); raises on a denial, or on a
+    failure under failurePolicy Fail."""
+    try:
+        if isinstance(answer, CallError):
+            raise answer
+        response = _verify(answer, uid, mutating)
         warnings.extend(w for w in response.get("warnings") or [] if isinstance(w, str))
         if not response.get("allowed"):
             raise denied(hook.get("name", ""), response.get("status"))
-        return response
+        ops = _decoded_patch(response) if mutating else None
+        if ops and response.get("patchType") != "JSONPatch":
+            raise CallError('unsupported patch type "%s"' % response["patchType"])
+        return ops
+    except CallError as err:
+        if hook.get("failurePolicy") == "Ignore":
+            return None
+        raise internal_error('failed calling webhook "%s": %s' % (hook.get("name", ""), err)) \
+            from None
 
 
-def _patched(hook, attr, response):
+def _decoded_patch(response):
+    """The operations of response's patch (base64 of a JSON array), or CallError."""
+    if not response.get("patch"):
+        return None
+    try:
+        ops = json.loads(base64.b64decode(response["patch"], validate=True))
+        if not isinstance(ops, list):
+            raise ValueError("json: cannot unmarshal %s into Go value of type jsonpatch.Patch"
+                             % type(ops).__name__)
+        return ops
+    except (ValueError, TypeError) as err:
+        raise CallError("received undecodable patch in webhook response: %s" % err) from None
+
+
+def _patched(hook, attr, ops):
     """The object after the webhook's JSON patch; a patch that does not apply is an internal
     error whatever the failurePolicy."""
     if attr.obj is None:
         raise internal_error('admission webhook "%s" attempted to modify the object, which is '
                              'not supported for this operation' % hook.get("name", ""))
     try:
-        ops = json.loads(base64.b64decode(response["patch"]))
         return json_patch(attr.obj, ops)
     except (PatchError, ValueError, TypeError, KeyError) as err:
         raise internal_error(str(err)) from None

@@ -53,6 +53,7 @@ describe('sandbox admission webhooks', function()
     assert.same({}, v.objectSelector)
     assert.equals('Never', sb:kubectl_json('get mutatingwebhookconfiguration fixes').webhooks[1].reinvocationPolicy)
     assert.matches('mutatingwebhookconfigurations', sb:kubectl('api-resources --api-group admissionregistration.k8s.io'))
+    assert.matches('^NAME%s+WEBHOOKS%s+AGE\nchecks%s+1%s', sb:kubectl('get validatingwebhookconfigurations'))
 
     local _, ok, err = sb:try_kubectl('apply -f -', configuration('Validating', 'bad', {
       { name = 'some.example.com', clientConfig = w:client('/allow'), rules = { rule({ 'configmaps' }) },
@@ -102,15 +103,19 @@ describe('sandbox admission webhooks', function()
     assert.equals('DeleteOptions', r.options.kind)
   end)
 
-  it('fails a denied request with the webhook status, as kubectl prints it', function()
+  it('fails a denied request with the webhook status, as kubectl prints it, having called every validating webhook', function()
     sb:apply(configuration('Validating', 'checks', {
       { name = 'deny.example.com', clientConfig = w:client('/deny'), rules = { rule({ 'configmaps' }) } },
+      { name = 'allow.example.com', clientConfig = w:client('/allow'), rules = { rule({ 'configmaps' }) } },
       { name = 'bare.example.com', clientConfig = w:client('/deny-bare'), rules = { rule({ 'secrets' }) } } }))
+    local allowed = #w:requests('/allow')
     local _, ok, err = sb:try_kubectl('create -f -', configmap('denied'))
     assert.is_false(ok)
     assert.equals('Error from server (Forbidden): error when creating "STDIN": admission webhook "deny.example.com" '
       .. 'denied the request: widgets need an owner\n', err)
     assert.is_nil(sb:get('configmap denied'))
+    -- Validating webhooks are called all at once; one denying does not stop the others.
+    assert.equals(allowed + 1, #w:requests('/allow'))
     local status, body = sb:json('POST', '/api/v1/namespaces/default/secrets', { metadata = { name = 's' } })
     assert.equals(400, status)
     assert.equals('admission webhook "bare.example.com" denied the request without explanation', body.message)
