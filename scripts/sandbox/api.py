@@ -180,7 +180,12 @@ ADMISSION_RETRIES = 5
 
 
 class _Changed(Exception):
-    """The object a write started from changed while its admission webhooks ran."""
+    """The object a write started from changed while its webhooks ran."""
+
+    def __init__(self, rtype, name):
+        super().__init__(name)
+        self.rtype = rtype
+        self.name = name
 
 
 class Api:
@@ -388,9 +393,10 @@ class Api:
             for _ in range(ADMISSION_RETRIES):
                 try:
                     return attempt()
-                except _Changed:
-                    continue
-            return attempt()
+                except _Changed as changed:
+                    last = changed
+            # As GuaranteedUpdate gives up: the object kept changing under the write.
+            raise stale_conflict(last.rtype, last.name)
 
     def _mutated_locked(self, req, operation, obj, old):
         """obj as the mutating webhooks leave it, decoded again as the real server decodes
@@ -407,7 +413,7 @@ class Api:
     def _unchanged_locked(self, req, cur):
         """Raises _Changed when the stored object is no longer cur."""
         if self.store.get_locked(req.rtype, req.namespace, cur.meta["name"]) is not cur:
-            raise _Changed()
+            raise _Changed(req.rtype, cur.meta["name"])
 
     def _update_locked(self, req, cur, obj, managers=None, old=None):
         """managers: what an apply made of managedFields; other writes record an Update.

@@ -137,6 +137,24 @@ describe('sandbox admission webhooks', function()
     assert.same({ mutated = 'true', team = 'a' }, seen[#seen].body.request.object.metadata.labels)
   end)
 
+  it('lets the API be used while a webhook runs, and starts a write over when its object changed meanwhile', function()
+    sb:kubectl('create -f -', configmap('busy'))
+    local client = w:client('/touch')
+    client.url = client.url .. '?server=' .. sb.url
+    sb:apply(configuration('Validating', 'checks', { { name = 'touch.example.com', clientConfig = client,
+      rules = { rule({ 'configmaps' }, { 'UPDATE' }) } } }))
+    sb:kubectl('label configmap busy colour=blue')
+    local cm = sb:get('configmap busy')
+    assert.same({ 'blue', 'yes' }, { cm.metadata.labels.colour, cm.metadata.annotations.touched })
+    -- The label's update was admitted twice: once before the webhook's own change, once after.
+    local labelled = 0
+    for _, call in ipairs(w:requests('/touch')) do
+      local r = call.body.request
+      if r.options.fieldManager == 'kubectl-label' then labelled = labelled + 1 end
+    end
+    assert.equals(2, labelled)
+  end)
+
   it('passes the webhooks warnings to the client', function()
     sb:apply(configuration('Validating', 'checks', { { name = 'warn.example.com', clientConfig = w:client('/warn'),
       rules = { rule({ 'configmaps' }) } } }))

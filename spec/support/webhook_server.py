@@ -9,6 +9,8 @@ Each path behaves one way:
   /mutate        allows with a JSON patch that sets the label mutated=true
   /error         answers 500 "boom"
   /hang          answers nothing until the caller hangs up
+  /touch         allows; first, when the object has no annotation "touched", annotates it
+                 so through the API server whose URL the query parameter "server" gives
   /convert       ConversionReview: v1 spec.colour <-> v2 spec.color (example.com)
   /convert-fail  ConversionReview answered with a Failure result
 Every request is appended to --log as one JSON line {"path", "query", "body"}.
@@ -24,6 +26,7 @@ import ssl
 import sys
 import threading
 import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HANG_LIMIT = 60
@@ -43,6 +46,21 @@ def mutate(review):
         ops = [{"op": "add", "path": "/metadata/labels/mutated", "value": "true"}]
     patch = base64.b64encode(json.dumps(ops).encode()).decode()
     return admission_response(review, patchType="JSONPatch", patch=patch)
+
+
+def touch(review, query):
+    """Changes the object under review through the API server, while it waits for us."""
+    request = review["request"]
+    annotations = (request["object"].get("metadata") or {}).get("annotations") or {}
+    if "touched" not in annotations:
+        server = urllib.parse.parse_qs(query)["server"][0]
+        url = "%s/api/v1/namespaces/%s/configmaps/%s" % (server, request["namespace"],
+                                                         request["name"])
+        patch = json.dumps({"metadata": {"annotations": {"touched": "yes"}}}).encode()
+        call = urllib.request.Request(url, data=patch, method="PATCH", headers={
+            "Content-Type": "application/merge-patch+json"})
+        urllib.request.urlopen(call, timeout=10).read()
+    return admission_response(review)
 
 
 def convert_one(obj, desired):
@@ -100,6 +118,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if url.path == "/error":
             self.answer(500, b"boom", "text/plain")
+            return
+        if url.path == "/touch":
+            self.answer(200, json.dumps(touch(review, url.query)).encode(), "application/json")
             return
         answer = ANSWERS.get(url.path)
         if answer is None:
