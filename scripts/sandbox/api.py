@@ -623,12 +623,21 @@ class Api:
         labels, fields = self._selectors(req)
         self._delete_options(req)
         with self.store.lock:
+            # handlers/delete.go (DeleteCollection): mutating admission once, for no object
+            # and no name; then the store deletes each item with validating admission.
+            self.admission.mutate(req, "DELETE", None, None)
             items = self.store.items_locked(req.rtype)
             page, _, _ = self._page(req, dict(items), "", 0, labels, fields)
             for doc in page:
                 self._check_deletable(req.rtype, doc)
-            done = page if req.dry_run() else \
-                [self._delete_locked(req.rtype, doc)[0] for doc in page]
+            done = []
+            for doc in page:
+                self.admission.validate(req, "DELETE", None, doc.data)
+                doc = self.store.get_locked(req.rtype, doc.meta.get("namespace", ""),
+                                            doc.meta["name"])
+                if doc is not None:
+                    done.append(doc if req.dry_run() else
+                                self._delete_locked(req.rtype, doc)[0])
         body = ",".join(render_item(req.rtype, req.version, d) for d in done)
         head = dumps({"kind": req.rtype.list_kind, "apiVersion": req.rtype.api_version(req.version),
                       "metadata": {"resourceVersion": str(self.store.rv)}})

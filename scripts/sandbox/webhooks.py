@@ -46,7 +46,7 @@ class Attributes:
         self.group, self.version, self.resource = rtype.group, req.version, rtype.plural
         self.kind = rtype.kind
         self.subresource = req.tracked_subresource or ""
-        self.name = req.name or ((obj or {}).get("metadata") or {}).get("name", "")
+        self.name = req.name or ((obj or old or {}).get("metadata") or {}).get("name", "")
         # For a namespace, its own name stands for the namespace (rules.go, scope()).
         self.namespace = req.namespace or (self.name if rtype.key == "namespaces" else "")
         self.operation = operation

@@ -101,6 +101,20 @@ describe('sandbox admission webhooks', function()
     assert.equals(cjson.null, r.object)
     assert.equals('blue', r.oldObject.metadata.labels.colour)
     assert.equals('DeleteOptions', r.options.kind)
+
+    -- A deletecollection is admitted item by item.
+    sb:kubectl('create -f -', configmap('one', { doomed = 'yes' }))
+    sb:kubectl('create -f -', configmap('two', { doomed = 'yes' }))
+    before = #w:requests('/allow')
+    assert.equals(200, (sb:request('DELETE', '/api/v1/namespaces/default/configmaps?labelSelector=doomed%3Dyes')))
+    assert.is_nil(sb:get('configmap one'))
+    local names = {}
+    for i = before + 1, #w:requests('/allow') do
+      r = w:requests('/allow')[i].body.request
+      names[#names + 1] = r.operation .. ' ' .. r.name
+    end
+    table.sort(names)
+    assert.same({ 'DELETE one', 'DELETE two' }, names)
   end)
 
   it('fails a denied request with the webhook status, as kubectl prints it, having called every validating webhook', function()
