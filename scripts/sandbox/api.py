@@ -319,6 +319,15 @@ class Api:
         if rtype.namespaced:
             self._check_namespace_locked(req, meta.get("name") or meta.get("generateName", ""))
         fields.admit(self.store, req, obj)
+        # The field manager records the object as the request gave it, before any admission
+        # plugin (handlers/create.go): what admission adds is owned by nobody.
+        if managers is None:
+            schema = self._schema_locked(req)
+            managers = managedfields.record_update(
+                schema, managedfields.request_managers(obj, None, ""), schema.zero(), obj,
+                req.manager("Update"))
+        managedfields.store(obj, managers)
+        defaults.admission_plugins(rtype, obj)
         # Mutating admission sees the decoded object, before the create strategy names it
         # from generateName and fills the system fields (handlers/create.go, then
         # rest.BeforeCreate); validating admission sees it once validated, before storage.
@@ -328,12 +337,6 @@ class Api:
             meta["name"] = self._generate_name_locked(rtype, req.namespace, meta["generateName"])
         fields.check_schema(self.store, req, obj)
         objects.validate(rtype, obj)
-        if managers is None:
-            schema = self._schema_locked(req)
-            managers = managedfields.record_update(
-                schema, managedfields.request_managers(obj, None, ""), schema.zero(), obj,
-                req.manager("Update"))
-        managedfields.store(obj, managers)
         self.defaulter.on_create(rtype, obj)
         self.admission.validate(req, "CREATE", obj, None)
         if self.store.get_locked(rtype, req.namespace, meta["name"]):

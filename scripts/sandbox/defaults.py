@@ -119,8 +119,10 @@ def pull_policy(image):
     return "Always" if tag == "latest" else "IfNotPresent"
 
 
-def on_create(rtype, obj):
-    """What the strategy and the admission plugins add to a new object."""
+def admission_plugins(rtype, obj):
+    """What the built-in admission plugins add to a new object. They run before the
+    MutatingAdmissionWebhook plugin (the order of kube-apiserver's AllOrderedPlugins,
+    pkg/kubeapiserver/options/plugins.go), so mutating webhooks see it."""
     if rtype.group or rtype.crd_name or rtype.plural != "pods":
         return
     spec = obj["spec"]
@@ -128,7 +130,13 @@ def on_create(rtype, obj):
         spec.setdefault("priority", 0)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     _default_tolerations(spec)
-    obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+
+
+def on_create(rtype, obj):
+    """What the create strategy adds to a new object."""
+    if rtype.group or rtype.crd_name or rtype.plural != "pods":
+        return
+    obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj["spec"])}
 
 
 def _tolerates(tolerations, key):

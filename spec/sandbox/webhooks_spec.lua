@@ -140,7 +140,10 @@ describe('sandbox admission webhooks', function()
     sb:apply(configuration('Mutating', 'fixes', { { name = 'mutate.example.com', clientConfig = w:client('/mutate'),
       rules = { rule({ 'configmaps' }) } } }))
     sb:kubectl('create -f -', configmap('plain'))
-    assert.equals('true', sb:get('configmap plain').metadata.labels.mutated)
+    local plain = sb:get('configmap plain --show-managed-fields')
+    assert.equals('true', plain.metadata.labels.mutated)
+    -- managedFields record the object as the request gave it, before admission.
+    assert.same({ ['f:data'] = { ['.'] = {}, ['f:k'] = {} } }, plain.metadata.managedFields[1].fieldsV1)
     -- Denies only what carries the label the mutating webhook adds.
     sb:apply(configuration('Validating', 'checks', { { name = 'deny.example.com', clientConfig = w:client('/deny'),
       rules = { rule({ 'configmaps' }) }, objectSelector = { matchLabels = { mutated = 'true' } } } }))
@@ -167,6 +170,19 @@ describe('sandbox admission webhooks', function()
       if r.options.fieldManager == 'kubectl-label' then labelled = labelled + 1 end
     end
     assert.equals(2, labelled)
+  end)
+
+  it('calls mutating webhooks after the built-in admission plugins and before the create strategy', function()
+    sb:apply(configuration('Mutating', 'pods', { { name = 'allow.example.com', clientConfig = w:client('/allow'),
+      rules = { rule({ 'pods' }) } } }))
+    sb:kubectl('run web --image=nginx')
+    local calls = w:requests('/allow')
+    local pod = calls[#calls].body.request.object
+    assert.equals(0, pod.spec.priority)
+    assert.equals(2, #pod.spec.tolerations)
+    assert.is_nil(pod.metadata.uid)
+    assert.is_nil((pod.status or {}).phase)
+    assert.equals('Pending', sb:get('pod web').status.phase)
   end)
 
   it('passes the webhooks warnings to the client', function()
