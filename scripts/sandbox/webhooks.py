@@ -47,8 +47,10 @@ class Attributes:
         self.kind = rtype.kind
         self.subresource = req.tracked_subresource or ""
         self.name = req.name or ((obj or old or {}).get("metadata") or {}).get("name", "")
-        # For a namespace, its own name stands for the namespace (rules.go, scope()).
-        self.namespace = req.namespace or (self.name if rtype.key == "namespaces" else "")
+        self.is_namespace = rtype.key == "namespaces"
+        # A request naming a namespace in its path has that name for its namespace, as the
+        # request info resolver sets it (rules.go, scope()); a create has none.
+        self.namespace = req.namespace or (req.name if self.is_namespace else "")
         self.operation = operation
         self.obj, self.old = obj, old
         self.options = options
@@ -65,7 +67,7 @@ def _rule_matches(rule, attr):
     def any_of(items, wanted):
         return any(item in ("*", wanted) for item in items or [])
     scope = rule.get("scope", "*")
-    is_ns = attr.resource == "namespaces" and not attr.group
+    is_ns = attr.is_namespace
     if scope == "Namespaced" and (is_ns or not attr.namespace):
         return False
     if scope == "Cluster" and not (is_ns or not attr.namespace):
@@ -85,8 +87,7 @@ def _rule_matches(rule, attr):
 def _namespace_labels_locked(store, attr):
     """matcher.go, GetNamespaceLabels: a namespace created or updated is matched by its own
     labels; anything else by its namespace's as stored."""
-    if attr.resource == "namespaces" and not attr.group and not attr.subresource and \
-            attr.operation in ("CREATE", "UPDATE"):
+    if attr.is_namespace and not attr.subresource and attr.operation in ("CREATE", "UPDATE"):
         return (attr.obj.get("metadata") or {}).get("labels") or {}
     ns_type = store.registry.lookup("", "v1", "namespaces")
     ns = store.get_locked(ns_type, "", attr.namespace)
@@ -97,7 +98,7 @@ def _should_call_locked(store, hook, attr):
     """ShouldCallHook: namespace selector, object selector, then the rules. Cluster-scoped
     objects other than namespaces are never exempted by a namespaceSelector."""
     ns_selector = _selector(hook.get("namespaceSelector"))
-    if attr.namespace and not ns_selector.empty() and \
+    if (attr.namespace or attr.is_namespace) and not ns_selector.empty() and \
             not ns_selector.matches(_namespace_labels_locked(store, attr)):
         return False
     obj_selector = _selector(hook.get("objectSelector"))

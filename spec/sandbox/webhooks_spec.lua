@@ -277,6 +277,17 @@ describe('sandbox admission webhooks', function()
     _, ok, err = sb:try_kubectl('delete service web')
     assert.is_false(ok)
     assert.matches('"delete.example.com" denied', err, 1, true)
+
+    -- A namespace created is matched by its own labels.
+    sb:apply(configuration('Validating', 'namespaces', { { name = 'teams.example.com', clientConfig = w:client('/deny'),
+      rules = { rule({ 'namespaces' }, { 'CREATE' }) }, namespaceSelector = { matchLabels = { team = 'c' } } } }))
+    sb:kubectl('create namespace team-d')
+    _, ok, err = sb:try_kubectl('create -f -', cjson.encode { apiVersion = 'v1', kind = 'Namespace',
+      metadata = { name = 'team-c', labels = { team = 'c' } } })
+    assert.is_false(ok)
+    assert.matches('"teams.example.com" denied', err, 1, true)
+    local calls = w:requests('/deny')
+    assert.is_nil(calls[#calls].body.request.namespace)
   end)
 end)
 
