@@ -434,9 +434,10 @@ class Api:
         fields.admit(self.store, req, obj)
         # Mutating admission sees the new object before the update strategy carries status
         # (or the rest) over; validating admission sees it validated (rest/update.go,
-        # handlers/update.go's admission transformer).
-        obj = self._mutated_locked(req, "UPDATE", obj, old)
-        self._unchanged_locked(req, cur)
+        # handlers/update.go's admission transformer). A scale write was mutated as a Scale.
+        if req.tracked_subresource != "scale":
+            obj = self._mutated_locked(req, "UPDATE", obj, old)
+            self._unchanged_locked(req, cur)
         new = objects.carry_over(rtype, old, obj, req.subresource)
         new["metadata"]["resourceVersion"] = cur.meta["resourceVersion"]
         fields.check_schema(self.store, req, new)
@@ -454,7 +455,11 @@ class Api:
                 old, new, req.manager("Update"))
         managedfields.store(new, managers)
         managedfields.keep_times_if_unchanged(new, old)
-        self.admission.validate(req, "UPDATE", new, old)
+        if req.tracked_subresource == "scale":
+            self.admission.validate(req, "UPDATE", self._scale_view(rtype, new),
+                                    self._scale_view(rtype, old))
+        else:
+            self.admission.validate(req, "UPDATE", new, old)
         self._unchanged_locked(req, cur)
         if new == old or req.dry_run():
             return Doc(new) if req.dry_run() else cur
@@ -581,6 +586,12 @@ class Api:
         cur = self._existing_locked(req)
         view = self._scale_view(req.rtype, cur.data)
         scale = self._patched(patch[0], view, patch[1]) if patch else body
+        # Admitted as Scales (the scale REST storage's scaleUpdatedObjectInfo and
+        # toScaleUpdateValidation, pkg/registry/apps/deployment/storage/storage.go).
+        scale = self.admission.mutate(req, "UPDATE", scale, view)
+        self._unchanged_locked(req, cur)
+        if not isinstance(scale, dict):
+            raise internal_error("the Scale admission webhooks returned is not an object")
         replicas = (scale.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
             raise invalid("Scale", "autoscaling", cur.meta["name"],

@@ -44,8 +44,10 @@ class Attributes:
     def __init__(self, req, operation, obj, old, options):
         rtype = req.rtype
         self.group, self.version, self.resource = rtype.group, req.version, rtype.plural
-        self.kind = rtype.kind
         self.subresource = req.tracked_subresource or ""
+        # The scale subresource is admitted as an autoscaling/v1 Scale.
+        self.kind = ("autoscaling", "v1", "Scale") if self.subresource == "scale" else \
+            (rtype.group, req.version, rtype.kind)
         self.name = req.name or ((obj or old or {}).get("metadata") or {}).get("name", "")
         self.is_namespace = rtype.key == "namespaces"
         # A request naming a namespace in its path has that name for its namespace, as the
@@ -225,7 +227,7 @@ def _user_info(user):
 def review(attr, uid):
     """CreateV1AdmissionReview: the request kube-apiserver sends (Exact matchPolicy: the
     kind and resource are those of the request)."""
-    gvk = {"group": attr.group, "version": attr.version, "kind": attr.kind}
+    gvk = dict(zip(("group", "version", "kind"), attr.kind))
     gvr = {"group": attr.group, "version": attr.version, "resource": attr.resource}
     request = {"uid": uid, "kind": gvk, "resource": gvr}
     if attr.subresource:

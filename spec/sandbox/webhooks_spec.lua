@@ -278,6 +278,19 @@ describe('sandbox admission webhooks', function()
     assert.is_false(ok)
     assert.matches('"delete.example.com" denied', err, 1, true)
 
+    -- The scale subresource is admitted as an autoscaling/v1 Scale.
+    sb:apply(configuration('Validating', 'scale', { { name = 'scale.example.com', clientConfig = w:client('/deny'),
+      rules = { { apiGroups = { 'apps' }, apiVersions = { 'v1' }, resources = { 'deployments/scale' },
+        operations = { 'UPDATE' } } } } }))
+    sb:kubectl('create deployment web --image=nginx')
+    _, ok, err = sb:try_kubectl('scale deployment web --replicas=3')
+    assert.is_false(ok)
+    assert.matches('"scale.example.com" denied', err, 1, true)
+    local r = w:requests('/deny')[#w:requests('/deny')].body.request
+    assert.same({ { group = 'autoscaling', version = 'v1', kind = 'Scale' }, 'scale', 3, 1 },
+      { r.kind, r.subResource, r.object.spec.replicas, r.oldObject.spec.replicas })
+    assert.equals('apps', r.resource.group)
+
     -- A namespace created is matched by its own labels.
     sb:apply(configuration('Validating', 'namespaces', { { name = 'teams.example.com', clientConfig = w:client('/deny'),
       rules = { rule({ 'namespaces' }, { 'CREATE' }) }, namespaceSelector = { matchLabels = { team = 'c' } } } }))
