@@ -14,7 +14,6 @@ The rules come from staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook:
   URL) and ErrCallingWebhook's text, `failed calling webhook "NAME": ...`.
 """
 import base64
-import copy
 import http.client
 import json
 import queue
@@ -98,18 +97,17 @@ def _namespace_labels_locked(store, attr):
 
 def _should_call_locked(store, hook, attr):
     """ShouldCallHook: namespace selector, object selector, then the rules. Cluster-scoped
-    objects other than namespaces are never exempted by a namespaceSelector."""
+    objects other than namespaces are never exempted by a namespaceSelector; an
+    objectSelector matches when it matches the new object or the old one (none: never)."""
     ns_selector = _selector(hook.get("namespaceSelector"))
     if (attr.namespace or attr.is_namespace) and not ns_selector.empty() and \
             not ns_selector.matches(_namespace_labels_locked(store, attr)):
         return False
     obj_selector = _selector(hook.get("objectSelector"))
-    if not obj_selector.empty():
-        def labels(o):
-            return (o.get("metadata") or {}).get("labels") if isinstance(o, dict) else None
-        if not any(labels(o) is not None and obj_selector.matches(labels(o))
-                   for o in (attr.obj, attr.old) if o is not None):
-            return False
+    if not obj_selector.empty() and \
+            not any(obj_selector.matches((o.get("metadata") or {}).get("labels") or {})
+                    for o in (attr.obj, attr.old) if isinstance(o, dict)):
+        return False
     return any(_rule_matches(rule, attr) for rule in hook.get("rules") or []
                if isinstance(rule, dict))
 
@@ -118,7 +116,7 @@ def hooks_locked(store, key, attr):
     """The webhooks of the configurations of type key that attr calls, in call order."""
     rtype = store.registry.by_key(key)
     configs = sorted(store.items_locked(rtype).values(), key=lambda d: d.meta["name"])
-    return [copy.deepcopy(hook) for doc in configs for hook in doc.data.get("webhooks") or []
+    return [hook for doc in configs for hook in doc.data.get("webhooks") or []
             if _should_call_locked(store, hook, attr)]
 
 

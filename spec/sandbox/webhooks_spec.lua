@@ -254,6 +254,8 @@ describe('sandbox admission webhooks', function()
       { name = 'obj.example.com', clientConfig = w:client('/deny'), rules = { rule({ 'secrets' }) },
         objectSelector = { matchExpressions = { { key = 'checked', operator = 'Exists' } } } },
       { name = 'delete.example.com', clientConfig = w:client('/deny'), rules = { rule({ 'services' }, { 'DELETE' }) } },
+      { name = 'unlabelled.example.com', clientConfig = w:client('/deny'), rules = { rule({ 'serviceaccounts' }) },
+        objectSelector = { matchExpressions = { { key = 'exempt', operator = 'DoesNotExist' } } } },
       { name = 'status.example.com', clientConfig = w:client('/deny'),
         rules = { rule({ 'services/status' }, { 'UPDATE' }) } } }))
     local _, ok, err = sb:try_kubectl('create -f -', configmap('x', nil, 'team-a'))
@@ -265,6 +267,10 @@ describe('sandbox admission webhooks', function()
       metadata = { name = 'checked', labels = { checked = 'yes' } } })
     assert.is_false(ok)
     assert.matches('"obj.example.com" denied', err, 1, true)
+    -- An object without labels has the empty set of them.
+    _, ok, err = sb:try_kubectl('create serviceaccount robot')
+    assert.is_false(ok)
+    assert.matches('"unlabelled.example.com" denied', err, 1, true)
     sb:kubectl('create service clusterip web --tcp=80')
     local status = sb:json('PATCH', '/api/v1/namespaces/default/services/web', { metadata = { labels = { a = 'b' } } },
       { ['Content-Type'] = 'application/merge-patch+json' })
