@@ -364,9 +364,9 @@ describe('sandbox conversion webhooks', function()
     assert.equals(2, #calls[#calls].body.request.objects)
   end)
 
-  it('fails a read the conversion webhook refuses with apiextensions-apiserver message', function()
+  it('fails a read, a write or a watch the conversion webhook refuses, with apiextensions-apiserver message', function()
     sb:apply(paints_crd(w:client('/convert')))
-    sb:json('POST', PAINTS:format('v1'), { metadata = { name = 'red' }, spec = { colour = 'red' } })
+    local _, red = sb:json('POST', PAINTS:format('v1'), { metadata = { name = 'red' }, spec = { colour = 'red' } })
     local crd = sb:kubectl_json('get crd paints.example.com')
     crd.spec.conversion.webhook.clientConfig = w:client('/convert-fail')
     sb:kubectl('replace -f -', cjson.encode(crd))
@@ -374,5 +374,29 @@ describe('sandbox conversion webhooks', function()
     assert.is_false(ok)
     assert.equals('Error from server: conversion webhook for example.com/v1, Kind=Paint failed: cannot convert\n', err)
     assert.same({ colour = 'red' }, sb:get('paints.v1.example.com red').spec)
+
+    local status, body = sb:json('POST', PAINTS:format('v2'), { metadata = { name = 'blue' }, spec = { color = 'blue' } })
+    assert.same({ 500, 'conversion webhook for example.com/v2, Kind=Paint failed: cannot convert' },
+      { status, body.message })
+    assert.is_nil(body.reason)
+
+    local watch = sb:watch(PAINTS:format('v2') .. '?watch=1&resourceVersion=' .. red.metadata.resourceVersion)
+    sb:kubectl([[label paints.v1.example.com red shade=dark]])
+    assert.is_number(watch.finished(10))
+    local events = watch.events()
+    assert.same({ 'ERROR', 500, 'conversion webhook for example.com/v1, Kind=Paint failed: cannot convert' },
+      { events[1].type, events[1].object.code, events[1].object.message })
+  end)
+
+  it('refuses a Webhook conversion strategy without the webhook or its v1 review version', function()
+    local crd = cjson.decode(paints_crd(w:client('/convert')))
+    crd.spec.conversion.webhook.conversionReviewVersions = { 'v1beta1' }
+    local _, ok, err = sb:try_kubectl('create -f -', cjson.encode(crd))
+    assert.is_false(ok)
+    assert.matches('spec.conversion.webhook.conversionReviewVersions: Invalid value', err, 1, true)
+    crd.spec.conversion.webhook = nil
+    _, ok, err = sb:try_kubectl('create -f -', cjson.encode(crd))
+    assert.is_false(ok)
+    assert.matches('spec.conversion.webhook: Required value', err, 1, true)
   end)
 end)
