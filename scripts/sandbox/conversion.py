@@ -17,8 +17,9 @@ from .status import ApiError
 from .store import dumps
 
 REVIEW_VERSION = "apiextensions.k8s.io/v1"
-# webhook_converter.go calls with a context of this many seconds and sets no ?timeout.
-TIMEOUT = 30
+# webhook_converter.go sets no timeout of its own: the request's deadline applies,
+# kube-apiserver's --request-timeout (60 s by default).
+TIMEOUT = 60
 
 
 def webhook_of(crd):
@@ -71,7 +72,7 @@ def convert(rtype, items, api_version, lock=None, is_list=False):
                        % (gvk, len(converted), len(todo)))
     out = list(items)
     for n, (i, obj) in enumerate(zip(todo, converted)):
-        out[i] = _restored(gvk, n, items[i], obj, api_version)
+        out[i] = _restored(gvk, n if is_list else None, items[i], obj, api_version)
     return out
 
 
@@ -95,24 +96,38 @@ def _converted(gvk, uid, answer):
 
 
 def _restored(gvk, index, before, after, api_version):
-    """The converted object checked for its apiVersion and kind, with the metadata of the
-    object sent but for labels and annotations (restoreObjectMeta)."""
+    """The converted object checked as webhook_converter.go checks it (apiVersion, kind,
+    validateConvertedObject) with the metadata of the object sent but for its labels and
+    annotations (restoreObjectMeta). index: the object's place among those a list sent,
+    None for a single object; the messages differ."""
+    def failed(single, listed, why):
+        what = single if index is None else listed % index
+        return ApiError(500, "", "conversion webhook for %s returned %s: %s" % (gvk, what, why))
     if not isinstance(after, dict):
-        raise ApiError(500, "", "conversion webhook for %s returned invalid converted object "
-                       "at index %d: not an object" % (gvk, index))
+        raise failed("invalid object at index 0", "invalid converted object at index %d",
+                     "not an object")
     if after.get("apiVersion") != api_version:
-        raise ApiError(500, "", "conversion webhook for %s returned invalid converted object "
-                       "at index %d: invalid groupVersion (expected %s, received %s)"
-                       % (gvk, index, api_version, after.get("apiVersion")))
+        raise failed("invalid object at index 0", "invalid converted object at index %d",
+                     "invalid groupVersion (expected %s, received %s)"
+                     % (api_version, after.get("apiVersion")))
     if after.get("kind") != before.get("kind"):
-        raise ApiError(500, "", "conversion webhook for %s returned invalid converted object "
-                       "at index %d: invalid kind (expected %s, received %s)"
-                       % (gvk, index, before.get("kind"), after.get("kind")))
-    meta = copy.deepcopy(before.get("metadata") or {})
-    new_meta = after.get("metadata") if isinstance(after.get("metadata"), dict) else {}
+        raise failed("invalid object at index 0", "invalid converted object at index %d",
+                     "invalid kind (expected %s, received %s)"
+                     % (before.get("kind"), after.get("kind")))
+    meta, new_meta = before.get("metadata") or {}, after.get("metadata")
+    for field, name in (("name", "name"), ("namespace", "namespace"), ("uid", "UID")):
+        was, now = meta.get(field, ""), (new_meta if isinstance(new_meta, dict) else {}).get(
+            field, "")
+        if was != now:
+            raise failed("invalid object", "invalid converted object at index %d",
+                         "must have the same %s: %s != %s" % (name, was, now))
+    if not isinstance(new_meta, dict):
+        raise failed("invalid metadata", "invalid metadata in object at index %d",
+                     "missing metadata in converted object")
+    restored = copy.deepcopy(meta)
     for field in ("labels", "annotations"):
-        if new_meta.get(field):
-            meta[field] = new_meta[field]
+        if new_meta.get(field) is None:
+            restored.pop(field, None)
         else:
-            meta.pop(field, None)
-    return dict(after, metadata=meta)
+            restored[field] = new_meta[field]
+    return dict(after, metadata=restored)

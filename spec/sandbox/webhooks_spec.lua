@@ -386,6 +386,15 @@ describe('sandbox conversion webhooks', function()
     local events = watch.events()
     assert.same({ 'ERROR', 500, 'conversion webhook for example.com/v1, Kind=Paint failed: cannot convert' },
       { events[1].type, events[1].object.code, events[1].object.message })
+
+    -- Converted objects keep their identity.
+    crd = sb:kubectl_json('get crd paints.example.com')
+    crd.spec.conversion.webhook.clientConfig = w:client('/convert-rename')
+    sb:kubectl('replace -f -', cjson.encode(crd))
+    _, ok, err = sb:try_kubectl('get paints.v2.example.com red')
+    assert.is_false(ok)
+    assert.equals('Error from server: conversion webhook for example.com/v1, Kind=Paint returned invalid object: '
+      .. 'must have the same name: red != renamed\n', err)
   end)
 
   it('refuses a Webhook conversion strategy without the webhook or its v1 review version', function()

@@ -13,6 +13,7 @@ Each path behaves one way:
                  so through the API server whose URL the query parameter "server" gives
   /convert       ConversionReview: v1 spec.colour <-> v2 spec.color (example.com)
   /convert-fail  ConversionReview answered with a Failure result
+  /convert-rename  converts as /convert, but renames every object "renamed"
 Every request is appended to --log as one JSON line {"path", "query", "body"}.
 It prints "listening on https://127.0.0.1:PORT" once it listens.
 """
@@ -74,12 +75,14 @@ def convert_one(obj, desired):
     return obj
 
 
-def conversion(review, ok):
+def conversion(review, ok, rename=False):
     request = review["request"]
     response = {"uid": request["uid"]}
     if ok:
         response["convertedObjects"] = [convert_one(o, request["desiredAPIVersion"])
                                         for o in request["objects"]]
+        for obj in response["convertedObjects"] if rename else []:
+            obj["metadata"]["name"] = "renamed"
         response["result"] = {"status": "Success"}
     else:
         response["result"] = {"status": "Failure", "message": "cannot convert"}
@@ -96,6 +99,7 @@ ANSWERS = {
     "/mutate": mutate,
     "/convert": lambda r: conversion(r, True),
     "/convert-fail": lambda r: conversion(r, False),
+    "/convert-rename": lambda r: conversion(r, True, rename=True),
 }
 
 
