@@ -243,32 +243,31 @@ def review(attr, uid):
 
 
 def _verify(answer, uid, mutating):
-    """VerifyAdmissionResponse for admission.k8s.io/v1."""
-    if not isinstance(answer, dict):
-        raise CallError("received invalid webhook response: expected webhook response of "
-                        "admission.k8s.io/v1, Kind=AdmissionReview")
-    gvk = "%s, Kind=%s" % (answer.get("apiVersion", ""), answer.get("kind", ""))
+    """VerifyAdmissionResponse for admission.k8s.io/v1, its checks in its order."""
+    answer = answer if isinstance(answer, dict) else {}
     response = answer.get("response")
-    if gvk != REVIEW_VERSION + ", Kind=AdmissionReview":
-        raise CallError("received invalid webhook response: expected webhook response of "
-                        "admission.k8s.io/v1, Kind=AdmissionReview, got " + gvk)
+
+    def invalid(why):
+        return CallError("received invalid webhook response: " + why)
     if not isinstance(response, dict):
-        raise CallError("received invalid webhook response: webhook response was absent")
+        raise invalid("webhook response was absent")
     if response.get("uid") != uid:
-        raise CallError('received invalid webhook response: expected response.uid="%s", '
-                        'got "%s"' % (uid, response.get("uid", "")))
+        raise invalid('expected response.uid="%s", got "%s"' % (uid, response.get("uid", "")))
+    gvk = "%s, Kind=%s" % (answer.get("apiVersion", ""), answer.get("kind", ""))
+    if gvk != REVIEW_VERSION + ", Kind=AdmissionReview":
+        raise invalid("expected webhook response of %s, Kind=AdmissionReview, got %s"
+                      % (REVIEW_VERSION, gvk))
     patch, ptype = response.get("patch"), response.get("patchType")
-    problem = None
-    if ptype and not mutating:
-        problem = "validating webhook may not return response.patchType"
-    elif patch and not mutating:
-        problem = "validating webhook may not return response.patch"
-    elif patch and not ptype:
-        problem = "webhook returned response.patch but not response.patchType"
-    elif ptype and not patch:
-        problem = "webhook returned response.patchType but not response.patch"
-    if problem:
-        raise CallError("received invalid webhook response: " + problem)
+    if mutating and patch and ptype is None:
+        raise invalid("webhook returned response.patch but not response.patchType")
+    if mutating and not patch and ptype is not None:
+        raise invalid("webhook returned response.patchType but not response.patch")
+    if mutating and ptype == "":
+        raise invalid('webhook returned invalid response.patchType of ""')
+    if not mutating and patch:
+        raise invalid("validating webhook may not return response.patch")
+    if not mutating and ptype is not None:
+        raise invalid("validating webhook may not return response.patchType")
     return response
 
 
