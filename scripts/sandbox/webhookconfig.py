@@ -61,7 +61,8 @@ def causes(rtype, obj):
         out += client_causes(at + ".clientConfig", hook.get("clientConfig"))
         side = hook.get("sideEffects")
         if side is None:
-            out.append(Cause(at + ".sideEffects", "Required value", ""))
+            out.append(Cause(at + ".sideEffects", "Required value",
+                             "must specify one of None, NoneOnDryRun"))
         elif side not in ("None", "NoneOnDryRun"):
             out.append(Cause(at + ".sideEffects", "Unsupported value",
                              'supported values: "None", "NoneOnDryRun"', side))
@@ -81,13 +82,13 @@ def causes(rtype, obj):
             out.append(Cause(at + ".timeoutSeconds", "Invalid value",
                              "the timeout value must be between 1 and 30 seconds", timeout))
         for j, rule in enumerate(hook.get("rules") or []):
-            ops = (rule or {}).get("operations") or []
-            bad = [op for op in ops if op not in OPERATIONS]
-            if bad or not ops:
-                out.append(Cause("%s.rules[%d].operations" % (at, j),
-                                 "Unsupported value" if bad else "Required value",
-                                 'supported values: "*", "CONNECT", "CREATE", "DELETE", "UPDATE"'
-                                 if bad else "", bad[0] if bad else None))
+            ops = (rule if isinstance(rule, dict) else {}).get("operations") or []
+            where = "%s.rules[%d].operations" % (at, j)
+            if not ops:
+                out.append(Cause(where, "Required value", ""))
+            out += [Cause("%s[%d]" % (where, k), "Unsupported value",
+                          'supported values: "*", "CONNECT", "CREATE", "DELETE", "UPDATE"', op)
+                    for k, op in enumerate(ops) if op not in OPERATIONS]
     return out
 
 
