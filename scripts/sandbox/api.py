@@ -8,12 +8,13 @@ import binascii
 import copy
 import json
 
-from . import apply, defaults, deletion, fields, jsonnum, managedfields, objects, protobuf
+from . import apply, conversion, defaults, deletion, fields, jsonnum, managedfields, objects, \
+    protobuf, webhooks
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from .routes import query_bool
 from .selection import FieldSelector, LabelSelector
 from .status import (ApiError, Cause, already_exists, bad_request,
-                     conflict, forbidden, invalid, not_found,
+                     conflict, forbidden, internal_error, invalid, not_found,
                      stale_conflict, success, too_large_resource_version,
                      unsupported_media_type)
 from .store import Doc, dumps
@@ -45,6 +46,7 @@ class Request:
         # The subresource managedFields names for this write (scale writes the main one).
         self.tracked_subresource = subresource
         self.warnings = []
+        self.delete_options = None
 
     def param(self, name, default=""):
         return self.params.get(name, default)
@@ -76,14 +78,15 @@ class Request:
 
 
 def render(rtype, version, data):
-    """JSON text of an object as served at version (custom resources change apiVersion only)."""
+    """JSON text of an object as served at version: a custom resource is converted by its
+    CRD's conversion webhook, or else changes apiVersion only."""
     api_version = rtype.api_version(version)
     if isinstance(data, Doc):
         if data.data.get("apiVersion") == api_version or not rtype.crd_name:
             return data.text()
         data = data.data
     if rtype.crd_name and data.get("apiVersion") != api_version:
-        data = dict(data, apiVersion=api_version)
+        data = conversion.convert(rtype, [data], api_version)[0]
     return dumps(data)
 
 
@@ -182,6 +185,18 @@ def list_options_invalid(field, kind, detail, value=None):
 # How long a consistent LIST waits for the watch cache to catch up with storage before
 # storage serves it (kube-apiserver 1.32's cacher: 3 s, then it delegates to etcd).
 CONSISTENT_READ_WAIT = 3.0
+# How often a write whose object changed while its admission webhooks ran starts over, as
+# GuaranteedUpdate tries again on a conflict it made itself.
+ADMISSION_RETRIES = 5
+
+
+class _Changed(Exception):
+    """The object a write started from changed while its webhooks ran."""
+
+    def __init__(self, rtype, name):
+        super().__init__(name)
+        self.rtype = rtype
+        self.name = name
 
 
 class Api:
@@ -192,6 +207,7 @@ class Api:
         self.rv_wait = rv_wait
         self.cache_fill = cache_fill
         self.defaulter = objects.Defaulter()
+        self.admission = webhooks.Admission(store)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -200,7 +216,7 @@ class Api:
             doc = self._existing_locked(req)
             if req.subresource == "scale":
                 return 200, dumps(self._scale_view(req.rtype, doc.data))
-            return 200, render(req.rtype, req.version, doc)
+        return 200, render(req.rtype, req.version, doc)
 
     @staticmethod
     def _selectors(req):
@@ -223,6 +239,10 @@ class Api:
                 meta["remainingItemCount"] = remaining
         head = dumps({"kind": req.rtype.list_kind, "apiVersion": req.rtype.api_version(req.version),
                       "metadata": meta})
+        if req.rtype.conversion is not None:
+            # One ConversionReview for the page, as the list is converted whole.
+            page = conversion.convert(req.rtype, [doc.data for doc in page],
+                                      req.rtype.api_version(req.version), is_list=True)
         body = ",".join(render_item(req.rtype, req.version, doc) for doc in page)
         return 200, head[:-1] + ',"items":[' + body + "]}"
 
@@ -310,22 +330,34 @@ class Api:
         rtype, meta = req.rtype, obj["metadata"]
         if rtype.namespaced:
             self._check_namespace_locked(req, meta.get("name") or meta.get("generateName", ""))
-        if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = self._generate_name_locked(rtype, req.namespace, meta["generateName"])
         fields.admit(self.store, req, obj)
-        fields.check_schema(self.store, req, obj)
-        objects.validate(rtype, obj)
-        if self.store.get_locked(rtype, req.namespace, meta["name"]):
-            raise already_exists(rtype, meta["name"])
+        # The field manager records the object as the request gave it, before any admission
+        # plugin (handlers/create.go): what admission adds is owned by nobody.
         if managers is None:
             schema = self._schema_locked(req)
             managers = managedfields.record_update(
                 schema, managedfields.request_managers(obj, None, ""), schema.zero(), obj,
                 req.manager("Update"))
         managedfields.store(obj, managers)
+        defaults.admission_plugins(rtype, obj)
+        # Mutating admission sees the decoded object, before the create strategy names it
+        # from generateName and fills the system fields (handlers/create.go, then
+        # rest.BeforeCreate); validating admission sees it once validated, before storage.
+        obj = self._mutated_locked(req, "CREATE", obj, None)
+        meta = obj["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = self._generate_name_locked(rtype, req.namespace, meta["generateName"])
+        fields.check_schema(self.store, req, obj)
+        objects.validate(rtype, obj)
         self.defaulter.on_create(rtype, obj)
+        self.admission.validate(req, "CREATE", obj, None)
+        if self.store.get_locked(rtype, req.namespace, meta["name"]):
+            raise already_exists(rtype, meta["name"])
         if req.dry_run():
             return Doc(obj)
+        obj = self._stored_locked(req, obj)
+        if self.store.get_locked(rtype, req.namespace, meta["name"]):
+            raise already_exists(rtype, meta["name"])
         doc = self.store.commit_locked(rtype, "ADDED", obj, None)
         if rtype.key == objects.CRD_KEY:
             self.store.registry.set_crd(doc.data)
@@ -364,13 +396,44 @@ class Api:
         obj = decode_object(req)
         check_kind(obj, req.rtype.kind, req.rtype.api_version(req.version))
         check_identity(req, obj)
-        with self.store.lock:
+        def attempt():
             cur = self._existing_locked(req)
-            doc = self._update_locked(req, cur, obj)
+            return self._update_locked(req, cur, copy.deepcopy(obj))
+        doc = self._retrying(attempt)
         return 200, render(req.rtype, req.version, doc)
 
-    def _update_locked(self, req, cur, obj, managers=None):
-        """managers: what an apply made of managedFields; other writes record an Update."""
+    def _retrying(self, attempt):
+        """attempt() under the store lock, again while the object it started from changed
+        during its admission webhooks."""
+        with self.store.lock:
+            for _ in range(ADMISSION_RETRIES):
+                try:
+                    return attempt()
+                except _Changed as changed:
+                    last = changed
+            # As GuaranteedUpdate gives up: the object kept changing under the write.
+            raise stale_conflict(last.rtype, last.name)
+
+    def _mutated_locked(self, req, operation, obj, old):
+        """obj as the mutating webhooks leave it, decoded again as the real server decodes
+        a patched object (unknown fields dropped silently, defaults set)."""
+        mutated = self.admission.mutate(req, operation, obj, old)
+        if mutated is obj:
+            return obj
+        if not isinstance(mutated, dict) or not isinstance(mutated.get("metadata"), dict):
+            raise internal_error("the object admission webhooks returned has no metadata")
+        check_kind(mutated, req.rtype.kind, req.rtype.api_version(req.version))
+        fields.admit(self.store, req, mutated, quiet=True)
+        return mutated
+
+    def _unchanged_locked(self, req, cur):
+        """Raises _Changed when the stored object is no longer cur."""
+        if self.store.get_locked(req.rtype, req.namespace, cur.meta["name"]) is not cur:
+            raise _Changed(req.rtype, cur.meta["name"])
+
+    def _update_locked(self, req, cur, obj, managers=None, old=None):
+        """managers: what an apply made of managedFields; other writes record an Update.
+        old: cur's object at the request's version, when the caller has it already."""
         rtype = req.rtype
         given_rv = obj["metadata"].get("resourceVersion", "")
         if given_rv and given_rv != cur.meta["resourceVersion"]:
@@ -379,26 +442,42 @@ class Api:
             raise invalid(rtype.kind, rtype.group, cur.meta["name"],
                           [Cause("metadata.resourceVersion", "Invalid value",
                                  "must be specified for an update", 0)])
+        if old is None:
+            old = self._current_locked(req, cur)
         fields.admit(self.store, req, obj)
-        new = objects.carry_over(rtype, cur.data, obj, req.subresource)
+        # Mutating admission sees the new object before the update strategy carries status
+        # (or the rest) over; validating admission sees it validated (rest/update.go,
+        # handlers/update.go's admission transformer). A scale write was mutated as a Scale.
+        if req.tracked_subresource != "scale":
+            obj = self._mutated_locked(req, "UPDATE", obj, old)
+            self._unchanged_locked(req, cur)
+        new = objects.carry_over(rtype, old, obj, req.subresource)
         new["metadata"]["resourceVersion"] = cur.meta["resourceVersion"]
         fields.check_schema(self.store, req, new)
-        objects.validate(rtype, new, cur.data)
-        causes = objects.finalizer_causes(cur.data, new)
+        objects.validate(rtype, new, old)
+        causes = objects.finalizer_causes(old, new)
         if causes:
             raise invalid(rtype.kind, rtype.group, cur.meta["name"], causes)
         if defaults.has_generation(rtype) and \
-                objects.spec_part(new) != objects.spec_part(cur.data):
+                objects.spec_part(new) != objects.spec_part(old):
             new["metadata"]["generation"] = cur.meta.get("generation", 0) + 1
         if managers is None:
             sub = req.tracked_subresource
             managers = managedfields.record_update(
-                self._schema_locked(req), managedfields.request_managers(obj, cur.data, sub),
-                cur.data, new, req.manager("Update"))
+                self._schema_locked(req), managedfields.request_managers(obj, old, sub),
+                old, new, req.manager("Update"))
         managedfields.store(new, managers)
-        managedfields.keep_times_if_unchanged(new, cur.data)
-        if new == cur.data or req.dry_run():
+        managedfields.keep_times_if_unchanged(new, old)
+        if req.tracked_subresource == "scale":
+            self.admission.validate(req, "UPDATE", self._scale_view(rtype, new),
+                                    self._scale_view(rtype, old))
+        else:
+            self.admission.validate(req, "UPDATE", new, old)
+        self._unchanged_locked(req, cur)
+        if new == old or req.dry_run():
             return Doc(new) if req.dry_run() else cur
+        new = self._stored_locked(req, new)
+        self._unchanged_locked(req, cur)
         if cur.meta.get("deletionTimestamp") and not new["metadata"].get("finalizers") and \
                 not cur.meta.get("deletionGracePeriodSeconds"):
             deletion.remove_locked(self.store, rtype, cur)
@@ -407,6 +486,24 @@ class Api:
         if rtype.key == objects.CRD_KEY:
             self.store.registry.set_crd(doc.data)
         return doc
+
+    def _current_locked(self, req, cur):
+        """The stored object at the request's version: a custom resource with a conversion
+        webhook is stored at its storage version and converted (the patcher and the update
+        handler work at the request's version)."""
+        if req.rtype.conversion is None:
+            return cur.data
+        return conversion.convert(req.rtype, [cur.data], req.rtype.api_version(req.version),
+                                  self.store.lock)[0]
+
+    def _stored_locked(self, req, obj):
+        """obj as storage keeps it: a custom resource with a conversion webhook at its
+        storage version."""
+        if req.rtype.conversion is None:
+            return obj
+        return conversion.convert(req.rtype, [obj],
+                                  req.rtype.api_version(req.rtype.storage_version),
+                                  self.store.lock)[0]
 
     def patch(self, req):
         ctype = req.content_type
@@ -421,10 +518,14 @@ class Api:
         if ctype == APPLY:
             return self._apply(req)
         patch = decode_body(req)
-        with self.store.lock:
+
+        def attempt():
             cur = self._existing_locked(req)
-            patched = self._patched(ctype, cur.data, patch)
-            doc = self._update_locked(req, cur, self._as_body(req, patched))
+            old = self._current_locked(req, cur)
+            self._unchanged_locked(req, cur)
+            patched = self._patched(ctype, old, patch)
+            return self._update_locked(req, cur, self._as_body(req, patched), old=old)
+        doc = self._retrying(attempt)
         return 200, render(req.rtype, req.version, doc)
 
     @staticmethod
@@ -455,18 +556,23 @@ class Api:
         config = apply.decode(req)
         check_identity(req, config)
         who = req.manager("Apply")
-        with self.store.lock:
+
+        def attempt():
             schema = self._schema_locked(req)
             cur = self.store.get_locked(req.rtype, req.namespace, req.name)
             if cur is None and req.subresource:
                 raise not_found(req.rtype, req.name)
-            new, managers = apply.apply(schema, cur.data if cur else None, config, who,
+            old = None
+            if cur is not None:
+                old = self._current_locked(req, cur)
+                self._unchanged_locked(req, cur)
+            new, managers = apply.apply(schema, old, copy.deepcopy(config), who,
                                         req.flag("force"))
             if cur is None:
-                return 201, render(req.rtype, req.version,
-                                   self._create_locked(req, new, managers))
-            doc = self._update_locked(req, cur, new, managers)
-        return 200, render(req.rtype, req.version, doc)
+                return 201, self._create_locked(req, new, managers)
+            return 200, self._update_locked(req, cur, new, managers, old)
+        code, doc = self._retrying(attempt)
+        return code, render(req.rtype, req.version, doc)
 
     # -- scale ---------------------------------------------------------------------------
 
@@ -488,31 +594,45 @@ class Api:
 
     def _update_scale(self, req, patch):
         body = None if patch else decode_object(req)
-        with self.store.lock:
-            cur = self._existing_locked(req)
-            view = self._scale_view(req.rtype, cur.data)
-            scale = self._patched(patch[0], view, patch[1]) if patch else body
-            replicas = (scale.get("spec") or {}).get("replicas")
-            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-                raise invalid("Scale", "autoscaling", cur.meta["name"],
-                              [Cause("spec.replicas", "Invalid value",
-                                     "must be greater than or equal to 0", replicas)])
-            given_rv = (scale.get("metadata") or {}).get("resourceVersion")
-            if given_rv and given_rv != cur.meta["resourceVersion"]:
-                raise stale_conflict(req.rtype, cur.meta["name"])
-            new = copy.deepcopy(cur.data)
-            objects.set_path(new, req.rtype.scale.spec_path, replicas)
-            main = Request("update", req.rtype, req.version, req.namespace, req.name, "",
-                           req.params, b"", "", req.user, req.user_agent)
-            main.tracked_subresource = "scale"
-            doc = self._update_locked(main, cur, new)
-            return 200, dumps(self._scale_view(req.rtype, doc.data))
+        return self._retrying(lambda: self._update_scale_locked(req, patch, body))
+
+    def _update_scale_locked(self, req, patch, body):
+        cur = self._existing_locked(req)
+        view = self._scale_view(req.rtype, cur.data)
+        scale = self._patched(patch[0], view, patch[1]) if patch else body
+        # Admitted as Scales (the scale REST storage's scaleUpdatedObjectInfo and
+        # toScaleUpdateValidation, pkg/registry/apps/deployment/storage/storage.go).
+        scale = self.admission.mutate(req, "UPDATE", scale, view)
+        self._unchanged_locked(req, cur)
+        if not isinstance(scale, dict):
+            raise internal_error("the Scale admission webhooks returned is not an object")
+        replicas = (scale.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise invalid("Scale", "autoscaling", cur.meta["name"],
+                          [Cause("spec.replicas", "Invalid value",
+                                 "must be greater than or equal to 0", replicas)])
+        given_rv = (scale.get("metadata") or {}).get("resourceVersion")
+        if given_rv and given_rv != cur.meta["resourceVersion"]:
+            raise stale_conflict(req.rtype, cur.meta["name"])
+        new = copy.deepcopy(cur.data)
+        objects.set_path(new, req.rtype.scale.spec_path, replicas)
+        main = Request("update", req.rtype, req.version, req.namespace, req.name, "",
+                       req.params, b"", "", req.user, req.user_agent)
+        main.tracked_subresource = "scale"
+        main.warnings = req.warnings
+        doc = self._update_locked(main, cur, new)
+        return 200, dumps(self._scale_view(req.rtype, doc.data))
 
     # -- delete --------------------------------------------------------------------------
 
     def delete(self, req):
         opts = self._delete_options(req)
         with self.store.lock:
+            self._existing_locked(req)
+            # handlers/delete.go: mutating admission gets neither object; the store's
+            # delete validation then gives validating admission the stored one.
+            self.admission.mutate(req, "DELETE", None, None)
+            self.admission.validate(req, "DELETE", None, self._existing_locked(req).data)
             cur = self._existing_locked(req)
             check_preconditions(req.rtype, cur, opts.get("preconditions") or {})
             self._check_deletable(req.rtype, cur)
@@ -529,12 +649,21 @@ class Api:
         labels, fields = self._selectors(req)
         self._delete_options(req)
         with self.store.lock:
+            # handlers/delete.go (DeleteCollection): mutating admission once, for no object
+            # and no name; then the store deletes each item with validating admission.
+            self.admission.mutate(req, "DELETE", None, None)
             items = self.store.items_locked(req.rtype)
             page, _, _ = self._page(req, dict(items), "", 0, labels, fields)
             for doc in page:
                 self._check_deletable(req.rtype, doc)
-            done = page if req.dry_run() else \
-                [self._delete_locked(req.rtype, doc)[0] for doc in page]
+            done = []
+            for doc in page:
+                self.admission.validate(req, "DELETE", None, doc.data)
+                doc = self.store.get_locked(req.rtype, doc.meta.get("namespace", ""),
+                                            doc.meta["name"])
+                if doc is not None:
+                    done.append(doc if req.dry_run() else
+                                self._delete_locked(req.rtype, doc)[0])
         body = ",".join(render_item(req.rtype, req.version, d) for d in done)
         head = dumps({"kind": req.rtype.list_kind, "apiVersion": req.rtype.api_version(req.version),
                       "metadata": {"resourceVersion": str(self.store.rv)}})
@@ -567,6 +696,7 @@ class Api:
                 req.params["dryRun"] = "All"
         else:
             req.check_dry_run("DeleteOptions")
+        req.delete_options = opts
         return opts
 
     def _delete_locked(self, rtype, cur, policy=None, grace=None, dry=False):

@@ -17,6 +17,8 @@ import copy
 import re
 from fractions import Fraction
 
+from . import webhookconfig
+
 # Kinds whose strategy sets metadata.generation (1 on create, +1 on a spec change). Pods
 # only get one from 1.33 on; ConfigMaps, Secrets, Services, Namespaces... never.
 GENERATION_KINDS = {"deployments.apps", "replicasets.apps",
@@ -37,6 +39,9 @@ def has_generation(rtype):
 def decode_defaults(rtype, obj):
     """The defaults decoding sets; called on create and update bodies."""
     if rtype.crd_name:
+        return
+    if rtype.key in webhookconfig.KEYS:
+        webhookconfig.set_defaults(rtype, obj)
         return
     spec = obj.setdefault("spec", {}) if rtype.key in ("pods", "deployments.apps",
                                                         "replicasets.apps") else None
@@ -114,8 +119,10 @@ def pull_policy(image):
     return "Always" if tag == "latest" else "IfNotPresent"
 
 
-def on_create(rtype, obj):
-    """What the strategy and the admission plugins add to a new object."""
+def admission_plugins(rtype, obj):
+    """What the built-in admission plugins add to a new object. They run before the
+    MutatingAdmissionWebhook plugin (the order of kube-apiserver's AllOrderedPlugins,
+    pkg/kubeapiserver/options/plugins.go), so mutating webhooks see it."""
     if rtype.group or rtype.crd_name or rtype.plural != "pods":
         return
     spec = obj["spec"]
@@ -123,7 +130,13 @@ def on_create(rtype, obj):
         spec.setdefault("priority", 0)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     _default_tolerations(spec)
-    obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+
+
+def on_create(rtype, obj):
+    """What the create strategy adds to a new object."""
+    if rtype.group or rtype.crd_name or rtype.plural != "pods":
+        return
+    obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj["spec"])}
 
 
 def _tolerates(tolerations, key):

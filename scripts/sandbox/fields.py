@@ -48,9 +48,10 @@ def crd_schema(store, req):
     return crdschema.schema_of(crd.data, req.version) if crd else None
 
 
-def admit(store, req, obj):
-    """Drops the unknown fields of a request body, as fieldValidation says to report them."""
-    directive = mode(req)
+def admit(store, req, obj, quiet=False):
+    """Drops the unknown fields of a request body, as fieldValidation says to report them;
+    quiet: silently, as an object mutating admission webhooks patched is decoded."""
+    directive = "Ignore" if quiet else mode(req)
     rtype = req.rtype
     if rtype.crd_name:
         schema = crd_schema(store, req)

@@ -6,7 +6,7 @@ import re
 import time
 import uuid
 
-from . import defaults, validation
+from . import defaults, validation, webhookconfig
 from .selection import label_key_problem, label_value_problem
 from .status import Cause, invalid
 
@@ -104,12 +104,39 @@ def crd_causes(crd):
         causes.append(Cause("spec.versions", "Invalid value",
                             "must have exactly one version marked as storage version",
                             "[...]"))
+    causes += conversion_causes(spec.get("conversion"))
     expected = "%s.%s" % (names.get("plural", ""), spec.get("group", ""))
     if crd["metadata"].get("name") != expected:
         causes.append(Cause("metadata.name", "Invalid value",
                             'must be spec.names.plural+"."+spec.group',
                             crd["metadata"].get("name", "")))
     return causes
+
+
+def conversion_causes(conversion):
+    """spec.conversion as ValidateCustomResourceConversion (apiextensions-apiserver
+    pkg/apis/apiextensions/validation/validation.go) checks it, for the sandbox's v1 only."""
+    if not isinstance(conversion, dict):
+        return []
+    strategy = conversion.get("strategy")
+    if strategy not in (None, "None", "Webhook"):
+        return [Cause("spec.conversion.strategy", "Unsupported value",
+                      'supported values: "None", "Webhook"', strategy)]
+    if strategy != "Webhook":
+        return []
+    webhook = conversion.get("webhook")
+    if not isinstance(webhook, dict) or not isinstance(webhook.get("clientConfig"), dict):
+        return [Cause("spec.conversion.webhook", "Required value",
+                      "required when strategy is set to Webhook")]
+    versions = webhook.get("conversionReviewVersions")
+    if not versions:
+        return [Cause("spec.conversion.webhook.conversionReviewVersions", "Required value",
+                      "must specify one of v1, v1beta1")]
+    if "v1" not in versions:
+        return [Cause("spec.conversion.webhook.conversionReviewVersions", "Invalid value",
+                      "must include at least one of v1", versions)]
+    return webhookconfig.client_causes("spec.conversion.webhook.clientConfig",
+                                       webhook["clientConfig"])
 
 
 def validate(rtype, obj, old=None):

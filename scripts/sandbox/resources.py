@@ -64,6 +64,10 @@ class ResourceType:
         self.categories = list(categories)
         self.crd_name = crd_name
         self.deprecations = {}  # version -> the warning a request at that version gets
+        # A CRD's spec.conversion.webhook when its strategy is Webhook: objects are then
+        # stored at storage_version and converted by the webhook (conversion.py).
+        self.conversion = None
+        self.storage_version = None
         self.fields = SelectableFields(bool(crd_name) or plural in EXTRA_FIELDS)
         self.fields["metadata.name"] = _field("metadata.name")
         if namespaced:
@@ -106,6 +110,7 @@ class ResourceType:
 
 REPLICAS = Scale(".spec.replicas", ".status.replicas")
 RBAC = "rbac.authorization.k8s.io"
+ADMISSION = "admissionregistration.k8s.io"
 
 
 def builtin_types():
@@ -130,6 +135,10 @@ def builtin_types():
         ResourceType(RBAC, ["v1"], "clusterrolebindings", "ClusterRoleBinding", False),
         ResourceType("apiextensions.k8s.io", ["v1"], "customresourcedefinitions",
                      "CustomResourceDefinition", False, ["crd", "crds"], status=True),
+        ResourceType(ADMISSION, ["v1"], "mutatingwebhookconfigurations",
+                     "MutatingWebhookConfiguration", False, categories=["api-extensions"]),
+        ResourceType(ADMISSION, ["v1"], "validatingwebhookconfigurations",
+                     "ValidatingWebhookConfiguration", False, categories=["api-extensions"]),
     ]
 
 
@@ -164,6 +173,11 @@ def crd_type(crd):
                          status="status" in subresources, scale=scale,
                          categories=names.get("categories") or [],
                          crd_name=crd["metadata"]["name"])
+    conversion = spec.get("conversion") or {}
+    if conversion.get("strategy") == "Webhook":
+        rtype.conversion = conversion.get("webhook") or {}
+        rtype.storage_version = next((v["name"] for v in spec.get("versions") or []
+                                      if v.get("storage")), None)
     for v in served:
         if v.get("deprecated"):
             rtype.deprecations[v["name"]] = v.get("deprecationWarning") or \

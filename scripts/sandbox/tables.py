@@ -244,6 +244,15 @@ BUILTIN_GROUPED = {
                        "with label keys and values matching this selector.")],
                  _service_cells),
 }
+# pkg/printers/internalversion/printers.go: both webhook configuration kinds.
+WEBHOOK_CONFIGURATION = ([_col("Webhooks", "integer", description="Webhooks indicates the "
+                               "number of webhooks included in this configuration."), AGE],
+                         lambda o: [len(o.get("webhooks") or []),
+                                    age(o["metadata"].get("creationTimestamp"))])
+BUILTIN_GROUPED["mutatingwebhookconfigurations.admissionregistration.k8s.io"] = \
+    WEBHOOK_CONFIGURATION
+BUILTIN_GROUPED["validatingwebhookconfigurations.admissionregistration.k8s.io"] = \
+    WEBHOOK_CONFIGURATION
 
 BUILTIN = {
     "pods": (POD_COLUMNS, _pod_cells),

@@ -8,6 +8,7 @@ import binascii
 import json
 import re
 
+from . import webhookconfig
 from .status import Cause
 
 # k8s.io/apimachinery/pkg/util/validation: IsConfigMapKey.
@@ -356,6 +357,8 @@ def kind_causes(rtype, obj):
     """The per-kind checks for a create or the new state of an update."""
     if rtype.key in ("deployments.apps", "replicasets.apps"):
         return workload_causes(rtype.kind, obj)
+    if rtype.key in webhookconfig.KEYS:
+        return webhookconfig.causes(rtype, obj)
     if rtype.group or rtype.crd_name:
         return []
     if rtype.plural == "configmaps":

@@ -50,21 +50,23 @@ class Watcher:
         return (doc is not None and self.labels.matches(doc.meta.get("labels"))
                 and self.fields.matches(doc.data))
 
-    def frame(self, event):
-        """The frame event becomes for this watch, or None; watch-cache filtering semantics."""
+    def change(self, event):
+        """(event type, object) event is for this watch, or None; watch-cache filtering
+        semantics. It is encoded (and converted, for a custom resource with a conversion
+        webhook) once the store lock is let go."""
         if event.rkey != self.rtype.key:
             return None
         if self.namespace and event.namespace != self.namespace:
             return None
         if event.type == "DELETED":
-            return self.encode("DELETED", event.doc) if self.matches(event.prev) else None
+            return ("DELETED", event.doc) if self.matches(event.prev) else None
         now, before = self.matches(event.doc), self.matches(event.prev)
         if now:
-            return self.encode("MODIFIED" if before else "ADDED", event.doc)
+            return ("MODIFIED" if before else "ADDED", event.doc)
         if before:
             gone = dict(event.prev.data, metadata=dict(event.prev.meta,
                                                        resourceVersion=str(event.rv)))
-            return self.encode("DELETED", gone)
+            return ("DELETED", gone)
         return None
 
     def encode(self, etype, obj):
@@ -170,7 +172,7 @@ class WatchStream:
                 self._write(error_frame(failure))
                 raise WatchEnded(True)
             for doc in initial:
-                self._event(self.watcher.encode("ADDED", doc))
+                self._event(self._encoded("ADDED", doc))
             if self.opts.send_initial and self.opts.bookmarks:
                 self._write(self.watcher.bookmark(self.watcher.cursor, initial_end=True))
             self._loop()
@@ -218,7 +220,7 @@ class WatchStream:
             self._check_stall()
             for kind, frame in self._next_frames():
                 if kind == "event":
-                    self._event(frame)
+                    self._event(self._encoded(*frame))
                 elif kind == "end":
                     raise WatchEnded(True)
                 else:
@@ -257,11 +259,11 @@ class WatchStream:
             return [("raw", error_frame(err)), ("end", "")]
         frames = []
         for event in events[:reached - self.watcher.cursor]:
-            frame = self.watcher.frame(event)
-            if frame and self._skipped_locked(event):
+            change = self.watcher.change(event)
+            if change and self._skipped_locked(event):
                 continue
-            if frame:
-                frames.append(("event", frame))
+            if change:
+                frames.append(("event", change))
         self.watcher.cursor = reached
         return frames
 
@@ -271,6 +273,15 @@ class WatchStream:
             return False
         self.ctx.stats.fault("watch_skip")
         return True
+
+    def _encoded(self, etype, obj):
+        """The frame of one change; a conversion webhook that fails ends the watch with its
+        error, as the watch cache's encoder does."""
+        try:
+            return self.watcher.encode(etype, obj)
+        except ApiError as err:
+            self._write(error_frame(err))
+            raise WatchEnded(True) from None
 
     def _injected_locked(self):
         frames, self.watcher.injected = self.watcher.injected, []
