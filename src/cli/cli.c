@@ -293,6 +293,16 @@ static int set_ui_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
     return parse_bind_address(errs, name, v, &c->rt.ctl.ui_addr);
 }
 
+static int set_webhook_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_bind_address(errs, name, v, &c->rt.ctl.webhook_addr);
+}
+
+static int set_webhook_cert_dir(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.ctl.webhook_cert_dir = v;
+    return 0;
+}
+
 /* One flag: what parses it and what --help says of it. The help of every
  * command prints this table, and a man page generator can read the same
  * lines (see kl_cli_help). */
@@ -367,6 +377,12 @@ static const flag flags[] = {
      set_probe_addr, NULL},
     {NULL, "--ui-bind-address", NULL, "ADDR",
      "serve the live page /ui/ on ADDR; :PORT is 127.0.0.1 only (default 0: off; docs/ui.md)", set_ui_addr, NULL},
+    {NULL, "--webhook-bind-address", NULL, "ADDR",
+     "serve the script's webhooks over HTTPS on ADDR, e.g. :9443 (default 0: off; docs/webhooks.md)",
+     set_webhook_addr, NULL},
+    {NULL, "--webhook-cert-dir", NULL, "DIR",
+     "the webhooks' tls.crt and tls.key, read again when they change (default /tmp/k8s-webhook-server/serving-certs)",
+     set_webhook_cert_dir, NULL},
     {"Help", "--help", "-h", NULL, "print this help; after a command, the help of that command", NULL, "help"},
     {NULL, "--version", "-V", NULL, "print the versions of klua and its libraries, as klua version", NULL,
      "version"},

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "conn/http.h"
 #include "lua/lua_endpoint.h"
+#include "lua/lua_webhook.h"
 #include "lua/runtime.h"
 #include "base/version.h"
 
@@ -124,9 +125,9 @@ static int run(kl_cli *c) {
         return 2;
     }
     if ((watch || record) && (ctl->leader_elect || ctl->shards || ctl->metrics_addr || ctl->probe_addr ||
-                              ctl->ui_addr || ctl->graceful_shutdown_timeout > 0)) {
-        run_error(c, "leader election, the graceful shutdown, the metrics and probe endpoint and the live page are "
-                     "for klua run, not klua %s", c->command);
+                              ctl->ui_addr || ctl->webhook_addr || ctl->graceful_shutdown_timeout > 0)) {
+        run_error(c, "leader election, the graceful shutdown, the metrics and probe endpoint, the live page and "
+                     "the webhooks are for klua run, not klua %s", c->command);
         return 2;
     }
     c->rt.ctl.script = c->script;
@@ -149,6 +150,11 @@ static int run(kl_cli *c) {
             kl_rt_free(rt);
             return 2;
         }
+    }
+    if (ctl->webhook_addr && kl_lua_webhook_open(rt, ctl->webhook_addr, ctl->webhook_cert_dir, err, sizeof err) < 0) {
+        run_error(c, "--webhook-bind-address %s", err);
+        kl_rt_free(rt);
+        return 2;
     }
     int code = watch    ? kl_rt_run(rt, "klua watch", watch_chunk, c->nargs, c->args)
                : record ? kl_rt_run(rt, "klua record", record_chunk, c->nargs, c->args)

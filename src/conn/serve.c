@@ -15,7 +15,22 @@
  * last answer) and ends it (a shutdown: libmicrohttpd then closes it)
  * once it has waited REQUEST_DEADLINE; and once more than SLOTS are
  * open, each newcomer ends the connection that has waited longest. A
- * probe, which sends its request at once, always finds a slot.
+ * probe, which sends its request at once, always finds a slot. A POST's
+ * body must have come by that deadline too.
+ *
+ * A POST (a webhook's call) is answered when its handler is done, which
+ * may be later than the call that hands it over: the connection is
+ * suspended meanwhile (libmicrohttpd's suspend and resume), and the other
+ * connections are served as before.
+ *
+ * A new certificate pair takes effect without closing anything: a new
+ * daemon is started on the same listening socket with the new pair, and
+ * the old one stops accepting (MHD_quiesce_daemon) but serves the
+ * connections it has until they close. The two daemons' epoll descriptors
+ * wait in one of klua's own, the one the loop watches. GnuTLS's
+ * certificate callback (MHD_OPTION_HTTPS_CERT_CALLBACK) could swap the
+ * pair inside one daemon, but only through GnuTLS's own types: a second
+ * daemon needs nothing libmicrohttpd does not already offer.
  */
 #include "conn/serve.h"
 
@@ -26,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,27 +49,59 @@
 /* libmicrohttpd's own limit: room for newcomers while the connections they
  * evicted close. */
 #define CONNECTION_LIMIT (SLOTS + 16)
-#define REQUEST_DEADLINE 5.0 /* seconds from the connection, or its last answer */
+#define REQUEST_DEADLINE 5.0 /* seconds from the connection, or its last answer, to its
+                              * request's headers (and a POST's whole body) */
 #define IDLE_TIMEOUT 10u     /* seconds without a byte: a client that stops reading */
+/* TLS 1.2 and 1.3 only, as controller-runtime's webhook server
+ * (pkg/webhook/server.go sets tls.Config.MinVersion to TLS 1.2). */
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+/* One libmicrohttpd daemon and the certificate pair it serves (kept for
+ * as long as it runs). */
+typedef struct daemon_slot {
+    struct MHD_Daemon *d;
+    char *cert, *key;
+} daemon_slot;
 
 /* An open connection: waiting for a request's headers since waiting_since,
  * or being answered. */
 typedef struct conn {
     struct MHD_Connection *c;
+    struct MHD_Daemon *d; /* the daemon that accepted it */
     double waiting_since; /* < 0 while a request is answered */
     int ended;            /* shut down; libmicrohttpd has yet to close it */
     struct conn *prev, *next;
 } conn;
 
+/* A POST: its body as it arrives, then its answer. */
+typedef struct pending {
+    uint64_t id;
+    struct MHD_Connection *c;
+    char *body;
+    size_t len, cap;
+    int too_large;  /* past body_max: the rest is read and dropped */
+    int dispatched; /* handed to the POST handler */
+    int suspended;  /* libmicrohttpd waits for kl_serve_answer */
+    int answered;   /* reply holds the answer */
+    kl_serve_reply reply;
+    struct pending *prev, *next;
+} pending;
+
 struct kl_serve {
-    struct MHD_Daemon *daemon;
+    daemon_slot cur; /* accepts the new connections */
+    daemon_slot old; /* replaced by kl_serve_set_certificate, until its connections close */
+    int epfd;        /* waits on both daemons' epoll descriptors */
     int listen_fd;
     unsigned port;
     kl_serve_fn fn;
     void *ud;
+    kl_serve_post_fn post;
+    size_t body_max;
     double now; /* the clock of the kl_serve_run under way */
     conn *conns; /* open connections */
     unsigned nconns;
+    pending *pending; /* POSTs being read or answered */
+    uint64_t next_id;
 };
 
 int kl_serve_parse_address(const char *addr, char *host, size_t hostlen, unsigned *port,
@@ -182,7 +230,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **context,
     }
     k = calloc(1, sizeof *k);
     if (!k) return; /* untracked: libmicrohttpd's idle timeout still ends it */
-    *k = (conn){.c = c, .waiting_since = s->now, .next = s->conns};
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_DAEMON);
+    *k = (conn){.c = c, .d = info ? info->daemon : NULL, .waiting_since = s->now, .next = s->conns};
     if (s->conns) s->conns->prev = k;
     s->conns = k;
     *context = k;
@@ -192,33 +241,97 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **context,
     }
 }
 
-/* An answer was sent (or the request failed): the connection waits again. */
+static void pending_free(kl_serve *s, pending *p) {
+    if (p->prev) p->prev->next = p->next;
+    else s->pending = p->next;
+    if (p->next) p->next->prev = p->prev;
+    free(p->body);
+    free(p->reply.body);
+    free(p);
+}
+
+/* An answer was sent (or the request failed): the connection waits again,
+ * and a POST's answer is forgotten. */
 static void on_completed(void *cls, struct MHD_Connection *c, void **req,
                          enum MHD_RequestTerminationCode code) {
-    (void)req;
     (void)code;
+    kl_serve *s = cls;
     conn *k = conn_of(c);
-    if (k) k->waiting_since = ((kl_serve *)cls)->now;
+    if (k) k->waiting_since = s->now;
+    if (*req) pending_free(s, *req);
+    *req = NULL;
+}
+
+static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, const char *text) {
+    return reply_with(c, status, "text/plain; charset=utf-8", text, strlen(text));
+}
+
+/* One more piece of a POST body, or its end: the body goes to the handler,
+ * whose answer is sent now or once it comes (the connection suspended). */
+static enum MHD_Result on_post(kl_serve *s, struct MHD_Connection *c, conn *k, const char *url,
+                               const char *upload, size_t *upload_len, pending **req) {
+    pending *p = *req;
+    if (!p) {
+        if (!(p = calloc(1, sizeof *p))) return MHD_NO;
+        *p = (pending){.id = ++s->next_id, .c = c, .next = s->pending};
+        if (s->pending) s->pending->prev = p;
+        s->pending = p;
+        *req = p;
+        return MHD_YES;
+    }
+    if (*upload_len) {
+        size_t n = *upload_len;
+        *upload_len = 0;
+        if (p->too_large || p->len + n > s->body_max) {
+            p->too_large = 1;
+            return MHD_YES;
+        }
+        if (p->len + n > p->cap) {
+            size_t cap = p->cap ? p->cap : 16384;
+            while (cap < p->len + n) cap *= 2;
+            char *body = realloc(p->body, cap);
+            if (!body) return MHD_NO;
+            p->body = body;
+            p->cap = cap;
+        }
+        memcpy(p->body + p->len, upload, n);
+        p->len += n;
+        return MHD_YES;
+    }
+    if (!p->dispatched) {
+        p->dispatched = 1;
+        if (k) k->waiting_since = -1;
+        if (p->too_large) return refuse(c, MHD_HTTP_CONTENT_TOO_LARGE, "the request body is too large\n");
+        const char *timeout = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout");
+        s->post(s->ud, p->id, url, timeout, p->body ? p->body : "", p->len);
+        free(p->body);
+        p->body = NULL;
+        p->len = p->cap = 0;
+    }
+    if (!p->answered) {
+        p->suspended = 1;
+        MHD_suspend_connection(c);
+        return MHD_YES;
+    }
+    return reply_with(c, p->reply.status, p->reply.content_type, p->reply.body ? p->reply.body : "",
+                      p->reply.len);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_len, void **req) {
     (void)version;
-    (void)upload;
-    (void)req;
     kl_serve *s = cls;
     conn *k = conn_of(c);
+    if (s->post && !strcmp(method, "POST")) return on_post(s, c, k, url, upload, upload_len, (pending **)req);
     if (k) k->waiting_since = -1;
     if (*upload_len) {
         *upload_len = 0;
         return MHD_YES;
     }
-    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
-        static const char only[] = "only GET is served here\n";
-        return reply_with(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", only,
-                          sizeof only - 1);
-    }
+    if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+        return refuse(c, MHD_HTTP_METHOD_NOT_ALLOWED, s->post ? "only GET and POST are served here\n"
+                                                             : "only GET is served here\n");
     kl_serve_reply r = {404, "text/plain; charset=utf-8", NULL, 0};
     s->fn(s->ud, url, &r);
     enum MHD_Result ok = reply_with(c, r.status, r.content_type, r.body ? r.body : "", r.len);
@@ -226,29 +339,119 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return ok;
 }
 
-kl_serve *kl_serve_start(const char *addr, kl_serve_fn fn, void *ud, char *err, size_t errlen) {
+int kl_serve_answer(kl_serve *s, uint64_t id, kl_serve_reply *reply) {
+    pending *p = s->pending;
+    while (p && p->id != id) p = p->next;
+    if (!p || p->answered || !p->dispatched) {
+        free(reply->body);
+        reply->body = NULL;
+        return -1;
+    }
+    p->reply = *reply;
+    reply->body = NULL;
+    p->answered = 1;
+    if (p->suspended) {
+        p->suspended = 0;
+        MHD_resume_connection(p->c);
+    }
+    return 0;
+}
+
+static void slot_free(daemon_slot *d) {
+    free(d->cert);
+    free(d->key);
+    *d = (daemon_slot){0};
+}
+
+/* Starts a daemon on s's listening socket, serving HTTPS with the pair
+ * when cert is given (the slot keeps copies of it). */
+static int slot_start(kl_serve *s, daemon_slot *d, const char *cert, const char *key) {
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+    if (cert) {
+        flags |= MHD_USE_TLS;
+        d->cert = strdup(cert);
+        d->key = strdup(key);
+        if (!d->cert || !d->key) {
+            slot_free(d);
+            return -1;
+        }
+    }
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, d->cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, d->key},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    d->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+                            MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)CONNECTION_LIMIT, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            cert ? MHD_OPTION_ARRAY : MHD_OPTION_END, tls, MHD_OPTION_END);
+    if (!d->d) {
+        slot_free(d);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->d, MHD_DAEMON_INFO_EPOLL_FD);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = d};
+    if (!info || epoll_ctl(s->epfd, EPOLL_CTL_ADD, info->epoll_fd, &ev) < 0) {
+        MHD_quiesce_daemon(d->d);
+        MHD_stop_daemon(d->d);
+        slot_free(d);
+        return -1;
+    }
+    return 0;
+}
+
+/* Stops a daemon: the POSTs it still holds are answered 503 first (a
+ * suspended connection must be resumed before its daemon stops). The
+ * listening socket stays open: it is s's. */
+static void slot_stop(kl_serve *s, daemon_slot *d) {
+    if (!d->d) return;
+    int resumed = 0;
+    for (pending *p = s->pending; p; p = p->next) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(p->c, MHD_CONNECTION_INFO_DAEMON);
+        if (!info || info->daemon != d->d || !p->dispatched || p->answered) continue;
+        static const char gone[] = "klua is stopping\n";
+        kl_serve_reply r = {503, "text/plain; charset=utf-8", strdup(gone), sizeof gone - 1};
+        if (!r.body) r.len = 0;
+        kl_serve_answer(s, p->id, &r);
+        resumed = 1;
+    }
+    if (resumed) MHD_run(d->d);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->d, MHD_DAEMON_INFO_EPOLL_FD);
+    if (info) epoll_ctl(s->epfd, EPOLL_CTL_DEL, info->epoll_fd, NULL);
+    MHD_quiesce_daemon(d->d);
+    MHD_stop_daemon(d->d);
+    slot_free(d);
+}
+
+kl_serve *kl_serve_start_with(const char *addr, const kl_serve_opts *o, kl_serve_fn fn, void *ud,
+                              char *err, size_t errlen) {
     char host[256];
     unsigned port;
     if (kl_serve_parse_address(addr, host, sizeof host, &port, err, errlen)) return NULL;
     int fd = listen_on(addr, host, port, err, errlen);
     if (fd < 0) return NULL;
     kl_serve *s = calloc(1, sizeof *s);
-    if (!s) {
+    if (!s || (s->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         close(fd);
-        snprintf(err, errlen, "out of memory");
+        free(s);
+        snprintf(err, errlen, "%s: %s", addr, s ? strerror(errno) : "out of memory");
         return NULL;
     }
     s->listen_fd = fd;
     s->port = bound_port(fd);
     s->fn = fn;
     s->ud = ud;
-    s->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)CONNECTION_LIMIT, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
-    if (!s->daemon) {
-        snprintf(err, errlen, "%s: the HTTP server did not start", addr);
+    s->post = o ? o->post : NULL;
+    s->body_max = o ? o->body_max : 0;
+    int tls = o && o->cert_pem && o->key_pem;
+    if (slot_start(s, &s->cur, tls ? o->cert_pem : NULL, tls ? o->key_pem : NULL) < 0) {
+        snprintf(err, errlen, tls ? "%s: the HTTPS server did not start: is tls.key the key of tls.crt, "
+                                    "both in PEM?"
+                                  : "%s: the HTTP server did not start",
+                 addr);
+        close(s->epfd);
         close(fd);
         free(s);
         return NULL;
@@ -256,22 +459,44 @@ kl_serve *kl_serve_start(const char *addr, kl_serve_fn fn, void *ud, char *err, 
     return s;
 }
 
+kl_serve *kl_serve_start(const char *addr, kl_serve_fn fn, void *ud, char *err, size_t errlen) {
+    return kl_serve_start_with(addr, NULL, fn, ud, err, errlen);
+}
+
+int kl_serve_set_certificate(kl_serve *s, const char *cert_pem, const char *key_pem, char *err,
+                             size_t errlen) {
+    daemon_slot next = {0};
+    if (slot_start(s, &next, cert_pem, key_pem) < 0) {
+        snprintf(err, errlen, "the new certificate pair was refused: is tls.key the key of tls.crt, both in PEM?");
+        return -1;
+    }
+    slot_stop(s, &s->old); /* a pair replaced twice in a row: its connections go now */
+    MHD_quiesce_daemon(s->cur.d);
+    s->old = s->cur;
+    s->cur = next;
+    return 0;
+}
+
 void kl_serve_free(kl_serve *s) {
     if (!s) return;
-    MHD_stop_daemon(s->daemon);
+    slot_stop(s, &s->old);
+    slot_stop(s, &s->cur);
     close(s->listen_fd);
+    close(s->epfd);
     free(s);
 }
 
-int kl_serve_fd(const kl_serve *s) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-    return info ? info->epoll_fd : -1;
+int kl_serve_fd(const kl_serve *s) { return s->epfd; }
+
+static long slot_timeout_ms(const daemon_slot *d) {
+    MHD_UNSIGNED_LONG_LONG ms;
+    if (!d->d || MHD_get_timeout(d->d, &ms) != MHD_YES) return -1;
+    return ms > 60000 ? 60000 : (long)ms;
 }
 
 long kl_serve_timeout_ms(kl_serve *s) {
-    MHD_UNSIGNED_LONG_LONG ms;
-    if (MHD_get_timeout(s->daemon, &ms) != MHD_YES) return -1;
-    return ms > 60000 ? 60000 : (long)ms;
+    long a = slot_timeout_ms(&s->cur), b = slot_timeout_ms(&s->old);
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
 /* Ends the connections whose request is overdue. */
@@ -281,10 +506,20 @@ static void end_overdue(kl_serve *s) {
             end_conn(k);
 }
 
+/* Stops the replaced daemon once its last connection has closed. */
+static void retire_old(kl_serve *s) {
+    if (!s->old.d) return;
+    for (conn *k = s->conns; k; k = k->next)
+        if (k->d == s->old.d) return;
+    slot_stop(s, &s->old);
+}
+
 void kl_serve_run(kl_serve *s, double now) {
     s->now = now;
-    MHD_run(s->daemon);
+    MHD_run(s->cur.d);
+    if (s->old.d) MHD_run(s->old.d);
     end_overdue(s);
+    retire_old(s);
 }
 
 unsigned kl_serve_port(const kl_serve *s) { return s->port; }
