@@ -35,6 +35,7 @@
 #include "conn/serve.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -363,8 +364,18 @@ static void slot_free(daemon_slot *d) {
     *d = (daemon_slot){0};
 }
 
+/* Stops d accepting: its copy of the listening socket is closed (the
+ * socket stays open through s's own descriptor). */
+static void quiesce(struct MHD_Daemon *d) {
+    MHD_socket fd = MHD_quiesce_daemon(d);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
 /* Starts a daemon on s's listening socket, serving HTTPS with the pair
- * when cert is given (the slot keeps copies of it). */
+ * when cert is given (the slot keeps copies of it). Each daemon gets a
+ * descriptor of its own for the socket: libmicrohttpd closes the one it
+ * was given when it fails to start (a pair it refuses), which must not
+ * close the socket the daemon already serving listens on. */
 static int slot_start(kl_serve *s, daemon_slot *d, const char *cert, const char *key) {
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (cert) {
@@ -382,7 +393,12 @@ static int slot_start(kl_serve *s, daemon_slot *d, const char *cert, const char 
         {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
         {MHD_OPTION_END, 0, NULL},
     };
-    d->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+    int fd = fcntl(s->listen_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+        slot_free(d);
+        return -1;
+    }
+    d->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                             MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)CONNECTION_LIMIT, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
@@ -394,7 +410,7 @@ static int slot_start(kl_serve *s, daemon_slot *d, const char *cert, const char 
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->d, MHD_DAEMON_INFO_EPOLL_FD);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = d};
     if (!info || epoll_ctl(s->epfd, EPOLL_CTL_ADD, info->epoll_fd, &ev) < 0) {
-        MHD_quiesce_daemon(d->d);
+        quiesce(d->d);
         MHD_stop_daemon(d->d);
         slot_free(d);
         return -1;
@@ -420,7 +436,7 @@ static void slot_stop(kl_serve *s, daemon_slot *d) {
     if (resumed) MHD_run(d->d);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->d, MHD_DAEMON_INFO_EPOLL_FD);
     if (info) epoll_ctl(s->epfd, EPOLL_CTL_DEL, info->epoll_fd, NULL);
-    MHD_quiesce_daemon(d->d);
+    quiesce(d->d);
     MHD_stop_daemon(d->d);
     slot_free(d);
 }
@@ -471,7 +487,7 @@ int kl_serve_set_certificate(kl_serve *s, const char *cert_pem, const char *key_
         return -1;
     }
     slot_stop(s, &s->old); /* a pair replaced twice in a row: its connections go now */
-    MHD_quiesce_daemon(s->cur.d);
+    quiesce(s->cur.d);
     s->old = s->cur;
     s->cur = next;
     return 0;

@@ -353,7 +353,7 @@ local review_of = { validating = { ADMISSION, 'AdmissionReview' }, mutating = { 
 -- The request of the review, or nil and why not.
 local function request_of(h, review)
   local want = review_of[h.kind]
-  local ok, r = pcall(function()
+  local ok, r, why = pcall(function()
     if review.apiVersion ~= want[1] or review.kind ~= want[2] then
       return nil, ('the body is not a %s %s (klua answers %s only: list only v1 in the webhook\'s '
         .. '%s)'):format(want[1], want[2], want[1], h.kind == 'conversion' and 'conversionReviewVersions'
@@ -365,8 +365,8 @@ local function request_of(h, review)
     end
     return req
   end)
-  if not ok then return nil, 'the body is not JSON: ' .. tostring(r) end
-  return r
+  if not ok then return nil, 'the body is not JSON: ' .. (tostring(r):match('not valid JSON (.*)$') or tostring(r)) end
+  return r, why
 end
 
 --- Answers one call (a task of its own, src/lua/lua_webhook.c): id is the

@@ -1,0 +1,338 @@
+-- klua.webhook served by `klua run --webhook-bind-address`: HTTPS POSTs of
+-- AdmissionReview v1 and ConversionReview v1 bodies as kube-apiserver
+-- sends them (apiserver's pkg/admission/plugin/webhook/request/
+-- admissionreview.go, apiextensions-apiserver's pkg/apiserver/conversion/
+-- webhook_converter.go), answered as they expect them; a handler's
+-- failure answered 500 before the `timeout` the API server appends to the
+-- URL, so that its failurePolicy decides (docs/webhooks.md); TLS 1.2 and
+-- up only; a certificate pair replaced on disk served without a restart;
+-- controller-runtime's webhook metrics.
+local testing = require 'klua.testing'
+local cjson = require 'cjson'
+local K = require 'support.klua'
+
+local SCRIPT = [[
+klua.webhook.validating { path = '/validate', resources = { 'v1/configmaps' }, handler = function(req)
+  local o = req.object
+  if o.data and o.data.verdict == 'deny' then return false, 'verdict is deny', { 'look at data' } end
+  if o.data and o.data.verdict == 'warn' then return true, { 'only a warning' } end
+  if o.data and o.data.verdict == 'error' then error('the handler broke') end
+  if o.data and o.data.verdict == 'spin' then while true do end end
+  if o.data and o.data.verdict == 'sleep' then klua.sleep(60) end
+  if o.data and o.data.verdict == 'write' then o.data.verdict = 'x' end
+  if o.data and o.data.verdict == 'echo' then
+    return false, klua.json.encode {
+      operation = req.operation, user = req.user_info.username, dry_run = req.dry_run,
+      namespace = req.namespace, name = req.name, kind = req.kind.kind, resource = req.resource.resource,
+      old = req.old_object and req.old_object.data.verdict or 'none', sub = req.sub_resource or 'none' }
+  end
+  return true
+end }
+klua.webhook.mutating { path = '/mutate', resources = { 'v1/configmaps' }, handler = function(req)
+  local o = req.object
+  if o.data and o.data.verdict == 'same' then return klua.copy(o) end
+  if o.data and o.data.verdict == 'keep' then return nil end
+  if o.data and o.data.verdict == 'deny' then return false, 'no mutation for you' end
+  local c = klua.copy(o)
+  c.metadata.labels = c.metadata.labels or {}
+  c.metadata.labels['example.com/owner~team'] = 'lua'
+  c.data.verdict = nil
+  c.data.added = 'yes'
+  return c, { 'mutated' }
+end }
+klua.webhook.conversion { path = '/convert', crd = 'widgets.example.com', convert = function(obj, desired)
+  local c = klua.copy(obj)
+  if c.spec and c.spec.broken then error('cannot convert ' .. c.metadata.name) end
+  if c.spec and c.spec.stay then return c end
+  c.apiVersion = desired
+  if desired == 'example.com/v2' then c.spec.size = { value = c.spec.size } else c.spec.size = c.spec.size.value end
+  return c
+end }
+]]
+
+-- A CA and a pair for 127.0.0.1 signed by it, in dir (tls.crt, tls.key).
+local function make_ca(dir, name)
+  local cmd = ('cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 '
+    .. '-subj /CN=%s -keyout %s.key -out %s.crt 2>/dev/null'):format(dir, name, name, name)
+  assert(os.execute(cmd), 'openssl made no CA')
+  return dir .. '/' .. name .. '.crt'
+end
+
+local function make_pair(dir, ca, into)
+  local cmd = ('cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost '
+    .. '-keyout %s/tls.key -out leaf.csr 2>/dev/null && printf "subjectAltName=IP:127.0.0.1,DNS:localhost\\n" > ext '
+    .. '&& openssl x509 -req -in leaf.csr -CA %s.crt -CAkey %s.key -CAcreateserial -days 1 -extfile ext '
+    .. '-out %s/tls.crt 2>/dev/null'):format(dir, into, ca, ca, into)
+  assert(os.execute(cmd), 'openssl made no pair')
+end
+
+-- An AdmissionReview v1 as kube-apiserver sends it for a ConfigMap.
+local function admission_review(opts)
+  local object = opts.object
+  return {
+    apiVersion = 'admission.k8s.io/v1', kind = 'AdmissionReview',
+    request = {
+      uid = opts.uid or '0df28fbd-5f5f-11e8-bc74-36e6bb280816',
+      kind = { group = '', version = 'v1', kind = 'ConfigMap' },
+      resource = { group = '', version = 'v1', resource = 'configmaps' },
+      requestKind = { group = '', version = 'v1', kind = 'ConfigMap' },
+      requestResource = { group = '', version = 'v1', resource = 'configmaps' },
+      name = object and object.metadata.name or 'gone', namespace = 'default',
+      operation = opts.operation or 'CREATE',
+      userInfo = { username = 'kubernetes-admin', groups = { 'system:masters', 'system:authenticated' } },
+      object = object or cjson.null, oldObject = opts.old or cjson.null,
+      dryRun = opts.dry_run or false,
+      options = { apiVersion = 'meta.k8s.io/v1', kind = 'CreateOptions' },
+    },
+  }
+end
+
+local function configmap(verdict, extra)
+  local cm = { apiVersion = 'v1', kind = 'ConfigMap', metadata = { name = 'cm-1', namespace = 'default' },
+    data = { verdict = verdict } }
+  for k, v in pairs(extra or {}) do cm[k] = v end
+  return cm
+end
+
+local function base64_decode(s)
+  local f = K.tmpdir() .. '/b64'
+  K.write_file(f, s)
+  return K.run_command('base64 -d ' .. K.quote(f))
+end
+
+describe('klua.webhook', function()
+  local track = K.per_spec()
+  local dir, ca
+
+  setup(function()
+    dir = K.tmpdir()
+    ca = make_ca(dir, 'ca')
+    make_pair(dir, 'ca', dir)
+  end)
+
+  local function start(text, flags)
+    local all = { '--webhook-bind-address', '127.0.0.1:0', '--webhook-cert-dir', dir }
+    for _, f in ipairs(flags or {}) do all[#all + 1] = f end
+    local p = track(K.spawn(K.offline_args(text or SCRIPT, all)))
+    assert.truthy(p:wait_for('webhooks over HTTPS on [^\n]*%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
+    p.port = tonumber(p:errors():match('webhooks over HTTPS on [^\n]*%(port (%d+)%)'))
+    return p
+  end
+
+  -- POSTs body (a table, sent as JSON) to path; returns the HTTP status
+  -- (0 when no answer came) and the body.
+  local function post(p, path, body, opts)
+    opts = opts or {}
+    local file = K.tmpdir() .. '/body.json'
+    K.write_file(file, type(body) == 'string' and body or cjson.encode(body))
+    local out = K.run_command(('curl -s --max-time %g --cacert %s -X POST -H "Content-Type: application/json" '
+      .. '--data-binary @%s -w "\\n%%{http_code}" %s'):format(opts.max_time or 20 * K.slowdown,
+      K.quote(opts.ca or ca), K.quote(file), K.quote(('https://127.0.0.1:%d%s'):format(p.port, path))))
+    local text, code = out:match('^(.*)\n(%d+)$')
+    return tonumber(code), text
+  end
+
+  local function review(p, path, body, opts)
+    local code, text = post(p, path, body, opts)
+    assert.are.equal(200, code, text)
+    local r = cjson.decode(text)
+    return r.response, r
+  end
+
+  describe('validating', function()
+    it('answers an AdmissionReview v1 with the request\'s uid, allowed or denied with a message', function()
+      local p = start()
+      local resp, whole = review(p, '/validate', admission_review { object = configmap('fine'), uid = 'u-1' })
+      assert.are.equal('admission.k8s.io/v1', whole.apiVersion)
+      assert.are.equal('AdmissionReview', whole.kind)
+      assert.are.same({ uid = 'u-1', allowed = true }, resp)
+      resp = review(p, '/validate', admission_review { object = configmap('deny'), uid = 'u-2' })
+      assert.are.same({ uid = 'u-2', allowed = false, warnings = { 'look at data' },
+        status = { code = 403, reason = 'Forbidden', message = 'verdict is deny' } }, resp)
+      resp = review(p, '/validate', admission_review { object = configmap('warn') })
+      assert.is_true(resp.allowed)
+      assert.are.same({ 'only a warning' }, resp.warnings)
+    end)
+
+    it('hands the handler the request\'s fields, the objects as read-only views', function()
+      local p = start()
+      local resp = review(p, '/validate', admission_review { object = configmap('echo'), operation = 'UPDATE',
+        old = configmap('before'), dry_run = true })
+      assert.are.same({ operation = 'UPDATE', user = 'kubernetes-admin', dry_run = true, namespace = 'default',
+        name = 'cm-1', kind = 'ConfigMap', resource = 'configmaps', old = 'before', sub = 'none' },
+        cjson.decode(resp.status.message))
+      resp = review(p, '/validate', admission_review { object = configmap('echo') })
+      assert.are.equal('none', cjson.decode(resp.status.message).old)
+      local code, text = post(p, '/validate', admission_review { object = configmap('write') })
+      assert.are.equal(500, code)
+      assert.matches('read%-only', text)
+    end)
+  end)
+
+  describe('mutating', function()
+    it('answers the changes as a base64 JSONPatch that turns the object sent into the one returned', function()
+      local p = start()
+      local resp = review(p, '/mutate', admission_review { object = configmap('change'), uid = 'm-1' })
+      assert.are.equal('m-1', resp.uid)
+      assert.is_true(resp.allowed)
+      assert.are.equal('JSONPatch', resp.patchType)
+      assert.are.same({ 'mutated' }, resp.warnings)
+      local ops = cjson.decode(base64_decode(resp.patch))
+      table.sort(ops, function(a, b) return a.path < b.path end)
+      assert.are.same({
+        { op = 'add', path = '/data/added', value = 'yes' },
+        { op = 'remove', path = '/data/verdict' },
+        { op = 'add', path = '/metadata/labels', value = { ['example.com/owner~team'] = 'lua' } },
+      }, ops)
+    end)
+
+    it('sends no patch when the object did not change, and denies with a message', function()
+      local p = start()
+      for _, verdict in ipairs { 'same', 'keep' } do
+        local resp = review(p, '/mutate', admission_review { object = configmap(verdict) })
+        assert.are.same({ uid = '0df28fbd-5f5f-11e8-bc74-36e6bb280816', allowed = true }, resp)
+      end
+      local resp = review(p, '/mutate', admission_review { object = configmap('deny') })
+      assert.is_false(resp.allowed)
+      assert.are.equal('no mutation for you', resp.status.message)
+    end)
+  end)
+
+  describe('conversion', function()
+    local function conversion_review(objects, desired)
+      return { apiVersion = 'apiextensions.k8s.io/v1', kind = 'ConversionReview',
+        request = { uid = 'c-1', desiredAPIVersion = desired, objects = objects } }
+    end
+    local function widget(name, version, spec)
+      return { apiVersion = 'example.com/' .. version, kind = 'Widget',
+        metadata = { name = name, namespace = 'default', uid = 'w-' .. name }, spec = spec }
+    end
+
+    it('answers a ConversionReview v1 with every object converted, in order', function()
+      local p = start()
+      local resp, whole = review(p, '/convert', conversion_review({ widget('a', 'v1', { size = 3 }),
+        widget('b', 'v1', { size = 5 }) }, 'example.com/v2'))
+      assert.are.equal('apiextensions.k8s.io/v1', whole.apiVersion)
+      assert.are.equal('ConversionReview', whole.kind)
+      assert.are.equal('c-1', resp.uid)
+      assert.are.same({ status = 'Success' }, resp.result)
+      assert.are.same({ widget('a', 'v2', { size = { value = 3 } }), widget('b', 'v2', { size = { value = 5 } }) },
+        resp.convertedObjects)
+    end)
+
+    it('fails the whole request with a message when convert fails or leaves the apiVersion', function()
+      local p = start()
+      local resp = review(p, '/convert', conversion_review({ widget('a', 'v1', { size = 1 }),
+        widget('b', 'v1', { broken = true }) }, 'example.com/v2'))
+      assert.are.equal('Failure', resp.result.status)
+      assert.matches('cannot convert b', resp.result.message)
+      assert.is_nil(resp.convertedObjects)
+      resp = review(p, '/convert', conversion_review({ widget('a', 'v1', { stay = true }) }, 'example.com/v2'))
+      assert.are.equal('Failure', resp.result.status)
+      assert.matches('apiVersion example.com/v1 for a, where example.com/v2 was asked', resp.result.message)
+    end)
+  end)
+
+  describe('failures', function()
+    it('answer 500, so that the API server applies the failurePolicy: an error, the budget', function()
+      local p = start(nil, { '--instruction-budget', '1000000' })
+      local code, text = post(p, '/validate', admission_review { object = configmap('error') })
+      assert.are.equal(500, code)
+      assert.matches('the handler broke', text)
+      code, text = post(p, '/validate', admission_review { object = configmap('spin') })
+      assert.are.equal(500, code)
+      assert.matches('instruction%-budget', text)
+      -- The server goes on answering.
+      assert.is_true(review(p, '/validate', admission_review { object = configmap('fine') }).allowed)
+    end)
+
+    it('answer 500 before the timeout kube-apiserver appends to the URL', function()
+      local p = start()
+      -- The API server gives up at timeout=4s: klua's answer must come first.
+      local code, text = post(p, '/validate?timeout=4s', admission_review { object = configmap('sleep') },
+        { max_time = 4 })
+      assert.are.equal(500, code)
+      assert.matches('not answered in time', text)
+    end)
+
+    it('refuse what is not a review for the path, and paths no webhook has', function()
+      local p = start()
+      local code, text = post(p, '/validate', '{"kind":')
+      assert.are.equal(400, code)
+      assert.matches('not JSON', text)
+      code, text = post(p, '/validate', { apiVersion = 'admission.k8s.io/v1beta1', kind = 'AdmissionReview',
+        request = { uid = 'x' } })
+      assert.are.equal(400, code)
+      assert.matches('admissionReviewVersions', text)
+      code = post(p, '/nowhere', admission_review { object = configmap('fine') })
+      assert.are.equal(404, code)
+    end)
+  end)
+
+  it('counts each call in controller-runtime\'s webhook metrics', function()
+    local p = start(nil, { '--metrics-bind-address', '127.0.0.1:0' })
+    local mport = tonumber(p:errors():match('/metrics[^\n]*%(port (%d+)%)'))
+    review(p, '/validate', admission_review { object = configmap('fine') })
+    review(p, '/validate', admission_review { object = configmap('deny') })
+    post(p, '/validate', admission_review { object = configmap('error') })
+    local text = K.run_command(('curl -s http://127.0.0.1:%d/metrics'):format(mport))
+    assert.matches('\ncontroller_runtime_webhook_requests_total{code="200",webhook="/validate"} 2\n', text, 1, true)
+    assert.matches('\ncontroller_runtime_webhook_requests_total{code="500",webhook="/validate"} 1\n', text, 1, true)
+    assert.matches('\ncontroller_runtime_webhook_requests_in_flight{webhook="/validate"} 0\n', text, 1, true)
+    assert.matches('\ncontroller_runtime_webhook_latency_seconds_count{code="200",webhook="/validate"} 2\n', text, 1,
+      true)
+    assert.matches('\ncontroller_runtime_webhook_requests_in_flight{webhook="/mutate"} 0\n', text, 1, true)
+  end)
+
+  describe('serving', function()
+    it('speaks TLS 1.2 and 1.3 only, and no plain HTTP', function()
+      local p = start()
+      local function handshake(version)
+        local out = K.run_command(('echo | timeout 10 openssl s_client -connect 127.0.0.1:%d -%s '
+          .. '-cipher DEFAULT@SECLEVEL=0 2>&1'):format(p.port, version))
+        return out:match('Cipher is ([%w_-]+)')
+      end
+      assert.is_nil(handshake('tls1_1'))
+      assert.truthy(handshake('tls1_2'))
+      assert.truthy(handshake('tls1_3'))
+      local out = K.run_command(('curl -s -o /dev/null -w "%%{http_code}" --max-time 10 http://127.0.0.1:%d/validate')
+        :format(p.port))
+      assert.are.equal('000', out)
+    end)
+
+    it('serves a new certificate pair put in the directory, without a restart', function()
+      local own = K.tmpdir()
+      make_ca(own, 'first')
+      make_ca(own, 'second')
+      make_pair(own, 'first', own)
+      local p = track(K.spawn(K.offline_args(SCRIPT, { '--webhook-bind-address', '127.0.0.1:0',
+        '--webhook-cert-dir', own })))
+      assert.truthy(p:wait_for('%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
+      p.port = tonumber(p:errors():match('%(port (%d+)%)'))
+      local body = admission_review { object = configmap('fine') }
+      assert.are.equal(200, (post(p, '/validate', body, { ca = own .. '/first.crt' })))
+      -- A pair whose key is not the certificate's is refused, the old one kept.
+      local bad = K.tmpdir()
+      make_pair(own, 'second', bad)
+      assert(os.execute(('cp %s/tls.key %s/tls.key.new && mv %s/tls.key.new %s/tls.key'):format(bad, own, own, own)))
+      p:wait_log('the certificate served so far is kept', 20 * K.slowdown)
+      assert.are.equal(200, (post(p, '/validate', body, { ca = own .. '/first.crt' })))
+      -- The new pair, swapped in as a kubelet updates a mounted Secret: a rename.
+      assert(os.execute(('cp %s/tls.crt %s/tls.crt.new && mv %s/tls.crt.new %s/tls.crt'):format(bad, own, own, own)))
+      p:wait_log('serving the new certificate', 20 * K.slowdown)
+      assert.are.equal(200, (post(p, '/validate', body, { ca = own .. '/second.crt' })))
+      assert.are.equal(0, (post(p, '/validate', body, { ca = own .. '/first.crt' })))
+      assert.is_nil(p:exit_code())
+    end)
+
+    it('refuses to start without the certificate pair, and a script\'s webhooks without the server', function()
+      local out, err, code = K.run(K.offline_args('', { '--webhook-bind-address', '127.0.0.1:0',
+        '--webhook-cert-dir', K.tmpdir() }))
+      assert.are.equal(2, code, out)
+      assert.matches('tls.crt', err)
+      local _, err2, code2 = K.run(K.offline_args(SCRIPT))
+      assert.are.equal(1, code2)
+      assert.matches('klua serves webhooks with %-%-webhook%-bind%-address', err2)
+    end)
+  end)
+end)
