@@ -10,6 +10,7 @@
 local testing = require 'klua.testing'
 local cjson = require 'cjson'
 local K = require 'support.klua'
+local lyaml = require 'lyaml'
 
 local SCRIPT = [[
 klua.webhook.validating { path = '/validate', resources = { 'v1/configmaps' }, handler = function(req)
@@ -333,6 +334,73 @@ describe('klua.webhook', function()
       local _, err2, code2 = K.run(K.offline_args(SCRIPT))
       assert.are.equal(1, code2)
       assert.matches('klua serves webhooks with %-%-webhook%-bind%-address', err2)
+    end)
+  end)
+
+  describe('klua webhook-config', function()
+    local function config(args)
+      local script = K.script(SCRIPT)
+      local full = { 'webhook-config', script }
+      for _, a in ipairs(args) do full[#full + 1] = a end
+      local out, err, code = K.run(full)
+      assert.are.equal(0, code, err)
+      local docs = {}
+      for _, d in ipairs(lyaml.load(out, { all = true })) do docs[d.kind] = d end
+      return docs, out, script
+    end
+
+    it('prints the configurations of the webhooks the script declares, for the Service in front of klua', function()
+      local docs, out = config { '--service', 'hooks/klua-webhook', '--ca-bundle', ca, '--name', 'cms' }
+      local v, m = docs.ValidatingWebhookConfiguration, docs.MutatingWebhookConfiguration
+      assert.are.equal('admissionregistration.k8s.io/v1', v.apiVersion)
+      assert.are.equal('cms', v.metadata.name)
+      assert.are.equal(1, #v.webhooks)
+      local w = v.webhooks[1]
+      assert.are.same({ namespace = 'hooks', name = 'klua-webhook', path = '/validate', port = 443 },
+        w.clientConfig.service)
+      -- (run_command drops the output's last newline)
+      assert.are.equal((K.read_file(ca):gsub('\n$', '')), base64_decode(w.clientConfig.caBundle))
+      assert.are.same({ 'v1' }, w.admissionReviewVersions)
+      assert.are.same({ { apiGroups = { '' }, apiVersions = { 'v1' }, resources = { 'configmaps' },
+        operations = { 'CREATE', 'UPDATE' }, scope = '*' } }, w.rules)
+      assert.are.equal('Fail', w.failurePolicy)
+      assert.are.equal('None', w.sideEffects)
+      assert.are.equal(10, w.timeoutSeconds)
+      assert.are.equal('validate.webhook.klua.dev', w.name)
+      assert.are.equal('/mutate', m.webhooks[1].clientConfig.service.path)
+      assert.are.equal('Never', m.webhooks[1].reinvocationPolicy)
+      -- The conversion stanza, as comments kubectl apply skips.
+      assert.truthy(out:find('# The conversion webhook /convert of CustomResourceDefinition widgets.example.com', 1,
+        true), out)
+      local stanza = lyaml.load((out:match('\n(#   spec:.*)$'):gsub('#   ', '')))
+      assert.are.equal('Webhook', stanza.spec.conversion.strategy)
+      assert.are.same({ 'v1' }, stanza.spec.conversion.webhook.conversionReviewVersions)
+      assert.are.equal('/convert', stanza.spec.conversion.webhook.clientConfig.service.path)
+    end)
+
+    it('prints paths the server answers: the configuration and the script cannot disagree', function()
+      local docs = config { '--url', 'https://127.0.0.1:1', '--inject-ca-from', 'hooks/klua-cert' }
+      assert.are.equal('hooks/klua-cert',
+        docs.ValidatingWebhookConfiguration.metadata.annotations['cert-manager.io/inject-ca-from'])
+      local p = start()
+      local body = admission_review { object = configmap('fine') }
+      for _, kind in ipairs { 'ValidatingWebhookConfiguration', 'MutatingWebhookConfiguration' } do
+        for _, w in ipairs(docs[kind].webhooks) do
+          assert.is_nil(w.clientConfig.caBundle)
+          local path = w.clientConfig.url:match('^https://127%.0%.0%.1:1(/.*)$')
+          assert.truthy(path, w.clientConfig.url)
+          assert.are.equal(200, (post(p, path, body)), path)
+        end
+      end
+    end)
+
+    it('refuses a call without a Service or a URL, and a script without webhooks', function()
+      local _, err, code = K.run { 'webhook-config', K.script(SCRIPT) }
+      assert.are.equal(2, code)
+      assert.matches('give %-%-service NS/NAME', err)
+      _, err, code = K.run { 'webhook-config', K.script('local x = 1'), '--service', 'a/b' }
+      assert.are.equal(1, code)
+      assert.matches('declares no webhook', err)
     end)
   end)
 end)

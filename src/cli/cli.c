@@ -456,6 +456,25 @@ static const command commands[] = {
      "      --speed FACTOR                     replay FACTOR times as fast (default 1)\n"
      "      --port P                           port to listen on, on 127.0.0.1 (default 0: any free one)\n"
      "      --kubeconfig-out FILE              write the kubeconfig of the server here"},
+    {"webhook-config", "webhook-config SCRIPT.lua --service NS/NAME",
+     "print the webhook configurations of the webhooks a script declares",
+     "usage: klua webhook-config SCRIPT.lua (--service NS/NAME [--port N] | --url URL)\n"
+     "                           [--ca-bundle FILE | --inject-ca-from NS/CERT] [--name NAME]",
+     "Prints, as YAML documents for kubectl apply, the ValidatingWebhookConfiguration\n"
+     "and MutatingWebhookConfiguration that register the webhooks SCRIPT.lua declares\n"
+     "with klua.webhook (their paths, resources, operations, failure policies and\n"
+     "timeouts), and, as comments, the conversion stanza of each CustomResourceDefinition\n"
+     "it converts, so that the configuration cannot disagree with the script. The\n"
+     "script's main chunk runs without a cluster, only to collect its declarations\n"
+     "(docs/webhooks.md).\n"
+     "\n"
+     "Flags:\n"
+     "      --service NS/NAME                  the API server calls the Service NAME in namespace NS\n"
+     "      --port N                           the Service's port (default 443)\n"
+     "      --url URL                          the API server calls https://HOST:PORT instead\n"
+     "      --ca-bundle FILE                   the PEM CA that signed the webhook's certificate\n"
+     "      --inject-ca-from NS/CERT           let cert-manager's cainjector fill the CA in from Certificate NS/CERT\n"
+     "      --name NAME                        the configurations' name (default: the script's file name)"},
     {"test", "test [busted args...]", "run a controller's specs with klua.testing (docs/testing.md)",
      "usage: klua test [busted args...]",
      "Runs busted with the klua.testing harness on the Lua path and KLUA_BIN set to\n"
