@@ -403,4 +403,41 @@ describe('klua.webhook', function()
       assert.matches('declares no webhook', err)
     end)
   end)
+
+  describe('beside informers', function()
+    local sb = testing.with_sandbox()
+
+    it('reads the cache of an informer of the same process, and a controller runs on', function()
+      sb:kubectl('create configmap quota --from-literal=max=2')
+      local text = [[
+local cms = klua.informer { resource = 'configmaps', namespace = 'default' }
+local reconciled = 0
+klua.controller { name = 'cms', watches = { cms }, reconcile = function() reconciled = reconciled + 1 end }
+klua.webhook.validating { path = '/quota', resources = { 'v1/configmaps' }, handler = function(req)
+  local quota = cms:get('default/quota')
+  if not quota then return false, 'no quota yet' end
+  local n = 0
+  for k in pairs(req.object.data or {}) do n = n + 1 end
+  if n > tonumber(quota.data.max) then
+    return false, ('%d keys, the quota is %s (%d ConfigMaps reconciled)'):format(n, quota.data.max, reconciled)
+  end
+  return true
+end }
+]]
+      local args = { '--kubeconfig', sb.kubeconfig, '--webhook-bind-address', '127.0.0.1:0', '--webhook-cert-dir', dir,
+        'run', K.script(text) }
+      local p = track(K.spawn(args))
+      assert.truthy(p:wait_for('%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
+      p.port = tonumber(p:errors():match('%(port (%d+)%)'))
+      local cm = configmap('x', { data = { a = '1', b = '2', c = '3' } })
+      local resp = testing.eventually(function()
+        local r = review(p, '/quota', admission_review { object = cm })
+        return r.status and r.status.message ~= 'no quota yet' and r
+      end, 20 * K.slowdown)
+      assert.is_false(resp.allowed)
+      assert.matches('^3 keys, the quota is 2 %(%d+ ConfigMaps reconciled%)$', resp.status.message)
+      cm.data.c = nil
+      assert.is_true(review(p, '/quota', admission_review { object = cm }).allowed)
+    end)
+  end)
 end)
