@@ -440,4 +440,86 @@ end }
       assert.is_true(review(p, '/quota', admission_review { object = cm }).allowed)
     end)
   end)
+
+  describe('deploy/webhook.yaml and examples/pod-policy-webhook.lua', function()
+    local sb = testing.with_sandbox()
+    local root = os.getenv('KLUA_ROOT') or '.'
+
+    it('agree: the Service reaches the port klua serves, the Secret cert-manager fills is the cert dir', function()
+      local objs = {}
+      for _, d in ipairs(lyaml.load(K.read_file(root .. '/deploy/webhook.yaml'), { all = true })) do
+        objs[d.kind] = d
+      end
+      local pod = objs.Deployment.spec.template.spec
+      local c = pod.containers[1]
+      local flags = {}
+      for _, a in ipairs(c.args) do
+        local k, v = a:match('^(%-%-[%w-]+)=(.*)$')
+        if k then flags[k] = v end
+      end
+      local port
+      for _, p in ipairs(c.ports) do
+        if p.name == objs.Service.spec.ports[1].targetPort then port = p.containerPort end
+      end
+      assert.are.equal(':' .. port, flags['--webhook-bind-address'])
+      local certs
+      for _, m in ipairs(c.volumeMounts) do
+        if m.mountPath == flags['--webhook-cert-dir'] then certs = m.name end
+      end
+      local secret
+      for _, v in ipairs(pod.volumes) do
+        if v.name == certs then secret = v.secret.secretName end
+      end
+      assert.are.equal(objs.Certificate.spec.secretName, secret)
+      local svc = objs.Service.metadata
+      assert.truthy(objs.Certificate.spec.dnsNames[1] == ('%s.%s.svc'):format(svc.name, svc.namespace))
+    end)
+
+    it('serve with the pair scripts/webhook-certs makes, for the name the API server calls', function()
+      local certs = K.tmpdir() .. '/certs'
+      K.run_command(('%s/scripts/webhook-certs klua-system pod-policy-webhook %s'):format(root, K.quote(certs)))
+      sb:kubectl('create namespace shop')
+      sb:kubectl('label namespace shop example.com/team=payments')
+      local p = track(K.spawn { '--kubeconfig', sb.kubeconfig, '--webhook-bind-address', '127.0.0.1:0',
+        '--webhook-cert-dir', certs, 'run', root .. '/examples/pod-policy-webhook.lua' })
+      assert.truthy(p:wait_for('%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
+      p.port = tonumber(p:errors():match('%(port (%d+)%)'))
+      local host = 'pod-policy-webhook.klua-system.svc'
+      local function call(path, pod)
+        local file = K.tmpdir() .. '/review.json'
+        local r = admission_review { object = pod }
+        r.request.namespace = 'shop'
+        K.write_file(file, cjson.encode(r))
+        local out = K.run_command(('curl -s --max-time 20 --cacert %s/ca.crt --resolve %s:%d:127.0.0.1 -X POST '
+          .. '--data-binary @%s https://%s:%d%s'):format(K.quote(certs), host, p.port, K.quote(file), host, p.port,
+          path))
+        return cjson.decode(out).response
+      end
+      local function pod(spec)
+        return { apiVersion = 'v1', kind = 'Pod', metadata = { name = 'web', namespace = 'shop' }, spec = spec }
+      end
+      local limited = { { name = 'app', image = 'nginx', resources = { limits = { memory = '64Mi' } } } }
+      local resp = call('/validate-pods', pod { hostNetwork = true, containers = limited })
+      assert.is_false(resp.allowed)
+      assert.matches('hostNetwork', resp.status.message)
+      resp = call('/validate-pods', pod { containers = { { name = 'app', image = 'nginx' } } })
+      assert.matches('container app has no memory limit', resp.status.message)
+      assert.is_true(call('/validate-pods', pod { containers = limited }).allowed)
+      resp = testing.eventually(function()
+        local r = call('/label-pods', pod { containers = limited })
+        return r.patch and r
+      end, 20 * K.slowdown)
+      assert.are.same({ { op = 'add', path = '/metadata/labels', value = { ['example.com/team'] = 'payments' } } },
+        cjson.decode(base64_decode(resp.patch)))
+      -- The configuration names the same paths, with the CA that signed the pair.
+      local out = K.run { 'webhook-config', root .. '/examples/pod-policy-webhook.lua', '--service',
+        'klua-system/pod-policy-webhook', '--ca-bundle', certs .. '/ca.crt' }
+      local paths = {}
+      for _, d in ipairs(lyaml.load(out, { all = true })) do
+        for _, w in ipairs(d.webhooks) do paths[#paths + 1] = w.name .. ' ' .. w.clientConfig.service.path end
+      end
+      table.sort(paths)
+      assert.are.same({ 'pod-policy.example.com /validate-pods', 'pod-team.example.com /label-pods' }, paths)
+    end)
+  end)
 end)

@@ -4,8 +4,9 @@
 --                       [--ca-bundle FILE | --inject-ca-from NS/CERT] [--name NAME]
 --
 -- Loads the script as klua run would, but only to collect what it declares
--- with klua.webhook (no informer lists, nothing is served: the main chunk
--- runs and klua stops), and prints, as YAML documents kubectl apply takes,
+-- with klua.webhook: the main chunk runs without a cluster, its informers,
+-- controllers, queues, timers and hooks inert (made, never run), and klua
+-- stops. It prints, as YAML documents kubectl apply takes,
 -- a ValidatingWebhookConfiguration and a MutatingWebhookConfiguration for
 -- the admission webhooks, and for each conversion webhook the stanza to
 -- merge into its CustomResourceDefinition (as comments, since only a whole
@@ -73,6 +74,13 @@ function M.parse(args)
   end
   return o
 end
+
+-- What a script sets up at its top level besides its webhooks, made inert
+-- while its declarations are collected: nothing of it runs, and an informer
+-- would need the cluster's discovery. An inert object takes any method call.
+local INERT = { 'informer', 'controller', 'queue', 'leader_election', 'on_leading', 'on_synced', 'on_shutdown',
+  'after', 'every' }
+local inert = setmetatable({}, { __index = function() return function() end end })
 
 local function fail(msg, code)
   io.stderr:write('klua webhook-config: ', msg, '\n')
@@ -167,6 +175,7 @@ function M.main(...)
   if not chunk then return fail(lerr, 1) end
   webhook.collect_only()
   klua.args = {}
+  for _, name in ipairs(INERT) do klua[name] = function() return inert end end
   local ok, rerr = xpcall(chunk, debug.traceback)
   if not ok then return fail(('%s failed while klua collected its webhooks: %s'):format(o.script, rerr), 1) end
   local declared = webhook.declared()
