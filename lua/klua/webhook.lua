@@ -38,6 +38,14 @@ local M = {}
 -- which kubectl prints. An error, or a handler still running at its
 -- deadline, answers HTTP 500, and the API server applies the webhook's
 -- failurePolicy.
+-- @param opts {path=, resources=, operations=, handler=, name=, failure_policy=, timeout_seconds=,
+-- side_effects=, scope=, namespace_selector=, object_selector=}
+-- @raise when an option is missing or not valid, the path is taken, or klua run has no --webhook-bind-address
+-- @usage
+-- klua.webhook.validating { path = '/validate-pods', resources = { 'v1/pods' }, handler = function(req)
+--   if req.object.spec.hostNetwork then return false, 'hostNetwork is not allowed here' end
+--   return true
+-- end }
 function M.validating(opts)
   webhook.declare('validating', opts)
 end
@@ -48,6 +56,15 @@ end
 -- which klua computes the JSON Patch (RFC 6902) the answer carries; nil
 -- (or req.object itself) to leave it as it is; or `false, message` to
 -- deny. Warnings may follow the object (`obj, { "..." }`).
+-- @param opts the options of validating, and reinvocation_policy=
+-- @raise as validating
+-- @usage
+-- klua.webhook.mutating { path = '/label-pods', resources = { 'v1/pods' }, handler = function(req)
+--   local pod = klua.copy(req.object)
+--   pod.metadata.labels = pod.metadata.labels or {}
+--   pod.metadata.labels['example.com/seen'] = 'true'
+--   return pod
+-- end }
 function M.mutating(opts)
   webhook.declare('mutating', opts)
 end
@@ -59,6 +76,14 @@ end
 -- error, or a wrong apiVersion, fails the whole request with its message
 -- (a ConversionReview has no partial answer). `crd` names the CRD
 -- (PLURAL.GROUP) for the stanza `klua webhook-config` prints.
+-- @param opts {path=, convert=, crd=}
+-- @raise when an option is missing or not valid, the path is taken, or klua run has no --webhook-bind-address
+-- @usage
+-- klua.webhook.conversion { path = '/convert-widgets', crd = 'widgets.example.com', convert = function(obj, desired)
+--   local w = klua.copy(obj)
+--   w.apiVersion = desired
+--   return w
+-- end }
 function M.conversion(opts)
   webhook.declare('conversion', opts)
 end
