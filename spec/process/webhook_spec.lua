@@ -247,6 +247,22 @@ describe('klua.webhook', function()
       assert.is_true(review(p, '/validate', admission_review { object = configmap('fine') }).allowed)
     end)
 
+    it('answer 500 when the handler runs past --memory-limit, and the next call is served', function()
+      local p = start([[
+klua.webhook.validating { path = '/hog', resources = { 'v1/configmaps' }, handler = function(req)
+  if req.object.data.verdict == 'hog' then
+    local t = {}
+    for i = 1, 1e9 do t[i] = ('x'):rep(64) .. i end
+  end
+  return true
+end }
+]], { '--memory-limit', '64' })
+      local code, text = post(p, '/hog', admission_review { object = configmap('hog') })
+      assert.are.equal(500, code)
+      assert.matches('memory', text)
+      assert.is_true(review(p, '/hog', admission_review { object = configmap('fine') }).allowed)
+    end)
+
     it('answer 500 before the timeout kube-apiserver appends to the URL', function()
       local p = start()
       -- The API server gives up at timeout=4s: klua's answer must come first.
@@ -267,6 +283,17 @@ describe('klua.webhook', function()
       assert.matches('admissionReviewVersions', text)
       code = post(p, '/nowhere', admission_review { object = configmap('fine') })
       assert.are.equal(404, code)
+      -- An UPDATE of a ConfigMap near its 1 MiB limit carries it twice; the
+      -- body comes in many reads, each after the last was handed over.
+      local large = admission_review { object = configmap('fine', { binaryData = { b = ('A'):rep(1400000) } }),
+        old = configmap('fine', { binaryData = { b = ('B'):rep(1400000) } }), operation = 'UPDATE' }
+      assert.is_true(review(p, '/validate', large).allowed)
+      -- Past 8 MiB, the body is read to its end and dropped.
+      local big = admission_review { object = configmap(('x'):rep(9 * 1024 * 1024)) }
+      code, text = post(p, '/validate', big)
+      assert.are.equal(413, code)
+      assert.matches('too large', text)
+      assert.is_true(review(p, '/validate', admission_review { object = configmap('fine') }).allowed)
     end)
   end)
 

@@ -74,19 +74,54 @@ typedef struct conn {
     struct conn *prev, *next;
 } conn;
 
+/* A POST's lifecycle: one state at a time, changed only by post_step
+ * along this table (it aborts on any other change):
+ *
+ *   READING    a piece of the body    -> READING    kept
+ *              a piece past body_max  -> DROPPING   the body is dropped, the rest read and ignored
+ *              the end of the body    -> WAITING    handed to the POST handler; suspended unless answered
+ *   DROPPING   a piece of the body    -> DROPPING   ignored
+ *              the end of the body    -> ANSWERED   413
+ *   WAITING    kl_serve_answer        -> ANSWERED   resumed, if it was suspended
+ *              the daemon stops       -> ANSWERED   503
+ *   ANSWERED   the answer is sent     -> ANSWERED   (on_completed frees it)
+ */
+typedef enum { READING, DROPPING, WAITING, ANSWERED } post_state;
+typedef enum { EV_PIECE, EV_TOO_LARGE, EV_END, EV_ANSWER, EV_STOP } post_event;
+
+static const struct {
+    post_state from;
+    post_event ev;
+    post_state to;
+} post_table[] = {
+    {READING, EV_PIECE, READING},     {READING, EV_TOO_LARGE, DROPPING}, {READING, EV_END, WAITING},
+    {DROPPING, EV_PIECE, DROPPING},   {DROPPING, EV_END, ANSWERED},      {WAITING, EV_ANSWER, ANSWERED},
+    {WAITING, EV_STOP, ANSWERED},
+};
+
 /* A POST: its body as it arrives, then its answer. */
 typedef struct pending {
     uint64_t id;
     struct MHD_Connection *c;
-    char *body;
+    post_state state;
+    char *body; /* READING */
     size_t len, cap;
-    int too_large;  /* past body_max: the rest is read and dropped */
-    int dispatched; /* handed to the POST handler */
-    int suspended;  /* libmicrohttpd waits for kl_serve_answer */
-    int answered;   /* reply holds the answer */
-    kl_serve_reply reply;
+    int suspended;        /* WAITING, libmicrohttpd waiting for kl_serve_answer */
+    kl_serve_reply reply; /* ANSWERED */
     struct pending *prev, *next;
 } pending;
+
+/* The one place a POST changes state. */
+static void post_step(pending *p, post_event ev) {
+    for (size_t i = 0; i < sizeof post_table / sizeof *post_table; i++) {
+        if (post_table[i].from == p->state && post_table[i].ev == ev) {
+            p->state = post_table[i].to;
+            return;
+        }
+    }
+    fprintf(stderr, "klua: bug: a POST in state %d got event %d\n", (int)p->state, (int)ev);
+    abort();
+}
 
 struct kl_serve {
     daemon_slot cur; /* accepts the new connections */
@@ -267,6 +302,58 @@ static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, const c
     return reply_with(c, status, "text/plain; charset=utf-8", text, strlen(text));
 }
 
+/* Holds the answer of a POST (its body taken over). */
+static void post_answer(pending *p, post_event ev, kl_serve_reply *reply) {
+    post_step(p, ev);
+    free(p->body);
+    p->body = NULL;
+    p->len = p->cap = 0;
+    p->reply = *reply;
+    reply->body = NULL;
+}
+
+/* Keeps a piece of a POST's body; 0, or -1 out of memory. */
+static int post_keep(kl_serve *s, pending *p, const char *upload, size_t n) {
+    if (p->state == DROPPING) {
+        post_step(p, EV_PIECE);
+        return 0;
+    }
+    if (p->len + n > s->body_max) {
+        post_step(p, EV_TOO_LARGE);
+        free(p->body);
+        p->body = NULL;
+        p->len = p->cap = 0;
+        return 0;
+    }
+    if (p->len + n > p->cap) {
+        size_t cap = p->cap ? p->cap : 16384;
+        while (cap < p->len + n) cap *= 2;
+        char *body = realloc(p->body, cap);
+        if (!body) return -1;
+        p->body = body;
+        p->cap = cap;
+    }
+    memcpy(p->body + p->len, upload, n);
+    p->len += n;
+    post_step(p, EV_PIECE);
+    return 0;
+}
+
+/* The end of a POST's body: handed to the handler (which may answer at
+ * once), or answered 413. */
+static void post_end(kl_serve *s, pending *p, const char *url) {
+    if (p->state == DROPPING) {
+        static const char text[] = "the request body is too large\n";
+        kl_serve_reply r = {MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8", strdup(text), sizeof text - 1};
+        if (!r.body) r.len = 0;
+        post_answer(p, EV_END, &r);
+        return;
+    }
+    post_step(p, EV_END);
+    const char *timeout = MHD_lookup_connection_value(p->c, MHD_GET_ARGUMENT_KIND, "timeout");
+    s->post(s->ud, p->id, url, timeout, p->body ? p->body : "", p->len);
+}
+
 /* One more piece of a POST body, or its end: the body goes to the handler,
  * whose answer is sent now or once it comes (the connection suspended). */
 static enum MHD_Result on_post(kl_serve *s, struct MHD_Connection *c, conn *k, const char *url,
@@ -274,7 +361,7 @@ static enum MHD_Result on_post(kl_serve *s, struct MHD_Connection *c, conn *k, c
     pending *p = *req;
     if (!p) {
         if (!(p = calloc(1, sizeof *p))) return MHD_NO;
-        *p = (pending){.id = ++s->next_id, .c = c, .next = s->pending};
+        *p = (pending){.id = ++s->next_id, .c = c, .state = READING, .next = s->pending};
         if (s->pending) s->pending->prev = p;
         s->pending = p;
         *req = p;
@@ -283,33 +370,13 @@ static enum MHD_Result on_post(kl_serve *s, struct MHD_Connection *c, conn *k, c
     if (*upload_len) {
         size_t n = *upload_len;
         *upload_len = 0;
-        if (p->too_large || p->len + n > s->body_max) {
-            p->too_large = 1;
-            return MHD_YES;
-        }
-        if (p->len + n > p->cap) {
-            size_t cap = p->cap ? p->cap : 16384;
-            while (cap < p->len + n) cap *= 2;
-            char *body = realloc(p->body, cap);
-            if (!body) return MHD_NO;
-            p->body = body;
-            p->cap = cap;
-        }
-        memcpy(p->body + p->len, upload, n);
-        p->len += n;
-        return MHD_YES;
+        return post_keep(s, p, upload, n) < 0 ? MHD_NO : MHD_YES;
     }
-    if (!p->dispatched) {
-        p->dispatched = 1;
+    if (p->state == READING || p->state == DROPPING) {
         if (k) k->waiting_since = -1;
-        if (p->too_large) return refuse(c, MHD_HTTP_CONTENT_TOO_LARGE, "the request body is too large\n");
-        const char *timeout = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout");
-        s->post(s->ud, p->id, url, timeout, p->body ? p->body : "", p->len);
-        free(p->body);
-        p->body = NULL;
-        p->len = p->cap = 0;
+        post_end(s, p, url);
     }
-    if (!p->answered) {
+    if (p->state == WAITING) {
         p->suspended = 1;
         MHD_suspend_connection(c);
         return MHD_YES;
@@ -340,21 +407,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return ok;
 }
 
-int kl_serve_answer(kl_serve *s, uint64_t id, kl_serve_reply *reply) {
-    pending *p = s->pending;
-    while (p && p->id != id) p = p->next;
-    if (!p || p->answered || !p->dispatched) {
-        free(reply->body);
-        reply->body = NULL;
-        return -1;
-    }
-    p->reply = *reply;
-    reply->body = NULL;
-    p->answered = 1;
+/* Answers a WAITING POST (ev: EV_ANSWER or EV_STOP), resuming it when
+ * libmicrohttpd waits for it. */
+static void post_resume(pending *p, post_event ev, kl_serve_reply *reply) {
+    post_answer(p, ev, reply);
     if (p->suspended) {
         p->suspended = 0;
         MHD_resume_connection(p->c);
     }
+}
+
+int kl_serve_answer(kl_serve *s, uint64_t id, kl_serve_reply *reply) {
+    pending *p = s->pending;
+    while (p && p->id != id) p = p->next;
+    if (!p || p->state != WAITING) {
+        free(reply->body);
+        reply->body = NULL;
+        return -1;
+    }
+    post_resume(p, EV_ANSWER, reply);
     return 0;
 }
 
@@ -426,11 +497,11 @@ static void slot_stop(kl_serve *s, daemon_slot *d) {
     int resumed = 0;
     for (pending *p = s->pending; p; p = p->next) {
         const union MHD_ConnectionInfo *info = MHD_get_connection_info(p->c, MHD_CONNECTION_INFO_DAEMON);
-        if (!info || info->daemon != d->d || !p->dispatched || p->answered) continue;
+        if (!info || info->daemon != d->d || p->state != WAITING) continue;
         static const char gone[] = "klua is stopping\n";
         kl_serve_reply r = {503, "text/plain; charset=utf-8", strdup(gone), sizeof gone - 1};
         if (!r.body) r.len = 0;
-        kl_serve_answer(s, p->id, &r);
+        post_resume(p, EV_STOP, &r);
         resumed = 1;
     }
     if (resumed) MHD_run(d->d);

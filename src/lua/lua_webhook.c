@@ -71,6 +71,7 @@ struct webhooks {
     stamp loaded[2]; /* tls.crt, tls.key as served */
     stamp tried[2];  /* as last refused, so that it is logged once */
     uint64_t tick;
+    uint64_t again; /* the run libmicrohttpd asked for sooner than the tick */
     call *calls;
     int closed;
 };
@@ -202,6 +203,8 @@ static void answer_for(webhooks *w, const char *fn, uint64_t id, const char *why
     lua_settop(L, top);
 }
 
+static void reply_text(webhooks *w, uint64_t id, unsigned status, const char *text);
+
 static void call_free(call *c) {
     webhooks *w = c->w;
     if (c->prev) c->prev->next = c->next;
@@ -216,6 +219,9 @@ static void on_deadline(kl_loop *loop, void *ud) {
     call *c = ud;
     c->timer = 0;
     answer_for(c->w, "expired", c->id, "its deadline passed");
+    /* Whatever the module could do (out of memory, say), the call is
+     * answered by its deadline: this finds it answered, or answers it. */
+    reply_text(c->w, c->id, 500, "klua: the call was not answered in time\n");
 }
 
 static void on_done(void *ud, kl_task *t, kl_task_end end) {
@@ -287,15 +293,34 @@ static void on_get(void *ud, const char *path, kl_serve_reply *reply) {
     reply->len = sizeof text - 1;
 }
 
+static void serve(webhooks *w);
+
+static void on_again(kl_loop *loop, void *ud) {
+    (void)loop;
+    webhooks *w = ud;
+    w->again = 0;
+    serve(w);
+}
+
+/* Runs the server, and again as soon as libmicrohttpd asks: its sockets
+ * are edge-triggered, and a body bigger than a connection's buffer is
+ * read a buffer at a time, each after the last one was handed over,
+ * without the socket becoming readable anew. */
+static void serve(webhooks *w) {
+    kl_serve_run(w->serve, kl_now());
+    long ms = kl_serve_timeout_ms(w->serve);
+    if (ms >= 0 && ms < 1000 && !w->again) w->again = kl_loop_after(kl_rt_loop(w->rt), (double)ms / 1000, on_again, w);
+}
+
 static void on_ready(kl_loop *loop, void *ud) {
     (void)loop;
-    kl_serve_run(((webhooks *)ud)->serve, kl_now());
+    serve(ud);
 }
 
 static void on_tick(kl_loop *loop, void *ud) {
     webhooks *w = ud;
     reload(w);
-    kl_serve_run(w->serve, kl_now());
+    serve(w);
     w->tick = kl_loop_after(loop, 1.0, on_tick, w);
 }
 
@@ -373,6 +398,7 @@ static void webhooks_close(void *state) {
     kl_loop *loop = kl_rt_loop(w->rt);
     kl_loop_unwatch(loop, kl_serve_fd(w->serve));
     kl_loop_cancel(loop, w->tick);
+    if (w->again) kl_loop_cancel(loop, w->again);
     for (call *c = w->calls; c; c = c->next) {
         kl_loop_cancel(loop, c->timer);
         c->timer = 0;
