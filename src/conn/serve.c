@@ -479,7 +479,7 @@ static int slot_start(kl_serve *s, daemon_slot *d, const char *cert, const char 
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->d, MHD_DAEMON_INFO_EPOLL_FD);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = d};
+    struct epoll_event ev = {.events = EPOLLIN};
     if (!info || epoll_ctl(s->epfd, EPOLL_CTL_ADD, info->epoll_fd, &ev) < 0) {
         quiesce(d->d);
         MHD_stop_daemon(d->d);

@@ -73,7 +73,6 @@ struct webhooks {
     uint64_t tick;
     uint64_t again; /* the run libmicrohttpd asked for sooner than the tick */
     call *calls;
-    int closed;
 };
 
 static const char *const files[2] = {"tls.crt", "tls.key"};
@@ -210,7 +209,7 @@ static void call_free(call *c) {
     if (c->prev) c->prev->next = c->next;
     else w->calls = c->next;
     if (c->next) c->next->prev = c->prev;
-    if (c->timer && !w->closed) kl_loop_cancel(kl_rt_loop(w->rt), c->timer);
+    if (c->timer) kl_loop_cancel(kl_rt_loop(w->rt), c->timer);
     free(c);
 }
 
@@ -227,7 +226,7 @@ static void on_deadline(kl_loop *loop, void *ud) {
 static void on_done(void *ud, kl_task *t, kl_task_end end) {
     (void)t;
     call *c = ud;
-    if (!c->w->closed && end != KL_TASK_RETURNED)
+    if (!kl_rt_closing(c->w->rt) && end != KL_TASK_RETURNED)
         answer_for(c->w, "failed", c->id,
                    end == KL_TASK_OVER_BUDGET ? "it ran past --instruction-budget"
                    : end == KL_TASK_STOPPED   ? "klua is stopping"
@@ -359,7 +358,7 @@ static int l_reply(lua_State *L) {
     size_t len;
     const char *body = luaL_checklstring(L, 3, &len);
     const char *type = luaL_optstring(L, 4, "application/json");
-    if (!w->serve || w->closed) {
+    if (!w->serve) {
         lua_pushboolean(L, 0);
         return 1;
     }
@@ -391,10 +390,7 @@ static int webhooks_idle(void *state) { return ((webhooks *)state)->serve == NUL
  * tasks' own teardown. */
 static void webhooks_close(void *state) {
     webhooks *w = state;
-    if (!w->serve) {
-        w->closed = 1;
-        return;
-    }
+    if (!w->serve) return;
     kl_loop *loop = kl_rt_loop(w->rt);
     kl_loop_unwatch(loop, kl_serve_fd(w->serve));
     kl_loop_cancel(loop, w->tick);
@@ -405,7 +401,6 @@ static void webhooks_close(void *state) {
     }
     kl_serve_free(w->serve);
     w->serve = NULL;
-    w->closed = 1;
 }
 
 static void webhooks_free(void *state) {
