@@ -458,8 +458,8 @@ static const command commands[] = {
      "      --kubeconfig-out FILE              write the kubeconfig of the server here"},
     {"webhook-config", "webhook-config SCRIPT.lua --service NS/NAME",
      "print the webhook configurations of the webhooks a script declares",
-     "usage: klua webhook-config SCRIPT.lua (--service NS/NAME [--port N] | --url URL)\n"
-     "                           [--ca-bundle FILE | --inject-ca-from NS/CERT] [--name NAME]",
+     "usage: klua webhook-config SCRIPT.lua (--service NS/NAME [--port N] | --url URL) "
+     "[--ca-bundle FILE | --inject-ca-from NS/CERT] [--name NAME]",
      "Prints, as YAML documents for kubectl apply, the ValidatingWebhookConfiguration\n"
      "and MutatingWebhookConfiguration that register the webhooks SCRIPT.lua declares\n"
      "with klua.webhook (their paths, resources, operations, failure policies and\n"
