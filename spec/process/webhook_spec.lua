@@ -19,7 +19,7 @@ klua.webhook.validating { path = '/validate', resources = { 'v1/configmaps' }, h
   if o.data and o.data.verdict == 'warn' then return true, { 'only a warning' } end
   if o.data and o.data.verdict == 'error' then error('the handler broke') end
   if o.data and o.data.verdict == 'spin' then while true do end end
-  if o.data and o.data.verdict == 'sleep' then klua.sleep(60) end
+  if o.data and o.data.verdict == 'sleep' then klua.log.info('the handler sleeps') klua.sleep(60) end
   if o.data and o.data.verdict == 'write' then o.data.verdict = 'x' end
   if o.data and o.data.verdict == 'echo' then
     return false, klua.json.encode {
@@ -351,6 +351,23 @@ end }
       assert.are.equal(200, (post(p, '/validate', body, { ca = own .. '/second.crt' })))
       assert.are.equal(0, (post(p, '/validate', body, { ca = own .. '/first.crt' })))
       assert.is_nil(p:exit_code())
+    end)
+
+    it('answers 503 to a call still waiting when klua stops', function()
+      local p = start()
+      local file = K.tmpdir() .. '/body.json'
+      K.write_file(file, cjson.encode(admission_review { object = configmap('sleep') }))
+      local out = K.tmpdir() .. '/out'
+      os.execute(('curl -s --max-time 30 --cacert %s -X POST --data-binary @%s -w "\\n%%{http_code}" '
+        .. '"https://127.0.0.1:%d/validate?timeout=30s" > %s 2>&1 &'):format(K.quote(ca), K.quote(file), p.port,
+        K.quote(out)))
+      p:wait_log('the handler sleeps', 20 * K.slowdown)
+      p:signal('TERM')
+      local text = testing.eventually(function()
+        local t = K.read_file(out)
+        return t and t:match('\n%d+$') and t
+      end, 20 * K.slowdown)
+      assert.matches('klua is stopping\n\n503$', text)
     end)
 
     it('refuses to start without the certificate pair, and a script\'s webhooks without the server', function()
