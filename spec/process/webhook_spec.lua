@@ -353,6 +353,53 @@ end }
       assert.is_nil(p:exit_code())
     end)
 
+    it('keeps serving a connection opened before the pair was replaced, to its end', function()
+      local own = K.tmpdir()
+      make_ca(own, 'first')
+      make_ca(own, 'second')
+      make_pair(own, 'first', own)
+      local next_pair = K.tmpdir()
+      make_pair(own, 'second', next_pair)
+      local p = track(K.spawn(K.offline_args(SCRIPT, { '--webhook-bind-address', '127.0.0.1:0',
+        '--webhook-cert-dir', own })))
+      assert.truthy(p:wait_for('%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
+      local port = tonumber(p:errors():match('%(port (%d+)%)'))
+      -- One keep-alive connection: a call, then (once told) another on it.
+      local dir = K.tmpdir()
+      K.write_file(dir .. '/body.json', cjson.encode(admission_review { object = configmap('fine') }))
+      K.write_file(dir .. '/client.py', ([[
+import http.client, os, ssl, sys, time
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+c = http.client.HTTPSConnection('127.0.0.1', %d, context=ctx, timeout=30)
+body = open(sys.argv[2], 'rb').read()
+def call():
+    c.request('POST', '/validate', body, {'Content-Type': 'application/json'})
+    r = c.getresponse()
+    r.read()
+    return r.status
+first = call()
+open(sys.argv[3] + '/ready', 'w').close()
+while not os.path.exists(sys.argv[3] + '/go'):
+    time.sleep(0.05)
+print(first, call(), flush=True)
+]]):format(port))
+      os.execute(('python3 %s/client.py %s %s/body.json %s > %s/result 2>&1 &'):format(dir, K.quote(own .. '/first.crt'),
+        dir, dir, dir))
+      testing.eventually(function() return K.read_file(dir .. '/ready') end, 20 * K.slowdown)
+      assert(os.execute(('cp %s/tls.key %s/k && cp %s/tls.crt %s/c && mv %s/k %s/tls.key && mv %s/c %s/tls.crt')
+        :format(next_pair, own, next_pair, own, own, own, own, own)))
+      p:wait_log('serving the new certificate', 20 * K.slowdown)
+      K.write_file(dir .. '/go', '')
+      local result = testing.eventually(function()
+        local r = K.read_file(dir .. '/result')
+        return r and r:find('\n') and r
+      end, 20 * K.slowdown)
+      assert.are.equal('200 200\n', result)
+      -- New connections get the new pair.
+      assert.are.equal(200, (post({ port = port }, '/validate', admission_review { object = configmap('fine') },
+        { ca = own .. '/second.crt' })))
+    end)
+
     it('answers 503 to a call still waiting when klua stops', function()
       local p = start()
       local file = K.tmpdir() .. '/body.json'
