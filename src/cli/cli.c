@@ -456,7 +456,7 @@ static const command commands[] = {
      "      --speed FACTOR                     replay FACTOR times as fast (default 1)\n"
      "      --port P                           port to listen on, on 127.0.0.1 (default 0: any free one)\n"
      "      --kubeconfig-out FILE              write the kubeconfig of the server here"},
-    {"webhook-config", "webhook-config SCRIPT.lua --service NS/NAME",
+    {"webhook-config", "webhook-config SCRIPT.lua [flags]",
      "print the webhook configurations of the webhooks a script declares",
      "usage: klua webhook-config SCRIPT.lua (--service NS/NAME [--port N] | --url URL) "
      "[--ca-bundle FILE | --inject-ca-from NS/CERT] [--name NAME]",
