@@ -12,8 +12,8 @@
  *
  * The certificate pair is read again when tls.crt or tls.key changes (its
  * device, inode, size or modification time: a kubelet updates a mounted
- * Secret by swapping a symbolic link, cert-manager's csi driver rewrites
- * the files), looked at once a second; a pair that does not load is logged
+ * Secret by swapping a symbolic link, so the files are new ones), looked
+ * at once a second; a pair that does not load is logged
  * once and the old one served on (conn/serve.c says how the swap keeps
  * the open connections).
  */
