@@ -417,7 +417,7 @@ print(first, call(), flush=True)
       assert.matches('klua is stopping\n\n503$', text)
     end)
 
-    it('refuses to start without the certificate pair, and a script\'s webhooks without the server', function()
+    it('refuses to start without the certificate pair, webhooks without the server, two of one name', function()
       local out, err, code = K.run(K.offline_args('', { '--webhook-bind-address', '127.0.0.1:0',
         '--webhook-cert-dir', K.tmpdir() }))
       assert.are.equal(2, code, out)
@@ -425,6 +425,12 @@ print(first, call(), flush=True)
       local _, err2, code2 = K.run(K.offline_args(SCRIPT))
       assert.are.equal(1, code2)
       assert.matches('klua serves webhooks with %-%-webhook%-bind%-address', err2)
+      local _, err3, code3 = K.run(K.offline_args([[
+klua.webhook.validating { path = '/a', name = 'same.example.com', resources = { 'v1/pods' }, handler = print }
+klua.webhook.validating { path = '/b', name = 'same.example.com', resources = { 'v1/pods' }, handler = print }
+]], { '--webhook-bind-address', '127.0.0.1:0', '--webhook-cert-dir', dir }))
+      assert.are.equal(1, code3)
+      assert.matches('name "same.example.com" is taken by the webhook at /a', err3)
     end)
   end)
 

@@ -115,6 +115,12 @@ function M.declare(kind, opts)
       fail(what, 'name %q must be a fully qualified name of at least three segments, e.g. "pods.example.com"',
         tostring(h.name))
     end
+    for _, other in ipairs(declared) do
+      if other.kind == kind and other.name == h.name then
+        fail(what, 'name %q is taken by the webhook at %s: the names of one configuration\'s webhooks must differ',
+          h.name, other.path)
+      end
+    end
     h.failure_policy = one_of(what, 'failure_policy', opts.failure_policy, { 'Fail', 'Ignore' }, 'Fail')
     h.side_effects = one_of(what, 'side_effects', opts.side_effects, { 'None', 'NoneOnDryRun' }, 'None')
     h.scope = one_of(what, 'scope', opts.scope, { '*', 'Cluster', 'Namespaced' }, '*')
