@@ -136,7 +136,8 @@ soak:
 	@python3 scripts/soak --duration $(DURATION) --klua $(BUILD)/klua
 
 # The man pages and the shell completions, made from the built klua: klua(1),
-# klua-run(1), klua-watch(1), klua-record(1), klua-replay(1) and klua-test(1) from its help
+# klua-run(1), klua-watch(1), klua-record(1), klua-replay(1), klua-webhook-config(1) and
+# klua-test(1) from its help
 # (scripts/build/gen-man; kubectl-klua(1) and kubectl_complete-klua(1) are .so links to klua(1)), whose flags
 # come from the flag table of src/cli/cli.c and watch's FLAGS in
 # lua/klua/cmd/watch.lua; klua-lua(7) and docs/api.md from the doc comments in
@@ -144,7 +145,8 @@ soak:
 # docs/install.md says why these tools.
 VERSION    = $(shell sed -n 's/^\#define KLUA_VERSION "\(.*\)"/\1/p' src/base/version.h)
 MAN1      := $(BUILD)/man/klua.1 $(BUILD)/man/klua-run.1 $(BUILD)/man/klua-watch.1 \
-             $(BUILD)/man/klua-record.1 $(BUILD)/man/klua-replay.1 $(BUILD)/man/klua-test.1 \
+             $(BUILD)/man/klua-record.1 $(BUILD)/man/klua-replay.1 $(BUILD)/man/klua-webhook-config.1 \
+             $(BUILD)/man/klua-test.1 \
              $(BUILD)/man/kubectl-klua.1 $(BUILD)/man/kubectl_complete-klua.1
 MAN7      := $(BUILD)/man/klua-lua.7
 COMPLETIONS := $(BUILD)/completion/klua.bash $(BUILD)/completion/_klua $(BUILD)/completion/klua.fish

@@ -12,8 +12,8 @@
  *   "help" or "version"), in order, and the numeric settings are within their bounds;
  *   kl_cli_answer (help, unknown commands, watch's words checked by
  *   klua.cmd.watch, all written to /dev/null) leaves to main() only run, watch,
- *   record, replay, test, version and completion, and otherwise gives an exit
- *   status of 0, 1 or 2;
+ *   record, replay, webhook-config, test, version and completion, and
+ *   otherwise gives an exit status of 0, 1 or 2;
  *   klua.cmd.watch parse, given klua's suggest function: returns options (targets,
  *   a known output format, jsonpath and custom-columns with theirs parsed) or
  *   nil, a message and a suggestion that is a flag, never raises, and the
@@ -107,8 +107,8 @@ static void check_cli(int argc, char **argv) {
         int code = kl_cli_answer(&c, g.devnull, g.devnull);
         int to_run = c.command && (!strcmp(c.command, "run") || !strcmp(c.command, "watch") ||
                                    !strcmp(c.command, "record") || !strcmp(c.command, "replay") ||
-                                   !strcmp(c.command, "test") || !strcmp(c.command, "version") ||
-                                   !strcmp(c.command, "completion"));
+                                   !strcmp(c.command, "webhook-config") || !strcmp(c.command, "test") ||
+                                   !strcmp(c.command, "version") || !strcmp(c.command, "completion"));
         if (code < 0 ? !to_run : code > 2) die("kl_cli_answer gave a status it should not", c.command);
     }
     kl_cli_free(&c);

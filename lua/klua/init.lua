@@ -677,6 +677,12 @@ klua.labels = { parse = selector.parse }
 --- Helpers for owner references, finalizers, conditions, events and
 -- update predicates (see lua/klua/helpers.lua).
 klua.helpers = require 'klua.helpers'
+
+--- Admission and conversion webhooks served over HTTPS by
+-- `--webhook-bind-address` (see lua/klua/webhook.lua, docs/webhooks.md):
+-- klua.webhook.validating{path=, resources=, handler=},
+-- klua.webhook.mutating{...}, klua.webhook.conversion{path=, convert=}.
+klua.webhook = require 'klua.webhook'
 local recorder = require 'klua.internal.recorder'
 klua.helpers.set_array_mt(core.json.array_mt)
 

@@ -38,7 +38,8 @@ describe('make install', function()
     local man = dest .. '/usr/share/man'
     local pages = { { 'man1/klua.1', { '--help' } }, { 'man1/klua-run.1', { 'help', 'run' } },
       { 'man1/klua-watch.1', { 'help', 'watch' } }, { 'man1/klua-record.1', { 'help', 'record' } },
-      { 'man1/klua-replay.1', { 'help', 'replay' } }, { 'man1/klua-test.1', { 'help', 'test' } } }
+      { 'man1/klua-replay.1', { 'help', 'replay' } }, { 'man1/klua-webhook-config.1', { 'help', 'webhook-config' } },
+      { 'man1/klua-test.1', { 'help', 'test' } } }
     for _, p in ipairs(pages) do
       local path = man .. '/' .. p[1]
       local warnings = K.run_command('LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z ' .. K.quote(path) .. ' 2>&1; echo "status $?"')

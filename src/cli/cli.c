@@ -312,6 +312,16 @@ static int set_ui_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
     return parse_bind_address(errs, name, v, &c->rt.ctl.ui_addr);
 }
 
+static int set_webhook_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_bind_address(errs, name, v, &c->rt.ctl.webhook_addr);
+}
+
+static int set_webhook_cert_dir(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)errs, (void)name;
+    c->rt.ctl.webhook_cert_dir = v;
+    return 0;
+}
+
 /* One flag: what parses it and what --help says of it. The help of every
  * command prints this table, and a man page generator can read the same
  * lines (see kl_cli_help). */
@@ -398,6 +408,12 @@ static const flag flags[] = {
      set_verify_cache, NULL},
     {NULL, "--ui-bind-address", NULL, "ADDR",
      "serve the live page /ui/ on ADDR; :PORT is 127.0.0.1 only (default 0: off; docs/ui.md)", set_ui_addr, NULL},
+    {NULL, "--webhook-bind-address", NULL, "ADDR",
+     "serve the script's webhooks over HTTPS on ADDR, e.g. :9443 (default 0: off; docs/webhooks.md)",
+     set_webhook_addr, NULL},
+    {NULL, "--webhook-cert-dir", NULL, "DIR",
+     "the webhooks' tls.crt and tls.key, read again when they change (default /tmp/k8s-webhook-server/serving-certs)",
+     set_webhook_cert_dir, NULL},
     {"Help", "--help", "-h", NULL, "print this help; after a command, the help of that command", NULL, "help"},
     {NULL, "--version", "-V", NULL, "print the versions of klua and its libraries, as klua version", NULL,
      "version"},
@@ -474,6 +490,25 @@ static const command commands[] = {
      "      --speed FACTOR                     replay FACTOR times as fast (default 1)\n"
      "      --port P                           port to listen on, on 127.0.0.1 (default 0: any free one)\n"
      "      --kubeconfig-out FILE              write the kubeconfig of the server here"},
+    {"webhook-config", "webhook-config SCRIPT.lua [flags]",
+     "print the webhook configurations of the webhooks a script declares",
+     "usage: klua webhook-config SCRIPT.lua (--service NS/NAME [--port N] | --url URL) "
+     "[--ca-bundle FILE | --inject-ca-from NS/CERT] [--name NAME]",
+     "Prints, as YAML documents for kubectl apply, the ValidatingWebhookConfiguration\n"
+     "and MutatingWebhookConfiguration that register the webhooks SCRIPT.lua declares\n"
+     "with klua.webhook (their paths, resources, operations, failure policies and\n"
+     "timeouts), and, as comments, the conversion stanza of each CustomResourceDefinition\n"
+     "it converts, so that the configuration cannot disagree with the script. The\n"
+     "script's main chunk runs without a cluster, only to collect its declarations\n"
+     "(docs/webhooks.md).\n"
+     "\n"
+     "Flags:\n"
+     "      --service NS/NAME                  the API server calls the Service NAME in namespace NS\n"
+     "      --port N                           the Service's port (default 443)\n"
+     "      --url URL                          the API server calls https://HOST:PORT instead\n"
+     "      --ca-bundle FILE                   the PEM CA that signed the webhook's certificate\n"
+     "      --inject-ca-from NS/CERT           let cert-manager's cainjector fill the CA in from Certificate NS/CERT\n"
+     "      --name NAME                        the configurations' name (default: the script's file name)"},
     {"test", "test [busted args...]", "run a controller's specs with klua.testing (docs/testing.md)",
      "usage: klua test [busted args...]",
      "Runs busted with the klua.testing harness on the Lua path and KLUA_BIN set to\n"

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "conn/http.h"
 #include "lua/lua_endpoint.h"
+#include "lua/lua_webhook.h"
 #include "lua/runtime.h"
 #include "base/version.h"
 
@@ -56,6 +57,7 @@ static int cmd_version(void) {
 
 static const char watch_chunk[] = "return require('klua.cmd.watch').main(...)";
 static const char record_chunk[] = "return require('klua.cmd.record').main(...)";
+static const char webhook_config_chunk[] = "return require('klua.cmd.webhook_config').main(...)";
 
 /* A core dump of klua holds its credentials, the bearer token among them:
  * none is made unless --allow-core-dumps asks. RLIMIT_CORE 0 keeps the
@@ -108,6 +110,7 @@ static int run(kl_cli *c) {
         fclose(f);
     }
     int watch = !strcmp(c->command, "watch"), record = !strcmp(c->command, "record");
+    int webhook_config = !strcmp(c->command, "webhook-config");
     const kl_ctl_opts *ctl = &c->rt.ctl;
     double lease = ctl->lease_duration > 0 ? ctl->lease_duration : KL_LEASE_DURATION;
     double renew = ctl->renew_deadline > 0 ? ctl->renew_deadline : KL_RENEW_DEADLINE;
@@ -136,11 +139,18 @@ static int run(kl_cli *c) {
                      "use one or the other");
         return 2;
     }
-    if ((watch || record) && (ctl->leader_elect || ctl->shards || ctl->metrics_addr || ctl->probe_addr ||
-                              ctl->ui_addr || ctl->graceful_shutdown_timeout > 0 || ctl->dry_run || ctl->once)) {
-        run_error(c, "leader election, --dry-run, --once, the graceful shutdown, the metrics and probe endpoint and "
-                     "the live page are for klua run, not klua %s", c->command);
+    if ((watch || record || webhook_config) &&
+        (ctl->leader_elect || ctl->shards || ctl->metrics_addr || ctl->probe_addr || ctl->ui_addr ||
+         ctl->webhook_addr || ctl->graceful_shutdown_timeout > 0 || ctl->dry_run || ctl->once)) {
+        run_error(c, "leader election, --dry-run, --once, the graceful shutdown, the metrics and probe endpoint, "
+                     "the live page and the webhooks are for klua run, not klua %s", c->command);
         return 2;
+    }
+    /* webhook-config only collects the script's declarations: whatever it
+     * might ask of a cluster fails at once, without one. */
+    if (webhook_config) {
+        c->rt.conn.kubeconfig = "/dev/null";
+        c->rt.conn.server = "http://127.0.0.1:1";
     }
     c->rt.ctl.script = c->script;
     char err[512];
@@ -163,8 +173,14 @@ static int run(kl_cli *c) {
             return 2;
         }
     }
+    if (ctl->webhook_addr && kl_lua_webhook_open(rt, ctl->webhook_addr, ctl->webhook_cert_dir, err, sizeof err) < 0) {
+        run_error(c, "--webhook-bind-address %s", err);
+        kl_rt_free(rt);
+        return 2;
+    }
     int code = watch    ? kl_rt_run(rt, "klua watch", watch_chunk, c->nargs, c->args)
                : record ? kl_rt_run(rt, "klua record", record_chunk, c->nargs, c->args)
+               : webhook_config ? kl_rt_run(rt, "klua webhook-config", webhook_config_chunk, c->nargs, c->args)
                         : kl_rt_run(rt, c->script, NULL, c->nargs, c->args);
     /* A shell tool stopped by a signal ends with 128 + its number (130 for
      * SIGINT); a script that stops cleanly chose its code with klua.stop. */

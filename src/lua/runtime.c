@@ -13,6 +13,7 @@
 #include "base/pool.h"
 #include "lua/embedded.h"
 #include "lua/lua_endpoint.h"
+#include "lua/lua_webhook.h"
 #include "lua/lua_informer.h"
 #include "lua/lua_klua.h"
 #include "lua/lua_loop.h"
@@ -154,6 +155,7 @@ static void (*const part_init[KL_RT_NPARTS])(kl_rt *) = {
     [KL_RT_INFORMERS] = kl_lua_informer_init,
     [KL_RT_QUEUES] = kl_lua_queue_init,
     [KL_RT_ENDPOINTS] = kl_lua_endpoint_init,
+    [KL_RT_WEBHOOKS] = kl_lua_webhook_init,
 };
 
 void kl_rt_register(kl_rt *rt, kl_rt_part p, const kl_rt_hooks *hooks, void *state) {
@@ -409,8 +411,8 @@ static void close_part(kl_rt *rt, kl_rt_part which) {
 }
 
 /* The one teardown order. Script code may still run in it: the __gc
- * handlers that lua_close calls. So first the endpoints (they call into
- * Lua), then everything that could start script code or that a handle
+ * handlers that lua_close calls. So first the endpoints and the webhook
+ * server (they call into Lua), then everything that could start script code or that a handle
  * points to is closed (timers, informers with their requests, queues;
  * their handles then raise "closed"), then the requests of API calls,
  * then the tasks, whose waits can no longer end (and the run state, so
@@ -424,6 +426,7 @@ void kl_rt_free(kl_rt *rt) {
     kl_rt_advance(rt, KL_RT_EV_CLOSE, 0);
     rt->memory_binds = 0;
     close_part(rt, KL_RT_ENDPOINTS);
+    close_part(rt, KL_RT_WEBHOOKS);
     close_part(rt, KL_RT_TIMERS);
     close_part(rt, KL_RT_INFORMERS);
     close_part(rt, KL_RT_QUEUES);

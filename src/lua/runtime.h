@@ -42,6 +42,8 @@ typedef struct kl_ctl_opts {
     const char *metrics_addr;       /* --metrics-bind-address; NULL or "0" = off */
     const char *probe_addr;         /* --health-probe-bind-address; NULL or "0" = off */
     const char *ui_addr;            /* --ui-bind-address: the live page; NULL = off */
+    const char *webhook_addr;       /* --webhook-bind-address; NULL = off */
+    const char *webhook_cert_dir;   /* --webhook-cert-dir; NULL = KL_WEBHOOK_CERT_DIR */
     const char *script;             /* klua run's script path, for the Lease's default name */
     double graceful_shutdown_timeout; /* seconds a graceful stop may take; 0 = 30 */
     int shards;                     /* --shards: 0 = none (docs/scale.md) */
@@ -78,6 +80,7 @@ typedef enum kl_rt_part {
     KL_RT_INFORMERS, /* lua_informer.c: informers and their dispatch */
     KL_RT_QUEUES,    /* lua_queue.c: work queues */
     KL_RT_ENDPOINTS, /* lua_endpoint.c: the metrics and probe servers */
+    KL_RT_WEBHOOKS,  /* lua_webhook.c: the webhook server */
     KL_RT_NPARTS
 } kl_rt_part;
 
