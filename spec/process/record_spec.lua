@@ -83,9 +83,10 @@ describe('klua record and klua replay', function()
         and count(procs.name:output(), 'configmap/beta') == 2
         and count(K.read_file(recording) or '', '"name":"beta"') == 2
     end, 20, { what = 'klua record and klua watch to see beta deleted' })
-    -- Every LIST fails from now on, so that the expired watches' relists find
-    -- the changes below only once the fault is lifted.
-    sb:fault({ fail = { count = 100000, code = 500, verbs = { 'list' } } })
+    -- Every LIST and watch fails from now on (a relist is a LIST, or a watch-list by
+    -- default), so that the expired watches' relists find the changes below only once
+    -- the fault is lifted.
+    sb:fault({ fail = { count = 100000, code = 500, verbs = { 'list', 'watch' } } })
     sb:fault({ expire_watches = true })
     sb:kubectl('create configmap delta -n ' .. ns)
     sb:kubectl('label configmap gamma -n ' .. ns .. ' tier=cache')
