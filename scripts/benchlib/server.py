@@ -58,7 +58,8 @@ def watch_list_refusal(query):
     NotOlderThan with sendInitialEvents, and allowWatchBookmarks with sendInitialEvents=true, since
     the initial-events-end bookmark is the client's only sign that the initial state is complete."""
     if query.get("resourceVersionMatch") != "NotOlderThan":
-        field, message = "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+        field = "resourceVersionMatch"
+        message = "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
     elif flag(query["sendInitialEvents"]) and not flag(query.get("allowWatchBookmarks")):
         field, message = "allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks=true"
     else:
