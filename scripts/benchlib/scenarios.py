@@ -14,13 +14,13 @@ import threading
 import time
 import urllib.request
 
-from . import data, h2proxy, peers, procs
+from . import data, h2proxy, peers, procs, webhookload
 from .pods import NAMESPACES
 from .report import Row, number, ratio
 
 ORDER = ["server", "ref", "peers", "watch-names", "handler-3-fields", "handler-copy", "controller-enqueue",
-         "initial-sync", "large-sync", "memory-per-pod", "cache-less", "scale", "many-informers", "slow-handler",
-         "fresh-first"]
+         "initial-sync", "watchlist-sync", "large-sync", "memory-per-pod", "cache-less", "scale", "many-informers",
+         "slow-handler", "fresh-first", "webhook"]
 DESCRIPTIONS = {
     "server": "how fast the server delivers the watch stream (socket reader and curl)",
     "ref": "lua-cjson decoding the same lines in plain lua5.4 (reference)",
@@ -30,6 +30,8 @@ DESCRIPTIONS = {
     "handler-copy": "update handler calling klua.copy(new)",
     "controller-enqueue": "\"controller\" update handler enqueuing namespace/name",
     "initial-sync": "initial sync of --pods Pods: time to synced and peak RSS (one page, and paged)",
+    "watchlist-sync": "initial sync of --pods Pods streamed with WatchList against a LIST: time to synced and "
+                      "peak RSS, as ratios",
     "large-sync": "initial sync of --large-pods Pods: time and memory per Pod against initial-sync's",
     "memory-per-pod": "resident memory per cached Pod against its JSON size",
     "cache-less": "sync time and memory per Pod at --pods Pods: full, drop_fields, a Lua function transform, "
@@ -41,6 +43,8 @@ DESCRIPTIONS = {
                     "memory, against the 3 alone",
     "fresh-first": "a controller (one worker, 1 ms reconcile) starting on 20,000 listed Pods: latency of a change "
                    "made after the sync",
+    "webhook": "a small validating webhook over HTTPS: requests/s and p50/p99 latency of --webhook-requests "
+               "AdmissionReviews on --webhook-concurrency kept-alive connections",
 }
 ALIASES = {"a": "handler-3-fields", "b": "handler-copy", "c": "controller-enqueue", "d": "watch-names",
            "e": "initial-sync", "e'": "large-sync", "f": "memory-per-pod", "g": "many-informers", "h": "slow-handler"}
@@ -102,6 +106,23 @@ FRESH_PODS_QUICK = 2000
 FRESH_RECONCILE = 0.001
 FRESH_DELAY = 1.0
 TARGET_FRESH_SECONDS = 1.0
+# klua streams an informer's initial state with WatchList unless told to list. The rows compared
+# with the peers, which LIST (kubectl get -w, client-node's informer, the Python client's
+# list-then-watch), and the sync and memory rows, whose targets were set for a LIST, run klua
+# with this; watchlist-sync measures both ways (docs/benchmarks.md, "LIST or WatchList").
+LIST_ONLY = ["--watch-list=false"]
+# watchlist-sync: a sync streamed with WatchList may take at most TARGET_WATCHLIST_TIME times the
+# LIST's time to klua.on_synced and TARGET_WATCHLIST_PEAK times its peak RSS, both measured in the
+# same run (docs/benchmarks.md says why these bounds: the first full runs measured 1.33× and 1.01×).
+TARGET_WATCHLIST_TIME = 1.5
+TARGET_WATCHLIST_PEAK = 1.1
+# webhook: every answer right; klua's CPU a request at most TARGET_WEBHOOK_CPU times the load
+# generator's, which does the mirror image of its work in the same run (TLS, HTTP/1.1, the
+# bodies), so that the machine's speed cancels out; and, a sanity bound rather than a ratio, p99
+# below TARGET_WEBHOOK_P99_SECONDS, a hundredth of the API server's default timeoutSeconds.
+TARGET_WEBHOOK_CPU = 1.0
+TARGET_WEBHOOK_P99_SECONDS = webhookload.API_SERVER_TIMEOUT / 100
+WEBHOOK_PORT = re.compile(r"webhooks over HTTPS on .*\(port (\d+)\)")
 LINE = re.compile(rb"^bench (\w[\w-]*)((?: [\w-]+=\S*)*)$")
 
 
@@ -203,6 +224,9 @@ class Bench:
         # Written back now, not by the kernel's flusher 30 s later in the middle of a scenario:
         # with 1.6 GB of dirty pages (large-sync's data set) being written out, a 500,000-Pod
         # sync took twice as long.
+        if "watchlist-sync" in o.only:
+            # A watch-list's initial events, sent with sendfile(2) as the LIST they are compared with.
+            data.write_added(self.dataset.directory, o.pods)
         os.sync()
         self.log("  done in %.1f s: %s bytes per Pod on average, %s MB of events"
                  % (time.monotonic() - started, number(self.dataset.average_pod_bytes()),
@@ -279,6 +303,7 @@ class Bench:
         if not self.fresh:
             self.fresh = data.generate(os.path.join(self.workdir, "data-fresh"), n_pods, n_pods, 1,
                                        first_event_pod=n_pods - 1)
+            data.write_added(self.fresh.directory, n_pods)
         return self.fresh
 
     def proxy(self, backend_url):
@@ -297,11 +322,13 @@ class Bench:
 
     # --- running klua
 
-    def klua_script(self, name, url, script, args, until):
-        """Runs `klua --server URL run SCRIPT ARGS` until it prints `bench UNTIL`; the child and its records.
-        With --ui, klua serves its live page and a reader polls /ui/state as an open page does."""
+    def klua_script(self, name, url, script, args, until, watch_list=False):
+        """Runs `klua --server URL run SCRIPT ARGS` until it prints `bench UNTIL`; the child and its
+        records. klua lists (LIST_ONLY) unless watch_list. With --ui, klua serves its live page and a
+        reader polls /ui/state as an open page does."""
         ui = ["--ui-bind-address", "127.0.0.1:0"] if self.opts.ui else []
-        argv = [self.klua, "--server", url] + ui + ["run", os.path.join(LUA_DIR, script)] + [str(a) for a in args]
+        argv = [self.klua, "--server", url] + ([] if watch_list else LIST_ONLY) + ui + [
+            "run", os.path.join(LUA_DIR, script)] + [str(a) for a in args]
         if not ui:
             return self.script(name, argv, until, "klua", self.env)
         # The log is appended to by each repeat: the reader looks past what is there now.
@@ -378,22 +405,26 @@ class Bench:
                              cpu_clock=PEER_CPU_CLOCKS[peer.name])
         return self.best(once)
 
+    def sync_once(self, pods, paginate="auto", mode="full", watch_list=False):
+        """One sync of `pods` Pods by sync.lua, by LIST or (watch_list) by WatchList; a SyncRun with
+        the settled RSS."""
+        url, _ = self.server(pods, 0, paginate)
+        child, records = self.klua_script("sync-%d-%s-%s%s" % (pods, paginate, mode, "-wl" if watch_list else ""),
+                                          url, "sync.lua", [self.opts.timeout, mode], "settled",
+                                          watch_list=watch_list)
+        status = child.proc_status()
+        usage = child.stop()
+        return SyncRun(pods, child, records, status, usage, self.opts.repeat if pods else 1)
+
     def sync_run(self, pods, paginate="auto", mode="full"):
-        """initial-sync, memory-per-pod: sync `pods` Pods, then read the settled RSS; the fastest
-        of --repeat runs (one for an idle klua, `pods` 0), as for the event rates. Memoised.
+        """initial-sync, memory-per-pod: sync `pods` Pods by LIST, then read the settled RSS; the
+        fastest of --repeat runs (one for an idle klua, `pods` 0), as for the event rates. Memoised.
         mode: full, transform (managedFields dropped by klua.drop_fields), function (dropped by a Lua
         function transform) or metadata (a metadata-only informer)."""
         key = ("sync", pods, paginate, mode)
         if key not in self.memo:
-            url, _ = self.server(pods, 0, paginate)
-
-            def once():
-                child, records = self.klua_script("sync-%d-%s-%s" % (pods, paginate, mode), url, "sync.lua",
-                                                  [self.opts.timeout, mode], "settled")
-                status = child.proc_status()
-                usage = child.stop()
-                return SyncRun(pods, child, records, status, usage, self.opts.repeat if pods else 1)
-            self.memo[key] = min((once() for _ in range(self.opts.repeat if pods else 1)), key=lambda r: r.wall)
+            self.memo[key] = min((self.sync_once(pods, paginate, mode) for _ in range(self.opts.repeat if pods else 1)),
+                                 key=lambda r: r.wall)
         return self.memo[key]
 
     def count_lines(self, name, argv, count, env=None):
@@ -522,6 +553,8 @@ class SyncRun:
         self.script_seconds = float(synced["at"])
         self.added = int(synced["added"])
         self.cached = int(synced["cached"])
+        self.lists = int(synced["lists"])
+        self.events = int(synced["events"])
         self.hwm_kb = int(synced["hwm_kb"])
         self.rss_kb = status.get("VmRSS") or int(records["settled"][1]["rss_kb"])
         self.usage = usage
@@ -678,7 +711,7 @@ def _expected_last(b, n):
 def scenario_watch_names(b):
     n = b.opts.events
     url, _ = b.server(b.opts.watch_pods, n)
-    argv = [b.klua, "--server", url, "watch", "pods", "-A", "-o", "name", "--watch-only"]
+    argv = [b.klua, "--server", url] + LIST_ONLY + ["watch", "pods", "-A", "-o", "name", "--watch-only"]
     run = b.best(lambda: b.count_lines("klua-watch", argv, n))
     row = _watch_row("%s: klua watch pods -A -o name --watch-only" % title("watch-names"), run, _expected_last(b, n))
     row.details[0] += "; best of %d runs" % b.opts.repeat
@@ -762,6 +795,44 @@ def scenario_initial_sync(b):
                                  "the cache is what the sync added to an idle klua's RSS, read after a full Lua "
                                  "GC: %s - %s = %s" % (_mb(r.rss_kb), _mb(b.sync_run(0).rss_kb), _mb(cache_kb))]))
     return rows
+
+
+def scenario_watchlist_sync(b):
+    """The initial sync by LIST and by WatchList, run by turns --repeat times each; ratios of the
+    fastest of each, so that the machine's speed, which moves over the hour, cancels out."""
+    pods, lists, streams = b.opts.pods, [], []
+    for _ in range(b.opts.repeat):
+        lists.append(b.sync_once(pods))
+        streams.append(b.sync_once(pods, watch_list=True))
+    listed, streamed = min(lists, key=lambda r: r.wall), min(streams, key=lambda r: r.wall)
+    list_peak, stream_peak = min(r.hwm_kb for r in lists), min(r.hwm_kb for r in streams)
+    time_ratio = streamed.wall / listed.wall if listed.wall else 0.0
+    peak_ratio = stream_peak / list_peak if list_peak else 0.0
+    # That each came as it should: the streamed state as initial events without a LIST (a watch-list
+    # the server refused, or ended without its bookmark, would have fallen back to one).
+    right = all(r.lists >= 1 and r.cached == pods for r in lists) and \
+        all(r.lists == 0 and r.events >= pods and r.cached == pods for r in streams)
+    ok = right and 0 < time_ratio <= TARGET_WATCHLIST_TIME and 0 < peak_ratio <= TARGET_WATCHLIST_PEAK
+    return [Row("%s: initial sync of %s Pods, WatchList against LIST" % (title("watchlist-sync"), number(pods)),
+                "%.2f s vs %.2f s (%.2f×); peak RSS %s vs %s (%.2f×)" % (
+                    streamed.wall, listed.wall, time_ratio, _mb(stream_peak), _mb(list_peak), peak_ratio),
+                "time ≤ %.1f×, peak RSS ≤ %.1f× LIST's" % (TARGET_WATCHLIST_TIME, TARGET_WATCHLIST_PEAK), ok,
+                details=["klua run sync.lua with --watch-list=false (a LIST at resourceVersion=0, one page) and "
+                         "without (a WATCH with sendInitialEvents=true: every Pod as ADDED, then the "
+                         "initial-events-end bookmark), by turns, %d runs each; time from process start to "
+                         "klua.on_synced, the fastest run's; peak RSS is VmHWM at sync, the lowest run's"
+                         % b.opts.repeat,
+                         "LIST runs: %s s, %s; WatchList runs: %s s, %s" % (
+                             ", ".join("%.2f" % r.wall for r in lists), ", ".join(_mb(r.hwm_kb) for r in lists),
+                             ", ".join("%.2f" % r.wall for r in streams), ", ".join(_mb(r.hwm_kb) for r in streams)),
+                         "CPU in all (wait4), fastest runs: LIST %.2f s, WatchList %.2f s; settled RSS after a full "
+                         "Lua GC %s and %s" % (listed.usage.cpu, streamed.usage.cpu, _mb(listed.rss_kb),
+                                               _mb(streamed.rss_kb)),
+                         "the WatchList runs made %s LIST requests and got %s initial events for %s Pods; the LIST "
+                         "runs made %s" % (
+                             ", ".join(str(r.lists) for r in streams), ", ".join(number(r.events) for r in streams),
+                             number(pods), ", ".join(str(r.lists) for r in lists))
+                         + ("" if right else " (one of them did not sync as it should: the row fails)")])]
 
 
 def scenario_large_sync(b):
@@ -961,7 +1032,7 @@ def scenario_fresh_first(b):
     url, _ = b.server(n, 1, watch_end="hold", dataset=ds, watch_delay=FRESH_DELAY)
     last = ds.pod_name(n - 1)
     key = "team-%02d/%s" % ((n - 1) % NAMESPACES, last)
-    child, records = b.klua_script("fresh-first", url, "fresh.lua", [key, FRESH_RECONCILE], "done")
+    child, records = b.klua_script("fresh-first", url, "fresh.lua", [key, FRESH_RECONCILE], "done", watch_list=True)
     child.reap(5) or child.stop()
     f = records["done"][1]
     latency = float(f["latency"])
@@ -978,6 +1049,83 @@ def scenario_fresh_first(b):
                          "latency: from the update handler's call to the start of the reconcile it caused"])]
 
 
+def _webhook_port(child, offset, timeout):
+    """The port klua serves its webhooks on, from its log past offset (each run appends to the same
+    log); None if it ended or did not say in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and child.poll() is None:
+        with open(child.log_path, errors="replace") as f:
+            f.seek(offset)
+            m = WEBHOOK_PORT.search(f.read())
+        if m:
+            return int(m.group(1))
+        time.sleep(0.05)
+    return None
+
+
+def scenario_webhook(b):
+    count, concurrency = b.opts.webhook_requests, b.opts.webhook_concurrency
+    label = "%s: validating, %s requests on %d connections" % (title("webhook"), number(count), concurrency)
+    target = "all allowed; CPU a request ≤ %g× the client's; p99 < %g ms" % (TARGET_WEBHOOK_CPU,
+                                                                             TARGET_WEBHOOK_P99_SECONDS * 1000)
+    certs = os.path.join(b.workdir, "webhook-certs")
+    try:
+        ca = webhookload.make_certs(certs)
+    except (RuntimeError, OSError) as e:
+        raise ScenarioError(str(e))
+    # The script has no informer: the server is never asked anything.
+    url, _ = b.server(b.opts.watch_pods, 0)
+    argv = [b.klua, "--server", url, "--webhook-bind-address", "127.0.0.1:0", "--webhook-cert-dir", certs,
+            "run", os.path.join(LUA_DIR, "webhook.lua")]
+    best = None
+    for _ in range(b.opts.repeat):
+        log = os.path.join(b.children.log_dir, "webhook.log")
+        offset = os.path.getsize(log) if os.path.exists(log) else 0
+        child = b.children.spawn("webhook", argv, env=b.env, stdout_to_file=True)
+        port = _webhook_port(child, offset, 30)
+        if port is None:
+            child.stop()
+            raise ScenarioError("klua did not say which port it serves its webhooks on",
+                                ["command: " + " ".join(argv)] + child.log_tail())
+        cpu = h2proxy.cpu_seconds(child.pid)
+        load = webhookload.Load(port, ca, "/validate-pods", count, concurrency, b.opts.timeout).run()
+        load.klua_cpu = (h2proxy.cpu_seconds(child.pid) or cpu) - cpu
+        load.hwm_kb = child.proc_status().get("VmHWM", 0)
+        child.stop()
+        if load.failures:
+            raise ScenarioError("%d of %s requests failed" % (len(load.failures), number(count)),
+                                load.failures[:5] + child.log_tail())
+        if best is None or load.wall < best.wall:
+            best = load
+    lat = best.sorted_latencies()
+    p50, p99 = webhookload.percentile(lat, 50), webhookload.percentile(lat, 99)
+    rps = best.answered / best.wall if best.wall else 0.0
+    per_request = best.klua_cpu / best.answered if best.answered else 0.0
+    client = best.cpu / best.answered if best.answered else 0.0
+    cpu_ratio = per_request / client if client else 0.0
+    ok = best.answered == count and 0 < cpu_ratio <= TARGET_WEBHOOK_CPU and p99 < TARGET_WEBHOOK_P99_SECONDS
+    ms = lambda x: "%s ms" % number(x * 1000, 2)  # noqa: E731
+    return [Row(label, "%s req/s; p50 %s, p99 %s; klua %s CPU a request (%.2f× the client's)" % (
+                    number(rps), ms(p50), ms(p99), _us(per_request), cpu_ratio),
+                target, ok, details=[
+                    "klua run webhook.lua (klua.webhook.validating: hostNetwork refused, every container must have "
+                    "resource limits) with --webhook-bind-address 127.0.0.1:0; %s (Python's ssl), a P-256 "
+                    "certificate; fastest of %d runs" % (best.tls, b.opts.repeat),
+                    "each request an AdmissionReview v1 for a generated Pod's CREATE (%s bytes on average, %d "
+                    "distinct), POSTed to /validate-pods?timeout=%ds; each answer checked: HTTP 200, the request's "
+                    "uid, allowed" % (number(best.body_bytes), len(best.reviews), webhookload.API_SERVER_TIMEOUT),
+                    "%d threads of the harness (http.client), one kept-alive connection each, its handshake and first "
+                    "request not counted; latency from writing a request to reading its whole answer" % concurrency,
+                    "latency: min %s, p90 %s, p99 %.1f× p50, p99.9 %s, max %s; %s answered in %.2f s" % (
+                        ms(lat[0]), ms(webhookload.percentile(lat, 90)), p99 / p50 if p50 else 0.0,
+                        ms(webhookload.percentile(lat, 99.9)), ms(lat[-1]), number(best.answered), best.wall),
+                    "CPU meanwhile: klua %.2f s (/proc/PID/stat, %.0f%% of a core), the load generator %.2f s "
+                    "(%.0f%%, %s a request; Python's threads take turns: when it nears 100%% it, not klua, sets "
+                    "the rate); klua's peak RSS %s" % (
+                        best.klua_cpu, 100 * best.klua_cpu / best.wall, best.cpu, 100 * best.cpu / best.wall,
+                        _us(client), _mb(best.hwm_kb))])]
+
+
 SCENARIOS = {"server": scenario_server, "ref": scenario_ref, "peers": scenario_peers,
              "watch-names": scenario_watch_names, "handler-3-fields": scenario_handler("handler-3-fields"),
              "handler-copy": scenario_handler("handler-copy"),
@@ -985,7 +1133,8 @@ SCENARIOS = {"server": scenario_server, "ref": scenario_ref, "peers": scenario_p
              "large-sync": scenario_large_sync,
              "memory-per-pod": scenario_memory_per_pod, "cache-less": scenario_cache_less,
              "scale": scenario_scale, "many-informers": scenario_many_informers,
-             "slow-handler": scenario_slow_handler, "fresh-first": scenario_fresh_first}
+             "slow-handler": scenario_slow_handler, "fresh-first": scenario_fresh_first,
+             "watchlist-sync": scenario_watchlist_sync, "webhook": scenario_webhook}
 
 
 def run(b, ids):

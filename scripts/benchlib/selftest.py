@@ -157,6 +157,31 @@ class Server(ServerFixture):
         self.assertTrue(events)
         self.assertEqual({e["object"]["metadata"]["namespace"] for e in events}, {"team-07"})
 
+    def test_a_watch_list_sends_every_pod_as_added_then_the_initial_events_end_bookmark_then_the_events(self):
+        events = self.watch_lines("/api/v1/pods", sendInitialEvents="true", allowWatchBookmarks="true",
+                                  resourceVersionMatch="NotOlderThan", resourceVersion="")
+        added, bookmark, rest = events[:self.PODS], events[self.PODS], events[self.PODS + 1:]
+        self.assertEqual({e["type"] for e in added}, {"ADDED"})
+        self.assertEqual([e["object"] for e in added], self.get_json("/api/v1/pods")[1]["items"])
+        self.assertEqual(bookmark, {"type": "BOOKMARK", "object": {
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "1000", "annotations": {"k8s.io/initial-events-end": "true"}}}})
+        self.assertEqual(rest, self.watch_lines("/api/v1/pods", resourceVersion="1000"))
+
+    def test_a_namespaced_watch_list_sends_the_namespace_s_pods(self):
+        events = self.watch_lines("/api/v1/namespaces/team-03/pods", sendInitialEvents="true",
+                                  allowWatchBookmarks="true", resourceVersionMatch="NotOlderThan")
+        n = len(range(3, self.PODS, 50))
+        self.assertEqual([e["object"] for e in events[:n]], self.list_all("/api/v1/namespaces/team-03/pods")[0])
+        self.assertEqual(events[n]["type"], "BOOKMARK")
+        self.assertEqual(events[n + 1:], self.watch_lines("/api/v1/namespaces/team-03/pods", resourceVersion="1000"))
+
+    def test_a_watch_list_without_not_older_than_or_bookmarks_is_invalid_as_kube_apiserver_answers(self):
+        for query in ({"sendInitialEvents": "true", "allowWatchBookmarks": "true"},
+                      {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}):
+            code, body = self.get_json("/api/v1/pods", watch="true", **query)
+            self.assertEqual((code, body["reason"]), (422, "Invalid"), query)
+
     def test_a_pod_can_be_read_by_name(self):
         name = self.dataset.pod_name(53)
         code, body = self.get_json("/api/v1/namespaces/team-03/pods/" + name)
@@ -187,6 +212,29 @@ class ByNamespace(ServerFixture):
     def event_bytes(self, k):
         offset, length = self.dataset.event_span(k, k + 1)
         return offset, offset + length
+
+
+class AddedFile(ServerFixture):
+    """A data set with added.ndjson: a watch-list's ADDED events are sent from it, the same bytes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="klua-bench-selftest-")
+        data.generate(cls.tmp, cls.PODS, cls.WATCH_PODS, cls.EVENTS)
+        data.write_added(cls.tmp, cls.PODS)
+        cls.dataset = data.Dataset(cls.tmp)
+        cls.config = server.Config(cls.dataset, cls.PODS, cls.EVENTS, cls.PAGINATE, cls.WATCH_END)
+        cls.server = server.Server(cls.config)
+        cls.thread = cls.server.start()
+
+    def test_the_initial_events_come_from_the_file_and_are_the_listed_pods(self):
+        self.assertIsNotNone(self.config.added_fd)
+        resp, body = self.request("/api/v1/pods", watch="true", sendInitialEvents="true",
+                                  allowWatchBookmarks="true", resourceVersionMatch="NotOlderThan")
+        lines = body.splitlines()
+        listed = self.get_json("/api/v1/pods")[1]["items"]
+        self.assertEqual([json.loads(line)["object"] for line in lines[:self.PODS]], listed)
+        self.assertEqual(json.loads(lines[self.PODS])["type"], "BOOKMARK")
 
 
 class PagingAlways(ServerFixture):

@@ -8,7 +8,9 @@ chunks, so the server spends almost no CPU per byte.
 A watch from resourceVersion R gets the events after R, then ends (or, with watch_end "hold",
 stays open); a watch with no events left stays open until timeoutSeconds or the client leaves.
 resourceVersion 0 or unset starts at the first event, without the synthetic ADDED events a real
-server would send first. Label and field selectors are ignored.
+server would send first. A watch-list (sendInitialEvents=true, KEP-3157) gets what kube-apiserver
+sends: every listed Pod as ADDED, a BOOKMARK annotated k8s.io/initial-events-end at the list's
+resourceVersion, then the events. Label and field selectors are ignored.
 """
 import base64
 import bisect
@@ -33,6 +35,9 @@ VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0", "gitCommit": "k
            "compiler": "gc", "platform": "linux/amd64"}
 POD_RESOURCE = {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
                 "verbs": ["get", "list", "watch"], "shortNames": ["po"], "categories": ["all"]}
+INITIAL_EVENTS_END = ('{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{'
+                      '"resourceVersion":"%d","annotations":{"k8s.io/initial-events-end":"true"}}}}\n'
+                      % data.LIST_RV).encode()
 NAMESPACED = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?$")
 
 
@@ -45,6 +50,25 @@ def namespace_number(namespace):
     """Which of the data set's namespaces ("team-NN") this is, or None."""
     m = re.fullmatch(r"team-(\d\d)", namespace)
     return int(m.group(1)) if m and int(m.group(1)) < pods.NAMESPACES else None
+
+
+def watch_list_refusal(query):
+    """The 422 kube-apiserver answers a watch with sendInitialEvents it does not accept, or None.
+    apimachinery's ValidateListOptions (internalversion/validation) needs resourceVersionMatch
+    NotOlderThan with sendInitialEvents, and allowWatchBookmarks with sendInitialEvents=true, since
+    the initial-events-end bookmark is the client's only sign that the initial state is complete."""
+    if query.get("resourceVersionMatch") != "NotOlderThan":
+        field = "resourceVersionMatch"
+        message = "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    elif flag(query["sendInitialEvents"]) and not flag(query.get("allowWatchBookmarks")):
+        field, message = "allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks=true"
+    else:
+        return None
+    body = status(422, "Invalid", "ListOptions.meta.k8s.io \"\" is invalid: %s: Forbidden: %s" % (field, message))
+    body["details"] = {"group": "meta.k8s.io", "kind": "ListOptions",
+                       "causes": [{"reason": "FieldValueForbidden", "message": "Forbidden: " + message,
+                                   "field": field}]}
+    return body
 
 
 def seconds(text):
@@ -221,10 +245,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def _watch(self, sel, query):
         cfg = self.server.config
+        if "sendInitialEvents" in query:
+            refusal = watch_list_refusal(query)
+            if refusal:
+                return self._json(422, refusal)
+        watch_list = flag(query.get("sendInitialEvents"))
         rv = query.get("resourceVersion") or "0"
-        first = int(rv) - data.LIST_RV if rv.isdigit() and int(rv) > data.LIST_RV else 0
+        # A watch-list's state is the list's (resourceVersion "" with NotOlderThan: the latest, which
+        # the data set's list is), so its events are all those after the list.
+        first = int(rv) - data.LIST_RV if not watch_list and rv.isdigit() and int(rv) > data.LIST_RV else 0
         self._start_chunked(200, close=True)
-        # A change made this long after the client listed (fresh-first).
+        if watch_list:
+            self._send_added(sel)
+            self._chunk(INITIAL_EVENTS_END)
+        # A change made this long after the client listed, or got its initial events (fresh-first).
         time.sleep(cfg.watch_delay)
         if sel.contiguous:
             sent = first < len(sel.events)
@@ -243,6 +277,24 @@ class Handler(BaseHTTPRequestHandler):
             self._hold_open(seconds(query.get("timeoutSeconds")))
         self._end_chunked()
         self.close_connection = True
+
+    def _send_added(self, sel):
+        """A watch-list's initial events: every Pod of the selection as ADDED, from added.ndjson
+        with sendfile(2) when it holds them (data.write_added), else gathered from the items."""
+        cfg = self.server.config
+        if sel.contiguous and len(sel.items) <= cfg.dataset.added_count():
+            self._chunk_file(cfg.added_fd, *cfg.dataset.added_span(0, len(sel.items)))
+            return
+        batch, size = [], 0
+        for i in sel.items:
+            start, end = cfg.dataset.item_bytes(i)
+            batch.append(data.ADDED_PREFIX + cfg.items_map[start:end] + b"}\n")
+            size += end - start
+            if size >= GATHER:
+                self._chunk(b"".join(batch))
+                batch, size = [], 0
+        if batch:
+            self._chunk(b"".join(batch))
 
     def _send_events(self, sel, first):
         """Sends the selection's events from index first on; whether there were any."""
@@ -352,10 +404,16 @@ class Config:
             else None
         self.events_map = mmap.mmap(self.events_fd, 0, access=mmap.ACCESS_READ) if dataset.meta["event_bytes"] \
             else b""
+        self.items_map = mmap.mmap(self.items_fd, 0, access=mmap.ACCESS_READ) if dataset.pods else b""
+        self.added_fd = os.open(dataset.added_path, os.O_RDONLY) if dataset.added_count() else None
 
     def close(self):
         if self.events_map:
             self.events_map.close()
+        if self.items_map:
+            self.items_map.close()
+        if self.added_fd is not None:
+            os.close(self.added_fd)
         os.close(self.items_fd)
         os.close(self.events_fd)
         if self.by_namespace_fd is not None:

@@ -108,6 +108,32 @@ describe('scripts/bench', function()
     assert.matches('\n  %- 50 cached; peak RSS', out)
   end)
 
+  it('passes its self-test, which checks the server\'s watch-list against its LIST', function()
+    local out, status = bench('--self-test')
+    assert.equals(0, status, out)
+    assert.matches('test_a_watch_list_sends_every_pod_as_added_then_the_initial_events_end_bookmark', out)
+    assert.matches('\nOK\n', out)
+  end)
+
+  it('syncs by LIST and by WatchList in the same run, the WatchList run without any LIST', function()
+    local out, status = bench('--only watchlist-sync ' .. TINY .. K.quote(K.bin))
+    assert.equals(0, status, out)
+    assert.matches('\n| watchlist%-sync: initial sync of 10 Pods, WatchList against LIST +| [%d.]+ s vs [%d.]+ s '
+      .. '%([%d.]+×%); peak RSS [%d.,]+ MB vs [%d.,]+ MB %([%d.]+×%) +| time ≤ 1%.5×, peak RSS ≤ 1%.1× LIST\'s', out)
+    assert.matches('\n  %- the WatchList runs made 0 LIST requests and got 10 initial events for 10 Pods; '
+      .. 'the LIST runs made 1\n', out)
+  end)
+
+  it('times a validating webhook over HTTPS, every answer checked', function()
+    local out, status = bench('--only webhook --webhook-requests 40 --webhook-concurrency 4 ' .. TINY .. K.quote(K.bin))
+    assert.equals(0, status, out)
+    assert.matches('\n| webhook: validating, 40 requests on 4 connections +| [%d,]+ req/s; p50 [%d.]+ ms, '
+      .. 'p99 [%d.]+ ms; klua [%d.]+ µs CPU a request %([%d.]+× the client\'s%) +| all allowed; CPU a request ≤ 1× '
+      .. 'the client\'s; p99 < 100 ms', out)
+    assert.matches('each answer checked: HTTP 200, the request\'s uid, allowed', out)
+    assert.matches('; 40 answered in ', out)
+  end)
+
   it('reports many-informers as not measured without nghttpx, naming the package', function()
     local out, status = bench('--only g --nghttpx /nonexistent/nghttpx ' .. TINY .. K.quote(K.bin))
     assert.equals(0, status, out)

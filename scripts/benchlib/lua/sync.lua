@@ -29,8 +29,10 @@ local inf = klua.informer { resource = 'pods', metadata_only = mode == 'metadata
 inf:on('add', function() added = added + 1 end)
 
 klua.on_synced(function()
-  report.emit('synced', { at = core.now() - started, added = added, cached = inf:stats().cached,
-                          hwm_kb = report.memory().VmHWM or 0 })
+  local stats = inf:stats()
+  -- lists and events say how the state came: LIST requests, or a watch-list's initial events.
+  report.emit('synced', { at = core.now() - started, added = added, cached = stats.cached,
+                          lists = stats.lists, events = stats.events, hwm_kb = report.memory().VmHWM or 0 })
   collectgarbage()
   klua.after(0.5, function()
     local settled = report.memory()
