@@ -30,7 +30,7 @@ MERGE_KEYS = {
     "env": "name", "volumes": "name", "imagePullSecrets": "name", "resourceClaims": "name",
     "volumeMounts": "mountPath", "volumeDevices": "devicePath", "hostAliases": "ip",
     "conditions": "type", "ownerReferences": "uid", "topologySpreadConstraints": "topologyKey",
-    "readinessGates": "conditionType",
+    "readinessGates": "conditionType", "webhooks": "name",
 }
 # Lists of scalars merged as sets (patchStrategy:"merge" on a []string).
 PRIMITIVE_MERGE = {"finalizers"}
@@ -126,7 +126,11 @@ def _ordered(items, order, key):
         return item.get(key) if key and isinstance(item, dict) else item
     wanted = [identity(o) for o in order]
     rank = {w: n for n, w in enumerate(wanted) if isinstance(w, (str, int, float))}
-    return sorted(items, key=lambda i: rank.get(identity(i), len(rank)))
+
+    def position(item):
+        ident = identity(item)
+        return rank.get(ident, len(rank)) if isinstance(ident, (str, int, float)) else len(rank)
+    return sorted(items, key=position)
 
 
 def json_patch(target, ops):

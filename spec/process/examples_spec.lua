@@ -407,3 +407,110 @@ describe('examples/podset-controller.lua with a watch that trails its writes by 
     assert.equals(0, count(p, 'reconcile .* failed'), p:log())
   end)
 end)
+
+-- The webhook examples are served by klua to the sandbox, which calls them as
+-- kube-apiserver does; their configurations are those `klua webhook-config` prints
+-- (support/webhook.lua).
+describe('examples/podset-webhook.lua', function()
+  local webhook = require 'support.webhook'
+  local cluster = testing.with_sandbox { each = true }
+
+  before_each(function()
+    cluster:kubectl('apply -f ' .. EXAMPLES .. 'podset-crd.yaml')
+    local script = EXAMPLES .. 'podset-webhook.lua'
+    webhook.configure(cluster, script, webhook.serve(cluster, script))
+  end)
+
+  local function podset(name, replicas, template)
+    return ([[
+apiVersion: demo.klua.dev/v1
+kind: PodSet
+metadata: {name: %s}
+spec: {replicas: %d%s}
+]]):format(name, replicas, template and (', template: ' .. template) or '')
+  end
+
+  it('refuses a PodSet of more than 10 replicas, also when kubectl scale asks for them', function()
+    local _, ok, err = cluster:try_kubectl('create -f -', podset('huge', 11, '{metadata: {labels: {app: huge}}}'))
+    assert.is_false(ok)
+    assert.are.equal('Error from server (Forbidden): error when creating "STDIN": admission webhook '
+      .. '"podset-replicas.demo.klua.dev" denied the request: spec.replicas is 11: a PodSet runs at most 10 pods\n',
+      err)
+    assert.is_nil(cluster:get('podset huge'))
+    cluster:kubectl('create -f -', podset('web', 3, '{metadata: {labels: {app: web}}}'))
+    _, ok, err = cluster:try_kubectl('scale podset web --replicas=11')
+    assert.is_false(ok)
+    assert.are.equal('Error from server (Forbidden): admission webhook "podset-replicas.demo.klua.dev" denied the '
+      .. 'request: spec.replicas is 11: a PodSet runs at most 10 pods\n', err)
+    _, ok, err = cluster:try_kubectl([[patch podset web --type merge -p '{"spec":{"replicas":12}}']])
+    assert.is_false(ok)
+    assert.matches('spec.replicas is 12', err, 1, true)
+    cluster:kubectl('scale podset web --replicas=10')
+    assert.are.equal(10, cluster:kubectl_json('get podset web').spec.replicas)
+  end)
+
+  it('defaults the pods\' app label to the PodSet\'s name, saying so, and keeps one given', function()
+    local _, ok, err = cluster:try_kubectl('create -f -', podset('web', 2))
+    assert.is_true(ok, err)
+    assert.are.equal('Warning: spec.template.metadata.labels.app defaulted to web\n', err)
+    assert.are.same({ app = 'web' }, cluster:kubectl_json('get podset web').spec.template.metadata.labels)
+    cluster:kubectl('create -f -', podset('db', 1, '{metadata: {labels: {app: postgres, tier: data}}}'))
+    assert.are.same({ app = 'postgres', tier = 'data' },
+      cluster:kubectl_json('get podset db').spec.template.metadata.labels)
+    -- The controller makes the pods from the template as stored: labelled.
+    local p = start_example(cluster, 'podset-controller.lua')
+    p:wait_log('managing %d+ PodSets', CONVERGE)
+    converge('2 pods labelled app=web', function()
+      local n = #cluster:kubectl_json('get pods -l app=web,demo.klua.dev/podset=web').items
+      return n == 2, n .. ' pods'
+    end)
+  end)
+end)
+
+describe('examples/podset-conversion.lua and podset-crd-v1alpha1.yaml', function()
+  local webhook = require 'support.webhook'
+  local cluster = testing.with_sandbox { each = true }
+
+  before_each(function()
+    cluster:kubectl('apply -f ' .. EXAMPLES .. 'podset-crd-v1alpha1.yaml')
+    local script = EXAMPLES .. 'podset-conversion.lua'
+    webhook.configure(cluster, script, webhook.serve(cluster, script))
+  end)
+
+  local function get(version, name)
+    return cluster:kubectl_json(('get podsets.%s.demo.klua.dev %s'):format(version, name))
+  end
+
+  it('stores a v1alpha1 PodSet at v1, spec.size become spec.replicas, and serves it back at v1alpha1', function()
+    cluster:apply([[{"apiVersion": "demo.klua.dev/v1alpha1", "kind": "PodSet", "metadata": {"name": "old"},
+      "spec": {"size": 2}}]])
+    local v1 = get('v1', 'old')
+    assert.are.equal('demo.klua.dev/v1', v1.apiVersion)
+    assert.are.same({ replicas = 2 }, v1.spec)
+    local alpha = get('v1alpha1', 'old')
+    assert.are.equal('demo.klua.dev/v1alpha1', alpha.apiVersion)
+    assert.are.same({ size = 2 }, alpha.spec)
+  end)
+
+  it('serves a v1 PodSet at v1alpha1, and a v1alpha1 client\'s change reaches v1', function()
+    cluster:apply([[{"apiVersion": "demo.klua.dev/v1", "kind": "PodSet", "metadata": {"name": "new"},
+      "spec": {"replicas": 3, "template": {"metadata": {"labels": {"app": "new"}}}}}]])
+    local alpha = get('v1alpha1', 'new')
+    assert.are.same({ size = 3, template = { metadata = { labels = { app = 'new' } } } }, alpha.spec)
+    cluster:kubectl([[patch podsets.v1alpha1.demo.klua.dev new --type merge -p '{"spec":{"size":1}}']])
+    local v1 = get('v1', 'new')
+    assert.are.same({ replicas = 1, template = { metadata = { labels = { app = 'new' } } } }, v1.spec)
+  end)
+
+  it('lets the v1 controller run the pods of a PodSet written at v1alpha1', function()
+    local p = start_example(cluster, 'podset-controller.lua')
+    p:wait_log('managing %d+ PodSets', CONVERGE)
+    cluster:apply([[{"apiVersion": "demo.klua.dev/v1alpha1", "kind": "PodSet", "metadata": {"name": "old"},
+      "spec": {"size": 2}}]])
+    converge('2 pods for old, in its v1alpha1 status', function()
+      local n = #cluster:kubectl_json('get pods -l demo.klua.dev/podset=old').items
+      local status = get('v1alpha1', 'old').status
+      return n == 2 and status and status.replicas == 2, n .. ' pods'
+    end)
+  end)
+end)

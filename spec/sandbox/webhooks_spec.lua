@@ -65,6 +65,22 @@ describe('sandbox admission webhooks', function()
     assert.is_nil(sb:get('validatingwebhookconfiguration checks'))
   end)
 
+  it('applies a changed configuration again, its webhooks merged by name as kubectl apply patches them', function()
+    local function checks(timeout)
+      return configuration('Validating', 'checks', {
+        { name = 'a.example.com', clientConfig = w:client('/allow'), rules = { rule({ 'configmaps' }) } },
+        { name = 'b.example.com', clientConfig = w:client('/allow'), rules = { rule({ 'configmaps' }) },
+          timeoutSeconds = timeout } })
+    end
+    sb:apply(checks(5))
+    -- kubectl sends a strategic merge patch with $setElementOrder/webhooks: the webhooks
+    -- list merges by name (k8s.io/api admissionregistration/v1 types.go, patchMergeKey).
+    sb:apply(checks(7))
+    local hooks = sb:kubectl_json('get validatingwebhookconfiguration checks').webhooks
+    assert.same({ 'a.example.com', 'b.example.com' }, { hooks[1].name, hooks[2].name })
+    assert.same({ 10, 7 }, { hooks[1].timeoutSeconds, hooks[2].timeoutSeconds })
+  end)
+
   it('sends an AdmissionReview v1 for create, update and delete as kube-apiserver builds it', function()
     sb:apply(configuration('Validating', 'checks', { { name = 'allow.example.com', clientConfig = w:client('/allow'),
       rules = { rule({ 'configmaps' }, { '*' }) } } }))

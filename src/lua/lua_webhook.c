@@ -234,9 +234,23 @@ static void on_done(void *ud, kl_task *t, kl_task_end end) {
     call_free(c);
 }
 
+static void on_again(kl_loop *loop, void *ud);
+
+/* Answers call id. libmicrohttpd sends the answer of a suspended
+ * connection on its next run, which nothing would bring before the tick,
+ * up to a second later: past the API server's timeout for a call answered
+ * at its deadline. So the server runs again as soon as the loop turns. */
+static int answer_call(webhooks *w, uint64_t id, kl_serve_reply *r) {
+    if (kl_serve_answer(w->serve, id, r) < 0) return -1;
+    kl_loop *loop = kl_rt_loop(w->rt);
+    if (w->again) kl_loop_cancel(loop, w->again);
+    w->again = kl_loop_after(loop, 0, on_again, w);
+    return 0;
+}
+
 static void reply_text(webhooks *w, uint64_t id, unsigned status, const char *text) {
     kl_serve_reply r = {status, "text/plain; charset=utf-8", kl_xstrdup(text), strlen(text)};
-    kl_serve_answer(w->serve, id, &r);
+    answer_call(w, id, &r);
 }
 
 /* A POST (kl_serve_post_fn): the review as a view, to the module's serve. */
@@ -365,7 +379,7 @@ static int l_reply(lua_State *L) {
     kl_serve_reply r = {(unsigned)status, strncmp(type, "text/", 5) ? "application/json" : "text/plain; charset=utf-8",
                         kl_xmalloc(len ? len : 1), len};
     memcpy(r.body, body, len);
-    lua_pushboolean(L, kl_serve_answer(w->serve, (uint64_t)id, &r) == 0);
+    lua_pushboolean(L, answer_call(w, (uint64_t)id, &r) == 0);
     return 1;
 }
 

@@ -216,10 +216,13 @@ local function answer(id, status, body, text)
   if c.hook then observe(c.hook.path, status, core.now() - c.started) end
 end
 
-local function answer_error(id, status, message)
+-- The body is message on one line: client-go quotes a text answer whole in
+-- the error the API server returns, which kubectl prints. logged (the
+-- message with its traceback, say) goes to klua's log instead.
+local function answer_error(id, status, message, logged)
   local c = calls[id]
-  if c and status >= 500 then core.log('error', ('webhook %s: %s'):format(c.path, message)) end
-  answer(id, status, 'klua: ' .. message .. '\n', true)
+  if c and status >= 500 then core.log('error', ('webhook %s: %s'):format(c.path, logged or message)) end
+  answer(id, status, 'klua: ' .. message:gsub('%s*\n%s*', ' ') .. '\n', true)
 end
 
 --- Answers call id for its task, which ran past its deadline.
@@ -387,8 +390,12 @@ function M.serve(id, path, review, deadline)
   if not r then return answer_error(id, 400, why) end
   core.set_deadline(deadline, ('the webhook %s ran past its deadline (%g s, below the API server\'s timeout)')
     :format(path, deadline))
-  local ok, body = xpcall(serve_kind[h.kind], debug.traceback, h, r)
-  if not ok then return answer_error(id, 500, tostring(body)) end
+  local trace
+  local ok, body = xpcall(serve_kind[h.kind], function(e)
+    trace = debug.traceback(tostring(e), 2)
+    return e
+  end, h, r)
+  if not ok then return answer_error(id, 500, ('the call to %s failed: %s'):format(path, tostring(body)), trace) end
   answer(id, 200, body)
 end
 
