@@ -19,20 +19,7 @@ local jsonpath = require 'klua.cmd.jsonpath'
 
 local M = {}
 
-local function kinds(opts)
-  local json = opts or (rawget(_G, 'klua') and klua.json) or {}
-  return json.array_mt, json.null
-end
-
-local function is_array(v, array_mt)
-  if type(v) ~= 'table' then return false end
-  if array_mt and getmetatable(v) == array_mt then return true end
-  local n = #v
-  if n == 0 then return false end
-  local count = 0
-  for _ in pairs(v) do count = count + 1 end
-  return count == n
-end
+local kinds, is_array = jsonpath.kinds, jsonpath.is_array
 
 -- The JSON type of v: 'object', 'array' or 'scalar' (null included).
 local function shape(v, array_mt)

@@ -325,6 +325,7 @@ local function kinds(opts)
   local json = opts or (rawget(_G, 'klua') and klua.json) or {}
   return json.array_mt, json.null, json.encode
 end
+M.kinds = kinds
 
 local function context(opts)
   local array_mt, null, encode = kinds(opts)
@@ -338,6 +339,7 @@ local function sorted_keys(t)
   return keys
 end
 
+-- Whether v is a JSON array: a table with array_mt, or whose keys are 1..n.
 local function is_array(v, array_mt)
   if type(v) ~= 'table' then return false end
   if array_mt and getmetatable(v) == array_mt then return true end
@@ -347,6 +349,7 @@ local function is_array(v, array_mt)
   for _ in pairs(v) do count = count + 1 end
   return count == n
 end
+M.is_array = is_array
 
 -- Go's json.Marshal escapes: control characters, quote, backslash, and
 -- <, >, & (HTML-safe), U+2028 and U+2029.
