@@ -28,11 +28,7 @@ c = klua.controller { name = 'cm-spec', watches = { cms }, workers = 2, reconcil
 end }
 ]]
 
-local function curl(url)
-  local out = K.run_command(('curl -s --max-time 10 -w "\\n%%{http_code}" %s'):format(K.quote(url)))
-  local body, code = out:match('^(.*)\n(%d+)$')
-  return tonumber(code), body
-end
+local curl = K.curl
 
 
 -- The value of one sample in an exposition, e.g. sample(text, 'klua_lua_memory_bytes').

@@ -9,21 +9,15 @@
 -- is in spec/unit/watch_diff_spec.lua; the rules, with the kubectl source
 -- they follow, in lua/klua/cmd/waiter.lua and docs/watch.md.
 local K = require 'support.klua'
+local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 
 describe('klua watch waits', function()
   local sb = testing.with_sandbox()
   local watcher = K.watcher(function() return sb.kubeconfig end)
-  local n = 0
+  local namespace = sandbox.namespaces(sb, 'wait')
 
   after_each(watcher.cleanup)
-
-  local function namespace()
-    n = n + 1
-    local ns = 'wait-' .. n
-    sb:kubectl('create namespace ' .. ns)
-    return ns
-  end
 
   local function pod(ns, name, labels)
     sb:kubectl(('run %s -n %s --image=nginx%s'):format(name, ns, labels and (' -l ' .. labels) or ''))
@@ -151,9 +145,7 @@ describe('klua watch waits', function()
       local _, ok, err = sb:try_kubectl('wait --for=condition=Ready pod/later --timeout=5s -n ' .. ns)
       assert.is_false(ok)
       assert.truthy(err:find('not found', 1, true), err)
-      local before = watches()
-      local p = watcher.watch({ 'pod/later', '-n', ns, '--for=condition=Ready' })
-      watches_open(before, 1)
+      local p = watcher.watching(sb, { 'pod/later', '-n', ns, '--for=condition=Ready' })
       pod(ns, 'later')
       ready(ns, 'later')
       assert.equals(0, p:wait(20), p:errors())
@@ -166,9 +158,7 @@ describe('klua watch waits', function()
       local _, ok, err = sb:try_kubectl('wait --for=condition=Ready pods -l app=web --timeout=5s -n ' .. ns)
       assert.is_false(ok)
       assert.truthy(err:find('no matching resources found', 1, true), err)
-      local before = watches()
-      local p = watcher.watch({ 'pods', '-l', 'app=web', '-n', ns, '--until', 'obj.status.phase == "Running"' })
-      watches_open(before, 1)
+      local p = watcher.watching(sb, { 'pods', '-l', 'app=web', '-n', ns, '--until', 'obj.status.phase == "Running"' })
       pod(ns, 'web', 'app=web')
       assert.is_nil(p:exit_code())
       set_status(ns, 'web', '{"status":{"phase":"Running"}}')
@@ -181,10 +171,9 @@ describe('klua watch waits', function()
     it('--until: a Lua expression with -e\'s names; several --until and --for, any one will do', function()
       local ns = namespace()
       pod(ns, 'web')
-      local before = watches()
-      local p = watcher.watch({ 'pod/web', '-n', ns, '--until', 'old and get(old, "status", "phase") ~= obj.status.phase',
+      local p = watcher.watching(sb, { 'pod/web', '-n', ns,
+        '--until', 'old and get(old, "status", "phase") ~= obj.status.phase',
         '--for', 'condition=Ready' })
-      watches_open(before, 1)
       set_status(ns, 'web', '{"status":{"phase":"Running"}}')
       assert.equals(0, p:wait(20), p:errors())
       assert.equals('pod/web condition met\n', p:output())
@@ -193,10 +182,8 @@ describe('klua watch waits', function()
     it('--fail-if: status 1 as soon as it holds, naming the object and the event', function()
       local ns = namespace()
       pod(ns, 'job')
-      local before = watches()
-      local p = watcher.watch({ 'pod/job', '-n', ns, '--for', 'jsonpath={.status.phase}=Succeeded',
+      local p = watcher.watching(sb, { 'pod/job', '-n', ns, '--for', 'jsonpath={.status.phase}=Succeeded',
         '--fail-if', 'obj.status.phase == "Failed"' })
-      watches_open(before, 1)
       set_status(ns, 'job', '{"status":{"phase":"Failed"}}')
       assert.equals(1, p:wait(20), p:errors())
       assert.equals('', p:output())
@@ -207,9 +194,7 @@ describe('klua watch waits', function()
       local ns = namespace()
       pod(ns, 'a', 'app=web')
       pod(ns, 'b', 'app=web')
-      local before = watches()
-      local p = watcher.watch({ 'pods', '-l', 'app=web', '-n', ns, '--for=condition=Ready', '--any' })
-      watches_open(before, 1)
+      local p = watcher.watching(sb, { 'pods', '-l', 'app=web', '-n', ns, '--for=condition=Ready', '--any' })
       ready(ns, 'b')
       assert.equals(0, p:wait(20), p:errors())
       assert.equals('pod/b condition met\n', p:output())
@@ -219,9 +204,7 @@ describe('klua watch waits', function()
       local ns = namespace()
       pod(ns, 'a', 'app=web')
       pod(ns, 'b', 'app=web')
-      local before = watches()
-      local p = watcher.watch({ 'pods', '-l', 'app=web', '-n', ns, '--for=delete' })
-      watches_open(before, 1)
+      local p = watcher.watching(sb, { 'pods', '-l', 'app=web', '-n', ns, '--for=delete' })
       sb:kubectl('delete pod a --wait=false -n ' .. ns)
       assert.is_nil(p:wait(1))
       sb:kubectl('delete pod b --wait=false -n ' .. ns)
@@ -232,9 +215,7 @@ describe('klua watch waits', function()
     it('prints the events while waiting when -o says how, and no "condition met" lines then', function()
       local ns = namespace()
       pod(ns, 'web')
-      local before = watches()
-      local p = watcher.watch({ 'pod/web', '-n', ns, '-o', 'name', '--for', 'jsonpath={.status.phase}=Running' })
-      watches_open(before, 1)
+      local p = watcher.watching(sb, { 'pod/web', '-n', ns, '-o', 'name', '--for', 'jsonpath={.status.phase}=Running' })
       set_status(ns, 'web', '{"status":{"phase":"Running"}}')
       assert.equals(0, p:wait(20), p:errors())
       assert.equals('pod/web\npod/web\n', p:output())
