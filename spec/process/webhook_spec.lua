@@ -111,8 +111,10 @@ describe('klua.webhook', function()
     make_pair(dir, 'ca', dir)
   end)
 
-  local function start(text, flags)
-    local all = { '--webhook-bind-address', '127.0.0.1:0', '--webhook-cert-dir', dir }
+  -- klua run serving the webhooks of text (SCRIPT by default) with the
+  -- certificate pair of cert_dir (the spec file's by default).
+  local function start(text, flags, cert_dir)
+    local all = { '--webhook-bind-address', '127.0.0.1:0', '--webhook-cert-dir', cert_dir or dir }
     for _, f in ipairs(flags or {}) do all[#all + 1] = f end
     local p = track(K.spawn(K.offline_args(text or SCRIPT, all)))
     assert.truthy(p:wait_for('webhooks over HTTPS on [^\n]*%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
@@ -313,6 +315,16 @@ end }
   end)
 
   describe('serving', function()
+    -- A certificate directory serving the pair of CA "first"; CA "second",
+    -- for the pair that replaces it, is made beside.
+    local function rotating_dir()
+      local own = K.tmpdir()
+      make_ca(own, 'first')
+      make_ca(own, 'second')
+      make_pair(own, 'first', own)
+      return own
+    end
+
     it('speaks TLS 1.2 and 1.3 only, and no plain HTTP', function()
       local p = start()
       local function handshake(version)
@@ -329,14 +341,8 @@ end }
     end)
 
     it('serves a new certificate pair put in the directory, without a restart', function()
-      local own = K.tmpdir()
-      make_ca(own, 'first')
-      make_ca(own, 'second')
-      make_pair(own, 'first', own)
-      local p = track(K.spawn(K.offline_args(SCRIPT, { '--webhook-bind-address', '127.0.0.1:0',
-        '--webhook-cert-dir', own })))
-      assert.truthy(p:wait_for('%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
-      p.port = tonumber(p:errors():match('%(port (%d+)%)'))
+      local own = rotating_dir()
+      local p = start(nil, nil, own)
       local body = admission_review { object = configmap('fine') }
       assert.are.equal(200, (post(p, '/validate', body, { ca = own .. '/first.crt' })))
       -- A pair whose key is not the certificate's is refused, the old one kept.
@@ -354,16 +360,11 @@ end }
     end)
 
     it('keeps serving a connection opened before the pair was replaced, to its end', function()
-      local own = K.tmpdir()
-      make_ca(own, 'first')
-      make_ca(own, 'second')
-      make_pair(own, 'first', own)
+      local own = rotating_dir()
       local next_pair = K.tmpdir()
       make_pair(own, 'second', next_pair)
-      local p = track(K.spawn(K.offline_args(SCRIPT, { '--webhook-bind-address', '127.0.0.1:0',
-        '--webhook-cert-dir', own })))
-      assert.truthy(p:wait_for('%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
-      local port = tonumber(p:errors():match('%(port (%d+)%)'))
+      local p = start(nil, nil, own)
+      local port = p.port
       -- One keep-alive connection: a call, then (once told) another on it.
       local dir = K.tmpdir()
       K.write_file(dir .. '/body.json', cjson.encode(admission_review { object = configmap('fine') }))
