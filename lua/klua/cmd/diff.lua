@@ -19,7 +19,7 @@ local jsonpath = require 'klua.cmd.jsonpath'
 
 local M = {}
 
-local kinds, is_array = jsonpath.kinds, jsonpath.is_array
+local kinds, is_array, sorted_keys = jsonpath.kinds, jsonpath.is_array, jsonpath.sorted_keys
 
 -- The JSON type of v: 'object', 'array' or 'scalar' (null included).
 local function shape(v, array_mt)
@@ -30,13 +30,6 @@ end
 local function same_scalar(a, b)
   if type(a) == 'number' and type(b) == 'number' then return a == b and math.type(a) == math.type(b) end
   return a == b
-end
-
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do if type(k) == 'string' then keys[#keys + 1] = k end end
-  table.sort(keys)
-  return keys
 end
 
 local function with(path, step)

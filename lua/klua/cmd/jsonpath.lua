@@ -332,12 +332,14 @@ local function context(opts)
   return { array_mt = array_mt, null = null, encode = encode, opts = opts }
 end
 
+-- An object's member names, sorted (keys that are not strings left out).
 local function sorted_keys(t)
   local keys = {}
   for k in pairs(t) do if type(k) == 'string' then keys[#keys + 1] = k end end
   table.sort(keys)
   return keys
 end
+M.sorted_keys = sorted_keys
 
 -- Whether v is a JSON array: a table with array_mt, or whose keys are 1..n.
 local function is_array(v, array_mt)
