@@ -5,6 +5,7 @@
 local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
+local fixtures = require 'support.fixtures'
 
 local APPLY = { ['Content-Type'] = 'application/apply-patch+yaml' }
 local MERGE = { ['Content-Type'] = 'application/merge-patch+json' }
@@ -366,23 +367,7 @@ describe('sandbox server-side apply', function()
   end)
 
   describe('kubectl apply --server-side', function()
-    local MANIFEST = [[
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  replicas: 2
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-      - name: web
-        image: nginx:1.25
-]]
+    local MANIFEST = fixtures.WEB_DEPLOYMENT
 
     it('applies as manager kubectl, fails on a field kubectl patch changed, and takes it with '
       .. '--force-conflicts', function()
