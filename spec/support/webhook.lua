@@ -6,9 +6,9 @@
 --   local w = webhook.start()
 --   w:client('/deny')          -- a clientConfig: {url = ..., caBundle = ...}
 --   w:requests('/deny')        -- the AdmissionReviews sent there, oldest first
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local cjson = require('cjson')
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local M = {}
 
