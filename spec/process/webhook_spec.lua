@@ -386,7 +386,9 @@ print(first, call(), flush=True)
 ]]):format(port))
       os.execute(('python3 %s/client.py %s %s/body.json %s > %s/result 2>&1 &'):format(dir, K.quote(own .. '/first.crt'),
         dir, dir, dir))
-      testing.eventually(function() return K.read_file(dir .. '/ready') end, 20 * K.slowdown)
+      -- The client's first call is over (testing.read_file: nil while the file is absent,
+      -- where K.read_file's '' would end the wait at once).
+      testing.eventually(function() return testing.read_file(dir .. '/ready') end, 20 * K.slowdown)
       assert(os.execute(('cp %s/tls.key %s/k && cp %s/tls.crt %s/c && mv %s/k %s/tls.key && mv %s/c %s/tls.crt')
         :format(next_pair, own, next_pair, own, own, own, own, own)))
       p:wait_log('serving the new certificate', 20 * K.slowdown)
