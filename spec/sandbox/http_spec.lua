@@ -27,10 +27,7 @@ describe('sandbox API server over HTTP', function()
   local namespace = sandbox.namespaces(sb, 'http')
 
   local function create(ns, name, labels, data)
-    local status, obj = sb:json('POST', CM:format(ns),
-      { metadata = { name = name, labels = labels }, data = data })
-    assert.equals(201, status)
-    return obj
+    return sandbox.create_configmap(sb, ns, name, { labels = labels }, data)
   end
 
   local function current_rv()
