@@ -337,8 +337,6 @@ void kl_testing_open_config(lua_State *L) {
         lua_setfield(L, -2, "__gc");
     }
     lua_pop(L, 1);
-    lua_pushcfunction(L, t_load);
-    lua_setfield(L, -2, "load_config");
-    lua_pushcfunction(L, t_parse_warnings);
-    lua_setfield(L, -2, "parse_warnings");
+    static const luaL_Reg funcs[] = {{"load_config", t_load}, {"parse_warnings", t_parse_warnings}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
 }

@@ -486,8 +486,7 @@ void kl_testing_open_reflector(lua_State *L) {
     lua_pushcfunction(L, r_free);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    lua_pushcfunction(L, reflector_new);
-    lua_setfield(L, -2, "reflector");
-    lua_pushcfunction(L, reflector_transitions);
-    lua_setfield(L, -2, "reflector_transitions");
+    static const luaL_Reg funcs[] = {
+        {"reflector", reflector_new}, {"reflector_transitions", reflector_transitions}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
 }
