@@ -12,6 +12,8 @@
 --   key=v, key==v, key!=v          equals / does not (also true when absent)
 --   key in (a,b), key notin (a,b)  one of / none of (notin: also when absent)
 --   key>n, key<n                   the label is an integer above / below n
+local util = require 'klua.internal.objutil'
+
 local M = {}
 
 local Selector = {}
@@ -100,14 +102,6 @@ local function found(t, expected)
   error({ msg = ('found %s, expected %s'):format(what, expected) })
 end
 
--- A set of values as a sorted list without duplicates.
-local function set_list(set)
-  local out = {}
-  for v in pairs(set) do out[#out + 1] = v end
-  table.sort(out)
-  return out
-end
-
 -- ( v1, v2, ... ): empty items stand for the empty value, as in apimachinery.
 function Parser:values()
   local t = self:take()
@@ -123,7 +117,7 @@ function Parser:values()
       expect_value = true
     elseif t.kind == ')' then
       if expect_value then set[''] = true end
-      return set_list(set)
+      return util.sorted_keys(set) -- the set's values, each once
     else
       found(t, expect_value and "a value, ',' or ')'" or "',' or ')'")
     end

@@ -3,10 +3,10 @@
 -- semantics: /metrics in Prometheus's format that promtool accepts and a
 -- real Prometheus scrapes, /readyz 503 until every informer has synced,
 -- /healthz while the loop turns; bad addresses refused before any watch.
-local testing = require 'klua.testing'
-local cjson = require 'cjson'
-local K = require 'support.klua'
-local prometheus = require 'support.prometheus'
+local testing = require('klua.testing')
+local cjson = require('cjson')
+local K = require('support.klua')
+local prometheus = require('support.prometheus')
 
 -- A controller over ConfigMaps labelled endpoint-spec=yes; once `want` of
 -- them were reconciled it prints its stats as JSON.
@@ -28,11 +28,7 @@ c = klua.controller { name = 'cm-spec', watches = { cms }, workers = 2, reconcil
 end }
 ]]
 
-local function curl(url)
-  local out = K.run_command(('curl -s --max-time 10 -w "\\n%%{http_code}" %s'):format(K.quote(url)))
-  local body, code = out:match('^(.*)\n(%d+)$')
-  return tonumber(code), body
-end
+local curl = K.curl
 
 
 -- The value of one sample in an exposition, e.g. sample(text, 'klua_lua_memory_bytes').

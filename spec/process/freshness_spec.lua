@@ -10,11 +10,7 @@ local I = require 'support.informer'
 local CM = '/api/v1/namespaces/default/configmaps'
 local INFORMER = 'resource="configmaps -n default"'
 
-local function curl(url)
-  local out = K.run_command(('curl -s --max-time 10 -w "\\n%%{http_code}" %s'):format(K.quote(url)))
-  local body, code = out:match('^(.*)\n(%d+)$')
-  return tonumber(code), body
-end
+local curl = K.curl
 
 -- The recorder (spec/scripts/recorder.lua) on default's ConfigMaps, with the probe
 -- endpoint (which serves /metrics too) and the flags given.

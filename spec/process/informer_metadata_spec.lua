@@ -45,9 +45,7 @@ describe('metadata-only informers', function()
   end)
 
   it('refuses a metadata_only that is not true or false', function()
-    local _, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run',
-      K.script("klua.informer { resource = 'configmaps', metadata_only = 'yes' }") })
-    assert.equals(1, code, err)
-    assert.matches('informer option metadata_only must be true or false, not a string', err, 1, true)
+    K.run_script_refused("klua.informer { resource = 'configmaps', metadata_only = 'yes' }",
+      { kubeconfig = sb.kubeconfig }, 'informer option metadata_only must be true or false, not a string')
   end)
 end)

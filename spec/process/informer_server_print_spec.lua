@@ -47,14 +47,10 @@ describe('informers with server_print', function()
 
   it('refuses metadata_only or a transform beside it, and inf:cells on what is not an object', function()
     for _, extra in ipairs { 'metadata_only = true', "transform = klua.drop_fields('data')" } do
-      local _, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run',
-        K.script("klua.informer { resource = 'configmaps', server_print = true, " .. extra .. ' }') })
-      assert.equals(1, code, err)
-      assert.matches('server_print takes neither metadata_only nor transform', err, 1, true)
+      K.run_script_refused("klua.informer { resource = 'configmaps', server_print = true, " .. extra .. ' }',
+        { kubeconfig = sb.kubeconfig }, 'server_print takes neither metadata_only nor transform')
     end
-    local _, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run',
-      K.script("klua.informer { resource = 'configmaps', server_print = true }:cells({})") })
-    assert.equals(1, code, err)
-    assert.matches('inf:cells takes an object this informer handed out', err, 1, true)
+    K.run_script_refused("klua.informer { resource = 'configmaps', server_print = true }:cells({})",
+      { kubeconfig = sb.kubeconfig }, 'inf:cells takes an object this informer handed out')
   end)
 end)

@@ -2,9 +2,9 @@
 -- dryRun=All, persists nothing and logs each write as a diff against the
 -- cached object; `--once` reconciles every key of the initial sync once and
 -- exits, 0 when every reconcile succeeded, 1 naming the keys that failed.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local sandbox = require 'support.sandbox'
+local testing = require('klua.testing')
+local K = require('support.klua')
+local sandbox = require('support.sandbox')
 
 local CM = '/api/v1/namespaces/%s/configmaps'
 
@@ -43,9 +43,7 @@ describe('klua run --dry-run', function()
   local track = K.per_spec()
 
   local function create(ns, name, labels, data)
-    local status, obj = sb:json('POST', CM:format(ns), { metadata = { name = name, labels = labels }, data = data })
-    assert.equals(201, status)
-    return obj
+    return sandbox.create_configmap(sb, ns, name, { labels = labels }, data)
   end
 
   it('writes nothing, logs each write as a diff, and reconciles as if nothing had been written', function()
@@ -120,7 +118,7 @@ describe('klua run --once', function()
   local namespace = sandbox.namespaces(sb, 'once')
 
   local function create(ns, name, labels, data)
-    assert.equals(201, (sb:json('POST', CM:format(ns), { metadata = { name = name, labels = labels }, data = data })))
+    sandbox.create_configmap(sb, ns, name, { labels = labels }, data)
   end
 
   it('reconciles every key of the initial sync once, a requeue ignored, and exits 0', function()

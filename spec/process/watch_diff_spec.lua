@@ -5,24 +5,18 @@
 -- checked by having kubectl apply them (--local) to the object kubectl get
 -- printed before the change: the result must be what kubectl get prints
 -- after it. The diff itself is in spec/unit/watch_diff_spec.lua.
-local cjson = require 'cjson'
-local K = require 'support.klua'
-local testing = require 'klua.testing'
+local cjson = require('cjson')
+local K = require('support.klua')
+local sandbox = require('support.sandbox')
+local testing = require('klua.testing')
 
 describe('klua watch --diff', function()
   local sb = testing.with_sandbox()
   local watcher = K.watcher(function() return sb.kubeconfig end)
   local watch = watcher.watch
-  local n = 0
+  local namespace = sandbox.namespaces(sb, 'diff')
 
   after_each(watcher.cleanup)
-
-  local function namespace()
-    n = n + 1
-    local ns = 'diff-' .. n
-    sb:kubectl('create namespace ' .. ns)
-    return ns
-  end
 
   local function set_phase(ns, name, phase)
     sb:kubectl(('patch pod %s -n %s --subresource=status --type=merge -p \'{"status":{"phase":"%s"}}\'')
@@ -120,9 +114,7 @@ describe('klua watch --diff', function()
   it('with -o yaml: the JSON Patch as a YAML document', function()
     local ns = namespace()
     sb:kubectl('run web -n ' .. ns .. ' --image=nginx')
-    local before = sb:stats().requests.watch or 0
-    local p = watch({ 'pod/web', '-n', ns, '--diff', '-o', 'yaml', '--watch-only' })
-    testing.eventually(function() return (sb:stats().requests.watch or 0) > before end, 15)
+    local p = watcher.watching(sb, { 'pod/web', '-n', ns, '--diff', '-o', 'yaml', '--watch-only' })
     sb:kubectl('label pod web tier=front -n ' .. ns)
     expect(p, 'value: front\n')
     assert.equals('- op: add\n  path: /metadata/labels/tier\n  value: front\n', p:output())
@@ -147,9 +139,8 @@ describe('klua watch --diff', function()
   it('with -e: the expression chooses the events (old in scope), true printing the diff', function()
     local ns = namespace()
     sb:kubectl('run web -n ' .. ns .. ' --image=nginx')
-    local before = sb:stats().requests.watch or 0
-    local p = watch({ 'pods', '-n', ns, '--diff', '--watch-only', '-e', 'old and old.status.phase ~= obj.status.phase' })
-    testing.eventually(function() return (sb:stats().requests.watch or 0) > before end, 15)
+    local p = watcher.watching(sb, { 'pods', '-n', ns, '--diff', '--watch-only',
+      '-e', 'old and old.status.phase ~= obj.status.phase' })
     sb:kubectl('label pod web tier=front -n ' .. ns)
     set_phase(ns, 'web', 'Running')
     expect(p, 'Running')

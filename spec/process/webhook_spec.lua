@@ -96,8 +96,10 @@ describe('klua.webhook', function()
     webhook.pair(dir, 'ca', dir)
   end)
 
-  local function start(text, flags)
-    local all = { '--webhook-bind-address', '127.0.0.1:0', '--webhook-cert-dir', dir }
+  -- klua run serving the webhooks of text (SCRIPT by default) with the
+  -- certificate pair of cert_dir (the spec file's by default).
+  local function start(text, flags, cert_dir)
+    local all = { '--webhook-bind-address', '127.0.0.1:0', '--webhook-cert-dir', cert_dir or dir }
     for _, f in ipairs(flags or {}) do all[#all + 1] = f end
     local p = track(K.spawn(K.offline_args(text or SCRIPT, all)))
     assert.truthy(p:wait_for('webhooks over HTTPS on [^\n]*%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
@@ -301,6 +303,16 @@ end }
   end)
 
   describe('serving', function()
+    -- A certificate directory serving the pair of CA "first"; CA "second",
+    -- for the pair that replaces it, is made beside.
+    local function rotating_dir()
+      local own = K.tmpdir()
+      webhook.ca(own, 'first')
+      webhook.ca(own, 'second')
+      webhook.pair(own, 'first', own)
+      return own
+    end
+
     it('speaks TLS 1.2 and 1.3 only, and no plain HTTP', function()
       local p = start()
       local function handshake(version)
@@ -317,14 +329,8 @@ end }
     end)
 
     it('serves a new certificate pair put in the directory, without a restart', function()
-      local own = K.tmpdir()
-      webhook.ca(own, 'first')
-      webhook.ca(own, 'second')
-      webhook.pair(own, 'first', own)
-      local p = track(K.spawn(K.offline_args(SCRIPT, { '--webhook-bind-address', '127.0.0.1:0',
-        '--webhook-cert-dir', own })))
-      assert.truthy(p:wait_for('%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
-      p.port = tonumber(p:errors():match('%(port (%d+)%)'))
+      local own = rotating_dir()
+      local p = start(nil, nil, own)
       local body = admission_review { object = configmap('fine') }
       assert.are.equal(200, (post(p, '/validate', body, { ca = own .. '/first.crt' })))
       -- A pair whose key is not the certificate's is refused, the old one kept.
@@ -342,16 +348,11 @@ end }
     end)
 
     it('keeps serving a connection opened before the pair was replaced, to its end', function()
-      local own = K.tmpdir()
-      webhook.ca(own, 'first')
-      webhook.ca(own, 'second')
-      webhook.pair(own, 'first', own)
+      local own = rotating_dir()
       local next_pair = K.tmpdir()
       webhook.pair(own, 'second', next_pair)
-      local p = track(K.spawn(K.offline_args(SCRIPT, { '--webhook-bind-address', '127.0.0.1:0',
-        '--webhook-cert-dir', own })))
-      assert.truthy(p:wait_for('%(port %d+%)', 20 * K.slowdown, 'err'), p:errors())
-      local port = tonumber(p:errors():match('%(port (%d+)%)'))
+      local p = start(nil, nil, own)
+      local port = p.port
       -- One keep-alive connection: a call, then (once told) another on it.
       local dir = K.tmpdir()
       K.write_file(dir .. '/body.json', cjson.encode(admission_review { object = configmap('fine') }))
@@ -373,7 +374,9 @@ print(first, call(), flush=True)
 ]]):format(port))
       os.execute(('python3 %s/client.py %s %s/body.json %s > %s/result 2>&1 &'):format(dir, K.quote(own .. '/first.crt'),
         dir, dir, dir))
-      testing.eventually(function() return K.read_file(dir .. '/ready') end, 20 * K.slowdown)
+      -- The client's first call is over (testing.read_file: nil while the file is absent,
+      -- where K.read_file's '' would end the wait at once).
+      testing.eventually(function() return testing.read_file(dir .. '/ready') end, 20 * K.slowdown)
       assert(os.execute(('cp %s/tls.key %s/k && cp %s/tls.crt %s/c && mv %s/k %s/tls.key && mv %s/c %s/tls.crt')
         :format(next_pair, own, next_pair, own, own, own, own, own)))
       p:wait_log('serving the new certificate', 20 * K.slowdown)

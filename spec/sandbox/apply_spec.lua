@@ -5,6 +5,7 @@
 local cjson = require 'cjson'
 local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
+local fixtures = require 'support.fixtures'
 
 local APPLY = { ['Content-Type'] = 'application/apply-patch+yaml' }
 local MERGE = { ['Content-Type'] = 'application/merge-patch+json' }
@@ -21,6 +22,13 @@ describe('sandbox server-side apply', function()
   -- PATCH with an apply body (YAML text or a table sent as JSON); status and decoded answer.
   local function apply(path, body, query)
     return sb:json('PATCH', path .. (path:find('?', 1, true) and '&' or '?') .. query, body, APPLY)
+  end
+
+  -- The Deployment web (app=web) with containers, and replicas if given, as an apply body.
+  local function deployment(containers, replicas)
+    return { apiVersion = 'apps/v1', kind = 'Deployment', metadata = { name = 'web' },
+      spec = { replicas = replicas, selector = { matchLabels = { app = 'web' } }, template = {
+        metadata = { labels = { app = 'web' } }, spec = { containers = containers } } } }
   end
 
   local function configmap_yaml(name, data)
@@ -159,9 +167,7 @@ describe('sandbox server-side apply', function()
     it('an apply to status owns only status, as manager with subresource status', function()
       local ns = namespace()
       local path = '/apis/apps/v1/namespaces/' .. ns .. '/deployments/web'
-      local dep = { apiVersion = 'apps/v1', kind = 'Deployment', metadata = { name = 'web' },
-        spec = { replicas = 2, selector = { matchLabels = { app = 'web' } }, template = {
-          metadata = { labels = { app = 'web' } }, spec = { containers = { { name = 'web', image = 'nginx' } } } } } }
+      local dep = deployment({ { name = 'web', image = 'nginx' } }, 2)
       assert.equals(201, (apply(path, dep, 'fieldManager=app')))
       local status, obj = apply(path .. '/status', { apiVersion = 'apps/v1', kind = 'Deployment',
         metadata = { name = 'web' }, spec = { replicas = 9 }, status = { readyReplicas = 2 } }, 'fieldManager=ctl')
@@ -267,9 +273,7 @@ describe('sandbox server-side apply', function()
     it('a dropped defaulted field comes back as its default', function()
       local ns = namespace()
       local path = '/apis/apps/v1/namespaces/' .. ns .. '/deployments/web'
-      local dep = { apiVersion = 'apps/v1', kind = 'Deployment', metadata = { name = 'web' },
-        spec = { replicas = 4, selector = { matchLabels = { app = 'web' } }, template = {
-          metadata = { labels = { app = 'web' } }, spec = { containers = { { name = 'web', image = 'nginx' } } } } } }
+      local dep = deployment({ { name = 'web', image = 'nginx' } }, 4)
       local status, obj = apply(path, dep, 'fieldManager=m')
       assert.equals(201, status)
       assert.equals(4, obj.spec.replicas)
@@ -282,12 +286,6 @@ describe('sandbox server-side apply', function()
   end)
 
   describe('lists', function()
-    local function deployment(containers)
-      return { apiVersion = 'apps/v1', kind = 'Deployment', metadata = { name = 'web' },
-        spec = { selector = { matchLabels = { app = 'web' } }, template = {
-          metadata = { labels = { app = 'web' } }, spec = { containers = containers } } } }
-    end
-
     local function names(obj)
       local out = {}
       for _, c in ipairs(obj.spec.template.spec.containers) do out[#out + 1] = c.name .. '=' .. c.image end
@@ -366,23 +364,7 @@ describe('sandbox server-side apply', function()
   end)
 
   describe('kubectl apply --server-side', function()
-    local MANIFEST = [[
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  replicas: 2
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-      - name: web
-        image: nginx:1.25
-]]
+    local MANIFEST = fixtures.WEB_DEPLOYMENT
 
     it('applies as manager kubectl, fails on a field kubectl patch changed, and takes it with '
       .. '--force-conflicts', function()

@@ -12,13 +12,7 @@ describe('sandbox deletion', function()
   local sb = testing.with_sandbox()
   local namespace = sandbox.namespaces(sb, 'del')
 
-  local function create(ns, name, meta)
-    meta = meta or {}
-    meta.name = name
-    local status, obj = sb:json('POST', CM:format(ns), { metadata = meta })
-    assert.equals(201, status)
-    return obj
-  end
+  local function create(ns, name, meta) return sandbox.create_configmap(sb, ns, name, meta) end
 
   local function owned_by(owner, block)
     return { { apiVersion = 'v1', kind = 'ConfigMap', name = owner.metadata.name,

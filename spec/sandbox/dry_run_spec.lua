@@ -17,13 +17,7 @@ describe('sandbox dryRun=All', function()
   local sb = testing.with_sandbox()
   local namespace = sandbox.namespaces(sb, 'dry')
 
-  local function create(ns, name, meta)
-    meta = meta or {}
-    meta.name = name
-    local status, obj = sb:json('POST', CM:format(ns), { metadata = meta, data = { a = '1' } })
-    assert.equals(201, status)
-    return obj
-  end
+  local function create(ns, name, meta) return sandbox.create_configmap(sb, ns, name, meta, { a = '1' }) end
 
   -- The events a watch of ns from its current state gets while fn runs, up to
   -- a real write made after fn (the marker), which every watcher sees last.

@@ -3,6 +3,7 @@
 -- bookmarks, initial events, selectors on watches, conflicts and Status errors.
 local cjson = require 'cjson'
 local testing = require 'klua.testing'
+local sandbox = require 'support.sandbox'
 
 local CM = '/api/v1/namespaces/%s/configmaps'
 
@@ -22,23 +23,11 @@ end
 
 describe('sandbox API server over HTTP', function()
   local sb = testing.with_sandbox { bookmark_interval = 0.3 }
-  local ns_count = 0
-
-
   -- A fresh namespace per spec keeps specs independent of each other.
-  local function namespace()
-    ns_count = ns_count + 1
-    local name = 'http-' .. ns_count
-    local status = sb:json('POST', '/api/v1/namespaces', { metadata = { name = name } })
-    assert.equals(201, status)
-    return name
-  end
+  local namespace = sandbox.namespaces(sb, 'http')
 
   local function create(ns, name, labels, data)
-    local status, obj = sb:json('POST', CM:format(ns),
-      { metadata = { name = name, labels = labels }, data = data })
-    assert.equals(201, status)
-    return obj
+    return sandbox.create_configmap(sb, ns, name, { labels = labels }, data)
   end
 
   local function current_rv()

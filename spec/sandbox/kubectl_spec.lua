@@ -14,26 +14,7 @@ local function yaml_configmap(name, ns, data)
   return body
 end
 
-local DEPLOYMENT = [[
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  labels: {app: web}
-spec:
-  replicas: 2
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-      - name: nginx
-        image: nginx:1.25
-        ports:
-        - containerPort: 80
-]]
+local DEPLOYMENT = fixtures.WEB_DEPLOYMENT
 
 local CRD = fixtures.WIDGETS_CRD
 

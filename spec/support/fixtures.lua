@@ -73,6 +73,29 @@ local function crd(plural, kind, short, extra, served)
   }
 end
 
+--- The Deployment web (2 replicas of nginx:1.25, labelled app=web), as YAML
+-- for `kubectl apply -f -`.
+M.WEB_DEPLOYMENT = [[
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.25
+        ports:
+        - containerPort: 80
+]]
+
 --- widgets.example.com (kind Widget, short name wd), as JSON for `kubectl apply -f -`
 -- or a POST to M.CRDS.
 M.WIDGETS_CRD = crd('widgets', 'Widget', 'wd')

@@ -29,6 +29,14 @@ function M.run_command(cmd)
   return (out:gsub('\n$', ''))
 end
 
+--- GETs url with curl (10 s at most); returns the HTTP status (nil when
+-- there was no answer) and the body.
+function M.curl(url)
+  local out = M.run_command(('curl -s --max-time 10 -w "\\n%%{http_code}" %s'):format(M.quote(url)))
+  local body, code = out:match('^(.*)\n(%d+)$')
+  return tonumber(code), body
+end
+
 --- The lines of text, without the empty ones.
 function M.lines(text)
   local out = {}
@@ -159,7 +167,10 @@ end
 --- Starts `klua watch` processes for a spec file and stops them all at once:
 -- w.watch(args, kubeconfig) runs `klua --kubeconfig K watch ARGS...` (flags
 -- first), K the kubeconfig given or else default(); w.track(p) adds a process
--- started otherwise; w.cleanup() (for after_each) stops every one.
+-- started otherwise; w.watching(sb, args, kubeconfig) starts one like w.watch
+-- and returns it once the sandbox sb has had its WATCH request (sent from the
+-- resourceVersion of its LIST), so that a change made then reaches it;
+-- w.cleanup() (for after_each) stops every one.
 function M.watcher(default)
   local procs, w = {}, {}
   function w.track(p)
@@ -170,6 +181,13 @@ function M.watcher(default)
     local full = { '--kubeconfig', kubeconfig or default(), 'watch' }
     for _, a in ipairs(args) do full[#full + 1] = a end
     return w.track(M.spawn(full))
+  end
+  function w.watching(sb, args, kubeconfig)
+    local function watches() return sb:stats().requests.watch or 0 end
+    local before = watches()
+    local p = w.watch(args, kubeconfig)
+    testing.eventually(function() return watches() > before end, 15, { what = 'klua watch to send its WATCH request' })
+    return p
   end
   function w.cleanup()
     for _, p in ipairs(procs) do p:cleanup() end

@@ -35,4 +35,15 @@ function M.namespaces(sb, prefix, configmap)
   end
 end
 
+--- Creates the ConfigMap name in namespace ns on sb, with more metadata (labels,
+-- ownerReferences, ...) and data if given; fails unless the server answers 201.
+-- Returns the object stored.
+function M.create_configmap(sb, ns, name, metadata, data)
+  local meta = { name = name }
+  for k, v in pairs(metadata or {}) do meta[k] = v end
+  local status, obj = sb:json('POST', '/api/v1/namespaces/' .. ns .. '/configmaps', { metadata = meta, data = data })
+  assert(status == 201, ('cannot create configmap %s/%s: %s'):format(ns, name, status))
+  return obj
+end
+
 return M

@@ -88,6 +88,22 @@ users:
 ]] .. user_yaml)
 end
 
+-- The same, but with the echo server's plain http port.
+local function plain_with_user(name, user_yaml)
+  return kubeconfig(name, [[
+current-context: c
+clusters:
+- name: plain
+  cluster: {server: 'http://127.0.0.1:{{HTTP}}'}
+contexts:
+- name: c
+  context: {cluster: plain, user: u}
+users:
+- name: u
+  user:
+]] .. user_yaml)
+end
+
 local function echo(conn, url)
   local res, err = conn:request(url or fill('https://localhost:{{HTTPS}}/api', vars))
   assert(res, err)
@@ -648,18 +664,7 @@ describe('user credentials', function()
   end)
 
   it('refuses to send credentials over plain http unless allowed', function()
-    local path = kubeconfig('k.yaml', [[
-current-context: c
-clusters:
-- name: plain
-  cluster: {server: 'http://127.0.0.1:{{HTTP}}'}
-contexts:
-- name: c
-  context: {cluster: plain, user: u}
-users:
-- name: u
-  user: {token: plain-token}
-]])
+    local path = plain_with_user('k.yaml', '    token: plain-token\n')
     local c = assert(load { kubeconfig = path })
     local res, err = c:request(fill('http://127.0.0.1:{{HTTP}}/', vars))
     assert.is_nil(res)
@@ -980,18 +985,7 @@ describe('exec credential plugins', function()
   end)
 
   it('do not run over plain http unless insecure credentials are allowed', function()
-    local path = kubeconfig('k.yaml', [[
-current-context: c
-clusters:
-- name: plain
-  cluster: {server: 'http://127.0.0.1:{{HTTP}}'}
-contexts:
-- name: c
-  context: {cluster: plain, user: u}
-users:
-- name: u
-  user:
-]] .. exec_user {})
+    local path = plain_with_user('k.yaml', exec_user {})
     local _, err = assert(load { kubeconfig = path }):prepare()
     assert.truthy(find_plain(err, 'refusing to send credentials'))
     assert.equals(0, runs())

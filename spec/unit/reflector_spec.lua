@@ -91,6 +91,14 @@ describe('the reflector', function()
   end)
 
   describe('backoff', function()
+    -- The wait after a LIST that fails (503) `seconds` after it was sent.
+    local function backoff_after_slow_failure(seconds)
+      local id = r:request()
+      r:advance(seconds)
+      r:finish(id, status(503, 'ServiceUnavailable', 'x'))
+      return r:next_timer()
+    end
+
     -- client-go's reflector: wait.NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, 1.0).
     it('waits 0.8, 1.6, 3.2 s ... doubling to 30 s, each jittered into [d, 2d)', function()
       r = testing.reflector {}
@@ -118,10 +126,7 @@ describe('the reflector', function()
       end
       -- Three failures: the next would wait [6.4, 12.8) s; a LIST answered 121 s later
       -- fails after more than two minutes without one.
-      local id = r:request()
-      r:advance(121)
-      r:finish(id, status(503, 'ServiceUnavailable', 'x'))
-      local wait = r:next_timer()
+      local wait = backoff_after_slow_failure(121)
       assert.truthy(wait >= 0.8 and wait < 1.6, wait)
     end)
 
@@ -130,10 +135,7 @@ describe('the reflector', function()
       r:start()
       r:finish(r:request(), status(503, 'ServiceUnavailable', 'x'))
       r:advance(r:next_timer())
-      local id = r:request()
-      r:advance(100)
-      r:finish(id, status(503, 'ServiceUnavailable', 'x'))
-      local wait = r:next_timer()
+      local wait = backoff_after_slow_failure(100)
       assert.truthy(wait >= 1.6 and wait < 3.2, wait)
     end)
 

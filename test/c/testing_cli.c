@@ -23,67 +23,47 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "testing.h"
 
 int luaopen_klua_testing_cli(lua_State *L);
 
-static void set_string(lua_State *L, const char *key, const char *value) {
-    if (!value) return;
-    lua_pushstring(L, value);
-    lua_setfield(L, -2, key);
-}
-
-static void set_number(lua_State *L, const char *key, double value) {
-    lua_pushnumber(L, value);
-    lua_setfield(L, -2, key);
-}
-
-static void set_integer(lua_State *L, const char *key, lua_Integer value) {
-    lua_pushinteger(L, value);
-    lua_setfield(L, -2, key);
-}
-
-static void set_boolean(lua_State *L, const char *key, int value) {
-    lua_pushboolean(L, value);
-    lua_setfield(L, -2, key);
-}
-
 static void push_options(lua_State *L, const kl_cli *c) {
     lua_createtable(L, 0, 20);
-    set_string(L, "command", c->command);
-    set_string(L, "script", c->script);
-    set_boolean(L, "help", c->help);
+    kl_testing_set_string(L, "command", c->command);
+    kl_testing_set_string(L, "script", c->script);
+    kl_testing_set_boolean(L, "help", c->help);
     lua_createtable(L, c->nargs, 0);
     for (int i = 0; i < c->nargs; i++) {
         lua_pushstring(L, c->args[i]);
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "args");
-    set_integer(L, "verbosity", c->verbosity);
-    set_string(L, "log_format", c->format == KL_LOG_JSON ? "json" : "text");
-    set_string(L, "kubeconfig", c->rt.conn.kubeconfig);
-    set_string(L, "context", c->rt.conn.context);
-    set_string(L, "server", c->rt.conn.server);
-    set_string(L, "token", c->rt.conn.token);
-    set_boolean(L, "insecure_skip_tls_verify", c->rt.conn.insecure_skip_tls_verify);
-    set_boolean(L, "allow_insecure_credentials", c->rt.conn.allow_insecure_credentials);
-    set_string(L, "as", c->rt.conn.as);
-    set_string(L, "as_uid", c->rt.conn.as_uid);
+    kl_testing_set_integer(L, "verbosity", c->verbosity);
+    kl_testing_set_string(L, "log_format", c->format == KL_LOG_JSON ? "json" : "text");
+    kl_testing_set_string(L, "kubeconfig", c->rt.conn.kubeconfig);
+    kl_testing_set_string(L, "context", c->rt.conn.context);
+    kl_testing_set_string(L, "server", c->rt.conn.server);
+    kl_testing_set_string(L, "token", c->rt.conn.token);
+    kl_testing_set_boolean(L, "insecure_skip_tls_verify", c->rt.conn.insecure_skip_tls_verify);
+    kl_testing_set_boolean(L, "allow_insecure_credentials", c->rt.conn.allow_insecure_credentials);
+    kl_testing_set_string(L, "as", c->rt.conn.as);
+    kl_testing_set_string(L, "as_uid", c->rt.conn.as_uid);
     lua_createtable(L, (int)c->rt.conn.n_as_groups, 0);
     for (size_t i = 0; i < c->rt.conn.n_as_groups; i++) {
         lua_pushstring(L, c->rt.conn.as_groups[i]);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "as_groups");
-    set_boolean(L, "disable_compression", c->rt.conn.disable_compression);
-    set_integer(L, "instruction_budget", (lua_Integer)c->rt.instruction_budget);
-    set_integer(L, "memory_limit", (lua_Integer)c->rt.memory_limit);
-    set_number(L, "idle_timeout", c->rt.idle_timeout);
-    set_number(L, "watch_timeout_min", c->rt.watch_timeout_min);
-    set_number(L, "watch_timeout_max", c->rt.watch_timeout_max);
-    set_integer(L, "page_size", c->rt.page_size);
+    kl_testing_set_boolean(L, "disable_compression", c->rt.conn.disable_compression);
+    kl_testing_set_integer(L, "instruction_budget", (lua_Integer)c->rt.instruction_budget);
+    kl_testing_set_integer(L, "memory_limit", (lua_Integer)c->rt.memory_limit);
+    kl_testing_set_number(L, "idle_timeout", c->rt.idle_timeout);
+    kl_testing_set_number(L, "watch_timeout_min", c->rt.watch_timeout_min);
+    kl_testing_set_number(L, "watch_timeout_max", c->rt.watch_timeout_max);
+    kl_testing_set_integer(L, "page_size", c->rt.page_size);
     static const char *const watch_list[] = {"off", "on", "auto"};
-    set_string(L, "watch_list", watch_list[c->rt.watch_list]);
-    set_number(L, "watch_list_deadline", c->rt.watch_list_deadline);
+    kl_testing_set_string(L, "watch_list", watch_list[c->rt.watch_list]);
+    kl_testing_set_number(L, "watch_list_deadline", c->rt.watch_list_deadline);
 }
 
 /* The arguments as argv, "klua" first; the strings stay in the table. */

@@ -76,27 +76,21 @@ static int opt_bool(lua_State *L, const char *key) {
     return b;
 }
 
-static void set_string(lua_State *L, const char *key, const char *value) {
-    if (!value) return;
-    lua_pushstring(L, value);
-    lua_setfield(L, -2, key);
-}
-
 /* Pushes the description table of c. */
 static void push_description(lua_State *L, const kl_conn *c) {
     kl_conn_info info;
     kl_conn_describe(c, &info);
     lua_createtable(L, 0, 10);
-    set_string(L, "server", kl_conn_server(c));
-    set_string(L, "namespace", kl_conn_namespace(c));
-    set_string(L, "context", kl_conn_context(c));
-    set_string(L, "source", info.source);
-    set_string(L, "auth", info.auth);
-    set_string(L, "ca", info.ca);
-    set_string(L, "client_cert", info.client_cert);
-    set_string(L, "tls_server_name", info.tls_server_name);
-    set_string(L, "proxy", info.proxy);
-    set_string(L, "as", info.as);
+    kl_testing_set_string(L, "server", kl_conn_server(c));
+    kl_testing_set_string(L, "namespace", kl_conn_namespace(c));
+    kl_testing_set_string(L, "context", kl_conn_context(c));
+    kl_testing_set_string(L, "source", info.source);
+    kl_testing_set_string(L, "auth", info.auth);
+    kl_testing_set_string(L, "ca", info.ca);
+    kl_testing_set_string(L, "client_cert", info.client_cert);
+    kl_testing_set_string(L, "tls_server_name", info.tls_server_name);
+    kl_testing_set_string(L, "proxy", info.proxy);
+    kl_testing_set_string(L, "as", info.as);
     if (!kl_conn_compression(c)) {
         lua_pushboolean(L, 1);
         lua_setfield(L, -2, "disable_compression");
@@ -343,8 +337,6 @@ void kl_testing_open_config(lua_State *L) {
         lua_setfield(L, -2, "__gc");
     }
     lua_pop(L, 1);
-    lua_pushcfunction(L, t_load);
-    lua_setfield(L, -2, "load_config");
-    lua_pushcfunction(L, t_parse_warnings);
-    lua_setfield(L, -2, "parse_warnings");
+    static const luaL_Reg funcs[] = {{"load_config", t_load}, {"parse_warnings", t_parse_warnings}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
 }

@@ -91,12 +91,7 @@ static int t_new(lua_State *L) {
 void kl_testing_open_framer(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"feed", t_feed}, {"pending", t_pending}, {"reset", t_reset}, {"__gc", t_gc}, {NULL, NULL}};
-    if (luaL_newmetatable(L, FRAMER_MT)) {
-        luaL_setfuncs(L, methods, 0);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
+    kl_testing_new_class(L, FRAMER_MT, methods);
     lua_pushcfunction(L, t_new);
     lua_setfield(L, -2, "framer");
 }

@@ -93,26 +93,20 @@ static int t_view_probe(lua_State *L) {
     return 2;
 }
 
-static void set_string(lua_State *L, const char *key, const char *value) {
-    if (!value) return;
-    lua_pushstring(L, value);
-    lua_setfield(L, -2, key);
-}
-
 static void push_event(lua_State *L, const kl_event *ev) {
     lua_newtable(L);
-    set_string(L, "type", type_names[ev->type]);
-    set_string(L, "ns", ev->obj.ns);
-    set_string(L, "name", ev->obj.name);
-    set_string(L, "rv", ev->obj.rv);
+    kl_testing_set_string(L, "type", type_names[ev->type]);
+    kl_testing_set_string(L, "ns", ev->obj.ns);
+    kl_testing_set_string(L, "name", ev->obj.name);
+    kl_testing_set_string(L, "rv", ev->obj.rv);
     if (ev->obj.blob) {
         lua_pushlstring(L, ev->obj.blob->data + ev->obj.off, ev->obj.len);
         lua_setfield(L, -2, "object_json");
     }
     lua_pushinteger(L, ev->code);
     lua_setfield(L, -2, "code");
-    set_string(L, "reason", ev->reason);
-    set_string(L, "message", ev->message);
+    kl_testing_set_string(L, "reason", ev->reason);
+    kl_testing_set_string(L, "message", ev->message);
     lua_pushboolean(L, ev->initial_events_end);
     lua_setfield(L, -2, "initial_events_end");
     if (ev->parsed) {
@@ -182,9 +176,9 @@ static int t_row_view(lua_State *L) {
 
 static void push_item(lua_State *L, const kl_obj *o) {
     lua_createtable(L, 0, 4);
-    set_string(L, "ns", o->ns);
-    set_string(L, "name", o->name);
-    set_string(L, "rv", o->rv);
+    kl_testing_set_string(L, "ns", o->ns);
+    kl_testing_set_string(L, "name", o->name);
+    kl_testing_set_string(L, "rv", o->rv);
     lua_pushlstring(L, o->blob->data + o->off, o->len);
     lua_setfield(L, -2, "json");
 }
@@ -263,8 +257,8 @@ static int push_list(lua_State *L, kl_list *l) {
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "items");
-    set_string(L, "rv", list.rv);
-    set_string(L, "continue", list.cont);
+    kl_testing_set_string(L, "rv", list.rv);
+    kl_testing_set_string(L, "continue", list.cont);
     lua_pushinteger(L, list.remaining);
     lua_setfield(L, -2, "remaining");
     lua_pushboolean(L, list.has_items);
@@ -282,8 +276,8 @@ static int t_decode_status(lua_State *L) {
     lua_newtable(L);
     lua_pushinteger(L, code);
     lua_setfield(L, -2, "code");
-    set_string(L, "reason", reason);
-    set_string(L, "message", message);
+    kl_testing_set_string(L, "reason", reason);
+    kl_testing_set_string(L, "message", message);
     free(reason);
     free(message);
     return 1;

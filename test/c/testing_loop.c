@@ -249,12 +249,7 @@ void kl_testing_open_loop(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"defer", l_defer}, {"relay", l_relay}, {"cancel", l_cancel}, {"cancel_when_run", l_cancel_when_run}, {"run", l_run},
         {"timers", l_timers}, {"timer_compares", l_timer_compares}, {"__gc", l_gc}, {NULL, NULL}};
-    if (luaL_newmetatable(L, LOOP_MT)) {
-        luaL_setfuncs(L, methods, 0);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
+    kl_testing_new_class(L, LOOP_MT, methods);
     lua_pushcfunction(L, l_loop);
     lua_setfield(L, -2, "loop");
 }

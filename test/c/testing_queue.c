@@ -112,23 +112,13 @@ static int q_shutting_down(lua_State *L) {
     return 1;
 }
 
-static void set_number(lua_State *L, const char *name, double v) {
-    lua_pushnumber(L, v);
-    lua_setfield(L, -2, name);
-}
-
-static void set_integer(lua_State *L, const char *name, uint64_t v) {
-    lua_pushinteger(L, (lua_Integer)v);
-    lua_setfield(L, -2, name);
-}
-
 /* Pushes {count=, sum=, max=, buckets={n1, n2, ...}} and stores it as name
  * in the table below it. */
 static void set_dist(lua_State *L, const char *name, const kl_queue_dist *d) {
     lua_createtable(L, 0, 4);
-    set_integer(L, "count", d->count);
-    set_number(L, "sum", d->sum);
-    set_number(L, "max", d->max);
+    kl_testing_set_integer(L, "count", d->count);
+    kl_testing_set_number(L, "sum", d->sum);
+    kl_testing_set_number(L, "max", d->max);
     lua_createtable(L, KL_QUEUE_BUCKETS, 0);
     for (int i = 0; i < KL_QUEUE_BUCKETS; i++) {
         lua_pushinteger(L, (lua_Integer)d->buckets[i]);
@@ -143,15 +133,15 @@ static int q_stats(lua_State *L) {
     kl_queue_stats s;
     kl_queue_get_stats(check_queue(L), luaL_checknumber(L, 2), &s);
     lua_createtable(L, 0, 11);
-    set_integer(L, "depth", s.depth);
-    set_integer(L, "processing", s.processing);
-    set_integer(L, "waiting", s.waiting);
-    set_integer(L, "failing", s.failing);
-    set_integer(L, "adds", s.adds);
-    set_integer(L, "retries", s.retries);
-    set_number(L, "unfinished", s.unfinished);
-    set_number(L, "longest", s.longest);
-    set_number(L, "oldest", s.oldest);
+    kl_testing_set_integer(L, "depth", s.depth);
+    kl_testing_set_integer(L, "processing", s.processing);
+    kl_testing_set_integer(L, "waiting", s.waiting);
+    kl_testing_set_integer(L, "failing", s.failing);
+    kl_testing_set_integer(L, "adds", s.adds);
+    kl_testing_set_integer(L, "retries", s.retries);
+    kl_testing_set_number(L, "unfinished", s.unfinished);
+    kl_testing_set_number(L, "longest", s.longest);
+    kl_testing_set_number(L, "oldest", s.oldest);
     set_dist(L, "wait", &s.wait);
     set_dist(L, "work", &s.work);
     return 1;
@@ -164,22 +154,15 @@ static int q_gc(lua_State *L) {
     return 0;
 }
 
-static double opt_field(lua_State *L, const char *name) {
-    lua_getfield(L, 1, name);
-    double v = luaL_optnumber(L, -1, 0);
-    lua_pop(L, 1);
-    return v;
-}
-
 /* queue([{base_delay=, max_delay=, qps=, burst=}]) -> queue */
 static int q_new(lua_State *L) {
     kl_queue_opts opts = {0};
     if (!lua_isnoneornil(L, 1)) {
         luaL_checktype(L, 1, LUA_TTABLE);
-        opts.base_delay = opt_field(L, "base_delay");
-        opts.max_delay = opt_field(L, "max_delay");
-        opts.qps = opt_field(L, "qps");
-        opts.burst = (int)opt_field(L, "burst");
+        opts.base_delay = kl_testing_opt_number(L, "base_delay");
+        opts.max_delay = kl_testing_opt_number(L, "max_delay");
+        opts.qps = kl_testing_opt_number(L, "qps");
+        opts.burst = (int)kl_testing_opt_number(L, "burst");
     }
     kl_queue **ud = lua_newuserdatauv(L, sizeof *ud, 0);
     *ud = kl_queue_new(&opts);
@@ -274,15 +257,6 @@ static int m_new(lua_State *L) {
 }
 
 /* Creates the metatable `name` with methods as its __index; pops it. */
-static void new_class(lua_State *L, const char *name, const luaL_Reg *methods) {
-    if (luaL_newmetatable(L, name)) {
-        luaL_setfuncs(L, methods, 0);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
-}
-
 void kl_testing_open_queue(lua_State *L) {
     static const luaL_Reg queue_methods[] = {
         {"add", q_add},
@@ -305,7 +279,7 @@ void kl_testing_open_queue(lua_State *L) {
         {"items", m_items}, {"__gc", m_gc}, {NULL, NULL}};
     static const luaL_Reg functions[] = {
         {"queue", q_new}, {"queue_bucket_bounds", q_bucket_bounds}, {"hmap", m_new}, {NULL, NULL}};
-    new_class(L, QUEUE_MT, queue_methods);
-    new_class(L, HMAP_MT, hmap_methods);
+    kl_testing_new_class(L, QUEUE_MT, queue_methods);
+    kl_testing_new_class(L, HMAP_MT, hmap_methods);
     luaL_setfuncs(L, functions, 0);
 }

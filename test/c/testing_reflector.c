@@ -417,13 +417,6 @@ static int r_free(lua_State *L) {
     return 0;
 }
 
-static double opt_number(lua_State *L, const char *k) {
-    lua_getfield(L, 1, k);
-    double v = luaL_optnumber(L, -1, 0);
-    lua_pop(L, 1);
-    return v;
-}
-
 /* reflector{path=, kind=, watch_list= (true or "auto"), table=, page_size=, idle_timeout=,
  * watch_timeout_min=, watch_timeout_max=, watch_list_deadline=} */
 static int reflector_new(lua_State *L) {
@@ -441,11 +434,11 @@ static int reflector_new(lua_State *L) {
         .watch_list = lua_type(L, -1) == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "auto") ? KL_WATCH_LIST_AUTO
                       : lua_toboolean(L, -1)                                                 ? KL_WATCH_LIST_ON
                                                                                              : KL_WATCH_LIST_OFF,
-        .page_size = (int)opt_number(L, "page_size"),
-        .idle_timeout = opt_number(L, "idle_timeout"),
-        .watch_timeout_min = opt_number(L, "watch_timeout_min"),
-        .watch_timeout_max = opt_number(L, "watch_timeout_max"),
-        .watch_list_deadline = opt_number(L, "watch_list_deadline"),
+        .page_size = (int)kl_testing_opt_number(L, "page_size"),
+        .idle_timeout = kl_testing_opt_number(L, "idle_timeout"),
+        .watch_timeout_min = kl_testing_opt_number(L, "watch_timeout_min"),
+        .watch_timeout_max = kl_testing_opt_number(L, "watch_timeout_max"),
+        .watch_list_deadline = kl_testing_opt_number(L, "watch_list_deadline"),
         .table = table,
     };
     fake *f = lua_newuserdatauv(L, sizeof *f, 0);
@@ -493,8 +486,7 @@ void kl_testing_open_reflector(lua_State *L) {
     lua_pushcfunction(L, r_free);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    lua_pushcfunction(L, reflector_new);
-    lua_setfield(L, -2, "reflector");
-    lua_pushcfunction(L, reflector_transitions);
-    lua_setfield(L, -2, "reflector_transitions");
+    static const luaL_Reg funcs[] = {
+        {"reflector", reflector_new}, {"reflector_transitions", reflector_transitions}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
 }

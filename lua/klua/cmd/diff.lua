@@ -19,20 +19,7 @@ local jsonpath = require 'klua.cmd.jsonpath'
 
 local M = {}
 
-local function kinds(opts)
-  local json = opts or (rawget(_G, 'klua') and klua.json) or {}
-  return json.array_mt, json.null
-end
-
-local function is_array(v, array_mt)
-  if type(v) ~= 'table' then return false end
-  if array_mt and getmetatable(v) == array_mt then return true end
-  local n = #v
-  if n == 0 then return false end
-  local count = 0
-  for _ in pairs(v) do count = count + 1 end
-  return count == n
-end
+local kinds, is_array, sorted_keys = jsonpath.kinds, jsonpath.is_array, jsonpath.sorted_keys
 
 -- The JSON type of v: 'object', 'array' or 'scalar' (null included).
 local function shape(v, array_mt)
@@ -43,13 +30,6 @@ end
 local function same_scalar(a, b)
   if type(a) == 'number' and type(b) == 'number' then return a == b and math.type(a) == math.type(b) end
   return a == b
-end
-
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do if type(k) == 'string' then keys[#keys + 1] = k end end
-  table.sort(keys)
-  return keys
 end
 
 local function with(path, step)

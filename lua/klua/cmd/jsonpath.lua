@@ -325,19 +325,23 @@ local function kinds(opts)
   local json = opts or (rawget(_G, 'klua') and klua.json) or {}
   return json.array_mt, json.null, json.encode
 end
+M.kinds = kinds
 
 local function context(opts)
   local array_mt, null, encode = kinds(opts)
   return { array_mt = array_mt, null = null, encode = encode, opts = opts }
 end
 
+-- An object's member names, sorted (keys that are not strings left out).
 local function sorted_keys(t)
   local keys = {}
   for k in pairs(t) do if type(k) == 'string' then keys[#keys + 1] = k end end
   table.sort(keys)
   return keys
 end
+M.sorted_keys = sorted_keys
 
+-- Whether v is a JSON array: a table with array_mt, or whose keys are 1..n.
 local function is_array(v, array_mt)
   if type(v) ~= 'table' then return false end
   if array_mt and getmetatable(v) == array_mt then return true end
@@ -347,6 +351,7 @@ local function is_array(v, array_mt)
   for _ in pairs(v) do count = count + 1 end
   return count == n
 end
+M.is_array = is_array
 
 -- Go's json.Marshal escapes: control characters, quote, backslash, and
 -- <, >, & (HTML-safe), U+2028 and U+2029.

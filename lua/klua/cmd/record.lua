@@ -9,6 +9,8 @@
 -- the file field by field; scripts/sandbox/replay.py plays it back. The
 -- help text is in src/cli/cli.c's command table, which prints it for
 -- `klua record --help`.
+local flags = require 'klua.cmd.flags'
+
 local M = {}
 
 local FORMAT_VERSION = 1
@@ -30,40 +32,15 @@ local SWITCHES = { all_namespaces = true, include_secret_data = true }
 -- namespace, all_namespaces, selector, output, include_secret_data}), or
 -- nil and a message.
 function M.parse(args)
-  local o, positional, i = {}, {}, 1
-  while i <= #args do
-    local a = args[i]
-    local name, value = a:match('^(%-%-[^=]+)=(.*)$')
-    name = name or a
-    local key = FLAGS[name]
-    if key and SWITCHES[key] then
-      if value and value ~= 'true' and value ~= 'false' then
-        return nil, ('%s is a switch: true or false, not "%s"'):format(name, value)
-      end
-      o[key] = value ~= 'false' or nil
-    elseif key then
-      if not value then
-        i = i + 1
-        value = args[i]
-        if value == nil then return nil, ('flag %s needs a value'):format(name) end
-      end
-      o[key] = value
-    elseif a:match('^%-.') then
-      return nil, ('unknown flag: %s'):format(name)
-    else
-      positional[#positional + 1] = a
-    end
-    i = i + 1
-  end
-  if #positional ~= 1 then
-    return nil, #positional == 0 and 'a resource is needed, such as "pods" or "configmaps,secrets"'
-      or ('unexpected argument "%s"'):format(positional[2])
-  end
+  local o, positional = flags.parse(args, FLAGS, SWITCHES)
+  if not o then return nil, positional end
+  local types, err = flags.one(positional, 'a resource is needed, such as "pods" or "configmaps,secrets"')
+  if not types then return nil, err end
   if not o.output or o.output == '' then return nil, '--output FILE is needed: the file to write' end
   if o.all_namespaces and o.namespace then return nil, '-n and -A cannot be combined' end
   o.types = {}
-  for t in (positional[1] .. ','):gmatch('([^,]*),') do
-    if t == '' then return nil, ('"%s" names an empty resource type'):format(positional[1]) end
+  for t in (types .. ','):gmatch('([^,]*),') do
+    if t == '' then return nil, ('"%s" names an empty resource type'):format(types) end
     o.types[#o.types + 1] = t
   end
   return o

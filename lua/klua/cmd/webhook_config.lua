@@ -11,9 +11,10 @@
 -- the admission webhooks, and for each conversion webhook the stanza to
 -- merge into its CustomResourceDefinition (as comments, since only a whole
 -- CRD can be applied). The help text is in src/cli/cli.c's command table.
-local core = require 'klua.core'
-local webhook = require 'klua.internal.webhook'
-local jsonpatch = require 'klua.internal.jsonpatch'
+local core = require('klua.core')
+local webhook = require('klua.internal.webhook')
+local jsonpatch = require('klua.internal.jsonpatch')
+local flags = require('klua.cmd.flags')
 
 local M = {}
 
@@ -26,31 +27,11 @@ local FLAGS = {
 -- service = {namespace, name}, port, url, ca_bundle, inject_ca_from,
 -- name}), or nil and a message.
 function M.parse(args)
-  local o, positional, i = {}, {}, 1
-  while i <= #args do
-    local a = args[i]
-    local name, value = a:match('^(%-%-[^=]+)=(.*)$')
-    name = name or a
-    local key = FLAGS[name]
-    if key then
-      if not value then
-        i = i + 1
-        value = args[i]
-        if value == nil then return nil, ('flag %s needs a value'):format(name) end
-      end
-      o[key] = value
-    elseif a:match('^%-.') then
-      return nil, ('unknown flag: %s'):format(name)
-    else
-      positional[#positional + 1] = a
-    end
-    i = i + 1
-  end
-  if #positional ~= 1 then
-    return nil, #positional == 0 and 'a script is needed: klua webhook-config SCRIPT.lua --service NS/NAME'
-      or ('unexpected argument "%s"'):format(positional[2])
-  end
-  o.script = positional[1]
+  local o, positional = flags.parse(args, FLAGS)
+  if not o then return nil, positional end
+  local err
+  o.script, err = flags.one(positional, 'a script is needed: klua webhook-config SCRIPT.lua --service NS/NAME')
+  if not o.script then return nil, err end
   if (o.service == nil) == (o.url == nil) then
     return nil, 'give --service NS/NAME (the Service in front of klua) or --url https://HOST:PORT, one of them'
   end

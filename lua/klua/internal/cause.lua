@@ -7,6 +7,7 @@
 -- in the handler: most reconciles never ask, and a handler stays as cheap
 -- as the enqueue it was.
 local core = require 'klua.core'
+local util = require 'klua.internal.objutil'
 
 local M = {}
 
@@ -30,13 +31,7 @@ end
 -- array, a scalar, a member added or removed) is one path. Without all,
 -- a status that changed is the one path "status".
 local function walk(old, new, prefix, all, out)
-  local keys, seen = {}, {}
-  for k in pairs(old) do keys[#keys + 1], seen[k] = k, true end
-  for k in pairs(new) do
-    if not seen[k] then keys[#keys + 1] = k end
-  end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
+  for _, k in ipairs(util.union_keys(old, new)) do
     local path = prefix and (prefix .. '.' .. k) or k
     local a, b = old[k], new[k]
     if (all or not NOISE[path]) and not same(a, b) then

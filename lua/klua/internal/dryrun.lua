@@ -80,13 +80,7 @@ end
 
 -- compare for each member of the objects old and new, in key order.
 function walk(old, new, prefix, out)
-  local keys, seen = {}, {}
-  for k in pairs(old) do keys[#keys + 1], seen[k] = k, true end
-  for k in pairs(new) do
-    if not seen[k] then keys[#keys + 1] = k end
-  end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
+  for _, k in ipairs(util.union_keys(old, new)) do
     compare(old[k], new[k], prefix and (prefix .. '.' .. k) or k, out)
   end
   return out

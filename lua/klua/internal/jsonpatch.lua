@@ -12,19 +12,13 @@
 -- so the same change gives the same patch. Paths are JSON Pointers (RFC
 -- 6901): "~" is written "~0" and "/" "~1".
 local core = require 'klua.core'
+local util = require 'klua.internal.objutil'
 
 local M = {}
 
 --- A member's name as a JSON Pointer reference token (RFC 6901 section 3).
 function M.token(name)
   return (tostring(name):gsub('~', '~0'):gsub('/', '~1'))
-end
-
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
-  return keys
 end
 
 --- Whether two decoded JSON values are equal (objects whatever their
@@ -52,10 +46,10 @@ end
 
 local function diff(a, b, path, ops)
   if core.type(a) == 'object' and core.type(b) == 'object' then
-    for _, k in ipairs(sorted_keys(a)) do
+    for _, k in ipairs(util.sorted_keys(a)) do
       if b[k] == nil then ops[#ops + 1] = { op = 'remove', path = path .. '/' .. M.token(k) } end
     end
-    for _, k in ipairs(sorted_keys(b)) do
+    for _, k in ipairs(util.sorted_keys(b)) do
       local p = path .. '/' .. M.token(k)
       if a[k] == nil then
         ops[#ops + 1] = { op = 'add', path = p, value = b[k] }

@@ -47,4 +47,25 @@ end
 --- Whether v is a string with at least one character.
 function M.non_empty(v) return type(v) == 'string' and v ~= '' end
 
+--- The keys of t, sorted: an object's members in the order that makes the
+-- same input give the same output.
+function M.sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+--- The keys of old and new together, each once, sorted: the members a
+-- comparison of two objects visits.
+function M.union_keys(old, new)
+  local keys, seen = {}, {}
+  for k in pairs(old) do keys[#keys + 1], seen[k] = k, true end
+  for k in pairs(new) do
+    if not seen[k] then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  return keys
+end
+
 return M

@@ -6,9 +6,10 @@
 -- for each call, and `expired` or `failed` for a call its task could not
 -- answer; every answer goes through `answer`, which counts it in
 -- controller-runtime's webhook metrics.
-local core = require 'klua.core'
-local jsonpatch = require 'klua.internal.jsonpatch'
-local metrics = require 'klua.metrics'
+local core = require('klua.core')
+local jsonpatch = require('klua.internal.jsonpatch')
+local metrics = require('klua.metrics')
+local util = require('klua.internal.objutil')
 
 local json = core.json
 local M = {}
@@ -174,20 +175,13 @@ local function observe(path, code, seconds)
   end
 end
 
-local function sorted(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
-  return keys
-end
-
 metrics.collector(function(add)
   if #declared == 0 then return end
   local total, latency, flight = {}, {}, {}
   for _, h in ipairs(declared) do
     local s = stats_of(h.path)
     flight[#flight + 1] = { values = { h.path }, value = s.in_flight }
-    for _, code in ipairs(sorted(s.codes)) do
+    for _, code in ipairs(util.sorted_keys(s.codes)) do
       total[#total + 1] = { values = { code, h.path }, value = s.codes[code] }
       local l = s.latency[code]
       latency[#latency + 1] = { values = { code, h.path }, counts = l.counts, sum = l.sum, count = l.count }
