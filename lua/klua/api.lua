@@ -50,12 +50,12 @@
 -- error and be requeued with backoff); so is a Status with code >= 500 or
 -- 429. A 2xx answer whose body is not JSON, or whose Content-Type is not
 -- (a protobuf, YAML, a proxy's HTML page), is reason "InvalidResponse".
-local core = require('klua.core')
-local discovery = require('klua.internal.discovery')
-local dryrun = require('klua.internal.dryrun')
-local fence = require('klua.internal.fence')
-local util = require('klua.internal.objutil')
-local writes = require('klua.internal.writes')
+local core = require 'klua.core'
+local discovery = require 'klua.internal.discovery'
+local dryrun = require 'klua.internal.dryrun'
+local fence = require 'klua.internal.fence'
+local util = require 'klua.internal.objutil'
+local writes = require 'klua.internal.writes'
 local json = core.json
 
 local api = {}

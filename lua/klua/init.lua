@@ -5,13 +5,13 @@
 -- cluster. Objects handed to handlers and returned by the cache are
 -- read-only views: index them like tables, call `klua.copy(obj)` for a
 -- mutable table.
-local core = require('klua.core')
-local endpoint = require('klua.internal.endpoint')
-local discovery = require('klua.internal.discovery')
-local selector = require('klua.selector')
-local index = require('klua.internal.index')
-local writes = require('klua.internal.writes')
-local verify = require('klua.internal.verify')
+local core = require 'klua.core'
+local endpoint = require 'klua.internal.endpoint'
+local discovery = require 'klua.internal.discovery'
+local selector = require 'klua.selector'
+local index = require 'klua.internal.index'
+local writes = require 'klua.internal.writes'
+local verify = require 'klua.internal.verify'
 
 local klua = {}
 
@@ -127,9 +127,9 @@ for _, level in ipairs({ 'debug', 'info', 'warn', 'error' }) do
   klua.log[level] = function(fmt, ...) core.log(level, format(fmt, ...)) end
 end
 
-local leader = require('klua.leader')
-local shutdown = require('klua.internal.shutdown')
-local shards = require('klua.shards')
+local leader = require 'klua.leader'
+local shutdown = require 'klua.internal.shutdown'
+local shards = require 'klua.shards'
 -- Script code that starts on its own goes through shutdown.guard: once
 -- SIGTERM has come timers and hooks no longer start, and handlers no
 -- longer once the reconciles in flight have ended.
@@ -579,7 +579,7 @@ function klua.shards()
   return g and g:shards()
 end
 
-local controller = require('klua.controller')
+local controller = require 'klua.controller'
 --- Creates and starts a controller: informers' changes become keys in a
 -- work queue that `workers` coroutines reconcile (see klua.controller docs).
 -- The keys of an initial list or a resync are queued at low priority, a
@@ -683,7 +683,7 @@ klua.helpers = require 'klua.helpers'
 -- klua.webhook.validating{path=, resources=, handler=},
 -- klua.webhook.mutating{...}, klua.webhook.conversion{path=, convert=}.
 klua.webhook = require 'klua.webhook'
-local recorder = require('klua.internal.recorder')
+local recorder = require 'klua.internal.recorder'
 klua.helpers.set_array_mt(core.json.array_mt)
 
 --- Records a core/v1 Event about obj (opts: type "Normal" or "Warning",
