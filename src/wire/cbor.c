@@ -11,6 +11,8 @@
 #include <strings.h>
 
 #include "base/buf.h"
+#include "base/jsonesc.h"
+#include "base/utf8.h"
 #include "base/xalloc.h"
 
 enum { MT_UINT, MT_NINT, MT_BYTES, MT_TEXT, MT_ARRAY, MT_MAP, MT_TAG, MT_SIMPLE };
@@ -156,30 +158,9 @@ static void put_u64(out *o, const char *sign, uint64_t v) {
     put(o, tmp, (size_t)n);
 }
 
-/* The length of the valid UTF-8 sequence at s (of n bytes), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    size_t len;
-    unsigned min;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) len = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef) len = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4, min = 0x10000;
-    else return 0;
-    if (n < len) return 0;
-    unsigned cp = c & (0x7f >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return len;
-}
-
 /* A JSON string of s[0..n): text (must be UTF-8) or a byte string (whose
  * invalid bytes each become U+FFFD). */
 static int put_string(out *o, const unsigned char *s, size_t n, int text) {
-    static const char hex[] = "0123456789abcdef";
     putc_(o, '"');
     size_t i = 0;
     while (i < n) {
@@ -188,23 +169,17 @@ static int put_string(out *o, const unsigned char *s, size_t n, int text) {
         put(o, (const char *)s + i, run - i);
         i = run;
         if (i == n) break;
-        unsigned c = s[i];
-        if (c >= 0x80) {
-            size_t len = utf8_seq(s + i, n - i);
-            if (len) put(o, (const char *)s + i, len);
-            else if (text) return fail(o, "CBOR text string is not valid UTF-8");
-            else put(o, "\xef\xbf\xbd", 3);
-            i += len ? len : 1;
+        if (s[i] < 0x80) {
+            char esc[KL_JSONESC_MAX];
+            put(o, esc, kl_jsonesc_char(s[i], esc));
+            i++;
             continue;
         }
-        char esc[6] = {'\\', (char)c, 0, 0, 0, 0};
-        size_t k = 2;
-        if (c == '\n') esc[1] = 'n';
-        else if (c == '\r') esc[1] = 'r';
-        else if (c == '\t') esc[1] = 't';
-        else if (c < 0x20) esc[1] = 'u', esc[2] = '0', esc[3] = '0', esc[4] = hex[c >> 4], esc[5] = hex[c & 15], k = 6;
-        put(o, esc, k);
-        i++;
+        size_t len = kl_utf8_len(s + i, n - i);
+        if (len) put(o, (const char *)s + i, len);
+        else if (text) return fail(o, "CBOR text string is not valid UTF-8");
+        else put(o, "\xef\xbf\xbd", 3);
+        i += len ? len : 1;
     }
     putc_(o, '"');
     return 0;
