@@ -149,6 +149,9 @@ int kl_framer_feed(kl_framer *f, const char *data, size_t len) {
             if (f->state == IN_VALUE && f->cbor) {
                 used = n = kl_cbor_scan_feed(&f->cscan, data, len, &done);
                 if (done < 0) {
+                    /* the bytes before the bad header count towards the
+                     * limit, as they would have in smaller reads */
+                    if (n && take(f, data, n, 0) < 0) return -1;
                     broken(f, f->cscan.bad);
                     return 0;
                 }
