@@ -127,6 +127,16 @@ describe('--serialization cbor', function()
     assert.same({}, sb:stats().media_types)
   end)
 
+  it('applies to klua watch, whose -o json asks for the objects themselves', function()
+    sb:kubectl('create configmap watched --from-literal=a=é')
+    local out, err, code = K.run({ '--kubeconfig', sb.kubeconfig, '--serialization', 'cbor', 'watch', 'configmap',
+      'watched', '-n', 'default', '-o', 'jsonpath={.data.a}', '--for=jsonpath={.data.a}=é', '--timeout', '20s' })
+    assert.equal(0, code, err)
+    assert.truthy(out:find('é', 1, true), out)
+    assert.truthy((media_types()['application/cbor-seq'] or 0) + (media_types()['application/cbor'] or 0) > 0,
+      'klua watch asked for CBOR')
+  end)
+
   it('refuses a value other than json or cbor', function()
     local _, err, code = K.run({ '--serialization', 'yaml', 'version' })
     assert.equal(2, code)
