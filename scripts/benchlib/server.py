@@ -23,6 +23,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from sandbox import cbor
+
 from . import data, pods
 
 CHUNK = 16 << 20
@@ -165,6 +167,8 @@ class Handler(BaseHTTPRequestHandler):
         # A metadata-only informer asks for the PartialObjectMetadataList kube-apiserver converts
         # the list into (endpoints/handlers/response.go); it is made here, item by item.
         partial = "as=PartialObjectMetadataList" in (self.headers.get("Accept") or "")
+        if self._cbor(sel, watch=False) and not partial:
+            return self._list_cbor(sel, start, end, meta)
         kind, api = ("PartialObjectMetadataList", "meta.k8s.io/v1") if partial else ("PodList", "v1")
         head = '{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
             kind, api, json.dumps(meta, separators=(",", ":")))
@@ -175,6 +179,22 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send_items(sel, start, end)
         self._chunk(b"]}")
+        self._end_chunked()
+
+    def _cbor(self, sel, watch):
+        """Whether to answer in CBOR (KEP-4222): the client prefers it, and the data set has the
+        selection's bytes in CBOR (the whole collection's; a namespace's are served in JSON)."""
+        return self.server.config.dataset.has_cbor and sel.contiguous and \
+            cbor.wanted(self.headers.get("Accept"), watch)
+
+    def _list_cbor(self, sel, start, end, meta):
+        cfg = self.server.config
+        head = cbor.encode({"kind": "PodList", "apiVersion": "v1", "metadata": meta}, True)
+        # The map of three members becomes one of four: items, an array of the items' CBOR.
+        head = head[:3] + cbor.head(5, 4) + head[4:] + cbor.encode("items", False) + cbor.head(4, end - start)
+        self._start_chunked(200, content_type=cbor.CBOR)
+        self._chunk(head)
+        self._chunk_file(cfg.items_cbor_fd, *cfg.dataset.cbor_item_span(start, end))
         self._end_chunked()
 
     def _send_partial_items(self, sel, start, end):
@@ -223,10 +243,15 @@ class Handler(BaseHTTPRequestHandler):
         cfg = self.server.config
         rv = query.get("resourceVersion") or "0"
         first = int(rv) - data.LIST_RV if rv.isdigit() and int(rv) > data.LIST_RV else 0
-        self._start_chunked(200, close=True)
+        in_cbor = self._cbor(sel, watch=True)
+        self._start_chunked(200, close=True, content_type=cbor.CBOR_SEQ if in_cbor else "application/json")
         # A change made this long after the client listed (fresh-first).
         time.sleep(cfg.watch_delay)
-        if sel.contiguous:
+        if in_cbor:
+            sent = first < len(sel.events)
+            if sent:
+                self._chunk_file(cfg.events_cbor_fd, *cfg.dataset.cbor_event_span(first, len(sel.events)))
+        elif sel.contiguous:
             sent = first < len(sel.events)
             if sent:
                 self._chunk_file(cfg.events_fd, *cfg.dataset.event_span(first, len(sel.events)))
@@ -283,9 +308,9 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _start_chunked(self, code, close=False):
+    def _start_chunked(self, code, close=False, content_type="application/json"):
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         if close:
             # Said, so that a client or proxy does not pool the connection and send its next
@@ -350,6 +375,8 @@ class Config:
         # mapping gathers them without a pread(2) for each event.
         self.by_namespace_fd = os.open(dataset.by_namespace_path, os.O_RDONLY) if dataset.namespace_starts \
             else None
+        self.items_cbor_fd = os.open(dataset.items_cbor_path, os.O_RDONLY) if dataset.has_cbor else None
+        self.events_cbor_fd = os.open(dataset.events_cbor_path, os.O_RDONLY) if dataset.has_cbor else None
         self.events_map = mmap.mmap(self.events_fd, 0, access=mmap.ACCESS_READ) if dataset.meta["event_bytes"] \
             else b""
 
@@ -358,6 +385,9 @@ class Config:
             self.events_map.close()
         os.close(self.items_fd)
         os.close(self.events_fd)
+        for fd in (self.items_cbor_fd, self.events_cbor_fd):
+            if fd is not None:
+                os.close(fd)
         if self.by_namespace_fd is not None:
             os.close(self.by_namespace_fd)
 

@@ -75,11 +75,16 @@ def _encode(value, out):
             _encode(item, out)
 
 
-def encode(value):
-    """One self-described CBOR data item of a JSON value."""
-    out = [SELF_DESCRIBED]
+def encode(value, self_described=True):
+    """One CBOR data item of a JSON value; self-described (tag 55799) as a whole answer is."""
+    out = [SELF_DESCRIBED] if self_described else []
     _encode(value, out)
     return b"".join(out)
+
+
+def head(major, n):
+    """The header of a CBOR item of major type major (4: array, 5: map) and argument n."""
+    return _head(major, n)
 
 
 def from_json(text):
