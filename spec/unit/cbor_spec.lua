@@ -11,35 +11,8 @@ local testing = require 'klua_testing'
 local function hex(s) return (s:gsub('%s', ''):gsub('..', function(h) return string.char(tonumber(h, 16)) end)) end
 local function json(h) return testing.cbor_to_json(hex(h)) end
 
--- A CBOR header of major type mt with argument n, in its shortest form.
-local function head(mt, n)
-  if n < 24 then return string.char(mt << 5 | n) end
-  if n < 0x100 then return string.char(mt << 5 | 24, n) end
-  if n < 0x10000 then return string.char(mt << 5 | 25) .. string.pack('>I2', n) end
-  return string.char(mt << 5 | 26) .. string.pack('>I4', n)
-end
-
--- The CBOR apimachinery writes for a JSON-ish Lua value: strings as byte
--- strings; a table with [1] an array, else a map with sorted keys.
-local function encode(v)
-  local t = type(v)
-  if t == 'string' then return head(2, #v) .. v end
-  if math.type(v) == 'integer' then return v >= 0 and head(0, v) or head(1, -1 - v) end
-  if t == 'number' then return '\xfb' .. string.pack('>d', v) end
-  if t == 'boolean' then return v and '\xf5' or '\xf4' end
-  if v == nil then return '\xf6' end
-  if v[1] ~= nil then
-    local parts = { head(4, #v) }
-    for _, x in ipairs(v) do parts[#parts + 1] = encode(x) end
-    return table.concat(parts)
-  end
-  local keys = {}
-  for k in pairs(v) do keys[#keys + 1] = k end
-  table.sort(keys)
-  local parts = { head(5, #keys) }
-  for _, k in ipairs(keys) do parts[#parts + 1] = encode(k) .. encode(v[k]) end
-  return table.concat(parts)
-end
+local cbor = require 'support.cbor'
+local encode = cbor.encode
 
 describe('a CBOR item as JSON', function()
   it('writes unsigned integers of every width', function()
@@ -236,5 +209,18 @@ describe('the framer, on a CBOR Sequence', function()
     local got, f = events_of({ big:sub(1, 100), big:sub(101), added }, 200)
     assert.same({ '<oversize 200>', want[1] }, got)
     assert.equal(0, f:pending())
+  end)
+end)
+
+describe('a Status in CBOR', function()
+  -- responsewriters writes an error in the type the request negotiated: a CBOR
+  -- request's 410 or 403 body is self-described CBOR.
+  it('is read as the Status it is, recognised by the self-described prefix', function()
+    local body = '\xd9\xd9\xf7' .. string.char(0xa4) .. '\x44kind\x46Status' .. '\x44code\x19\x01\x9a'
+      .. '\x46reason\x47Expired' .. '\x47message\x43old'
+    local s = testing.decode_status(body)
+    assert.same({ code = 410, reason = 'Expired', message = 'old' }, s)
+    assert.is_nil(testing.decode_status('\xd9\xd9\xf7\xa1\x44kind\x43Pod'))
+    assert.is_nil(testing.decode_status('\xd9\xd9\xf7\xff'))
   end)
 end)

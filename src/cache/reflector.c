@@ -159,6 +159,7 @@ typedef struct watch_st {
     end_action action;
     int end_code;      /* how the request ended: 0 clean, else HTTP status or -1 */
     char end_why[600];
+    char malformed[200]; /* why the CBOR item queued as a NULL frame cannot be read */
     size_t end_message; /* where in end_why the server's message begins */
     double retry_after;
     double started, last_activity;
@@ -684,12 +685,22 @@ static void on_frame(void *ud, kl_blob *b) {
     kl_ring_push(&r->frames, &b);
 }
 
+/* A CBOR item that cannot be read is queued as a NULL frame, so that the
+ * events before it are delivered first, as a malformed JSON event is met
+ * in its turn. */
 static void on_malformed(void *ud, const char *why) {
     kl_reflector *r = ud;
+    snprintf(r->st.watch.malformed, sizeof r->st.watch.malformed, "%s", why);
+    kl_blob *none = NULL;
+    kl_ring_push(&r->frames, &none);
+}
+
+static void end_watch_now(kl_reflector *r, end_action a);
+
+static void malformed_met(kl_reflector *r) {
     r->stats.malformed++;
-    kl_log(KL_LOG_ERROR, r->o.name, "watch event is not CBOR klua reads: %s; relisting", why);
-    r->st.watch.ending = 1;
-    r->st.watch.action = END_CORRUPT;
+    kl_log(KL_LOG_ERROR, r->o.name, "watch event is not CBOR klua reads: %s; relisting", r->st.watch.malformed);
+    end_watch_now(r, END_CORRUPT);
 }
 
 static void on_oversize(void *ud, size_t max) {
@@ -827,7 +838,8 @@ static void pump(kl_loop *loop, void *ud) {
     watch_st *w = &r->st.watch;
     kl_blob *b;
     for (int n = 0; n < KL_LOOP_BATCH && !r->sink_full && kl_ring_pop(&r->frames, &b); n++) {
-        if (!w->ending) handle_frame(r, b);
+        if (!w->ending && b) handle_frame(r, b);
+        else if (!w->ending) malformed_met(r);
         kl_blob_unref(b);
     }
     if (w->ending) frames_drop(r);
