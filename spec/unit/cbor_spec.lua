@@ -128,6 +128,9 @@ describe('a CBOR item as JSON', function()
     local ok, err = json '1c'
     assert.is_nil(ok)
     assert.matches('reserved additional information', err)
+    ok, err = json '81 ff'
+    assert.is_nil(ok)
+    assert.matches('a break %(0xff%) outside an indefinite%-length item at byte 1', err)
   end)
 
   it('refuses map keys that are not strings', function()

@@ -145,7 +145,7 @@ typedef struct list_st {
     kl_list acc;           /* the pages before it */
     size_t acc_cap;        /* ...and the capacity of acc.items (base/buf.h) */
     char *cont;            /* the token of the page being received */
-    char *bad_type;        /* its Content-Type, when not JSON: the body is refused */
+    char *bad_type;        /* its Content-Type, when not JSON (or CBOR): the body is refused */
     int page;
     int unpaged;           /* this LIST asks for no limit */
 } list_st;
@@ -661,7 +661,8 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     r->req = NULL;
     char err[600];
     if (l->bad_type) {
-        snprintf(err, sizeof err, "the response is %.200s, not JSON", l->bad_type);
+        snprintf(err, sizeof err, "the response is %.200s, not JSON%s", l->bad_type,
+                 r->o.cbor ? " or CBOR" : "");
         list_refused(r, err);
     } else if (l->stream.failed || (resp->outcome == KL_HTTP_OK && kl_list_stream_finish(&l->stream) < 0)) {
         snprintf(err, sizeof err, "%s", l->stream.err);
@@ -914,7 +915,8 @@ static void on_watch_started(void *ud, const char *content_type) {
         return;
     }
     r->stats.malformed++;
-    kl_log(KL_LOG_ERROR, r->o.name, "the watch response is %.200s, not JSON; relisting", content_type);
+    kl_log(KL_LOG_ERROR, r->o.name, "the watch response is %.200s, not JSON%s; relisting", content_type,
+           r->o.cbor ? " or a CBOR Sequence" : "");
     r->st.watch.ending = 1;
     r->st.watch.action = END_CORRUPT;
 }

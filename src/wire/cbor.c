@@ -28,9 +28,11 @@ static int arg_bytes(unsigned ai) {
     return -1;
 }
 
-static const char *bad_header(unsigned ai) {
-    return ai == 31 ? "an indefinite length, which kube-apiserver never writes"
-                    : "a reserved additional information value (28-30)";
+/* Why an initial byte whose argument has no length (arg_bytes -1) is refused. */
+static const char *bad_header(unsigned char initial) {
+    if ((initial & 31) != 31) return "a reserved additional information value (28-30)";
+    return initial >> 5 == MT_SIMPLE ? "a break (0xff) outside an indefinite-length item"
+                                     : "an indefinite length, which kube-apiserver never writes";
 }
 
 static uint64_t arg_value(const unsigned char *h, int extra) {
@@ -80,7 +82,7 @@ size_t kl_cbor_scan_feed(kl_cbor_scan *s, const char *p, size_t n, int *done) {
             if (s->hlen == 0) {
                 int extra = arg_bytes(u[i] & 31);
                 if (extra < 0) {
-                    s->bad = bad_header(u[i] & 31);
+                    s->bad = bad_header(u[i]);
                     *done = -1;
                     return i;
                 }
@@ -145,7 +147,7 @@ static int header(out *o, unsigned *mt, uint64_t *v, unsigned *ai) {
     *mt = o->p[0] >> 5;
     *ai = o->p[0] & 31;
     int extra = arg_bytes(*ai);
-    if (extra < 0) return fail(o, "CBOR item has %s", bad_header(*ai));
+    if (extra < 0) return fail(o, "CBOR item has %s", bad_header(o->p[0]));
     if ((size_t)(o->end - o->p) < 1 + (size_t)extra) return fail(o, "CBOR item ends early");
     *v = arg_value(o->p, extra);
     o->p += 1 + extra;
