@@ -153,7 +153,7 @@ static const char *const scanners[] = {"avx512", "avx2", "portable"};
 
 static int runs(const char *scanner) {
     kl_framer f;
-    kl_framer_init(&f, 1, (kl_framer_callbacks){on_frame, on_oversize}, NULL);
+    kl_framer_init(&f, 1, (kl_framer_callbacks){on_frame, on_oversize, NULL}, NULL);
     return kl_framer_use_scanner(&f, scanner) == 0;
 }
 
@@ -162,7 +162,7 @@ static int runs(const char *scanner) {
 static size_t feed(const uint8_t *s, size_t len, size_t max, uint32_t seed, uint32_t most, const char *scanner,
                    events *got) {
     kl_framer f;
-    kl_framer_init(&f, max, (kl_framer_callbacks){on_frame, on_oversize}, got);
+    kl_framer_init(&f, max, (kl_framer_callbacks){on_frame, on_oversize, NULL}, got);
     if (scanner && kl_framer_use_scanner(&f, scanner) < 0) die("kl_framer_use_scanner failed");
     for (size_t off = 0; off < len;) {
         size_t n = most ? 1 + next_rand(&seed) % most : len;

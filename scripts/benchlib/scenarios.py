@@ -20,7 +20,7 @@ from .report import Row, number, ratio
 
 ORDER = ["server", "ref", "peers", "watch-names", "handler-3-fields", "handler-copy", "controller-enqueue",
          "initial-sync", "watchlist-sync", "large-sync", "memory-per-pod", "cache-less", "scale", "many-informers",
-         "slow-handler", "fresh-first", "webhook"]
+         "slow-handler", "fresh-first", "webhook", "cbor"]
 DESCRIPTIONS = {
     "server": "how fast the server delivers the watch stream (socket reader and curl)",
     "ref": "lua-cjson decoding the same lines in plain lua5.4 (reference)",
@@ -45,6 +45,8 @@ DESCRIPTIONS = {
                    "made after the sync",
     "webhook": "a small validating webhook over HTTPS: requests/s and p50/p99 latency of --webhook-requests "
                "AdmissionReviews on --webhook-concurrency kept-alive connections",
+    "cbor": "--serialization cbor against JSON: bytes on the wire per event and per listed Pod, CPU per event "
+            "(handler-3-fields), memory per cached Pod",
 }
 ALIASES = {"a": "handler-3-fields", "b": "handler-copy", "c": "controller-enqueue", "d": "watch-names",
            "e": "initial-sync", "e'": "large-sync", "f": "memory-per-pod", "g": "many-informers", "h": "slow-handler"}
@@ -220,7 +222,8 @@ class Bench:
         n_pods = max(o.pods, o.watch_pods, o.large_pods if "large-sync" in o.only else 0)
         self.log("generating %s Pods and %s MODIFIED events ..." % (number(n_pods), number(o.events)))
         started = time.monotonic()
-        self.dataset = data.generate(os.path.join(self.workdir, "data"), n_pods, o.watch_pods, o.events)
+        self.dataset = data.generate(os.path.join(self.workdir, "data"), n_pods, o.watch_pods, o.events,
+                                     with_cbor="cbor" in o.only)
         # Written back now, not by the kernel's flusher 30 s later in the middle of a scenario:
         # with 1.6 GB of dirty pages (large-sync's data set) being written out, a 500,000-Pod
         # sync took twice as long.
@@ -322,12 +325,12 @@ class Bench:
 
     # --- running klua
 
-    def klua_script(self, name, url, script, args, until, watch_list=False):
-        """Runs `klua --server URL run SCRIPT ARGS` until it prints `bench UNTIL`; the child and its
-        records. klua lists (LIST_ONLY) unless watch_list. With --ui, klua serves its live page and a
-        reader polls /ui/state as an open page does."""
+    def klua_script(self, name, url, script, args, until, watch_list=False, flags=()):
+        """Runs `klua --server URL FLAGS run SCRIPT ARGS` until it prints `bench UNTIL`; the child and
+        its records. klua lists (LIST_ONLY) unless watch_list. With --ui, klua serves its live page and
+        a reader polls /ui/state as an open page does."""
         ui = ["--ui-bind-address", "127.0.0.1:0"] if self.opts.ui else []
-        argv = [self.klua, "--server", url] + ([] if watch_list else LIST_ONLY) + ui + [
+        argv = [self.klua, "--server", url] + ([] if watch_list else LIST_ONLY) + list(flags) + ui + [
             "run", os.path.join(LUA_DIR, script)] + [str(a) for a in args]
         if not ui:
             return self.script(name, argv, until, "klua", self.env)
@@ -377,15 +380,16 @@ class Bench:
         """The fastest of --repeat calls of run(), which returns something with a rate."""
         return max((run() for _ in range(self.opts.repeat)), key=lambda r: r.rate)
 
-    def events_run(self, mode, count):
-        """handler-3-fields, handler-copy, controller-enqueue: a handler on `count` watch events, best of --repeat runs. Memoised."""
-        key = ("events", mode, count)
+    def events_run(self, mode, count, flags=()):
+        """handler-3-fields, handler-copy, controller-enqueue: a handler on `count` watch events, best of --repeat runs. Memoised.
+        flags: klua's global flags (cbor: --serialization cbor)."""
+        key = ("events", mode, count, tuple(flags))
         if key not in self.memo:
             url, _ = self.server(self.opts.watch_pods, count)
 
             def once():
-                child, records = self.klua_script("events-%s-%d" % (mode, count), url, "events.lua", [mode, count],
-                                                  "done")
+                child, records = self.klua_script("events-%s-%d%s" % (mode, count, "".join(flags).replace("-", "")),
+                                                  url, "events.lua", [mode, count], "done", flags=flags)
                 usage = child.reap(5) or child.stop()
                 return EventsRun(count, records, usage, time.monotonic() - child.started, self.opts.repeat)
             self.memo[key] = self.best(once)
@@ -405,26 +409,27 @@ class Bench:
                              cpu_clock=PEER_CPU_CLOCKS[peer.name])
         return self.best(once)
 
-    def sync_once(self, pods, paginate="auto", mode="full", watch_list=False):
+    def sync_once(self, pods, paginate="auto", mode="full", watch_list=False, flags=()):
         """One sync of `pods` Pods by sync.lua, by LIST or (watch_list) by WatchList; a SyncRun with
-        the settled RSS."""
+        the settled RSS. flags: klua's global flags."""
         url, _ = self.server(pods, 0, paginate)
-        child, records = self.klua_script("sync-%d-%s-%s%s" % (pods, paginate, mode, "-wl" if watch_list else ""),
+        child, records = self.klua_script("sync-%d-%s-%s%s%s" % (pods, paginate, mode, "-wl" if watch_list else "",
+                                                                 "".join(flags).replace("-", "")),
                                           url, "sync.lua", [self.opts.timeout, mode], "settled",
-                                          watch_list=watch_list)
+                                          watch_list=watch_list, flags=flags)
         status = child.proc_status()
         usage = child.stop()
         return SyncRun(pods, child, records, status, usage, self.opts.repeat if pods else 1)
 
-    def sync_run(self, pods, paginate="auto", mode="full"):
+    def sync_run(self, pods, paginate="auto", mode="full", flags=()):
         """initial-sync, memory-per-pod: sync `pods` Pods by LIST, then read the settled RSS; the
         fastest of --repeat runs (one for an idle klua, `pods` 0), as for the event rates. Memoised.
         mode: full, transform (managedFields dropped by klua.drop_fields), function (dropped by a Lua
-        function transform) or metadata (a metadata-only informer)."""
-        key = ("sync", pods, paginate, mode)
+        function transform) or metadata (a metadata-only informer). flags: klua's global flags."""
+        key = ("sync", pods, paginate, mode, tuple(flags))
         if key not in self.memo:
-            self.memo[key] = min((self.sync_once(pods, paginate, mode) for _ in range(self.opts.repeat if pods else 1)),
-                                 key=lambda r: r.wall)
+            self.memo[key] = min((self.sync_once(pods, paginate, mode, flags=flags)
+                                  for _ in range(self.opts.repeat if pods else 1)), key=lambda r: r.wall)
         return self.memo[key]
 
     def count_lines(self, name, argv, count, env=None):
@@ -1126,7 +1131,47 @@ def scenario_webhook(b):
                         _us(client), _mb(best.hwm_kb))])]
 
 
-SCENARIOS = {"server": scenario_server, "ref": scenario_ref, "peers": scenario_peers,
+CBOR = ("--serialization", "cbor")
+
+
+def scenario_cbor(b):
+    """Reference rows: CBOR (KEP-4222) against JSON on the same data, as docs/architecture.md's CBOR
+    design predicts: fewer bytes, a transcoding pass more per event, the same cache."""
+    meta, n, pods = b.dataset.meta, b.opts.events, b.opts.pods
+    json_event, cbor_event = meta["event_bytes"] / n, meta["cbor_event_bytes"] / n
+    json_pod = b.dataset.average_pod_bytes(pods)
+    cbor_pod = b.dataset.cbor_item_span(0, pods)[1] / pods
+    rows = [Row("cbor: bytes on the wire per watch event, and per listed Pod",
+                "%s B (%.2f× JSON's %s B); %s B (%.2f× JSON's %s B)" % (
+                    number(cbor_event), cbor_event / json_event, number(json_event),
+                    number(cbor_pod), cbor_pod / json_pod, number(json_pod)),
+                details=["the same %s events and %s Pods, as apimachinery's encoder writes them "
+                         "(scripts/sandbox/cbor.py): strings as byte strings, the shortest integers and floats, "
+                         "each event self-described (d9 d9 f7)" % (number(n), number(pods)),
+                         "uncompressed: neither server gzips"])]
+    j, c = b.events_run("read", n), b.events_run("read", n, CBOR)
+    rows.append(Row("cbor: CPU per event, handler-3-fields",
+                    "%s (%.2f× JSON's %s)" % (_us(c.cpu_per_event), c.cpu_per_event / j.cpu_per_event
+                                              if j.cpu_per_event else 0.0, _us(j.cpu_per_event)),
+                    rate=c.rate,
+                    details=["CBOR: " + "; ".join(c.details()), "JSON: " + "; ".join(j.details()),
+                             "each CBOR event is transcoded to JSON (wire/cbor.c), then parsed as JSON is"]))
+    idle = b.sync_run(0)
+    full, cb = b.sync_run(pods), b.sync_run(pods, flags=CBOR)
+    per_json = (full.rss_kb - idle.rss_kb) * 1024 / pods
+    per_cbor = (cb.rss_kb - idle.rss_kb) * 1024 / pods
+    rows.append(Row("cbor: memory per cached Pod (%s Pods)" % number(pods),
+                    "%s B (%.2f× JSON's %s B)" % (number(per_cbor), per_cbor / per_json if per_json else 0.0,
+                                                  number(per_json)),
+                    details=["the cache holds the JSON text of each object either way; %s of %s Pods cached "
+                             "from CBOR" % (number(cb.cached), number(pods)),
+                             "a CBOR LIST body is kept whole, then transcoded (wire/list_stream.h): peak RSS "
+                             "%s against JSON's %s" % (_mb(cb.hwm_kb), _mb(full.hwm_kb)),
+                             "memory: (VmRSS after sync - VmRSS of an idle klua) / Pods, after a full Lua GC"]))
+    return rows
+
+
+SCENARIOS = {"cbor": scenario_cbor, "server": scenario_server, "ref": scenario_ref, "peers": scenario_peers,
              "watch-names": scenario_watch_names, "handler-3-fields": scenario_handler("handler-3-fields"),
              "handler-copy": scenario_handler("handler-copy"),
              "controller-enqueue": scenario_handler("controller-enqueue"), "initial-sync": scenario_initial_sync,

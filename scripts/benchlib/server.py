@@ -25,6 +25,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from sandbox import cbor
+
 from . import data, pods
 
 CHUNK = 16 << 20
@@ -189,6 +191,8 @@ class Handler(BaseHTTPRequestHandler):
         # A metadata-only informer asks for the PartialObjectMetadataList kube-apiserver converts
         # the list into (endpoints/handlers/response.go); it is made here, item by item.
         partial = "as=PartialObjectMetadataList" in (self.headers.get("Accept") or "")
+        if self._cbor(sel, watch=False) and not partial:
+            return self._list_cbor(sel, start, end, meta)
         kind, api = ("PartialObjectMetadataList", "meta.k8s.io/v1") if partial else ("PodList", "v1")
         head = '{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
             kind, api, json.dumps(meta, separators=(",", ":")))
@@ -199,6 +203,22 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send_items(sel, start, end)
         self._chunk(b"]}")
+        self._end_chunked()
+
+    def _cbor(self, sel, watch):
+        """Whether to answer in CBOR (KEP-4222): the client prefers it, and the data set has the
+        selection's bytes in CBOR (the whole collection's; a namespace's are served in JSON)."""
+        return self.server.config.dataset.has_cbor and sel.contiguous and \
+            cbor.wanted(self.headers.get("Accept"), watch)
+
+    def _list_cbor(self, sel, start, end, meta):
+        cfg = self.server.config
+        head = cbor.encode({"kind": "PodList", "apiVersion": "v1", "metadata": meta}, True)
+        # The map of three members becomes one of four: items, an array of the items' CBOR.
+        head = head[:3] + cbor.head(5, 4) + head[4:] + cbor.encode("items", False) + cbor.head(4, end - start)
+        self._start_chunked(200, content_type=cbor.CBOR)
+        self._chunk(head)
+        self._chunk_file(cfg.items_cbor_fd, *cfg.dataset.cbor_item_span(start, end))
         self._end_chunked()
 
     def _send_partial_items(self, sel, start, end):
@@ -254,13 +274,22 @@ class Handler(BaseHTTPRequestHandler):
         # A watch-list's state is the list's (resourceVersion "" with NotOlderThan: the latest, which
         # the data set's list is), so its events are all those after the list.
         first = int(rv) - data.LIST_RV if not watch_list and rv.isdigit() and int(rv) > data.LIST_RV else 0
-        self._start_chunked(200, close=True)
+        in_cbor = self._cbor(sel, watch=True)
+        if in_cbor and watch_list:
+            return self._json(406, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 406,
+                                    "reason": "NotAcceptable",
+                                    "message": "the bench server streams a watch-list's initial events in JSON only"})
+        self._start_chunked(200, close=True, content_type=cbor.CBOR_SEQ if in_cbor else "application/json")
         if watch_list:
             self._send_added(sel)
             self._chunk(INITIAL_EVENTS_END)
         # A change made this long after the client listed, or got its initial events (fresh-first).
         time.sleep(cfg.watch_delay)
-        if sel.contiguous:
+        if in_cbor:
+            sent = first < len(sel.events)
+            if sent:
+                self._chunk_file(cfg.events_cbor_fd, *cfg.dataset.cbor_event_span(first, len(sel.events)))
+        elif sel.contiguous:
             sent = first < len(sel.events)
             if sent:
                 self._chunk_file(cfg.events_fd, *cfg.dataset.event_span(first, len(sel.events)))
@@ -335,9 +364,9 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _start_chunked(self, code, close=False):
+    def _start_chunked(self, code, close=False, content_type="application/json"):
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         if close:
             # Said, so that a client or proxy does not pool the connection and send its next
@@ -402,6 +431,8 @@ class Config:
         # mapping gathers them without a pread(2) for each event.
         self.by_namespace_fd = os.open(dataset.by_namespace_path, os.O_RDONLY) if dataset.namespace_starts \
             else None
+        self.items_cbor_fd = os.open(dataset.items_cbor_path, os.O_RDONLY) if dataset.has_cbor else None
+        self.events_cbor_fd = os.open(dataset.events_cbor_path, os.O_RDONLY) if dataset.has_cbor else None
         self.events_map = mmap.mmap(self.events_fd, 0, access=mmap.ACCESS_READ) if dataset.meta["event_bytes"] \
             else b""
         self.items_map = mmap.mmap(self.items_fd, 0, access=mmap.ACCESS_READ) if dataset.pods else b""
@@ -416,6 +447,9 @@ class Config:
             os.close(self.added_fd)
         os.close(self.items_fd)
         os.close(self.events_fd)
+        for fd in (self.items_cbor_fd, self.events_cbor_fd):
+            if fd is not None:
+                os.close(fd)
         if self.by_namespace_fd is not None:
             os.close(self.by_namespace_fd)
 

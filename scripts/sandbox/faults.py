@@ -96,6 +96,7 @@ SETTINGS = {
     "fail": _fail_rule,
     "forbid": _forbid,
     "watch_list_disabled": lambda v: True if v else None,
+    "cbor_disabled": lambda v: True if v else None,
 }
 ACTIONS = {"expire_watches", "compact", "malformed_line", "unknown_event", "oversized_event",
            "restart", "seed"}
@@ -202,6 +203,7 @@ class Stats:
         self.by_resource = collections.defaultdict(collections.Counter)
         self.faults = collections.Counter()
         self.encodings = collections.Counter()
+        self.media_types = collections.Counter()
         self.restarts = 0
 
     def request(self, verb, resource=None):
@@ -219,6 +221,11 @@ class Stats:
         with self.lock:
             self.encodings[coding] += 1
 
+    def served(self, media_type):
+        """Counts an answer (a watch: its stream) of a media type other than JSON."""
+        with self.lock:
+            self.media_types[media_type] += 1
+
     def restarted(self):
         with self.lock:
             self.restarts += 1
@@ -228,4 +235,5 @@ class Stats:
             return {"requests": dict(self.requests),
                     "resources": {k: dict(v) for k, v in self.by_resource.items()},
                     "faults": dict(self.faults), "encodings": dict(self.encodings),
+                    "media_types": dict(self.media_types),
                     "restarts": self.restarts}

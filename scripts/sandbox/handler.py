@@ -10,7 +10,7 @@ import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 
-from . import control, discovery, fields, partial, protobuf, rbac, routes, tables
+from . import cbor, control, discovery, fields, partial, protobuf, rbac, routes, tables
 from .api import PROTOBUF, Request
 from .status import ApiError, bad_request, internal_error, path_not_found, rbac_forbidden, \
     unauthorized
@@ -51,6 +51,8 @@ class Handler(BaseHTTPRequestHandler):
     def dispatch(self):
         started = time.monotonic()
         self.code = 0
+        # Whether this request's answers, its errors included, are CBOR (cbor.py).
+        self.cbor = False
         self.after_response = None
         # The request's warnings, sent as a Warning header with whatever answer it gets
         # (apiserver's warning recorder writes them when the status is written).
@@ -124,6 +126,10 @@ class Handler(BaseHTTPRequestHandler):
                       route.subresource, params, body, ctype, user,
                       self.headers.get("User-Agent") or "")
         req.warnings = self.warnings
+        accept = self.headers.get("Accept")
+        self.cbor = (not ctx.faults.settings.get("cbor_disabled")
+                     and cbor.wanted(accept, route.verb == "watch") and not req.subresource
+                     and not tables.wanted_version(accept) and not partial.wanted(accept))
         if route.verb == "watch":
             WatchStream(ctx, self, req).serve()
             return
@@ -227,10 +233,17 @@ class Handler(BaseHTTPRequestHandler):
     # -- responses -----------------------------------------------------------------------
 
     def send_json(self, code, text, headers=None):
-        self.send_text(code, text, "application/json", headers)
+        """A JSON answer, or its CBOR when the request prefers it (cbor.py)."""
+        if self.cbor:
+            self.ctx.stats.served(cbor.CBOR)
+            self.send_bytes(code, cbor.from_json(text), cbor.CBOR, headers)
+        else:
+            self.send_text(code, text, "application/json", headers)
 
     def send_text(self, code, text, ctype, headers=None):
-        data = text.encode("utf-8")
+        self.send_bytes(code, text.encode("utf-8"), ctype, headers)
+
+    def send_bytes(self, code, data, ctype, headers=None):
         self.code = code
         self.send_response(code)
         self.send_header("Content-Type", ctype)
@@ -256,7 +269,9 @@ class Handler(BaseHTTPRequestHandler):
     def start_chunked(self):
         self.code = 200
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        if self.cbor:
+            self.ctx.stats.served(cbor.CBOR_SEQ)
+        self.send_header("Content-Type", cbor.CBOR_SEQ if self.cbor else "application/json")
         self.send_header("Cache-Control", "no-cache, private")
         for key, value in fields.warning_header(self.warnings).items():
             self.send_header(key, value)

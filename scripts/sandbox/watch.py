@@ -7,7 +7,7 @@ LIVENESS_SECONDS to notice a client that hung up.
 import select
 import time
 
-from . import partial, tables
+from . import cbor, partial, tables
 from .api import list_options_invalid, parse_rv, render
 from .selection import FieldSelector, LabelSelector
 from .status import ApiError, too_large_resource_version
@@ -287,8 +287,18 @@ class WatchStream:
         frames, self.watcher.injected = self.watcher.injected, []
         return frames
 
+    def _bytes(self, frame):
+        """A frame as the watch writes it: JSON, or a CBOR Sequence's item (cbor.py); a
+        fault's junk stays the junk it is."""
+        if self.handler.cbor:
+            try:
+                return cbor.from_json(frame)
+            except ValueError:
+                pass
+        return frame.encode("utf-8")
+
     def _write(self, frame):
-        self.handler.write_chunk(frame.encode("utf-8"))
+        self.handler.write_chunk(self._bytes(frame))
 
     def _event(self, frame):
         """Writes one object event, unless a fault stalls or drops the watch first."""
@@ -297,7 +307,7 @@ class WatchStream:
         if faults.should_drop(self.sent):
             self.ctx.stats.fault("watch_drop")
             if faults.settings.get("watch_drop_mid_frame"):
-                data = frame.encode("utf-8")
+                data = self._bytes(frame)
                 self.handler.write_chunk(data[:max(1, len(data) // 2)])
             raise WatchEnded(False)
         self._write(frame)

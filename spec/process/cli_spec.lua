@@ -169,7 +169,7 @@ describe('the help of a command', function()
   it('lists only flags that the parsers take, with or without a value as the help says', function()
     -- A value of each kind the help names.
     local VALUES = { FILE = 'f', NAME = 'n', URL = 'http://x', TOKEN = 't', N = '5', MIB = '5', SEC = '5',
-      ['text|json'] = 'json', ['MIN[:MAX]'] = '300:600', DURATION = '30s',
+      ['text|json'] = 'json', ['json|cbor'] = 'cbor', ['MIN[:MAX]'] = '300:600', DURATION = '30s',
       NS = 'default', DUR = '15s', ADDR = ':8080', USER = 'alice', GROUP = 'g', UID = '42', DIR = 'd' }
     for _, f in ipairs(flag_lines(K.run({ '--help' }))) do
       if f.long ~= '--help' and f.long ~= '--version' then

@@ -104,6 +104,36 @@ local function replay_framer(data)
   end
 end
 
+-- ---- fuzz_cbor: byte 1 = (max - 1) / 16, byte 2 seeds the read sizes ----
+
+local function cbor_events(stream, max, seed)
+  local f, got, off, state = testing.framer(max, nil, true), {}, 1, seed
+  while off <= #stream do
+    local n = #stream
+    if seed then
+      state = (state * 1103515245 + 12345) & 0xffffffff
+      n = 1 + (state >> 16) % (1 + seed % 64)
+    end
+    for _, e in ipairs(f:feed(stream:sub(off, off + n - 1))) do
+      if e.frame then assert(json.decode(e.frame) ~= nil, 'a frame is not JSON') end
+      got[#got + 1] = e
+    end
+    assert(f:pending() <= max, 'pending() exceeds max')
+    off = off + n
+  end
+  return got
+end
+
+local function replay_cbor(data)
+  if #data < 2 then return end
+  local max, seed, stream = 1 + data:byte(1) * 16, data:byte(2), data:sub(3)
+  local whole = testing.cbor_to_json(stream)
+  if whole then assert(json.decode(whole) ~= nil, 'the JSON of an accepted item is not JSON') end
+  local one = cbor_events(stream, max)
+  assert.same(one, cbor_events(stream, max, seed))
+  if whole and #stream <= max then assert.same({ { frame = whole } }, one) end
+end
+
 -- ---- fuzz_decode: one frame or body through every decoder --------------
 
 local function replay_decode(data)
@@ -276,6 +306,7 @@ end
 
 local targets = {
   { 'fuzz_framer', replay_framer },
+  { 'fuzz_cbor', replay_cbor },
   { 'fuzz_decode', replay_decode },
   { 'fuzz_list_stream', replay_list_stream },
   { 'fuzz_view', replay_view },

@@ -627,3 +627,75 @@ describe('the reflector', function()
     end)
   end)
 end)
+
+-- --serialization cbor (docs/architecture.md, "CBOR"): the response's Content-Type says
+-- how to read it. A LIST in application/cbor and a watch in application/cbor-seq (KEP-4222)
+-- give what their JSON gives; client-go's watch refuses application/cbor, one item only.
+describe('the reflector asking for CBOR', function()
+  local cbor = require 'support.cbor'
+
+  local function object(name, rv)
+    return { kind = 'ConfigMap', apiVersion = 'v1', metadata = { name = name, namespace = 'default', resourceVersion = rv } }
+  end
+  local function cbor_event(type, name, rv) return cbor.item { type = type, object = object(name, rv) } end
+
+  local function cbor_listed()
+    local r = testing.reflector { cbor = true }
+    r:start()
+    local body = cbor.item { kind = 'ConfigMapList', apiVersion = 'v1', metadata = { resourceVersion = '10' },
+      items = { object('a', '10') } }
+    r:finish(expect_request(r, 'resourceVersion=0'), { body = body, content_type = 'application/cbor' })
+    assert.same({ 'replace 1 at 10' }, r:take())
+    assert.equals('WATCH', r:state())
+    return r
+  end
+
+  it('reads a LIST in application/cbor and a watch in application/cbor-seq, events and a 410 alike', function()
+    local r = cbor_listed()
+    local id = r:request()
+    local body = cbor_event('ADDED', 'b', '11') .. cbor_event('MODIFIED', 'a', '12')
+      .. cbor.item { type = 'ERROR', object = { kind = 'Status', apiVersion = 'v1', status = 'Failure',
+        reason = 'Expired', message = 'too old', code = 410 } }
+    r:feed(id, body:sub(1, 7), 'application/cbor-seq')
+    r:feed(id, body:sub(8))
+    assert.same({ 'ADDED default/b 11', 'MODIFIED default/a 12' }, r:take())
+    assert.equals(0, r:stats().malformed)
+    expect_request(r, 'resourceVersion=12')
+  end)
+
+  it('reads JSON from a server that answers it instead', function()
+    local r = testing.reflector { cbor = true }
+    r:start()
+    r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('10', { 'a' }), content_type = 'application/json' })
+    r:feed(r:request(), event('MODIFIED', 'a', '11'), 'application/json')
+    assert.same({ 'replace 1 at 10', 'MODIFIED default/a 11' }, r:take())
+  end)
+
+  it('refuses a watch in application/cbor, as client-go does, as a malformed stream', function()
+    local r = cbor_listed()
+    r:feed(r:request(), cbor_event('MODIFIED', 'a', '11'), 'application/cbor')
+    assert.same({}, r:take())
+    assert.equals(1, r:stats().malformed)
+    assert.equals('BACKOFF', r:state())
+  end)
+
+  it('ends a watch at an item it cannot read, delivering those before it, and relists', function()
+    local r = cbor_listed()
+    r:feed(r:request(), cbor_event('MODIFIED', 'a', '11') .. '\xd9\xd9\xf7\xc1\x01' .. cbor_event('MODIFIED', 'a', '12'),
+      'application/cbor-seq')
+    assert.same({ 'MODIFIED default/a 11' }, r:take())
+    assert.equals(1, r:stats().malformed)
+    assert.equals('BACKOFF', r:state())
+    r:advance(r:next_timer())
+    expect_request(r, 'resourceVersion=11')
+  end)
+
+  it('refuses a LIST in application/cbor it cannot read, keeping the cache', function()
+    local r = testing.reflector { cbor = true }
+    r:start()
+    r:finish(expect_request(r, 'resourceVersion=0'), { body = '\xd9\xd9\xf7\xbf\xff', content_type = 'application/cbor' })
+    assert.same({}, r:take())
+    assert.equals(1, r:stats().errors)
+    assert.equals('BACKOFF', r:state())
+  end)
+end)

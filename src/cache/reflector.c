@@ -145,7 +145,7 @@ typedef struct list_st {
     kl_list acc;           /* the pages before it */
     size_t acc_cap;        /* ...and the capacity of acc.items (base/buf.h) */
     char *cont;            /* the token of the page being received */
-    char *bad_type;        /* its Content-Type, when not JSON: the body is refused */
+    char *bad_type;        /* its Content-Type, when not JSON (or CBOR): the body is refused */
     int page;
     int unpaged;           /* this LIST asks for no limit */
 } list_st;
@@ -159,6 +159,7 @@ typedef struct watch_st {
     end_action action;
     int end_code;      /* how the request ended: 0 clean, else HTTP status or -1 */
     char end_why[600];
+    char malformed[200]; /* why the CBOR item queued as a NULL frame cannot be read */
     size_t end_message; /* where in end_why the server's message begins */
     double retry_after;
     double started, last_activity;
@@ -413,9 +414,20 @@ static size_t status_words(const kl_http_resp *resp, char *buf, size_t size, int
     return off;
 }
 
+/* With --serialization cbor, as KEP-4222 asks of clients: CBOR preferred,
+ * JSON accepted from a server that does not serve it. A watch asks for a
+ * CBOR Sequence, the type kube-apiserver answers it with (its
+ * handlers/watch.go serves application/cbor-seq even to a client that asked
+ * for application/cbor). */
+#define ACCEPT_CBOR_LIST "application/cbor, application/json;q=0.9"
+#define ACCEPT_CBOR_WATCH "application/cbor-seq, application/json;q=0.9"
+
 /* The Accept header of a LIST or WATCH (meta: the metadata-only form of it). */
-static const char *accept_of(const kl_reflector *r, const char *meta) {
-    return r->o.metadata_only ? meta : r->o.table ? ACCEPT_TABLE : NULL;
+static const char *accept_of(const kl_reflector *r, const char *meta, int watch) {
+    if (r->o.metadata_only) return meta;
+    if (r->o.table) return ACCEPT_TABLE;
+    if (r->o.cbor) return watch ? ACCEPT_CBOR_WATCH : ACCEPT_CBOR_LIST;
+    return NULL;
 }
 
 /* Whether a LIST from rv asks for pages, as client-go's reflector decides:
@@ -448,7 +460,7 @@ static void request_page(kl_reflector *r) {
         kl_vlog(2, r->o.name, "LIST from resourceVersion \"%s\"%s", rv, l->unpaged ? ", unpaged" : "");
     }
     char *url = kl_listwatch_url_list(&r->target, limit, rv, l->page ? l->cont : NULL);
-    kl_http_opts ho = {.method = "GET", .path = url, .accept = accept_of(r, ACCEPT_META_LIST),
+    kl_http_opts ho = {.method = "GET", .path = url, .accept = accept_of(r, ACCEPT_META_LIST, 0),
                        .timeout_ms = (long)(r->o.list_timeout * 1000)};
     kl_list_stream_init(&l->stream, &l->body, KL_FRAME_MAX_DEFAULT);
     if (r->o.table) kl_list_stream_rows(&l->stream);
@@ -516,10 +528,11 @@ static void list_complete(kl_reflector *r) {
 
 static void on_list_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
-    if (!kl_http_is_json(content_type)) r->st.list.bad_type = kl_xstrdup(content_type);
+    if (kl_cbor_is_media(content_type) == KL_CBOR_ONE) kl_list_stream_cbor(&r->st.list.stream);
+    else if (!kl_http_is_json(content_type)) r->st.list.bad_type = kl_xstrdup(content_type);
 }
 
-/* A body of another type than JSON is not read at all: a 300 MB protobuf
+/* A body of another type than JSON or CBOR is not read at all: a 300 MB protobuf
  * LIST is abandoned at its first bytes. */
 static size_t on_list_data(void *ud, const char *p, size_t n) {
     kl_reflector *r = ud;
@@ -648,7 +661,8 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     r->req = NULL;
     char err[600];
     if (l->bad_type) {
-        snprintf(err, sizeof err, "the response is %.200s, not JSON", l->bad_type);
+        snprintf(err, sizeof err, "the response is %.200s, not JSON%s", l->bad_type,
+                 r->o.cbor ? " or CBOR" : "");
         list_refused(r, err);
     } else if (l->stream.failed || (resp->outcome == KL_HTTP_OK && kl_list_stream_finish(&l->stream) < 0)) {
         snprintf(err, sizeof err, "%s", l->stream.err);
@@ -670,6 +684,24 @@ static void on_frame(void *ud, kl_blob *b) {
     r->stats.frames++;
     KL_VLOG(5, r->o.name, "frame of %zu bytes", b->len);
     kl_ring_push(&r->frames, &b);
+}
+
+/* A CBOR item that cannot be read is queued as a NULL frame, so that the
+ * events before it are delivered first, as a malformed JSON event is met
+ * in its turn. */
+static void on_malformed(void *ud, const char *why) {
+    kl_reflector *r = ud;
+    snprintf(r->st.watch.malformed, sizeof r->st.watch.malformed, "%s", why);
+    kl_blob *none = NULL;
+    kl_ring_push(&r->frames, &none);
+}
+
+static void end_watch_now(kl_reflector *r, end_action a);
+
+static void malformed_met(kl_reflector *r) {
+    r->stats.malformed++;
+    kl_log(KL_LOG_ERROR, r->o.name, "watch event is not CBOR klua reads: %s; relisting", r->st.watch.malformed);
+    end_watch_now(r, END_CORRUPT);
 }
 
 static void on_oversize(void *ud, size_t max) {
@@ -807,7 +839,8 @@ static void pump(kl_loop *loop, void *ud) {
     watch_st *w = &r->st.watch;
     kl_blob *b;
     for (int n = 0; n < KL_LOOP_BATCH && !r->sink_full && kl_ring_pop(&r->frames, &b); n++) {
-        if (!w->ending) handle_frame(r, b);
+        if (!w->ending && b) handle_frame(r, b);
+        else if (!w->ending) malformed_met(r);
         kl_blob_unref(b);
     }
     if (w->ending) frames_drop(r);
@@ -868,18 +901,22 @@ static void on_deadline(kl_loop *loop, void *ud) {
     watch_over(r);
 }
 
-/* A watch answered in another type than JSON (a protobuf stream, a
- * proxy's page) is refused before a byte of it is read, as a malformed
- * stream is. */
+/* A watch answered in another type than JSON or a CBOR Sequence (a
+ * protobuf stream, a proxy's page, application/cbor, which client-go's
+ * watch refuses as one item only) is refused before a byte of it is read,
+ * as a malformed stream is. */
 static void on_watch_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
-    if (kl_http_is_json(content_type)) {
+    int seq = kl_cbor_is_media(content_type) == KL_CBOR_SEQ;
+    if (seq || kl_http_is_json(content_type)) {
+        kl_framer_cbor(&r->framer, seq);
         note_recovered(r);
         r->watched = 1;
         return;
     }
     r->stats.malformed++;
-    kl_log(KL_LOG_ERROR, r->o.name, "the watch response is %.200s, not JSON; relisting", content_type);
+    kl_log(KL_LOG_ERROR, r->o.name, "the watch response is %.200s, not JSON%s; relisting", content_type,
+           r->o.cbor ? " or a CBOR Sequence" : "");
     r->st.watch.ending = 1;
     r->st.watch.action = END_CORRUPT;
 }
@@ -1063,7 +1100,7 @@ static void enter_watch(kl_reflector *r) {
     /* The server ends the watch at timeoutSeconds; the same deadline, with
      * some grace, also holds on this side, so a server that trickles bytes
      * forever cannot keep a watch (and with it the cache) stale. */
-    kl_http_opts ho = {.method = "GET", .path = url, .accept = accept_of(r, ACCEPT_META),
+    kl_http_opts ho = {.method = "GET", .path = url, .accept = accept_of(r, ACCEPT_META, 1),
                        .timeout_ms = (timeout + WATCH_GRACE) * 1000};
     r->req = r->env.start(r->env.ud, &ho,
                           (kl_http_cb){.data = on_watch_data, .started = on_watch_started, .done = on_watch_done}, r);
@@ -1207,7 +1244,7 @@ kl_reflector *kl_reflector_new_env(const kl_reflector_env *env, const kl_reflect
     r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)(now(r) * 1e9) ^ 0x9e3779b97f4a7c15ULL;
     if (!r->rng) r->rng = 1;
     kl_ring_init(&r->frames, sizeof(kl_blob *));
-    kl_framer_init(&r->framer, KL_FRAME_MAX_DEFAULT, (kl_framer_callbacks){on_frame, on_oversize}, r);
+    kl_framer_init(&r->framer, KL_FRAME_MAX_DEFAULT, (kl_framer_callbacks){on_frame, on_oversize, on_malformed}, r);
     return r;
 }
 

@@ -116,6 +116,8 @@ typedef struct kl_reflector_opts {
     double list_timeout;    /* seconds a LIST may take; 0 = 300 s */
     int metadata_only;      /* ask for PartialObjectMetadata(List): names, labels,
                              * owners and the rest of metadata, not the objects */
+    int cbor;               /* ask for CBOR (KEP-4222), JSON accepted too; not
+                             * with metadata_only or table, which stay JSON */
     int table;              /* ask for the Table form with whole objects, as
                              * kubectl get does (includeObject=Object): each
                              * object's blob holds its Table row, cells and

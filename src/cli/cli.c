@@ -207,6 +207,17 @@ static int set_watch_list(kl_cli *c, FILE *errs, const char *name, const char *v
     return 0;
 }
 
+static int set_serialization(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    (void)name;
+    if (!strcmp(v, "json")) c->rt.cbor = 0;
+    else if (!strcmp(v, "cbor")) c->rt.cbor = 1;
+    else {
+        fprintf(errs, "klua: --serialization must be json or cbor, not \"%s\"\n", v);
+        return -1;
+    }
+    return 0;
+}
+
 static int set_watch_list_deadline(kl_cli *c, FILE *errs, const char *name, const char *v) {
     return parse_number(errs, name, v, 0.1, NUMBER_MAX, &c->rt.watch_list_deadline);
 }
@@ -371,6 +382,9 @@ static const flag flags[] = {
      set_watch_list, NULL},
     {NULL, "--watch-list-deadline", NULL, "SEC", "list instead when no initial event came this long (default 10)",
      set_watch_list_deadline, NULL},
+    {NULL, "--serialization", NULL, "json|cbor",
+     "what informers ask the server for: cbor needs kube-apiserver 1.32+ with CBORServingAndStorage, and falls back to json (default json; docs/architecture.md)",
+     set_serialization, NULL},
     {NULL, "--request-timeout", NULL, "DURATION",
      "give up on a LIST (default 5m) or API call (1m) after this long", set_request_timeout,
      NULL},

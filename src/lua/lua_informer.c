@@ -673,6 +673,7 @@ static int l_informer(lua_State *L) {
         .watch_list = ro->watch_list,
         .watch_list_deadline = ro->watch_list_deadline,
         .list_timeout = ro->request_timeout,
+        .cbor = ro->cbor,
         .metadata_only = kl_opt_boolean(L, 1, "metadata_only", "informer"),
         .table = kl_opt_boolean(L, 1, "table", "informer"),
     };

@@ -66,6 +66,7 @@ typedef struct kl_rt_opts {
     kl_watch_list_mode watch_list; /* informers' WatchList (sendInitialEvents); zero: off */
     double watch_list_deadline; /* seconds for its initial state; 0 = 10 */
     int page_size;           /* LIST limit; 0 = 500 */
+    int cbor;                /* --serialization cbor: informers ask for CBOR */
     double request_timeout;  /* seconds for a LIST or an API call; 0 = 300 and 60 */
 } kl_rt_opts;
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/jsonesc.h"
+#include "wire/cbor.h"
 #include "wire/json.h"
 #include "base/xalloc.h"
 
@@ -421,7 +422,19 @@ void kl_list_clear(kl_list *l) {
     l->remaining = -1;
 }
 
+/* kube-apiserver writes an error's Status in the type the request accepted:
+ * CBOR, self-described (its 0xd9d9f7 prefix), for a CBOR request. */
+static int decode_cbor_status(const char *body, size_t len, int *code, char **reason, char **message) {
+    char err[200];
+    kl_blob *json = kl_cbor_to_json(body, len, err, sizeof err);
+    if (!json) return -1;
+    int rc = kl_decode_status(json->data, json->len, code, reason, message);
+    kl_blob_unref(json);
+    return rc;
+}
+
 int kl_decode_status(const char *body, size_t len, int *code, char **reason, char **message) {
+    if (len >= 3 && memcmp(body, KL_CBOR_MAGIC, 3) == 0) return decode_cbor_status(body, len, code, reason, message);
     kl_json_error jerr;
     kl_json_doc *doc = kl_json_parse(body, len, 0, &jerr);
     if (!doc) return -1;

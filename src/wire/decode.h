@@ -117,7 +117,8 @@ void kl_list_clear(kl_list *l);
 int kl_list_check(const kl_list *l, const char *kind, int table, char *err, size_t errlen);
 
 /* Decodes a metav1.Status body (for non-2xx responses): fills code (0 when
- * absent), reason and message (malloc'd, NULL when absent). Returns 0, or -1
+ * absent), reason and message (malloc'd, NULL when absent). A body that
+ * starts with self-described CBOR's prefix is read as CBOR. Returns 0, or -1
  * when the body is not a Status, in which case the caller uses the HTTP
  * status and the outputs are untouched. */
 int kl_decode_status(const char *body, size_t len, int *code, char **reason, char **message);

@@ -22,6 +22,13 @@
  * discards its bytes without buffering them, so a hostile server cannot grow
  * memory, scanning on to the end of the value (or of the junk line) it was
  * in; framing resumes after it.
+ *
+ * A CBOR watch (kl_framer_cbor) is a CBOR Sequence (RFC 8742): data items
+ * back to back, with nothing between them. The framer finds where each
+ * ends (cbor.h's scanner) and hands on its JSON text (kl_cbor_to_json),
+ * so that what follows reads one format. Bytes that are not a data item
+ * klua reads are reported (malformed) and the rest of the stream dropped:
+ * with no newlines, nothing marks where a next item could start.
  */
 #ifndef KLUA_FRAMER_H
 #define KLUA_FRAMER_H
@@ -29,6 +36,7 @@
 #include <stddef.h>
 
 #include "base/blob.h"
+#include "wire/cbor.h"
 #include "wire/scan.h"
 
 #define KL_FRAME_MAX_DEFAULT ((size_t)16 << 20)
@@ -38,6 +46,9 @@ typedef struct kl_framer_callbacks {
     void (*frame)(void *ud, kl_blob *frame);
     /* A frame passed max bytes; its remaining bytes are being skipped. */
     void (*oversize)(void *ud, size_t max);
+    /* CBOR: bytes that are not a data item klua reads (why says what);
+     * nothing more is framed until kl_framer_reset. */
+    void (*malformed)(void *ud, const char *why);
 } kl_framer_callbacks;
 
 typedef struct kl_framer {
@@ -49,6 +60,8 @@ typedef struct kl_framer {
     int state;        /* between values, in a value, or in a junk line */
     int skipping;     /* inside an oversize frame, discarding to its end */
     kl_scan scan;     /* where the current value ends */
+    int cbor;         /* frames are CBOR data items (kl_framer_cbor) */
+    kl_cbor_scan cscan; /* ...and where the current one ends */
 } kl_framer;
 
 void kl_framer_init(kl_framer *f, size_t max, kl_framer_callbacks cb, void *ud);
@@ -57,6 +70,9 @@ void kl_framer_init(kl_framer *f, size_t max, kl_framer_callbacks cb, void *ud);
  * Returns 0, or -1 when this build or CPU has no such scanner. Call it
  * right after init. */
 int kl_framer_use_scanner(kl_framer *f, const char *name);
+/* Reads the stream as a CBOR Sequence (on) or JSON values (0, the
+ * default) from the next byte on; call it between streams, after reset. */
+void kl_framer_cbor(kl_framer *f, int on);
 /* Frees the unfinished frame, if any, and starts over between values. */
 void kl_framer_reset(kl_framer *f);
 /* Consumes data; returns 0, or -1 when out of memory. */

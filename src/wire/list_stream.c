@@ -8,6 +8,7 @@
 
 #include "base/buf.h"
 #include "base/xalloc.h"
+#include "wire/cbor.h"
 
 void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
     memset(s, 0, sizeof *s);
@@ -24,6 +25,8 @@ void kl_list_stream_free(kl_list_stream *s) {
     free(s->scratch);
     free(s->env);
     free(s->untyped);
+    free(s->raw);
+    s->raw = NULL;
     s->scratch = NULL;
     s->env = NULL;
     s->untyped = NULL;
@@ -176,8 +179,32 @@ static void string_byte(kl_list_stream *s, char c) {
     }
 }
 
+void kl_list_stream_cbor(kl_list_stream *s) { s->cbor = 1; }
+
+/* A CBOR body is kept whole, then read as its JSON text. */
+static int cbor_keep(kl_list_stream *s, const char *p, size_t n) {
+    s->raw = kl_buf_grow(s->raw, &s->raw_cap, s->raw_len + n, 1, 65536);
+    memcpy(s->raw + s->raw_len, p, n);
+    s->raw_len += n;
+    return 0;
+}
+
+static int cbor_body(kl_list_stream *s) {
+    char err[200];
+    kl_blob *json = kl_cbor_to_json(s->raw ? s->raw : "", s->raw_len, err, sizeof err);
+    free(s->raw);
+    s->raw = NULL;
+    s->raw_len = s->raw_cap = 0;
+    s->cbor = 0;
+    if (!json) return fail(s, "LIST response is not CBOR klua reads: %s", err);
+    int rc = kl_list_stream_feed(s, json->data, json->len);
+    kl_blob_unref(json);
+    return rc;
+}
+
 int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n) {
     if (s->failed) return -1;
+    if (s->cbor) return cbor_keep(s, p, n);
     size_t start = 0; /* first byte of p not yet copied where it belongs */
     size_t i = 0;
     while (i < n) {
@@ -225,6 +252,7 @@ int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n) {
 
 int kl_list_stream_finish(kl_list_stream *s) {
     if (s->failed) return -1;
+    if (s->cbor && cbor_body(s) < 0) return -1;
     if (s->collecting || s->depth != 0) return fail(s, "LIST response ended early");
     kl_list meta;
     char err[200];

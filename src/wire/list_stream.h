@@ -47,6 +47,9 @@ typedef struct kl_list_stream {
                              * list's own may come after its items, so they
                              * are filled in at the end */
     size_t untyped_cap;
+    int cbor;           /* the body is CBOR (kl_list_stream_cbor), kept in raw */
+    char *raw;
+    size_t raw_len, raw_cap;
     int failed;
     char err[256];
 } kl_list_stream;
@@ -59,6 +62,13 @@ void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item);
  * as ever; whichever of the two members comes first is read. Call after
  * kl_list_stream_init, before any byte. */
 void kl_list_stream_rows(kl_list_stream *s);
+/* Reads the body as CBOR (a response of Content-Type application/cbor):
+ * it is kept whole until kl_list_stream_finish transcodes it to JSON
+ * (kl_cbor_to_json) and reads that as above. Unlike JSON, the body and its
+ * JSON text are held at once at the end, besides the items: splitting a
+ * CBOR body's items as they arrive is not done (docs/architecture.md).
+ * Call before any byte. */
+void kl_list_stream_cbor(kl_list_stream *s);
 /* Consumes bytes; 0, or -1 with s->err set (the stream is then dead). */
 int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n);
 /* Ends the body: decodes the envelope into out's rv, continue, remaining

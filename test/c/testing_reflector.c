@@ -417,7 +417,7 @@ static int r_free(lua_State *L) {
     return 0;
 }
 
-/* reflector{path=, kind=, watch_list= (true or "auto"), table=, page_size=, idle_timeout=,
+/* reflector{path=, kind=, watch_list= (true or "auto"), table=, cbor=, page_size=, idle_timeout=,
  * watch_timeout_min=, watch_timeout_max=, watch_list_deadline=} */
 static int reflector_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -426,6 +426,9 @@ static int reflector_new(lua_State *L) {
     lua_getfield(L, 1, "watch_list");
     lua_getfield(L, 1, "table");
     int table = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 1, "cbor");
+    int cbor = lua_toboolean(L, -1);
     lua_pop(L, 1);
     kl_reflector_opts o = {
         .name = "spec",
@@ -440,6 +443,7 @@ static int reflector_new(lua_State *L) {
         .watch_timeout_max = kl_testing_opt_number(L, "watch_timeout_max"),
         .watch_list_deadline = kl_testing_opt_number(L, "watch_list_deadline"),
         .table = table,
+        .cbor = cbor,
     };
     fake *f = lua_newuserdatauv(L, sizeof *f, 0);
     memset(f, 0, sizeof *f);

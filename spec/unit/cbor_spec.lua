@@ -1,0 +1,229 @@
+-- CBOR (RFC 8949) as kube-apiserver serves it with KEP-4222: each data item
+-- becomes the JSON text klua's decoder, store and views read, so a CBOR
+-- informer gets what a JSON one gets. What apimachinery's CBOR encoder writes
+-- (runtime/serializer/cbor/internal/modes/encode.go) is read: strings as byte
+-- strings, []byte as a byte string under tag 22 (its base64), the shortest
+-- float, the self-described prefix 55799. What JSON cannot hold is refused
+-- by name. A watch is a CBOR Sequence (RFC 8742): the framer finds where each
+-- item ends, however the body is cut into reads.
+local testing = require 'klua_testing'
+
+local function hex(s) return (s:gsub('%s', ''):gsub('..', function(h) return string.char(tonumber(h, 16)) end)) end
+local function json(h) return testing.cbor_to_json(hex(h)) end
+
+local cbor = require 'support.cbor'
+local encode = cbor.encode
+
+describe('a CBOR item as JSON', function()
+  it('writes unsigned integers of every width', function()
+    assert.equal('0', json '00')
+    assert.equal('23', json '17')
+    assert.equal('24', json '18 18')
+    assert.equal('256', json '19 0100')
+    assert.equal('65536', json '1a 00010000')
+    assert.equal('18446744073709551615', json '1b ffffffffffffffff')
+  end)
+
+  it('writes negative integers down to -2^63 and refuses those below, which no int64 holds', function()
+    assert.equal('-1', json '20')
+    assert.equal('-100', json '38 63')
+    assert.equal('-9223372036854775808', json '3b 7fffffffffffffff')
+    local ok, err = json '3b 8000000000000000'
+    assert.is_nil(ok)
+    assert.matches('CBOR integer below %-2%^63 has no JSON form klua reads at byte 0', err)
+  end)
+
+  it('reads a byte string as text, as the encoder writes every Go string, each invalid UTF-8 byte becoming U+FFFD', function()
+    assert.equal('"abc"', json '43 616263')
+    assert.equal('"a\u{FFFD}\u{FFFD}b"', json '44 61ff c062')
+    assert.equal('"\u{E9}t\u{E9}"', json '45 c3a974c3a9')
+  end)
+
+  it('escapes what JSON strings must escape', function()
+    assert.equal([["q\"b\\n\nt\tc\u0001"]], testing.cbor_to_json(encode 'q"b\\n\nt\tc\1'))
+  end)
+
+  it('reads a text string, which must be valid UTF-8 (RFC 8949 3.1)', function()
+    assert.equal('"abc"', json '63 616263')
+    local ok, err = json '62 61ff'
+    assert.is_nil(ok)
+    assert.matches('CBOR text string is not valid UTF%-8', err)
+  end)
+
+  it('writes arrays and maps, nested, with byte-string and text-string keys', function()
+    assert.equal('[]', json '80')
+    assert.equal('{}', json 'a0')
+    assert.equal('{"a":[1,{"b":null}],"c":true}', json 'a2 4161 82 01 a1 6162 f6 4163 f5')
+    assert.equal('{"metadata":{"labels":{"app":"web"},"name":"x"}}',
+      testing.cbor_to_json(encode { metadata = { name = 'x', labels = { app = 'web' } } }))
+  end)
+
+  it('writes floats of every width as Go writes a float64: shortest digits, integral ones without a fraction', function()
+    assert.equal('1', json 'f9 3c00')         -- half 1.0
+    assert.equal('1.5', json 'f9 3e00')       -- half 1.5
+    assert.equal('-0.5', json 'f9 b800')      -- half -0.5
+    assert.equal(2 ^ -24, tonumber((json 'f9 0001'))) -- the smallest half subnormal
+    assert.equal('100000', json 'fa 47c35000') -- single 100000.0
+    assert.equal('0.1', json 'fb 3fb999999999999a')
+    assert.equal('1e+21', json('fb ' .. ('%016x'):format(string.unpack('>i8', string.pack('>d', 1e21)))))
+    assert.equal('1e-7', json('fb ' .. ('%016x'):format(string.unpack('>i8', string.pack('>d', 1e-7)))))
+    assert.equal('0.000001', json('fb ' .. ('%016x'):format(string.unpack('>i8', string.pack('>d', 1e-6)))))
+    assert.equal('123456789.123', json('fb ' .. ('%016x'):format(string.unpack('>i8', string.pack('>d', 123456789.123)))))
+  end)
+
+  it('refuses NaN and the infinities, as the encoder does', function()
+    local ok, err = json 'f9 7e00'
+    assert.is_nil(ok)
+    assert.matches('CBOR float NaN has no JSON form', err)
+    ok, err = json 'fa ff800000'
+    assert.is_nil(ok)
+    assert.matches('CBOR float infinity has no JSON form', err)
+  end)
+
+  it('writes false, true and null, and refuses undefined and the other simple values', function()
+    assert.equal('[false,true,null]', json '83 f4 f5 f6')
+    local ok, err = json 'f7'
+    assert.is_nil(ok)
+    assert.matches('CBOR undefined has no JSON form', err)
+    ok, err = json 'f0'
+    assert.is_nil(ok)
+    assert.matches('CBOR simple value 16 has no JSON form', err)
+    ok, err = json 'f8 ff'
+    assert.is_nil(ok)
+    assert.matches('CBOR simple value 255 has no JSON form', err)
+  end)
+
+  it('reads through the self-described CBOR tag 55799 that starts every item the encoder writes', function()
+    assert.equal('{"kind":"Pod"}', json 'd9d9f7 a1 446b696e64 43506f64')
+    assert.equal('[1]', json '81 d9d9f7 01')
+  end)
+
+  it('writes a byte string under tags 21, 22 and 23 in the encoding each expects (RFC 8949 3.4.5.2)', function()
+    assert.equal('"aGk="', json 'd6 42 6869')          -- 22: base64, as a Go []byte in JSON
+    assert.equal('"aGV5"', json 'd6 43 686579')
+    assert.equal('"YQ=="', json 'd6 41 61')
+    assert.equal('""', json 'd6 40')
+    assert.equal('"-_8"', json 'd5 42 fbff')           -- 21: base64url, unpadded
+    assert.equal('"fbff"', json 'd7 42 fbff')          -- 23: base16
+  end)
+
+  it('refuses other tags by number, and tags 21 to 23 on anything but a byte string', function()
+    local ok, err = json 'c1 1a 5f5e1000'
+    assert.is_nil(ok)
+    assert.matches('CBOR tag 1 has no JSON form at byte 0', err)
+    ok, err = json 'c0 63 616263'
+    assert.is_nil(ok)
+    assert.matches('CBOR tag 0 has no JSON form', err)
+    ok, err = json 'd6 63 616263'
+    assert.is_nil(ok)
+    assert.matches('CBOR tag 22 on something other than a byte string', err)
+  end)
+
+  it('refuses indefinite lengths, which kube-apiserver never writes, and the reserved header values', function()
+    for _, h in ipairs { '9f 01 ff', 'bf 4161 01 ff', '5f 4161 ff', '7f 6161 ff' } do
+      local ok, err = json(h)
+      assert.is_nil(ok, h)
+      assert.matches('indefinite length, which kube%-apiserver never writes', err, 1, false, h)
+    end
+    local ok, err = json '1c'
+    assert.is_nil(ok)
+    assert.matches('reserved additional information', err)
+    ok, err = json '81 ff'
+    assert.is_nil(ok)
+    assert.matches('a break %(0xff%) outside an indefinite%-length item at byte 1', err)
+  end)
+
+  it('refuses map keys that are not strings', function()
+    local ok, err = json 'a1 01 02'
+    assert.is_nil(ok)
+    assert.matches('CBOR map key is not a string at byte 1', err)
+  end)
+
+  it('refuses an item cut short, one followed by more bytes, and nesting deeper than 1024', function()
+    for _, h in ipairs { '', '19 01', '43 6162', '82 01', 'a1 4161', 'd9d9f7' } do
+      local ok, err = json(h)
+      assert.is_nil(ok, h)
+      assert.matches('ends early', err, 1, false, h)
+    end
+    local ok, err = json '01 02'
+    assert.is_nil(ok)
+    assert.matches('CBOR item is followed by more bytes at byte 1', err)
+    assert.equal(('['):rep(1024) .. (']'):rep(1024), testing.cbor_to_json(('\x81'):rep(1023) .. '\x80'))
+    ok, err = testing.cbor_to_json(('\x81'):rep(1024) .. '\x80')
+    assert.is_nil(ok)
+    assert.matches('CBOR item nests deeper than 1024', err)
+  end)
+
+  it('refuses an array whose count is past the end of the item without reading on', function()
+    local ok, err = json '9b ffffffffffffffff 01'
+    assert.is_nil(ok)
+    assert.matches('ends early', err)
+  end)
+end)
+
+describe('the framer, on a CBOR Sequence', function()
+  local function cbor_framer(max) return testing.framer(max, nil, true) end
+
+  local function events_of(pieces, max)
+    local f, got = cbor_framer(max), {}
+    for _, piece in ipairs(pieces) do
+      for _, e in ipairs(f:feed(piece)) do
+        got[#got + 1] = e.frame or (e.oversize and ('<oversize ' .. e.oversize .. '>')) or ('<malformed ' .. e.malformed .. '>')
+      end
+    end
+    return got, f
+  end
+
+  local added = '\xd9\xd9\xf7' .. encode { type = 'ADDED', object = { kind = 'Pod', metadata = { name = 'a', uid = 'u1' } } }
+  local bookmark = '\xd9\xd9\xf7' .. encode { type = 'BOOKMARK', object = { kind = 'Pod', metadata = { resourceVersion = '7' } } }
+  local want = {
+    '{"object":{"kind":"Pod","metadata":{"name":"a","uid":"u1"}},"type":"ADDED"}',
+    '{"object":{"kind":"Pod","metadata":{"resourceVersion":"7"}},"type":"BOOKMARK"}',
+  }
+
+  it('hands on each item of the sequence as its JSON text, however the body is cut into reads', function()
+    local body = added .. bookmark
+    assert.same(want, (events_of { body }))
+    for i = 1, #body - 1 do
+      assert.same(want, (events_of { body:sub(1, i), body:sub(i + 1) }), 'split at ' .. i)
+    end
+    local bytes = {}
+    for i = 1, #body do bytes[i] = body:sub(i, i) end
+    assert.same(want, (events_of(bytes)), 'one byte a read')
+  end)
+
+  it('holds an unfinished item until its last byte comes', function()
+    local f = cbor_framer()
+    assert.same({}, f:feed(added:sub(1, 10)))
+    assert.equal(10, f:pending())
+    assert.equal(1, #f:feed(added:sub(11)))
+    assert.equal(0, f:pending())
+  end)
+
+  it('reports an item it cannot read and frames nothing more, since nothing marks where the next would start', function()
+    local got = events_of { added .. '\xd9\xd9\xf7\xc1\x01' .. added }
+    assert.same({ want[1], '<malformed CBOR tag 1 has no JSON form at byte 3>' }, got)
+    got = events_of { added, '\x9f\x01\xff', added }
+    assert.same({ want[1], '<malformed an indefinite length, which kube-apiserver never writes>' }, got)
+  end)
+
+  it('refuses an item past the frame limit without buffering it, and frames the next', function()
+    local big = encode { type = 'ADDED', object = { data = ('x'):rep(300) } }
+    local got, f = events_of({ big:sub(1, 100), big:sub(101), added }, 200)
+    assert.same({ '<oversize 200>', want[1] }, got)
+    assert.equal(0, f:pending())
+  end)
+end)
+
+describe('a Status in CBOR', function()
+  -- responsewriters writes an error in the type the request negotiated: a CBOR
+  -- request's 410 or 403 body is self-described CBOR.
+  it('is read as the Status it is, recognised by the self-described prefix', function()
+    local body = '\xd9\xd9\xf7' .. string.char(0xa4) .. '\x44kind\x46Status' .. '\x44code\x19\x01\x9a'
+      .. '\x46reason\x47Expired' .. '\x47message\x43old'
+    local s = testing.decode_status(body)
+    assert.same({ code = 410, reason = 'Expired', message = 'old' }, s)
+    assert.is_nil(testing.decode_status('\xd9\xd9\xf7\xa1\x44kind\x43Pod'))
+    assert.is_nil(testing.decode_status('\xd9\xd9\xf7\xff'))
+  end)
+end)
