@@ -544,6 +544,37 @@ describe('the reflector', function()
       end)
     end
 
+    -- client-go's watchList asks for a state not older than the one it holds
+    -- (rewatchResourceVersion), which the watch cache serves without a consistent read;
+    -- an expired or too large resourceVersion makes it ask for the latest state ("").
+    it('asks a watch-list for a state not older than the cache\'s, and for the latest after a 410', function()
+      r = testing.reflector { watch_list = 'auto' }
+      r:start()
+      local _, first = expect_request(r, 'sendInitialEvents=true')
+      assert.truthy(first:find('[?&]resourceVersion=&') or first:find('[?&]resourceVersion=$'), first)
+      r:feed(r:request(), event('ADDED', 'a', '5') .. initial_events_end('9'))
+      r:feed(r:request(), 'not json\n')
+      r:advance(r:next_timer())
+      local _, again = expect_request(r, 'sendInitialEvents=true')
+      assert.truthy(again:find('[?&]resourceVersion=9'), again)
+      r:feed(r:request(), event('ADDED', 'a', '5') .. error_event(410, 'Expired', 'too old'))
+      local _, latest = expect_request(r, 'sendInitialEvents=true')
+      assert.truthy(latest:find('[?&]resourceVersion=&') or latest:find('[?&]resourceVersion=$'), latest)
+    end)
+
+    it('asks a watch-list for the latest state after its resourceVersion was too large', function()
+      r = testing.reflector { watch_list = 'auto' }
+      r:start()
+      r:feed(r:request(), event('ADDED', 'a', '5') .. initial_events_end('9'))
+      r:feed(r:request(), 'not json\n')
+      r:advance(r:next_timer())
+      r:finish(expect_request(r, 'resourceVersion=9'), status(504, 'Timeout', 'Too large resource version: 9, current: 3'))
+      assert.equals('BACKOFF', r:state())
+      r:advance(r:next_timer())
+      local _, path = expect_request(r, 'sendInitialEvents=true')
+      assert.truthy(path:find('[?&]resourceVersion=&') or path:find('[?&]resourceVersion=$'), path)
+    end)
+
     -- kube-apiserver 1.33 has the WatchList feature off by default (1.32 and 1.34 on)
     -- and answers 422; so does a server older than sendInitialEvents, which forbids
     -- resourceVersionMatch on a watch. By default klua stops asking such a server.

@@ -70,10 +70,8 @@ char *kl_listwatch_url_watch(const kl_listwatch_target *t, long timeout, const c
     if (initial_events) {
         sb_param(&b, "sendInitialEvents", "true");
         sb_param(&b, "resourceVersionMatch", "NotOlderThan");
-        sb_param(&b, "resourceVersion", "");
-    } else {
-        sb_param(&b, "resourceVersion", rv);
     }
+    sb_param(&b, "resourceVersion", rv);
     sb_target(&b, t);
     return b.s;
 }

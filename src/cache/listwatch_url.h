@@ -17,9 +17,9 @@ typedef struct kl_listwatch_target {
 char *kl_listwatch_url_list(const kl_listwatch_target *t, int limit, const char *rv, const char *cont);
 
 /* A WATCH with bookmarks ending after timeout seconds: from rv, or, with
- * initial_events, WatchList's stream of the latest state (sendInitialEvents,
- * resourceVersionMatch=NotOlderThan, resourceVersion ""). The caller frees
- * the result. */
+ * initial_events, WatchList's stream of a state not older than rv
+ * (sendInitialEvents, resourceVersionMatch=NotOlderThan; rv "" is the
+ * latest). The caller frees the result. */
 char *kl_listwatch_url_watch(const kl_listwatch_target *t, long timeout, const char *rv, int initial_events);
 
 #endif

@@ -93,7 +93,7 @@ static const kl_reflector_transition table[C_COUNT] = {
     [C_WL_NO_BOOKMARK] = {WATCHLIST, "clean end without the bookmark", LIST, "LIST(rv); by default LIST from then on"},
     [C_WL_CORRUPT] = {WATCHLIST, "oversize / malformed frame, refused", BACKOFF, "-> LIST(rv); the next relist tries again"},
     [C_WL_DEADLINE] = {WATCHLIST, "no event in --watch-list-deadline", LIST, "LIST(rv); the next relist tries again"},
-    [C_WL_RETRY] = {WATCHLIST, "cut, idle, connect error, timeout", BACKOFF, "-> WATCHLIST"},
+    [C_WL_RETRY] = {WATCHLIST, "cut, idle, connect error, timeout, rv too large", BACKOFF, "-> WATCHLIST"},
     [C_WL_RETRY_AFTER] = {WATCHLIST, "429 / Retry-After", BACKOFF, "at most 30 s -> WATCHLIST"},
     [C_WL_EXPIRED] = {WATCHLIST, "410 after events", WATCHLIST, "WATCH(initial events)"},
     [C_WL_EXPIRED_AT_ONCE] = {WATCHLIST, "410 before any event", BACKOFF, "-> WATCHLIST"},
@@ -987,6 +987,14 @@ static void watch_list_unserved(kl_reflector *r, cause c, const char *why) {
 static void watch_list_over(kl_reflector *r, end_action a) {
     watch_st *w = &r->st.watch;
     int invalid = w->end_code == 400 || w->end_code == 422;
+    /* Its resourceVersion expired or is beyond the server's (a server
+     * restored from an older etcd): as client-go, ask for the latest state. */
+    int too_large = w->end_code == 504 || strstr(w->end_why, "Too large resource version");
+    if (a == END_RELIST || too_large) r->rv_unavailable = 1;
+    if (too_large && a != END_RELIST) {
+        backoff_then(r, C_WL_RETRY, C_WAIT_WATCHLIST, "the resourceVersion is beyond the server's");
+        return;
+    }
     if (a == END_REFUSED && invalid && r->o.watch_list == KL_WATCH_LIST_AUTO) {
         watch_list_unserved(r, C_WL_UNSERVED, w->end_why);
         return;
@@ -1095,7 +1103,11 @@ static void enter_watch(kl_reflector *r) {
     long timeout = (long)watch_timeout(r);
     if (initial) kl_vlog(2, r->o.name, "WATCH with initial events (timeout %ld s)", timeout);
     else kl_vlog(2, r->o.name, "WATCH from resourceVersion %s (timeout %ld s)", kl_reflector_rv(r), timeout);
-    char *url = kl_listwatch_url_watch(&r->target, timeout, kl_reflector_rv(r), initial);
+    /* A watch-list asks for a state not older than the one the cache holds,
+     * as client-go's (rewatchResourceVersion): the watch cache serves it
+     * as soon as it is that fresh, where "" needs a consistent read. */
+    const char *rv = initial && r->rv_unavailable ? "" : kl_reflector_rv(r);
+    char *url = kl_listwatch_url_watch(&r->target, timeout, rv, initial);
     w->started = w->last_activity = now(r);
     /* The server ends the watch at timeoutSeconds; the same deadline, with
      * some grace, also holds on this side, so a server that trickles bytes

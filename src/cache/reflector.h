@@ -23,7 +23,7 @@
  *            clean end without the bookmark                   -> LIST       LIST(rv); by default LIST from then on
  *            oversize / malformed frame, refused              -> BACKOFF    -> LIST(rv); the next relist tries again
  *            no event in --watch-list-deadline                -> LIST       LIST(rv); the next relist tries again
- *            cut, idle, connect error, timeout                -> BACKOFF    -> WATCHLIST
+ *            cut, idle, connect error, timeout, rv too large  -> BACKOFF    -> WATCHLIST
  *            429 / Retry-After                                -> BACKOFF    at most 30 s -> WATCHLIST
  *            410 after events                                 -> WATCHLIST  WATCH(initial events)
  *            410 before any event                             -> BACKOFF    -> WATCHLIST
