@@ -60,18 +60,22 @@ function M.fnv1a64(s)
   return h
 end
 
---- The shard of n whose range [i * w, (i + 1) * w), w = floor((2^64 - 1) / n) + 1,
--- holds the hash of uid: the last i whose start is not above it.
-function M.uid_shard(uid, n)
-  local h, w = M.fnv1a64(uid), 0
-  if n == 1 then return 0 end
-  -- w by long division of 2^64 - 1 by n, bit by bit.
-  local rem = 0
+--- The width of each of n (>= 2) shard ranges: floor((2^64 - 1) / n) + 1, by long
+-- division bit by bit.
+function M.shard_width(n)
+  local w, rem = 0, 0
   for bit = 63, 0, -1 do
     rem = (rem << 1) | 1
     if rem >= n then rem, w = rem - n, w | (1 << bit) end
   end
-  w = w + 1
+  return w + 1
+end
+
+--- The shard of n whose range [i * w, (i + 1) * w) holds the hash of uid: the last i
+-- whose start is not above it.
+function M.uid_shard(uid, n)
+  if n == 1 then return 0 end
+  local h, w = M.fnv1a64(uid), M.shard_width(n)
   local i = 0
   while i + 1 < n and not math.ult(h, (i + 1) * w) do i = i + 1 end
   return i

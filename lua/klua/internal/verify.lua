@@ -137,7 +137,7 @@ function M.check(inf)
   local s = core.state(inf)
   local spec = s.spec
   local list, err = api.list(inf, { namespace = spec.namespace, label_selector = spec.label_selector,
-    field_selector = spec.field_selector })
+    field_selector = spec.field_selector, shard_selector = C.shard_selector(inf) ~= '' and C.shard_selector(inf) or nil })
   if not alive(inf) then return nil, 'stopped' end
   if not list then return nil, 'LIST failed: ' .. tostring(err and err.message or err) end
   local l = list.metadata and list.metadata.resourceVersion
