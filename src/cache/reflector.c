@@ -7,6 +7,7 @@
 
 #include "cache/backoff.h"
 #include "cache/listwatch_url.h"
+#include "wire/media.h"
 #include "wire/framer.h"
 #include "wire/list_stream.h"
 #include "base/buf.h"
@@ -541,7 +542,8 @@ static void list_complete(kl_reflector *r) {
 
 static void on_list_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
-    if (!kl_http_is_json(content_type)) r->st.list.bad_type = kl_xstrdup(content_type);
+    /* Every type klua reads decodes a LIST with kl_list_stream (media.h). */
+    if (!kl_media_of(content_type)) r->st.list.bad_type = kl_xstrdup(content_type);
 }
 
 /* A body of another type than JSON is not read at all: a 300 MB protobuf
@@ -898,7 +900,8 @@ static void on_deadline(kl_loop *loop, void *ud) {
  * stream is. */
 static void on_watch_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
-    if (kl_http_is_json(content_type)) {
+    /* Every type klua reads is framed by r->framer (media.h). */
+    if (kl_media_of(content_type)) {
         note_recovered(r);
         r->watched = 1;
         return;
