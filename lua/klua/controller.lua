@@ -344,7 +344,11 @@ end
 
 -- Queues key for cause `why` at prio; a live event waits out the debounce.
 local function add(c, key, prio, why)
-  if not takes(c, key) then return end
+  if not takes(c, key) then
+    -- Another replica's key: its uid is kept only while it is queued here.
+    if not c.causes[key] and not c.in_flight[key] then c.uids[key] = nil end
+    return
+  end
   cause.note(c.causes, key, why)
   if not c.debounce or prio < NORMAL then return queue_now(c, key, prio, why) end
   local pending = c.debouncing[key]
@@ -556,10 +560,10 @@ local function handle_events(c, inf, map, owned)
   local function queue(obj, prio, fields)
     local k, uid = map(obj)
     if not k then return end
-    -- Kept only for keys this replica takes: they are forgotten after
-    -- their reconcile succeeds.
-    local g = shards.current()
-    if uid and g and g:owns(uid) then c.uids[k] = uid end
+    -- What places the key when the primary informer does not hold its
+    -- object (add forgets it for another replica's key, a successful
+    -- reconcile for this one's).
+    if uid and shards.current() then c.uids[k] = uid end
     fields.informer, fields.object, fields.owner = name, key_of(obj), owned or nil
     add(c, k, prio, fields)
   end

@@ -525,6 +525,86 @@ end)
     end)
   end)
 
+  -- Owned objects come unfiltered (their shard is their owner's), and each queues its
+  -- owner only on the replica that holds the shard of the owner's uid, which it reads
+  -- from its controller ownerReference even when the owner is not cached here.
+  describe('with owned objects', function()
+    local sb = testing.with_sandbox { args = { '--feature-gates', 'ShardedListAndWatch=true' } }
+    local replicas = {}
+    local OWNERS = 40
+    local OWNED = [[
+io.stdout:setvbuf('line')
+local core = require 'klua.core'
+local owners = klua.informer { resource = 'configmaps', namespace = 'sharded', label_selector = 'role=owner' }
+local owned = klua.informer { resource = 'configmaps', namespace = 'sharded', label_selector = 'role=owned' }
+klua.controller { name = 'sharded', watches = { owners }, owns = { owned }, reconcile = function(key)
+  print('reconcile ' .. key)
+end }
+klua.every(0.2, function()
+  print(('state %s|%d|%s'):format(table.concat(klua.shards(), ','), #owners:list(),
+    core.informer_fns.shard_selector(owners)))
+end)
+]]
+    local uid_of = {}
+
+    setup(function()
+      sb:kubectl('create namespace ' .. NS)
+      local path = '/api/v1/namespaces/' .. NS .. '/configmaps'
+      for i = 1, OWNERS do
+        local status, owner = sb:json('POST', path, { metadata = { name = 'o' .. i, labels = { role = 'owner' } } })
+        assert.equals(201, status)
+        uid_of[NS .. '/o' .. i] = owner.metadata.uid
+        assert.equals(201, (sb:json('POST', path, { metadata = { name = 'o' .. i .. '-child', labels = { role = 'owned' },
+          ownerReferences = { { apiVersion = 'v1', kind = 'ConfigMap', name = 'o' .. i, uid = owner.metadata.uid,
+            controller = true } } } })))
+      end
+    end)
+    teardown(function() for _, p in pairs(replicas) do p:cleanup() end end)
+
+    it('reconciles an owner only on the replica holding its uid\'s shard', function()
+      for _, name in ipairs({ 'a', 'b' }) do
+        local args = { '--kubeconfig', sb.kubeconfig, '--leader-elect', '--leader-election-id', 'owned',
+          '--leader-election-namespace', NS, '--shards', tostring(N) }
+        for _, a in ipairs(LEASE) do args[#args + 1] = a end
+        args[#args + 1] = 'run'
+        args[#args + 1] = K.script(OWNED)
+        replicas[name] = K.spawn(args, { name = 'replica ' .. name })
+      end
+      testing.eventually(function()
+        local a, b = state(replicas.a), state(replicas.b)
+        return a and b and #a.shards == 2 and #b.shards == 2 and a.selector == selector_of(a.shards)
+          and b.selector == selector_of(b.shards) and a.cached + b.cached == OWNERS
+      end, 60 * K.slowdown, { what = 'two replicas each caching the owners of its two shards' })
+      local from = { a = #replicas.a:output(), b = #replicas.b:output() }
+      local path = '/api/v1/namespaces/' .. NS .. '/configmaps/'
+      for i = 1, OWNERS do
+        assert.equals(200, (sb:json('PATCH', path .. 'o' .. i .. '-child', { data = { touched = 'yes' } },
+          { ['Content-Type'] = 'application/merge-patch+json' })))
+      end
+      local function seen()
+        local keys = {}
+        for _, name in ipairs({ 'a', 'b' }) do
+          for key in replicas[name]:output():sub(from[name] + 1):gmatch('reconcile (%S+)\n') do
+            keys[#keys + 1] = { replica = name, key = key }
+          end
+        end
+        return keys
+      end
+      testing.eventually(function()
+        local distinct = {}
+        for _, r in ipairs(seen()) do distinct[r.key] = true end
+        local n = 0
+        for _ in pairs(distinct) do n = n + 1 end
+        return n == OWNERS
+      end, 30 * K.slowdown, { what = 'every owner reconciled after its owned object changed' })
+      for _, r in ipairs(seen()) do
+        local held = {}
+        for _, i in ipairs(state(replicas[r.replica]).shards) do held[i] = true end
+        assert.truthy(held[K.uid_shard(uid_of[r.key], N)], r.key .. ' reconciled by ' .. r.replica)
+      end
+    end)
+  end)
+
   describe('against a server without it', function()
     local sb = testing.with_sandbox()
     local replicas = {}
