@@ -304,7 +304,10 @@ local TABLE = 'application/json;as=Table;g=meta.k8s.io;v=v1,application/json'
 
 --- api.list(resource, opts) -> {items = {...}, metadata = {...}} with every
 -- page fetched. opts: namespace (default all), label_selector,
--- field_selector, limit (page size), one_page (fetch the first page only;
+-- field_selector, shard_selector (KEP-5866's shardSelector, as
+-- klua.shards.selector makes it; a server without the feature ignores it,
+-- and one that applied it says so in metadata.shardInfo), limit (page
+-- size), one_page (fetch the first page only;
 -- its metadata.continue says whether more would follow), as_table (ask for
 -- the server's Table form, kubectl get's columns, with whole objects: the
 -- answer is a meta.k8s.io Table, {columnDefinitions = {...}, rows = {{cells
@@ -330,7 +333,7 @@ function api.list(resource, opts)
     local page
     page, err = call('GET', base .. encode_query {
       labelSelector = opts.label_selector, fieldSelector = opts.field_selector,
-      limit = opts.limit or 500, continue = cont, includeObject = opts.as_table and 'Object' or nil,
+      shardSelector = opts.shard_selector, limit = opts.limit or 500, continue = cont, includeObject = opts.as_table and 'Object' or nil,
     }, nil, nil, opts.as_table and TABLE or nil, nil, cont ~= nil)
     if not page then return nil, err end
     if page.kind == 'Table' then member = 'rows' end

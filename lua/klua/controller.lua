@@ -102,6 +102,7 @@
 -- "error"; a raise as a panic and an error; a terminal error as one and an
 -- error.
 local core = require 'klua.core'
+local C = core.informer_fns
 local leader = require 'klua.leader'
 local shards = require 'klua.shards'
 local endpoint = require 'klua.internal.endpoint'
@@ -173,13 +174,14 @@ local function key_of(obj)
   return util.key(md.namespace, md.name)
 end
 
---- The key of obj's controller owner when that owner is of `kind`.
+--- The key of obj's controller owner when that owner is of `kind`, and
+-- the owner's uid.
 local function owner_key(obj, kind)
   local refs = obj.metadata.ownerReferences
   if not refs then return nil end
   for _, ref in ipairs(refs) do
     if ref.controller == true and (kind == nil or ref.kind == kind) then
-      return util.key(obj.metadata.namespace, ref.name)
+      return util.key(obj.metadata.namespace, ref.name), ref.uid
     end
   end
   return nil
@@ -310,11 +312,22 @@ local function timed_out(c, key)
   return 'timeout', requeue(c, key, 'timeout')
 end
 
+-- What places key in a shard (klua.shards.shard_of): the uid of its
+-- object, as cached by the primary informer or as the last event about it
+-- told (a deleted object's, or an owner's from its owned objects'
+-- ownerReferences), else the key itself.
+local function shard_id(c, key)
+  local obj = c.primary:get(key)
+  local uid = obj and obj.metadata.uid
+  if type(uid) == 'string' and uid ~= '' then return uid end
+  return c.uids[key] or key
+end
+
 -- Under --shards a key is taken only while its shard is held (and not
 -- handed over): another replica reconciles the rest.
-local function takes(key)
+local function takes(c, key)
   local g = shards.current()
-  return not g or g:owns(key)
+  return not g or g:owns(shard_id(c, key))
 end
 
 -- What -v 3 says of a cause: the informer and event ("pods update").
@@ -331,14 +344,18 @@ end
 
 -- Queues key for cause `why` at prio; a live event waits out the debounce.
 local function add(c, key, prio, why)
-  if not takes(key) then return end
+  if not takes(c, key) then
+    -- Another replica's key: its uid is kept only while it is queued here.
+    if not c.causes[key] and not c.in_flight[key] then c.uids[key] = nil end
+    return
+  end
   cause.note(c.causes, key, why)
   if not c.debounce or prio < NORMAL then return queue_now(c, key, prio, why) end
   local pending = c.debouncing[key]
   if pending then pending:cancel() end
   c.debouncing[key] = core.after(c.debounce, function()
     c.debouncing[key] = nil
-    if takes(key) then queue_now(c, key, prio, why) end
+    if takes(c, key) then queue_now(c, key, prio, why) end
   end)
 end
 
@@ -354,10 +371,11 @@ end
 
 local function process(c, key, prio)
   local g = shards.current()
+  local id = g and shard_id(c, key)
   -- By the clock, not only by what the election's timers last decided: a
   -- worker that runs first after a pause of the process must not start
   -- a reconcile on a Lease that lapsed meanwhile.
-  if (g and not g:owns(key)) or not leader.leading() then
+  if (g and not g:owns(id)) or not leader.leading() then
     cause.take(c.causes, key)
     c.queue:forget(key)
     c.queue:done(key)
@@ -380,7 +398,7 @@ local function process(c, key, prio)
   -- instruction, and one that stopped this between the reconcile and the
   -- lines below would leave the key in flight for the shutdown to wait on.
   core.reconciling(true)
-  if g then g:started(key) end
+  if g then g:started(id) end
   local started = core.now()
   local causes = cause.take(c.causes, key)
   local ctx = { controller = c, attempt = c.queue:num_requeues(key) + 1, causes = causes,
@@ -415,10 +433,11 @@ local function process(c, key, prio)
   else
     c.successes = c.successes + 1
     c.queue:forget(key)
+    c.uids[key] = nil
   end
   if NARRATE then narrate_end(c, key, took, result, again) end
   c.queue:done(key)
-  if g then g:finished(key) end
+  if g then g:finished(id) end
   core.reconciling(false)
   if c.once then c.once:finished(key, result) end
 end
@@ -508,14 +527,43 @@ local function check_seconds(opts, name)
   return v
 end
 
+-- Under --shards, against a server that shards lists and watches
+-- (KEP-5866), makes the primary informer select only the shards held,
+-- relisting when they change. Its other informers, whose objects' shard is
+-- another object's (an owner's, a key's), keep receiving everything. With
+-- no shard held the selection is left as it is, for the next holding.
+local function select_shards(c)
+  local g = shards.current()
+  local sel = g and g:shard_selector()
+  if not sel or c.server_shards == false then return end
+  if c.server_shards == nil then
+    local honours, err = shards.server_honours(c.primary, sel)
+    if honours == nil then
+      core.log('warn', ('%s: cannot tell whether the server shards lists (%s); asking again next round')
+        :format(c.name, tostring(err and err.message or err)))
+      return
+    end
+    c.server_shards = honours
+    core.log('info', ('%s: %s'):format(c.name, honours
+      and 'the server shards lists and watches (shardSelector, KEP-5866): the primary informer selects the held shards'
+      or 'the server ignores shardSelector (KEP-5866): every replica lists everything and filters by shard'))
+    if not honours then return end
+  end
+  if C.shard_selector(c.primary) ~= sel then C.reshard(c.primary, sel) end
+end
+
 -- Registers on inf the handlers that turn its events into causes: map(obj)
 -- says which key an object queues (nil: none) and whether it is an owner
 -- mapping. The initial list and resyncs go in at low priority.
 local function handle_events(c, inf, map, owned)
   local name = inf:name()
   local function queue(obj, prio, fields)
-    local k = map(obj)
+    local k, uid = map(obj)
     if not k then return end
+    -- What places the key when the primary informer does not hold its
+    -- object (add forgets it for another replica's key, a successful
+    -- reconcile for this one's).
+    if uid and shards.current() then c.uids[k] = uid end
     fields.informer, fields.object, fields.owner = name, key_of(obj), owned or nil
     add(c, k, prio, fields)
   end
@@ -560,11 +608,15 @@ function M.new(opts)
     causes = {},     -- key -> what queued it since its reconcile last began
     debouncing = {}, -- key -> the timer that queues it once its events are quiet
     once = ONCE and new_once() or nil,
+    primary = watches[1],
+    uids = {},       -- key -> its object's uid as an event last told (under --shards)
+    server_shards = nil, -- whether the server shards the primary's lists (nil: not known yet)
   }, Controller)
   writes.attach(c, watches, owns, watches[1]:resource().kind, opts.read_your_writes)
   M.all[#M.all + 1] = c
   endpoint.track_controller(c)
-  for _, inf in ipairs(watches) do handle_events(c, inf, key_of) end
+  handle_events(c, watches[1], function(obj) return key_of(obj), obj.metadata.uid end)
+  for i = 2, #watches do handle_events(c, watches[i], key_of) end
   local kind = watches[1]:resource().kind
   for _, inf in ipairs(owns) do
     handle_events(c, inf, function(obj) return owner_key(obj, kind) end, true)
@@ -576,10 +628,13 @@ function M.new(opts)
     for _, inf in ipairs(watches) do
       for _, obj in ipairs(inf:list()) do
         local key = key_of(obj)
-        if shards.shard_of(key, g.n) == i then add(c, key, LOW, { event = 'shard', shard = i, object = key }) end
+        if shards.shard_of(shard_id(c, key), g.n) == i then
+          add(c, key, LOW, { event = 'shard', shard = i, object = key })
+        end
       end
     end
   end)
+  shards.on_round(function() select_shards(c) end)
   -- Workers start once every informer has handed over its first list, as
   -- client-go's controllers wait for their caches to sync: a reconcile
   -- reading a half-filled cache would take objects not listed yet for

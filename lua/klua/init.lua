@@ -569,7 +569,8 @@ klua.leader = leader.leading
 -- klua.on_leading(function() klua.log.info('leading') end)
 function klua.on_leading(fn) return leader.on_leading(guard(fn)) end
 --- The shards this replica holds under `klua run --shards N`, in order
--- (0 .. N-1; a key's shard is shards.shard_of(key, N), docs/scale.md), or
+-- (0 .. N-1; a key's shard is that of its object's uid,
+-- require('klua.shards').shard_of(uid, N), docs/scale.md), or
 -- nil without --shards.
 -- @return a list of shard numbers, or nil
 -- @usage

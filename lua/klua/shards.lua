@@ -7,9 +7,21 @@
 -- rules (klua.leader): a replica reconciles only the keys of the shards it
 -- holds.
 --
--- * The shard of a key is FNV-1a (32 bits) of the key's bytes, modulo N:
---   the same in every replica and every release, so a key moves only when
---   its shard changes hands.
+-- * The shard of a key is that of its object's uid, as kube-apiserver's
+--   server-side sharding (KEP-5866) computes it: the 64-bit FNV-1a hash of
+--   the uid's bytes, in N equal ranges of the hash space, shard i holding
+--   [i * step, (i + 1) * step) with step = floor((2^64 - 1) / N) + 1 (the
+--   last range ends at 2^64). It is the same in every replica and every
+--   release, so a key moves only when its shard changes hands. A key whose
+--   uid the controller never saw (an object neither cached nor ever told of
+--   by an event) is placed by the hash of the key itself.
+-- * Server-side sharding: against a server that honours shardSelector on
+--   LIST and WATCH (KEP-5866, kube-apiserver 1.36 with the alpha gate
+--   ShardedListAndWatch), seen by the shardInfo it echoes in a LIST's
+--   metadata, each controller's primary informer (the first of `watches`)
+--   lists and watches only the ranges of the shards this replica holds,
+--   and relists when they change (docs/scale.md). Other informers, `owns`
+--   among them, receive everything and are filtered here, as before.
 -- * Membership: each replica also holds a Lease of its own,
 --   `<id>-member-<8 hex digits of its identity's hash>`. Replicas count the
 --   members whose Lease has changed within the lease duration by their own
@@ -58,8 +70,71 @@ function M.hash(s)
   return h
 end
 
---- The shard (0 .. n-1) of a key.
-function M.shard_of(key, n) return M.hash(key) % n end
+--- FNV-1a, 64 bits, of s (a Lua integer: the bits of the unsigned value).
+function M.hash64(s)
+  local h = 0xcbf29ce484222325
+  for i = 1, #s do
+    h = (h ~ s:byte(i)) * 0x100000001b3
+  end
+  return h
+end
+
+-- a // b with both read as unsigned 64 bits, b not 0.
+local function udiv(a, b)
+  if b < 0 then return math.ult(a, b) and 0 or 1 end -- b >= 2^63
+  if a >= 0 then return a // b end
+  local q = ((a >> 1) // b) << 1
+  if not math.ult(a - q * b, b) then q = q + 1 end
+  return q
+end
+
+-- The width of each of n ranges; nil for n == 1 (2^64, the whole space).
+local function step(n)
+  if n == 1 then return nil end
+  return udiv(-1, n) + 1
+end
+
+--- The shard (0 .. n-1) of an object's uid (or, lacking one, of its key):
+-- the range of n that M.hash64(uid) falls in, as the server's shardRange.
+function M.shard_of(uid, n)
+  local w = step(n)
+  return w and udiv(M.hash64(uid), w) or 0
+end
+
+-- The hexadecimal bounds of shard i of n, as shardRange writes them.
+local function bounds(first, last, n)
+  local w = step(n)
+  local from = w and ('0x%016x'):format(first * w) or '0x0000000000000000'
+  local to = last == n - 1 and '0x10000000000000000' or ('0x%016x'):format((last + 1) * w)
+  return from, to
+end
+
+--- The shardSelector (KEP-5866) that selects the objects of shards, a
+-- list of shard numbers of n in order: one shardRange per run of adjacent
+-- shards, joined by "||"; nil for none.
+function M.selector(shards, n)
+  local terms, i = {}, 1
+  while shards[i] do
+    local first, last = shards[i], shards[i]
+    while shards[i + 1] == last + 1 do i, last = i + 1, last + 1 end
+    terms[#terms + 1] = ("shardRange(object.metadata.uid, '%s', '%s')"):format(bounds(first, last, n))
+    i = i + 1
+  end
+  return #terms > 0 and table.concat(terms, ' || ') or nil
+end
+
+--- Whether the server honours selector on the LIST and WATCH of informer
+-- inf: a LIST of one item with it echoes it in metadata.shardInfo
+-- (KEP-5866; a server without the feature ignores the parameter). Returns
+-- true or false, or nil and the error when the LIST failed.
+function M.server_honours(inf, selector)
+  local spec = core.state(inf).spec
+  local list, err = api.list(inf, { namespace = spec.namespace, label_selector = spec.label_selector,
+    field_selector = spec.field_selector, limit = 1, one_page = true, shard_selector = selector })
+  if not list then return nil, err end
+  local info = type(list.metadata) == 'table' and list.metadata.shardInfo
+  return type(info) == 'table' and info.selector == selector
+end
 
 -- Whether s is a valid label value: at most 63 characters of [A-Za-z0-9-_.],
 -- beginning and ending with a letter or digit.
@@ -89,7 +164,8 @@ end
 --- Creates the shard group of a controller id; does not start it.
 -- opts: name (the id), shards (N), namespace, identity, lease_duration,
 -- renew_deadline, retry_period (as leader election's), on_acquired(shard)
--- (called when a shard starts being held, to enqueue its keys).
+-- (called when a shard starts being held, to enqueue its keys), on_round()
+-- (called after each round, to make the informers select what is held).
 function M.new(opts)
   if type(opts) ~= 'table' then error('shards take a table such as {name = "my-controller", shards = 4}', 2) end
   check_count(opts.shards)
@@ -104,6 +180,7 @@ function M.new(opts)
     n = opts.shards, lease_duration = probe.lease_duration,
     renew_deadline = probe.renew_deadline, retry_period = probe.retry_period,
     on_acquired = opts.on_acquired,
+    on_round = opts.on_round,
     electors = {},   -- shard -> the elector that takes and renews its Lease
     held = {},       -- shard -> true while held (its elector says until when)
     draining = {},   -- shard -> true while its reconciles finish before release
@@ -148,12 +225,16 @@ function Group:holds(i)
   return self.held[i] ~= nil and self.electors[i]:_valid()
 end
 
---- Whether this replica takes key now: its shard is held (its Lease valid)
--- and not draining.
-function Group:owns(key)
-  local i = M.shard_of(key, self.n)
+--- Whether this replica takes the key of the object with this uid now
+-- (M.shard_of): its shard is held (its Lease valid) and not draining.
+function Group:owns(uid)
+  local i = M.shard_of(uid, self.n)
   return self:holds(i) and not self.draining[i]
 end
+
+--- The shardSelector of the shards held (draining ones included: their
+-- reconciles still read the cache), or nil when none is.
+function Group:shard_selector() return M.selector(self:shards(), self.n) end
 
 --- The shards held (draining ones included), in order.
 function Group:shards()
@@ -164,11 +245,12 @@ function Group:shards()
   return out
 end
 
---- Counts a reconcile of key as under way (until finished(key)), in the
--- calling task: its writes are fenced by the shard's Lease until then
--- (draining, the shard is still held and its reconciles may finish).
-function Group:started(key)
-  local i = M.shard_of(key, self.n)
+--- Counts a reconcile of the key of uid as under way (until
+-- finished(uid)), in the calling task: its writes are fenced by the shard's
+-- Lease until then (draining, the shard is still held and its reconciles
+-- may finish).
+function Group:started(uid)
+  local i = M.shard_of(uid, self.n)
   self.inflight[i] = (self.inflight[i] or 0) + 1
   local lease = ('the shard lease %s/%s-shard-%d'):format(self.namespace, self.name, i)
   fence.bind(function()
@@ -176,8 +258,8 @@ function Group:started(key)
   end)
 end
 
-function Group:finished(key)
-  local i = M.shard_of(key, self.n)
+function Group:finished(uid)
+  local i = M.shard_of(uid, self.n)
   self.inflight[i] = (self.inflight[i] or 1) - 1
   fence.unbind()
 end
@@ -348,6 +430,7 @@ function Group:step()
   local fair = (self.n + members - 1) // members
   self:shed(fair)
   self:take(fair)
+  if self.on_round then self.on_round() end
 end
 
 --- Runs the group in its own task until stop().
@@ -375,13 +458,20 @@ end
 -- The process's shard group (klua run --shards), and what wants to hear of
 -- each shard it starts to hold.
 local current
-local acquired_fns = {}
+local acquired_fns, round_fns = {}, {}
 
 --- Starts the process's shard group (klua run --shards N --leader-elect).
 function M.start(opts)
   if current then error('the shards are already running', 2) end
   opts.on_acquired = function(i)
     for _, fn in ipairs(acquired_fns) do fn(i) end
+  end
+  opts.on_round = function()
+    -- A hook that fails must not end the rounds that keep the Leases.
+    for _, fn in ipairs(round_fns) do
+      local ok, err = pcall(fn)
+      if not ok then core.log('error', ('shards %s: %s'):format(current.name, tostring(err))) end
+    end
   end
   current = M.new(opts)
   -- A membership Lease that cannot live where it is to ends klua first, as
@@ -396,5 +486,9 @@ function M.current() return current end
 --- Calls fn(shard) whenever this process starts to hold a shard: a
 -- controller enqueues the cached keys of that shard.
 function M.on_acquired(fn) acquired_fns[#acquired_fns + 1] = fn end
+
+--- Calls fn() after each round of the process's shard group: a controller
+-- makes its primary informer select the shards held (server-side sharding).
+function M.on_round(fn) round_fns[#round_fns + 1] = fn end
 
 return M

@@ -13,6 +13,7 @@ from . import apply, conversion, defaults, deletion, fields, jsonnum, managedfie
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from .routes import query_bool
 from .selection import FieldSelector, LabelSelector
+from .sharding import ShardSelector
 from .status import (ApiError, Cause, already_exists, bad_request,
                      conflict, forbidden, internal_error, invalid, not_found,
                      stale_conflict, success, too_large_resource_version,
@@ -208,6 +209,8 @@ class Api:
         self.cache_fill = cache_fill
         self.defaulter = objects.Defaulter()
         self.admission = webhooks.Admission(store)
+        # The ShardedListAndWatch feature gate (KEP-5866): off, shardSelector is ignored.
+        self.sharded_list_watch = False
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -218,25 +221,28 @@ class Api:
                 return 200, dumps(self._scale_view(req.rtype, doc.data))
         return 200, render(req.rtype, req.version, doc)
 
-    @staticmethod
-    def _selectors(req):
+    def _selectors(self, req):
         return (LabelSelector(req.param("labelSelector")),
-                FieldSelector(req.param("fieldSelector"), req.rtype.fields))
+                FieldSelector(req.param("fieldSelector"), req.rtype.fields),
+                ShardSelector(req.param("shardSelector"), self.sharded_list_watch))
 
     def list(self, req):
         if "sendInitialEvents" in req.params:
             raise list_options_invalid("sendInitialEvents", "Forbidden",
                                        "sendInitialEvents is forbidden for list")
-        labels, fields = self._selectors(req)
+        labels, fields, shard = self._selectors(req)
         limit = parse_rv(req.param("limit") or "0", "limit")
         with self.store.lock:
             items, list_rv, start, limit = self._list_source_locked(req, limit, labels, fields)
-            page, next_key, remaining = self._page(req, items, start, limit, labels, fields)
+            page, next_key, remaining = self._page(req, items, start, limit, labels, fields,
+                                                   shard)
         meta = {"resourceVersion": str(list_rv)}
         if next_key is not None:
             meta["continue"] = encode_continue(list_rv, next_key)
-            if labels.empty() and fields.empty():
+            if labels.empty() and fields.empty() and shard.empty():
                 meta["remainingItemCount"] = remaining
+        if shard.list_meta():
+            meta["shardInfo"] = shard.list_meta()
         head = dumps({"kind": req.rtype.list_kind, "apiVersion": req.rtype.api_version(req.version),
                       "metadata": meta})
         if req.rtype.conversion is not None:
@@ -301,13 +307,14 @@ class Api:
         if not self.store.wait_for_rv_locked(wanted, self.rv_wait):
             raise too_large_resource_version(wanted, self.store.rv)
 
-    def _page(self, req, items, start, limit, labels, fields):
+    def _page(self, req, items, start, limit, labels, fields, shard):
         prefix = req.namespace + "/" if req.rtype.namespaced and req.namespace else ""
         keys = sorted(k for k in items if k >= start and k.startswith(prefix))
         page = []
         for n, key in enumerate(keys):
             doc = items[key]
-            if labels.matches(doc.meta.get("labels")) and fields.matches(doc.data):
+            if (labels.matches(doc.meta.get("labels")) and fields.matches(doc.data)
+                    and shard.matches(doc)):
                 page.append(doc)
                 if limit and len(page) == limit:
                     more = len(keys) - n - 1
@@ -646,14 +653,14 @@ class Api:
         return 200, dumps(success(doc.meta["name"], req.rtype, doc.meta.get("uid")))
 
     def delete_collection(self, req):
-        labels, fields = self._selectors(req)
+        labels, fields, shard = self._selectors(req)
         self._delete_options(req)
         with self.store.lock:
             # handlers/delete.go (DeleteCollection): mutating admission once, for no object
             # and no name; then the store deletes each item with validating admission.
             self.admission.mutate(req, "DELETE", None, None)
             items = self.store.items_locked(req.rtype)
-            page, _, _ = self._page(req, dict(items), "", 0, labels, fields)
+            page, _, _ = self._page(req, dict(items), "", 0, labels, fields, shard)
             for doc in page:
                 self._check_deletable(req.rtype, doc)
             done = []

@@ -35,6 +35,7 @@ class Context:
         self.verbosity = args.verbose
         self.store = Store(args.history, args.storage_history, args.watch_lag)
         self.api = Api(self.store, cache_fill=args.watch_cache_fill)
+        self.api.sharded_list_watch = args.feature_gates.get("ShardedListAndWatch", False)
         self.gc = GarbageCollector(self.store)
         self.nodes = Nodes(self.store, args.nodes)
         self.faults = Faults(args.seed)
@@ -152,6 +153,9 @@ def parse_args(argv):
                         "(docs/record.md); the garbage collector stays off")
     p.add_argument("--replay-speed", type=float, default=1.0, metavar="FACTOR",
                    help="replay FACTOR times as fast as recorded (default 1)")
+    p.add_argument("--feature-gates", type=feature_gates, default={}, metavar="GATES",
+                   help="as kube-apiserver's, e.g. ShardedListAndWatch=true (shardSelector on "
+                        "LIST and WATCH, KEP-5866; the only gate modelled, off by default)")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="log one line per request to stderr")
     f = p.add_argument_group("faults (also settable at run time: POST /sandbox/v1/faults)")
@@ -237,6 +241,16 @@ def serve(ctx, args, ssl_context, announce):
             ctx.store.restart_cache_locked()
         time.sleep(ctx.restart_down)
         ctx.restart_down = None
+
+
+def feature_gates(text):
+    gates = {}
+    for term in filter(None, text.split(",")):
+        name, _, value = term.partition("=")
+        if name != "ShardedListAndWatch" or value.lower() not in ("true", "false"):
+            raise argparse.ArgumentTypeError("unknown feature gate setting %r" % term)
+        gates[name] = value.lower() == "true"
+    return gates
 
 
 def main(argv):

@@ -10,6 +10,7 @@ import time
 from . import cbor, partial, tables
 from .api import list_options_invalid, parse_rv, render
 from .selection import FieldSelector, LabelSelector
+from .sharding import ShardSelector
 from .status import ApiError, too_large_resource_version
 from .store import dumps
 
@@ -30,8 +31,9 @@ class WatchEnded(Exception):
 class Watcher:
     """What one watch selects, and the frames faults inject into it (guarded by the store lock)."""
 
-    def __init__(self, rtype, version, namespace, labels, fields):
+    def __init__(self, rtype, version, namespace, labels, fields, shard=None):
         self.rtype = rtype
+        self.shard = shard
         self.version = version
         self.namespace = namespace
         self.labels = labels
@@ -48,7 +50,8 @@ class Watcher:
 
     def matches(self, doc):
         return (doc is not None and self.labels.matches(doc.meta.get("labels"))
-                and self.fields.matches(doc.data))
+                and self.fields.matches(doc.data)
+                and (self.shard is None or self.shard.matches(doc)))
 
     def change(self, event):
         """(event type, object) event is for this watch, or None; watch-cache filtering
@@ -142,7 +145,9 @@ class WatchStream:
         self.opts = Options(req, not ctx.faults.settings.get("watch_list_disabled"))
         self.watcher = Watcher(req.rtype, req.version, req.namespace if req.rtype.namespaced
                                else "", LabelSelector(req.param("labelSelector")),
-                               FieldSelector(req.param("fieldSelector"), req.rtype.fields))
+                               FieldSelector(req.param("fieldSelector"), req.rtype.fields),
+                               ShardSelector(req.param("shardSelector"),
+                                             ctx.api.sharded_list_watch))
         accept = handler.headers.get("Accept")
         table, form = tables.wanted_version(accept), partial.wanted(accept)
         if table and self.opts.send_initial and self.opts.bookmarks:

@@ -178,7 +178,7 @@ local shards = require 'klua.shards'
 local work = klua.informer { resource = 'configmaps', namespace = ns, label_selector = 'role=work' }
 klua.controller { name = 'paused', watches = { work }, workers = 4, reconcile = function(key)
   local g = shards.current()
-  local i = shards.shard_of(key, g.n)
+  local i = shards.shard_of(work:get(key).metadata.uid, g.n)
   local e = g.electors[i]
   local epoch = e and e.observed and e.observed.leaseTransitions or -1
   klua.api.create('configmaps', { apiVersion = 'v1', kind = 'ConfigMap',
@@ -192,16 +192,21 @@ describe('a sharded replica paused past its lease', function()
   local sb = testing.with_sandbox()
   local script, procs = nil, {}
 
-  -- Four keys of ns, two in each of the two shards.
-  local function keys(ns)
-    local out, per = {}, { [0] = 0, [1] = 0 }
+  -- Four work objects in ns, two in each of the two shards (a key's shard is its
+  -- object's uid's): objects are made until each shard has two, the others left
+  -- unlabelled, out of the informer's selection.
+  local function make_work(ns)
+    local per, n = { [0] = 0, [1] = 0 }, 0
     for i = 1, 100 do
-      local s = K.fnv1a(ns .. '/k' .. i) % 2
+      local status, obj = sb:json('POST', '/api/v1/namespaces/' .. ns .. '/configmaps',
+        { metadata = { name = 'k' .. i } })
+      assert.equals(201, status)
+      local s = K.uid_shard(obj.metadata.uid, 2)
       if per[s] < 2 then
-        per[s] = per[s] + 1
-        out[#out + 1] = 'k' .. i
+        per[s], n = per[s] + 1, n + 1
+        sb:kubectl('-n ' .. ns .. ' label configmap k' .. i .. ' role=work')
       end
-      if #out == 4 then return out end
+      if n == 4 then return end
     end
   end
 
@@ -230,10 +235,7 @@ describe('a sharded replica paused past its lease', function()
   local function round(n)
     local ns = 'pause-shards-' .. n
     sb:kubectl('create namespace ' .. ns)
-    for _, k in ipairs(keys(ns)) do
-      sb:kubectl('-n ' .. ns .. ' create configmap ' .. k)
-      sb:kubectl('-n ' .. ns .. ' label configmap ' .. k .. ' role=work')
-    end
+    make_work(ns)
     local a, b = sharded(ns, 'a' .. n), sharded(ns, 'b' .. n)
     -- Both hold a shard: each has written since the other first did.
     testing.eventually(function()

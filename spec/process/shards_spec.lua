@@ -25,8 +25,8 @@ klua.controller { name = 'sharded', watches = { cms }, workers = 4, reconcile = 
   local t0 = core.now()
   klua.sleep(0.002)
   local obj = cms:get(key)
-  print(('reconcile %s %d %.6f %.6f %s'):format(key, shards.shard_of(key, 6), t0, core.now(),
-    obj and obj.data.updated or '-'))
+  print(('reconcile %s %d %.6f %.6f %s %s'):format(key, obj and shards.shard_of(obj.metadata.uid, 6) or -1,
+    t0, core.now(), obj and obj.data.updated or '-', obj and obj.metadata.uid or '-'))
 end }
 klua.every(0.2, function() print('holding ' .. table.concat(klua.shards(), ',')) end)
 ]]
@@ -59,9 +59,9 @@ describe('sharded reconcile', function()
   local function reconciles()
     local out = {}
     for name, p in pairs(replicas) do
-      for key, shard, from, to, mark in p:output():gmatch('reconcile (%S+) (%d+) (%S+) (%S+) (%S+)\n') do
+      for key, shard, from, to, mark, uid in p:output():gmatch('reconcile (%S+) (%-?%d+) (%S+) (%S+) (%S+) (%S+)\n') do
         out[#out + 1] = { replica = name, key = key, shard = tonumber(shard), from = tonumber(from),
-          to = tonumber(to), mark = mark }
+          to = tonumber(to), mark = mark, uid = uid }
       end
     end
     return out
@@ -151,8 +151,9 @@ describe('sharded reconcile', function()
       local metrics = K.run_command('curl -s http://127.0.0.1:' .. port .. '/metrics')
       assert.matches('\nklua_shards_held{name="sharded"} 2\n', metrics, 1, true)
     end
-    -- The shard of a key is FNV-1a (32 bits) of "namespace/name", modulo N, as documented.
-    for _, r in ipairs(reconciles()) do assert.equals(fnv1a(r.key) % SHARDS, r.shard, r.key) end
+    -- The shard of a key is the range of N that the 64-bit FNV-1a hash of its object's
+    -- uid falls in, as the server's shardRange (KEP-5866), as documented.
+    for _, r in ipairs(reconciles()) do assert.equals(K.uid_shard(r.uid, SHARDS), r.shard, r.key) end
   end)
 
   it('moves a killed replica\'s shards to the others within a lease duration and reconciles their keys', function()
@@ -397,5 +398,261 @@ klua.every(0.2, function() print('holding ' .. table.concat(klua.shards(), ','))
     local lists = lease_lists()
     assert.equals(('klua.dev/shard-group=%s,klua.dev/shard-role=member'):format(cases[2][2]), lists[#lists])
     assert.equals(cases[2][2], lease(long .. '-shard-0').metadata.labels['klua.dev/shard-group'])
+  end)
+end)
+
+-- Server-side sharding (KEP-5866): against a server that echoes shardSelector in a LIST's
+-- metadata.shardInfo, each replica's primary informer lists and watches only the hash
+-- ranges of the shards it holds, merged where adjacent, and relists when they change; a
+-- server that ignores the parameter gets the full lists, filtered by each replica.
+describe('sharded reconcile with server-side sharding', function()
+  local N, COUNT = 4, 120
+  local STATE = [[
+io.stdout:setvbuf('line')
+local core = require 'klua.core'
+local cms = klua.informer { resource = 'configmaps', namespace = 'sharded' }
+klua.controller { name = 'sharded', watches = { cms }, reconcile = function(key)
+  local obj = cms:get(key)
+  if obj and obj.data and obj.data.updated then print(('reconcile %s %s'):format(key, obj.data.updated)) end
+end }
+klua.every(0.2, function()
+  print(('state %s|%d|%s'):format(table.concat(klua.shards(), ','), #cms:list(),
+    core.informer_fns.shard_selector(cms)))
+end)
+]]
+
+  -- --verify-cache: each check lists what the informer selects, its shards' ranges only.
+  local function start(sb, replicas, name)
+    local args = { '--kubeconfig', sb.kubeconfig, '--leader-elect', '--leader-election-id', 'sharded',
+      '--leader-election-namespace', NS, '--shards', tostring(N), '--verify-cache', '1s' }
+    for _, a in ipairs(LEASE) do args[#args + 1] = a end
+    args[#args + 1] = 'run'
+    args[#args + 1] = K.script(STATE)
+    replicas[name] = K.spawn(args, { name = 'replica ' .. name })
+  end
+
+  -- What a replica last said: the shards it holds, its cache size, its informer's selector.
+  local function state(p)
+    local held, cached, sel = p:output():match('.*state ([%d,]*)|(%d+)|([^\n]*)\n')
+    if not held then return nil end
+    local shards = {}
+    for i in held:gmatch('%d+') do shards[#shards + 1] = tonumber(i) end
+    return { shards = shards, cached = tonumber(cached), selector = sel }
+  end
+
+  -- The selector of shards (in order) as the spec reads KEP-5866: a range per run of
+  -- adjacent shards, [i * w, (j + 1) * w), the last ending at 2^64.
+  local function selector_of(shards)
+    local w, terms, i = K.shard_width(N), {}, 1
+    while shards[i] do
+      local first, last = shards[i], shards[i]
+      while shards[i + 1] == last + 1 do i, last = i + 1, last + 1 end
+      local to = last == N - 1 and '0x10000000000000000' or ('0x%016x'):format((last + 1) * w)
+      terms[#terms + 1] = ("shardRange(object.metadata.uid, '0x%016x', '%s')"):format(first * w, to)
+      i = i + 1
+    end
+    return table.concat(terms, ' || ')
+  end
+
+  local function objects_in(sb, shards)
+    local _, list = sb:json('GET', '/api/v1/namespaces/' .. NS .. '/configmaps')
+    local want, n = {}, 0
+    for _, i in ipairs(shards) do want[i] = true end
+    for _, item in ipairs(list.items) do
+      if want[K.uid_shard(item.metadata.uid, N)] then n = n + 1 end
+    end
+    return n
+  end
+
+  local function setup_objects(sb)
+    sb:kubectl('create namespace ' .. NS)
+    assert.equals(tostring(COUNT), K.run_command(('python3 %s/spec/support/burst.py %s %s cm %d 0 0')
+      :format(ROOT, sb.url, NS, COUNT)))
+  end
+
+  describe('against a server with ShardedListAndWatch', function()
+    local sb = testing.with_sandbox { args = { '--feature-gates', 'ShardedListAndWatch=true' } }
+    local replicas = {}
+    setup(function() setup_objects(sb) end)
+    teardown(function() for _, p in pairs(replicas) do p:cleanup() end end)
+
+    -- Whether every replica caches exactly the objects of the shards it holds, under the
+    -- selector of those shards, and the replicas hold every shard once between them.
+    local function settled(names)
+      local owner = {}
+      for _, name in ipairs(names) do
+        local s = state(replicas[name])
+        if not s or #s.shards == 0 or #s.shards > math.ceil(N / #names) then return false end
+        if s.selector ~= selector_of(s.shards) or s.cached ~= objects_in(sb, s.shards) then return false end
+        for _, i in ipairs(s.shards) do
+          if owner[i] then return false end
+          owner[i] = name
+        end
+      end
+      for i = 0, N - 1 do if not owner[i] then return false end end
+      return true
+    end
+
+    it('lists only the held shards\' ranges, relisting them when a replica joins', function()
+      start(sb, replicas, 'a')
+      testing.eventually(function() return settled({ 'a' }) end, 30 * K.slowdown,
+        { what = 'one replica holding every shard, listing the whole space as one range' })
+      assert.equals(COUNT, state(replicas.a).cached)
+      assert.equals("shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')",
+        state(replicas.a).selector)
+      assert.truthy(replicas.a:errors():find('the server shards lists and watches', 1, true))
+      start(sb, replicas, 'b')
+      testing.eventually(function() return settled({ 'a', 'b' }) end, 60 * K.slowdown,
+        { what = 'two replicas each caching only the objects of the two shards it holds' })
+      assert.is_true(state(replicas.a).cached < COUNT and state(replicas.b).cached < COUNT)
+      -- Each key is still reconciled, by the replica that holds its shard.
+      K.run_command(('python3 %s/spec/support/burst.py %s %s cm 0 %d 0 two'):format(ROOT, sb.url, NS, COUNT))
+      local function reconciled()
+        local seen, n = {}, 0
+        for _, name in ipairs({ 'a', 'b' }) do
+          for key in replicas[name]:output():gmatch('reconcile (%S+) two\n') do
+            if not seen[key] then seen[key], n = true, n + 1 end
+          end
+        end
+        return n
+      end
+      testing.eventually(function() return reconciled() == COUNT end, 60 * K.slowdown,
+        { what = 'every key reconciled after the change' })
+      -- Checked against a LIST of the same ranges, a sharded cache never drifts.
+      for _, name in ipairs({ 'a', 'b' }) do
+        assert.falsy(replicas[name]:errors():find('the cache differs', 1, true), replicas[name]:errors())
+      end
+    end)
+  end)
+
+  -- Owned objects come unfiltered (their shard is their owner's), and each queues its
+  -- owner only on the replica that holds the shard of the owner's uid, which it reads
+  -- from its controller ownerReference even when the owner is not cached here.
+  describe('with owned objects', function()
+    local sb = testing.with_sandbox { args = { '--feature-gates', 'ShardedListAndWatch=true' } }
+    local replicas = {}
+    local OWNERS = 40
+    local OWNED = [[
+io.stdout:setvbuf('line')
+local core = require 'klua.core'
+local owners = klua.informer { resource = 'configmaps', namespace = 'sharded', label_selector = 'role=owner' }
+local owned = klua.informer { resource = 'configmaps', namespace = 'sharded', label_selector = 'role=owned' }
+klua.controller { name = 'sharded', watches = { owners }, owns = { owned }, reconcile = function(key)
+  print('reconcile ' .. key)
+end }
+klua.every(0.2, function()
+  print(('state %s|%d|%s'):format(table.concat(klua.shards(), ','), #owners:list(),
+    core.informer_fns.shard_selector(owners)))
+end)
+]]
+    local uid_of = {}
+
+    setup(function()
+      sb:kubectl('create namespace ' .. NS)
+      local path = '/api/v1/namespaces/' .. NS .. '/configmaps'
+      for i = 1, OWNERS do
+        local status, owner = sb:json('POST', path, { metadata = { name = 'o' .. i, labels = { role = 'owner' } } })
+        assert.equals(201, status)
+        uid_of[NS .. '/o' .. i] = owner.metadata.uid
+        assert.equals(201, (sb:json('POST', path, { metadata = { name = 'o' .. i .. '-child', labels = { role = 'owned' },
+          ownerReferences = { { apiVersion = 'v1', kind = 'ConfigMap', name = 'o' .. i, uid = owner.metadata.uid,
+            controller = true } } } })))
+      end
+    end)
+    teardown(function() for _, p in pairs(replicas) do p:cleanup() end end)
+
+    it('reconciles an owner only on the replica holding its uid\'s shard', function()
+      for _, name in ipairs({ 'a', 'b' }) do
+        local args = { '--kubeconfig', sb.kubeconfig, '--leader-elect', '--leader-election-id', 'owned',
+          '--leader-election-namespace', NS, '--shards', tostring(N) }
+        for _, a in ipairs(LEASE) do args[#args + 1] = a end
+        args[#args + 1] = 'run'
+        args[#args + 1] = K.script(OWNED)
+        replicas[name] = K.spawn(args, { name = 'replica ' .. name })
+      end
+      testing.eventually(function()
+        local a, b = state(replicas.a), state(replicas.b)
+        return a and b and #a.shards == 2 and #b.shards == 2 and a.selector == selector_of(a.shards)
+          and b.selector == selector_of(b.shards) and a.cached + b.cached == OWNERS
+      end, 60 * K.slowdown, { what = 'two replicas each caching the owners of its two shards' })
+      local from = { a = #replicas.a:output(), b = #replicas.b:output() }
+      local path = '/api/v1/namespaces/' .. NS .. '/configmaps/'
+      for i = 1, OWNERS do
+        assert.equals(200, (sb:json('PATCH', path .. 'o' .. i .. '-child', { data = { touched = 'yes' } },
+          { ['Content-Type'] = 'application/merge-patch+json' })))
+      end
+      local function seen()
+        local keys = {}
+        for _, name in ipairs({ 'a', 'b' }) do
+          for key in replicas[name]:output():sub(from[name] + 1):gmatch('reconcile (%S+)\n') do
+            keys[#keys + 1] = { replica = name, key = key }
+          end
+        end
+        return keys
+      end
+      testing.eventually(function()
+        local distinct = {}
+        for _, r in ipairs(seen()) do distinct[r.key] = true end
+        local n = 0
+        for _ in pairs(distinct) do n = n + 1 end
+        return n == OWNERS
+      end, 30 * K.slowdown, { what = 'every owner reconciled after its owned object changed' })
+      for _, r in ipairs(seen()) do
+        local held = {}
+        for _, i in ipairs(state(replicas[r.replica]).shards) do held[i] = true end
+        assert.truthy(held[K.uid_shard(uid_of[r.key], N)], r.key .. ' reconciled by ' .. r.replica)
+      end
+    end)
+  end)
+
+  describe('against a server without it', function()
+    local sb = testing.with_sandbox()
+    local replicas = {}
+    setup(function() setup_objects(sb) end)
+    teardown(function() for _, p in pairs(replicas) do p:cleanup() end end)
+
+    it('places a uid in the shard whose range holds its hash, for any count of shards', function()
+      -- klua.shards against the spec's own reading of the ranges (K.uid_shard), for
+      -- counts whose range width is above 2^63 (2), a power of two and not (3, 7).
+      local uids, script = {}, { 'local s = require("klua.shards")' }
+      for i = 1, 200 do uids[i] = ('%08x-0000-4000-8000-%012x'):format(i * 7919, i) end
+      for _, n in ipairs({ 1, 2, 3, 4, 7 }) do
+        for _, uid in ipairs(uids) do
+          script[#script + 1] = ('print(%d, %q, s.shard_of(%q, %d))'):format(n, uid, uid, n)
+        end
+      end
+      script[#script + 1] = 'print(s.selector({ 0, 1, 3 }, 4))'
+      script[#script + 1] = 'print(s.selector({ 1 }, 2))'
+      local out = K.run_script_ok(table.concat(script, '\n'), { kubeconfig = sb.kubeconfig })
+      local lines, seen = K.lines(out), {}
+      for _, line in ipairs(lines) do
+        local n, uid, shard = line:match('^(%d+)\t(%S+)\t(%d+)$')
+        if n then
+          assert.equals(K.uid_shard(uid, tonumber(n)), tonumber(shard), line)
+          seen[n .. '/' .. shard] = true
+        end
+      end
+      for _, n in ipairs({ 1, 2, 3, 4, 7 }) do
+        for i = 0, n - 1 do assert.truthy(seen[n .. '/' .. i], ('no uid in shard %d of %d'):format(i, n)) end
+      end
+      assert.equals(selector_of({ 0, 1, 3 }), lines[#lines - 1])
+      assert.equals("shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')",
+        lines[#lines])
+    end)
+
+    it('lists everything and filters by shard, as before', function()
+      start(sb, replicas, 'a')
+      start(sb, replicas, 'b')
+      testing.eventually(function()
+        local a, b = state(replicas.a), state(replicas.b)
+        return a and b and #a.shards == 2 and #b.shards == 2
+      end, 60 * K.slowdown, { what = 'two replicas holding two shards each' })
+      for _, name in ipairs({ 'a', 'b' }) do
+        local s = state(replicas[name])
+        assert.equals(COUNT, s.cached)
+        assert.equals('', s.selector)
+        assert.truthy(replicas[name]:errors():find('the server ignores shardSelector', 1, true))
+      end
+    end)
   end)
 end)

@@ -60,6 +60,35 @@ function M.fnv1a(s)
   return h
 end
 
+--- FNV-1a, 64 bits, of s, as kube-apiserver's shardRange hashes a uid
+-- (KEP-5866); the bits of the unsigned value in a Lua integer.
+function M.fnv1a64(s)
+  local h = 0xcbf29ce484222325
+  for i = 1, #s do h = (h ~ s:byte(i)) * 0x100000001b3 end
+  return h
+end
+
+--- The width of each of n (>= 2) shard ranges: floor((2^64 - 1) / n) + 1, by long
+-- division bit by bit.
+function M.shard_width(n)
+  local w, rem = 0, 0
+  for bit = 63, 0, -1 do
+    rem = (rem << 1) | 1
+    if rem >= n then rem, w = rem - n, w | (1 << bit) end
+  end
+  return w + 1
+end
+
+--- The shard of n whose range [i * w, (i + 1) * w) holds the hash of uid: the last i
+-- whose start is not above it.
+function M.uid_shard(uid, n)
+  if n == 1 then return 0 end
+  local h, w = M.fnv1a64(uid), M.shard_width(n)
+  local i = 0
+  while i + 1 < n and not math.ult(h, (i + 1) * w) do i = i + 1 end
+  return i
+end
+
 --- A Lua pattern that matches s literally.
 function M.literally(s) return (s:gsub('%p', '%%%0')) end
 

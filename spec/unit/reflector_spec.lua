@@ -291,6 +291,55 @@ describe('the reflector', function()
     end)
   end)
 
+  -- Under --shards against a server that shards (KEP-5866) the held shards' ranges are the
+  -- reflector's shardSelector; when they change it lists the new selection's latest state
+  -- through its own transition, as a drift relist, and its requests carry it from then on.
+  describe('a new shard selector', function()
+    local SEL = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
+    local ENCODED = SEL:gsub('[^%w%-%._~]', function(c) return ('%%%02X'):format(c:byte()) end)
+
+    it('goes from WATCH to LIST("") with the selector through the reshard transition', function()
+      r = listed()
+      local watch = r:request()
+      assert.is_true(r:reshard(SEL))
+      assert.truthy(r:aborted(watch))
+      assert.equals('LIST', r:state())
+      local _, path = expect_request(r, '[?&]resourceVersion=&')
+      assert.truthy(path:find('shardSelector=' .. ENCODED, 1, true), path)
+      local h = r:history()
+      assert.equals('shard selector changed (--shards)', h[#h].cause)
+      r:finish(r:request(), { body = list_body('20', { 'a' }) })
+      assert.equals('WATCH', r:state())
+      local _, wpath = expect_request(r, 'resourceVersion=20')
+      assert.truthy(wpath:find('shardSelector=' .. ENCODED, 1, true), wpath)
+      -- The same selector again changes nothing.
+      local before = #r:history()
+      assert.is_true(r:reshard(SEL))
+      assert.equals('WATCH', r:state())
+      assert.equals(before, #r:history())
+    end)
+
+    it('streams the new selection with WatchList on', function()
+      r = testing.reflector { watch_list = 'auto' }
+      r:start()
+      local id = expect_request(r, 'sendInitialEvents=true')
+      r:feed(id, event('ADDED', 'a', '5') .. initial_events_end('9'))
+      assert.is_true(r:reshard(SEL))
+      assert.equals('WATCHLIST', r:state())
+      local _, path = expect_request(r, 'sendInitialEvents=true')
+      assert.truthy(path:find('shardSelector=' .. ENCODED, 1, true), path)
+      assert.equals('shard selector changed, WatchList on', r:history()[#r:history()].cause)
+    end)
+
+    it('waits outside WATCH, so that no list under way completes with the old selection', function()
+      r = testing.reflector {}
+      r:start()
+      assert.is_false(r:reshard(SEL))
+      local _, path = expect_request(r, 'resourceVersion=0')
+      assert.falsy(path:find('shardSelector', 1, true), path)
+    end)
+  end)
+
   -- A relist answered 200 with something other than the list asked for would, read as an
   -- empty list, replace the cache with nothing and delete every object. client-go refuses
   -- such a body: a Status is the request's error (rest.Result.Into), and a body its

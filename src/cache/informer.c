@@ -223,6 +223,12 @@ kl_reflector_state kl_informer_state(const kl_informer *inf) { return kl_reflect
 double kl_informer_last_event(const kl_informer *inf) { return kl_reflector_last_event(inf->reflector); }
 double kl_informer_last_heard(const kl_informer *inf) { return kl_reflector_last_heard(inf->reflector); }
 int kl_informer_relist(kl_informer *inf, const char *why) { return kl_reflector_relist(inf->reflector, why); }
+int kl_informer_reshard(kl_informer *inf, const char *selector) {
+    return kl_reflector_reshard(inf->reflector, selector);
+}
+const char *kl_informer_shard_selector(const kl_informer *inf) {
+    return kl_reflector_shard_selector(inf->reflector);
+}
 size_t kl_informer_history(const kl_informer *inf, kl_reflector_record *out) {
     return kl_reflector_history(inf->reflector, out);
 }

@@ -94,6 +94,9 @@ double kl_informer_last_event(const kl_informer *inf);
 /* See kl_reflector_last_heard and kl_reflector_relist. */
 double kl_informer_last_heard(const kl_informer *inf);
 int kl_informer_relist(kl_informer *inf, const char *why);
+/* See kl_reflector_reshard and kl_reflector_shard_selector. */
+int kl_informer_reshard(kl_informer *inf, const char *selector);
+const char *kl_informer_shard_selector(const kl_informer *inf);
 const char *kl_informer_rv(const kl_informer *inf);
 /* See kl_reflector_failing_for. */
 double kl_informer_failing_for(const kl_informer *inf, double now);

@@ -43,6 +43,7 @@ static void sb_target(sbuf *b, const kl_listwatch_target *t) {
     if (t->label_selector && t->label_selector[0]) sb_param(b, "labelSelector", t->label_selector);
     if (t->field_selector && t->field_selector[0]) sb_param(b, "fieldSelector", t->field_selector);
     if (t->include_object) sb_param(b, "includeObject", "Object");
+    if (t->shard_selector && t->shard_selector[0]) sb_param(b, "shardSelector", t->shard_selector);
 }
 
 char *kl_listwatch_url_list(const kl_listwatch_target *t, int limit, const char *rv, const char *cont) {

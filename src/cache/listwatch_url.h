@@ -10,6 +10,7 @@ typedef struct kl_listwatch_target {
     const char *path;                            /* e.g. /api/v1/namespaces/x/pods */
     const char *label_selector, *field_selector; /* or NULL */
     int include_object; /* Table rows with the whole object: includeObject=Object */
+    const char *shard_selector; /* KEP-5866's shardSelector, or NULL */
 } kl_listwatch_target;
 
 /* A LIST: limit (when > 0), then resourceVersion rv, or the continue token

@@ -7,6 +7,8 @@
 
 #include "cache/backoff.h"
 #include "cache/listwatch_url.h"
+#include "wire/cbor.h"
+#include "wire/media.h"
 #include "wire/framer.h"
 #include "wire/list_stream.h"
 #include "base/buf.h"
@@ -61,6 +63,8 @@ typedef enum {
     C_WATCH_CORRUPT,
     C_WATCH_DRIFT,
     C_WATCH_DRIFT_WL,
+    C_WATCH_RESHARD,
+    C_WATCH_RESHARD_WL,
     C_WAIT_LIST,
     C_WAIT_WATCHLIST,
     C_WAIT_WATCH,
@@ -108,6 +112,8 @@ static const kl_reflector_transition table[C_COUNT] = {
     [C_WATCH_CORRUPT] = {WATCH, "oversize / malformed frame, refused", BACKOFF, "-> LIST(rv) or WATCHLIST"},
     [C_WATCH_DRIFT] = {WATCH, "cache drifted from the server (--verify-cache)", LIST, "LIST(\"\")"},
     [C_WATCH_DRIFT_WL] = {WATCH, "cache drifted, WatchList on", WATCHLIST, "WATCH(initial events)"},
+    [C_WATCH_RESHARD] = {WATCH, "shard selector changed (--shards)", LIST, "LIST(\"\")"},
+    [C_WATCH_RESHARD_WL] = {WATCH, "shard selector changed, WatchList on", WATCHLIST, "WATCH(initial events)"},
     [C_WAIT_LIST] = {BACKOFF, "waited", LIST, "LIST"},
     [C_WAIT_WATCHLIST] = {BACKOFF, "waited", WATCHLIST, "WATCH(initial events)"},
     [C_WAIT_WATCH] = {BACKOFF, "waited", WATCH, "WATCH(rv)"},
@@ -193,7 +199,7 @@ struct kl_reflector {
     live_env live; /* env.ud for kl_reflector_new */
     kl_reflector_opts o; /* its strings point into owned */
     struct {
-        char *name, *path, *kind, *label_selector, *field_selector;
+        char *name, *path, *kind, *label_selector, *field_selector, *shard_selector;
     } owned;
     kl_listwatch_target target;
     kl_reflector_sink sink;
@@ -292,6 +298,27 @@ int kl_reflector_relist(kl_reflector *r, const char *why) {
     r->stats.relists += r->o.watch_list != KL_WATCH_LIST_OFF; /* a LIST counts its own */
     transition(r, r->o.watch_list ? C_WATCH_DRIFT_WL : C_WATCH_DRIFT, NULL);
     return 1;
+}
+
+int kl_reflector_reshard(kl_reflector *r, const char *selector) {
+    if (r->state != WATCH) return 0;
+    const char *now_sel = r->owned.shard_selector ? r->owned.shard_selector : "";
+    if (!strcmp(now_sel, selector ? selector : "")) return 1;
+    free(r->owned.shard_selector);
+    r->owned.shard_selector = selector && selector[0] ? kl_xstrdup(selector) : NULL;
+    r->target.shard_selector = r->owned.shard_selector;
+    kl_log(KL_LOG_INFO, r->o.name, "shard selector now %s; relisting",
+           r->owned.shard_selector ? r->owned.shard_selector : "none");
+    /* Another selection: neither the rv nor the cache of the old one says
+     * what the new one holds, so the latest state is listed. */
+    r->rv_unavailable = 1;
+    r->stats.relists += r->o.watch_list != KL_WATCH_LIST_OFF;
+    transition(r, r->o.watch_list ? C_WATCH_RESHARD_WL : C_WATCH_RESHARD, NULL);
+    return 1;
+}
+
+const char *kl_reflector_shard_selector(const kl_reflector *r) {
+    return r->owned.shard_selector ? r->owned.shard_selector : "";
 }
 
 size_t kl_reflector_history(const kl_reflector *r, kl_reflector_record *out) {
@@ -528,8 +555,10 @@ static void list_complete(kl_reflector *r) {
 
 static void on_list_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
+    /* Every type klua reads decodes a LIST with kl_list_stream (media.h);
+     * a CBOR body is one data item, transcoded as a whole (wire/cbor.h). */
     if (kl_cbor_is_media(content_type) == KL_CBOR_ONE) kl_list_stream_cbor(&r->st.list.stream);
-    else if (!kl_http_is_json(content_type)) r->st.list.bad_type = kl_xstrdup(content_type);
+    else if (!kl_media_of(content_type)) r->st.list.bad_type = kl_xstrdup(content_type);
 }
 
 /* A body of another type than JSON or CBOR is not read at all: a 300 MB protobuf
@@ -907,8 +936,10 @@ static void on_deadline(kl_loop *loop, void *ud) {
  * as a malformed stream is. */
 static void on_watch_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
+    /* Every type klua reads is framed by r->framer (media.h), a CBOR
+     * Sequence item by item (wire/cbor.h). */
     int seq = kl_cbor_is_media(content_type) == KL_CBOR_SEQ;
-    if (seq || kl_http_is_json(content_type)) {
+    if (seq || kl_media_of(content_type)) {
         kl_framer_cbor(&r->framer, seq);
         note_recovered(r);
         r->watched = 1;
@@ -1248,7 +1279,7 @@ kl_reflector *kl_reflector_new_env(const kl_reflector_env *env, const kl_reflect
     r->o.kind = r->owned.kind = dup_or_null(o->metadata_only ? "PartialObjectMetadata" : o->kind);
     r->o.label_selector = r->owned.label_selector = dup_or_null(o->label_selector);
     r->o.field_selector = r->owned.field_selector = dup_or_null(o->field_selector);
-    r->target = (kl_listwatch_target){r->o.path, r->o.label_selector, r->o.field_selector, r->o.table};
+    r->target = (kl_listwatch_target){r->o.path, r->o.label_selector, r->o.field_selector, r->o.table, NULL};
     r->sink = sink;
     r->ud = ud;
     r->state = IDLE;
@@ -1287,6 +1318,7 @@ void kl_reflector_free(kl_reflector *r) {
     free(r->owned.kind);
     free(r->owned.label_selector);
     free(r->owned.field_selector);
+    free(r->owned.shard_selector);
     free(r->expired_rv);
     free(r->refusal);
     free(r);

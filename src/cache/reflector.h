@@ -38,6 +38,8 @@
  *            oversize / malformed frame, refused              -> BACKOFF    -> LIST(rv) or WATCHLIST
  *            cache drifted from the server (--verify-cache)   -> LIST       LIST("")
  *            cache drifted, WatchList on                      -> WATCHLIST  WATCH(initial events)
+ *            shard selector changed (--shards)                -> LIST       LIST("")
+ *            shard selector changed, WatchList on             -> WATCHLIST  WATCH(initial events)
  * BACKOFF    waited                                           -> LIST       LIST
  *            waited                                           -> WATCHLIST  WATCH(initial events)
  *            waited                                           -> WATCH      WATCH(rv)
@@ -209,6 +211,15 @@ double kl_reflector_last_heard(const kl_reflector *r);
  * WATCH; returns 0 and does nothing in any other state (a LIST under way
  * brings the latest state anyway). why is logged. */
 int kl_reflector_relist(kl_reflector *r, const char *why);
+
+/* Lists and watches only what selector (KEP-5866's shardSelector; "" or
+ * NULL: everything) selects from now on, through a relist of the latest
+ * state, as kl_reflector_relist. Only in WATCH, so that no LIST or WatchList
+ * under way completes with the old selection: returns 0 elsewhere (try
+ * again later), 1 once the selector is the one asked for. */
+int kl_reflector_reshard(kl_reflector *r, const char *selector);
+/* The shard selector the reflector's requests carry, or "". */
+const char *kl_reflector_shard_selector(const kl_reflector *r);
 /* Its last transitions (at most KL_REFLECTOR_HISTORY), oldest first, into
  * out; returns how many. */
 size_t kl_reflector_history(const kl_reflector *r, kl_reflector_record *out);

@@ -401,7 +401,9 @@ static const flag flags[] = {
     {NULL, "--leader-elect-retry-period", NULL, "DUR", "time between tries to take or renew (default " STR(KL_RETRY_PERIOD) "s)",
      set_retry_period, NULL},
     {NULL, "--shards", NULL, "N",
-     "split the keys into N shards on Leases; reconcile those this replica holds (docs/scale.md)", set_shards, NULL},
+     "split the keys into N shards on Leases; reconcile those this replica holds, and list and watch only them "
+     "where the server shards lists (KEP-5866; docs/scale.md)",
+     set_shards, NULL},
     {NULL, "--dry-run", NULL, NULL,
      "send every write with dryRun=All and log it as a diff against the cache; persist nothing",
      set_dry_run, NULL},

@@ -380,14 +380,6 @@ static const char *content_type(kl_http_req *r) {
     return ct;
 }
 
-int kl_http_is_json(const char *ct) {
-    if (!ct) return 1;
-    ct += strspn(ct, " \t");
-    size_t n = strcspn(ct, "; \t");
-    static const char json[] = "application/json";
-    return n == 0 || (n == sizeof json - 1 && strncasecmp(ct, json, n) == 0);
-}
-
 /* The blank line that ends a response's headers: a 2xx is announced. */
 static void headers_end(kl_http_req *r) {
     if (r->started_told || !r->cb.started || !is_2xx(response_status(r))) return;

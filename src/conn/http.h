@@ -75,13 +75,6 @@ void kl_http_on_warning(kl_http *h, kl_http_warning_sink sink, void *ud);
 /* Warnings received so far, repeats included. */
 unsigned long kl_http_warnings_total(const kl_http *h);
 
-/* Whether a response's Content-Type is JSON, the only form klua reads:
- * application/json, with any parameters (charset), in any case. As
- * client-go, a response without one is read as JSON, the type it asked
- * for; any other (a protobuf, YAML, an HTML page from a proxy) has no
- * decoder there either (runtime.NegotiateError). */
-int kl_http_is_json(const char *content_type);
-
 typedef struct kl_http_cb {
     /* A streamed 2xx body's bytes: return n, or KL_HTTP_PAUSE to get the same
      * bytes again after kl_http_resume. NULL buffers the body instead. */

@@ -4,6 +4,7 @@
 #include <lauxlib.h>
 
 #include "lua/task.h"
+#include "wire/media.h"
 
 static void on_request_done(void *ud, const kl_http_resp *resp) {
     kl_task *t = ud;
@@ -25,7 +26,7 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
     lua_pushlstring(co, resp->body ? resp->body : "", resp->body_len);
     if (resp->retry_after >= 0) lua_pushnumber(co, resp->retry_after);
     else lua_pushnil(co);
-    if (kl_http_is_json(resp->content_type)) lua_pushnil(co);
+    if (kl_media_of(resp->content_type)) lua_pushnil(co);
     else lua_pushstring(co, resp->content_type);
     if (resp->nwarnings) {
         lua_createtable(co, (int)resp->nwarnings, 0);

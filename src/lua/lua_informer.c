@@ -519,6 +519,22 @@ static int l_relist(lua_State *L) {
     return 1;
 }
 
+/* core.informer_fns.reshard(inf, selector) -> true once its requests carry
+ * shardSelector selector ("" none), through a relist when it changed
+ * (kl_informer_reshard); false while it lists (asked again later). */
+static int l_reshard(lua_State *L) {
+    lua_informer *li = check_informer(L, 1);
+    lua_pushboolean(L, kl_informer_reshard(li->inf, luaL_checkstring(L, 2)));
+    return 1;
+}
+
+/* core.informer_fns.shard_selector(inf) -> the shardSelector its requests
+ * carry, "" for none. */
+static int l_shard_selector(lua_State *L) {
+    lua_pushstring(L, kl_informer_shard_selector(check_informer(L, 1)->inf));
+    return 1;
+}
+
 /* inf:stats() -> the reflector's counters and the cache size. */
 static int l_stats(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
@@ -789,6 +805,8 @@ static void informers_open(void *state, lua_State *L) {
                                    {"check", l_check},
                                    {"resource_version", l_resource_version},
                                    {"relist", l_relist},
+                                   {"reshard", l_reshard},
+                                   {"shard_selector", l_shard_selector},
                                    {NULL, NULL}};
     kl_object_class(L, INFORMER_MT, methods, meta);
     luaL_newlib(L, fns); /* stack: core, fns */

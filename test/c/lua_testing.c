@@ -53,5 +53,6 @@ int luaopen_klua_testing(lua_State *L) {
     kl_testing_open_prune(L);
     kl_testing_open_reflector(L);
     kl_testing_open_runtime(L);
+    kl_testing_open_media(L);
     return 1;
 }

@@ -22,6 +22,7 @@ void kl_testing_open_loop(lua_State *L);
 void kl_testing_open_prune(lua_State *L);
 void kl_testing_open_reflector(lua_State *L);
 void kl_testing_open_runtime(lua_State *L);
+void kl_testing_open_media(lua_State *L);
 
 /* What the openers share. The setters store into the table at the top of
  * the stack (kl_testing_set_string nothing for NULL); kl_testing_opt_number

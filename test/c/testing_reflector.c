@@ -371,6 +371,13 @@ static int r_relist(lua_State *L) {
     return 1;
 }
 
+/* r:reshard(selector) -> kl_reflector_reshard's answer */
+static int r_reshard(lua_State *L) {
+    fake *f = check_fake(L);
+    lua_pushboolean(L, kl_reflector_reshard(f->r, luaL_checkstring(L, 2)));
+    return 1;
+}
+
 /* r:stats() -> the reflector's counters */
 static int r_stats(lua_State *L) {
     const kl_reflector_stats *s = kl_reflector_get_stats(check_fake(L)->r);
@@ -482,7 +489,7 @@ void kl_testing_open_reflector(lua_State *L) {
         {"feed", r_feed},         {"finish", r_finish},   {"take", r_take},
         {"stats", r_stats},       {"free", r_free},       {"failure", r_failure},
         {"refusal", r_refusal},   {"history", r_history}, {"staleness", r_staleness},
-        {"relist", r_relist},     {NULL, NULL},
+        {"relist", r_relist},     {"reshard", r_reshard},     {NULL, NULL},
     };
     luaL_newmetatable(L, REFLECTOR_MT);
     luaL_newlib(L, methods);

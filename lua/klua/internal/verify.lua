@@ -136,8 +136,16 @@ function M.check(inf)
   if not inf:synced() then return nil, 'not synced yet' end
   local s = core.state(inf)
   local spec = s.spec
+  -- Under server-side sharding (klua.shards) the selection moves with the
+  -- shards held, through a relist: a check is made only within one selection.
+  local shard_sel = C.shard_selector(inf)
+  local function resharded()
+    local now = C.shard_selector(inf)
+    return now ~= shard_sel or (now ~= '' and inf:stats().state ~= 'WATCH')
+  end
+  if shard_sel ~= '' and resharded() then return nil, 'relisting a new shard selection' end
   local list, err = api.list(inf, { namespace = spec.namespace, label_selector = spec.label_selector,
-    field_selector = spec.field_selector })
+    field_selector = spec.field_selector, shard_selector = shard_sel ~= '' and shard_sel or nil })
   if not alive(inf) then return nil, 'stopped' end
   if not list then return nil, 'LIST failed: ' .. tostring(err and err.message or err) end
   local l = list.metadata and list.metadata.resourceVersion
@@ -145,9 +153,11 @@ function M.check(inf)
     return nil, ('the list\'s resourceVersion "%s" is not a number to compare'):format(tostring(l))
   end
   if catch_up(inf, l) == nil then return nil, 'stopped' end
+  if resharded() then return nil, 'the shard selection changed during the check' end
   local drift, missing = compare(inf, list.items, l)
   recheck(inf, api, missing, drift)
   if not alive(inf) then return nil, 'stopped' end
+  if resharded() then return nil, 'the shard selection changed during the check' end
   s.verifications = (s.verifications or 0) + 1
   if #drift == 0 then return 0 end
   s.drift_objects = (s.drift_objects or 0) + #drift

@@ -1,0 +1,29 @@
+-- The one place a response's Content-Type chooses its reader (src/wire/media.h): LIST,
+-- WATCH and klua.api answers ask kl_media_of, and a type with no reader is refused by
+-- each, naming it (spec/process/hostile_spec.lua). As client-go, only the media type
+-- counts, not its parameters, and a response without a Content-Type is read as the JSON
+-- klua asked for (rest.Request.transformResponse falls back to the client's ContentType).
+local testing = require 'klua_testing'
+
+describe('the reader of a response', function()
+  it('is JSON framing and decoding for application/json, whatever its parameters and case', function()
+    for _, ct in ipairs({ 'application/json', 'application/json; charset=utf-8',
+      'Application/JSON', ' application/json;stream=watch',
+      'application/json;as=Table;g=meta.k8s.io;v=v1' }) do
+      assert.same({ 'application/json', 'json values', 'json' }, { testing.media_of(ct) }, ct)
+    end
+  end)
+
+  it('is JSON for a response without a Content-Type, the type klua asked for', function()
+    assert.equals('application/json', (testing.media_of(nil)))
+    assert.equals('application/json', (testing.media_of('')))
+  end)
+
+  it('is none for a type klua does not read', function()
+    for _, ct in ipairs({ 'application/vnd.kubernetes.protobuf', 'application/vnd.kubernetes.protobuf;stream=watch',
+      'application/yaml', 'text/html; charset=utf-8', 'application/jsonx', 'application/json-patch+json',
+      'application/cbor' }) do
+      assert.is_nil(testing.media_of(ct), ct)
+    end
+  end)
+end)

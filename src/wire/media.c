@@ -1,0 +1,21 @@
+/* media.c - the media types klua reads; see media.h. */
+#include "wire/media.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* A type gets a row here once its framer and decoder exist. */
+static const kl_media readers[] = {
+    {"application/json", KL_FRAMING_JSON_VALUES, KL_DECODING_JSON},
+};
+
+const kl_media *kl_media_of(const char *content_type) {
+    if (!content_type) return &readers[0];
+    const char *ct = content_type + strspn(content_type, " \t");
+    size_t n = strcspn(ct, "; \t");
+    if (n == 0) return &readers[0];
+    for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++) {
+        if (strlen(readers[i].type) == n && strncasecmp(ct, readers[i].type, n) == 0) return &readers[i];
+    }
+    return NULL;
+}

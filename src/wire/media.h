@@ -1,0 +1,37 @@
+/*
+ * media.h - which reader a response body gets, chosen by its Content-Type:
+ * the one place that maps a media type to how a watch stream is cut into
+ * frames and how a body is decoded. LIST, WATCH and klua.api responses all
+ * ask here; a type with no entry is refused, naming it.
+ */
+#ifndef KLUA_MEDIA_H
+#define KLUA_MEDIA_H
+
+/* How a watch stream of the type is cut into events. */
+typedef enum kl_media_framing {
+    KL_FRAMING_JSON_VALUES, /* one JSON value after another (kl_framer) */
+} kl_media_framing;
+
+/* How a body of the type (a LIST, a klua.api answer, a watch frame) is
+ * decoded. */
+typedef enum kl_media_decoding {
+    KL_DECODING_JSON, /* kl_list_stream, kl_decode_*, lua_json */
+} kl_media_decoding;
+
+typedef struct kl_media {
+    const char *type; /* the media type, lower case, without parameters */
+    kl_media_framing framing;
+    kl_media_decoding decoding;
+} kl_media;
+
+/* The reader of a response whose Content-Type is content_type, or NULL for
+ * a type klua does not read (a protobuf, YAML, an HTML page from a proxy:
+ * client-go has no decoder for those either, runtime.NegotiateError). The
+ * type is compared without its parameters (charset, stream=watch, as=Table,
+ * which say what the JSON holds, not how to read it), in any case. As
+ * client-go, a response without a Content-Type is read as JSON, the type
+ * klua asked for in its Accept header (rest.Request.transformResponse falls
+ * back to the client's ContentType). */
+const kl_media *kl_media_of(const char *content_type);
+
+#endif
