@@ -19,10 +19,17 @@ describe('the reader of a response', function()
     assert.equals('application/json', (testing.media_of('')))
   end)
 
+  -- KEP-4222: a LIST or a GET in CBOR is one data item, a watch a CBOR Sequence; client-go
+  -- refuses a watch answered with one item, and a LIST is never a sequence.
+  it('is CBOR decoding for application/cbor and CBOR framing for application/cbor-seq, and nothing else', function()
+    assert.same({ 'application/cbor', 'none', 'cbor' }, { testing.media_of('application/cbor') })
+    assert.same({ 'application/cbor-seq', 'cbor sequence', 'none' }, { testing.media_of('Application/CBOR-Seq; x=y') })
+  end)
+
   it('is none for a type klua does not read', function()
     for _, ct in ipairs({ 'application/vnd.kubernetes.protobuf', 'application/vnd.kubernetes.protobuf;stream=watch',
       'application/yaml', 'text/html; charset=utf-8', 'application/jsonx', 'application/json-patch+json',
-      'application/cbor' }) do
+      'application/cbor-seqx' }) do
       assert.is_nil(testing.media_of(ct), ct)
     end
   end)

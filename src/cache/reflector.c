@@ -555,10 +555,11 @@ static void list_complete(kl_reflector *r) {
 
 static void on_list_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
-    /* Every type klua reads decodes a LIST with kl_list_stream (media.h);
+    /* Every body klua reads decodes a LIST with kl_list_stream (media.h);
      * a CBOR body is one data item, transcoded as a whole (wire/cbor.h). */
-    if (kl_cbor_is_media(content_type) == KL_CBOR_ONE) kl_list_stream_cbor(&r->st.list.stream);
-    else if (!kl_media_of(content_type)) r->st.list.bad_type = kl_xstrdup(content_type);
+    const kl_media *m = kl_media_of(content_type);
+    if (!m || m->decoding == KL_DECODING_NONE) r->st.list.bad_type = kl_xstrdup(content_type);
+    else if (m->decoding == KL_DECODING_CBOR) kl_list_stream_cbor(&r->st.list.stream);
 }
 
 /* A body of another type than JSON or CBOR is not read at all: a 300 MB protobuf
@@ -936,11 +937,11 @@ static void on_deadline(kl_loop *loop, void *ud) {
  * as a malformed stream is. */
 static void on_watch_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
-    /* Every type klua reads is framed by r->framer (media.h), a CBOR
+    /* Every stream klua reads is framed by r->framer (media.h), a CBOR
      * Sequence item by item (wire/cbor.h). */
-    int seq = kl_cbor_is_media(content_type) == KL_CBOR_SEQ;
-    if (seq || kl_media_of(content_type)) {
-        kl_framer_cbor(&r->framer, seq);
+    const kl_media *m = kl_media_of(content_type);
+    if (m && m->framing != KL_FRAMING_NONE) {
+        kl_framer_cbor(&r->framer, m->framing == KL_FRAMING_CBOR_SEQ);
         note_recovered(r);
         r->watched = 1;
         return;

@@ -26,7 +26,9 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
     lua_pushlstring(co, resp->body ? resp->body : "", resp->body_len);
     if (resp->retry_after >= 0) lua_pushnumber(co, resp->retry_after);
     else lua_pushnil(co);
-    if (kl_media_of(resp->content_type)) lua_pushnil(co);
+    /* klua.api asks for JSON and reads nothing else. */
+    const kl_media *m = kl_media_of(resp->content_type);
+    if (m && m->decoding == KL_DECODING_JSON) lua_pushnil(co);
     else lua_pushstring(co, resp->content_type);
     if (resp->nwarnings) {
         lua_createtable(co, (int)resp->nwarnings, 0);

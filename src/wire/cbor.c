@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/buf.h"
 #include "base/jsonesc.h"
@@ -377,13 +376,4 @@ kl_blob *kl_cbor_to_json(const char *p, size_t n, char *err, size_t errlen) {
     }
     memset(o.b->data + o.b->len, 0, KL_BLOB_PADDING);
     return o.b;
-}
-
-int kl_cbor_is_media(const char *ct) {
-    if (!ct) return 0;
-    ct += strspn(ct, " \t");
-    size_t n = strcspn(ct, "; \t");
-    if (n == 16 && strncasecmp(ct, "application/cbor", n) == 0) return KL_CBOR_ONE;
-    if (n == 20 && strncasecmp(ct, "application/cbor-seq", n) == 0) return KL_CBOR_SEQ;
-    return 0;
 }

@@ -63,10 +63,4 @@ size_t kl_cbor_scan_feed(kl_cbor_scan *s, const char *p, size_t n, int *done);
  * klua reads (see above) or has bytes after it. */
 kl_blob *kl_cbor_to_json(const char *p, size_t n, char *err, size_t errlen);
 
-enum { KL_CBOR_ONE = 1, KL_CBOR_SEQ = 2 };
-/* Whether a Content-Type names CBOR, parameters ignored: KL_CBOR_ONE for
- * "application/cbor" (one item: a LIST, a GET, a Status), KL_CBOR_SEQ for
- * "application/cbor-seq" (a watch), else 0. */
-int kl_cbor_is_media(const char *content_type);
-
 #endif

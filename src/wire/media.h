@@ -9,13 +9,17 @@
 
 /* How a watch stream of the type is cut into events. */
 typedef enum kl_media_framing {
+    KL_FRAMING_NONE,        /* not a stream: a watch answered so is refused */
     KL_FRAMING_JSON_VALUES, /* one JSON value after another (kl_framer) */
+    KL_FRAMING_CBOR_SEQ,    /* an RFC 8742 CBOR Sequence (kl_framer's CBOR mode),
+                             * each item transcoded to JSON (wire/cbor.h) */
 } kl_media_framing;
 
-/* How a body of the type (a LIST, a klua.api answer, a watch frame) is
- * decoded. */
+/* How a body of the type (a LIST, a klua.api answer) is decoded. */
 typedef enum kl_media_decoding {
+    KL_DECODING_NONE, /* not a body: a LIST or an API answer so is refused */
     KL_DECODING_JSON, /* kl_list_stream, kl_decode_*, lua_json */
+    KL_DECODING_CBOR, /* one CBOR data item, transcoded to JSON (kl_list_stream_cbor) */
 } kl_media_decoding;
 
 typedef struct kl_media {

@@ -11,12 +11,10 @@ static int t_media_of(lua_State *L) {
     const kl_media *m = kl_media_of(luaL_optstring(L, 1, NULL));
     if (!m) return 0;
     lua_pushstring(L, m->type);
-    switch (m->framing) {
-    case KL_FRAMING_JSON_VALUES: lua_pushstring(L, "json values"); break;
-    }
-    switch (m->decoding) {
-    case KL_DECODING_JSON: lua_pushstring(L, "json"); break;
-    }
+    static const char *const framing[] = {"none", "json values", "cbor sequence"};
+    static const char *const decoding[] = {"none", "json", "cbor"};
+    lua_pushstring(L, framing[m->framing]);
+    lua_pushstring(L, decoding[m->decoding]);
     return 3;
 }
 
