@@ -49,7 +49,8 @@
 -- These are worth retrying later (a controller's reconcile can return the
 -- error and be requeued with backoff); so is a Status with code >= 500 or
 -- 429. A 2xx answer whose body is not JSON, or whose Content-Type is not
--- (a protobuf, YAML, a proxy's HTML page), is reason "InvalidResponse".
+-- JSON (a protobuf, YAML, a proxy's HTML page) or missing, is reason
+-- "InvalidResponse".
 local core = require 'klua.core'
 local discovery = require 'klua.internal.discovery'
 local dryrun = require 'klua.internal.dryrun'
@@ -227,7 +228,11 @@ local function call(method, path, body, content_type, accept, unfenced, more)
     e.warnings = warnings
     return nil, e
   end
-  if not_json then
+  if not_json == '' then
+    return nil, new_error(status, 'InvalidResponse', 'the server answered without a Content-Type, so klua '
+      .. 'cannot tell JSON from anything else: kube-apiserver names every body\'s type, so a proxy between '
+      .. 'klua and it likely dropped the header')
+  elseif not_json then
     return nil, new_error(status, 'InvalidResponse', ('the server answered %s, not JSON'):format(not_json))
   end
   local obj, err = json.decode(resp)

@@ -273,6 +273,15 @@ describe('klua against a hostile server', function()
     assert.equals('200 InvalidResponse: the server answered text/html; charset=utf-8, not JSON', first)
   end)
 
+  -- kube-apiserver names the type of every body it writes; klua does not guess (client-go
+  -- would read such a body as the JSON it asked for).
+  it('tells a klua.api call answered 200 without a Content-Type: reason InvalidResponse, naming the header', function()
+    local first = api_list_twice('untyped-200')
+    assert.equals("200 InvalidResponse: the server answered without a Content-Type, so klua cannot tell JSON "
+      .. "from anything else: kube-apiserver names every body's type, so a proxy between klua and it likely "
+      .. 'dropped the header', first)
+  end)
+
   it('gives up on a watch that drips one byte a second past the timeout it asked for, and watches again', function()
     survives('drip', nil, { '--watch-timeout', '2:3' })
     local peak = peak_rss(p.pid)
@@ -311,6 +320,11 @@ describe('klua against a hostile server', function()
     survives('protobuf-watch')
     assert.truthy(logged(p, 'the watch response is application/vnd.kubernetes.protobuf;stream=watch, not JSON; '
       .. 'relisting'), log_of(p))
+  end)
+
+  it('refuses a watch answered without a Content-Type, saying so, then relists', function()
+    survives('untyped-watch')
+    assert.truthy(logged(p, "the watch response has no Content-Type, so klua cannot tell JSON from anything else: kube-apiserver names every body's type, so a proxy between klua and it likely dropped the header; relisting"), log_of(p))
   end)
 
   -- A relist answered 200 with a body that is not the list asked for: read as an empty
@@ -360,6 +374,7 @@ describe('klua against a hostile server', function()
       { 'protobuf-list', 'the response is application/vnd.kubernetes.protobuf, not JSON' },
       { 'yaml-list', 'the response is application/yaml, not JSON' },
       { 'html-list', 'the response is text/html; charset=utf-8, not JSON' },
+      { 'untyped-list', "the response has no Content-Type, so klua cannot tell JSON from anything else: kube-apiserver names every body's type, so a proxy between klua and it likely dropped the header" },
     }) do
       it(('refuses %s, keeping the cache, and lists again after a backoff'):format(case[1]), function()
         keeps_the_cache(case[1], case[2])

@@ -1,8 +1,9 @@
 -- The one place a response's Content-Type chooses its reader (src/wire/media.h): LIST,
 -- WATCH and klua.api answers ask kl_media_of, and a type with no reader is refused by
 -- each, naming it (spec/process/hostile_spec.lua). As client-go, only the media type
--- counts, not its parameters, and a response without a Content-Type is read as the JSON
--- klua asked for (rest.Request.transformResponse falls back to the client's ContentType).
+-- counts, not its parameters. Unlike client-go (rest.Request.transformResponse falls back to
+-- the client's ContentType), a response without a Content-Type is not read: kube-apiserver
+-- names the type of every body it writes, so such a body is not the API server's.
 local testing = require 'klua_testing'
 
 describe('the reader of a response', function()
@@ -14,9 +15,10 @@ describe('the reader of a response', function()
     end
   end)
 
-  it('is JSON for a response without a Content-Type, the type klua asked for', function()
-    assert.equals('application/json', (testing.media_of(nil)))
-    assert.equals('application/json', (testing.media_of('')))
+  it('is none for a response without a Content-Type: klua does not guess', function()
+    assert.is_nil(testing.media_of(nil))
+    assert.is_nil(testing.media_of(''))
+    assert.is_nil(testing.media_of(' ; charset=utf-8'))
   end)
 
   -- KEP-4222: a LIST or a GET in CBOR is one data item, a watch a CBOR Sequence; client-go

@@ -553,12 +553,24 @@ static void list_complete(kl_reflector *r) {
     transition(r, C_LIST_OK, NULL);
 }
 
+/* Why a body of content_type is not read, for the log and the LIST's
+ * error: "response is T, not JSON...", or, without a type, where to look. */
+static void media_refusal(char *out, size_t n, const char *content_type, const char *or_cbor) {
+    if (content_type && content_type[0])
+        snprintf(out, n, "response is %.200s, not JSON%s", content_type, or_cbor);
+    else
+        snprintf(out, n, "response has no Content-Type, so klua cannot tell JSON%s from anything else: "
+                         "kube-apiserver names every body's type, so a proxy between klua and it "
+                         "likely dropped the header",
+                 or_cbor);
+}
+
 static void on_list_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
     /* Every body klua reads decodes a LIST with kl_list_stream (media.h);
      * a CBOR body is one data item, transcoded as a whole (wire/cbor.h). */
     const kl_media *m = kl_media_of(content_type);
-    if (!m || m->decoding == KL_DECODING_NONE) r->st.list.bad_type = kl_xstrdup(content_type);
+    if (!m || m->decoding == KL_DECODING_NONE) r->st.list.bad_type = kl_xstrdup(content_type ? content_type : "");
     else if (m->decoding == KL_DECODING_CBOR) kl_list_stream_cbor(&r->st.list.stream);
 }
 
@@ -691,8 +703,9 @@ static void on_list_done(void *ud, const kl_http_resp *resp) {
     r->req = NULL;
     char err[600];
     if (l->bad_type) {
-        snprintf(err, sizeof err, "the response is %.200s, not JSON%s", l->bad_type,
-                 r->o.cbor ? " or CBOR" : "");
+        char why[400];
+        media_refusal(why, sizeof why, l->bad_type, r->o.cbor ? " or CBOR" : "");
+        snprintf(err, sizeof err, "the %s", why);
         list_refused(r, err);
     } else if (l->stream.failed || (resp->outcome == KL_HTTP_OK && kl_list_stream_finish(&l->stream) < 0)) {
         snprintf(err, sizeof err, "%s", l->stream.err);
@@ -947,8 +960,9 @@ static void on_watch_started(void *ud, const char *content_type) {
         return;
     }
     r->stats.malformed++;
-    kl_log(KL_LOG_ERROR, r->o.name, "the watch response is %.200s, not JSON%s; relisting", content_type,
-           r->o.cbor ? " or a CBOR Sequence" : "");
+    char why[400];
+    media_refusal(why, sizeof why, content_type, r->o.cbor ? " or a CBOR Sequence" : "");
+    kl_log(KL_LOG_ERROR, r->o.name, "the watch %s; relisting", why);
     r->st.watch.ending = 1;
     r->st.watch.action = END_CORRUPT;
 }

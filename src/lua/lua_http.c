@@ -29,7 +29,7 @@ static void on_request_done(void *ud, const kl_http_resp *resp) {
     /* klua.api asks for JSON and reads nothing else. */
     const kl_media *m = kl_media_of(resp->content_type);
     if (m && m->decoding == KL_DECODING_JSON) lua_pushnil(co);
-    else lua_pushstring(co, resp->content_type);
+    else lua_pushstring(co, resp->content_type ? resp->content_type : "");
     if (resp->nwarnings) {
         lua_createtable(co, (int)resp->nwarnings, 0);
         for (size_t i = 0; i < resp->nwarnings; i++) {
@@ -61,7 +61,7 @@ static void cancel_request(kl_task *t, void *ud, uint64_t id) {
 /* core.request(method, path [, body [, content_type [, accept [, send_by]]]])
  * -> status, body, retry_after, not_json, warnings when the server
  * answered (any status; not_json: the answer's Content-Type when it is not
- * JSON, else nil; warnings: the texts of its Warning headers, or nil), | nil, outcome, message when it did not (outcome:
+ * JSON, "" when it has none, else nil; warnings: the texts of its Warning headers, or nil), | nil, outcome, message when it did not (outcome:
  * kl_http_outcome_name; "TooLate" when core.now() had reached send_by
  * before it could leave; "DeadlineExceeded" when the task's deadline had
  * passed, or passed meanwhile: the request is cancelled). Yields until the

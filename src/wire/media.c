@@ -14,10 +14,9 @@ static const kl_media readers[] = {
 };
 
 const kl_media *kl_media_of(const char *content_type) {
-    if (!content_type) return &readers[0];
+    if (!content_type) return NULL;
     const char *ct = content_type + strspn(content_type, " \t");
     size_t n = strcspn(ct, "; \t");
-    if (n == 0) return &readers[0];
     for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++) {
         if (strlen(readers[i].type) == n && strncasecmp(ct, readers[i].type, n) == 0) return &readers[i];
     }

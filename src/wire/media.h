@@ -32,10 +32,12 @@ typedef struct kl_media {
  * a type klua does not read (a protobuf, YAML, an HTML page from a proxy:
  * client-go has no decoder for those either, runtime.NegotiateError). The
  * type is compared without its parameters (charset, stream=watch, as=Table,
- * which say what the JSON holds, not how to read it), in any case. As
- * client-go, a response without a Content-Type is read as JSON, the type
- * klua asked for in its Accept header (rest.Request.transformResponse falls
- * back to the client's ContentType). */
+ * which say what the JSON holds, not how to read it), in any case. A
+ * response without a Content-Type (NULL, or empty) is not read either:
+ * kube-apiserver names the type of every body it writes, so a body without
+ * one came from something else, a proxy most likely, and klua does not
+ * guess what it holds (client-go does, reading it as the type it asked
+ * for). */
 const kl_media *kl_media_of(const char *content_type);
 
 #endif
