@@ -121,6 +121,9 @@ local NARRATE = core.verbosity() >= 3
 -- --once (see the module comment): read once, it never changes.
 local ONCE = core.controller_options().once == true
 
+-- --server-side-sharding=false: every replica lists everything, whatever the server.
+local SERVER_SHARDING = core.controller_options().server_sharding ~= false
+
 local function narrate(fmt, ...) core.log('info', fmt:format(...)) end
 
 local function narrate_add(c, key, cause, queued)
@@ -610,8 +613,11 @@ function M.new(opts)
     once = ONCE and new_once() or nil,
     primary = watches[1],
     uids = {},       -- key -> its object's uid as an event last told (under --shards)
-    server_shards = nil, -- whether the server shards the primary's lists (nil: not known yet)
+    -- Whether the server shards the primary's lists: nil until known; false from
+    -- the start under --server-side-sharding=false.
+    server_shards = nil,
   }, Controller)
+  if not SERVER_SHARDING then c.server_shards = false end
   writes.attach(c, watches, owns, watches[1]:resource().kind, opts.read_your_writes)
   M.all[#M.all + 1] = c
   endpoint.track_controller(c)

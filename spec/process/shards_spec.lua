@@ -422,10 +422,11 @@ end)
 ]]
 
   -- --verify-cache: each check lists what the informer selects, its shards' ranges only.
-  local function start(sb, replicas, name)
+  local function start(sb, replicas, name, flags)
     local args = { '--kubeconfig', sb.kubeconfig, '--leader-elect', '--leader-election-id', 'sharded',
       '--leader-election-namespace', NS, '--shards', tostring(N), '--verify-cache', '1s' }
     for _, a in ipairs(LEASE) do args[#args + 1] = a end
+    for _, a in ipairs(flags or {}) do args[#args + 1] = a end
     args[#args + 1] = 'run'
     args[#args + 1] = K.script(STATE)
     replicas[name] = K.spawn(args, { name = 'replica ' .. name })
@@ -522,6 +523,22 @@ end)
       for _, name in ipairs({ 'a', 'b' }) do
         assert.falsy(replicas[name]:errors():find('the cache differs', 1, true), replicas[name]:errors())
       end
+    end)
+
+    it('lists everything and filters by shard under --server-side-sharding=false', function()
+      -- Alone, once the earlier replicas' Leases expire, it holds shards to filter by.
+      for name, p in pairs(replicas) do
+        p:cleanup()
+        replicas[name] = nil
+      end
+      start(sb, replicas, 'off', { '--server-side-sharding=false' })
+      testing.eventually(function()
+        local s = state(replicas.off)
+        return s and #s.shards > 0 and s.cached == COUNT
+      end, 60 * K.slowdown, { what = 'the replica holding shards with every object cached' })
+      assert.equals('', state(replicas.off).selector)
+      assert.falsy(replicas.off:errors():find('shardSelector', 1, true), replicas.off:errors())
+      assert.falsy(replicas.off:errors():find('the server shards lists', 1, true), replicas.off:errors())
     end)
   end)
 

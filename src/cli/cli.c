@@ -287,6 +287,10 @@ static int set_shards(kl_cli *c, FILE *errs, const char *name, const char *v) {
     return 0;
 }
 
+static int set_server_sharding(kl_cli *c, FILE *errs, const char *name, const char *v) {
+    return parse_switch(errs, name, v, &c->rt.ctl.server_sharding);
+}
+
 static int set_dry_run(kl_cli *c, FILE *errs, const char *name, const char *v) {
     return parse_switch(errs, name, v, &c->rt.ctl.dry_run);
 }
@@ -404,6 +408,10 @@ static const flag flags[] = {
      "split the keys into N shards on Leases; reconcile those this replica holds, and list and watch only them "
      "where the server shards lists (KEP-5866; docs/scale.md)",
      set_shards, NULL},
+    {NULL, "--server-side-sharding", NULL, NULL,
+     "with --shards, have a server that shards lists (KEP-5866) send only the held shards' objects; "
+     "=false: list everything and filter here (default: where the server does)",
+     set_server_sharding, NULL},
     {NULL, "--dry-run", NULL, NULL,
      "send every write with dryRun=All and log it as a diff against the cache; persist nothing",
      set_dry_run, NULL},
@@ -727,6 +735,7 @@ int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs) {
     memset(c, 0, sizeof *c);
     c->rt.instruction_budget = 100000000;
     c->rt.watch_list = KL_WATCH_LIST_AUTO;
+    c->rt.ctl.server_sharding = 1;
     c->args = calloc((size_t)argc + 1, sizeof *c->args);
     if (!c->args) return -1;
     for (int i = 1; i < argc; i++) {

@@ -112,11 +112,11 @@ static void set_number(lua_State *L, const char *key, double v) {
  * {leader_elect, election_id, election_namespace, lease_duration,
  * renew_deadline, retry_period, script} (unset flags absent), and
  * graceful_shutdown_timeout (seconds, 30 unless set), shards,
- * readyz_max_staleness and verify_cache (seconds) when set, and dry_run
- * and once (booleans). */
+ * readyz_max_staleness and verify_cache (seconds) when set, and dry_run,
+ * once and server_sharding (booleans). */
 static int l_controller_options(lua_State *L) {
     const kl_ctl_opts *o = &kl_rt_options(kl_rt_of(L))->ctl;
-    lua_createtable(L, 0, 13);
+    lua_createtable(L, 0, 14);
     lua_pushboolean(L, o->leader_elect);
     lua_setfield(L, -2, "leader_elect");
     set_string(L, "election_id", o->election_id);
@@ -136,6 +136,8 @@ static int l_controller_options(lua_State *L) {
     lua_setfield(L, -2, "dry_run");
     lua_pushboolean(L, o->once);
     lua_setfield(L, -2, "once");
+    lua_pushboolean(L, o->server_sharding);
+    lua_setfield(L, -2, "server_sharding");
     if (o->script) {
         const char *base = strrchr(o->script, '/');
         set_string(L, "script", base ? base + 1 : o->script);

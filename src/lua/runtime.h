@@ -47,6 +47,8 @@ typedef struct kl_ctl_opts {
     const char *script;             /* klua run's script path, for the Lease's default name */
     double graceful_shutdown_timeout; /* seconds a graceful stop may take; 0 = 30 */
     int shards;                     /* --shards: 0 = none (docs/scale.md) */
+    int server_sharding;            /* --server-side-sharding: ask a server that shards
+                                     * lists (KEP-5866) for the held shards only; 1 unless =false */
     double readyz_max_staleness;    /* seconds an informer may hear nothing before
                                      * /readyz turns 503; 0 = no bound */
     double verify_cache;            /* seconds between checks of the caches against a
