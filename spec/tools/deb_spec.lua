@@ -53,6 +53,20 @@ describe('make deb', function()
     end
   end)
 
+  -- DEP-5: the license named, and its text the repository's LICENSE, line for line.
+  it('states its license, the text of LICENSE, in its copyright file', function()
+    local copyright = K.read_file(unpacked .. '/usr/share/doc/klua/copyright')
+    assert.matches('\nLicense: Expat\n', copyright)
+    local license = K.read_file(root .. '/LICENSE')
+    local grant = license:match('(Permission is hereby granted.*)$')
+    local stanza = copyright:match('\nLicense: Expat\n( Permission is hereby granted.*)$')
+    assert.truthy(grant and stanza)
+    local lines = {}
+    for line in stanza:gmatch('[^\n]+') do lines[#lines + 1] = line == ' .' and '' or line:sub(2) end
+    assert.equals(grant, table.concat(lines, '\n') .. '\n')
+    assert.matches('Copyright %(c%) 2026 the klua authors', license)
+  end)
+
   it('passes lintian without an error or a warning', function()
     local out = K.run_command('lintian ' .. K.quote(deb) .. ' 2>&1 | grep -E "^[EW]: "')
     assert.are.equal('', out)
