@@ -1278,8 +1278,8 @@ def scenario_latency(b):
                 details=[how, "klua run latency.lua (scripts/benchlib/lua/latency.lua), listing as the peer does: "
                               "the reconcile reads the Pod from the cache and subtracts its stamp from klua's clock; "
                               "one run",
-                         "latency: " + klua.spread() + " of %s sent; %s initial reconciles before; peak RSS %s" % (
-                             number(n), number(klua.initial), _mb(klua.hwm_kb))])]
+                         "latency: " + klua.spread() + " of %s sent; %s reconciles of unchanged (listed) Pods; "
+                         "peak RSS %s" % (number(n), number(klua.initial), _mb(klua.hwm_kb))])]
     peer = _latency_client_node(b)
     name = "%s: client-node informer: write → update handler" % label
     if peer.missing:
