@@ -124,8 +124,14 @@ demo:
 
 bench:
 	@sh scripts/build/bootstrap bench
-	@$(MAKE) -j$(JOBS) --no-print-directory all
+	@$(MAKE) -j$(JOBS) --no-print-directory all $(BUILD)/bench-limit
 	@python3 scripts/bench $(BENCH_ARGS)
+
+# The bench's `limit` row (docs/benchmarks.md): simdjson alone on the watch stream. Bench-only
+# code, kept out of src/ and linked with simdjson alone.
+$(BUILD)/bench-limit: scripts/benchlib/limit.cc | pkgcheck $(BUILD)
+	$(CXX) -std=c++17 $(OPT) $(WARN) $(shell pkg-config --cflags simdjson 2>/dev/null) -o $@ $< \
+	  $(shell pkg-config --libs simdjson 2>/dev/null)
 
 # The chaos soak (docs/reliability.md): DURATION seconds of random changes and faults.
 DURATION  ?= 600

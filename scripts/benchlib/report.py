@@ -9,12 +9,17 @@ PASS, FAIL, INFO, ERROR = "pass", "FAIL", "-", "error"
 
 class Row:
     """One line of the table. ok is True, False or None (a reference point without a target);
-    rate, in events/s, is compared with each measured peer's once every scenario has run (vs)."""
+    rate, in events/s, is compared with each measured peer's once every scenario has run (vs).
+    unmeasured names the parts of a target that could not be checked (a peer that did not run):
+    such a row is neither a pass nor a miss. cpu says the CPU time of the process measured and of
+    the bench-server that fed it, so that a reader sees who was measured."""
 
-    def __init__(self, scenario, result, target="-", ok=None, rate=None, details=()):
+    def __init__(self, scenario, result, target="-", ok=None, rate=None, details=(), cpu="-"):
         self.scenario, self.result, self.target = scenario, result, target
         self.ok, self.rate, self.details = ok, rate, list(details)
         self.vs = "-"
+        self.cpu = cpu
+        self.unmeasured = []
         self.error = False
 
     @classmethod
@@ -27,12 +32,25 @@ class Row:
     def verdict(self):
         if self.error:
             return ERROR
-        return INFO if self.ok is None else (PASS if self.ok else FAIL)
+        if self.ok is False:
+            return FAIL
+        if self.unmeasured:
+            return "not measured: " + ", ".join(self.unmeasured)
+        return INFO if self.ok is None else PASS
 
 
 def number(value, digits=0):
     """12345.6 -> '12,346'."""
     return "{:,.{}f}".format(value, digits)
+
+
+def cpu_cell(who, seconds, server_seconds=None, server=True):
+    """The CPU column: the measured process's CPU time beside its bench-server's ("-" for a part
+    not read); server False for a row that has no bench-server behind it."""
+    part = lambda s: "-" if s is None else "%.2f s" % s  # noqa: E731
+    if not server:
+        return "%s %s, no server" % (who, part(seconds))
+    return "%s %s · server %s" % (who, part(seconds), part(server_seconds))
 
 
 def ratio(value, reference):
@@ -105,8 +123,8 @@ def render(facts, setup, rows):
     out.extend("- %s: %s" % (k, v) for k, v in facts)
     out.extend("- %s: %s" % (k, v) for k, v in setup)
     out.append("")
-    out.extend(_table(["scenario", "result", "target", "pass/fail", "vs peers"],
-                      [[r.scenario, r.result, r.target, r.verdict, r.vs] for r in rows]))
+    out.extend(_table(["scenario", "result", "target", "pass/fail", "CPU: measured · bench-server", "vs peers"],
+                      [[r.scenario, r.result, r.target, r.verdict, r.cpu, r.vs] for r in rows]))
     details = [r for r in rows if r.details]
     if details:
         out += ["", "Details:", ""]

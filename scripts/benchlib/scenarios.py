@@ -6,6 +6,7 @@ Scenarios have names (DESCRIPTIONS, in ORDER); the letters earlier reports used 
 import json
 import os
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -16,15 +17,17 @@ import urllib.request
 
 from . import data, h2proxy, peers, procs, webhookload
 from .pods import NAMESPACES
-from .report import Row, number, ratio
+from .report import Row, cpu_cell, number, ratio
 
-ORDER = ["server", "ref", "peers", "watch-names", "handler-3-fields", "handler-copy", "controller-enqueue",
+ORDER = ["server", "ref", "peers", "limit", "watch-names", "handler-3-fields", "handler-copy", "controller-enqueue",
          "initial-sync", "watchlist-sync", "large-sync", "memory-per-pod", "cache-less", "scale", "many-informers",
-         "slow-handler", "fresh-first", "webhook", "cbor"]
+         "slow-handler", "fresh-first", "latency", "webhook", "cbor"]
 DESCRIPTIONS = {
     "server": "how fast the server delivers the watch stream (socket reader and curl)",
     "ref": "lua-cjson decoding the same lines in plain lua5.4 (reference)",
     "peers": "kubectl, @kubernetes/client-node's informer and the Python client's watch on the same stream",
+    "limit": "simdjson alone (the parser klua uses) on the same event lines, reading the same 3 fields: no HTTP, "
+             "no Lua; klua's event rates as a fraction of it",
     "watch-names": "`klua watch pods -A -o name --watch-only`, against the kubectl peer",
     "handler-3-fields": "update handler reading metadata.name, metadata.namespace, status.phase",
     "handler-copy": "update handler calling klua.copy(new)",
@@ -43,6 +46,8 @@ DESCRIPTIONS = {
                     "memory, against the 3 alone",
     "fresh-first": "a controller (one worker, 1 ms reconcile) starting on 20,000 listed Pods: latency of a change "
                    "made after the sync",
+    "latency": "a controller (one worker) on 10,000 cached Pods while the server changes 1,000 a second: p50/p99 "
+               "from the server's write to the reconcile that sees it, against client-node's informer",
     "webhook": "a small validating webhook over HTTPS: requests/s and p50/p99 latency of --webhook-requests "
                "AdmissionReviews on --webhook-concurrency kept-alive connections",
     "cbor": "--serialization cbor against JSON: bytes on the wire per event and per listed Pod, CPU per event "
@@ -55,12 +60,15 @@ LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
 MODES = {"handler-3-fields": ("read", "handler reads metadata.name, metadata.namespace, status.phase"),
          "handler-copy": ("copy", "handler calls klua.copy(new)"),
          "controller-enqueue": ("enqueue", "controller handler enqueues namespace/name")}
-# Targets from klua's performance issue (round two); the others follow from them (see
-# docs/benchmarks.md).
-TARGET_READ = 200000
-TARGET_COPY = 60000
-TARGET_ENQUEUE = 200000
-TARGET_WATCH = 200000
+# The event-rate targets are ratios to rates measured in the same run, since this machine's speed
+# moves twofold from hour to hour (docs/benchmarks.md, "Targets as ratios"): watch-names (d),
+# handler-3-fields (a) and controller-enqueue (c) at least TARGET_OF_LIMIT of the limit row (simdjson
+# alone on the same lines) and TARGET_VS_PEER times each of these peers; handler-copy (b) at least
+# TARGET_COPY_OF_READ of (a)'s rate. A peer that did not run leaves its part not measured.
+TARGET_OF_LIMIT = 0.5
+TARGET_VS_PEER = {"kubectl": 30.0, "client-node": 5.0}
+TARGET_COPY_OF_READ = 0.5
+LIMIT_ROUNDS = 3
 # Synced within 1 s (one page, resourceVersion=0) and 1.5 s (paged by 500) for 100,000 Pods,
 # scaled for other sizes; at the peak of the sync the process may hold at most TARGET_PEAK times
 # what the cache holds once synced.
@@ -71,9 +79,6 @@ TARGET_PEAK = 1.3
 TARGET_MEMORY = 1.2
 TARGET_FLAT = 1.25
 TARGET_SERVER = 1e9
-# klua watch (watch-names) and the reading handler (handler-3-fields) must each be 15 times
-# kubectl's rate. The other peers are compared, without a target.
-TARGET_VS_KUBECTL = 15.0
 # A watch printer silent this long after its first line has stopped for good (events were lost).
 QUIET = 3.0
 # The server's speed is measured over at least this much data, or this long.
@@ -108,6 +113,19 @@ FRESH_PODS_QUICK = 2000
 FRESH_RECONCILE = 0.001
 FRESH_DELAY = 1.0
 TARGET_FRESH_SECONDS = 1.0
+# latency: LATENCY_PODS listed Pods (LATENCY_PODS_QUICK with --quick); once the watch has waited
+# LATENCY_DELAY seconds (the initial reconciles done), the server changes one Pod every 1/LATENCY_RATE
+# seconds for LATENCY_SECONDS (LATENCY_SECONDS_QUICK), each change stamped with its send time.
+# klua's p99 from the write to the reconcile must be at most TARGET_LATENCY_P99 times client-node's
+# from the write to its informer's update handler, measured on the same stream in the same run
+# (docs/benchmarks.md, "Latency", says why a ratio and why this one).
+LATENCY_PODS = 10000
+LATENCY_PODS_QUICK = 1000
+LATENCY_RATE = 1000
+LATENCY_SECONDS = 10
+LATENCY_SECONDS_QUICK = 2
+LATENCY_DELAY = 1.0
+TARGET_LATENCY_P99 = 1.0
 # klua streams an informer's initial state with WatchList unless told to list. The rows compared
 # with the peers, which LIST (kubectl get -w, client-node's informer, the Python client's
 # list-then-watch), and the sync and memory rows, whose targets were set for a LIST, run klua
@@ -206,6 +224,7 @@ class Bench:
         # backend, made when first needed.
         self.namespaces = None
         self.fresh = None
+        self.latency = None
         self.proxies = {}
         self.memo = {}
         # Set by the peers scenario: each Peer, and the event rate of those measured, in peers.ORDER.
@@ -263,20 +282,21 @@ class Bench:
     def log(self, message):
         print(message, file=sys.stderr, flush=True)
 
-    def server(self, pods, events, paginate="auto", watch_end=None, dataset=None, watch_delay=0.0):
+    def server(self, pods, events, paginate="auto", watch_end=None, dataset=None, watch_delay=0.0, watch_rate=0.0):
         """(url, kubeconfig) of a server listing `pods` Pods and streaming `events` events of dataset
-        (the run's, by default), each watch after watch_delay seconds; started once."""
+        (the run's, by default), each watch after watch_delay seconds, at watch_rate events a second
+        (0: at once); started once."""
         dataset = dataset or self.dataset
-        key = (pods, events, paginate, watch_end or self.opts.watch_end, watch_delay)
+        key = (pods, events, paginate, watch_end or self.opts.watch_end, watch_delay, watch_rate)
         if (key, dataset.directory) in self.servers:
             return self.servers[key, dataset.directory]
-        name = "server-%d-%d-%s-%s-%g" % key + ("" if dataset is self.dataset else "-" + os.path.basename(
+        name = "server-%d-%d-%s-%s-%g-%g" % key + ("" if dataset is self.dataset else "-" + os.path.basename(
             dataset.directory))
         kubeconfig = os.path.join(self.workdir, name + ".kubeconfig")
         child = self.children.spawn(name, [
             sys.executable, os.path.join(self.root, "scripts", "bench-server"), "--data", dataset.directory,
             "--pods", str(pods), "--events", str(events), "--paginate", paginate, "--watch-end", key[3],
-            "--watch-delay", str(watch_delay), "--kubeconfig", kubeconfig])
+            "--watch-delay", str(watch_delay), "--watch-rate", str(watch_rate), "--kubeconfig", kubeconfig])
         out = bytearray()
         reason = procs.pump(child, lambda now, chunk: out.extend(chunk) or b"\n" in out, timeout=30)
         m = re.match(rb"listening on (http://\S+)", bytes(out))
@@ -300,6 +320,13 @@ class Bench:
             self.namespaces = data.generate(os.path.join(self.workdir, "data-namespaces"),
                                             max(o.watch_pods, INFORMERS), INFORMERS, events, by_namespace=True)
         return self.namespaces
+
+    def latency_dataset(self, n_pods, n_events):
+        """The latency scenario's data set, generated once: n_pods listed Pods and n_events changes
+        about them, in turn."""
+        if not self.latency:
+            self.latency = data.generate(os.path.join(self.workdir, "data-latency"), n_pods, n_pods, n_events)
+        return self.latency
 
     def fresh_dataset(self, n_pods):
         """fresh-first's data set, generated once: n_pods listed Pods and one event, about the last."""
@@ -380,6 +407,45 @@ class Bench:
         """The fastest of --repeat calls of run(), which returns something with a rate."""
         return max((run() for _ in range(self.opts.repeat)), key=lambda r: r.rate)
 
+    def server_cpu(self, url):
+        """CPU seconds the bench-server at url has used so far (/proc/PID/stat), or None. Read before
+        and after a run, it says what feeding that run cost the server: one client runs at a time."""
+        pid = self.server_pids.get(url)
+        return h2proxy.cpu_seconds(pid) if pid else None
+
+    def limit_binary(self):
+        """The limit row's program, built by `make bench`; built here when missing or older than its
+        source, so that scripts/bench run alone has it too."""
+        build = os.path.join(self.root, os.environ.get("KLUA_BUILD") or "build")
+        exe = os.path.join(build, "bench-limit")
+        source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "limit.cc")
+        if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(source):
+            out = subprocess.run(["make", "--no-print-directory", "-s", "BUILD=" + build, exe], cwd=self.root,
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                raise ScenarioError("could not build %s" % exe, (out.stdout + out.stderr).splitlines()[-8:])
+        return exe
+
+    def limit_run(self):
+        """The limit: simdjson alone on the first --events lines of the events file, reading the three
+        fields of handler-3-fields; the fastest of --repeat rounds, at least LIMIT_ROUNDS, in one
+        process (a round of 50,000 events takes a tenth of a second, and a single one, --quick's, is
+        as likely as not to be preempted on a shared machine). Memoised, so that every rate of the run
+        is divided by the same figure."""
+        if "limit" not in self.memo:
+            n = self.opts.events
+            argv = [self.limit_binary(), self.dataset.events_path, str(n), str(max(LIMIT_ROUNDS, self.opts.repeat))]
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=self.opts.timeout)
+            m = LINE.match(out.stdout.strip().encode())
+            if out.returncode != 0 or not m:
+                raise ScenarioError("bench-limit failed (status %d)" % out.returncode,
+                                    ["command: " + " ".join(argv)] + (out.stdout + out.stderr).splitlines()[-8:])
+            fields = dict(kv.split("=", 1) for kv in m.group(2).decode().split())
+            best = float(fields["best"])
+            self.memo["limit"] = LimitRun(int(fields["seen"]), n, best, float(fields["cpu"]), int(fields["bytes"]),
+                                          max(LIMIT_ROUNDS, self.opts.repeat))
+        return self.memo["limit"]
+
     def events_run(self, mode, count, flags=()):
         """handler-3-fields, handler-copy, controller-enqueue: a handler on `count` watch events, best of --repeat runs. Memoised.
         flags: klua's global flags (cbor: --serialization cbor)."""
@@ -388,38 +454,47 @@ class Bench:
             url, _ = self.server(self.opts.watch_pods, count)
 
             def once():
+                server = self.server_cpu(url)
                 child, records = self.klua_script("events-%s-%d%s" % (mode, count, "".join(flags).replace("-", "")),
                                                   url, "events.lua", [mode, count], "done", flags=flags)
                 usage = child.reap(5) or child.stop()
-                return EventsRun(count, records, usage, time.monotonic() - child.started, self.opts.repeat)
+                run = EventsRun(count, records, usage, time.monotonic() - child.started, self.opts.repeat)
+                run.server_cpu = _spent(server, self.server_cpu(url))
+                return run
             self.memo[key] = self.best(once)
         return self.memo[key]
 
     def peer_events_run(self, peer, count):
         """A peer's handler on `count` watch events (informer.mjs or python_watch.py), best of --repeat runs."""
-        _, kubeconfig = self.server(self.opts.watch_pods, count)
+        url, kubeconfig = self.server(self.opts.watch_pods, count)
         args = {"client-node": [kubeconfig, count], "python": [kubeconfig, count, self.opts.timeout, "dict"]}
         argv = peer.command + [str(a) for a in args[peer.name]]
 
         def once():
+            server = self.server_cpu(url)
             child, records = self.script("peer-%s-%d" % (peer.name, count), argv, "done", peer.name)
             usage = child.reap(5) or child.stop()
-            return EventsRun(count, records, usage, time.monotonic() - child.started, self.opts.repeat,
-                             synced_by="the list returned", clock="the peer's monotonic clock",
-                             cpu_clock=PEER_CPU_CLOCKS[peer.name])
+            run = EventsRun(count, records, usage, time.monotonic() - child.started, self.opts.repeat,
+                            synced_by="the list returned", clock="the peer's monotonic clock",
+                            cpu_clock=PEER_CPU_CLOCKS[peer.name])
+            run.server_cpu = _spent(server, self.server_cpu(url))
+            return run
         return self.best(once)
 
     def sync_once(self, pods, paginate="auto", mode="full", watch_list=False, flags=()):
         """One sync of `pods` Pods by sync.lua, by LIST or (watch_list) by WatchList; a SyncRun with
         the settled RSS. flags: klua's global flags."""
         url, _ = self.server(pods, 0, paginate)
+        server = self.server_cpu(url)
         child, records = self.klua_script("sync-%d-%s-%s%s%s" % (pods, paginate, mode, "-wl" if watch_list else "",
                                                                  "".join(flags).replace("-", "")),
                                           url, "sync.lua", [self.opts.timeout, mode], "settled",
                                           watch_list=watch_list, flags=flags)
         status = child.proc_status()
         usage = child.stop()
-        return SyncRun(pods, child, records, status, usage, self.opts.repeat if pods else 1)
+        run = SyncRun(pods, child, records, status, usage, self.opts.repeat if pods else 1)
+        run.server_cpu = _spent(server, self.server_cpu(url))
+        return run
 
     def sync_run(self, pods, paginate="auto", mode="full", flags=()):
         """initial-sync, memory-per-pod: sync `pods` Pods by LIST, then read the settled RSS; the
@@ -432,18 +507,33 @@ class Bench:
                                   for _ in range(self.opts.repeat if pods else 1)), key=lambda r: r.wall)
         return self.memo[key]
 
-    def count_lines(self, name, argv, count, env=None):
-        """Runs a watch printer until it has printed `count` lines; a LinesRun."""
+    def count_lines(self, name, argv, count, url, env=None):
+        """Runs a watch printer of the server at url until it has printed `count` lines; a LinesRun."""
+        server = self.server_cpu(url)
         child = self.children.spawn(name, argv, env=env)
         run = LinesRun(count, child.started)
         reason = procs.pump(child, run.feed, self.opts.timeout, quiet=QUIET)
         run.reason = reason
         run.hwm_kb = child.proc_status().get("VmHWM", 0)
         run.usage = child.stop()
+        run.server_cpu = _spent(server, self.server_cpu(url))
         if run.lines == 0:
             raise ScenarioError("%s printed nothing (%s)" % (name, reason), ["command: " + " ".join(argv)]
                                 + child.log_tail())
         return run
+
+
+def _spent(before, after):
+    """CPU seconds between two readings of a process's clock; None when either is missing."""
+    return after - before if before is not None and after is not None else None
+
+
+class LimitRun:
+    """What bench-limit printed: the fastest round's wall and CPU time over `seen` lines."""
+
+    def __init__(self, seen, count, best, cpu, size, rounds):
+        self.seen, self.count, self.best, self.cpu, self.size, self.rounds = seen, count, best, cpu, size, rounds
+        self.rate = seen / best if best > 0 else 0.0
 
 
 PEER_CPU_CLOCKS = {"client-node": "process.cpuUsage()", "python": "time.process_time()"}
@@ -620,23 +710,30 @@ def scenario_server(b):
     path = "/api/v1/pods?watch=true&resourceVersion=%d" % data.LIST_RV
     host, port = url[len("http://"):].split(":")
     received, seconds = 0, 0.0
+    server, reader = b.server_cpu(url), time.process_time()
     while received < SPEED_BYTES and seconds < SPEED_SECONDS:
         n, t = _socket_read(host, int(port), path)
         received, seconds = received + n, seconds + t
     raw = received / seconds
     rows = [Row("server: watch stream to a socket reader", "%.2f GB/s" % (raw / 1e9), "> 1 GB/s",
-                raw > TARGET_SERVER,
+                raw > TARGET_SERVER, cpu=cpu_cell("reader (the harness)", time.process_time() - reader,
+                                                  _spent(server, b.server_cpu(url))),
                 details=["the %s-byte stream read repeatedly (%s MB in all) with 4 MiB recv() calls, "
                          "connection set-up included" % (number(b.dataset.meta["event_bytes"]),
                                                          number(received / 1e6))])]
     curl = shutil.which("curl")
     if curl:
         speeds = []
+        # The curls are the only children the harness waits for meanwhile: RUSAGE_CHILDREN's growth is theirs.
+        server, before = b.server_cpu(url), resource.getrusage(resource.RUSAGE_CHILDREN)
         for _ in range(3):
             out = subprocess.run([curl, "-s", "-o", "/dev/null", "-w", "%{speed_download}", url + path],
                                  capture_output=True, text=True, timeout=b.opts.timeout).stdout
             speeds.append(float(out or 0))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        curl_cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
         rows.append(Row("server: curl -o /dev/null speed_download", "%.2f GB/s" % (max(speeds) / 1e9),
+                        cpu=cpu_cell("curl, 3 runs", curl_cpu, _spent(server, b.server_cpu(url))),
                         details=["best of 3; the curl tool writes its output in 16 KiB pieces, which bounds "
                                  "what it can measure on a slow-syscall machine"]))
     return rows
@@ -668,6 +765,7 @@ def scenario_ref(b):
     seen, cpu = int(m.group(1)), float(m.group(2))
     rate = seen / cpu if cpu else 0.0
     return [Row("lua-cjson decode in lua5.4 (reference)", "%s ev/s" % number(rate), rate=rate,
+                cpu=cpu_cell("lua5.4", cpu, server=False),
                 details=["cjson.decode of %s event lines and the same three fields as handler-3-fields (a); "
                          "CPU time" % number(seen)])]
 
@@ -688,7 +786,7 @@ def scenario_peers(b):
             else:
                 r = b.peer_events_run(peer, n)
                 row = Row(peer.label, _rate_text(r.rate, r.seen, r.count, "events"), rate=r.rate,
-                          details=r.details())
+                          details=r.details(), cpu=cpu_cell(peer.name, r.usage.cpu, r.server_cpu))
         except ScenarioError as e:
             rows.append(Row.failed(peer.label, str(e), e.details))
             continue
@@ -698,13 +796,13 @@ def scenario_peers(b):
 
 
 def _kubectl_row(b, peer, n):
-    _, kubeconfig = b.server(b.opts.watch_pods, n)
+    url, kubeconfig = b.server(b.opts.watch_pods, n)
     cache = os.path.join(b.workdir, "kube-cache")
     argv = [peer.command, "--kubeconfig", kubeconfig, "--cache-dir", cache, "get", "pods", "-A", "--watch-only",
             "-o", "name"]
     env = dict(os.environ, HOME=b.workdir)
-    run = b.best(lambda: b.count_lines("kubectl-watch", argv, n, env=env))
-    row = _watch_row(peer.label, run, _expected_last(b, n))
+    run = b.best(lambda: b.count_lines("kubectl-watch", argv, n, url, env=env))
+    row = _watch_row(peer.label, run, _expected_last(b, n), "kubectl")
     row.details[0] += "; best of %d runs" % b.opts.repeat
     return row
 
@@ -717,19 +815,61 @@ def scenario_watch_names(b):
     n = b.opts.events
     url, _ = b.server(b.opts.watch_pods, n)
     argv = [b.klua, "--server", url] + LIST_ONLY + ["watch", "pods", "-A", "-o", "name", "--watch-only"]
-    run = b.best(lambda: b.count_lines("klua-watch", argv, n))
-    row = _watch_row("%s: klua watch pods -A -o name --watch-only" % title("watch-names"), run, _expected_last(b, n))
+    run = b.best(lambda: b.count_lines("klua-watch", argv, n, url))
+    row = _watch_row("%s: klua watch pods -A -o name --watch-only" % title("watch-names"), run, _expected_last(b, n),
+                     "klua")
     row.details[0] += "; best of %d runs" % b.opts.repeat
-    row.target = "≥ %s ev/s" % number(TARGET_WATCH)
-    row.ok = run.lines >= n and run.rate >= TARGET_WATCH
-    kubectl = b.peer_rates.get("kubectl")
-    if kubectl:
-        row.target += ", ≥ %g× kubectl" % TARGET_VS_KUBECTL
-        row.ok = row.ok and run.rate >= TARGET_VS_KUBECTL * kubectl
+    _judge_rate(b, row, run.lines >= n and run.final_line == _expected_last(b, n))
     return [row]
 
 
-def _watch_row(name, run, expected_last):
+def scenario_limit(b):
+    r = b.limit_run()
+    return [Row("limit: simdjson alone on the same %s event lines, the 3 fields read" % number(r.count),
+                "%s ev/s (%s MB/s)" % (number(r.rate), number(r.size / r.best / 1e6 if r.best else 0)), rate=r.rate,
+                cpu=cpu_cell("bench-limit", r.cpu, server=False),
+                details=["bench-limit (scripts/benchlib/limit.cc): the events file read into memory first, then each "
+                         "line parsed in place by simdjson's DOM parser (klua's, src/wire/json.cc) and "
+                         "object.metadata.name, object.metadata.namespace and object.status.phase read; no HTTP, no "
+                         "framing, no cache, no Lua; %s of %s lines; the fastest of %d rounds in one process, %.3f s "
+                         "wall and %.3f s CPU" % (number(r.seen), number(r.count), r.rounds, r.best, r.cpu),
+                         "klua's event rows give their rate as a fraction of this one, measured in the same run: "
+                         "what they read is these lines, over HTTP, through klua"])]
+
+
+def _judge_rate(b, row, correct):
+    """Sets row's target and verdict from its rate, as ratios to rates of the same run: at least
+    TARGET_OF_LIMIT of the limit, at least TARGET_VS_PEER times each peer. A peer that was not
+    measured leaves its part unmeasured (not a pass); correct is what the row checks besides."""
+    limit = b.limit_run().rate
+    share = row.rate / limit if limit else 0.0
+    row.result += " = %.0f%% of the limit" % (100 * share)
+    parts = ["≥ %.0f%% of the limit" % (100 * TARGET_OF_LIMIT)]
+    checks = ["%.0f%% of the limit (%s ev/s)" % (100 * share, number(limit))]
+    ok = correct and share >= TARGET_OF_LIMIT
+    for peer, factor in TARGET_VS_PEER.items():
+        parts.append("≥ %g× %s" % (factor, peer))
+        rate = b.peer_rates.get(peer)
+        if rate:
+            checks.append("%.1f× %s (%s ev/s)" % (row.rate / rate, peer, number(rate)))
+            ok = ok and row.rate >= factor * rate
+        else:
+            row.unmeasured.append(peer)
+            checks.append("%s not measured (%s)" % (peer, _peer_absence(b, peer)))
+    row.target = ", ".join(parts)
+    row.ok = ok
+    row.details.append("against the same run: " + "; ".join(checks))
+
+
+def _peer_absence(b, name):
+    """Why a peer has no rate in this run."""
+    peer = next((p for p in b.peers if p.name == name), None)
+    if peer is None:
+        return "the peers scenario did not run"
+    return peer.missing or "its run failed"
+
+
+def _watch_row(name, run, expected_last, who):
     details = ["%s of %s lines; rate between the first and the last of them as the harness read them "
                "(from the process start when they came in one read)" % (number(run.lines), number(run.count)),
                "process: %.2f s to the last line, %.2f s CPU (wait4), peak RSS %s"
@@ -744,7 +884,8 @@ def _watch_row(name, run, expected_last):
             details.append("line %s is %r, expected %r" % (number(run.count), got, expected_last))
     else:
         details.append("output stopped (%s) before %s lines" % (run.reason, number(run.count)))
-    return Row(name, _rate_text(run.rate, run.lines, run.count, "lines"), rate=run.rate, details=details)
+    return Row(name, _rate_text(run.rate, run.lines, run.count, "lines"), rate=run.rate, details=details,
+               cpu=cpu_cell(who, run.usage.cpu, run.server_cpu))
 
 
 def _rate_text(rate, seen, count, what):
@@ -756,23 +897,31 @@ def _rate_text(rate, seen, count, what):
 
 def scenario_handler(name):
     mode, label = MODES[name]
-    target = {"read": TARGET_READ, "copy": TARGET_COPY, "enqueue": TARGET_ENQUEUE}[mode]
 
     def run(b):
         r = b.events_run(mode, b.opts.events)
-        details, ok = r.details(), r.seen == r.count and r.rate >= target
-        target_text = "≥ %s ev/s" % number(target)
-        kubectl = b.peer_rates.get("kubectl")
-        if mode == "read" and kubectl:
-            target_text += ", ≥ %g× kubectl" % TARGET_VS_KUBECTL
-            ok = ok and r.rate >= TARGET_VS_KUBECTL * kubectl
+        correct = r.seen == r.count
+        row = Row("%s: %s" % (title(name), label), _rate_text(r.rate, r.seen, r.count, "events"), rate=r.rate,
+                  details=r.details(), cpu=cpu_cell("klua", r.usage.cpu, r.server_cpu))
         if mode == "enqueue":
             # Event k modifies Pod k mod --watch-pods, so the set holds one key per Pod seen.
             expected = min(b.opts.watch_pods, r.seen)
-            details.append("the queue holds %s distinct keys (%s expected)" % (number(r.queued), number(expected)))
-            ok = ok and r.queued == expected
-        return [Row("%s: %s" % (title(name), label), _rate_text(r.rate, r.seen, r.count, "events"),
-                    target_text, ok, r.rate, details)]
+            row.details.append("the queue holds %s distinct keys (%s expected)" % (number(r.queued),
+                                                                                 number(expected)))
+            correct = correct and r.queued == expected
+        if mode != "copy":
+            _judge_rate(b, row, correct)
+            return [row]
+        # klua.copy's own cost: against the reading handler of the same run, and the limit for reference.
+        read = b.events_run("read", b.opts.events)
+        limit = b.limit_run().rate
+        share = r.rate / read.rate if read.rate else 0.0
+        row.result += " = %.0f%% of (a), %.0f%% of the limit" % (100 * share, 100 * r.rate / limit if limit else 0)
+        row.target = "≥ %.0f%% of %s's rate" % (100 * TARGET_COPY_OF_READ, title("handler-3-fields"))
+        row.ok = correct and share >= TARGET_COPY_OF_READ
+        row.details.append("against the same run: %s at %s ev/s, the limit at %s ev/s" % (
+            title("handler-3-fields"), number(read.rate), number(limit)))
+        return [row]
     return run
 
 
@@ -791,6 +940,7 @@ def scenario_initial_sync(b):
                                                                               peak),
                         "≤ %.2f s, peak ≤ %.1f× the cache" % (limit, TARGET_PEAK),
                         r.cached == r.pods and r.wall <= limit and 0 < peak <= TARGET_PEAK,
+                        cpu=cpu_cell("klua", r.usage.cpu, r.server_cpu),
                         details=["from process start to klua.on_synced (%.2f s from the script's start); "
                                  "fastest of %d runs" % (r.script_seconds, r.runs),
                                  "%s cached, %s add calls; the list is %s MB of JSON" % (
@@ -822,6 +972,8 @@ def scenario_watchlist_sync(b):
                 "%.2f s vs %.2f s (%.2f×); peak RSS %s vs %s (%.2f×)" % (
                     streamed.wall, listed.wall, time_ratio, _mb(stream_peak), _mb(list_peak), peak_ratio),
                 "time ≤ %.1f×, peak RSS ≤ %.1f× LIST's" % (TARGET_WATCHLIST_TIME, TARGET_WATCHLIST_PEAK), ok,
+                cpu="WatchList: %s; LIST: %s" % (cpu_cell("klua", streamed.usage.cpu, streamed.server_cpu),
+                                                 cpu_cell("klua", listed.usage.cpu, listed.server_cpu)),
                 details=["klua run sync.lua with --watch-list=false (a LIST at resourceVersion=0, one page) and "
                          "without (a WATCH with sendInitialEvents=true: every Pod as ADDED, then the "
                          "initial-events-end bookmark), by turns, %d runs each; time from process start to "
@@ -855,6 +1007,7 @@ def scenario_large_sync(b):
                     memory_growth, number(small.pods)),
                 "per Pod flat (≤ %.2f×)" % TARGET_FLAT,
                 large.cached == large.pods and 0 < time_growth <= TARGET_FLAT and 0 < memory_growth <= TARGET_FLAT,
+                cpu=cpu_cell("klua", large.usage.cpu, large.server_cpu),
                 details=["%s cached; peak RSS %s (VmHWM at sync), %.2f s CPU in all (wait4); each size the "
                          "fastest of %d runs" % (number(large.cached), _mb(large.hwm_kb), large.usage.cpu,
                                                  large.runs),
@@ -877,6 +1030,7 @@ def _memory_variant(b, mode, what):
     size = b.dataset.average_pod_bytes(b.opts.pods)
     return Row("%s: memory per cached Pod, %s (%s Pods)" % (title("memory-per-pod"), what, number(b.opts.pods)),
                "%s B = %.2f× the full Pod's JSON" % (number(per_object), per_object / size),
+               cpu=cpu_cell("klua", run.usage.cpu, run.server_cpu),
                details=["%s of %s Pods cached" % (number(run.cached), number(b.opts.pods))])
 
 
@@ -886,6 +1040,7 @@ def scenario_memory_per_pod(b):
     return [Row("%s: memory per cached Pod (%s Pods)" % (title("memory-per-pod"), number(b.opts.pods)),
                 "%s B = %.2f× its JSON (%s B)" % (number(per_object), r, number(size)),
                 "≤ %.1f×" % TARGET_MEMORY, full.cached == b.opts.pods and r <= TARGET_MEMORY,
+                cpu=cpu_cell("klua", full.usage.cpu, full.server_cpu),
                 details=["(VmRSS after sync - VmRSS of an idle klua) / Pods = (%s - %s) / %s, read from "
                          "/proc/PID/status after a full Lua GC" % (_mb(full.rss_kb), _mb(idle.rss_kb),
                                                                  number(b.opts.pods))]),
@@ -913,6 +1068,7 @@ def scenario_cache_less(b):
                         "%s (%.2f×) and %s B (%.2f×) per Pod" % (
                             _us(per_sync), per_sync / full[0] if full[0] else 0.0,
                             number(per_object), per_object / full[1] if full[1] else 0.0),
+                        cpu=cpu_cell("klua", r.usage.cpu, r.server_cpu),
                         details=["sync: %.2f s from process start to klua.on_synced, %s of %s Pods cached, "
                                  "peak RSS %s, %.2f s CPU in all (wait4)" % (r.wall, number(r.cached), number(pods),
                                                                            _mb(r.hwm_kb), r.usage.cpu),
@@ -932,7 +1088,7 @@ def scenario_scale(b):
                                                                  title("handler-3-fields")),
                 "%s vs %s (%.2f×)" % (_us(small.cpu_per_event), _us(big.cpu_per_event), growth),
                 "flat (≤ %.2f×)" % TARGET_FLAT, 0 < growth <= TARGET_FLAT and 1 / growth <= TARGET_FLAT,
-                details=small.details())]
+                cpu=cpu_cell("klua", small.usage.cpu, small.server_cpu), details=small.details())]
     _, _, big_obj, _ = _memory_row(b, b.opts.pods)
     _, _, small_obj, _ = _memory_row(b, small_pods)
     growth = big_obj / small_obj if small_obj > 0 else 0.0
@@ -979,14 +1135,17 @@ def scenario_many_informers(b):
         "(its worker process included) and bench-server %s s (/proc/PID/stat)" % (
             r.wall, r.cpu, _mb(r.peak_rss_kb), _seconds(r.proxy_cpu), _seconds(r.server_cpu)),
     ]
-    return [Row(name, result, target, ok, r.total, details)]
+    return [Row(name, result, target, ok, r.total, details,
+                cpu=cpu_cell("klua", r.cpu, r.server_cpu) + " · nghttpx %s" % (
+                    "-" if r.proxy_cpu is None else "%.2f s" % r.proxy_cpu))]
 
 
 def scenario_slow_handler(b):
     url, _ = _namespaces_server(b)
     others = SLOW_INFORMERS - 1
-    alone = b.best(lambda: InformersRun(b, 1, others, url=url))
-    slow = b.best(lambda: InformersRun(b, 0, others, slow=SLOW_SECONDS, hold=SLOW_HOLD, url=url))
+    pid = b.server_pids[url]
+    alone = b.best(lambda: InformersRun(b, 1, others, url=url, server_pid=pid))
+    slow = b.best(lambda: InformersRun(b, 0, others, slow=SLOW_SECONDS, hold=SLOW_HOLD, url=url, server_pid=pid))
     n = b.opts.informer_events
     change = slow.total / alone.total if alone.total else 0.0
     label = "%s: %d informers, 1 waiting %g ms per update" % (title("slow-handler"), SLOW_INFORMERS,
@@ -1003,7 +1162,10 @@ def scenario_slow_handler(b):
             "%s ev/s vs %s ev/s alone (%.2f×)" % (number(slow.total), number(alone.total), change),
             "unchanged (≥ %.2f×)" % TARGET_UNCHANGED,
             slow.all_seen and alone.all_seen and change >= TARGET_UNCHANGED, slow.total,
-            ["the %d others (team-01 ... team-%02d) each handle %s updates with the handler of handler-3-fields "
+            cpu="with the slow one: %s; alone: %s" % (cpu_cell("klua", slow.cpu, slow.server_cpu),
+                                                      cpu_cell("klua", alone.cpu, alone.server_cpu)),
+            details=[
+             "the %d others (team-01 ... team-%02d) each handle %s updates with the handler of handler-3-fields "
              "(a), in one process with a slow informer on team-00 and alone (%d informers); HTTP/1.1, one "
              "connection per watch; best of %d runs each" % (others, others, number(n), others, b.opts.repeat),
              "the slow handler calls klua.sleep(%g): a handler that waits, which suspends its own informer's "
@@ -1037,13 +1199,15 @@ def scenario_fresh_first(b):
     url, _ = b.server(n, 1, watch_end="hold", dataset=ds, watch_delay=FRESH_DELAY)
     last = ds.pod_name(n - 1)
     key = "team-%02d/%s" % ((n - 1) % NAMESPACES, last)
+    server = b.server_cpu(url)
     child, records = b.klua_script("fresh-first", url, "fresh.lua", [key, FRESH_RECONCILE], "done", watch_list=True)
-    child.reap(5) or child.stop()
+    usage = child.reap(5) or child.stop()
+    server = _spent(server, b.server_cpu(url))
     f = records["done"][1]
     latency = float(f["latency"])
     label = "%s: %s listed, 1 worker, %g ms reconcile" % (title("fresh-first"), number(n), FRESH_RECONCILE * 1000)
     return [Row(label, "%s ms after the change" % number(latency * 1000, 1), "≤ %g s" % TARGET_FRESH_SECONDS,
-                latency <= TARGET_FRESH_SECONDS,
+                latency <= TARGET_FRESH_SECONDS, cpu=cpu_cell("klua", usage.cpu, server),
                 details=["the watch's one event, %g s after the watch began, changes %s, the last of the %s Pods "
                          "listed; the controller's reconcile waits %g s (klua.sleep) for every other key"
                          % (FRESH_DELAY, key, number(n), FRESH_RECONCILE),
@@ -1052,6 +1216,94 @@ def scenario_fresh_first(b):
                              float(f["after_sync"]), float(f["synced"]), number(int(f["queued"])),
                              number(int(f["before"]))),
                          "latency: from the update handler's call to the start of the reconcile it caused"])]
+
+
+class LatencyRun:
+    """What latency.lua, or latency.mjs, reported: the latency of each change it saw, sorted."""
+
+    def __init__(self, child, records, usage, server_cpu):
+        done = records["done"][1]
+        self.latencies = sorted(float(x) for x in done["latencies"].split(",") if x)
+        self.initial = int(done["initial"])
+        self.hwm_kb = int(done["hwm_kb"])
+        self.synced = float(records["synced"][1]["at"]) if "synced" in records else None
+        self.usage, self.server_cpu = usage, server_cpu
+        self.wall = time.monotonic() - child.started
+
+    def percentile(self, p):
+        return webhookload.percentile(self.latencies, p)
+
+    def text(self):
+        return "p50 %s, p99 %s" % (_ms(self.percentile(50)), _ms(self.percentile(99)))
+
+    def spread(self):
+        return "min %s, p90 %s, p99.9 %s, max %s; %s changes seen" % (
+            _ms(self.latencies[0]), _ms(self.percentile(90)), _ms(self.percentile(99.9)), _ms(self.latencies[-1]),
+            number(len(self.latencies)))
+
+
+def _ms(seconds):
+    return "%s ms" % number(seconds * 1000, 2)
+
+
+def _latency_client_node(b):
+    """client-node's Peer, found (and installed) here when the peers scenario did not run."""
+    peer = next((p for p in b.peers if p.name == "client-node"), None)
+    return peer or peers.find_client_node(b.opts.peers_dir, b.log)
+
+
+def scenario_latency(b):
+    """The latency a controller's user feels: from the server's write of a change to the reconcile
+    that sees it, while the server changes LATENCY_RATE cached Pods a second; klua's p99 against
+    client-node's, which is not measured when client-node cannot run here."""
+    n_pods = LATENCY_PODS_QUICK if b.opts.quick else LATENCY_PODS
+    seconds = LATENCY_SECONDS_QUICK if b.opts.quick else LATENCY_SECONDS
+    n = LATENCY_RATE * seconds
+    ds = b.latency_dataset(n_pods, n)
+    url, kubeconfig = b.server(n_pods, n, watch_end="hold", dataset=ds, watch_delay=LATENCY_DELAY,
+                               watch_rate=LATENCY_RATE)
+    label = "%s: %s changes/s for %d s on %s cached Pods" % (title("latency"), number(LATENCY_RATE), seconds,
+                                                            number(n_pods))
+    how = ("bench-server changes one Pod every %g ms, in turn, %g s after the watch began (the initial "
+           "reconciles done), writing each change when its time comes with its send time in annotations "
+           "(CLOCK_BOOTTIME and CLOCK_MONOTONIC: both processes read the same kernel clock)"
+           % (1000 / LATENCY_RATE, LATENCY_DELAY))
+    server = b.server_cpu(url)
+    child, records = b.klua_script("latency", url, "latency.lua", [n], "done")
+    klua = LatencyRun(child, records, child.reap(5) or child.stop(), None)
+    klua.server_cpu = _spent(server, b.server_cpu(url))
+    target = "p99 ≤ %g× client-node's" % TARGET_LATENCY_P99
+    rows = [Row("%s: klua.controller, 1 worker: write → reconcile" % label, klua.text(), target,
+                cpu=cpu_cell("klua", klua.usage.cpu, klua.server_cpu),
+                details=[how, "klua run latency.lua (scripts/benchlib/lua/latency.lua), listing as the peer does: "
+                              "the reconcile reads the Pod from the cache and subtracts its stamp from klua's clock; "
+                              "one run",
+                         "latency: " + klua.spread() + " of %s sent; %s reconciles of unchanged (listed) Pods; "
+                         "peak RSS %s" % (number(n), number(klua.initial), _mb(klua.hwm_kb))])]
+    peer = _latency_client_node(b)
+    name = "%s: client-node informer: write → update handler" % label
+    if peer.missing:
+        rows[0].unmeasured.append("client-node")
+        rows[0].details.append("client-node not measured: " + peer.missing)
+        rows.append(Row(name, "not measured", details=[peer.missing]))
+        return rows
+    argv = [peer.command[0], os.path.join(peers.CLIENTS, "latency.mjs"), peer.command[2], kubeconfig, str(n)]
+    server = b.server_cpu(url)
+    child, records = b.script("peer-client-node-latency", argv, "done", "client-node")
+    node = LatencyRun(child, records, child.reap(5) or child.stop(), None)
+    node.server_cpu = _spent(server, b.server_cpu(url))
+    p99 = node.percentile(99)
+    rows[0].ok = 0 < klua.percentile(99) <= TARGET_LATENCY_P99 * p99
+    rows[0].details.append("against client-node's informer in the same run: p50 %.2f×, p99 %.2f× its figures" % (
+        klua.percentile(50) / node.percentile(50) if node.percentile(50) else 0.0,
+        klua.percentile(99) / p99 if p99 else 0.0))
+    rows.append(Row(name, node.text(), "reference: klua's row's target",
+                    cpu=cpu_cell("client-node", node.usage.cpu, node.server_cpu),
+                    details=[peer.version + ", scripts/benchlib/peer-clients/latency.mjs: client-node has no work "
+                             "queue, so its update handler, the first place its user sees a change, takes the stamp; "
+                             "klua's row goes through the controller's queue and worker besides",
+                             "latency: " + node.spread() + " of %s sent; peak RSS %s" % (number(n), _mb(node.hwm_kb))]))
+    return rows
 
 
 def _webhook_port(child, offset, timeout):
@@ -1112,7 +1364,8 @@ def scenario_webhook(b):
     ms = lambda x: "%s ms" % number(x * 1000, 2)  # noqa: E731
     return [Row(label, "%s req/s; p50 %s, p99 %s; klua %s CPU a request (%.2f× the client's)" % (
                     number(rps), ms(p50), ms(p99), _us(per_request), cpu_ratio),
-                target, ok, details=[
+                target, ok, cpu=cpu_cell("klua", best.klua_cpu, server=False) + " · load generator %.2f s" % best.cpu,
+                details=[
                     "klua run webhook.lua (klua.webhook.validating: hostNetwork refused, every container must have "
                     "resource limits) with --webhook-bind-address 127.0.0.1:0; %s (Python's ssl), a P-256 "
                     "certificate; fastest of %d runs" % (best.tls, b.opts.repeat),
@@ -1153,7 +1406,7 @@ def scenario_cbor(b):
     rows.append(Row("cbor: CPU per event, handler-3-fields",
                     "%s (%.2f× JSON's %s)" % (_us(c.cpu_per_event), c.cpu_per_event / j.cpu_per_event
                                               if j.cpu_per_event else 0.0, _us(j.cpu_per_event)),
-                    rate=c.rate,
+                    rate=c.rate, cpu=cpu_cell("klua", c.usage.cpu, c.server_cpu),
                     details=["CBOR: " + "; ".join(c.details()), "JSON: " + "; ".join(j.details()),
                              "each CBOR event is transcoded to JSON (wire/cbor.c), then parsed as JSON is"]))
     idle = b.sync_run(0)
@@ -1163,6 +1416,7 @@ def scenario_cbor(b):
     rows.append(Row("cbor: memory per cached Pod (%s Pods)" % number(pods),
                     "%s B (%.2f× JSON's %s B)" % (number(per_cbor), per_cbor / per_json if per_json else 0.0,
                                                   number(per_json)),
+                    cpu=cpu_cell("klua", cb.usage.cpu, cb.server_cpu),
                     details=["the cache holds the JSON text of each object either way; %s of %s Pods cached "
                              "from CBOR" % (number(cb.cached), number(pods)),
                              "a CBOR LIST body is kept whole, then transcoded (wire/list_stream.h): peak RSS "
@@ -1172,6 +1426,7 @@ def scenario_cbor(b):
 
 
 SCENARIOS = {"cbor": scenario_cbor, "server": scenario_server, "ref": scenario_ref, "peers": scenario_peers,
+             "limit": scenario_limit, "latency": scenario_latency,
              "watch-names": scenario_watch_names, "handler-3-fields": scenario_handler("handler-3-fields"),
              "handler-copy": scenario_handler("handler-copy"),
              "controller-enqueue": scenario_handler("controller-enqueue"), "initial-sync": scenario_initial_sync,

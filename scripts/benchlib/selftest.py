@@ -6,6 +6,7 @@ import http.client
 import json
 import shutil
 import tempfile
+import time
 import unittest
 from urllib.parse import urlencode
 
@@ -56,12 +57,14 @@ class ServerFixture(unittest.TestCase):
     PODS, WATCH_PODS, EVENTS = 120, 60, 300
     PAGINATE, WATCH_END = "auto", "close"
     BY_NAMESPACE = False
+    WATCH_RATE = 0.0
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="klua-bench-selftest-")
         cls.dataset = data.generate(cls.tmp, cls.PODS, cls.WATCH_PODS, cls.EVENTS, cls.BY_NAMESPACE)
-        cls.config = server.Config(cls.dataset, cls.PODS, cls.EVENTS, cls.PAGINATE, cls.WATCH_END)
+        cls.config = server.Config(cls.dataset, cls.PODS, cls.EVENTS, cls.PAGINATE, cls.WATCH_END,
+                                   watch_rate=cls.WATCH_RATE)
         cls.server = server.Server(cls.config)
         cls.thread = cls.server.start()
 
@@ -251,6 +254,35 @@ class WatchHeldOpen(ServerFixture):
     def test_the_stream_stays_open_after_its_events_until_the_timeout(self):
         events = self.watch_lines("/api/v1/pods", resourceVersion="1000", timeoutSeconds=0.2)
         self.assertEqual(len(events), self.EVENTS)
+
+
+class Paced(ServerFixture):
+    EVENTS, WATCH_RATE = 40, 400.0
+
+    def test_a_paced_watch_writes_each_event_in_its_turn_stamped_with_its_send_time(self):
+        clocks = (time.CLOCK_MONOTONIC, time.CLOCK_BOOTTIME)
+        before = [time.clock_gettime(c) for c in clocks]
+        events = self.watch_lines("/api/v1/pods", resourceVersion="1000")
+        after = [time.clock_gettime(c) for c in clocks]
+        self.assertEqual(len(events), self.EVENTS)
+        annotations = [e["object"]["metadata"]["annotations"] for e in events]
+        self.assertEqual([int(a["klua.bench/seq"]) for a in annotations], list(range(self.EVENTS)))
+        for n, name in enumerate(("klua.bench/sent-monotonic", "klua.bench/sent-boottime")):
+            sent = [float(a[name]) for a in annotations]
+            self.assertTrue(before[n] <= sent[0] and sent[-1] <= after[n], (before[n], sent, after[n]))
+            # Event i is written no sooner than i / rate after the watch began, which was after `before`.
+            for i, at in enumerate(sent):
+                self.assertGreaterEqual(at - before[n], i / self.WATCH_RATE, i)
+        # Otherwise each event is the data set's own.
+        plain = server.Config(self.dataset, self.PODS, self.EVENTS)
+        try:
+            for k, event in enumerate(events):
+                for key in ("klua.bench/seq", "klua.bench/sent-monotonic", "klua.bench/sent-boottime"):
+                    del event["object"]["metadata"]["annotations"][key]
+                offset, length = self.dataset.event_span(k, k + 1)
+                self.assertEqual(event, json.loads(plain.events_map[offset:offset + length]))
+        finally:
+            plain.close()
 
 
 def main():

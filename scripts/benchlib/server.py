@@ -92,6 +92,20 @@ def count(text):
     return int(text) if text and text.isdigit() else 0
 
 
+STAMP = b'"annotations":{'
+
+
+def stamp_event(event, seq):
+    """event (a watch event's line) with the annotations klua.bench/sent-boottime and
+    klua.bench/sent-monotonic, both the time of this call in seconds on that clock, and klua.bench/seq:
+    the latency scenario's clients read the clock their runtime has (klua's core.now() is
+    CLOCK_BOOTTIME, Node.js's process.hrtime CLOCK_MONOTONIC) and subtract."""
+    at = event.index(STAMP) + len(STAMP)
+    stamps = b'"klua.bench/sent-boottime":"%.6f","klua.bench/sent-monotonic":"%.6f","klua.bench/seq":"%d",' % (
+        time.clock_gettime(time.CLOCK_BOOTTIME), time.clock_gettime(time.CLOCK_MONOTONIC), seq)
+    return event[:at] + stamps + event[at:]
+
+
 def kubeconfig_text(url):
     """A kubeconfig for url with no credentials at all."""
     return ("apiVersion: v1\nkind: Config\nclusters:\n- name: bench\n  cluster:\n    server: %s\n"
@@ -285,7 +299,9 @@ class Handler(BaseHTTPRequestHandler):
             self._chunk(INITIAL_EVENTS_END)
         # A change made this long after the client listed, or got its initial events (fresh-first).
         time.sleep(cfg.watch_delay)
-        if in_cbor:
+        if cfg.watch_rate and not in_cbor and sel.contiguous:
+            sent = self._send_paced(sel, first)
+        elif in_cbor:
             sent = first < len(sel.events)
             if sent:
                 self._chunk_file(cfg.events_cbor_fd, *cfg.dataset.cbor_event_span(first, len(sel.events)))
@@ -342,6 +358,19 @@ class Handler(BaseHTTPRequestHandler):
         if batch:
             self._chunk(b"".join(batch))
         return sent
+
+    def _send_paced(self, sel, first):
+        """The latency scenario's stream: the selection's events from index first on, one chunk each,
+        event i at watch_rate per second from now, each stamped as it is written (stamp_event)."""
+        cfg = self.server.config
+        started = time.monotonic()
+        for i, k in enumerate(range(first, len(sel.events))):
+            pause = started + i / cfg.watch_rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            offset, length = cfg.dataset.event_span(k, k + 1)
+            self._chunk(stamp_event(cfg.events_map[offset:offset + length], k))
+        return first < len(sel.events)
 
     def _hold_open(self, timeout):
         """Waits, as a real watch with nothing to report does, until the client leaves or timeout passes."""
@@ -406,9 +435,12 @@ class Config:
     paginate: "auto" serves resourceVersion=0 lists in one page, "always" pages every list with a limit.
     watch_end: "close" ends a watch once its events are sent, "hold" keeps it open like a quiet server.
     watch_delay: seconds a watch waits before its first event.
+    watch_rate: when not 0, a watch of every Pod sends its events at this many a second, each stamped
+    with its send time (stamp_event), rather than all at once.
     """
 
-    def __init__(self, dataset, pods_count, events, paginate="auto", watch_end="close", watch_delay=0.0):
+    def __init__(self, dataset, pods_count, events, paginate="auto", watch_end="close", watch_delay=0.0,
+                 watch_rate=0.0):
         if pods_count > dataset.pods or events > dataset.n_events:
             raise ValueError("the data set has %d pods and %d events; asked for %d and %d"
                              % (dataset.pods, dataset.n_events, pods_count, events))
@@ -416,7 +448,7 @@ class Config:
             raise ValueError("events modify the first %d pods, so at least that many must be listed"
                              % dataset.watch_pods)
         self.dataset, self.pods, self.events, self.paginate = dataset, pods_count, events, paginate
-        self.watch_end, self.watch_delay = watch_end, watch_delay
+        self.watch_end, self.watch_delay, self.watch_rate = watch_end, watch_delay, watch_rate
         # Each namespace's events, found once: a request that looked for them (200,000 events in
         # many-informers) held Python's lock for some 20 ms, so ten informers' LISTs were answered
         # one after another, over 200 ms, and the informers started their watches that far apart.

@@ -30,7 +30,7 @@ describe('scripts/bench', function()
   it('refuses an unknown scenario, naming the names and the letters', function()
     local out, status = bench('--list --only a,nope')
     assert.equals(2, status, out)
-    assert.matches('unknown scenario nope; choose among server,ref,peers,watch%-names,handler%-3%-fields', out)
+    assert.matches('unknown scenario nope; choose among server,ref,peers,limit,watch%-names,handler%-3%-fields', out)
     assert.matches("or the letters a,b,c,d,e,e',f,g,h", out)
   end)
 
@@ -79,7 +79,11 @@ describe('scripts/bench', function()
     local row = out:match('\n(| handler%-3%-fields %(a%): [^\n]*)')
     assert.is_truthy(row, out)
     assert.matches('| [%d.]+× kubectl +|$', row)
-    assert.is_nil(row:find('client-node', 1, true), row)
+    assert.is_nil(row:match('[^|]*|$'):find('client-node', 1, true), row)
+    -- Its target's part against the missing peer is not measured: a pass it is not.
+    assert.matches('| ≥ 50%% of the limit, ≥ 30× kubectl, ≥ 5× client%-node +| ', row)
+    assert.is_nil(row:find('| pass ', 1, true), row)
+    assert.matches('client%-node not measured %(npm ci could not install', out)
   end)
 
   -- Sizes so small that only the shape of the report means anything.
@@ -132,6 +136,60 @@ describe('scripts/bench', function()
       .. 'the client\'s; p99 < 100 ms', out)
     assert.matches('each answer checked: HTTP 200, the request\'s uid, allowed', out)
     assert.matches('; 40 answered in ', out)
+  end)
+
+  it('measures the limit in the same run and gives klua\'s event rates as a fraction of it', function()
+    local out, status = bench('--only limit,d,a,b,c ' .. TINY .. K.quote(K.bin))
+    assert.equals(0, status, out)
+    assert.matches('\n| limit: simdjson alone on the same 2 event lines, the 3 fields read +| '
+      .. '[%d,]+ ev/s %([%d,]+ MB/s%) +| %- +| %- +| bench%-limit [%d.]+ s, no server +|', out)
+    for _, name in ipairs { 'watch%-names %(d%)', 'handler%-3%-fields %(a%)', 'controller%-enqueue %(c%)' } do
+      local row = out:match('\n(| ' .. name .. ': [^\n]*)')
+      assert.is_truthy(row, name .. '\n' .. out)
+      assert.matches('| [%d,]+ ev/s = [%d]+%% of the limit +| '
+        .. '≥ 50%% of the limit, ≥ 30× kubectl, ≥ 5× client%-node +|', row)
+      -- Beside klua's CPU, the server's: who was measured.
+      assert.matches('| klua [%d.]+ s · server [%d.]+ s +|', row)
+    end
+    assert.matches('\n| handler%-copy %(b%): [^|]+| [%d,]+ ev/s = [%d]+%% of %(a%), [%d]+%% of the limit +| '
+      .. '≥ 50%% of handler%-3%-fields %(a%)\'s rate +|', out)
+    assert.matches('kubectl not measured %(the peers scenario did not run%)', out)
+  end)
+
+  it('judges a rate by ratios to the same run: a miss fails, a peer that did not run is not measured', function()
+    -- A stand-in for a run: the limit at 100 events/s, kubectl at 1 and client-node absent.
+    local program = 'from benchlib import scenarios\n'
+      .. 'from benchlib.report import Row\n'
+      .. 'class B:\n'
+      .. '    peers, peer_rates = [], {"kubectl": 1.0}\n'
+      .. '    def limit_run(self):\n'
+      .. '        return scenarios.LimitRun(100, 100, 1.0, 1.0, 1000, 3)\n'
+      .. 'for rate, correct in ((60.0, True), (40.0, True), (60.0, False), (20.0, True)):\n'
+      .. '    row = Row("x", "r", rate=rate)\n'
+      .. '    scenarios._judge_rate(B(), row, correct)\n'
+      .. '    print(row.verdict, "|", row.result)'
+    assert.equals(table.concat({
+      'not measured: client-node | r = 60% of the limit', -- 60% and 60x kubectl met; client-node not run
+      'FAIL | r = 40% of the limit',                       -- under half the limit
+      'FAIL | r = 60% of the limit',                       -- what the row checks besides went wrong
+      'FAIL | r = 20% of the limit',                       -- under 30x kubectl, and the limit
+    }, '\n'), K.run_command(('cd %s/scripts && python3 -c %s'):format(K.quote(ROOT), K.quote(program))))
+  end)
+
+  it('times a change from the server\'s write to the reconcile that sees it', function()
+    local dir = K.tmpdir()
+    local env = ('npm_config_registry=http://127.0.0.1:9/ npm_config_fetch_retries=0 npm_config_cache=%s')
+      :format(K.quote(dir .. '/npm-cache'))
+    local out, status = bench(('--only latency --quick --timeout 60 --klua %s --peers-dir %s')
+      :format(K.quote(K.bin), K.quote(dir .. '/peers')), env)
+    os.execute('rm -rf ' .. K.quote(dir))
+    assert.equals(0, status, out)
+    assert.matches('\n| latency: 1,000 changes/s for 2 s on 1,000 cached Pods: klua%.controller, 1 worker: write → '
+      .. 'reconcile +| p50 [%d.]+ ms, p99 [%d.]+ ms +| p99 ≤ 1× client%-node\'s +| not measured: client%-node +| '
+      .. 'klua [%d.]+ s · server [%d.]+ s', out)
+    -- Every change sent was seen by a reconcile.
+    assert.matches('\n  %- latency: min [^\n]*; 2,000 changes seen of 2,000 sent; 1,000 reconciles of unchanged', out)
+    assert.matches('\n| latency: [^|]*client%-node informer: write → update handler +| not measured', out)
   end)
 
   it('reports many-informers as not measured without nghttpx, naming the package', function()

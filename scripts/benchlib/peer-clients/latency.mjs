@@ -1,0 +1,55 @@
+// Peer of scenario latency: @kubernetes/client-node's informer, made as
+// informer.mjs makes it, on a stream of changes that bench-server
+// (--watch-rate) stamps with the time it wrote each one. client-node has no
+// work queue or reconcile, so the update handler is where its user first
+// sees a change: it records process.hrtime (CLOCK_MONOTONIC) minus the Pod's
+// klua.bench/sent-monotonic annotation.
+//
+//   node latency.mjs CLIENT_NODE_INDEX_JS KUBECONFIG COUNT
+//
+// Prints, as latency.lua does, `bench done` with every latency once the
+// change numbered COUNT - 1 (klua.bench/seq) has been handled.
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+
+const [modulePath, kubeconfig, countArg] = process.argv.slice(2);
+const count = Number(countArg);
+if (!modulePath || !kubeconfig || !(count >= 1)) {
+  console.error('usage: node latency.mjs CLIENT_NODE_INDEX_JS KUBECONFIG COUNT (COUNT >= 1)');
+  process.exit(2);
+}
+const k8s = await import(pathToFileURL(modulePath).href);
+const now = () => Number(process.hrtime.bigint()) / 1e9;
+const hwmKb = () => Number((readFileSync('/proc/self/status', 'utf8').match(/^VmHWM:\s+(\d+) kB$/m) || [0, 0])[1]);
+
+const started = now();
+const kc = new k8s.KubeConfig();
+kc.loadFromFile(kubeconfig);
+// As in informer.mjs: client-node refuses plain http:// unless TLS verification is off.
+kc.loadFromOptions({
+  clusters: kc.clusters.map((c) => ({ ...c, skipTLSVerify: true })),
+  users: kc.users, contexts: kc.contexts, currentContext: kc.getCurrentContext(),
+});
+const api = kc.makeApiClient(k8s.CoreV1Api);
+const informer = k8s.makeInformer(kc, '/api/v1/pods', async () => {
+  const list = await api.listPodForAllNamespaces();
+  process.stdout.write(`bench synced at=${(now() - started).toFixed(6)} cached=${list.items.length}\n`);
+  return list;
+});
+
+const latencies = [];
+informer.on('update', (obj) => {
+  const annotations = obj.metadata.annotations || {};
+  const sent = annotations['klua.bench/sent-monotonic'];
+  if (sent === undefined) return;
+  latencies.push((now() - Number(sent)).toFixed(6));
+  if (Number(annotations['klua.bench/seq']) === count - 1) {
+    process.stdout.write(`bench done hwm_kb=${hwmKb()} initial=0 latencies=${latencies.join(',')} `
+      + `reconciled=${latencies.length}\n`, () => process.exit(0));
+  }
+});
+informer.on('error', (err) => {
+  console.error('informer error:', err && (err.stack || err));
+  process.exit(1);
+});
+await informer.start();
