@@ -23,9 +23,9 @@ typedef struct entry {
 
 /* The table from key to entry holds no key: an entry's identity is its key
  * ("ns/name"), so a slot is the key's hash and the entry, 16 bytes, where a
- * kl_hmap would keep 24 and a copy of every key (about 120 bytes an object
- * in all). Open addressing with linear probing and backward-shift deletion,
- * as kl_hmap's. */
+ * kl_hmap would keep 24 and a copy of every key (68 bytes an object more at
+ * 100,000 objects: docs/benchmarks.md). Open addressing with linear probing
+ * and backward-shift deletion, as kl_hmap's. */
 typedef struct slot {
     uint64_t hash;
     entry *e; /* NULL: empty */
