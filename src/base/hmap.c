@@ -21,7 +21,7 @@ struct kl_hmap {
     slot *slots;
     size_t cap; /* a power of two */
     size_t len;
-    uint64_t k0, k1, k2; /* hash keys derived from the map's seed */
+    kl_hash_keys keys; /* derived from the map's seed */
 };
 
 /* 64x64->128 multiply folded to 64 bits: every input bit reaches the output. */
@@ -47,37 +47,39 @@ static void load_tail(const char *p, size_t n, uint64_t *a, uint64_t *b) {
 /* Keyed hash: each 16-byte block is multiplied with the running state after
  * both halves are masked by secret keys, so colliding inputs cannot be
  * chosen without knowing the seed. */
-static uint64_t hash_key(const kl_hmap *m, const char *s, size_t n) {
-    uint64_t h = m->k2 ^ n;
+uint64_t kl_hash(const kl_hash_keys *k, const char *s, size_t n) {
+    uint64_t h = k->k2 ^ n;
     size_t left = n;
-    for (; left >= 16; left -= 16, s += 16) h = fold_mul(load64(s) ^ m->k0, load64(s + 8) ^ m->k1 ^ h);
+    for (; left >= 16; left -= 16, s += 16) h = fold_mul(load64(s) ^ k->k0, load64(s + 8) ^ k->k1 ^ h);
     uint64_t a, b;
     load_tail(s, left, &a, &b);
-    h = fold_mul(a ^ m->k0, b ^ m->k1 ^ h);
-    return fold_mul(h ^ m->k2, (uint64_t)n ^ m->k0);
+    h = fold_mul(a ^ k->k0, b ^ k->k1 ^ h);
+    return fold_mul(h ^ k->k2, (uint64_t)n ^ k->k0);
 }
 
-static uint64_t random_seed(const kl_hmap *m) {
+static uint64_t hash_key(const kl_hmap *m, const char *s, size_t n) { return kl_hash(&m->keys, s, n); }
+
+static uint64_t random_seed(const void *salt) {
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) == (ssize_t)sizeof seed) return seed;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)(uintptr_t)m ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec;
+    return (uint64_t)(uintptr_t)salt ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec;
 }
 
-static void seed_keys(kl_hmap *m) {
-    uint64_t s = random_seed(m);
+void kl_hash_seed(kl_hash_keys *k, const void *salt) {
+    uint64_t s = random_seed(salt);
     /* Odd constants from the digits of pi spread one seed into three keys. */
-    m->k0 = fold_mul(s ^ 0x243f6a8885a308d3u, 0x13198a2e03707345u) | 1;
-    m->k1 = fold_mul(s ^ 0xa4093822299f31d1u, 0x082efa98ec4e6c89u) | 1;
-    m->k2 = fold_mul(s ^ 0x452821e638d01377u, 0xbe5466cf34e90c6du) | 1;
+    k->k0 = fold_mul(s ^ 0x243f6a8885a308d3u, 0x13198a2e03707345u) | 1;
+    k->k1 = fold_mul(s ^ 0xa4093822299f31d1u, 0x082efa98ec4e6c89u) | 1;
+    k->k2 = fold_mul(s ^ 0x452821e638d01377u, 0xbe5466cf34e90c6du) | 1;
 }
 
 kl_hmap *kl_hmap_new(void) {
     kl_hmap *m = kl_xcalloc(1, sizeof *m);
     m->slots = kl_xcalloc(MIN_CAP, sizeof *m->slots);
     m->cap = MIN_CAP;
-    seed_keys(m);
+    kl_hash_seed(&m->keys, m);
     return m;
 }
 

@@ -18,8 +18,18 @@
 #define KLUA_HMAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct kl_hmap kl_hmap;
+
+/* The map's keyed string hash, for tables of its kind kept elsewhere (the
+ * store's, whose keys are its objects' own identities rather than copies). */
+typedef struct kl_hash_keys {
+    uint64_t k0, k1, k2;
+} kl_hash_keys;
+/* Draws fresh random keys. */
+void kl_hash_seed(kl_hash_keys *k, const void *salt);
+uint64_t kl_hash(const kl_hash_keys *k, const char *s, size_t n);
 
 /* An empty map. */
 kl_hmap *kl_hmap_new(void);

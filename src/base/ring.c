@@ -8,6 +8,12 @@
 #include "base/xalloc.h"
 
 #define RING_FIRST 64
+/* An array past this size is handed back when its ring empties: a burst
+ * (an informer's notifications of a 100,000-object list) must not keep its
+ * peak for the life of the process. Below it, the array stays for the next
+ * push; the steady queues (KL_LOOP_BATCH frames, an informer held at 1,024
+ * notifications) never reach it. */
+#define RING_KEEP_BYTES (256 << 10)
 
 void kl_ring_init(kl_ring *r, size_t elem) {
     memset(r, 0, sizeof *r);
@@ -44,5 +50,6 @@ int kl_ring_pop(kl_ring *r, void *e) {
     memcpy(e, slot(r, 0), r->elem);
     r->head = (r->head + 1) % r->cap;
     r->n--;
+    if (!r->n && r->cap * r->elem > RING_KEEP_BYTES) kl_ring_free(r);
     return 1;
 }

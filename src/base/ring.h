@@ -24,9 +24,12 @@ void kl_ring_init(kl_ring *r, size_t elem);
 void kl_ring_free(kl_ring *r);
 /* Copies *e in at the tail. */
 void kl_ring_push(kl_ring *r, const void *e);
-/* Copies the head element into *e and removes it: 1, or 0 when empty. */
+/* Copies the head element into *e and removes it: 1, or 0 when empty. The
+ * pop that empties a ring whose array grew past 256 KiB frees the array. */
 int kl_ring_pop(kl_ring *r, void *e);
 static inline size_t kl_ring_len(const kl_ring *r) { return r->n; }
+/* Elements the array has room for now (0 when it has none). */
+static inline size_t kl_ring_cap(const kl_ring *r) { return r->cap; }
 /* The head element, left in place (valid until the next push), or NULL. */
 static inline const void *kl_ring_peek(const kl_ring *r) { return r->n ? r->buf + r->head * r->elem : NULL; }
 

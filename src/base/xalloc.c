@@ -1,6 +1,7 @@
 /* xalloc.c - host allocations that abort when out of memory; see xalloc.h. */
 #include "base/xalloc.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,12 @@ void kl_oom(size_t n) {
     /* stderr is unbuffered: logging needs no allocation. */
     kl_log(KL_LOG_ERROR, "klua", "out of memory allocating %zu bytes; aborting", n);
     abort();
+}
+
+void kl_heap_trim(void) {
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
 }
 
 void *kl_xmalloc(size_t n) {

@@ -23,6 +23,10 @@ void *kl_xcalloc(size_t count, size_t size);
 void *kl_xrealloc(void *p, size_t n);
 char *kl_xstrdup(const char *s);
 char *kl_xstrndup(const char *s, size_t n);
+/* Hands the heap's free pages back to the kernel. main.c keeps up to 64 MiB
+ * of freed memory for the churn of events; after a burst is done (an
+ * informer's list handled) what it freed would otherwise stay resident. */
+void kl_heap_trim(void);
 /* Logs that n bytes could not be allocated and aborts. */
 __attribute__((noreturn)) void kl_oom(size_t n);
 

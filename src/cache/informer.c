@@ -195,7 +195,11 @@ unsigned long kl_informer_transform_errors(const kl_informer *inf) { return inf-
 int kl_informer_transforming(const kl_informer *inf) { return inf->transforming; }
 
 int kl_informer_pop(kl_informer *inf, kl_notif *n) {
+    int grown = kl_ring_cap(&inf->q) > 0;
     if (!kl_ring_pop(&inf->q, n)) return 0;
+    /* The ring hands back an array a burst grew (a list's notifications,
+     * one per object): the list's own arrays are gone by now too. */
+    if (grown && !kl_ring_cap(&inf->q)) kl_heap_trim();
     /* The next notification's blobs are asked for from memory while this
      * one is handled: an update's old object was cached long before, and
      * its blob's header is cold by the time its view takes a reference. */

@@ -21,16 +21,110 @@ typedef struct entry {
 /* kl_store_next_in's cursor once the list is done (0 is its start). */
 #define CURSOR_END SIZE_MAX
 
+/* The table from key to entry holds no key: an entry's identity is its key
+ * ("ns/name"), so a slot is the key's hash and the entry, 16 bytes, where a
+ * kl_hmap would keep 24 and a copy of every key (68 bytes an object more at
+ * 100,000 objects: docs/benchmarks.md). Open addressing with linear probing
+ * and backward-shift deletion, as kl_hmap's. */
+typedef struct slot {
+    uint64_t hash;
+    entry *e; /* NULL: empty */
+} slot;
+
+#define MIN_CAP 16
+
 struct kl_store {
-    kl_hmap *map;        /* key -> entry* */
+    slot *slots;
+    size_t cap, len;     /* cap a power of two */
+    kl_hash_keys keys;
     kl_hmap *namespaces; /* namespace -> the first entry of its list */
     kl_hmap *changed;    /* keys changed since the last take_changes; NULL until tracked */
     unsigned long gen;
 };
 
+/* Whether e's key is key: built as kl_store_put builds it, so that an
+ * over-long one is truncated alike on both sides. */
+static int key_is(const entry *e, const char *key) {
+    char buf[512];
+    kl_obj_key(&e->obj, buf, sizeof buf);
+    return strcmp(buf, key) == 0;
+}
+
+static uint64_t hash_of(const kl_store *s, const char *key) { return kl_hash(&s->keys, key, strlen(key)); }
+
+/* The slot holding key, or the empty slot where it would go. */
+static slot *probe(const kl_store *s, const char *key, uint64_t h) {
+    size_t mask = s->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        slot *sl = &s->slots[i];
+        if (!sl->e || (sl->hash == h && key_is(sl->e, key))) return sl;
+    }
+}
+
+static void resize(kl_store *s, size_t cap) {
+    slot *fresh = kl_xcalloc(cap, sizeof *fresh);
+    size_t mask = cap - 1;
+    for (size_t i = 0; i < s->cap; i++) {
+        if (!s->slots[i].e) continue;
+        size_t j = s->slots[i].hash & mask;
+        while (fresh[j].e) j = (j + 1) & mask;
+        fresh[j] = s->slots[i];
+    }
+    free(s->slots);
+    s->slots = fresh;
+    s->cap = cap;
+}
+
+static entry *table_get(const kl_store *s, const char *key) { return probe(s, key, hash_of(s, key))->e; }
+
+/* Adds e under key, which is absent. */
+static void table_add(kl_store *s, const char *key, entry *e) {
+    uint64_t h = hash_of(s, key);
+    if ((s->len + 1) * 4 > s->cap * 3) resize(s, s->cap * 2);
+    *probe(s, key, h) = (slot){h, e};
+    s->len++;
+}
+
+/* Removes key's slot; its entry, or NULL when absent. Following entries of
+ * the probe run move back so that lookups never meet a hole inside it. */
+static entry *table_del(kl_store *s, const char *key) {
+    slot *sl = probe(s, key, hash_of(s, key));
+    entry *e = sl->e;
+    if (!e) return NULL;
+    size_t mask = s->cap - 1, i = (size_t)(sl - s->slots);
+    for (size_t j = (i + 1) & mask; s->slots[j].e; j = (j + 1) & mask) {
+        size_t home = s->slots[j].hash & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            s->slots[i] = s->slots[j];
+            i = j;
+        }
+    }
+    s->slots[i] = (slot){0, NULL};
+    s->len--;
+    if (s->cap > MIN_CAP && s->len * 8 < s->cap) {
+        size_t cap = MIN_CAP;
+        while ((s->len * 2) * 4 > cap * 3) cap *= 2;
+        resize(s, cap);
+    }
+    return e;
+}
+
+/* The next entry from slot *cursor on, or NULL at the end. */
+static entry *table_next(const kl_store *s, size_t *cursor) {
+    for (size_t i = *cursor; i < s->cap; i++) {
+        if (!s->slots[i].e) continue;
+        *cursor = i + 1;
+        return s->slots[i].e;
+    }
+    *cursor = s->cap;
+    return NULL;
+}
+
 kl_store *kl_store_new(void) {
     kl_store *s = kl_xcalloc(1, sizeof *s);
-    s->map = kl_hmap_new();
+    s->slots = kl_xcalloc(MIN_CAP, sizeof *s->slots);
+    s->cap = MIN_CAP;
+    kl_hash_seed(&s->keys, s);
     s->namespaces = kl_hmap_new();
     return s;
 }
@@ -58,26 +152,25 @@ static void index_del(kl_store *s, entry *e) {
 
 void kl_store_free(kl_store *s) {
     if (!s) return;
-    size_t cur = 0;
-    void *v;
-    while (kl_hmap_next(s->map, &cur, NULL, &v)) {
-        kl_obj_clear(&((entry *)v)->obj);
-        free(v);
+    for (size_t i = 0; i < s->cap; i++) {
+        if (!s->slots[i].e) continue;
+        kl_obj_clear(&s->slots[i].e->obj);
+        free(s->slots[i].e);
     }
-    kl_hmap_free(s->map);
+    free(s->slots);
     kl_hmap_free(s->namespaces);
     kl_hmap_free(s->changed);
     free(s);
 }
 
-size_t kl_store_len(const kl_store *s) { return kl_hmap_len(s->map); }
+size_t kl_store_len(const kl_store *s) { return s->len; }
 
 /* Keys are short; a long one (names are at most 253 bytes, namespaces 63)
  * is truncated consistently, which only a broken server could cause. */
 static void key_of(const kl_obj *o, char *buf, size_t size) { kl_obj_key(o, buf, size); }
 
 const kl_obj *kl_store_get(const kl_store *s, const char *key) {
-    entry *e = kl_hmap_get(s->map, key);
+    entry *e = table_get(s, key);
     return e ? &e->obj : NULL;
 }
 
@@ -88,7 +181,7 @@ static entry *store_at(kl_store *s, const char *key, entry *e, kl_obj *o, kl_obj
     int added = !e;
     if (added) {
         e = kl_xmalloc(sizeof *e);
-        kl_hmap_put(s->map, key, e);
+        table_add(s, key, e);
     } else {
         /* The key names the namespace, so the entry stays in its index. */
         *old = e->obj;
@@ -103,18 +196,18 @@ static entry *store_at(kl_store *s, const char *key, entry *e, kl_obj *o, kl_obj
 int kl_store_put(kl_store *s, kl_obj *o, kl_obj *old) {
     char key[512];
     key_of(o, key, sizeof key);
-    entry *e = kl_hmap_get(s->map, key);
+    entry *e = table_get(s, key);
     store_at(s, key, e, o, old);
     return e != NULL;
 }
 
 int kl_store_delete(kl_store *s, const char *key, kl_obj *old) {
-    void *v;
-    if (!kl_hmap_del(s->map, key, &v)) return 0;
+    entry *e = table_del(s, key);
+    if (!e) return 0;
     note_changed(s, key);
-    index_del(s, v);
-    *old = ((entry *)v)->obj;
-    free(v);
+    index_del(s, e);
+    *old = e->obj;
+    free(e);
     return 1;
 }
 
@@ -122,10 +215,11 @@ int kl_store_delete(kl_store *s, const char *key, kl_obj *old) {
 static void sweep(kl_store *s, kl_store_change_fn fn, void *ud) {
     size_t n = 0, cap = 0, cur = 0;
     char **gone = NULL;
-    const char *key;
-    void *v;
-    while (kl_hmap_next(s->map, &cur, &key, &v)) {
-        if (((entry *)v)->seen == s->gen) continue;
+    entry *e;
+    while ((e = table_next(s, &cur))) {
+        if (e->seen == s->gen) continue;
+        char key[512];
+        key_of(&e->obj, key, sizeof key);
         gone = kl_buf_grow(gone, &cap, n + 1, sizeof *gone, 16);
         gone[n++] = kl_xstrdup(key);
     }
@@ -143,7 +237,7 @@ void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *u
         kl_obj *o = &list->items[i];
         char key[512];
         key_of(o, key, sizeof key);
-        entry *e = kl_hmap_get(s->map, key);
+        entry *e = table_get(s, key);
         if (e && e->seen == s->gen) {
             /* A duplicate key within one list: the later item wins. */
             note_changed(s, key);
@@ -166,8 +260,8 @@ void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *u
 }
 
 const kl_obj *kl_store_next(const kl_store *s, size_t *cursor) {
-    void *v;
-    return kl_hmap_next(s->map, cursor, NULL, &v) ? &((entry *)v)->obj : NULL;
+    entry *e = table_next(s, cursor);
+    return e ? &e->obj : NULL;
 }
 
 /* The cursor holds the next entry's address. */

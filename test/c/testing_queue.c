@@ -1,20 +1,23 @@
 /*
- * testing_queue.c - `klua_testing.queue(opts)` and `klua_testing.hmap()`
- * for the specs.
+ * testing_queue.c - `klua_testing.queue(opts)`, `klua_testing.hmap()` and
+ * `klua_testing.ring()` for the specs.
  *
  * queue(opts) returns a work queue whose methods mirror kl_queue_*; every
  * method that needs the time takes it as its last argument, so specs drive
- * a fake clock. hmap() returns a string map whose values are integers.
+ * a fake clock. hmap() returns a string map whose values are integers;
+ * ring() a FIFO of integers that tells its array's capacity.
  */
 #include <lauxlib.h>
 #include <stdint.h>
 
 #include "base/hmap.h"
+#include "base/ring.h"
 #include "cache/queue.h"
 #include "testing.h"
 
 #define QUEUE_MT "klua_testing.queue"
 #define HMAP_MT "klua_testing.hmap"
+#define RING_MT "klua_testing.ring"
 
 /* ---- queue ---- */
 
@@ -256,6 +259,50 @@ static int m_new(lua_State *L) {
     return 1;
 }
 
+/* ---- ring ---- */
+
+static kl_ring *check_ring(lua_State *L) { return luaL_checkudata(L, 1, RING_MT); }
+
+/* r:push(integer) */
+static int r_push(lua_State *L) {
+    kl_ring *r = check_ring(L);
+    lua_Integer v = luaL_checkinteger(L, 2);
+    kl_ring_push(r, &v);
+    return 0;
+}
+
+/* r:pop() -> the oldest integer, or nil when empty */
+static int r_pop(lua_State *L) {
+    lua_Integer v;
+    if (kl_ring_pop(check_ring(L), &v)) lua_pushinteger(L, v);
+    else lua_pushnil(L);
+    return 1;
+}
+
+/* r:len(), r:cap() -> integer */
+static int r_len(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)kl_ring_len(check_ring(L)));
+    return 1;
+}
+
+static int r_cap(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)kl_ring_cap(check_ring(L)));
+    return 1;
+}
+
+static int r_gc(lua_State *L) {
+    kl_ring_free(check_ring(L));
+    return 0;
+}
+
+/* ring() -> ring of integers */
+static int r_new(lua_State *L) {
+    kl_ring *r = lua_newuserdatauv(L, sizeof *r, 0);
+    kl_ring_init(r, sizeof(lua_Integer));
+    luaL_setmetatable(L, RING_MT);
+    return 1;
+}
+
 /* Creates the metatable `name` with methods as its __index; pops it. */
 void kl_testing_open_queue(lua_State *L) {
     static const luaL_Reg queue_methods[] = {
@@ -277,9 +324,12 @@ void kl_testing_open_queue(lua_State *L) {
     static const luaL_Reg hmap_methods[] = {
         {"put", m_put}, {"get", m_get}, {"del", m_del}, {"len", m_len},
         {"items", m_items}, {"__gc", m_gc}, {NULL, NULL}};
-    static const luaL_Reg functions[] = {
-        {"queue", q_new}, {"queue_bucket_bounds", q_bucket_bounds}, {"hmap", m_new}, {NULL, NULL}};
+    static const luaL_Reg ring_methods[] = {
+        {"push", r_push}, {"pop", r_pop}, {"len", r_len}, {"cap", r_cap}, {"__gc", r_gc}, {NULL, NULL}};
+    static const luaL_Reg functions[] = {{"queue", q_new}, {"queue_bucket_bounds", q_bucket_bounds},
+                                         {"hmap", m_new}, {"ring", r_new}, {NULL, NULL}};
     kl_testing_new_class(L, QUEUE_MT, queue_methods);
     kl_testing_new_class(L, HMAP_MT, hmap_methods);
+    kl_testing_new_class(L, RING_MT, ring_methods);
     luaL_setfuncs(L, functions, 0);
 }
