@@ -9,7 +9,8 @@
  * array into its own blob (once when the element lies within one read, as
  * most do; twice when it spans reads) and decodes it alone, and keeps the rest of
  * the body (kind, metadata) as a small envelope decoded at the end. Memory
- * stays at the size of the cache being built.
+ * stays at the size of the cache being built. A CBOR body is read the same
+ * way, item by item (kl_list_stream_cbor).
  */
 #ifndef KLUA_LIST_STREAM_H
 #define KLUA_LIST_STREAM_H
