@@ -97,6 +97,7 @@ SETTINGS = {
     "forbid": _forbid,
     "watch_list_disabled": lambda v: True if v else None,
     "cbor_disabled": lambda v: True if v else None,
+    "list_cut": lambda v: _count(v, "list_cut", 1),
 }
 ACTIONS = {"expire_watches", "compact", "malformed_line", "unknown_event", "oversized_event",
            "restart", "seed"}
@@ -167,6 +168,21 @@ class Faults:
                 self.raw.pop("fail", None)
             self.settings = settings
         return generic(rule["code"], rule["retry_after"])
+
+    def take_list_cut(self):
+        """Whether the LIST being answered is cut to its first half, consuming one count."""
+        with self.lock:
+            left = self.settings.get("list_cut")
+            if not left:
+                return False
+            settings = dict(self.settings)
+            if left > 1:
+                settings["list_cut"] = self.raw["list_cut"] = left - 1
+            else:
+                del settings["list_cut"]
+                self.raw.pop("list_cut", None)
+            self.settings = settings
+        return True
 
     def take_skip(self, rtype, name):
         """Whether a watch leaves out the event of object `name` of rtype without a trace,

@@ -53,6 +53,8 @@ class Handler(BaseHTTPRequestHandler):
         self.code = 0
         # Whether this request's answers, its errors included, are CBOR (cbor.py).
         self.cbor = False
+        # Whether the answer's body is cut to its first half (the list_cut fault).
+        self.cut = False
         self.after_response = None
         # The request's warnings, sent as a Warning header with whatever answer it gets
         # (apiserver's warning recorder writes them when the status is written).
@@ -155,6 +157,9 @@ class Handler(BaseHTTPRequestHandler):
                 text = tables.convert(ctx.store, req, table, text)
             elif form:
                 text = partial.convert(req.rtype, form, text)
+        if code == 200 and req.verb == "list" and ctx.faults.take_list_cut():
+            self.cut = True
+            ctx.stats.fault("list_cut")
         self.send_json(code, text)
 
     def authenticate(self):
@@ -245,6 +250,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def send_bytes(self, code, data, ctype, headers=None):
         self.code = code
+        if self.cut:
+            data = data[:len(data) // 2]
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Cache-Control", "no-cache, private")

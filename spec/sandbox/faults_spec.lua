@@ -109,6 +109,23 @@ describe('sandbox faults', function()
     assert.equals(200, (sb:json('GET', CM .. '?resourceVersionMatch=Exact&resourceVersion=' .. rv())))
   end)
 
+  it('answers the next N successful LISTs with the first half of their body, JSON or CBOR', function()
+    create(2)
+    local _, whole = sb:request('GET', CM)
+    local _, whole_cbor = sb:request('GET', CM, nil, { Accept = 'application/cbor' })
+    sb:fault{ list_cut = 2 }
+    assert.equals(404, (sb:request('GET', CM .. '/missing')), 'a get is not cut, nor counted')
+    local status, body = sb:request('GET', CM)
+    assert.equals(200, status)
+    assert.equals(whole:sub(1, #whole // 2), body)
+    local cbor_status, cbor_body, headers = sb:request('GET', CM, nil, { Accept = 'application/cbor' })
+    assert.equals(200, cbor_status)
+    assert.equals('application/cbor', headers['content-type'])
+    assert.equals(whole_cbor:sub(1, #whole_cbor // 2), cbor_body)
+    assert.equals(whole, select(2, sb:request('GET', CM)), 'the third LIST is whole')
+    assert.equals(2, sb:stats().faults.list_cut)
+  end)
+
   it('answers the next K matching requests with 429 and Retry-After', function()
     sb:fault{ fail = { count = 2, code = 429, retry_after = 3, verbs = { 'list' } } }
     assert.equals(404, (sb:request('GET', CM .. '/missing')), 'a get is not a list')

@@ -128,6 +128,15 @@ describe('scripts/bench', function()
       .. 'the LIST runs made 1\n', out)
   end)
 
+  it('compares CBOR with JSON: bytes, CPU per event, memory per Pod and the sync\'s peak RSS', function()
+    local out, status = bench('--only cbor ' .. TINY .. K.quote(K.bin))
+    assert.equals(0, status, out)
+    assert.matches('\n| cbor: memory per cached Pod %(10 Pods%) +| [%d,-]+ B %([%d.-]+× JSON\'s [%d,-]+ B%)', out)
+    assert.matches('\n| cbor: peak RSS at sync %(10 Pods, one LIST%) +| [%d.,]+ MB %([%d.]+× JSON\'s [%d.,]+ MB%) +| '
+      .. '≤ 1%.1× JSON\'s +|', out)
+    assert.matches('\n  %- the cache holds the JSON text of each object either way; 10 of 10 Pods cached from CBOR', out)
+  end)
+
   it('times a validating webhook over HTTPS, every answer checked', function()
     local out, status = bench('--only webhook --webhook-requests 40 --webhook-concurrency 4 ' .. TINY .. K.quote(K.bin))
     assert.equals(0, status, out)

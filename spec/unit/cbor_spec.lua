@@ -119,18 +119,39 @@ describe('a CBOR item as JSON', function()
     assert.matches('CBOR tag 22 on something other than a byte string', err)
   end)
 
-  it('refuses indefinite lengths, which kube-apiserver never writes, and the reserved header values', function()
-    for _, h in ipairs { '9f 01 ff', 'bf 4161 01 ff', '5f 4161 ff', '7f 6161 ff' } do
+  -- apimachinery's encoder writes definite lengths only, but its decoder reads
+  -- indefinite ones (modes/decode.go: IndefLength: IndefLengthAllowed), as RFC 8949
+  -- 3.2.2 allows any encoder to write them.
+  it('reads indefinite-length arrays, maps and strings (RFC 8949 3.2.2), nested and empty', function()
+    assert.equal('[1,2]', json '9f 01 02 ff')
+    assert.equal('[]', json '9f ff')
+    assert.equal('{"a":1}', json 'bf 4161 01 ff')
+    assert.equal('{}', json 'bf ff')
+    assert.equal('"abc"', json '5f 4161 426263 ff')
+    assert.equal('"abc"', json '7f 6161 626263 ff')
+    assert.equal('""', json '5f ff')
+    assert.equal('"YWJj"', json 'd6 5f 4161 426263 ff')
+    assert.equal('{"ab":[[1],{"c":[]}]}', json 'bf 5f 4161 4162 ff 82 9f 01 ff bf 4163 9f ff ff ff')
+  end)
+
+  it('refuses a chunk of an indefinite-length string that is not a definite string of its type, and the reserved header values', function()
+    for _, h in ipairs { '5f 6161 ff', '7f 4161 ff', '5f 5f ff ff', '5f 01 ff' } do
       local ok, err = json(h)
       assert.is_nil(ok, h)
-      assert.matches('indefinite length, which kube%-apiserver never writes', err, 1, false, h)
+      assert.matches('indefinite%-length string has a chunk that is not a definite string of its type', err, 1, false, h)
     end
     local ok, err = json '1c'
     assert.is_nil(ok)
     assert.matches('reserved additional information', err)
+    ok, err = json '1f'
+    assert.is_nil(ok)
+    assert.matches('an indefinite length on an integer or a tag', err)
     ok, err = json '81 ff'
     assert.is_nil(ok)
     assert.matches('a break %(0xff%) outside an indefinite%-length item at byte 1', err)
+    ok, err = json '9f 01'
+    assert.is_nil(ok)
+    assert.matches('ends early', err)
   end)
 
   it('refuses map keys that are not strings', function()
@@ -192,6 +213,15 @@ describe('the framer, on a CBOR Sequence', function()
     assert.same(want, (events_of(bytes)), 'one byte a read')
   end)
 
+  it('finds where an item of indefinite lengths ends, however the body is cut into reads', function()
+    local open = hex 'd9d9f7 bf 44747970 65 45414444 4544 46 6f626a656374 bf 5f 4161 4162 ff 9f 01 82 9f ff 02 ff ff ff'
+    local body = open .. added
+    local first = '{"type":"ADDED","object":{"ab":[1,[[],2]]}}'
+    for i = 1, #body - 1 do
+      assert.same({ first, want[1] }, (events_of { body:sub(1, i), body:sub(i + 1) }), 'split at ' .. i)
+    end
+  end)
+
   it('holds an unfinished item until its last byte comes', function()
     local f = cbor_framer()
     assert.same({}, f:feed(added:sub(1, 10)))
@@ -203,8 +233,8 @@ describe('the framer, on a CBOR Sequence', function()
   it('reports an item it cannot read and frames nothing more, since nothing marks where the next would start', function()
     local got = events_of { added .. '\xd9\xd9\xf7\xc1\x01' .. added }
     assert.same({ want[1], '<malformed CBOR tag 1 has no JSON form at byte 3>' }, got)
-    got = events_of { added, '\x9f\x01\xff', added }
-    assert.same({ want[1], '<malformed an indefinite length, which kube-apiserver never writes>' }, got)
+    got = events_of { added, '\x1c', added }
+    assert.same({ want[1], '<malformed a reserved additional information value (28-30)>' }, got)
   end)
 
   it('refuses an item past the frame limit without buffering it, and frames the next', function()
@@ -225,5 +255,160 @@ describe('a Status in CBOR', function()
     assert.same({ code = 410, reason = 'Expired', message = 'old' }, s)
     assert.is_nil(testing.decode_status('\xd9\xd9\xf7\xa1\x44kind\x43Pod'))
     assert.is_nil(testing.decode_status('\xd9\xd9\xf7\xff'))
+  end)
+end)
+
+describe('a CBOR LIST, decoded as it arrives', function()
+  local chunks = require('support.klua').chunks
+  local SD = '\xd9\xd9\xf7'
+
+  -- A map whose members are written in the order given ({name, value}, ...).
+  local function map(members)
+    local parts = { cbor.head(5, #members) }
+    for _, m in ipairs(members) do parts[#parts + 1] = encode(m[1]) .. m[2] end
+    return table.concat(parts)
+  end
+  local function array(elems) return cbor.head(4, #elems) .. table.concat(elems) end
+
+  local function pod(name, rv)
+    return encode { metadata = { name = name, namespace = 'ns', resourceVersion = rv, labels = { app = 'web' } },
+      spec = { nodeName = 'n1', containers = { { name = 'c', image = 'img:1' } } }, status = { phase = 'Running' } }
+  end
+  local PODS = { pod('a', '7'), pod('b', '8'), SD .. pod('c', '9') }
+  local META = encode { resourceVersion = '42', ['continue'] = 'tok', remainingItemCount = 3 }
+  -- as apimachinery writes a PodList: self-described, kind, apiVersion, metadata, items
+  local BODY = SD .. map { { 'kind', encode 'PodList' }, { 'apiVersion', encode 'v1' }, { 'metadata', META },
+    { 'items', array(PODS) } }
+
+  local function stream(pieces, max) return testing.decode_list_stream(pieces, max, false, true) end
+  -- what the JSON reader gives for the body's JSON text
+  local function as_json(body) return assert(testing.decode_list(assert(testing.cbor_to_json(body)))) end
+
+  it('gives what the JSON reader gives for its JSON text, split at every byte and in reads of every size', function()
+    local want = as_json(BODY)
+    assert.equal(3, #want.items)
+    assert.equal('{"kind":"Pod","apiVersion":"v1","metadata":{"labels":{"app":"web"},"name":"a","namespace":"ns",'
+      .. '"resourceVersion":"7"},"spec":{"containers":[{"image":"img:1","name":"c"}],"nodeName":"n1"},'
+      .. '"status":{"phase":"Running"}}', want.items[1].json)
+    assert.equal('42', want.rv)
+    assert.equal('tok', want.continue)
+    assert.equal(3, want.remaining)
+    assert.same(want, assert(stream { BODY }))
+    for i = 1, #BODY - 1 do
+      assert.same(want, assert(stream { BODY:sub(1, i), BODY:sub(i + 1) }), 'split at ' .. i)
+    end
+    for size = 1, 64 do assert.same(want, assert(stream(chunks(BODY, size))), 'reads of ' .. size) end
+  end)
+
+  -- issue 26: the body was held whole and transcoded at its end, so a sync's peak
+  -- memory was the body, its JSON text and the cache at once.
+  it('decodes each item as its last byte arrives, holding no more than an item and the envelope', function()
+    local pods = {}
+    for i = 1, 1000 do pods[i] = pod('p' .. i, tostring(i)) end
+    local body = SD .. map { { 'kind', encode 'PodList' }, { 'apiVersion', encode 'v1' }, { 'metadata', META },
+      { 'items', array(pods) } }
+    local pieces = chunks(body, 1000)
+    local got = assert(testing.decode_list_stream(pieces, nil, false, true, true))
+    assert.equal(1000, #got.items)
+    local fed, ends, k = 0, #body - #table.concat(pods), 0
+    for i, piece in ipairs(pieces) do
+      fed = fed + #piece
+      while k < #pods and ends + #pods[k + 1] <= fed do
+        k = k + 1
+        ends = ends + #pods[k]
+      end
+      assert.equal(k, got.decoded_after[i], 'after ' .. fed .. ' bytes')
+    end
+    assert.is_true(got.held < #body / 4, got.held .. ' bytes held of ' .. #body)
+  end)
+
+  it('reads indefinite-length maps, arrays and strings as their definite forms', function()
+    local body = SD .. '\xbf' .. encode 'kind' .. encode 'PodList' .. '\x7f\x62me\x66tadata\xff' .. META
+      .. encode 'items' .. SD .. '\x9f' .. table.concat(PODS) .. '\xff' .. encode 'apiVersion' .. encode 'v1' .. '\xff'
+    local want = as_json(BODY)
+    for i = 1, #body - 1 do
+      assert.same(want, assert(stream { body:sub(1, i), body:sub(i + 1) }), 'split at ' .. i)
+    end
+  end)
+
+  it('types the items from a kind, apiVersion and metadata that come after them', function()
+    local body = map { { 'items', array { pod('z', '3') } }, { 'apiVersion', encode 'v1' }, { 'kind', encode 'PodList' },
+      { 'metadata', encode { resourceVersion = '9' } } }
+    for size = 1, 32 do
+      local got = assert(stream(chunks(body, size)))
+      assert.equal('9', got.rv)
+      assert.matches('^{"kind":"Pod","apiVersion":"v1","metadata":', got.items[1].json)
+    end
+  end)
+
+  it('reads the items member as Go\'s decoder does: the last of duplicates; empty, null or missing items', function()
+    local rv = { 'metadata', encode { resourceVersion = '1' } }
+    for _, body in ipairs {
+      map { rv, { 'items', array { pod('a', '1') } }, { 'items', array { pod('b', '2') } } },
+      map { rv, { 'items', '\xf6' }, { 'items', array { pod('b', '2') } } },
+      map { rv, { 'items', array {} } },
+      map { rv, { 'items', '\x9f\xff' } },
+      map { rv, { 'items', '\xf6' } },
+      map { rv },
+    } do
+      local want = as_json(body)
+      for i = 1, #body - 1 do
+        assert.same(want, assert(stream { body:sub(1, i), body:sub(i + 1) }), 'split at ' .. i)
+      end
+    end
+  end)
+
+  it('reads a Status answered with 200 as the JSON reader does', function()
+    local body = SD .. encode { kind = 'Status', code = 500, reason = 'InternalError', message = 'boom' }
+    local _, werr = testing.decode_list(testing.cbor_to_json(body))
+    local _, err = stream { body }
+    assert.equal(werr, err)
+  end)
+
+  it('says what is missing from a body that ends early, wherever it ends', function()
+    local want = {
+      [0] = 'LIST response ended early: it has no CBOR map',
+      [2] = 'LIST response ended early: in the header of its CBOR map',
+      [5] = 'LIST response ended early: in the name of a member of its map',
+      [9] = 'LIST response ended early: in the value of its member "kind"',
+    }
+    want[#SD + 1 + #encode 'kind' + #encode 'PodList' + #encode 'apiVersion' + #encode 'v1'] =
+      'LIST response ended early: 2 more members of its map to come'
+    local cut_items = #BODY - #PODS[3] - #PODS[2] - #PODS[1]
+    want[cut_items] = 'LIST response ended early: after item 0, 3 more of its items to come'
+    want[cut_items + 5] = 'LIST response ended early: in item 1 of its items'
+    want[#BODY - 1] = 'LIST response ended early: in item 3 of its items'
+    for n = 0, #BODY - 1 do
+      local got, err = stream { BODY:sub(1, n) }
+      assert.is_nil(got, n)
+      assert.matches('^LIST response ended early: ', err, 1, false, n)
+      if want[n] then assert.equal(want[n], err, n) end
+    end
+    local _, err = stream { SD .. '\xbf' .. encode 'items' .. '\x9f' .. PODS[1] }
+    assert.equal('LIST response ended early: after item 1, before the break that ends its items', err)
+    _, err = stream { SD .. '\xbf' .. encode 'items' .. '\x80' }
+    assert.equal('LIST response ended early: before the break that ends its map', err)
+    _, err = stream { BODY:sub(1, #BODY - #PODS[3] - #PODS[2] - #PODS[1] - 1) }
+    assert.equal('LIST response ended early: in the header of its items', err)
+  end)
+
+  it('refuses what is not a CBOR map, bytes after it, an item it cannot read, an item past its limit', function()
+    local _, err = stream { SD .. array {} }
+    assert.equal('LIST response is CBOR but not a map (its first byte is 0x80)', err)
+    _, err = stream { map {} .. '\x00' }
+    assert.equal('LIST response has bytes after its CBOR map', err)
+    _, err = stream { map { { 'items', array { pod('a', '1'), '\xc1\x01' } } } }
+    assert.equal('LIST item 2 is not CBOR klua reads: CBOR tag 1 has no JSON form at byte 0', err)
+    _, err = stream { map { { 'items', array { pod('a', '1'), '\x1c' } } } }
+    assert.equal('LIST response is not CBOR klua reads: a reserved additional information value (28-30)', err)
+    _, err = stream { map { { 'metadata', '\xf7' } } }
+    assert.equal('LIST response\'s member "metadata" is not CBOR klua reads: CBOR undefined has no JSON form at byte 0', err)
+    _, err = stream { cbor.head(5, 1) .. '\x01' .. encode 'x' }
+    assert.equal('LIST response has a member whose name is not a string', err)
+    local big = pod(('x'):rep(300), '1')
+    for size = 1, 3 do
+      _, err = stream(chunks(map { { 'items', array { pod('a', '1'), big } } }, size * 50), 256)
+      assert.equal('LIST item 2 is larger than 256 bytes', err)
+    end
   end)
 end)

@@ -124,6 +124,19 @@ local function cbor_events(stream, max, seed)
   return got
 end
 
+-- The reads fuzz_cbor cuts a body into: one, or sizes drawn from seed.
+local function cbor_reads(stream, seed)
+  if not seed then return { stream } end
+  local pieces, off, state = {}, 1, seed
+  while off <= #stream do
+    state = (state * 1103515245 + 12345) & 0xffffffff
+    local n = 1 + (state >> 16) % (1 + seed % 64)
+    pieces[#pieces + 1] = stream:sub(off, off + n - 1)
+    off = off + n
+  end
+  return pieces
+end
+
 local function replay_cbor(data)
   if #data < 2 then return end
   local max, seed, stream = 1 + data:byte(1) * 16, data:byte(2), data:sub(3)
@@ -132,6 +145,15 @@ local function replay_cbor(data)
   local one = cbor_events(stream, max)
   assert.same(one, cbor_events(stream, max, seed))
   if whole and #stream <= max then assert.same({ { frame = whole } }, one) end
+  -- the same body as a CBOR LIST, in one read and in several; against its JSON's
+  local listed = testing.decode_list_stream(cbor_reads(stream), max, false, true)
+  local split = testing.decode_list_stream(cbor_reads(stream, seed | 1), max, false, true)
+  assert.equal(listed ~= nil, split ~= nil, 'the CBOR LIST reader accepts the body in one read or in several, not both')
+  if listed then assert.same(listed, split) end
+  local from_json = whole and testing.decode_list_stream({ whole })
+  if from_json then
+    assert.same(from_json, testing.decode_list_stream(cbor_reads(stream, seed | 1), nil, false, true))
+  end
 end
 
 -- ---- fuzz_decode: one frame or body through every decoder --------------

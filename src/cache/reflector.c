@@ -568,7 +568,7 @@ static void media_refusal(char *out, size_t n, const char *content_type, const c
 static void on_list_started(void *ud, const char *content_type) {
     kl_reflector *r = ud;
     /* Every body klua reads decodes a LIST with kl_list_stream (media.h);
-     * a CBOR body is one data item, transcoded as a whole (wire/cbor.h). */
+     * a CBOR body is one data item, its items transcoded as they arrive. */
     const kl_media *m = kl_media_of(content_type);
     if (!m || m->decoding == KL_DECODING_NONE) r->st.list.bad_type = kl_xstrdup(content_type ? content_type : "");
     else if (m->decoding == KL_DECODING_CBOR) kl_list_stream_cbor(&r->st.list.stream);

@@ -16,22 +16,34 @@
 
 enum { MT_UINT, MT_NINT, MT_BYTES, MT_TEXT, MT_ARRAY, MT_MAP, MT_TAG, MT_SIMPLE };
 
-/* Nesting deeper than this is refused, as simdjson refuses deeper JSON. */
-#define MAX_DEPTH 1024
+#define MAX_DEPTH KL_CBOR_MAX_DEPTH
 
 /* Bytes after the initial byte of a header whose additional information is
- * ai; -1 for the reserved values and indefinite lengths. */
+ * ai; -1 for the reserved values and for 31 (an indefinite length, or a
+ * break), which the callers read themselves. */
 static int arg_bytes(unsigned ai) {
     if (ai < 24) return 0;
     if (ai <= 27) return 1 << (ai - 24);
     return -1;
 }
 
-/* Why an initial byte whose argument has no length (arg_bytes -1) is refused. */
+/* Whether an initial byte opens an indefinite-length string, array or map:
+ * apimachinery's encoder never writes one (IndefLength: IndefLengthForbidden),
+ * but its decoder reads them (modes/decode.go: IndefLength: IndefLengthAllowed),
+ * as RFC 8949 3.2.2 allows. */
+static int opens_indefinite(unsigned char initial) {
+    unsigned mt = initial >> 5;
+    return (initial & 31) == 31 && mt >= MT_BYTES && mt <= MT_MAP;
+}
+
+#define BREAK 0xff
+
+/* Why an initial byte whose argument has no length (arg_bytes -1) and
+ * opens nothing is refused. */
 static const char *bad_header(unsigned char initial) {
     if ((initial & 31) != 31) return "a reserved additional information value (28-30)";
-    return initial >> 5 == MT_SIMPLE ? "a break (0xff) outside an indefinite-length item"
-                                     : "an indefinite length, which kube-apiserver never writes";
+    return initial == BREAK ? "a break (0xff) outside an indefinite-length item"
+                            : "an indefinite length on an integer or a tag";
 }
 
 static uint64_t arg_value(const unsigned char *h, int extra) {
@@ -44,8 +56,12 @@ static uint64_t arg_value(const unsigned char *h, int extra) {
 /* ---- where an item ends ------------------------------------------------ */
 
 void kl_cbor_scan_start(kl_cbor_scan *s) {
-    memset(s, 0, sizeof *s);
+    /* open says how much of outer is in use: the rest is not cleared */
     s->items = 1;
+    s->skip = 0;
+    s->hlen = s->hneed = 0;
+    s->open = 0;
+    s->bad = NULL;
 }
 
 /* A whole header in s->hdr: counts the item, and what it holds. 0, or -1
@@ -68,6 +84,36 @@ static int header_done(kl_cbor_scan *s) {
     return 0;
 }
 
+/* The first byte of a header: a break, an indefinite-length item opened,
+ * or the start of a header of 1 + extra bytes. 0, or -1 with s->bad. */
+static int header_start(kl_cbor_scan *s, unsigned char c) {
+    if (s->items == 0) {
+        /* Directly inside an indefinite-length item: a break closes it,
+         * anything else is its next element (or chunk). */
+        if (c == BREAK) {
+            s->items = s->outer[--s->open];
+            return 1;
+        }
+        s->items = 1;
+    }
+    if (opens_indefinite(c)) {
+        if (s->open == KL_CBOR_MAX_OPEN) {
+            s->bad = "indefinite-length items nested too deep";
+            return -1;
+        }
+        s->outer[s->open++] = s->items - 1;
+        s->items = 0;
+        return 1;
+    }
+    int extra = arg_bytes(c & 31);
+    if (extra < 0) {
+        s->bad = bad_header(c);
+        return -1;
+    }
+    s->hneed = 1 + (unsigned)extra;
+    return 0;
+}
+
 size_t kl_cbor_scan_feed(kl_cbor_scan *s, const char *p, size_t n, int *done) {
     const unsigned char *u = (const unsigned char *)p;
     size_t i = 0;
@@ -78,22 +124,22 @@ size_t kl_cbor_scan_feed(kl_cbor_scan *s, const char *p, size_t n, int *done) {
             i += k;
             s->skip -= k;
         } else {
-            if (s->hlen == 0) {
-                int extra = arg_bytes(u[i] & 31);
-                if (extra < 0) {
-                    s->bad = bad_header(u[i]);
-                    *done = -1;
-                    return i;
-                }
-                s->hneed = 1 + (unsigned)extra;
-            }
-            s->hdr[s->hlen++] = u[i++];
-            if (s->hlen == s->hneed && header_done(s) < 0) {
+            int whole = 0;
+            if (s->hlen == 0 && (whole = header_start(s, u[i])) < 0) {
                 *done = -1;
                 return i;
             }
+            if (whole) {
+                i++;
+            } else {
+                s->hdr[s->hlen++] = u[i++];
+                if (s->hlen == s->hneed && header_done(s) < 0) {
+                    *done = -1;
+                    return i;
+                }
+            }
         }
-        if (s->items == 0 && s->skip == 0 && s->hlen == 0) {
+        if (s->items == 0 && s->open == 0 && s->skip == 0 && s->hlen == 0) {
             *done = 1;
             return i;
         }
@@ -139,17 +185,33 @@ static void put(out *o, const char *s, size_t n) {
 
 static void putc_(out *o, char c) { put(o, &c, 1); }
 
-/* Reads a header: its major type, argument and the additional information. */
+/* Reads a header: its major type, argument and the additional information
+ * (31, with no argument, for an indefinite-length string, array or map). */
 static int header(out *o, unsigned *mt, uint64_t *v, unsigned *ai) {
     o->at = o->p;
     if (o->p >= o->end) return fail(o, "CBOR item ends early");
     *mt = o->p[0] >> 5;
     *ai = o->p[0] & 31;
+    if (opens_indefinite(o->p[0])) {
+        *v = 0;
+        o->p++;
+        return 0;
+    }
     int extra = arg_bytes(*ai);
     if (extra < 0) return fail(o, "CBOR item has %s", bad_header(o->p[0]));
     if ((size_t)(o->end - o->p) < 1 + (size_t)extra) return fail(o, "CBOR item ends early");
     *v = arg_value(o->p, extra);
     o->p += 1 + extra;
+    return 0;
+}
+
+/* Whether the next byte is the break that ends an indefinite-length item
+ * (and passes it). */
+static int at_break(out *o) {
+    if (o->p < o->end && *o->p == BREAK) {
+        o->p++;
+        return 1;
+    }
     return 0;
 }
 
@@ -290,11 +352,54 @@ static int simple(out *o, unsigned ai, uint64_t v) {
     return 0;
 }
 
-static int string_of(out *o, uint64_t v, const unsigned char **s) {
-    if ((uint64_t)(o->end - o->p) < v) return fail(o, "CBOR string ends early");
-    *s = o->p;
-    o->p += v;
+/* The bytes of a string of major type mt whose header was read: in place
+ * for a definite length; an indefinite-length one's definite chunks of the
+ * same type (RFC 8949 3.2.3) joined in *joined, which the caller frees. */
+static int string_of(out *o, unsigned mt, unsigned ai, uint64_t v, const unsigned char **s, size_t *len,
+                     unsigned char **joined) {
+    *joined = NULL;
+    if (ai != 31) {
+        if ((uint64_t)(o->end - o->p) < v) return fail(o, "CBOR string ends early");
+        *s = o->p;
+        *len = (size_t)v;
+        o->p += v;
+        return 0;
+    }
+    size_t n = 0, cap = 0;
+    while (!at_break(o)) {
+        unsigned cmt, cai;
+        uint64_t cv;
+        const unsigned char *c;
+        size_t clen;
+        unsigned char *none;
+        if (header(o, &cmt, &cv, &cai) < 0) goto bad;
+        if (cmt != mt || cai == 31) {
+            fail(o, "CBOR indefinite-length string has a chunk that is not a definite string of its type");
+            goto bad;
+        }
+        if (string_of(o, cmt, cai, cv, &c, &clen, &none) < 0) goto bad;
+        *joined = kl_buf_grow(*joined, &cap, n + clen + 1, 1, 64);
+        memcpy(*joined + n, c, clen);
+        n += clen;
+    }
+    *s = *joined ? *joined : o->p;
+    *len = n;
     return 0;
+bad:
+    free(*joined);
+    *joined = NULL;
+    return -1;
+}
+
+/* A string item as a JSON string: text (UTF-8) or bytes. */
+static int string_item(out *o, unsigned mt, unsigned ai, uint64_t v) {
+    const unsigned char *s = NULL;
+    unsigned char *joined;
+    size_t len;
+    if (string_of(o, mt, ai, v, &s, &len, &joined) < 0) return -1;
+    int rc = put_string(o, s, len, mt == MT_TEXT);
+    free(joined);
+    return rc;
 }
 
 static int tagged(out *o, uint64_t tag) {
@@ -303,25 +408,28 @@ static int tagged(out *o, uint64_t tag) {
     unsigned mt, ai;
     uint64_t v;
     const unsigned char *s = NULL;
+    unsigned char *joined;
+    size_t len;
     if (header(o, &mt, &v, &ai) < 0) return -1;
     if (mt != MT_BYTES) return fail(o, "CBOR tag %llu on something other than a byte string", (unsigned long long)tag);
-    if (string_of(o, v, &s) < 0) return -1;
-    put_encoded(o, s, (size_t)v, tag);
+    if (string_of(o, mt, ai, v, &s, &len, &joined) < 0) return -1;
+    put_encoded(o, s, len, tag);
+    free(joined);
     return 0;
 }
 
-static int container(out *o, unsigned mt, uint64_t n) {
+/* An array or a map of n members, or until a break when indefinite. */
+static int container(out *o, unsigned mt, uint64_t n, int indefinite) {
     int map = mt == MT_MAP;
     putc_(o, map ? '{' : '[');
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t i = 0; indefinite ? !at_break(o) : i < n; i++) {
         if (i) putc_(o, ',');
         if (map) {
             unsigned kmt, ai;
             uint64_t v;
-            const unsigned char *s = NULL;
             if (header(o, &kmt, &v, &ai) < 0) return -1;
             if (kmt != MT_BYTES && kmt != MT_TEXT) return fail(o, "CBOR map key is not a string");
-            if (string_of(o, v, &s) < 0 || put_string(o, s, (size_t)v, kmt == MT_TEXT) < 0) return -1;
+            if (string_item(o, kmt, ai, v) < 0) return -1;
             putc_(o, ':');
         }
         if (item(o) < 0) return -1;
@@ -333,7 +441,6 @@ static int container(out *o, unsigned mt, uint64_t n) {
 static int item(out *o) {
     unsigned mt, ai;
     uint64_t v;
-    const unsigned char *s = NULL;
     if (++o->depth > MAX_DEPTH) return fail(o, "CBOR item nests deeper than %d", MAX_DEPTH);
     if (header(o, &mt, &v, &ai) < 0) return -1;
     int rc = 0;
@@ -344,12 +451,12 @@ static int item(out *o) {
         put_u64(o, "-", v + 1);
         break;
     case MT_BYTES:
-    case MT_TEXT: rc = string_of(o, v, &s) < 0 ? -1 : put_string(o, s, (size_t)v, mt == MT_TEXT); break;
+    case MT_TEXT: rc = string_item(o, mt, ai, v); break;
     case MT_ARRAY:
     case MT_MAP:
         /* each element takes a byte at least: a count past the end is short */
         if (v > (uint64_t)(o->end - o->p)) return fail(o, "CBOR item ends early");
-        rc = container(o, mt, v);
+        rc = container(o, mt, v, ai == 31);
         break;
     case MT_TAG: rc = tagged(o, v); break;
     default: rc = simple(o, ai, v); break;
@@ -374,6 +481,9 @@ kl_blob *kl_cbor_to_json(const char *p, size_t n, char *err, size_t errlen) {
         free(o.b);
         return NULL;
     }
+    /* The first guess at the JSON's size was generous: a blob the cache
+     * may keep for long does not keep the slack. */
+    if (o.cap - o.b->len > o.b->len / 8 + 64) o.b = kl_xrealloc(o.b, sizeof(kl_blob) + o.b->len + KL_BLOB_PADDING);
     memset(o.b->data + o.b->len, 0, KL_BLOB_PADDING);
     return o.b;
 }

@@ -24,10 +24,13 @@
  *     conversion to base64url, base64 and base16, RFC 8949 3.4.5.2) on a
  *     byte string, as its encoded text: the encoder marks a Go []byte with
  *     tag 22, whose JSON is its base64.
+ *   - indefinite-length strings, arrays and maps (RFC 8949 3.2.2), which the
+ *     encoder never writes (IndefLength: IndefLengthForbidden) but its
+ *     decoder reads (modes/decode.go: IndefLengthAllowed), so another
+ *     encoder may send them.
  * Refused, naming what was met: other tags, simple values other than
  * true/false/null (undefined among them), integers below -2^63, map keys
- * that are not strings, and indefinite lengths, which the encoder never
- * writes (IndefLength: IndefLengthForbidden). Duplicate map keys, which the
+ * that are not strings, a string chunk of another type. Duplicate map keys, which the
  * apiserver's decoder refuses, pass through: the JSON decoder keeps the
  * last, as for JSON.
  */
@@ -42,12 +45,22 @@
 /* The prefix of self-described CBOR (tag 55799): never the start of JSON. */
 #define KL_CBOR_MAGIC "\xd9\xd9\xf7"
 
+/* Nesting deeper than this is refused, as simdjson refuses deeper JSON. */
+#define KL_CBOR_MAX_DEPTH 1024
+#define KL_CBOR_MAX_OPEN KL_CBOR_MAX_DEPTH
+
 /* Where one data item ends, across reads. */
 typedef struct kl_cbor_scan {
-    uint64_t items;   /* data items still to read, the current one included */
+    uint64_t items;   /* data items still to read in the innermost open
+                       * indefinite-length item (or in the whole), the
+                       * current one included; 0 inside an open one means
+                       * its next element or its break comes next */
     uint64_t skip;    /* payload bytes of a string still to pass */
     unsigned char hdr[9];
     unsigned hlen, hneed; /* header bytes read, and its full length */
+    unsigned open;    /* indefinite-length items open */
+    uint64_t outer[KL_CBOR_MAX_OPEN]; /* items of each enclosing level, saved
+                                       * as an indefinite-length item opens */
     const char *bad;  /* why the bytes are not a data item klua reads */
 } kl_cbor_scan;
 

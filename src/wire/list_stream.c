@@ -25,8 +25,6 @@ void kl_list_stream_free(kl_list_stream *s) {
     free(s->scratch);
     free(s->env);
     free(s->untyped);
-    free(s->raw);
-    s->raw = NULL;
     s->scratch = NULL;
     s->env = NULL;
     s->untyped = NULL;
@@ -62,14 +60,9 @@ static int item_add(kl_list_stream *s, const char *p, size_t n) {
     return 0;
 }
 
-/* The element ends with p[0, n): decode it and append it to the list. */
-static int item_end(kl_list_stream *s, const char *p, size_t n) {
-    size_t len = s->scratch_len + n;
-    if (len > s->max_item) return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
-    kl_blob *b = kl_blob_alloc(len);
-    if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
-    memcpy(b->data + s->scratch_len, p, n);
-    s->scratch_len = 0;
+/* Decodes an element held alone in b (whose reference this takes) and
+ * appends it to the list. */
+static int item_blob(kl_list_stream *s, kl_blob *b) {
     kl_list *l = s->out;
     l->items = kl_buf_grow(l->items, &s->items_cap, l->n + 1, sizeof *l->items, 64);
     s->untyped = kl_buf_grow(s->untyped, &s->untyped_cap, l->n + 1, 1, 64);
@@ -81,6 +74,17 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     if (rc < 0) return fail(s, "LIST item %zu: %s", l->n + 1, err);
     s->untyped[l->n++] = (unsigned char)untyped;
     return 0;
+}
+
+/* The element ends with p[0, n): decode it and append it to the list. */
+static int item_end(kl_list_stream *s, const char *p, size_t n) {
+    size_t len = s->scratch_len + n;
+    if (len > s->max_item) return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
+    kl_blob *b = kl_blob_alloc(len);
+    if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
+    memcpy(b->data + s->scratch_len, p, n);
+    s->scratch_len = 0;
+    return item_blob(s, b);
 }
 
 /* Whether a member name, as written (escapes included), reads want
@@ -179,32 +183,287 @@ static void string_byte(kl_list_stream *s, char c) {
     }
 }
 
-void kl_list_stream_cbor(kl_list_stream *s) { s->cbor = 1; }
+/* ---- CBOR --------------------------------------------------------------
+ * The body is one map (after any tag 55799). The reader follows it member
+ * by member: each name, each value and each element of the items is one
+ * data item whose end kl_cbor_scan finds across reads; the headers of the
+ * map and of the items' array, which say how many members or elements come
+ * (or that a break ends them), are read here. */
 
-/* A CBOR body is kept whole, then read as its JSON text. */
-static int cbor_keep(kl_list_stream *s, const char *p, size_t n) {
-    s->raw = kl_buf_grow(s->raw, &s->raw_cap, s->raw_len + n, 1, 65536);
-    memcpy(s->raw + s->raw_len, p, n);
-    s->raw_len += n;
+enum {
+    CB_TOP,   /* the map's header, after any tag 55799 */
+    CB_NAME,  /* a member's name, or the map's end */
+    CB_VALUE, /* a member's value, the items aside */
+    CB_ITEMS, /* the header of the items' array, after any tag 55799 */
+    CB_ELEM,  /* an element of the items, or their end */
+    CB_DONE,  /* the map ended: nothing may follow */
+};
+
+#define CB_BREAK 0xff
+#define CB_SELF_DESCRIBED 55799
+
+void kl_list_stream_cbor(kl_list_stream *s) {
+    s->cbor = 1;
+    s->cb.state = CB_TOP;
+    s->cb.first = 1;
+}
+
+/* Keeps the start of a data item that continues in the next read. */
+static int cb_keep(kl_list_stream *s, const char *p, size_t n) {
+    if (s->cb.state == CB_ELEM) return item_add(s, p, n);
+    if (s->scratch_len + n > KL_LIST_ENVELOPE_MAX)
+        return fail(s, "LIST response has more than %zu bytes outside its items", KL_LIST_ENVELOPE_MAX);
+    s->scratch = kl_buf_grow(s->scratch, &s->scratch_cap, s->scratch_len + n, 1, 16384);
+    memcpy(s->scratch + s->scratch_len, p, n);
+    s->scratch_len += n;
     return 0;
 }
 
-static int cbor_body(kl_list_stream *s) {
+/* One byte of a header of the map or of the items' array: 1 once it is
+ * whole (an indefinite length's is one byte), else 0. */
+static int cb_header_byte(kl_list_stream *s, unsigned char c) {
+    if (s->cb.hlen == 0) {
+        unsigned ai = c & 31;
+        s->cb.hneed = ai >= 24 && ai <= 27 ? 1 + (1u << (ai - 24)) : 1;
+    }
+    s->cb.hdr[s->cb.hlen++] = c;
+    return s->cb.hlen == s->cb.hneed;
+}
+
+/* The whole header's major type, argument, and whether it has an
+ * indefinite length; it is then forgotten. */
+static unsigned cb_header(kl_list_stream *s, uint64_t *arg, int *indefinite) {
+    unsigned ai = s->cb.hdr[0] & 31;
+    *indefinite = ai == 31;
+    *arg = ai < 24 ? ai : 0;
+    for (unsigned k = 1; k < s->cb.hneed; k++) *arg = *arg << 8 | s->cb.hdr[k];
+    s->cb.hlen = 0;
+    return s->cb.hdr[0] >> 5;
+}
+
+static void cb_end_map(kl_list_stream *s) {
+    s->cb.state = CB_DONE;
+    env_add(s, "}", 1);
+}
+
+/* A member was read whole. */
+static void cb_member_end(kl_list_stream *s) {
+    s->cb.state = CB_NAME;
+    if (!s->cb.map_open && --s->cb.members == 0) cb_end_map(s);
+}
+
+static void cb_collect(kl_list_stream *s) {
+    s->cb.collecting = 1;
+    s->scratch_len = 0;
+    kl_cbor_scan_start(&s->cb.scan);
+}
+
+/* The JSON text of a whole data item, or NULL with the stream failed. */
+static kl_blob *cb_json(kl_list_stream *s, const char *p, size_t n) {
     char err[200];
-    kl_blob *json = kl_cbor_to_json(s->raw ? s->raw : "", s->raw_len, err, sizeof err);
-    free(s->raw);
-    s->raw = NULL;
-    s->raw_len = s->raw_cap = 0;
-    s->cbor = 0;
-    if (!json) return fail(s, "LIST response is not CBOR klua reads: %s", err);
-    int rc = kl_list_stream_feed(s, json->data, json->len);
+    kl_blob *json = kl_cbor_to_json(p, n, err, sizeof err);
+    if (json) return json;
+    if (s->cb.state == CB_ELEM) fail(s, "LIST item %zu is not CBOR klua reads: %s", s->out->n + 1, err);
+    else if (s->cb.state == CB_NAME) fail(s, "LIST response has a member name that is not CBOR klua reads: %s", err);
+    else fail(s, "LIST response's member %s is not CBOR klua reads: %s", s->cb.name, err);
+    return NULL;
+}
+
+static int cb_is(const kl_blob *json, const char *quoted) {
+    return json->len == strlen(quoted) && memcmp(json->data, quoted, json->len) == 0;
+}
+
+/* A member's name: written to the envelope; the items (or a Table's rows)
+ * are chosen as the JSON reader chooses them (items_member). */
+static int cb_name(kl_list_stream *s, kl_blob *json) {
+    if (json->data[0] != '"') return fail(s, "LIST response has a member whose name is not a string");
+    snprintf(s->cb.name, sizeof s->cb.name, "%.*s", (int)json->len, json->data);
+    int rc = env_add(s, ",", s->cb.first ? 0 : 1) < 0 || env_add(s, json->data, json->len) < 0 ||
+             env_add(s, ":", 1) < 0 ? -1 : 0;
+    s->cb.first = 0;
+    int rows = s->rows && cb_is(json, "\"rows\"");
+    s->cb.state = CB_VALUE;
+    if (rc == 0 && (rows || cb_is(json, "\"items\"")) && !(s->items_seen && rows != s->in_rows)) {
+        kl_list *l = s->out;
+        for (size_t i = 0; i < l->n; i++) kl_obj_clear(&l->items[i]);
+        l->n = 0;
+        s->in_rows = rows;
+        s->items_seen = 1;
+        s->cb.state = CB_ITEMS;
+    }
+    return rc;
+}
+
+static int cb_elem(kl_list_stream *s, kl_blob *json) {
+    if (json->len > s->max_item) {
+        kl_blob_unref(json);
+        return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
+    }
+    if (item_blob(s, json) < 0) return -1;
+    if (!s->cb.items_open && --s->cb.elems == 0) cb_member_end(s);
+    return 0;
+}
+
+/* A data item ends with p[0, n) (its start kept in scratch if it came
+ * in earlier reads). */
+static int cb_item_done(kl_list_stream *s, const char *p, size_t n) {
+    s->cb.collecting = 0;
+    if (s->scratch_len) {
+        if (cb_keep(s, p, n) < 0) return -1;
+        p = s->scratch;
+        n = s->scratch_len;
+    }
+    if (s->cb.state == CB_ELEM && n > s->max_item)
+        return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
+    kl_blob *json = cb_json(s, p, n);
+    s->scratch_len = 0;
+    if (!json) return -1;
+    if (s->cb.state == CB_ELEM) return cb_elem(s, json);
+    int rc;
+    if (s->cb.state == CB_NAME) {
+        rc = cb_name(s, json);
+    } else {
+        rc = env_add(s, json->data, json->len);
+        if (rc == 0) cb_member_end(s);
+    }
     kl_blob_unref(json);
     return rc;
 }
 
+/* The items' value is not an array (null, say): read whole as any other
+ * value, from the header bytes already read. */
+static int cb_items_other(kl_list_stream *s) {
+    s->cb.state = CB_VALUE;
+    cb_collect(s);
+    int done;
+    kl_cbor_scan_feed(&s->cb.scan, (const char *)s->cb.hdr, s->cb.hlen, &done);
+    if (done < 0) return fail(s, "LIST response's member %s is not CBOR klua reads: %s", s->cb.name, s->cb.scan.bad);
+    if (cb_keep(s, (const char *)s->cb.hdr, s->cb.hlen) < 0) return -1;
+    s->cb.hlen = 0;
+    return done ? cb_item_done(s, "", 0) : 0;
+}
+
+/* Whether a whole header has a reserved additional information (28-30). */
+static int cb_reserved(const kl_list_stream *s) {
+    unsigned ai = s->cb.hdr[0] & 31;
+    return ai >= 28 && ai <= 30;
+}
+
+static int cb_top(kl_list_stream *s) {
+    int reserved = cb_reserved(s);
+    uint64_t arg;
+    int indefinite;
+    unsigned mt = cb_header(s, &arg, &indefinite);
+    if (mt == 6 && arg == CB_SELF_DESCRIBED && !indefinite) return 0;
+    if (mt != 5 || reserved) return fail(s, "LIST response is CBOR but not a map (its first byte is 0x%02x)",
+                                         s->cb.hdr[0]);
+    s->cb.map_open = indefinite;
+    s->cb.members = arg;
+    s->cb.state = CB_NAME;
+    if (env_add(s, "{", 1) < 0) return -1;
+    if (!indefinite && arg == 0) cb_end_map(s);
+    return 0;
+}
+
+static int cb_items(kl_list_stream *s) {
+    int reserved = cb_reserved(s);
+    unsigned hlen = s->cb.hlen;
+    uint64_t arg;
+    int indefinite;
+    unsigned mt = cb_header(s, &arg, &indefinite);
+    if (mt == 6 && arg == CB_SELF_DESCRIBED && !indefinite) return 0;
+    if (mt != 4 || reserved) {
+        /* not an array: the scanner and the transcoder read it, or name
+         * what they refuse */
+        s->cb.hlen = hlen;
+        return cb_items_other(s);
+    }
+    s->cb.items_open = indefinite;
+    s->cb.elems = arg;
+    s->cb.state = CB_ELEM;
+    if (env_add(s, "[]", 2) < 0) return -1;
+    if (!indefinite && arg == 0) cb_member_end(s);
+    return 0;
+}
+
+/* One byte between data items: a header's, or a break. */
+static int cb_byte(kl_list_stream *s, unsigned char c) {
+    switch (s->cb.state) {
+    case CB_TOP: return cb_header_byte(s, c) ? cb_top(s) : 0;
+    case CB_ITEMS: return cb_header_byte(s, c) ? cb_items(s) : 0;
+    case CB_NAME: /* a break, as cb_starts_item said */
+        cb_end_map(s);
+        return 0;
+    case CB_ELEM:
+        cb_member_end(s);
+        return 0;
+    default: return fail(s, "LIST response has bytes after its CBOR map");
+    }
+}
+
+/* Whether c starts a data item read whole: a name, a value, an element. */
+static int cb_starts_item(const kl_list_stream *s, unsigned char c) {
+    if (s->cb.state == CB_VALUE) return 1;
+    if (s->cb.state == CB_NAME) return !(s->cb.map_open && c == CB_BREAK);
+    if (s->cb.state == CB_ELEM) return !(s->cb.items_open && c == CB_BREAK);
+    return 0;
+}
+
+static int cb_feed(kl_list_stream *s, const char *p, size_t n) {
+    size_t start = 0; /* where the data item being read starts in p */
+    size_t i = 0;
+    while (i < n) {
+        if (s->cb.collecting) {
+            int done;
+            i += kl_cbor_scan_feed(&s->cb.scan, p + i, n - i, &done);
+            if (done < 0) {
+                s->cb.collecting = 0; /* the error names the item, as cb_json's */
+                return fail(s, "LIST response is not CBOR klua reads: %s", s->cb.scan.bad);
+            }
+            if (!done) break;
+            if (cb_item_done(s, p + start, i - start) < 0 || s->failed) return -1;
+            continue;
+        }
+        unsigned char c = (unsigned char)p[i];
+        if (cb_starts_item(s, c)) {
+            cb_collect(s);
+            start = i;
+            continue;
+        }
+        if (cb_byte(s, c) < 0 || s->failed) return -1;
+        start = ++i;
+    }
+    return s->cb.collecting ? cb_keep(s, p + start, n - start) : 0;
+}
+
+/* What a body that ended before its map's end lacks. */
+static int cb_ended_early(kl_list_stream *s) {
+    const char *what = s->in_rows ? "rows" : "items";
+    switch (s->cb.state) {
+    case CB_TOP:
+        return fail(s, s->cb.hlen ? "LIST response ended early: in the header of its CBOR map"
+                                  : "LIST response ended early: it has no CBOR map");
+    case CB_NAME:
+        if (s->cb.collecting) return fail(s, "LIST response ended early: in the name of a member of its map");
+        if (s->cb.map_open) return fail(s, "LIST response ended early: before the break that ends its map");
+        return fail(s, "LIST response ended early: %llu more members of its map to come",
+                    (unsigned long long)s->cb.members);
+    case CB_VALUE: return fail(s, "LIST response ended early: in the value of its member %s", s->cb.name);
+    case CB_ITEMS: return fail(s, "LIST response ended early: in the header of its %s", what);
+    default:
+        if (s->cb.collecting)
+            return fail(s, "LIST response ended early: in item %zu of its %s", s->out->n + 1, what);
+        if (s->cb.items_open)
+            return fail(s, "LIST response ended early: after item %zu, before the break that ends its %s",
+                        s->out->n, what);
+        return fail(s, "LIST response ended early: after item %zu, %llu more of its %s to come", s->out->n,
+                    (unsigned long long)s->cb.elems, what);
+    }
+}
+
 int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n) {
     if (s->failed) return -1;
-    if (s->cbor) return cbor_keep(s, p, n);
+    if (s->cbor) return cb_feed(s, p, n);
     size_t start = 0; /* first byte of p not yet copied where it belongs */
     size_t i = 0;
     while (i < n) {
@@ -252,7 +511,7 @@ int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n) {
 
 int kl_list_stream_finish(kl_list_stream *s) {
     if (s->failed) return -1;
-    if (s->cbor && cbor_body(s) < 0) return -1;
+    if (s->cbor && s->cb.state != CB_DONE) return cb_ended_early(s);
     if (s->collecting || s->depth != 0) return fail(s, "LIST response ended early");
     kl_list meta;
     char err[200];

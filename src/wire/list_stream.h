@@ -9,13 +9,15 @@
  * array into its own blob (once when the element lies within one read, as
  * most do; twice when it spans reads) and decodes it alone, and keeps the rest of
  * the body (kind, metadata) as a small envelope decoded at the end. Memory
- * stays at the size of the cache being built.
+ * stays at the size of the cache being built. A CBOR body is read the same
+ * way, item by item (kl_list_stream_cbor).
  */
 #ifndef KLUA_LIST_STREAM_H
 #define KLUA_LIST_STREAM_H
 
 #include <stddef.h>
 
+#include "wire/cbor.h"
 #include "wire/decode.h"
 #include "wire/scan.h"
 
@@ -47,9 +49,20 @@ typedef struct kl_list_stream {
                              * list's own may come after its items, so they
                              * are filled in at the end */
     size_t untyped_cap;
-    int cbor;           /* the body is CBOR (kl_list_stream_cbor), kept in raw */
-    char *raw;
-    size_t raw_len, raw_cap;
+    int cbor;           /* the body is CBOR (kl_list_stream_cbor): read as below */
+    struct {
+        int state;      /* where in the body's map (list_stream.c) */
+        int map_open;   /* the map has an indefinite length: a break ends it */
+        uint64_t members; /* else its members still to read */
+        int items_open; /* the same for the items array */
+        uint64_t elems;
+        unsigned char hdr[9]; /* a header of the map or the items array, */
+        unsigned hlen, hneed; /* read apart to know what comes */
+        int collecting; /* inside a data item (a name, a value, an item) */
+        kl_cbor_scan scan; /* where it ends */
+        int first;      /* no member written to env yet */
+        char name[64];  /* the member being read (for an error), as JSON */
+    } cb;
     int failed;
     char err[256];
 } kl_list_stream;
@@ -62,12 +75,14 @@ void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item);
  * as ever; whichever of the two members comes first is read. Call after
  * kl_list_stream_init, before any byte. */
 void kl_list_stream_rows(kl_list_stream *s);
-/* Reads the body as CBOR (a response of Content-Type application/cbor):
- * it is kept whole until kl_list_stream_finish transcodes it to JSON
- * (kl_cbor_to_json) and reads that as above. Unlike JSON, the body and its
- * JSON text are held at once at the end, besides the items: splitting a
- * CBOR body's items as they arrive is not done (docs/architecture.md).
- * Call before any byte. */
+/* Reads the body as CBOR (a response of Content-Type application/cbor, one
+ * data item): its map is followed header by header, each element of its
+ * items array is copied out as it completes (in place when it lies within
+ * one read), transcoded to JSON (kl_cbor_to_json) and decoded alone, and
+ * every other member is transcoded into the envelope as the JSON path
+ * keeps it, so a CBOR LIST holds no more than a JSON one. Definite and
+ * indefinite lengths, the self-described tag 55799 before the map or the
+ * items, and members in any order are read. Call before any byte. */
 void kl_list_stream_cbor(kl_list_stream *s);
 /* Consumes bytes; 0, or -1 with s->err set (the stream is then dead). */
 int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n);

@@ -218,24 +218,34 @@ static int t_check_list(lua_State *L) {
     return 1;
 }
 
-/* decode_list_stream({chunk, ...} [, max_item [, rows]]): the streaming
- * decoder fed the chunks in order; the same result as decode_list. rows:
- * read a Table's rows too (kl_list_stream_rows). */
+/* decode_list_stream({chunk, ...} [, max_item [, rows [, cbor [, trace]]]]): the
+ * streaming decoder fed the chunks in order; the same result as
+ * decode_list. rows: read a Table's rows too (kl_list_stream_rows); cbor:
+ * the chunks are a CBOR body (kl_list_stream_cbor). With trace, the result has besides
+ * decoded_after (how many items were decoded after each chunk) and held
+ * (the most bytes the stream's own buffers held at once). */
 static int t_decode_list_stream(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_Integer max = luaL_optinteger(L, 2, 16 << 20);
+    int trace = lua_toboolean(L, 5);
     kl_list list;
     kl_list_stream s;
     kl_list_stream_init(&s, &list, (size_t)max);
     if (lua_toboolean(L, 3)) kl_list_stream_rows(&s);
+    if (lua_toboolean(L, 4)) kl_list_stream_cbor(&s);
     lua_Integer n = (lua_Integer)luaL_len(L, 1);
     int rc = 0;
+    size_t held = 0;
+    lua_createtable(L, (int)n, 0); /* items decoded after each chunk */
     for (lua_Integer i = 1; i <= n && rc == 0; i++) {
         size_t len;
         lua_rawgeti(L, 1, i);
         const char *chunk = luaL_checklstring(L, -1, &len);
         rc = kl_list_stream_feed(&s, chunk, len);
         lua_pop(L, 1);
+        lua_pushinteger(L, (lua_Integer)list.n);
+        lua_rawseti(L, -2, i);
+        if (s.scratch_cap + s.envcap > held) held = s.scratch_cap + s.envcap;
     }
     if (rc == 0) rc = kl_list_stream_finish(&s);
     kl_list_stream_free(&s);
@@ -245,7 +255,16 @@ static int t_decode_list_stream(lua_State *L) {
         lua_pushstring(L, s.err);
         return 2;
     }
-    return push_list(L, &list);
+    push_list(L, &list);
+    if (!trace) {
+        lua_remove(L, -2);
+        return 1;
+    }
+    lua_rotate(L, -2, 1);
+    lua_setfield(L, -2, "decoded_after");
+    lua_pushinteger(L, (lua_Integer)held);
+    lua_setfield(L, -2, "held");
+    return 1;
 }
 
 static int push_list(lua_State *L, kl_list *l) {
