@@ -308,32 +308,28 @@ struct checker {
             return fail(p, "expected a value");
         }
     }
+    /* Steps over c when it comes next. */
+    bool eat(unsigned char c) {
+        if (p >= end || *p != c) return false;
+        p++;
+        return true;
+    }
     bool object(int depth) {
         if (depth > KL_JSON_MAX_DEPTH) return fail(p, "nested too deeply");
         p++;
         skip_ws();
-        if (p < end && *p == '}') {
-            p++;
-            return true;
-        }
+        if (eat('}')) return true;
         for (;;) {
             skip_ws();
             if (p >= end) return fail(p, "unexpected end of input");
             if (*p != '"') return fail(p, "expected a string key");
             if (!string()) return false;
             skip_ws();
-            if (p >= end || *p != ':') return fail(p, "expected ':' after an object key");
-            p++;
+            if (!eat(':')) return fail(p, "expected ':' after an object key");
             if (!value(depth)) return false;
             skip_ws();
-            if (p < end && *p == ',') {
-                p++;
-                continue;
-            }
-            if (p < end && *p == '}') {
-                p++;
-                return true;
-            }
+            if (eat(',')) continue;
+            if (eat('}')) return true;
             return fail(p, "expected ',' or '}' after an object member");
         }
     }
@@ -341,21 +337,12 @@ struct checker {
         if (depth > KL_JSON_MAX_DEPTH) return fail(p, "nested too deeply");
         p++;
         skip_ws();
-        if (p < end && *p == ']') {
-            p++;
-            return true;
-        }
+        if (eat(']')) return true;
         for (;;) {
             if (!value(depth)) return false;
             skip_ws();
-            if (p < end && *p == ',') {
-                p++;
-                continue;
-            }
-            if (p < end && *p == ']') {
-                p++;
-                return true;
-            }
+            if (eat(',')) continue;
+            if (eat(']')) return true;
             return fail(p, "expected ',' or ']' after an array element");
         }
     }
