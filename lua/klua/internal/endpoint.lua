@@ -72,39 +72,43 @@ local function histogram(add, name, help, labels, rows)
 end
 
 -- Families with one sample an object (an informer, a controller): each row
--- of `families` is {kind, name, help, value}, value(object, its stats) the
--- sample's value; the sample's labels are `labels`, valued values(object).
+-- of `families` is {kind, name, help, value}, value the name of the field of
+-- object:stats() that is the sample's value, or a function(object, its
+-- stats) returning it; the sample's labels are `labels`, valued values(object).
 local function per_object(add, objects, labels, values, families)
   local stats = {}
   for i, o in ipairs(objects) do stats[i] = o:stats() end
   for _, f in ipairs(families) do
     local rows = {}
-    for i, o in ipairs(objects) do rows[i] = { values(o), f[4](o, stats[i]) } end
+    local value = f[4]
+    for i, o in ipairs(objects) do
+      local v
+      if type(value) == 'string' then v = stats[i][value] else v = value(o, stats[i]) end
+      rows[i] = { values(o), v }
+    end
     if f[1] == 'histogram' then histogram(add, f[2], f[3], labels, rows)
     else gauge_or_counter(add, f[1], f[2], f[3], labels, rows) end
   end
 end
 
 local INFORMER_FAMILIES = {
-  { 'counter', 'klua_informer_relists_total', 'LISTs after the first.', function(_, s) return s.relists end },
-  { 'counter', 'klua_informer_watch_restarts_total', 'Watches started again.', function(_, s) return s.rewatches end },
-  { 'gauge', 'klua_informer_cached_objects', 'Objects in the cache.', function(_, s) return s.cached end },
+  { 'counter', 'klua_informer_relists_total', 'LISTs after the first.', 'relists' },
+  { 'counter', 'klua_informer_watch_restarts_total', 'Watches started again.', 'rewatches' },
+  { 'gauge', 'klua_informer_cached_objects', 'Objects in the cache.', 'cached' },
   { 'gauge', 'klua_informer_synced', '1 once the first list reached the handlers.',
     function(inf) return inf:synced() and 1 or 0 end },
   { 'counter', 'klua_informer_transform_errors_total',
-    'Objects the transform function failed on (each refuses its LIST or watch).',
-    function(_, s) return s.transform_errors end },
+    'Objects the transform function failed on (each refuses its LIST or watch).', 'transform_errors' },
   { 'gauge', 'klua_informer_write_lag_seconds',
     'Seconds since the oldest write through klua.api that the cache has yet to observe (0: none).',
     function(inf) return inf:lag() end },
   { 'gauge', 'klua_informer_staleness_seconds',
     'Seconds since the informer last heard its cache is current: a watch event, a bookmark or a completed LIST.',
-    function(_, s) return s.staleness end },
+    'staleness' },
   { 'counter', 'klua_informer_cache_verifications_total',
-    'Checks of the cache against a consistent LIST (--verify-cache).', function(_, s) return s.verifications end },
+    'Checks of the cache against a consistent LIST (--verify-cache).', 'verifications' },
   { 'counter', 'klua_informer_drift_objects_total',
-    'Objects --verify-cache found differing between the cache and the server (each drift relists).',
-    function(_, s) return s.drift_objects end },
+    'Objects --verify-cache found differing between the cache and the server (each drift relists).', 'drift_objects' },
 }
 
 local function informer_families(add)
@@ -127,45 +131,41 @@ end
 -- counted as pkg/internal/controller/controller.go counts them. Labels are
 -- written in the order client_golang writes them: sorted by name.
 local WORKQUEUE_FAMILIES = {
-  { 'gauge', 'workqueue_depth', 'Current depth of workqueue', function(_, s) return s.depth end },
-  { 'counter', 'workqueue_adds_total', 'Total number of adds handled by workqueue', function(_, s) return s.adds end },
+  { 'gauge', 'workqueue_depth', 'Current depth of workqueue', 'depth' },
+  { 'counter', 'workqueue_adds_total', 'Total number of adds handled by workqueue', 'adds' },
   { 'histogram', 'workqueue_queue_duration_seconds',
-    'How long in seconds an item stays in workqueue before being requested', function(_, s) return s.wait end },
+    'How long in seconds an item stays in workqueue before being requested', 'wait' },
   { 'histogram', 'workqueue_work_duration_seconds', 'How long in seconds processing an item from workqueue takes.',
-    function(_, s) return s.work end },
+    'work' },
   { 'gauge', 'workqueue_unfinished_work_seconds',
     'How many seconds of work has been done that is in progress and hasn\'t been observed by work_duration. '
     .. 'Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate '
     .. 'at which this increases.', function(_, s) return s.unfinished or 0 end },
   { 'gauge', 'workqueue_longest_running_processor_seconds',
-    'How many seconds has the longest running processor for workqueue been running.',
-    function(_, s) return s.longest end },
-  { 'counter', 'workqueue_retries_total', 'Total number of retries handled by workqueue',
-    function(_, s) return s.retries end },
+    'How many seconds has the longest running processor for workqueue been running.', 'longest' },
+  { 'counter', 'workqueue_retries_total', 'Total number of retries handled by workqueue', 'retries' },
 }
 
 local RECONCILE_FAMILIES = {
   { 'counter', 'controller_runtime_reconcile_errors_total', 'Total number of reconciliation errors per controller',
-    function(_, s) return s.failures end },
+    'failures' },
   { 'counter', 'controller_runtime_terminal_reconcile_errors_total',
-    'Total number of terminal reconciliation errors per controller', function(_, s) return s.terminal_errors end },
+    'Total number of terminal reconciliation errors per controller', 'terminal_errors' },
   { 'counter', 'controller_runtime_reconcile_panics_total', 'Total number of reconciliation panics per controller',
-    function(_, s) return s.panics end },
+    'panics' },
   -- klua's own: controller-runtime has no reconcile timeout, and so no
   -- metric of one; the name is that of its family.
   { 'counter', 'controller_runtime_reconcile_timeouts_total',
-    'Total number of reconciliations ended by reconcile_timeout per controller', function(_, s) return s.timeouts end },
+    'Total number of reconciliations ended by reconcile_timeout per controller', 'timeouts' },
   { 'histogram', 'controller_runtime_reconcile_time_seconds', 'Length of time per reconciliation per controller',
-    function(_, s) return s.reconcile end },
+    'reconcile' },
   { 'gauge', 'controller_runtime_max_concurrent_reconciles', 'Maximum number of concurrent reconciles per controller',
     function(ctl) return ctl.workers end },
-  { 'gauge', 'controller_runtime_active_workers', 'Number of currently used workers per controller',
-    function(_, s) return s.active end },
+  { 'gauge', 'controller_runtime_active_workers', 'Number of currently used workers per controller', 'active' },
   { 'counter', 'klua_controller_stale_read_waits_total',
-    'Reconciles held until the cache held the controller\'s own writes.', function(_, s) return s.stale_read_waits end },
+    'Reconciles held until the cache held the controller\'s own writes.', 'stale_read_waits' },
   { 'counter', 'klua_controller_stale_read_timeouts_total',
-    'Held reconciles that went ahead at the read_your_writes bound, the cache still behind.',
-    function(_, s) return s.stale_read_timeouts end },
+    'Held reconciles that went ahead at the read_your_writes bound, the cache still behind.', 'stale_read_timeouts' },
 }
 
 local function controller_families(add)
