@@ -100,14 +100,19 @@ static int set_verbosity(kl_cli *c, FILE *errs, const char *name, const char *v)
     return 0;
 }
 
+/* One of two words: 0 for the first, 1 for the second. */
+static int parse_either(FILE *errs, const char *flag, const char *v, const char *first, const char *second,
+                        int *out) {
+    *out = !strcmp(v, second);
+    if (*out || !strcmp(v, first)) return 0;
+    fprintf(errs, "klua: %s must be %s or %s, not \"%s\"\n", flag, first, second, v);
+    return -1;
+}
+
 static int set_log_format(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)name;
-    if (!strcmp(v, "text")) c->format = KL_LOG_TEXT;
-    else if (!strcmp(v, "json")) c->format = KL_LOG_JSON;
-    else {
-        fprintf(errs, "klua: --log-format must be text or json, not \"%s\"\n", v);
-        return -1;
-    }
+    int json;
+    if (parse_either(errs, name, v, "text", "json", &json) < 0) return -1;
+    c->format = json ? KL_LOG_JSON : KL_LOG_TEXT;
     return 0;
 }
 
@@ -153,16 +158,8 @@ static int set_watch_list(kl_cli *c, FILE *errs, const char *name, const char *v
 }
 
 static int set_serialization(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)name;
-    if (!strcmp(v, "json")) c->rt.cbor = 0;
-    else if (!strcmp(v, "cbor")) c->rt.cbor = 1;
-    else {
-        fprintf(errs, "klua: --serialization must be json or cbor, not \"%s\"\n", v);
-        return -1;
-    }
-    return 0;
+    return parse_either(errs, name, v, "json", "cbor", &c->rt.cbor);
 }
-
 
 /* How many shards the keys are split into: 1 to 1024, whole. */
 static int set_shards(kl_cli *c, FILE *errs, const char *name, const char *v) {
