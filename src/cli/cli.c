@@ -226,9 +226,9 @@ static int read_address(FILE *errs, const char *name, const char *v, void *out) 
     return 0;
 }
 
-/* The offset in kl_cli of member, whose type must be type: the pointer
- * difference does not compile otherwise. */
-#define FIELD(type, member) (offsetof(kl_cli, member) + 0 * sizeof(&((kl_cli *)0)->member - (type *)0))
+/* The offset in kl_cli of member, whose type must be type: _Generic has no
+ * case for another. */
+#define FIELD(type, member) _Generic(((kl_cli *)0)->member, type: offsetof(kl_cli, member))
 #define TEXT(member) .read = read_text, .at = FIELD(const char *, member)
 #define SWITCH(member) .read = read_switch, .at = FIELD(int, member)
 #define DURATION(member) .read = read_duration, .at = FIELD(double, member)

@@ -76,9 +76,8 @@ typedef struct {
     enum { KC_TEXT, KC_PATH, KC_SECRET } kind; /* a path is resolved; a secret wiped when freed */
 } kc_string;
 
-/* The member's type is checked: the pointer difference compiles only for a char *. */
-#define KC_STRING(key, type, member, kind) \
-    {key, offsetof(type, member) + 0 * sizeof(&((type *)0)->member - (char **)0), kind}
+/* The member's type is checked: _Generic has no case for another than char *. */
+#define KC_STRING(key, type, member, kind) {key, _Generic(((type *)0)->member, char *: offsetof(type, member)), kind}
 static const kc_string cluster_strings[] = {
     KC_STRING("server", kl_kc_cluster, server, KC_TEXT),
     KC_STRING("certificate-authority", kl_kc_cluster, ca_file, KC_PATH),
