@@ -119,37 +119,43 @@ static void decode_list(const uint8_t *data, size_t size) {
     kl_list_clear(&list);
 }
 
-static void decode_item(const uint8_t *data, size_t size) {
-    kl_blob *item = kl_blob_new((const char *)data, size);
-    if (!item) die("out of memory");
+/* A decoder of one object out of a blob of its own, and what it promises of
+ * the object it decoded. */
+typedef struct {
+    int (*decode)(kl_blob *b, kl_obj *o, char *err, size_t errlen);
+    void (*check)(const kl_blob *b, const kl_obj *o);
+} one_object;
+
+/* Beyond what each promises of its object, every such decoder fails with a
+ * message and keeps nothing, and hands the blob's one reference back. */
+static void decode_one(const uint8_t *data, size_t size, const one_object *d) {
+    kl_blob *b = kl_blob_new((const char *)data, size);
+    if (!b) die("out of memory");
     kl_obj o;
     char err[256] = "";
-    if (kl_decode_item(item, &o, NULL, err, sizeof err) == 0) {
-        if (o.blob != item || o.off != 0 || o.len != size || !o.name || !o.name[0])
-            die("a decoded item is not its whole blob with a name");
+    if (d->decode(b, &o, err, sizeof err) == 0) {
+        d->check(b, &o);
         kl_obj_clear(&o);
     } else if (!err[0] || o.blob) {
-        die("a failed item decode gives no message or keeps the blob");
+        die("a failed decode of one object gives no message or keeps the blob");
     }
-    if (item->refs != 1) die("the item decoder kept a reference");
-    kl_blob_unref(item);
+    if (b->refs != 1) die("the decoder of one object kept a reference");
+    kl_blob_unref(b);
 }
 
-static void decode_row(const uint8_t *data, size_t size) {
-    kl_blob *row = kl_blob_new((const char *)data, size);
-    if (!row) die("out of memory");
-    kl_obj o;
-    char err[256] = "";
-    if (kl_decode_row(row, &o, err, sizeof err) == 0) {
-        if (o.blob != row || o.off > size || o.len > size - o.off || !o.name || !o.name[0])
-            die("a decoded row's object is not inside its blob with a name");
-        kl_json_free(parse_object(row->data + o.off, o.len, "a row's object is not a JSON object on its own"));
-        kl_obj_clear(&o);
-    } else if (!err[0] || o.blob) {
-        die("a failed row decode gives no message or keeps the blob");
-    }
-    if (row->refs != 1) die("the row decoder kept a reference");
-    kl_blob_unref(row);
+static int decode_item(kl_blob *b, kl_obj *o, char *err, size_t errlen) {
+    return kl_decode_item(b, o, NULL, err, errlen);
+}
+
+static void check_item(const kl_blob *b, const kl_obj *o) {
+    if (o->blob != b || o->off != 0 || o->len != b->len || !o->name || !o->name[0])
+        die("a decoded item is not its whole blob with a name");
+}
+
+static void check_row(const kl_blob *b, const kl_obj *o) {
+    if (o->blob != b || o->off > b->len || o->len > b->len - o->off || !o->name || !o->name[0])
+        die("a decoded row's object is not inside its blob with a name");
+    kl_json_free(parse_object(b->data + o->off, o->len, "a row's object is not a JSON object on its own"));
 }
 
 static void decode_status(const uint8_t *data, size_t size) {
@@ -170,8 +176,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     decode_event(data, size, "Pod", 0);
     decode_event(data, size, "Pod", 1);
     decode_list(data, size);
-    decode_item(data, size);
-    decode_row(data, size);
+    static const one_object item = {decode_item, check_item}, row = {kl_decode_row, check_row};
+    decode_one(data, size, &item);
+    decode_one(data, size, &row);
     decode_status(data, size);
     return 0;
 }

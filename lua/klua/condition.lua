@@ -19,7 +19,6 @@ function M.set_array_mt(mt) array_mt = mt end
 function M.set_clock(fn) clock = fn end
 
 local util = require 'klua.internal.objutil'
-local indexable = util.indexable
 local field = util.field
 local non_empty = util.non_empty
 
@@ -32,14 +31,7 @@ end
 -- The condition of the given type and its index, or nil.
 local function find(obj, type_)
   local list = field(field(obj, 'status'), 'conditions')
-  if not indexable(list) then return nil end
-  local i = 1
-  while true do
-    local c = list[i]
-    if c == nil then return nil end
-    if field(c, 'type') == type_ then return c, i end
-    i = i + 1
-  end
+  return util.find(list, function(c) return field(c, 'type') == type_ end)
 end
 
 --- The condition of the given type in obj.status.conditions, or nil.
@@ -121,9 +113,7 @@ end
 --   klua.api.update_status('podsets', ps)
 -- end
 function M.set_condition(obj, c)
-  if type(obj) ~= 'table' then
-    error('set_condition: obj must be a mutable table (views are read-only: use klua.copy(obj))', 2)
-  end
+  util.check_mutable('set_condition', obj)
   check_condition(c)
   local generation = c.observed_generation
   if generation == nil then generation = field(obj.metadata, 'generation') end
@@ -148,9 +138,7 @@ end
 -- @usage
 -- klua.helpers.remove_condition(ps, 'Degraded')
 function M.remove_condition(obj, type_)
-  if type(obj) ~= 'table' then
-    error('remove_condition: obj must be a mutable table (views are read-only: use klua.copy(obj))', 2)
-  end
+  util.check_mutable('remove_condition', obj)
   local _, i = find(obj, type_)
   if not i then return false end
   local status = util.subtable('remove_condition', obj, 'status', 'obj.status')

@@ -11,7 +11,6 @@ local clock = os.time
 function M.set_clock(fn) clock = fn end
 
 local util = require 'klua.internal.objutil'
-local indexable = util.indexable
 local field = util.field
 local non_empty = util.non_empty
 local refusal = util.refusal

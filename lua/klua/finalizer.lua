@@ -13,17 +13,12 @@ local array_mt = {}
 function M.set_array_mt(mt) array_mt = mt end
 
 local util = require 'klua.internal.objutil'
-local indexable = util.indexable
+local field = util.field
+local check_mutable = util.check_mutable
 
 local function check_name(fn, name)
   if type(name) ~= 'string' or name == '' then
     error(fn .. ": the finalizer name must be a non-empty string such as 'example.com/cleanup'", 3)
-  end
-end
-
-local function check_mutable(fn, obj)
-  if type(obj) ~= 'table' then
-    error(fn .. ': obj must be a mutable table (views are read-only: use klua.copy(obj))', 3)
   end
 end
 
@@ -35,16 +30,8 @@ end
 -- if klua.helpers.has_finalizer(obj, 'example.com/cleanup') then cleanup(obj) end
 function M.has_finalizer(obj, name)
   check_name('has_finalizer', name)
-  local md = indexable(obj) and obj.metadata
-  local list = indexable(md) and md.finalizers
-  if not indexable(list) then return false end
-  local i = 1
-  while true do
-    local v = list[i]
-    if v == nil then return false end
-    if v == name then return true end
-    i = i + 1
-  end
+  local list = field(field(obj, 'metadata'), 'finalizers')
+  return util.find(list, function(v) return v == name end) ~= nil
 end
 
 --- Appends name to obj.metadata.finalizers unless it is there.

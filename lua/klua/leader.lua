@@ -194,6 +194,21 @@ function Elector:_forget_lease()
   self.lapse_timer = nil
 end
 
+-- The answer to a write of the Lease (verb "create" or "update") sent at
+-- `sent`: true when it was stored. An error `lost_race` recognizes is another
+-- candidate's write coming first, not worth a log line.
+function Elector:_wrote(verb, lost_race, sent, lease, err)
+  if not lease then
+    if not lost_race(err) then
+      core.log('error', ('lease %s: cannot %s it: %s'):format(self:_key(), verb, tostring(err)))
+    end
+    return false
+  end
+  self:_observe(lease.spec, core.json.encode(lease.spec))
+  self:_renewed(sent)
+  return true
+end
+
 -- client-go's tryAcquireOrRenew: true when this candidate holds the Lease
 -- after the call. renewing: a renewal of a Lease it leads on.
 function Elector:_try_acquire_or_renew(renewing)
@@ -209,21 +224,11 @@ function Elector:_try_acquire_or_renew(renewing)
       return false
     end
     rec.leaseTransitions = 0
-    local created
     local sent = core.now()
-    created, err = api.create(LEASES, {
+    return self:_wrote('create', api.is_already_exists, sent, api.create(LEASES, {
       apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
       metadata = { name = self.name, namespace = self.namespace, labels = self.labels }, spec = rec,
-    }, LEASE_WRITE)
-    if not created then
-      if not api.is_already_exists(err) then
-        core.log('error', ('lease %s: cannot create it: %s'):format(self:_key(), tostring(err)))
-      end
-      return false
-    end
-    self:_observe(created.spec, core.json.encode(created.spec))
-    self:_renewed(sent)
-    return true
+    }, LEASE_WRITE))
   end
   local old = lease.spec or {}
   self:_observe(old, core.json.encode(old))
@@ -240,18 +245,8 @@ function Elector:_try_acquire_or_renew(renewing)
   end
   lease.spec = rec
   M.add_labels(lease, self.labels)
-  local updated
   local sent = core.now()
-  updated, err = api.update(LEASES, lease, LEASE_WRITE)
-  if not updated then
-    if not api.is_conflict(err) then
-      core.log('error', ('lease %s: cannot update it: %s'):format(self:_key(), tostring(err)))
-    end
-    return false
-  end
-  self:_observe(updated.spec, core.json.encode(updated.spec))
-  self:_renewed(sent)
-  return true
+  return self:_wrote('update', api.is_conflict, sent, api.update(LEASES, lease, LEASE_WRITE))
 end
 
 local function jittered(period) return period + math.random() * JITTER * period end

@@ -16,7 +16,6 @@ local array_mt = {}
 function M.set_array_mt(mt) array_mt = mt end
 
 local util = require 'klua.internal.objutil'
-local indexable = util.indexable
 local field = util.field
 local non_empty = util.non_empty
 local refusal = util.refusal
@@ -47,14 +46,7 @@ end
 -- if ref and ref.kind == 'PodSet' then q:add(pod.metadata.namespace .. '/' .. ref.name) end
 function M.get_controller_of(obj)
   local refs = field(field(obj, 'metadata'), 'ownerReferences')
-  if not indexable(refs) then return nil end
-  local i = 1
-  while true do
-    local ref = refs[i]
-    if ref == nil then return nil end
-    if field(ref, 'controller') == true then return ref end
-    i = i + 1
-  end
+  return (util.find(refs, function(ref) return field(ref, 'controller') == true end))
 end
 
 --- Whether owner (by uid) is the controller of obj. Both may be views.
@@ -120,9 +112,7 @@ end
 -- local pod = { apiVersion = 'v1', kind = 'Pod', metadata = { name = 'web-0', namespace = 'default' } }
 -- assert(klua.helpers.set_controller_reference(podset, pod))
 function M.set_controller_reference(owner, obj, opts)
-  if type(obj) ~= 'table' then
-    error('set_controller_reference: obj must be a mutable table (views are read-only: use klua.copy(obj))', 2)
-  end
+  util.check_mutable('set_controller_reference', obj)
   if opts ~= nil and type(opts) ~= 'table' then
     error("set_controller_reference: opts must be a table such as {api_version = 'apps/v1', kind = 'Deployment'}", 2)
   end

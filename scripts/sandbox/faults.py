@@ -158,15 +158,7 @@ class Faults:
             if not rule or (rule["verbs"] and verb not in rule["verbs"]) or \
                     not rule["path"].search(target):
                 return None
-            remaining = rule["count"] - 1
-            settings = dict(self.settings)
-            if remaining:
-                settings["fail"] = dict(rule, count=remaining)
-                self.raw["fail"] = dict(self.raw["fail"], count=remaining)
-            else:
-                del settings["fail"]
-                self.raw.pop("fail", None)
-            self.settings = settings
+            self._consume("fail", rule)
         return generic(rule["code"], rule["retry_after"])
 
     def take_list_cut(self):
@@ -192,16 +184,20 @@ class Faults:
             if not rule or rule["resource"] not in (None, rtype.key, rtype.plural) or \
                     not rule["name"].search(name):
                 return False
-            remaining = rule["count"] - 1
-            settings = dict(self.settings)
-            if remaining:
-                settings["watch_skip"] = dict(rule, count=remaining)
-                self.raw["watch_skip"] = dict(self.raw["watch_skip"], count=remaining)
-            else:
-                del settings["watch_skip"]
-                self.raw.pop("watch_skip", None)
-            self.settings = settings
+            self._consume("watch_skip", rule)
         return True
+
+    def _consume(self, key, rule):
+        """Takes one of the counted rule's matches (under the lock): the rule goes once its count is spent."""
+        remaining = rule["count"] - 1
+        settings = dict(self.settings)
+        if remaining:
+            settings[key] = dict(rule, count=remaining)
+            self.raw[key] = dict(self.raw[key], count=remaining)
+        else:
+            del settings[key]
+            self.raw.pop(key, None)
+        self.settings = settings
 
     def forbids(self, rtype, verb):
         for resource, verbs in self.settings.get("forbid", []):

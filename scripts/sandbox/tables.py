@@ -59,6 +59,11 @@ def check_watch_list(accept):
                    % ", ".join(MEDIA_TYPES))
 
 
+def _two_units(n, unit, rest, rest_unit):
+    """n of a unit and the rest in the next smaller one, the rest left out when 0."""
+    return "%d%s" % (n, unit) if rest == 0 else "%d%s%d%s" % (n, unit, rest, rest_unit)
+
+
 def human_duration(seconds):
     """k8s.io/apimachinery/pkg/util/duration HumanDuration."""
     if seconds < -1:
@@ -68,19 +73,16 @@ def human_duration(seconds):
         return "%ds" % seconds
     minutes = seconds // 60
     if minutes < 10:
-        s = seconds % 60
-        return "%dm" % minutes if s == 0 else "%dm%ds" % (minutes, s)
+        return _two_units(minutes, "m", seconds % 60, "s")
     if minutes < 180:
         return "%dm" % minutes
     hours = minutes // 60
     if hours < 8:
-        m = minutes % 60
-        return "%dh" % hours if m == 0 else "%dh%dm" % (hours, m)
+        return _two_units(hours, "h", minutes % 60, "m")
     if hours < 48:
         return "%dh" % hours
     if hours < 192:
-        h = hours % 24
-        return "%dd" % (hours // 24) if h == 0 else "%dd%dh" % (hours // 24, h)
+        return _two_units(hours // 24, "d", hours % 24, "h")
     if hours < 24 * 365 * 2:
         return "%dd" % (hours // 24)
     return "%dy" % (hours // (24 * 365))

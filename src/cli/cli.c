@@ -6,6 +6,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,50 +81,6 @@ static int parse_switch(FILE *errs, const char *flag, const char *v, int *out) {
 
 typedef int (*flag_setter)(kl_cli *c, FILE *errs, const char *name, const char *v);
 
-static int set_kubeconfig(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)errs, (void)name;
-    c->rt.conn.kubeconfig = v;
-    return 0;
-}
-
-static int set_context(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)errs, (void)name;
-    c->rt.conn.context = v;
-    return 0;
-}
-
-static int set_server(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)errs, (void)name;
-    c->rt.conn.server = v;
-    return 0;
-}
-
-static int set_token(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)errs, (void)name;
-    c->rt.conn.token = v;
-    return 0;
-}
-
-static int set_insecure(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_switch(errs, name, v, &c->rt.conn.insecure_skip_tls_verify);
-}
-
-static int set_allow_insecure(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_switch(errs, name, v, &c->rt.conn.allow_insecure_credentials);
-}
-
-static int set_as(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)errs, (void)name;
-    c->rt.conn.as = v;
-    return 0;
-}
-
-static int set_as_uid(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)errs, (void)name;
-    c->rt.conn.as_uid = v;
-    return 0;
-}
-
 /* Repeatable, as kubectl's: each --as-group adds a group. */
 static int set_as_group(kl_cli *c, FILE *errs, const char *name, const char *v) {
     (void)errs, (void)name;
@@ -136,14 +93,6 @@ static int set_as_group(kl_cli *c, FILE *errs, const char *name, const char *v) 
     return 0;
 }
 
-static int set_disable_compression(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_switch(errs, name, v, &c->rt.conn.disable_compression);
-}
-
-static int set_allow_core_dumps(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_switch(errs, name, v, &c->allow_core_dumps);
-}
-
 static int set_verbosity(kl_cli *c, FILE *errs, const char *name, const char *v) {
     double n;
     if (parse_number(errs, name, v, 0, NUMBER_MAX, &n) < 0) return -1;
@@ -151,14 +100,19 @@ static int set_verbosity(kl_cli *c, FILE *errs, const char *name, const char *v)
     return 0;
 }
 
+/* One of two words: 0 for the first, 1 for the second. */
+static int parse_either(FILE *errs, const char *flag, const char *v, const char *first, const char *second,
+                        int *out) {
+    *out = !strcmp(v, second);
+    if (*out || !strcmp(v, first)) return 0;
+    fprintf(errs, "klua: %s must be %s or %s, not \"%s\"\n", flag, first, second, v);
+    return -1;
+}
+
 static int set_log_format(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)name;
-    if (!strcmp(v, "text")) c->format = KL_LOG_TEXT;
-    else if (!strcmp(v, "json")) c->format = KL_LOG_JSON;
-    else {
-        fprintf(errs, "klua: --log-format must be text or json, not \"%s\"\n", v);
-        return -1;
-    }
+    int json;
+    if (parse_either(errs, name, v, "text", "json", &json) < 0) return -1;
+    c->format = json ? KL_LOG_JSON : KL_LOG_TEXT;
     return 0;
 }
 
@@ -175,10 +129,6 @@ static int set_memory_limit(kl_cli *c, FILE *errs, const char *name, const char 
     if (parse_number(errs, name, v, 1, NUMBER_MAX, &n) < 0) return -1;
     c->rt.memory_limit = (size_t)(n * 1048576.0);
     return 0;
-}
-
-static int set_idle_timeout(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_number(errs, name, v, 0.1, NUMBER_MAX, &c->rt.idle_timeout);
 }
 
 static int set_watch_timeout(kl_cli *c, FILE *errs, const char *name, const char *v) {
@@ -208,71 +158,7 @@ static int set_watch_list(kl_cli *c, FILE *errs, const char *name, const char *v
 }
 
 static int set_serialization(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)name;
-    if (!strcmp(v, "json")) c->rt.cbor = 0;
-    else if (!strcmp(v, "cbor")) c->rt.cbor = 1;
-    else {
-        fprintf(errs, "klua: --serialization must be json or cbor, not \"%s\"\n", v);
-        return -1;
-    }
-    return 0;
-}
-
-static int set_watch_list_deadline(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_number(errs, name, v, 0.1, NUMBER_MAX, &c->rt.watch_list_deadline);
-}
-
-static int set_request_timeout(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_duration(errs, name, v, &c->rt.request_timeout);
-}
-
-static int set_leader_elect(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_switch(errs, name, v, &c->rt.ctl.leader_elect);
-}
-
-static int set_election_id(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)errs, (void)name;
-    c->rt.ctl.election_id = v;
-    return 0;
-}
-
-static int set_election_namespace(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)errs, (void)name;
-    c->rt.ctl.election_namespace = v;
-    return 0;
-}
-
-/* A lease duration, renew deadline or retry period: positive, as Go's
- * time.Duration flags of client-go's components are written (15s). */
-static int parse_period(FILE *errs, const char *name, const char *v, double *out) {
-    if (parse_duration(errs, name, v, out) < 0) return -1;
-    if (*out > 0) return 0;
-    fprintf(errs, "klua: %s must be longer than 0s\n", name);
-    return -1;
-}
-
-static int set_lease_duration(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_period(errs, name, v, &c->rt.ctl.lease_duration);
-}
-
-static int set_renew_deadline(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_period(errs, name, v, &c->rt.ctl.renew_deadline);
-}
-
-static int set_retry_period(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_period(errs, name, v, &c->rt.ctl.retry_period);
-}
-
-static int set_readyz_max_staleness(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_period(errs, name, v, &c->rt.ctl.readyz_max_staleness);
-}
-
-static int set_verify_cache(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_period(errs, name, v, &c->rt.ctl.verify_cache);
-}
-
-static int set_graceful_shutdown_timeout(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_period(errs, name, v, &c->rt.ctl.graceful_shutdown_timeout);
+    return parse_either(errs, name, v, "json", "cbor", &c->rt.cbor);
 }
 
 /* How many shards the keys are split into: 1 to 1024, whole. */
@@ -287,22 +173,47 @@ static int set_shards(kl_cli *c, FILE *errs, const char *name, const char *v) {
     return 0;
 }
 
-static int set_server_sharding(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_switch(errs, name, v, &c->rt.ctl.server_sharding);
+/* ---- flags that set one field ---------------------------------------------- */
+
+/* Reads the value v of flag `name` into the field at out, or writes to errs
+ * why it cannot. */
+typedef int (*flag_reader)(FILE *errs, const char *name, const char *v, void *out);
+
+/* A word kept as it is (it points into argv). */
+static int read_text(FILE *errs, const char *name, const char *v, void *out) {
+    (void)errs, (void)name;
+    *(const char **)out = v;
+    return 0;
 }
 
-static int set_dry_run(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_switch(errs, name, v, &c->rt.ctl.dry_run);
+static int read_switch(FILE *errs, const char *name, const char *v, void *out) {
+    return parse_switch(errs, name, v, out);
 }
 
-static int set_once(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_switch(errs, name, v, &c->rt.ctl.once);
+static int read_duration(FILE *errs, const char *name, const char *v, void *out) {
+    return parse_duration(errs, name, v, out);
+}
+
+/* Seconds, at least a tenth of one. */
+static int read_seconds(FILE *errs, const char *name, const char *v, void *out) {
+    return parse_number(errs, name, v, 0.1, NUMBER_MAX, out);
+}
+
+/* A lease duration, renew deadline, retry period or any timeout: positive,
+ * as Go's time.Duration flags of client-go's components are written (15s). */
+static int read_period(FILE *errs, const char *name, const char *v, void *out) {
+    double *d = out;
+    if (parse_duration(errs, name, v, d) < 0) return -1;
+    if (*d > 0) return 0;
+    fprintf(errs, "klua: %s must be longer than 0s\n", name);
+    return -1;
 }
 
 /* A bind address as controller-runtime takes one; "0" turns it off. */
-static int parse_bind_address(FILE *errs, const char *name, const char *v, const char **out) {
+static int read_address(FILE *errs, const char *name, const char *v, void *out) {
+    const char **addr = out;
     if (!strcmp(v, "0")) {
-        *out = NULL;
+        *addr = NULL;
         return 0;
     }
     char host[256], why[256];
@@ -311,31 +222,19 @@ static int parse_bind_address(FILE *errs, const char *name, const char *v, const
         fprintf(errs, "klua: %s %s; \"0\" turns it off\n", name, why);
         return -1;
     }
-    *out = v;
+    *addr = v;
     return 0;
 }
 
-static int set_metrics_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_bind_address(errs, name, v, &c->rt.ctl.metrics_addr);
-}
-
-static int set_probe_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_bind_address(errs, name, v, &c->rt.ctl.probe_addr);
-}
-
-static int set_ui_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_bind_address(errs, name, v, &c->rt.ctl.ui_addr);
-}
-
-static int set_webhook_addr(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    return parse_bind_address(errs, name, v, &c->rt.ctl.webhook_addr);
-}
-
-static int set_webhook_cert_dir(kl_cli *c, FILE *errs, const char *name, const char *v) {
-    (void)errs, (void)name;
-    c->rt.ctl.webhook_cert_dir = v;
-    return 0;
-}
+/* The offset in kl_cli of member, whose type must be type: _Generic has no
+ * case for another. */
+#define FIELD(type, member) _Generic(((kl_cli *)0)->member, type: offsetof(kl_cli, member))
+#define TEXT(member) .read = read_text, .at = FIELD(const char *, member)
+#define SWITCH(member) .read = read_switch, .at = FIELD(int, member)
+#define DURATION(member) .read = read_duration, .at = FIELD(double, member)
+#define SECONDS(member) .read = read_seconds, .at = FIELD(double, member)
+#define PERIOD(member) .read = read_period, .at = FIELD(double, member)
+#define ADDRESS(member) .read = read_address, .at = FIELD(const char *, member)
 
 /* One flag: what parses it and what --help says of it. The help of every
  * command prints this table, and a man page generator can read the same
@@ -346,101 +245,102 @@ typedef struct flag {
     const char *alias;   /* "-v", or NULL */
     const char *arg;     /* "FILE"; NULL for a switch */
     const char *help;    /* one line */
-    flag_setter set;     /* NULL for a flag that stands for a command */
-    const char *command; /* that command: "help" or "version" */
+    flag_setter set;     /* a flag that needs more than read and at, or NULL */
+    const char *command; /* the command a flag such as --help stands for, or NULL */
+    flag_reader read;    /* a flag that sets one field: its reader (TEXT(member) etc.), */
+    size_t at;           /* and the field's offset in kl_cli */
 } flag;
 
 static const flag flags[] = {
     {"Connection (as kubectl)", "--kubeconfig", NULL, "FILE",
-     "kubeconfig file (default: $KUBECONFIG, ~/.kube/config)", set_kubeconfig, NULL},
-    {NULL, "--context", NULL, "NAME", "kubeconfig context to use", set_context, NULL},
-    {NULL, "--server", NULL, "URL", "API server to use, with or without a kubeconfig", set_server, NULL},
-    {NULL, "--token", NULL, "TOKEN", "bearer token to send instead of the kubeconfig's credentials", set_token,
-     NULL},
-    {NULL, "--insecure-skip-tls-verify", NULL, NULL, "do not verify the server's certificate", set_insecure, NULL},
-    {NULL, "--allow-insecure-credentials", NULL, NULL, "send credentials over plain http", set_allow_insecure,
-     NULL},
-    {NULL, "--as", NULL, "USER", "act as this user (impersonation), e.g. system:serviceaccount:NS:NAME", set_as,
-     NULL},
+     "kubeconfig file (default: $KUBECONFIG, ~/.kube/config)", TEXT(rt.conn.kubeconfig)},
+    {NULL, "--context", NULL, "NAME", "kubeconfig context to use", TEXT(rt.conn.context)},
+    {NULL, "--server", NULL, "URL", "API server to use, with or without a kubeconfig", TEXT(rt.conn.server)},
+    {NULL, "--token", NULL, "TOKEN", "bearer token to send instead of the kubeconfig's credentials",
+     TEXT(rt.conn.token)},
+    {NULL, "--insecure-skip-tls-verify", NULL, NULL, "do not verify the server's certificate",
+     SWITCH(rt.conn.insecure_skip_tls_verify)},
+    {NULL, "--allow-insecure-credentials", NULL, NULL, "send credentials over plain http",
+     SWITCH(rt.conn.allow_insecure_credentials)},
+    {NULL, "--as", NULL, "USER", "act as this user (impersonation), e.g. system:serviceaccount:NS:NAME",
+     TEXT(rt.conn.as)},
     {NULL, "--as-group", NULL, "GROUP", "act as a member of this group too; repeat for more (needs --as)",
-     set_as_group, NULL},
-    {NULL, "--as-uid", NULL, "UID", "the uid of the user impersonated (needs --as)", set_as_uid, NULL},
+     .set = set_as_group},
+    {NULL, "--as-uid", NULL, "UID", "the uid of the user impersonated (needs --as)", TEXT(rt.conn.as_uid)},
     {NULL, "--disable-compression", NULL, NULL,
-     "ask for uncompressed responses: less API server CPU where bandwidth is ample", set_disable_compression,
-     NULL},
-    {"Diagnostics", "-v", "--v", "N", "verbosity, 0 to 8: see \"Verbosity levels\" below", set_verbosity,
-     NULL},
-    {NULL, "--log-format", NULL, "text|json", "format of the log on stderr", set_log_format, NULL},
+     "ask for uncompressed responses: less API server CPU where bandwidth is ample",
+     SWITCH(rt.conn.disable_compression)},
+    {"Diagnostics", "-v", "--v", "N", "verbosity, 0 to 8: see \"Verbosity levels\" below", .set = set_verbosity},
+    {NULL, "--log-format", NULL, "text|json", "format of the log on stderr", .set = set_log_format},
     {NULL, "--allow-core-dumps", NULL, NULL,
-     "let a crash dump core and debuggers attach (off: a core holds the credentials)", set_allow_core_dumps, NULL},
+     "let a crash dump core and debuggers attach (off: a core holds the credentials)", SWITCH(allow_core_dumps)},
     {"Limits and tuning", "--instruction-budget", NULL, "N",
-     "instructions a handler may run in one go (default 100000000)", set_instruction_budget, NULL},
-    {NULL, "--memory-limit", NULL, "MIB", "memory cap of the Lua state and of one klua.api response (default: none; 64 MiB a response)", set_memory_limit, NULL},
-    {NULL, "--watch-idle-timeout", NULL, "SEC", "restart a watch silent this long (default 150)", set_idle_timeout,
-     NULL},
+     "instructions a handler may run in one go (default 100000000)", .set = set_instruction_budget},
+    {NULL, "--memory-limit", NULL, "MIB", "memory cap of the Lua state and of one klua.api response (default: none; 64 MiB a response)", .set = set_memory_limit},
+    {NULL, "--watch-idle-timeout", NULL, "SEC", "restart a watch silent this long (default 150)",
+     SECONDS(rt.idle_timeout)},
     {NULL, "--watch-timeout", NULL, "MIN[:MAX]", "server-side watch timeout range (default 300:600)",
-     set_watch_timeout, NULL},
-    {NULL, "--page-size", NULL, "N", "objects per LIST page (default 500)", set_page_size, NULL},
+     .set = set_watch_timeout},
+    {NULL, "--page-size", NULL, "N", "objects per LIST page (default 500)", .set = set_page_size},
     {NULL, "--watch-list", NULL, NULL,
      "stream the initial state (sendInitialEvents) at every relist; =false: LIST (default: while the server serves it)",
-     set_watch_list, NULL},
+     .set = set_watch_list},
     {NULL, "--watch-list-deadline", NULL, "SEC", "list instead when no initial event came this long (default 10)",
-     set_watch_list_deadline, NULL},
+     SECONDS(rt.watch_list_deadline)},
     {NULL, "--serialization", NULL, "json|cbor",
      "what informers ask the server for: cbor needs kube-apiserver 1.32+ with CBORServingAndStorage, and falls back to json (default json; docs/architecture.md)",
-     set_serialization, NULL},
+     .set = set_serialization},
     {NULL, "--request-timeout", NULL, "DURATION",
-     "give up on a LIST (default 5m) or API call (1m) after this long", set_request_timeout,
-     NULL},
+     "give up on a LIST (default 5m) or API call (1m) after this long", DURATION(rt.request_timeout)},
     {"Running a controller (klua run)", "--leader-elect", NULL, NULL,
-     "reconcile only while holding a Lease, as client-go's leader election", set_leader_elect, NULL},
-    {NULL, "--leader-election-id", NULL, "NAME", "the Lease's name (default: the script's name)", set_election_id,
-     NULL},
+     "reconcile only while holding a Lease, as client-go's leader election", SWITCH(rt.ctl.leader_elect)},
+    {NULL, "--leader-election-id", NULL, "NAME", "the Lease's name (default: the script's name)",
+     TEXT(rt.ctl.election_id)},
     {NULL, "--leader-election-namespace", NULL, "NS", "the Lease's namespace (default: the pod's, else the context's)",
-     set_election_namespace, NULL},
+     TEXT(rt.ctl.election_namespace)},
     {NULL, "--leader-elect-lease-duration", NULL, "DUR", "how long a Lease holds without renewal (default " STR(KL_LEASE_DURATION) "s)",
-     set_lease_duration, NULL},
+     PERIOD(rt.ctl.lease_duration)},
     {NULL, "--leader-elect-renew-deadline", NULL, "DUR", "how long the leader tries to renew (default " STR(KL_RENEW_DEADLINE) "s)",
-     set_renew_deadline, NULL},
+     PERIOD(rt.ctl.renew_deadline)},
     {NULL, "--leader-elect-retry-period", NULL, "DUR", "time between tries to take or renew (default " STR(KL_RETRY_PERIOD) "s)",
-     set_retry_period, NULL},
+     PERIOD(rt.ctl.retry_period)},
     {NULL, "--shards", NULL, "N",
      "split the keys into N shards on Leases; reconcile those this replica holds, and list and watch only them "
      "where the server shards lists (KEP-5866; docs/scale.md)",
-     set_shards, NULL},
+     .set = set_shards},
     {NULL, "--server-side-sharding", NULL, NULL,
      "with --shards, have a server that shards lists (KEP-5866) send only the held shards' objects; "
      "=false: list everything and filter here (default: where the server does)",
-     set_server_sharding, NULL},
+     SWITCH(rt.ctl.server_sharding)},
     {NULL, "--dry-run", NULL, NULL,
      "send every write with dryRun=All and log it as a diff against the cache; persist nothing",
-     set_dry_run, NULL},
+     SWITCH(rt.ctl.dry_run)},
     {NULL, "--once", NULL, NULL,
-     "reconcile every key of the initial sync once, then exit (0 when all succeeded)", set_once, NULL},
+     "reconcile every key of the initial sync once, then exit (0 when all succeeded)", SWITCH(rt.ctl.once)},
     {NULL, "--graceful-shutdown-timeout", NULL, "DUR",
      "on SIGTERM, how long reconciles in flight and on_shutdown hooks may take (default 30s)",
-     set_graceful_shutdown_timeout, NULL},
+     PERIOD(rt.ctl.graceful_shutdown_timeout)},
     {NULL, "--metrics-bind-address", NULL, "ADDR", "serve /metrics on ADDR, e.g. :8080 (default 0: off)",
-     set_metrics_addr, NULL},
+     ADDRESS(rt.ctl.metrics_addr)},
     {NULL, "--health-probe-bind-address", NULL, "ADDR", "serve /healthz and /readyz on ADDR (default 0: off)",
-     set_probe_addr, NULL},
+     ADDRESS(rt.ctl.probe_addr)},
     {NULL, "--readyz-max-staleness", NULL, "DUR",
      "/readyz fails while an informer has heard nothing from the server for DUR (default: no bound)",
-     set_readyz_max_staleness, NULL},
+     PERIOD(rt.ctl.readyz_max_staleness)},
     {NULL, "--verify-cache", NULL, "DUR",
      "check each cache against a consistent LIST every DUR; relist on drift (default: off)",
-     set_verify_cache, NULL},
+     PERIOD(rt.ctl.verify_cache)},
     {NULL, "--ui-bind-address", NULL, "ADDR",
-     "serve the live page /ui/ on ADDR; :PORT is 127.0.0.1 only (default 0: off; docs/ui.md)", set_ui_addr, NULL},
+     "serve the live page /ui/ on ADDR; :PORT is 127.0.0.1 only (default 0: off; docs/ui.md)", ADDRESS(rt.ctl.ui_addr)},
     {NULL, "--webhook-bind-address", NULL, "ADDR",
      "serve the script's webhooks over HTTPS on ADDR, e.g. :9443 (default 0: off; docs/webhooks.md)",
-     set_webhook_addr, NULL},
+     ADDRESS(rt.ctl.webhook_addr)},
     {NULL, "--webhook-cert-dir", NULL, "DIR",
      "the webhooks' tls.crt and tls.key, read again when they change (default /tmp/k8s-webhook-server/serving-certs)",
-     set_webhook_cert_dir, NULL},
-    {"Help", "--help", "-h", NULL, "print this help; after a command, the help of that command", NULL, "help"},
-    {NULL, "--version", "-V", NULL, "print the versions of klua and its libraries, as klua version", NULL,
-     "version"},
+     TEXT(rt.ctl.webhook_cert_dir)},
+    {"Help", "--help", "-h", NULL, "print this help; after a command, the help of that command", .command = "help"},
+    {NULL, "--version", "-V", NULL, "print the versions of klua and its libraries, as klua version",
+     .command = "version"},
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
 
@@ -655,13 +555,18 @@ void kl_cli_push_suggest(lua_State *L) { lua_pushcfunction(L, l_suggest); }
 
 /* ---- parsing --------------------------------------------------------------- */
 
+static int set_flag(kl_cli *c, FILE *errs, const flag *f, const char *v) {
+    if (f->read) return f->read(errs, f->name, v, (char *)c + f->at);
+    return f->set(c, errs, f->name, v);
+}
+
 /* Handles a setting flag at argv[*i]; 1 if it was one, 0 if not, -1 on error. */
 static int global_flag(kl_cli *c, int argc, char **argv, int *i, FILE *errs) {
     const char *a = argv[*i];
     const char *eq = a[0] == '-' ? strchr(a, '=') : NULL;
     const flag *f = find_flag(a, eq ? (size_t)(eq - a) : strlen(a));
     const char *v = NULL;
-    if (f && f->set) {
+    if (f && !f->command) {
         if (f->arg && eq) v = eq + 1;
         else if (f->arg && *i + 1 < argc) v = argv[++*i];
         else if (f->arg) {
@@ -670,16 +575,16 @@ static int global_flag(kl_cli *c, int argc, char **argv, int *i, FILE *errs) {
         } else if (eq) {
             v = eq + 1;
         }
-        return f->set(c, errs, f->name, v) < 0 ? -1 : 1;
+        return set_flag(c, errs, f, v) < 0 ? -1 : 1;
     }
-    if (f || !(f = find_joined(a)) || !f->set) return 0;
-    return f->set(c, errs, f->name, a + 2) < 0 ? -1 : 1;
+    if (f || !(f = find_joined(a)) || f->command) return 0;
+    return set_flag(c, errs, f, a + 2) < 0 ? -1 : 1;
 }
 
 /* The command a flag such as --help or -V stands for, or NULL. */
 static const char *command_flag(const char *a) {
     const flag *f = find_flag(a, strlen(a));
-    return f && !f->set ? f->command : NULL;
+    return f ? f->command : NULL;
 }
 
 static lua_State *watch_module(FILE *errs);
@@ -799,7 +704,7 @@ static void print_flags(FILE *out, int with_commands) {
     for (size_t k = 0; k < NFLAGS; k++) {
         const flag *f = &flags[k];
         char left[64];
-        if (!f->set && !with_commands) continue;
+        if (f->command && !with_commands) continue;
         if (f->group) fprintf(out, "%s:\n", f->group);
         const char *shrt = f->alias && f->alias[1] != '-' ? f->alias : f->name[1] != '-' ? f->name : NULL;
         const char *lng = shrt == f->name ? f->alias : f->name;

@@ -2,6 +2,7 @@
 #include "conn/kubeconfig.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,14 +69,59 @@ static int get_bool(kc_file *f, yaml_node_t *map, const char *key, const char *w
     return 0;
 }
 
+/* A string member of a cluster or user: the key it is read from and how. */
+typedef struct {
+    const char *key;
+    size_t at; /* its offset in the entry */
+    enum { KC_TEXT, KC_PATH, KC_SECRET } kind; /* a path is resolved; a secret wiped when freed */
+} kc_string;
+
+/* The member's type is checked: _Generic has no case for another than char *. */
+#define KC_STRING(key, type, member, kind) {key, _Generic(((type *)0)->member, char *: offsetof(type, member)), kind}
+static const kc_string cluster_strings[] = {
+    KC_STRING("server", kl_kc_cluster, server, KC_TEXT),
+    KC_STRING("certificate-authority", kl_kc_cluster, ca_file, KC_PATH),
+    KC_STRING("certificate-authority-data", kl_kc_cluster, ca_data, KC_TEXT),
+    KC_STRING("tls-server-name", kl_kc_cluster, tls_server_name, KC_TEXT),
+    KC_STRING("proxy-url", kl_kc_cluster, proxy_url, KC_TEXT),
+};
+static const kc_string user_strings[] = {
+    KC_STRING("token", kl_kc_user, token, KC_SECRET),
+    KC_STRING("tokenFile", kl_kc_user, token_file, KC_PATH),
+    KC_STRING("client-certificate", kl_kc_user, cert_file, KC_PATH),
+    KC_STRING("client-key", kl_kc_user, key_file, KC_PATH),
+    KC_STRING("client-certificate-data", kl_kc_user, cert_data, KC_TEXT),
+    KC_STRING("client-key-data", kl_kc_user, key_data, KC_SECRET),
+    KC_STRING("username", kl_kc_user, username, KC_TEXT),
+    KC_STRING("password", kl_kc_user, password, KC_SECRET),
+};
+#define NSTRINGS(table) (sizeof table / sizeof table[0])
+
+static char **string_at(void *entry, const kc_string *s) { return (char **)(void *)((char *)entry + s->at); }
+
+static int read_strings(kc_file *f, yaml_node_t *m, const char *who, void *entry, const kc_string *table,
+                          size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const kc_string *s = &table[i];
+        int rc = s->kind == KC_PATH ? get_path(f, m, s->key, who, string_at(entry, s))
+                                    : get_str(f, m, s->key, who, string_at(entry, s));
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+static void clear_strings(void *entry, const kc_string *table, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char *v = *string_at(entry, &table[i]);
+        if (table[i].kind == KC_SECRET) kl_cfg_free_secret_str(v);
+        else free(v);
+    }
+}
+
 static void clear_cluster(void *p) {
     kl_kc_cluster *c = p;
     free(c->head.name);
-    free(c->server);
-    free(c->ca_file);
-    free(c->ca_data);
-    free(c->tls_server_name);
-    free(c->proxy_url);
+    clear_strings(c, cluster_strings, NSTRINGS(cluster_strings));
     memset(c, 0, sizeof *c);
 }
 
@@ -95,14 +141,7 @@ static void clear_user(void *p) {
     kl_kc_user *u = p;
     clear_impersonate(&u->as);
     free(u->head.name);
-    kl_cfg_free_secret_str(u->token);
-    free(u->token_file);
-    free(u->cert_file);
-    free(u->key_file);
-    free(u->cert_data);
-    kl_cfg_free_secret_str(u->key_data);
-    free(u->username);
-    kl_cfg_free_secret_str(u->password);
+    clear_strings(u, user_strings, NSTRINGS(user_strings));
     kl_exec_config_clear(&u->exec);
     free(u->exec_error);
     free(u->auth_provider);
@@ -120,11 +159,7 @@ static void clear_context(void *p) {
 
 static int parse_cluster(kc_file *f, yaml_node_t *m, const char *who, void *out) {
     kl_kc_cluster *c = out;
-    if (get_str(f, m, "server", who, &c->server) < 0 ||
-        get_path(f, m, "certificate-authority", who, &c->ca_file) < 0 ||
-        get_str(f, m, "certificate-authority-data", who, &c->ca_data) < 0 ||
-        get_str(f, m, "tls-server-name", who, &c->tls_server_name) < 0 ||
-        get_str(f, m, "proxy-url", who, &c->proxy_url) < 0 ||
+    if (read_strings(f, m, who, c, cluster_strings, NSTRINGS(cluster_strings)) < 0 ||
         get_bool(f, m, "disable-compression", who, &c->disable_compression) < 0)
         return -1;
     return get_bool(f, m, "insecure-skip-tls-verify", who, &c->insecure);
@@ -202,15 +237,7 @@ static int parse_user_extras(kc_file *f, yaml_node_t *m, const char *who, kl_kc_
 
 static int parse_user(kc_file *f, yaml_node_t *m, const char *who, void *out) {
     kl_kc_user *u = out;
-    if (get_str(f, m, "token", who, &u->token) < 0 ||
-        get_path(f, m, "tokenFile", who, &u->token_file) < 0 ||
-        get_path(f, m, "client-certificate", who, &u->cert_file) < 0 ||
-        get_path(f, m, "client-key", who, &u->key_file) < 0 ||
-        get_str(f, m, "client-certificate-data", who, &u->cert_data) < 0 ||
-        get_str(f, m, "client-key-data", who, &u->key_data) < 0 ||
-        get_str(f, m, "username", who, &u->username) < 0 ||
-        get_str(f, m, "password", who, &u->password) < 0)
-        return -1;
+    if (read_strings(f, m, who, u, user_strings, NSTRINGS(user_strings)) < 0) return -1;
     return parse_user_extras(f, m, who, u);
 }
 

@@ -308,56 +308,41 @@ struct checker {
             return fail(p, "expected a value");
         }
     }
-    bool object(int depth) {
+    /* Steps over c when it comes next. */
+    bool eat(unsigned char c) {
+        if (p >= end || *p != c) return false;
+        p++;
+        return true;
+    }
+    /* An object's members or an array's elements: each item(), comma
+     * separated, up to close. */
+    template <typename Item> bool items(int depth, unsigned char close, const char *after, Item item) {
         if (depth > KL_JSON_MAX_DEPTH) return fail(p, "nested too deeply");
         p++;
         skip_ws();
-        if (p < end && *p == '}') {
-            p++;
-            return true;
-        }
+        if (eat(close)) return true;
         for (;;) {
+            if (!item()) return false;
             skip_ws();
-            if (p >= end) return fail(p, "unexpected end of input");
-            if (*p != '"') return fail(p, "expected a string key");
-            if (!string()) return false;
-            skip_ws();
-            if (p >= end || *p != ':') return fail(p, "expected ':' after an object key");
-            p++;
-            if (!value(depth)) return false;
-            skip_ws();
-            if (p < end && *p == ',') {
-                p++;
-                continue;
-            }
-            if (p < end && *p == '}') {
-                p++;
-                return true;
-            }
-            return fail(p, "expected ',' or '}' after an object member");
+            if (eat(',')) continue;
+            if (eat(close)) return true;
+            return fail(p, after);
         }
     }
-    bool array(int depth) {
-        if (depth > KL_JSON_MAX_DEPTH) return fail(p, "nested too deeply");
-        p++;
+    bool member(int depth) {
         skip_ws();
-        if (p < end && *p == ']') {
-            p++;
-            return true;
-        }
-        for (;;) {
-            if (!value(depth)) return false;
-            skip_ws();
-            if (p < end && *p == ',') {
-                p++;
-                continue;
-            }
-            if (p < end && *p == ']') {
-                p++;
-                return true;
-            }
-            return fail(p, "expected ',' or ']' after an array element");
-        }
+        if (p >= end) return fail(p, "unexpected end of input");
+        if (*p != '"') return fail(p, "expected a string key");
+        if (!string()) return false;
+        skip_ws();
+        if (!eat(':')) return fail(p, "expected ':' after an object key");
+        return value(depth);
+    }
+    bool object(int depth) {
+        return items(depth, '}', "expected ',' or '}' after an object member", [&] { return member(depth); });
+    }
+    bool array(int depth) {
+        return items(depth, ']', "expected ',' or ']' after an array element", [&] { return value(depth); });
     }
     bool document() {
         if (!value(0)) return false;

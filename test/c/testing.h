@@ -32,6 +32,20 @@ void kl_testing_set_number(lua_State *L, const char *key, double value);
 void kl_testing_set_integer(lua_State *L, const char *key, lua_Integer value);
 void kl_testing_set_boolean(lua_State *L, const char *key, int value);
 double kl_testing_opt_number(lua_State *L, const char *key);
+/* Appends one transition of a state machine's declared table to the list at
+ * the top of the stack, as {from=, [event_key]=event, to=, ['then']=}: the
+ * reflector names its events "when", the runtime "event". */
+void kl_testing_add_transition(lua_State *L, const char *from, const char *event_key, const char *event,
+                               const char *to, const char *then);
+/* A userdata of class mt that boxes one pointer, freed by its __gc.
+ * kl_testing_box pushes an empty one, its metatable already set so that what
+ * is put in its slot cannot leak when a later step raises, and returns the
+ * slot; kl_testing_unbox reads the pointer of the one at arg, raising "what
+ * already freed" once it is taken; kl_testing_take, for __gc, empties the
+ * one at 1 and returns what it held. */
+void **kl_testing_box(lua_State *L, const char *mt);
+void *kl_testing_unbox(lua_State *L, int arg, const char *mt, const char *what);
+void *kl_testing_take(lua_State *L, const char *mt);
 /* Creates the metatable `name` with methods as its __index; pops it. */
 void kl_testing_new_class(lua_State *L, const char *name, const luaL_Reg *methods);
 

@@ -64,31 +64,28 @@ static int t_view(lua_State *L) {
     return 1;
 }
 
+static kl_blob *check_probe(lua_State *L) { return kl_testing_unbox(L, 1, PROBE_MT, "blob probe"); }
+
 static int probe_refs(lua_State *L) {
-    kl_blob **b = luaL_checkudata(L, 1, PROBE_MT);
-    lua_pushinteger(L, (lua_Integer)(*b)->refs - 1);
+    lua_pushinteger(L, (lua_Integer)check_probe(L)->refs - 1);
     return 1;
 }
 
 static int probe_gc(lua_State *L) {
-    kl_blob **b = luaL_checkudata(L, 1, PROBE_MT);
-    kl_blob_unref(*b);
-    *b = NULL;
+    kl_blob_unref(kl_testing_take(L, PROBE_MT));
     return 0;
 }
 
 static int probe_view(lua_State *L) {
-    kl_blob **b = luaL_checkudata(L, 1, PROBE_MT);
-    push_view_of(L, *b);
+    push_view_of(L, check_probe(L));
     return 1;
 }
 
 static int t_view_probe(lua_State *L) {
-    kl_blob **probe = lua_newuserdatauv(L, sizeof *probe, 0);
-    *probe = NULL;
-    luaL_setmetatable(L, PROBE_MT);
-    *probe = blob_from_arg(L, 1);
-    push_view_of(L, *probe);
+    void **probe = kl_testing_box(L, PROBE_MT);
+    kl_blob *b = blob_from_arg(L, 1);
+    *probe = b;
+    push_view_of(L, b);
     lua_insert(L, -2);
     return 2;
 }

@@ -21,11 +21,7 @@
 
 /* ---- queue ---- */
 
-static kl_queue *check_queue(lua_State *L) {
-    kl_queue **ud = luaL_checkudata(L, 1, QUEUE_MT);
-    luaL_argcheck(L, *ud != NULL, 1, "queue already freed");
-    return *ud;
-}
+static kl_queue *check_queue(lua_State *L) { return kl_testing_unbox(L, 1, QUEUE_MT, "queue"); }
 
 /* The optional priority at arg, KL_QUEUE_NORMAL when absent. */
 static int opt_priority(lua_State *L, int arg) { return (int)luaL_optinteger(L, arg, KL_QUEUE_NORMAL); }
@@ -151,9 +147,7 @@ static int q_stats(lua_State *L) {
 }
 
 static int q_gc(lua_State *L) {
-    kl_queue **ud = luaL_checkudata(L, 1, QUEUE_MT);
-    kl_queue_free(*ud);
-    *ud = NULL;
+    kl_queue_free(kl_testing_take(L, QUEUE_MT));
     return 0;
 }
 
@@ -167,10 +161,8 @@ static int q_new(lua_State *L) {
         opts.qps = kl_testing_opt_number(L, "qps");
         opts.burst = (int)kl_testing_opt_number(L, "burst");
     }
-    kl_queue **ud = lua_newuserdatauv(L, sizeof *ud, 0);
-    *ud = kl_queue_new(&opts);
-    if (!*ud) return luaL_error(L, "queue: out of memory");
-    luaL_setmetatable(L, QUEUE_MT);
+    void **slot = kl_testing_box(L, QUEUE_MT);
+    if (!(*slot = kl_queue_new(&opts))) return luaL_error(L, "queue: out of memory");
     return 1;
 }
 
@@ -186,11 +178,7 @@ static int q_bucket_bounds(lua_State *L) {
 
 /* ---- hmap ---- */
 
-static kl_hmap *check_hmap(lua_State *L) {
-    kl_hmap **ud = luaL_checkudata(L, 1, HMAP_MT);
-    luaL_argcheck(L, *ud != NULL, 1, "map already freed");
-    return *ud;
-}
+static kl_hmap *check_hmap(lua_State *L) { return kl_testing_unbox(L, 1, HMAP_MT, "map"); }
 
 static void *int_value(lua_Integer v) { return (void *)(intptr_t)v; }
 
@@ -244,18 +232,14 @@ static int m_items(lua_State *L) {
 }
 
 static int m_gc(lua_State *L) {
-    kl_hmap **ud = luaL_checkudata(L, 1, HMAP_MT);
-    kl_hmap_free(*ud);
-    *ud = NULL;
+    kl_hmap_free(kl_testing_take(L, HMAP_MT));
     return 0;
 }
 
 /* hmap() -> map */
 static int m_new(lua_State *L) {
-    kl_hmap **ud = lua_newuserdatauv(L, sizeof *ud, 0);
-    *ud = kl_hmap_new();
-    if (!*ud) return luaL_error(L, "hmap: out of memory");
-    luaL_setmetatable(L, HMAP_MT);
+    void **slot = kl_testing_box(L, HMAP_MT);
+    if (!(*slot = kl_hmap_new())) return luaL_error(L, "hmap: out of memory");
     return 1;
 }
 

@@ -466,18 +466,9 @@ static int reflector_transitions(lua_State *L) {
     size_t n;
     const kl_reflector_transition *t = kl_reflector_transitions(&n);
     lua_createtable(L, (int)n, 0);
-    for (size_t i = 0; i < n; i++) {
-        lua_createtable(L, 0, 4);
-        lua_pushstring(L, kl_reflector_state_name(t[i].from));
-        lua_setfield(L, -2, "from");
-        lua_pushstring(L, t[i].when);
-        lua_setfield(L, -2, "when");
-        lua_pushstring(L, kl_reflector_state_name(t[i].to));
-        lua_setfield(L, -2, "to");
-        lua_pushstring(L, t[i].then);
-        lua_setfield(L, -2, "then");
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
+    for (size_t i = 0; i < n; i++)
+        kl_testing_add_transition(L, kl_reflector_state_name(t[i].from), "when", t[i].when,
+                                  kl_reflector_state_name(t[i].to), t[i].then);
     return 1;
 }
 

@@ -10,18 +10,9 @@ static int runtime_transitions(lua_State *L) {
     size_t n;
     const kl_rt_transition *t = kl_rt_transitions(&n);
     lua_createtable(L, (int)n, 0);
-    for (size_t i = 0; i < n; i++) {
-        lua_createtable(L, 0, 4);
-        lua_pushstring(L, kl_rt_phase_name(t[i].from));
-        lua_setfield(L, -2, "from");
-        lua_pushstring(L, kl_rt_event_name(t[i].event));
-        lua_setfield(L, -2, "event");
-        lua_pushstring(L, kl_rt_phase_name(t[i].to));
-        lua_setfield(L, -2, "to");
-        lua_pushstring(L, t[i].then);
-        lua_setfield(L, -2, "then");
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
+    for (size_t i = 0; i < n; i++)
+        kl_testing_add_transition(L, kl_rt_phase_name(t[i].from), "event", kl_rt_event_name(t[i].event),
+                                  kl_rt_phase_name(t[i].to), t[i].then);
     return 1;
 }
 

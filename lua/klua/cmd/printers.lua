@@ -44,6 +44,11 @@ function M.epoch(stamp)
   return days * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(s)
 end
 
+-- n of a unit and the rest in the next smaller one, the rest left out when 0.
+local function two_units(n, unit, rest, rest_unit)
+  return rest == 0 and (n .. unit) or (n .. unit .. rest .. rest_unit)
+end
+
 --- A duration in seconds as kubectl prints an age (apimachinery's
 -- duration.HumanDuration): 45s, 3m20s, 2h5m, 3d4h, 2y.
 function M.human_duration(seconds)
@@ -51,21 +56,12 @@ function M.human_duration(seconds)
   seconds = math.max(math.floor(seconds), 0)
   if seconds < 120 then return seconds .. 's' end
   local minutes = seconds // 60
-  if minutes < 10 then
-    local s = seconds % 60
-    return s == 0 and (minutes .. 'm') or (minutes .. 'm' .. s .. 's')
-  end
+  if minutes < 10 then return two_units(minutes, 'm', seconds % 60, 's') end
   if minutes < 180 then return minutes .. 'm' end
   local hours = minutes // 60
-  if hours < 8 then
-    local m = minutes % 60
-    return m == 0 and (hours .. 'h') or (hours .. 'h' .. m .. 'm')
-  end
+  if hours < 8 then return two_units(hours, 'h', minutes % 60, 'm') end
   if hours < 48 then return hours .. 'h' end
-  if hours < 192 then
-    local h = hours % 24
-    return h == 0 and ((hours // 24) .. 'd') or ((hours // 24) .. 'd' .. h .. 'h')
-  end
+  if hours < 192 then return two_units(hours // 24, 'd', hours % 24, 'h') end
   if hours < 24 * 365 * 2 then return (hours // 24) .. 'd' end
   return (hours // (24 * 365)) .. 'y'
 end

@@ -71,44 +71,57 @@ local function histogram(add, name, help, labels, rows)
   add { kind = 'histogram', name = name, help = help, labels = labels, buckets = bounds, samples = samples }
 end
 
+-- Families with one sample an object (an informer, a controller): each row
+-- of `families` is {kind, name, help, value}, value the name of the field of
+-- object:stats() that is the sample's value, or a function(object, its
+-- stats) returning it; the sample's labels are `labels`, valued values(object).
+local function per_object(add, objects, labels, values, families)
+  local stats = {}
+  for i, o in ipairs(objects) do stats[i] = o:stats() end
+  for _, f in ipairs(families) do
+    local rows = {}
+    local value = f[4]
+    for i, o in ipairs(objects) do
+      local v
+      if type(value) == 'string' then v = stats[i][value] else v = value(o, stats[i]) end
+      rows[i] = { values(o), v }
+    end
+    if f[1] == 'histogram' then histogram(add, f[2], f[3], labels, rows)
+    else gauge_or_counter(add, f[1], f[2], f[3], labels, rows) end
+  end
+end
+
+local INFORMER_FAMILIES = {
+  { 'counter', 'klua_informer_relists_total', 'LISTs after the first.', 'relists' },
+  { 'counter', 'klua_informer_watch_restarts_total', 'Watches started again.', 'rewatches' },
+  { 'gauge', 'klua_informer_cached_objects', 'Objects in the cache.', 'cached' },
+  { 'gauge', 'klua_informer_synced', '1 once the first list reached the handlers.',
+    function(inf) return inf:synced() and 1 or 0 end },
+  { 'counter', 'klua_informer_transform_errors_total',
+    'Objects the transform function failed on (each refuses its LIST or watch).', 'transform_errors' },
+  { 'gauge', 'klua_informer_write_lag_seconds',
+    'Seconds since the oldest write through klua.api that the cache has yet to observe (0: none).',
+    function(inf) return inf:lag() end },
+  { 'gauge', 'klua_informer_staleness_seconds',
+    'Seconds since the informer last heard its cache is current: a watch event, a bookmark or a completed LIST.',
+    'staleness' },
+  { 'counter', 'klua_informer_cache_verifications_total',
+    'Checks of the cache against a consistent LIST (--verify-cache).', 'verifications' },
+  { 'counter', 'klua_informer_drift_objects_total',
+    'Objects --verify-cache found differing between the cache and the server (each drift relists).', 'drift_objects' },
+}
+
 local function informer_families(add)
-  local rows = { events = {}, relists = {}, restarts = {}, cached = {}, synced = {}, transform_errors = {},
-    lag = {}, staleness = {}, verifications = {}, drift = {} }
+  local events = {}
   for _, inf in ipairs(informers) do
     local s, name = inf:stats(), inf:name()
-    local label = { name }
-    rows.events[#rows.events + 1] = { { name, 'ADDED' }, s.added }
-    rows.events[#rows.events + 1] = { { name, 'MODIFIED' }, s.modified }
-    rows.events[#rows.events + 1] = { { name, 'DELETED' }, s.deleted }
-    rows.relists[#rows.relists + 1] = { label, s.relists }
-    rows.restarts[#rows.restarts + 1] = { label, s.rewatches }
-    rows.cached[#rows.cached + 1] = { label, s.cached }
-    rows.synced[#rows.synced + 1] = { label, inf:synced() and 1 or 0 }
-    rows.transform_errors[#rows.transform_errors + 1] = { label, s.transform_errors }
-    rows.lag[#rows.lag + 1] = { label, inf:lag() }
-    rows.staleness[#rows.staleness + 1] = { label, s.staleness }
-    rows.verifications[#rows.verifications + 1] = { label, s.verifications }
-    rows.drift[#rows.drift + 1] = { label, s.drift_objects }
+    events[#events + 1] = { { name, 'ADDED' }, s.added }
+    events[#events + 1] = { { name, 'MODIFIED' }, s.modified }
+    events[#events + 1] = { { name, 'DELETED' }, s.deleted }
   end
-  local l = { 'resource' }
   gauge_or_counter(add, 'counter', 'klua_informer_events_total', 'Watch events an informer received, by type.',
-    { 'resource', 'type' }, rows.events)
-  gauge_or_counter(add, 'counter', 'klua_informer_relists_total', 'LISTs after the first.', l, rows.relists)
-  gauge_or_counter(add, 'counter', 'klua_informer_watch_restarts_total', 'Watches started again.', l, rows.restarts)
-  gauge_or_counter(add, 'gauge', 'klua_informer_cached_objects', 'Objects in the cache.', l, rows.cached)
-  gauge_or_counter(add, 'gauge', 'klua_informer_synced', '1 once the first list reached the handlers.', l,
-    rows.synced)
-  gauge_or_counter(add, 'counter', 'klua_informer_transform_errors_total',
-    'Objects the transform function failed on (each refuses its LIST or watch).', l, rows.transform_errors)
-  gauge_or_counter(add, 'gauge', 'klua_informer_write_lag_seconds',
-    'Seconds since the oldest write through klua.api that the cache has yet to observe (0: none).', l, rows.lag)
-  gauge_or_counter(add, 'gauge', 'klua_informer_staleness_seconds',
-    'Seconds since the informer last heard its cache is current: a watch event, a bookmark or a completed LIST.',
-    l, rows.staleness)
-  gauge_or_counter(add, 'counter', 'klua_informer_cache_verifications_total',
-    'Checks of the cache against a consistent LIST (--verify-cache).', l, rows.verifications)
-  gauge_or_counter(add, 'counter', 'klua_informer_drift_objects_total',
-    'Objects --verify-cache found differing between the cache and the server (each drift relists).', l, rows.drift)
+    { 'resource', 'type' }, events)
+  per_object(add, informers, { 'resource' }, function(inf) return { inf:name() } end, INFORMER_FAMILIES)
 end
 
 -- controller-runtime's names, help texts, labels and buckets (v0.20, with
@@ -117,72 +130,58 @@ end
 -- pkg/internal/controller/metrics/metrics.go for controller_runtime_*,
 -- counted as pkg/internal/controller/controller.go counts them. Labels are
 -- written in the order client_golang writes them: sorted by name.
-local function controller_families(add)
-  local q = { depth = {}, adds = {}, retries = {}, unfinished = {}, longest = {}, wait = {}, work = {} }
-  local c = { total = {}, errors = {}, terminal = {}, panics = {}, time = {}, max = {}, active = {}, waits = {},
-    timeouts = {}, reconcile_timeouts = {} }
-  for _, ctl in ipairs(controllers) do
-    local s, name = ctl:stats(), { ctl.name }
-    local both = { ctl.name, ctl.name }
-    q.depth[#q.depth + 1] = { both, s.depth }
-    q.adds[#q.adds + 1] = { both, s.adds }
-    q.retries[#q.retries + 1] = { both, s.retries }
-    q.unfinished[#q.unfinished + 1] = { both, s.unfinished or 0 }
-    q.longest[#q.longest + 1] = { both, s.longest }
-    q.wait[#q.wait + 1] = { both, s.wait }
-    q.work[#q.work + 1] = { both, s.work }
-    c.total[#c.total + 1] = { { ctl.name, 'error' }, s.failures }
-    c.total[#c.total + 1] = { { ctl.name, 'requeue' }, s.requeues }
-    c.total[#c.total + 1] = { { ctl.name, 'requeue_after' }, s.requeues_after }
-    c.total[#c.total + 1] = { { ctl.name, 'success' }, s.successes }
-    c.errors[#c.errors + 1] = { name, s.failures }
-    c.terminal[#c.terminal + 1] = { name, s.terminal_errors }
-    c.panics[#c.panics + 1] = { name, s.panics }
-    c.reconcile_timeouts[#c.reconcile_timeouts + 1] = { name, s.timeouts }
-    c.time[#c.time + 1] = { name, s.reconcile }
-    c.max[#c.max + 1] = { name, ctl.workers }
-    c.active[#c.active + 1] = { name, s.active }
-    c.waits[#c.waits + 1] = { name, s.stale_read_waits }
-    c.timeouts[#c.timeouts + 1] = { name, s.stale_read_timeouts }
-  end
-  local n = { 'controller', 'name' }
-  gauge_or_counter(add, 'gauge', 'workqueue_depth', 'Current depth of workqueue', n, q.depth)
-  gauge_or_counter(add, 'counter', 'workqueue_adds_total', 'Total number of adds handled by workqueue', n, q.adds)
-  histogram(add, 'workqueue_queue_duration_seconds', 'How long in seconds an item stays in workqueue before being requested',
-    n, q.wait)
-  histogram(add, 'workqueue_work_duration_seconds', 'How long in seconds processing an item from workqueue takes.',
-    n, q.work)
-  gauge_or_counter(add, 'gauge', 'workqueue_unfinished_work_seconds',
+local WORKQUEUE_FAMILIES = {
+  { 'gauge', 'workqueue_depth', 'Current depth of workqueue', 'depth' },
+  { 'counter', 'workqueue_adds_total', 'Total number of adds handled by workqueue', 'adds' },
+  { 'histogram', 'workqueue_queue_duration_seconds',
+    'How long in seconds an item stays in workqueue before being requested', 'wait' },
+  { 'histogram', 'workqueue_work_duration_seconds', 'How long in seconds processing an item from workqueue takes.',
+    'work' },
+  { 'gauge', 'workqueue_unfinished_work_seconds',
     'How many seconds of work has been done that is in progress and hasn\'t been observed by work_duration. '
     .. 'Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate '
-    .. 'at which this increases.', n, q.unfinished)
-  gauge_or_counter(add, 'gauge', 'workqueue_longest_running_processor_seconds',
-    'How many seconds has the longest running processor for workqueue been running.', n, q.longest)
-  gauge_or_counter(add, 'counter', 'workqueue_retries_total', 'Total number of retries handled by workqueue', n,
-    q.retries)
-  local ctl = { 'controller' }
-  gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_total',
-    'Total number of reconciliations per controller', { 'controller', 'result' }, c.total)
-  gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_errors_total',
-    'Total number of reconciliation errors per controller', ctl, c.errors)
-  gauge_or_counter(add, 'counter', 'controller_runtime_terminal_reconcile_errors_total',
-    'Total number of terminal reconciliation errors per controller', ctl, c.terminal)
-  gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_panics_total',
-    'Total number of reconciliation panics per controller', ctl, c.panics)
+    .. 'at which this increases.', function(_, s) return s.unfinished or 0 end },
+  { 'gauge', 'workqueue_longest_running_processor_seconds',
+    'How many seconds has the longest running processor for workqueue been running.', 'longest' },
+  { 'counter', 'workqueue_retries_total', 'Total number of retries handled by workqueue', 'retries' },
+}
+
+local RECONCILE_FAMILIES = {
+  { 'counter', 'controller_runtime_reconcile_errors_total', 'Total number of reconciliation errors per controller',
+    'failures' },
+  { 'counter', 'controller_runtime_terminal_reconcile_errors_total',
+    'Total number of terminal reconciliation errors per controller', 'terminal_errors' },
+  { 'counter', 'controller_runtime_reconcile_panics_total', 'Total number of reconciliation panics per controller',
+    'panics' },
   -- klua's own: controller-runtime has no reconcile timeout, and so no
   -- metric of one; the name is that of its family.
-  gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_timeouts_total',
-    'Total number of reconciliations ended by reconcile_timeout per controller', ctl, c.reconcile_timeouts)
-  histogram(add, 'controller_runtime_reconcile_time_seconds', 'Length of time per reconciliation per controller',
-    ctl, c.time)
-  gauge_or_counter(add, 'gauge', 'controller_runtime_max_concurrent_reconciles',
-    'Maximum number of concurrent reconciles per controller', ctl, c.max)
-  gauge_or_counter(add, 'gauge', 'controller_runtime_active_workers',
-    'Number of currently used workers per controller', ctl, c.active)
-  gauge_or_counter(add, 'counter', 'klua_controller_stale_read_waits_total',
-    'Reconciles held until the cache held the controller\'s own writes.', ctl, c.waits)
-  gauge_or_counter(add, 'counter', 'klua_controller_stale_read_timeouts_total',
-    'Held reconciles that went ahead at the read_your_writes bound, the cache still behind.', ctl, c.timeouts)
+  { 'counter', 'controller_runtime_reconcile_timeouts_total',
+    'Total number of reconciliations ended by reconcile_timeout per controller', 'timeouts' },
+  { 'histogram', 'controller_runtime_reconcile_time_seconds', 'Length of time per reconciliation per controller',
+    'reconcile' },
+  { 'gauge', 'controller_runtime_max_concurrent_reconciles', 'Maximum number of concurrent reconciles per controller',
+    function(ctl) return ctl.workers end },
+  { 'gauge', 'controller_runtime_active_workers', 'Number of currently used workers per controller', 'active' },
+  { 'counter', 'klua_controller_stale_read_waits_total',
+    'Reconciles held until the cache held the controller\'s own writes.', 'stale_read_waits' },
+  { 'counter', 'klua_controller_stale_read_timeouts_total',
+    'Held reconciles that went ahead at the read_your_writes bound, the cache still behind.', 'stale_read_timeouts' },
+}
+
+local function controller_families(add)
+  per_object(add, controllers, { 'controller', 'name' }, function(ctl) return { ctl.name, ctl.name } end,
+    WORKQUEUE_FAMILIES)
+  local total = {}
+  for _, ctl in ipairs(controllers) do
+    local s = ctl:stats()
+    total[#total + 1] = { { ctl.name, 'error' }, s.failures }
+    total[#total + 1] = { { ctl.name, 'requeue' }, s.requeues }
+    total[#total + 1] = { { ctl.name, 'requeue_after' }, s.requeues_after }
+    total[#total + 1] = { { ctl.name, 'success' }, s.successes }
+  end
+  gauge_or_counter(add, 'counter', 'controller_runtime_reconcile_total',
+    'Total number of reconciliations per controller', { 'controller', 'result' }, total)
+  per_object(add, controllers, { 'controller' }, function(ctl) return { ctl.name } end, RECONCILE_FAMILIES)
 end
 
 -- client-go's names and labels (component-base's restclient metrics).

@@ -13,6 +13,29 @@ function M.field(t, key)
   if M.indexable(t) then return t[key] end
 end
 
+--- The first item of list for which match(item) is true, and its index;
+-- nil when none is or list cannot be indexed. list may be a view: it is
+-- read by index up to its first nil.
+function M.find(list, match)
+  if not M.indexable(list) then return nil end
+  local i = 1
+  while true do
+    local v = list[i]
+    if v == nil then return nil end
+    if match(v) then return v, i end
+    i = i + 1
+  end
+end
+
+--- Raises, naming fn, when obj is not a mutable table: a helper that
+-- changes an object was handed a view (or nothing). The error points at
+-- the caller of fn.
+function M.check_mutable(fn, obj)
+  if type(obj) ~= 'table' then
+    error(fn .. ': obj must be a mutable table (views are read-only: use klua.copy(obj))', 3)
+  end
+end
+
 --- The table t[key] of the mutable table t, made (with metatable mt, if
 -- given) when absent or not a table. Raises, naming fn and path, when it is
 -- a read-only view: replacing it would drop its members, and the fix is in
