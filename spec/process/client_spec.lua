@@ -71,8 +71,7 @@ describe('compression', function()
 end)
 
 describe("the server's warnings", function()
-  local sb = testing.with_sandbox()
-  local watchers = K.watcher(function() return sb.kubeconfig end)
+  local sb, watchers = K.watched_sandbox()
 
   setup(function()
     sb:apply(deprecated_widgets_crd())
@@ -81,7 +80,6 @@ describe("the server's warnings", function()
         metadata = { name = name, namespace = 'default' }, spec = { size = 1 } })
     end
   end)
-  after_each(function() watchers.cleanup() end)
 
   it('are on klua.api results, logged once each and counted in /metrics', function()
     local script = K.script [[
@@ -136,10 +134,8 @@ end)
 describe('impersonation', function()
   -- https, as kubectl sends a token over nothing else; client certificates for the
   -- sandbox's superuser, as kubectl asks for a password when there is no credential.
-  local sb = testing.with_sandbox { tls = true, auth = 'cert' }
-  local watchers = K.watcher(function() return sb.kubeconfig end)
+  local sb, watchers = K.watched_sandbox { tls = true, auth = 'cert' }
   local dir
-  after_each(function() watchers.cleanup() end)
 
   -- Lists configmaps in default; prints how that went.
   local LIST = [[

@@ -13,11 +13,8 @@ local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 
 describe('klua watch waits', function()
-  local sb = testing.with_sandbox()
-  local watcher = K.watcher(function() return sb.kubeconfig end)
+  local sb, watcher = K.watched_sandbox()
   local namespace = sandbox.namespaces(sb, 'wait')
-
-  after_each(watcher.cleanup)
 
   local function pod(ns, name, labels)
     sb:kubectl(('run %s -n %s --image=nginx%s'):format(name, ns, labels and (' -l ' .. labels) or ''))

@@ -225,4 +225,14 @@ function M.watcher(default)
   return w
 end
 
+--- For a describe block of `klua watch` specs: a sandbox shared by its specs
+-- (testing.with_sandbox(opts)) and a watcher of it (M.watcher) whose processes
+-- are stopped after each spec. Returns the sandbox and the watcher.
+function M.watched_sandbox(opts)
+  local sb = testing.with_sandbox(opts)
+  local w = M.watcher(function() return sb.kubeconfig end)
+  require('busted').after_each(w.cleanup)
+  return sb, w
+end
+
 return M

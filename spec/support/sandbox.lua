@@ -35,13 +35,18 @@ function M.namespaces(sb, prefix, configmap)
   end
 end
 
+--- The API path of the ConfigMaps of namespace ns, or of the one named name in it.
+function M.configmap_path(ns, name)
+  return '/api/v1/namespaces/' .. ns .. '/configmaps' .. (name and ('/' .. name) or '')
+end
+
 --- Creates the ConfigMap name in namespace ns on sb, with more metadata (labels,
 -- ownerReferences, ...) and data if given; fails unless the server answers 201.
 -- Returns the object stored.
 function M.create_configmap(sb, ns, name, metadata, data)
   local meta = { name = name }
   for k, v in pairs(metadata or {}) do meta[k] = v end
-  local status, obj = sb:json('POST', '/api/v1/namespaces/' .. ns .. '/configmaps', { metadata = meta, data = data })
+  local status, obj = sb:json('POST', M.configmap_path(ns), { metadata = meta, data = data })
   assert(status == 201, ('cannot create configmap %s/%s: %s'):format(ns, name, status))
   return obj
 end
