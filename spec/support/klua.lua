@@ -177,6 +177,14 @@ function M.run_script_refused(text, opts, message)
   return err
 end
 
+--- Like run_script_refused for a script that only starts
+-- klua.informer { resource = 'configmaps', OPTIONS } against the sandbox sb, OPTIONS
+-- the text of more fields; returns stderr.
+function M.informer_refused(sb, options, message)
+  return M.run_script_refused("klua.informer { resource = 'configmaps', " .. options .. ' }',
+    { kubeconfig = sb.kubeconfig }, message)
+end
+
 --- Starts klua in the background (testing.spawn). Returns a process with :output(),
 -- :errors(), :wait_for(pattern, timeout, where), :signal(sig), :stop(), :wait(timeout),
 -- :cleanup().

@@ -69,17 +69,10 @@ describe('the reflector', function()
   describe('transition table', function()
     local rows = testing.reflector_transitions()
 
-    it('is printed in reflector.h as the code declares it', function()
-      local block = transitions.header('src/cache/reflector.h', 'TRANSITIONS', 'END TRANSITIONS')
-      assert.truthy(block, 'reflector.h has no TRANSITIONS block')
-      assert.equals(transitions.render(rows, 'when', 48), block)
-    end)
-
-    it('is printed in docs/architecture.md as the code declares it', function()
-      local block = transitions.doc('reflector transitions')
-      assert.truthy(block, 'docs/architecture.md has no reflector transitions block')
-      assert.equals(transitions.render(rows, 'when', 48), block)
-    end)
+    for _, case in ipairs(transitions.printed_as_declared(rows, { header = 'src/cache/reflector.h',
+      begin = 'TRANSITIONS', finish = 'END TRANSITIONS', doc = 'reflector transitions', when = 'when', width = 48 })) do
+      it(case.name, case.check)
+    end
 
     it('leads from and to known states only', function()
       local known = { IDLE = true, LIST = true, WATCHLIST = true, WATCH = true, BACKOFF = true }
