@@ -29,6 +29,21 @@ function M.run_command(cmd)
   return (out:gsub('\n$', ''))
 end
 
+--- Starts `python3 SCRIPT ARGS...` in the background, its stdout and stderr in dir,
+-- and waits (10 s at most) until it prints "listening on URL"; it ends with the
+-- busted process (--owner-pid). Returns its pid and URL.
+function M.start_server(dir, script, args)
+  local words = { 'python3', script, '--owner-pid', M.run_command('echo $PPID') }
+  for _, a in ipairs(args or {}) do words[#words + 1] = a end
+  local quoted = {}
+  for i, a in ipairs(words) do quoted[i] = M.quote(a) end
+  local pid = tonumber(M.run_command(('%s > %s/stdout 2> %s/stderr & echo $!'):format(
+    table.concat(quoted, ' '), M.quote(dir), M.quote(dir))))
+  local url = testing.poll(function() return M.read_file(dir .. '/stdout'):match('listening on (%S+)') end, 10, 0.1)
+  assert(url, script:match('[^/]+$') .. ' did not start: ' .. M.read_file(dir .. '/stderr'))
+  return pid, url
+end
+
 --- GETs url with curl (10 s at most); returns the HTTP status (nil when
 -- there was no answer) and the body.
 function M.curl(url)
