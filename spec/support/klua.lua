@@ -59,6 +59,18 @@ function M.lines(text)
   return out
 end
 
+--- The lines of text (without the empty ones), each as its words with one space
+-- between them: the rows of a table printed in columns, as kubectl prints them.
+function M.rows(text)
+  local out = {}
+  for line in text:gmatch('[^\n]+') do
+    local words = {}
+    for w in line:gmatch('%S+') do words[#words + 1] = w end
+    out[#out + 1] = table.concat(words, ' ')
+  end
+  return out
+end
+
 --- s cut into pieces of size bytes (the last one shorter), as a stream may
 -- deliver it.
 function M.chunks(s, size)
@@ -214,6 +226,13 @@ function M.signal_delivered(p, timeout)
     if not status then return true end
     return not status:find('\nSigPnd:%s*0*[1-9a-f]') and not status:find('\nShdPnd:%s*0*[1-9a-f]')
   end, timeout or 10) == true
+end
+
+--- Waits until p, a candidate in a leader election that prints "leading ID" once it
+-- leads, has printed it for id; returns p.
+function M.leading(p, id)
+  assert(p:wait_for('leading ' .. id, 20 * M.slowdown), ('%s never led:\n%s'):format(id, p:errors()))
+  return p
 end
 
 --- Starts `klua watch` processes for a spec file and stops them all at once:
