@@ -13,6 +13,7 @@
 -- Each server gets its own temporary directory, sb.dir, holding the kubeconfig, kubectl's
 -- discovery cache and, with tls, the certificates the server made: ca.crt, ca.key,
 -- server.crt, server.key, client.crt and client.key (CN=sandbox-admin, O=system:masters).
+local cjson = require 'cjson'
 local testing = require 'klua.testing'
 
 local M = {}
@@ -38,6 +39,12 @@ end
 --- The API path of the ConfigMaps of namespace ns, or of the one named name in it.
 function M.configmap_path(ns, name)
   return '/api/v1/namespaces/' .. ns .. '/configmaps' .. (name and ('/' .. name) or '')
+end
+
+--- The spec of the Lease name in namespace ns on sb, or nil while there is none.
+function M.lease(sb, ns, name)
+  local out, ok = sb:try_kubectl('-n ' .. ns .. ' get lease ' .. name .. ' -o json')
+  return ok and cjson.decode(out).spec or nil
 end
 
 --- Creates the ConfigMap name in namespace ns on sb, with more metadata (labels,
