@@ -65,10 +65,9 @@ describe('sandbox server-side apply', function()
     it('an apply without fieldManager is 422 Invalid on PatchOptions', function()
       local ns = namespace()
       local status, body = apply(cm_path(ns, 'x'), configmap_yaml('x', { { 'a', '1' } }), 'force=false')
-      assert.equals(422, status)
-      assert.equals('Invalid', body.reason)
-      assert.equals('PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
-        .. 'is required for apply patch', body.message)
+      sandbox.failed(status, body, 422, 'Invalid',
+        'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+        .. 'is required for apply patch')
       assert.equals('fieldManager', body.details.causes[1].field)
     end)
 

@@ -68,10 +68,9 @@ describe('sandbox metadata-only answers', function()
 
   it('refuses the wrong form with 406 NotAcceptable, as kube-apiserver words it', function()
     local status, st = sb:json('GET', CM:format(ns), nil, { Accept = ONE })
-    assert.equals(406, status)
-    assert.equals('NotAcceptable', st.reason)
-    assert.equals('you requested PartialObjectMetadata, but the requested object is a list '
-      .. '(*core.ConfigMapList)', st.message)
+    sandbox.failed(status, st, 406, 'NotAcceptable',
+      'you requested PartialObjectMetadata, but the requested object is a list '
+      .. '(*core.ConfigMapList)')
     status, st = sb:json('GET', CM:format(ns) .. '/a', nil, { Accept = LIST })
     assert.equals(406, status)
     assert.matches('but the requested object is not a list', st.message, 1, true)

@@ -5,6 +5,7 @@
 local testing = require 'klua.testing'
 local fixtures = require 'support.fixtures'
 local K = require 'support.klua'
+local sandbox = require 'support.sandbox'
 
 local TABLE = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json'
 
@@ -95,10 +96,9 @@ describe('sandbox Table output', function()
     local path = '/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true'
       .. '&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&fieldSelector=metadata.name%3Dsettings'
     local status, st = sb:json('GET', path, nil, { Accept = 'application/json;as=Table;v=v1;g=meta.k8s.io' })
-    assert.equals(406, status)
-    assert.equals('NotAcceptable', st.reason)
-    assert.equals('only the following media types are accepted: application/json, application/yaml, '
-      .. 'application/vnd.kubernetes.protobuf', st.message)
+    sandbox.failed(status, st, 406, 'NotAcceptable',
+      'only the following media types are accepted: application/json, application/yaml, '
+      .. 'application/vnd.kubernetes.protobuf')
     local w = sb:watch(path, { headers = { Accept = TABLE } })
     assert.truthy(w.wait_for(function(ev) return #ev >= 2 end))
     w.stop()

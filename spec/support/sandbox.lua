@@ -13,6 +13,7 @@
 -- Each server gets its own temporary directory, sb.dir, holding the kubeconfig, kubectl's
 -- discovery cache and, with tls, the certificates the server made: ca.crt, ca.key,
 -- server.crt, server.key, client.crt and client.key (CN=sandbox-admin, O=system:masters).
+local assert = require 'luassert'
 local cjson = require 'cjson'
 local testing = require 'klua.testing'
 
@@ -45,6 +46,14 @@ end
 function M.lease(sb, ns, name)
   local out, ok = sb:try_kubectl('-n ' .. ns .. ' get lease ' .. name .. ' -o json')
   return ok and cjson.decode(out).spec or nil
+end
+
+--- Fails unless an answer (the status and decoded body that sb:json returns) is a
+-- failure's Status: HTTP code, reason and, when given, message.
+function M.failed(status, body, code, reason, message)
+  assert.equals(code, status)
+  assert.equals(reason, body.reason)
+  if message then assert.equals(message, body.message) end
 end
 
 --- Creates the ConfigMap name in namespace ns on sb, with more metadata (labels,
