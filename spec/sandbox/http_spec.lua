@@ -28,6 +28,18 @@ describe('sandbox API server over HTTP', function()
     return sandbox.create_configmap(sb, ns, name, { labels = labels }, data)
   end
 
+  -- A new namespace holding the ConfigMaps PREFIX-1 ... PREFIX-n.
+  local function namespace_with(prefix, n)
+    local ns = namespace()
+    for i = 1, n do create(ns, prefix .. '-' .. i) end
+    return ns
+  end
+
+  -- The decoded answer to a LIST of the ConfigMaps of ns, with the query given (?...).
+  local function list_of(ns, query)
+    return select(2, sb:json('GET', sandbox.configmap_path(ns) .. (query or '')))
+  end
+
   local function current_rv()
     return tonumber(sb:stats().resourceVersion)
   end
@@ -45,26 +57,24 @@ describe('sandbox API server over HTTP', function()
     end)
 
     it('pages with limit and continue, counting the remaining items', function()
-      local ns = namespace()
-      for i = 1, 5 do create(ns, 'item-' .. i) end
-      local _, page1 = sb:json('GET', sandbox.configmap_path(ns) .. '?limit=2')
+      local ns = namespace_with('item', 5)
+      local page1 = list_of(ns, '?limit=2')
       assert.equals(2, #page1.items)
       assert.equals(3, page1.metadata.remainingItemCount)
       create(ns, 'item-9')
-      local _, page2 = sb:json('GET', sandbox.configmap_path(ns) .. '?limit=2&continue=' .. page1.metadata.continue)
+      local page2 = list_of(ns, '?limit=2&continue=' .. page1.metadata.continue)
       assert.same({ 'item-3', 'item-4' },
         { page2.items[1].metadata.name, page2.items[2].metadata.name })
       assert.equals(page1.metadata.resourceVersion, page2.metadata.resourceVersion,
         'every page is a snapshot at the first page\'s resourceVersion')
-      local _, page3 = sb:json('GET', sandbox.configmap_path(ns) .. '?limit=2&continue=' .. page2.metadata.continue)
+      local page3 = list_of(ns, '?limit=2&continue=' .. page2.metadata.continue)
       assert.same({ 'item-5' }, { page3.items[1].metadata.name })
       assert.is_nil(page3.metadata.continue)
     end)
 
     it('serves resourceVersion=0 from the watch cache, ignoring limit', function()
-      local ns = namespace()
-      for i = 1, 4 do create(ns, 'any-' .. i) end
-      local _, list = sb:json('GET', sandbox.configmap_path(ns) .. '?resourceVersion=0&limit=2')
+      local ns = namespace_with('any', 4)
+      local list = list_of(ns, '?resourceVersion=0&limit=2')
       assert.equals(4, #list.items)
       assert.is_nil(list.metadata.continue)
     end)
@@ -76,8 +86,7 @@ describe('sandbox API server over HTTP', function()
       updated.data.v = 'new'
       assert.equals(200, (sb:json('PUT', sandbox.configmap_path(ns, 'exact'), updated)))
       create(ns, 'later')
-      local _, list = sb:json('GET', sandbox.configmap_path(ns) .. '?resourceVersionMatch=Exact&resourceVersion='
-        .. old.metadata.resourceVersion)
+      local list = list_of(ns, '?resourceVersionMatch=Exact&resourceVersion=' .. old.metadata.resourceVersion)
       assert.equals(old.metadata.resourceVersion, list.metadata.resourceVersion)
       assert.equals(1, #list.items)
       assert.equals('old', list.items[1].data.v)
@@ -86,7 +95,7 @@ describe('sandbox API server over HTTP', function()
     it('writes the items of a built-in list without kind and apiVersion, as kube-apiserver does', function()
       local ns = namespace()
       create(ns, 'typeless')
-      local _, list = sb:json('GET', sandbox.configmap_path(ns))
+      local list = list_of(ns)
       assert.equals('ConfigMapList', list.kind)
       assert.is_nil(list.items[1].kind)
       assert.is_nil(list.items[1].apiVersion)
