@@ -52,6 +52,11 @@ function M.curl(url)
   return tonumber(code), body
 end
 
+--- How many times pattern (a Lua pattern) occurs in text.
+function M.count(text, pattern)
+  return select(2, text:gsub(pattern, ''))
+end
+
 --- The lines of text, without the empty ones.
 function M.lines(text)
   local out = {}
