@@ -52,6 +52,10 @@ function M.curl(url)
   return tonumber(code), body
 end
 
+--- text with the position ("CHUNK:LINE: ") dropped from each error message that
+-- follows a tab, as a script prints pcall's error after a name.
+function M.unplaced(text) return (text:gsub('\t[^\t\n]-:%d+: ', '\t')) end
+
 --- How many times pattern (a Lua pattern) occurs in text.
 function M.count(text, pattern)
   return select(2, text:gsub(pattern, ''))
