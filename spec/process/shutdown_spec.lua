@@ -241,9 +241,7 @@ describe('--graceful-shutdown-timeout', function()
       { { '--server', 'http://127.0.0.1:1', '--graceful-shutdown-timeout', '5s', 'watch', 'pods' },
         'the graceful shutdown.* are for klua run, not klua watch' },
     } do
-      local _, err, code = K.run(case[1])
-      assert.are.equal(2, code)
-      assert.matches(case[2], err)
+      K.run_fails(case[1], 2, case[2])
     end
   end)
 end)

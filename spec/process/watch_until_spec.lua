@@ -125,12 +125,14 @@ describe('klua watch waits', function()
     it('--timeout: status 1, "timed out waiting for the condition on pods/web"; --timeout=0 checks once', function()
       local ns = namespace()
       pod(ns, 'web')
-      local _, err, code = same(ns, 'pod/web', '--for=condition=Ready --timeout=1s')
-      assert.equals(1, code)
-      assert.equals('klua watch: timed out waiting for the condition on pods/web\n', err)
-      _, err, code = same(ns, 'pod/web', '--for=condition=Ready --timeout=0')
-      assert.equals(1, code)
-      assert.equals('klua watch: condition not met for pods/web\n', err)
+      for _, case in ipairs {
+        { '--for=condition=Ready --timeout=1s', 'klua watch: timed out waiting for the condition on pods/web\n' },
+        { '--for=condition=Ready --timeout=0', 'klua watch: condition not met for pods/web\n' },
+      } do
+        local _, err, code = same(ns, 'pod/web', case[1])
+        assert.equals(1, code)
+        assert.equals(case[2], err)
+      end
     end)
   end)
 

@@ -213,6 +213,16 @@ function M.run_script_refused(text, opts, message)
   return err
 end
 
+--- Runs klua ARGS (M.run, with opts) and fails unless it exits with status code, its
+-- stderr matching pattern (a Lua pattern); returns its stdout and stderr.
+function M.run_fails(args, code, pattern, opts)
+  local out, err, got = M.run(args, opts)
+  assert(got == code, ('klua %s exited %s, not %d\nstderr:\n%s'):format(table.concat(args, ' '), tostring(got), code,
+    err))
+  assert(err:find(pattern), ('stderr does not match %q:\n%s'):format(pattern, err))
+  return out, err
+end
+
 --- Like run_script_refused for a script that only starts
 -- klua.informer { resource = 'configmaps', OPTIONS } against the sandbox sb, OPTIONS
 -- the text of more fields; returns stderr.
