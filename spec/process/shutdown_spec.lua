@@ -7,7 +7,6 @@
 local K = require 'support.klua'
 local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
-local cjson = require 'cjson'
 
 -- A controller over the ConfigMaps of one namespace, beside a handler of
 -- the script's own, whose reconcile says it started, takes its time
