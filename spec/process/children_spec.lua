@@ -6,8 +6,6 @@ local testing = require 'klua.testing'
 local K = require 'support.klua'
 local sandbox = require 'support.sandbox'
 
-local CM = '/api/v1/namespaces/%s/configmaps'
-
 -- Defines, in a script, owner (the ConfigMap "app" of namespace ns as the
 -- API has it) and desired(n): the children app-0 .. app-(n-1).
 local PRELUDE = [[
@@ -34,7 +32,7 @@ describe('klua.helpers.apply_children', function()
   local namespace = sandbox.namespaces(sb, 'children')
 
   local function owner(ns)
-    local status, obj = sb:json('POST', CM:format(ns), { metadata = { name = 'app' } })
+    local status, obj = sb:json('POST', sandbox.configmap_path(ns), { metadata = { name = 'app' } })
     assert.equals(201, status)
     return obj
   end
@@ -51,7 +49,7 @@ describe('klua.helpers.apply_children', function()
       print('applied ' .. names(s.applied) .. ' deleted ' .. names(s.deleted))
     ]], { kubeconfig = sb.kubeconfig, args = { ns } })
     assert.equals('applied app-0,app-1,app-2 deleted \napplied app-0 deleted app-1,app-2\n', out)
-    local _, child = sb:json('GET', CM:format(ns) .. '/app-0')
+    local _, child = sb:json('GET', sandbox.configmap_path(ns, 'app-0'))
     assert.equals('0', child.data.index)
     assert.equals(app.metadata.uid, child.metadata.labels['klua.dev/owner-uid'])
     local ref = child.metadata.ownerReferences[1]
@@ -60,15 +58,15 @@ describe('klua.helpers.apply_children', function()
     local managers = {}
     for _, e in ipairs(child.metadata.managedFields) do managers[#managers + 1] = e.manager .. ' ' .. e.operation end
     assert.same({ 'app-ctl Apply' }, managers)
-    assert.equals(404, (sb:json('GET', CM:format(ns) .. '/app-1')))
-    assert.equals(404, (sb:json('GET', CM:format(ns) .. '/app-2')))
+    assert.equals(404, (sb:json('GET', sandbox.configmap_path(ns, 'app-1'))))
+    assert.equals(404, (sb:json('GET', sandbox.configmap_path(ns, 'app-2'))))
   end)
 
   it('prunes from an informer\'s cache, leaving what the owner does not control, under its own label', function()
     local ns = namespace()
     local app = owner(ns)
     -- Labelled as the owner's child, but controlled by nobody: not its own.
-    assert.equals(201, (sb:json('POST', CM:format(ns), { metadata = { name = 'stranger',
+    assert.equals(201, (sb:json('POST', sandbox.configmap_path(ns), { metadata = { name = 'stranger',
       labels = { ['example.com/owner'] = app.metadata.uid } } })))
     local out = K.run_script_ok(PRELUDE .. [[
       local cms = klua.informer { resource = 'configmaps', namespace = ns }
@@ -82,15 +80,15 @@ describe('klua.helpers.apply_children', function()
       end)
     ]], { kubeconfig = sb.kubeconfig, args = { ns } })
     assert.equals('deleted app-0,app-1\n', out)
-    assert.equals(200, (sb:json('GET', CM:format(ns) .. '/stranger')))
-    assert.equals(404, (sb:json('GET', CM:format(ns) .. '/app-0')))
+    assert.equals(200, (sb:json('GET', sandbox.configmap_path(ns, 'stranger'))))
+    assert.equals(404, (sb:json('GET', sandbox.configmap_path(ns, 'app-0'))))
   end)
 
   it('refuses a child it could never prune, and another controller\'s child, before any write', function()
     local ns = namespace()
     owner(ns)
-    local _, boss = sb:json('POST', CM:format(ns), { metadata = { name = 'boss' } })
-    assert.equals(201, (sb:json('POST', CM:format(ns), { metadata = { name = 'taken', ownerReferences = { {
+    local _, boss = sb:json('POST', sandbox.configmap_path(ns), { metadata = { name = 'boss' } })
+    assert.equals(201, (sb:json('POST', sandbox.configmap_path(ns), { metadata = { name = 'taken', ownerReferences = { {
       apiVersion = 'v1', kind = 'ConfigMap', name = 'boss', uid = boss.metadata.uid, controller = true } } } })))
     local out = K.run_script_ok(PRELUDE .. [[
       local secret = { apiVersion = 'v1', kind = 'Secret', metadata = { name = 'app-secret' } }
@@ -104,7 +102,7 @@ describe('klua.helpers.apply_children', function()
     ]], { kubeconfig = sb.kubeconfig, args = { ns } })
     assert.equals('nil NotPruned: apply_children: desired[2] is a Secret, which neither opts.informer nor '
       .. 'opts.resources covers: once no longer desired it would never be deleted; add secrets\nnil AlreadyOwned\n', out)
-    assert.equals(404, (sb:json('GET', CM:format(ns) .. '/app-0')))
+    assert.equals(404, (sb:json('GET', sandbox.configmap_path(ns, 'app-0'))))
   end)
 
   it('raises on a call without field_manager or without where to prune, saying what it needs', function()
@@ -132,6 +130,6 @@ describe('klua.helpers.apply_children', function()
     ]], { kubeconfig = sb.kubeconfig, flags = { '--dry-run' }, args = { ns } })
     assert.matches('dry run: apply configmaps ' .. K.literally(ns) .. '/app%-0: no change', err)
     assert.matches('dry run: delete configmaps ' .. K.literally(ns) .. '/app%-1: deleted', err)
-    assert.equals(200, (sb:json('GET', CM:format(ns) .. '/app-1')))
+    assert.equals(200, (sb:json('GET', sandbox.configmap_path(ns, 'app-1'))))
   end)
 end)

@@ -224,17 +224,14 @@ scrape_configs:
 
   it('refuses a port in use and an address it cannot parse, naming the flag, with status 2', function()
     local holder = start { '--metrics-bind-address', '127.0.0.1:0', 'run', script, '1000' }
-    local _, err, code = K.run { '--kubeconfig', sb.kubeconfig, '--metrics-bind-address',
-      '127.0.0.1:' .. holder.port, 'run', script, '1' }
-    assert.are.equal(2, code)
-    assert.matches('%-%-metrics%-bind%-address 127%.0%.0%.1:%d+: Address already in use %(another process listens there: choose another port%)', err)
+    K.run_fails({ '--kubeconfig', sb.kubeconfig, '--metrics-bind-address', '127.0.0.1:' .. holder.port, 'run', script,
+      '1' }, 2, '%-%-metrics%-bind%-address 127%.0%.0%.1:%d+: Address already in use %(another process listens there: '
+      .. 'choose another port%)')
     holder:cleanup()
-    _, err, code = K.run { '--kubeconfig', sb.kubeconfig, '--health-probe-bind-address', 'localhost', 'run', script }
-    assert.are.equal(2, code)
-    assert.matches('%-%-health%-probe%-bind%-address "localhost" has no port', err)
-    _, err, code = K.run { '--kubeconfig', sb.kubeconfig, '--metrics-bind-address', ':8080', 'watch', 'pods' }
-    assert.are.equal(2, code)
-    assert.matches('are for klua run, not klua watch', err)
+    K.run_fails({ '--kubeconfig', sb.kubeconfig, '--health-probe-bind-address', 'localhost', 'run', script }, 2,
+      '%-%-health%-probe%-bind%-address "localhost" has no port')
+    K.run_fails({ '--kubeconfig', sb.kubeconfig, '--metrics-bind-address', ':8080', 'watch', 'pods' }, 2,
+      'are for klua run, not klua watch')
   end)
 end)
 

@@ -61,6 +61,18 @@ describe('klua.record_event', function()
     return name
   end
 
+  -- Runs the recording script of body against the ConfigMap cfg of ns; returns its output.
+  local function run_recording(ns, body)
+    return K.run_script_ok(recording(body), { kubeconfig = sb.kubeconfig, args = { ns } })
+  end
+
+  -- Runs the recording script of body against the ConfigMap cfg of ns: it must print
+  -- printed and leave one Event about cfg, of count.
+  local function records(ns, body, printed, count)
+    assert.equals(printed, run_recording(ns, body))
+    only_event(sb, ns, count)
+  end
+
   it('stores one Event with count 5 for a controller that fails the same way 5 times', function()
     local ns = namespace('events-same')
     local out = K.run_script_ok([[
@@ -85,12 +97,12 @@ end }
 
   it('combines similar Events from the 10th distinct message in 10 minutes, and starts again after a gap', function()
     local ns = namespace('events-similar')
-    K.run_script_ok(recording [[
+    run_recording(ns, [[
   for i = 1, 12 do assert(record { reason = 'Step', message = ('step %02d'):format(i) }) end
   advance(601)
   assert(record { reason = 'Step', message = 'step 13' })
   klua.stop()
-]], { kubeconfig = sb.kubeconfig, args = { ns } })
+]])
     local stored = events_about(sb, ns, 'cfg')
     local got = {}
     for i, ev in ipairs(stored) do got[i] = ('%d %s'):format(ev.count, ev.message) end
@@ -99,8 +111,7 @@ end }
   end)
 
   it('drops Events about an object past 25 in a burst, counts them still, and lets 1 through every 5 minutes', function()
-    local ns = namespace('events-spam')
-    local out = K.run_script_ok(recording [[
+    records(namespace('events-spam'), [[
   local results = {}
   for i = 1, 27 do
     local ev, err = record { reason = 'Retry', message = 'again' }
@@ -111,29 +122,23 @@ end }
   print(assert(record { reason = 'Retry', message = 'again' }).count)
   print(select(2, record { reason = 'Other', message = 'same object, another reason' }).reason)
   klua.stop()
-]], { kubeconfig = sb.kubeconfig, args = { ns } })
-    assert.equals('25\tTooManyEvents\tTooManyEvents\n28\nTooManyEvents\n', out)
-    only_event(sb, ns, 28)
+]], '25\tTooManyEvents\tTooManyEvents\n28\nTooManyEvents\n', 28)
   end)
 
   -- kube-apiserver deletes Events an hour after their last change (--event-ttl):
   -- client-go's recordEvent creates again what its PATCH finds gone.
   it('creates the Event again, with its count, when the server no longer has it', function()
-    local ns = namespace('events-expired')
-    local out = K.run_script_ok(recording [[
+    records(namespace('events-expired'), [[
   local first = assert(record { reason = 'Expired', message = 'once more' })
   assert(klua.api.delete('events', ns .. '/' .. first.metadata.name))
   local second = assert(record { reason = 'Expired', message = 'once more' })
   print(second.count, second.metadata.name ~= first.metadata.name)
   klua.stop()
-]], { kubeconfig = sb.kubeconfig, args = { ns } })
-    assert.equals('2\ttrue\n', out)
-    only_event(sb, ns, 2)
+]], '2\ttrue\n', 2)
   end)
 
   it('stores one Event with count 2 when two tasks record it at once', function()
-    local ns = namespace('events-together')
-    local out = K.run_script_ok(recording [[
+    records(namespace('events-together'), [[
   local done = 0
   for _ = 1, 2 do
     klua.after(0, function()
@@ -142,8 +147,6 @@ end }
       if done == 2 then klua.stop() end
     end)
   end
-]], { kubeconfig = sb.kubeconfig, args = { ns } })
-    assert.equals('', out)
-    only_event(sb, ns, 2)
+]], '', 2)
   end)
 end)

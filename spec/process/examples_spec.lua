@@ -41,6 +41,12 @@ describe('examples/pod-logger.lua', function()
   -- controller a spec starts are stopped after it.
   local cluster = testing.with_sandbox { each = true }
 
+  -- Waits until the logger p has logged last; what it logged must then be lines.
+  local function logged(p, last, lines)
+    p:wait_log(last, CONVERGE)
+    assert.same(lines, log_lines(p, 'pod-logger.lua'))
+  end
+
   it('logs the adds, phase changes and deletions of the pods matching the selector given as argument', function()
     cluster:kubectl('run web --image=nginx -l app=web')
     cluster:kubectl('run db --image=postgres -l app=db')
@@ -59,8 +65,7 @@ describe('examples/pod-logger.lua', function()
     cluster:kubectl('label pod web app=old --overwrite')
     p:wait_log('gone default/web', CONVERGE)
     cluster:kubectl('delete pod api')
-    p:wait_log('gone default/api', CONVERGE)
-    assert.same({
+    logged(p, 'gone default/api', {
       'found default/web (Pending)',
       'watching pods matching app=web: 1 found',
       'added default/api (Pending)',
@@ -68,7 +73,7 @@ describe('examples/pod-logger.lua', function()
       'added default/db (Pending)',
       'gone default/web (Pending; deleted or no longer matching app=web)',
       'gone default/api (Running; deleted or no longer matching app=web)',
-    }, log_lines(p, 'pod-logger.lua'))
+    })
   end)
 
   it('logs every pod in every namespace when no selector is given', function()
@@ -77,12 +82,11 @@ describe('examples/pod-logger.lua', function()
     p:wait_log('watching pods: 0 found', CONVERGE)
     cluster:kubectl('run cart -n shop --image=nginx')
     cluster:kubectl('delete pod cart -n shop')
-    p:wait_log('deleted shop/cart', CONVERGE)
-    assert.same({
+    logged(p, 'deleted shop/cart', {
       'watching pods: 0 found',
       'added shop/cart (Pending)',
       'deleted shop/cart (Pending)',
-    }, log_lines(p, 'pod-logger.lua'))
+    })
   end)
 end)
 
@@ -410,16 +414,20 @@ end)
 
 -- The webhook examples are served by klua to the sandbox, which calls them as
 -- kube-apiserver does; their configurations are those `klua webhook-config` prints
--- (support/webhook.lua).
-describe('examples/podset-webhook.lua', function()
+-- (support/webhook.lua). For a describe block: a sandbox per spec, the example's CRD
+-- file crd applied and the webhooks of its script served and configured; returns it.
+local function serving(crd, script)
   local webhook = require 'support.webhook'
   local cluster = testing.with_sandbox { each = true }
-
   before_each(function()
-    cluster:kubectl('apply -f ' .. EXAMPLES .. 'podset-crd.yaml')
-    local script = EXAMPLES .. 'podset-webhook.lua'
-    webhook.configure(cluster, script, webhook.serve(cluster, script))
+    cluster:kubectl('apply -f ' .. EXAMPLES .. crd)
+    webhook.configure(cluster, EXAMPLES .. script, webhook.serve(cluster, EXAMPLES .. script))
   end)
+  return cluster
+end
+
+describe('examples/podset-webhook.lua', function()
+  local cluster = serving('podset-crd.yaml', 'podset-webhook.lua')
 
   local function podset(name, replicas, template)
     return ([[
@@ -468,14 +476,7 @@ spec: {replicas: %d%s}
 end)
 
 describe('examples/podset-conversion.lua and podset-crd-v1alpha1.yaml', function()
-  local webhook = require 'support.webhook'
-  local cluster = testing.with_sandbox { each = true }
-
-  before_each(function()
-    cluster:kubectl('apply -f ' .. EXAMPLES .. 'podset-crd-v1alpha1.yaml')
-    local script = EXAMPLES .. 'podset-conversion.lua'
-    webhook.configure(cluster, script, webhook.serve(cluster, script))
-  end)
+  local cluster = serving('podset-crd-v1alpha1.yaml', 'podset-conversion.lua')
 
   local function get(version, name)
     return cluster:kubectl_json(('get podsets.%s.demo.klua.dev %s'):format(version, name))

@@ -100,8 +100,7 @@ describe('--verify-cache', function()
     -- Through the reflector's own transition, named for the drift.
     assert.truthy(p:errors():find('WATCH -> WATCHLIST: cache drifted, WatchList on', 1, true),
       p:errors())
-    local cache, server = I.converge(sb, p, CM)
-    assert.equals(server, cache)
+    I.converged(sb, p, CM)
     -- The relist hands the object to the handlers as the add they missed.
     assert.truthy(table.concat(I.calls(p), '\n'):find('add default/lost ' .. lost_rv .. ' false', 1, true),
       table.concat(I.calls(p), '\n'))

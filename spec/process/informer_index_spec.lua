@@ -106,8 +106,7 @@ describe('informer indexes', function()
       { "indexes = 'by_app'", 'indexes must be a table of index functions' },
       { 'indexes = { by_app = true }', 'indexes.by_app must be a function of the object' },
     }) do
-      K.run_script_refused("klua.informer { resource = 'configmaps', " .. case[1] .. ' }',
-        { kubeconfig = sb.kubeconfig }, case[2])
+      K.informer_refused(sb, case[1], case[2])
     end
     local out, err, code = K.run({ '--kubeconfig', sb.kubeconfig, 'run', K.script([[
       local cms = klua.informer { resource = 'configmaps', indexes = { by_app = function() end } }

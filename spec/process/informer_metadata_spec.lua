@@ -45,7 +45,6 @@ describe('metadata-only informers', function()
   end)
 
   it('refuses a metadata_only that is not true or false', function()
-    K.run_script_refused("klua.informer { resource = 'configmaps', metadata_only = 'yes' }",
-      { kubeconfig = sb.kubeconfig }, 'informer option metadata_only must be true or false, not a string')
+    K.informer_refused(sb, "metadata_only = 'yes'", 'informer option metadata_only must be true or false, not a string')
   end)
 end)

@@ -47,8 +47,7 @@ describe('informers with server_print', function()
 
   it('refuses metadata_only or a transform beside it, and inf:cells on what is not an object', function()
     for _, extra in ipairs { 'metadata_only = true', "transform = klua.drop_fields('data')" } do
-      K.run_script_refused("klua.informer { resource = 'configmaps', server_print = true, " .. extra .. ' }',
-        { kubeconfig = sb.kubeconfig }, 'server_print takes neither metadata_only nor transform')
+      K.informer_refused(sb, 'server_print = true, ' .. extra, 'server_print takes neither metadata_only nor transform')
     end
     K.run_script_refused("klua.informer { resource = 'configmaps', server_print = true }:cells({})",
       { kubeconfig = sb.kubeconfig }, 'inf:cells takes an object this informer handed out')

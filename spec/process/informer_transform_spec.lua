@@ -106,8 +106,7 @@ describe('informer transforms', function()
       { '42', 'transform takes a function(obj) that returns the object to cache, or klua.drop_fields(path, ...)' },
       { 'klua.drop_fields(7)', 'drop_fields: path 1 must be a string' },
     }) do
-      K.run_script_refused("klua.informer { resource = 'configmaps', transform = " .. case[1] .. ' }',
-        { kubeconfig = sb.kubeconfig }, case[2])
+      K.informer_refused(sb, 'transform = ' .. case[1], case[2])
     end
   end)
 

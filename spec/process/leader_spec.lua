@@ -51,10 +51,7 @@ describe('leader election', function()
     return p
   end
 
-  local function lease(ns)
-    local out, ok = sb:try_kubectl('-n ' .. ns .. ' get lease spec-lease -o json')
-    return ok and require('cjson').decode(out).spec or nil
-  end
+  local function lease(ns) return sandbox.lease(sb, ns, 'spec-lease') end
 
   local function holder(ns)
     local spec = lease(ns)
@@ -127,8 +124,7 @@ describe('leader election', function()
 
   it('ends a leader that cannot renew with status 1', function()
     local ns = namespace()
-    local p = candidate('only', ns)
-    assert.truthy(p:wait_for('leading only', 20 * K.slowdown), p:errors())
+    local p = K.leading(candidate('only', ns), 'only')
     -- Another holder, freshly written: the leader's renewals fail until its
     -- renew deadline passes.
     sb:kubectl('-n ' .. ns .. [[ patch lease spec-lease --type merge -p '{"spec":{"holderIdentity":"intruder"}}']])
@@ -138,8 +134,7 @@ describe('leader election', function()
 
   it('stops a leader at its renew deadline while its renewal hangs, as client-go cancels it', function()
     local ns = namespace()
-    local p = candidate('only', ns)
-    assert.truthy(p:wait_for('leading only', 20 * K.slowdown), p:errors())
+    local p = K.leading(candidate('only', ns), 'only')
     -- Every request now waits two minutes before the server answers: the
     -- renewal under way cannot end before then, the renew deadline (2 s)
     -- comes long before, and the leader stops leading and exits 1 then.
@@ -236,36 +231,32 @@ describe('--leader-elect with a Lease it cannot keep', function()
     return n
   end
 
-  local function run(ns)
+  -- Runs the script with --leader-election-namespace ns: klua must exit 2 with the
+  -- one line message (a pattern), having printed nothing and written no ConfigMap.
+  local function refused(ns, message)
     local before = sb:stats().resources.configmaps
     local out, err, code = K.run({ '--kubeconfig', sb.kubeconfig, '--leader-elect',
       '--leader-election-namespace', ns, 'run', script })
     local after = sb:stats().resources.configmaps
-    return out, err, code, before, after
-  end
-
-  it('exits 2 naming the flag when the namespace does not exist', function()
-    local out, err, code, before, after = run('no-such-namespace')
     assert.are.equal(2, code, err)
-    assert.matches('%-%-leader%-election%-namespace: namespace "no%-such%-namespace" does not exist: '
-      .. 'create it %(kubectl create namespace no%-such%-namespace%) or name another', err)
+    assert.matches(message, err)
     assert.are.equal(1, lines(err), err)
     assert.are.equal('', out)
     assert.are.same(before, after)
+  end
+
+  it('exits 2 naming the flag when the namespace does not exist', function()
+    refused('no-such-namespace', '%-%-leader%-election%-namespace: namespace "no%-such%-namespace" does not exist: '
+      .. 'create it %(kubectl create namespace no%-such%-namespace%) or name another')
     assert.is_nil(sb:get('namespace no-such-namespace'))
   end)
 
   it('exits 2 naming the flag and the RBAC to grant when Leases are forbidden', function()
     sb:kubectl('create namespace locked')
     sb:fault { forbid = { 'leases.coordination.k8s.io' } }
-    local out, err, code, before, after = run('locked')
-    sb:reset_faults()
-    assert.are.equal(2, code, err)
-    assert.matches('%-%-leader%-election%-namespace: Leases in namespace "locked" are forbidden %(.-%): grant get, '
-      .. 'create and update on leases%.coordination%.k8s%.io there', err)
-    assert.are.equal(1, lines(err), err)
-    assert.are.equal('', out)
-    assert.are.same(before, after)
+    finally(function() sb:reset_faults() end)
+    refused('locked', '%-%-leader%-election%-namespace: Leases in namespace "locked" are forbidden %(.-%): grant get, '
+      .. 'create and update on leases%.coordination%.k8s%.io there')
   end)
 end)
 

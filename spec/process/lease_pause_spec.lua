@@ -18,6 +18,13 @@ local LEASE = { '--leader-elect-lease-duration', '2s', '--leader-elect-renew-dea
   '--leader-elect-retry-period', '300ms' }
 
 -- The replicas' writes in ns, in the server's order: {writer=, rv=, data=}.
+-- The spec that what holds in each of ROUNDS rounds, round(n) running the n-th.
+local function in_every_round(what, round)
+  it(what .. ', in ' .. ROUNDS .. ' rounds out of ' .. ROUNDS, function()
+    for n = 1, ROUNDS do round(n) end
+  end)
+end
+
 local function writes(sb, ns)
   local list = sb:kubectl_json('-n ' .. ns .. ' get configmaps -l role=record')
   local out = {}
@@ -127,10 +134,7 @@ describe('a leader paused past its lease', function()
     new:cleanup()
   end
 
-  it('sends no write once another replica has taken over, in ' .. ROUNDS .. ' rounds out of ' .. ROUNDS,
-    function()
-      for n = 1, ROUNDS do round(n) end
-    end)
+  in_every_round('sends no write once another replica has taken over', round)
 
   it('answers klua.leader() false and refuses writes with NotLeader once the lease lapsed', function()
     local ns = 'pause-leader-api'
@@ -274,8 +278,5 @@ describe('a sharded replica paused past its lease', function()
     b:cleanup()
   end
 
-  it('reconciles no key of a shard another replica took over, in ' .. ROUNDS .. ' rounds out of ' .. ROUNDS,
-    function()
-      for n = 1, ROUNDS do round(n) end
-    end)
+  in_every_round('reconciles no key of a shard another replica took over', round)
 end)

@@ -128,14 +128,22 @@ describe('sharded reconcile', function()
     K.run_command(('python3 %s/spec/support/burst.py %s %s cm 0 %d 0 %s'):format(ROOT, sb.url, NS, OBJECTS, mark))
   end
 
+  -- Waits (timeout seconds at most) until the replicas names hold the shards as
+  -- balanced() has it, saying balancing if not; then changes every object with mark
+  -- and waits until each was reconciled with it, saying reconciling if not, no key
+  -- by two replicas at once.
+  local function balance_then_reconcile(names, timeout, balancing, mark, reconciling)
+    testing.eventually(function() return balanced(names) end, timeout * K.slowdown, { what = balancing })
+    touch(mark)
+    testing.eventually(function() return reconciled_with(mark) == OBJECTS end, 60 * K.slowdown,
+      { what = reconciling })
+    assert.is_true(no_overlap())
+  end
+
   it('reconciles every key across three replicas, each key by one replica at a time', function()
     for _, name in ipairs({ 'a', 'b', 'c' }) do start(name) end
-    testing.eventually(function() return balanced({ 'a', 'b', 'c' }) end, 60 * K.slowdown,
-      { what = 'three replicas holding two shards each' })
-    touch('one')
-    testing.eventually(function() return reconciled_with('one') == OBJECTS end, 60 * K.slowdown,
-      { what = 'every key reconciled after the change' })
-    assert.is_true(no_overlap())
+    balance_then_reconcile({ 'a', 'b', 'c' }, 60, 'three replicas holding two shards each',
+      'one', 'every key reconciled after the change')
     -- With the shards settled each key has one owner, and each replica owns a share.
     local owner, per_replica = {}, {}
     for _, r in ipairs(reconciles()) do
@@ -159,22 +167,14 @@ describe('sharded reconcile', function()
   it('moves a killed replica\'s shards to the others within a lease duration and reconciles their keys', function()
     replicas.c:signal('KILL')
     replicas.c:wait(10)
-    testing.eventually(function() return balanced({ 'a', 'b' }) end, 30 * K.slowdown,
-      { what = 'the two survivors holding every shard, three each' })
-    touch('two')
-    testing.eventually(function() return reconciled_with('two') == OBJECTS end, 60 * K.slowdown,
-      { what = 'every key reconciled by the survivors' })
-    assert.is_true(no_overlap())
+    balance_then_reconcile({ 'a', 'b' }, 30, 'the two survivors holding every shard, three each',
+      'two', 'every key reconciled by the survivors')
   end)
 
   it('rebalances when a replica joins, leaving no key unowned', function()
     start('d')
-    testing.eventually(function() return balanced({ 'a', 'b', 'd' }) end, 60 * K.slowdown,
-      { what = 'three replicas holding two shards each after d joined' })
-    touch('three')
-    testing.eventually(function() return reconciled_with('three') == OBJECTS end, 60 * K.slowdown,
-      { what = 'every key reconciled after the rebalance' })
-    assert.is_true(no_overlap())
+    balance_then_reconcile({ 'a', 'b', 'd' }, 60, 'three replicas holding two shards each after d joined',
+      'three', 'every key reconciled after the rebalance')
     local d_keys = 0
     for _, r in ipairs(reconciles()) do
       if r.replica == 'd' and r.mark == 'three' then d_keys = d_keys + 1 end

@@ -7,7 +7,6 @@
 local K = require 'support.klua'
 local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
-local cjson = require 'cjson'
 
 -- A controller over the ConfigMaps of one namespace, beside a handler of
 -- the script's own, whose reconcile says it started, takes its time
@@ -201,17 +200,13 @@ describe('klua run --leader-elect on SIGTERM', function()
     return p
   end
 
-  local function lease(ns)
-    local out, ok = sb:try_kubectl('-n ' .. ns .. ' get lease spec-lease -o json')
-    return ok and cjson.decode(out).spec or nil
-  end
+  local function lease(ns) return sandbox.lease(sb, ns, 'spec-lease') end
 
   local namespace = sandbox.namespaces(sb, 'shutdown-lease')
 
   it('releases the Lease as client-go ReleaseOnCancel writes it, after the hooks, still leading in them', function()
     local ns = namespace()
-    local p = candidate('only', ns)
-    assert.truthy(p:wait_for('leading only', 20 * K.slowdown), p:errors())
+    local p = K.leading(candidate('only', ns), 'only')
     p:signal('TERM')
     assert.are.equal(0, p:wait(20 * K.slowdown), p:errors())
     assert.matches('hook of only leader=true', p:output())
@@ -223,8 +218,7 @@ describe('klua run --leader-elect on SIGTERM', function()
 
   it('hands over to another replica at its next tries, long before the lease duration', function()
     local ns = namespace()
-    local first = candidate('first', ns)
-    assert.truthy(first:wait_for('leading first', 20 * K.slowdown), first:errors())
+    local first = K.leading(candidate('first', ns), 'first')
     local second = candidate('second', ns)
     -- The second has seen the first lead: it is a candidate waiting for the Lease.
     assert.truthy(second:wait_for('new leader elected: ', 20 * K.slowdown, 'err'), second:errors())
@@ -239,15 +233,15 @@ end)
 
 describe('--graceful-shutdown-timeout', function()
   it('takes a positive duration, for klua run only, refusing others with status 2 and the flag named', function()
-    local _, err, code = K.run({ '--graceful-shutdown-timeout', '0s', 'run', 'x.lua' })
-    assert.are.equal(2, code)
-    assert.matches('%-%-graceful%-shutdown%-timeout must be longer than 0s', err)
-    _, err, code = K.run({ '--graceful-shutdown-timeout', 'soon', 'run', 'x.lua' })
-    assert.are.equal(2, code)
-    assert.matches('%-%-graceful%-shutdown%-timeout needs a duration such as 30s', err)
-    _, err, code = K.run({ '--server', 'http://127.0.0.1:1', '--graceful-shutdown-timeout', '5s', 'watch', 'pods' })
-    assert.are.equal(2, code)
-    assert.matches('the graceful shutdown.* are for klua run, not klua watch', err)
+    for _, case in ipairs {
+      { { '--graceful-shutdown-timeout', '0s', 'run', 'x.lua' }, '%-%-graceful%-shutdown%-timeout must be longer than 0s' },
+      { { '--graceful-shutdown-timeout', 'soon', 'run', 'x.lua' },
+        '%-%-graceful%-shutdown%-timeout needs a duration such as 30s' },
+      { { '--server', 'http://127.0.0.1:1', '--graceful-shutdown-timeout', '5s', 'watch', 'pods' },
+        'the graceful shutdown.* are for klua run, not klua watch' },
+    } do
+      K.run_fails(case[1], 2, case[2])
+    end
   end)
 end)
 

@@ -156,11 +156,16 @@ local function leftovers(dir)
 end
 
 describe('klua test', function()
+  -- Runs klua test in dir with args: it must pass, busted's count line reading counted.
+  local function passes(dir, args, counted)
+    local out, status = klua_test(dir, args)
+    assert.equals(0, status, out)
+    assert.matches(counted, out)
+  end
+
   it('runs a user\'s passing specs against a sandbox with the harness, faults included', function()
     local dir = project(USER_SPEC .. CLEANED_UP)
-    local out, status = klua_test(dir)
-    assert.equals(0, status, out)
-    assert.matches('3 successes / 0 failures / 0 errors', out)
+    passes(dir, nil, '3 successes / 0 failures / 0 errors')
     -- Found from the binary's place in the tree, not from the environment.
     local notes = leftovers(dir)
     local tree = K.run_command('cd ' .. K.quote(testing.root) .. ' && pwd -P')
@@ -197,10 +202,8 @@ describe('klua test', function()
   end)
 
   it('passes every argument after test to busted, flags included', function()
-    local dir = project(USER_SPEC .. FAILING .. CLEANED_UP)
-    local out, status = klua_test(dir, "--filter='labels a new ConfigMap' spec/labeller_spec.lua")
-    assert.equals(0, status, out)
-    assert.matches('1 success / 0 failures / 0 errors', out)
+    passes(project(USER_SPEC .. FAILING .. CLEANED_UP), "--filter='labels a new ConfigMap' spec/labeller_spec.lua",
+      '1 success / 0 failures / 0 errors')
   end)
 end)
 

@@ -6,8 +6,6 @@ local testing = require 'klua.testing'
 local K = require 'support.klua'
 local sandbox = require 'support.sandbox'
 
-local CM = '/api/v1/namespaces/%s/configmaps'
-
 -- A controller of the ConfigMaps labelled role=parent in the namespace
 -- given as argument: it sets data.mode = "managed", creates the child
 -- <name>-child (role=child) and deletes <name>-old; it prints each
@@ -59,25 +57,25 @@ describe('klua run --dry-run', function()
     -- The child's creation was not recorded as a write to observe: the
     -- next reconcile (a change to the parent brings it) starts at once and
     -- finds the child missing again.
-    assert.equals(200, (sb:json('PATCH', CM:format(ns) .. '/web', { data = { other = 'x' } },
+    assert.equals(200, (sb:json('PATCH', sandbox.configmap_path(ns, 'web'), { data = { other = 'x' } },
       { ['Content-Type'] = 'application/merge-patch+json' })))
     local once = ('reconcile %s/web child-cached=false\n'):format(ns)
     assert.is_true(p:wait_for(L(once .. once), 20), p:output())
     testing.eventually(function()
-      local _, creates = p:errors():gsub(L(('dry run: create configmaps %s/web-child'):format(ns)), '')
+      local creates = K.count(p:errors(), L(('dry run: create configmaps %s/web-child'):format(ns)))
       return creates == 2
     end, 20, { what = 'a second dry-run create of the child' })
-    local _, cm = sb:json('GET', CM:format(ns) .. '/web')
+    local _, cm = sb:json('GET', sandbox.configmap_path(ns, 'web'))
     assert.equals('manual', cm.data.mode)
-    assert.equals(404, (sb:json('GET', CM:format(ns) .. '/web-child')))
-    assert.equals(200, (sb:json('GET', CM:format(ns) .. '/web-old')))
+    assert.equals(404, (sb:json('GET', sandbox.configmap_path(ns, 'web-child'))))
+    assert.equals(200, (sb:json('GET', sandbox.configmap_path(ns, 'web-old'))))
     assert.is_nil(p:errors():find('without the cache holding its own writes', 1, true))
   end)
 
   it('sends a patch, an apply and plain requests with dryRun=All too, a DELETE\'s in its body', function()
     local ns = namespace()
     create(ns, 'x', { role = 'other' })
-    assert.equals(201, (sb:json('POST', CM:format(ns), { metadata = { name = 'guarded',
+    assert.equals(201, (sb:json('POST', sandbox.configmap_path(ns), { metadata = { name = 'guarded',
       finalizers = { 'example.com/guard' } } })))
     local out, err = K.run_script_ok([[
       local ns = ...
@@ -98,11 +96,11 @@ describe('klua run --dry-run', function()
       .. '["example.com/guard"]'):format(ns), err, 1, true)
     assert.matches('dry run: POST /api/v1/namespaces/' .. K.literally(ns) .. '/configmaps', err)
     assert.matches('dry run: DELETE /api/v1/namespaces/' .. K.literally(ns) .. '/configmaps/x', err)
-    local _, x = sb:json('GET', CM:format(ns) .. '/x')
+    local _, x = sb:json('GET', sandbox.configmap_path(ns, 'x'))
     assert.is_nil(x.data)
-    assert.equals(404, (sb:json('GET', CM:format(ns) .. '/y')))
-    assert.equals(404, (sb:json('GET', CM:format(ns) .. '/z')))
-    local _, guarded = sb:json('GET', CM:format(ns) .. '/guarded')
+    assert.equals(404, (sb:json('GET', sandbox.configmap_path(ns, 'y'))))
+    assert.equals(404, (sb:json('GET', sandbox.configmap_path(ns, 'z'))))
+    local _, guarded = sb:json('GET', sandbox.configmap_path(ns, 'guarded'))
     assert.is_nil(guarded.metadata.deletionTimestamp)
   end)
 
@@ -131,7 +129,7 @@ describe('klua run --once', function()
     assert.same({ ('reconcile %s/a child-cached=false'):format(ns), ('reconcile %s/b child-cached=false'):format(ns) },
       lines)
     assert.matches('--once: reconciled 2 keys of 1 controller, every one successfully', err, 1, true)
-    local _, a = sb:json('GET', CM:format(ns) .. '/a')
+    local _, a = sb:json('GET', sandbox.configmap_path(ns, 'a'))
     assert.equals('managed', a.data.mode)
   end)
 
@@ -141,7 +139,7 @@ describe('klua run --once', function()
     create(ns, 'bad', { role = 'parent' }, { fail = 'yes' })
     local out, err, code = K.run_script(PARENTS, { kubeconfig = sb.kubeconfig, flags = { '--once' }, args = { ns } })
     assert.equals(1, code, err)
-    local _, bad = out:gsub('reconcile ' .. K.literally(ns) .. '/bad', '')
+    local bad = K.count(out, 'reconcile ' .. K.literally(ns) .. '/bad')
     assert.equals(1, bad)
     assert.matches(('--once: 1 of 2 reconciles failed: parents %s/bad'):format(ns), err, 1, true)
   end)
@@ -191,7 +189,7 @@ describe('klua run --once', function()
       args = { ns } })
     assert.equals(('reconcile %s/a child-cached=false\n'):format(ns), out)
     assert.matches('dry run: update configmaps ' .. K.literally(ns) .. '/a: data.mode "manual" → "managed"', err)
-    local _, a = sb:json('GET', CM:format(ns) .. '/a')
+    local _, a = sb:json('GET', sandbox.configmap_path(ns, 'a'))
     assert.equals('manual', a.data.mode)
   end)
 

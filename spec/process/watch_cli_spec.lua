@@ -13,11 +13,8 @@ local CRD = fixtures.WIDGETS_CRD
 local lines = K.lines
 
 describe('klua watch', function()
-  local sb = testing.with_sandbox()
-  local watcher = K.watcher(function() return sb.kubeconfig end)
+  local sb, watcher = K.watched_sandbox()
   local watch = watcher.watch
-
-  after_each(watcher.cleanup)
 
   -- kubectl ARGS, which must succeed.
   local function kubectl(args, stdin) return sb:kubectl(args, stdin) end

@@ -11,12 +11,9 @@ local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 
 describe('klua watch --diff', function()
-  local sb = testing.with_sandbox()
-  local watcher = K.watcher(function() return sb.kubeconfig end)
+  local sb, watcher = K.watched_sandbox()
   local watch = watcher.watch
   local namespace = sandbox.namespaces(sb, 'diff')
-
-  after_each(watcher.cleanup)
 
   local function set_phase(ns, name, phase)
     sb:kubectl(('patch pod %s -n %s --subresource=status --type=merge -p \'{"status":{"phase":"%s"}}\'')

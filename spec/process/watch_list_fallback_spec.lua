@@ -5,6 +5,12 @@
 -- --watch-list=true asks again at every relist, as client-go.
 local testing = require 'klua.testing'
 local I = require 'support.informer'
+local K = require 'support.klua'
+
+local CM = '/api/v1/namespaces/default/configmaps'
+
+-- Fails unless p has logged text.
+local function logged(p, text) assert.truthy(p:errors():find(text, 1, true), p:errors()) end
 
 -- The same fallback against the sandbox, refusing sendInitialEvents as
 -- kube-apiserver does with its WatchList feature gate off.
@@ -18,15 +24,14 @@ describe('an informer in WatchList mode against a server without WatchList', fun
     sb:fault { watch_list_disabled = true }
     p = I.start(sb, 'configmaps', { flags = { '--watch-list', '-v', '2' } })
     assert.truthy(p:output():find('synced 2', 1, true), p:output())
-    assert.truthy(p:errors():find('WatchList request refused (422 Invalid', 1, true), p:errors())
-    assert.truthy(p:errors():find('LIST from resourceVersion "0"', 1, true), p:errors())
+    logged(p, 'WatchList request refused (422 Invalid')
+    logged(p, 'LIST from resourceVersion "0"')
     -- -v 2 narrates each transition as the table names it.
-    assert.truthy(p:errors():find('WATCHLIST -> LIST: HTTP error (not 410, 429), ERROR', 1, true), p:errors())
-    assert.truthy(p:errors():find('LIST -> WATCH: ok (the last page)', 1, true), p:errors())
+    logged(p, 'WATCHLIST -> LIST: HTTP error (not 410, 429), ERROR')
+    logged(p, 'LIST -> WATCH: ok (the last page)')
     assert.equals(1, sb:stats().requests.list)
     I.configmap(sb, 'wl-off-3')
-    local cache, server = I.converge(sb, p, '/api/v1/namespaces/default/configmaps')
-    assert.equals(server, cache)
+    I.converged(sb, p, CM)
   end)
 end)
 
@@ -40,16 +45,14 @@ describe('an informer by default against a server without WatchList', function()
     sb:fault { watch_list_disabled = true }
     local p = I.start(sb, 'configmaps', { flags = { '-v', '2' } })
     assert.truthy(p:output():find('synced 1', 1, true), p:output())
-    assert.truthy(p:errors():find('WATCHLIST -> LIST: 400 / 422, by default', 1, true), p:errors())
-    assert.truthy(p:errors():find('the server does not serve WatchList (422 Invalid: ', 1, true), p:errors())
-    assert.truthy(p:errors():find('listing from now on (--watch-list=true tries it at every relist)', 1, true),
-      p:errors())
-    local function count(text) return select(2, p:errors():gsub(text:gsub('%p', '%%%0'), '')) end
+    logged(p, 'WATCHLIST -> LIST: 400 / 422, by default')
+    logged(p, 'the server does not serve WatchList (422 Invalid: ')
+    logged(p, 'listing from now on (--watch-list=true tries it at every relist)')
+    local function count(text) return K.count(p:errors(), K.literally(text)) end
     sb:fault { expire_watches = true }
     I.configmap(sb, 'auto-2')
     assert.truthy(testing.poll(function() return count('LIST from resourceVersion') >= 2 end, 15), p:errors())
-    local cache, server = I.converge(sb, p, '/api/v1/namespaces/default/configmaps')
-    assert.equals(server, cache)
+    I.converged(sb, p, CM)
     assert.equals(1, count('WATCH with initial events'), p:errors())
   end)
 end)

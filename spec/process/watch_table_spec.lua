@@ -15,17 +15,6 @@ local K = require 'support.klua'
 local fixtures = require 'support.fixtures'
 local testing = require 'klua.testing'
 
--- The words of each line of text.
-local function rows(text)
-  local out = {}
-  for line in text:gmatch('[^\n]+') do
-    local words = {}
-    for w in line:gmatch('%S+') do words[#words + 1] = w end
-    out[#out + 1] = table.concat(words, ' ')
-  end
-  return out
-end
-
 describe('klua watch prints the server\'s Table', function()
   local sb, ns = nil, 'tables'
   local watcher = K.watcher(function() return sb.kubeconfig end)
@@ -50,26 +39,30 @@ describe('klua watch prints the server\'s Table', function()
 
   -- Waits until p has printed n lines; returns their words.
   local function lines_of(p, n)
-    local ok = testing.poll(function() return #rows(p:output()) >= n end, 15)
+    local ok = testing.poll(function() return #K.rows(p:output()) >= n end, 15)
     assert.truthy(ok, ('expected %d lines:\n%s\n%s'):format(n, p:output(), p:errors()))
-    return rows(p:output())
+    return K.rows(p:output())
+  end
+
+  -- Waits until p has printed its header and a first row: the header's words
+  -- must be header, the row's match the pattern row.
+  local function header_and_row(p, header, row)
+    local got = lines_of(p, 2)
+    assert.equal(header, got[1])
+    assert.truthy(got[2]:match(row), got[2])
   end
 
   it('with -o wide, the columns of priority > 0 too', function()
     local p = watch { 'gizmos', '-n', ns, '-o', 'wide' }
-    local got = lines_of(p, 2)
-    assert.equal('NAME SIZE COLOUR AGE', got[1])
-    assert.truthy(got[2]:match('^cog 3 red %S+$'), got[2])
+    header_and_row(p, 'NAME SIZE COLOUR AGE', '^cog 3 red %S+$')
   end)
 
   it('a row for each change, with the cells the server sent for it; -e, -L and --sort-by read the whole object', function()
     local p = watch { 'gizmos', '-n', ns, '-L', 'tier', '--sort-by', '.spec.size',
       '-e', 'obj.spec.size > 2 and obj.spec.colour ~= nil' }
-    local got = lines_of(p, 2)
-    assert.equal('NAME SIZE AGE TIER', got[1])
-    assert.truthy(got[2]:match('^cog 3 %S+ gold$'), got[2])
+    header_and_row(p, 'NAME SIZE AGE TIER', '^cog 3 %S+ gold$')
     assert(select(2, sb:try_kubectl('patch gizmo cog -n ' .. ns .. ' --type=merge -p \'{"spec":{"size":7}}\'')))
-    got = lines_of(p, 3)
+    local got = lines_of(p, 3)
     assert.truthy(got[3]:match('^cog 7 %S+ gold$'), got[3])
     assert(select(2, sb:try_kubectl('patch gizmo cog -n ' .. ns .. ' --type=merge -p \'{"spec":{"size":3}}\'')))
     lines_of(p, 4)
@@ -79,9 +72,7 @@ describe('klua watch prints the server\'s Table', function()
   -- sandbox does (docs/sandbox.md): the table is listed and watched, as by kubectl get -w.
   it('the same rows with --watch-list, from a LIST and a WATCH', function()
     local p = watcher.track(K.spawn { '--kubeconfig', sb.kubeconfig, '--watch-list', '-v', '2', 'watch', 'gizmos', '-n', ns })
-    local got = lines_of(p, 2)
-    assert.equal('NAME SIZE AGE', got[1])
-    assert.truthy(got[2]:match('^cog 3 %S+$'), got[2])
+    header_and_row(p, 'NAME SIZE AGE', '^cog 3 %S+$')
     assert.truthy(testing.poll(function() return p:errors():find('LIST -> WATCH', 1, true) end, 10), p:errors())
     assert.falsy(p:errors():find('WATCHLIST', 1, true), p:errors())
   end)
@@ -89,9 +80,7 @@ describe('klua watch prints the server\'s Table', function()
   it('the server\'s columns after its first LIST failed (503), asked again as the informer would', function()
     sb:fault { fail = { count = 2, code = 503, verbs = { 'list' }, path = 'includeObject=Object' } }
     local p = watch { 'gizmos', '-n', ns }
-    local got = lines_of(p, 2)
-    assert.equal('NAME SIZE AGE', got[1])
-    assert.truthy(got[2]:match('^cog 3 %S+$'), got[2])
+    header_and_row(p, 'NAME SIZE AGE', '^cog 3 %S+$')
     assert.equal(2, sb:stats().faults.fail_503)
     assert.truthy(p:errors():find('listing gizmos failed', 1, true), p:errors())
   end)
@@ -100,9 +89,7 @@ describe('klua watch prints the server\'s Table', function()
     assert(select(2, sb:try_kubectl('create configmap plain -n ' .. ns .. ' --from-literal=a=1')))
     sb:fault { fail = { count = 1, code = 406, verbs = { 'list' }, path = 'includeObject=Object' } }
     local p = watch { 'configmaps', '-n', ns }
-    local got = lines_of(p, 2)
-    assert.equal('NAME AGE', got[1])
-    assert.truthy(got[2]:match('^plain %d+s$'), got[2])
+    header_and_row(p, 'NAME AGE', '^plain %d+s$')
     assert.equal(1, sb:stats().faults.fail_406)
     assert.equal('', p:errors())
   end)
@@ -110,16 +97,12 @@ describe('klua watch prints the server\'s Table', function()
   it('NAME and AGE, with no error, from a server that answers the plain list instead', function()
     local s = hostile.start { '--mode', 'good' }
     local p = watch({ 'configmaps', '-A' }, s:kubeconfig())
-    local got = lines_of(p, 2)
-    assert.equal('NAMESPACE NAME AGE', got[1])
-    assert.truthy(got[2]:match('^default %S+ %S+$'), got[2])
+    header_and_row(p, 'NAMESPACE NAME AGE', '^default %S+ %S+$')
     assert.equal('', p:errors())
   end)
   it('the columns a custom resource\'s CRD names, following the CRD when its columns change', function()
     local p = watch { 'gizmos', '-n', ns }
-    local got = lines_of(p, 2)
-    assert.equal('NAME SIZE AGE', got[1])
-    assert.truthy(got[2]:match('^cog 3 %S+$'), got[2])
+    header_and_row(p, 'NAME SIZE AGE', '^cog 3 %S+$')
     p:cleanup()
     -- Last of the cases: the other ones print the CRD's first columns.
     sb:reset_faults()

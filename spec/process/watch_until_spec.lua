@@ -13,11 +13,8 @@ local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
 
 describe('klua watch waits', function()
-  local sb = testing.with_sandbox()
-  local watcher = K.watcher(function() return sb.kubeconfig end)
+  local sb, watcher = K.watched_sandbox()
   local namespace = sandbox.namespaces(sb, 'wait')
-
-  after_each(watcher.cleanup)
 
   local function pod(ns, name, labels)
     sb:kubectl(('run %s -n %s --image=nginx%s'):format(name, ns, labels and (' -l ' .. labels) or ''))
@@ -25,6 +22,12 @@ describe('klua watch waits', function()
 
   local function set_status(ns, name, status)
     sb:kubectl(('patch pod %s -n %s --subresource=status --type=merge -p \'%s\''):format(name, ns, status))
+  end
+
+  -- The wait p must be over, with status 0, having printed printed.
+  local function over(p, printed)
+    assert.equals(0, p:wait(20), p:errors())
+    assert.equals(printed, p:output())
   end
 
   local function ready(ns, name)
@@ -128,42 +131,45 @@ describe('klua watch waits', function()
     it('--timeout: status 1, "timed out waiting for the condition on pods/web"; --timeout=0 checks once', function()
       local ns = namespace()
       pod(ns, 'web')
-      local _, err, code = same(ns, 'pod/web', '--for=condition=Ready --timeout=1s')
-      assert.equals(1, code)
-      assert.equals('klua watch: timed out waiting for the condition on pods/web\n', err)
-      _, err, code = same(ns, 'pod/web', '--for=condition=Ready --timeout=0')
-      assert.equals(1, code)
-      assert.equals('klua watch: condition not met for pods/web\n', err)
+      for _, case in ipairs {
+        { '--for=condition=Ready --timeout=1s', 'klua watch: timed out waiting for the condition on pods/web\n' },
+        { '--for=condition=Ready --timeout=0', 'klua watch: condition not met for pods/web\n' },
+      } do
+        local _, err, code = same(ns, 'pod/web', case[1])
+        assert.equals(1, code)
+        assert.equals(case[2], err)
+      end
     end)
   end)
 
   describe('where kubectl wait gives up', function()
+    -- kubectl ARGS must fail, saying says.
+    local function kubectl_wait_fails(args, says)
+      local _, ok, err = sb:try_kubectl(args)
+      assert.is_false(ok)
+      assert.truthy(err:find(says, 1, true), err)
+    end
+
     -- kubectl wait ends with NotFound, or "no matching resources found" for a
     -- selection (wait.go's RunWait); klua watch waits for the objects to appear.
     it('waits for an object that does not exist yet', function()
       local ns = namespace()
-      local _, ok, err = sb:try_kubectl('wait --for=condition=Ready pod/later --timeout=5s -n ' .. ns)
-      assert.is_false(ok)
-      assert.truthy(err:find('not found', 1, true), err)
+      kubectl_wait_fails('wait --for=condition=Ready pod/later --timeout=5s -n ' .. ns, 'not found')
       local p = watcher.watching(sb, { 'pod/later', '-n', ns, '--for=condition=Ready' })
       pod(ns, 'later')
       ready(ns, 'later')
-      assert.equals(0, p:wait(20), p:errors())
-      assert.equals('pod/later condition met\n', p:output())
+      over(p, 'pod/later condition met\n')
       assert.equals('', p:errors())
     end)
 
     it('waits for a selection to have objects', function()
       local ns = namespace()
-      local _, ok, err = sb:try_kubectl('wait --for=condition=Ready pods -l app=web --timeout=5s -n ' .. ns)
-      assert.is_false(ok)
-      assert.truthy(err:find('no matching resources found', 1, true), err)
+      kubectl_wait_fails('wait --for=condition=Ready pods -l app=web --timeout=5s -n ' .. ns, 'no matching resources found')
       local p = watcher.watching(sb, { 'pods', '-l', 'app=web', '-n', ns, '--until', 'obj.status.phase == "Running"' })
       pod(ns, 'web', 'app=web')
       assert.is_nil(p:exit_code())
       set_status(ns, 'web', '{"status":{"phase":"Running"}}')
-      assert.equals(0, p:wait(20), p:errors())
-      assert.equals('pod/web condition met\n', p:output())
+      over(p, 'pod/web condition met\n')
     end)
   end)
 
@@ -175,8 +181,7 @@ describe('klua watch waits', function()
         '--until', 'old and get(old, "status", "phase") ~= obj.status.phase',
         '--for', 'condition=Ready' })
       set_status(ns, 'web', '{"status":{"phase":"Running"}}')
-      assert.equals(0, p:wait(20), p:errors())
-      assert.equals('pod/web condition met\n', p:output())
+      over(p, 'pod/web condition met\n')
     end)
 
     it('--fail-if: status 1 as soon as it holds, naming the object and the event', function()
@@ -196,8 +201,7 @@ describe('klua watch waits', function()
       pod(ns, 'b', 'app=web')
       local p = watcher.watching(sb, { 'pods', '-l', 'app=web', '-n', ns, '--for=condition=Ready', '--any' })
       ready(ns, 'b')
-      assert.equals(0, p:wait(20), p:errors())
-      assert.equals('pod/b condition met\n', p:output())
+      over(p, 'pod/b condition met\n')
     end)
 
     it('--for=delete on a selection: over when none is left, a line for each deleted', function()
@@ -208,8 +212,7 @@ describe('klua watch waits', function()
       sb:kubectl('delete pod a --wait=false -n ' .. ns)
       assert.is_nil(p:wait(1))
       sb:kubectl('delete pod b --wait=false -n ' .. ns)
-      assert.equals(0, p:wait(20), p:errors())
-      assert.equals('pod/a condition met\npod/b condition met\n', p:output())
+      over(p, 'pod/a condition met\npod/b condition met\n')
     end)
 
     it('prints the events while waiting when -o says how, and no "condition met" lines then', function()
@@ -217,8 +220,7 @@ describe('klua watch waits', function()
       pod(ns, 'web')
       local p = watcher.watching(sb, { 'pod/web', '-n', ns, '-o', 'name', '--for', 'jsonpath={.status.phase}=Running' })
       set_status(ns, 'web', '{"status":{"phase":"Running"}}')
-      assert.equals(0, p:wait(20), p:errors())
-      assert.equals('pod/web\npod/web\n', p:output())
+      over(p, 'pod/web\npod/web\n')
     end)
   end)
 

@@ -173,36 +173,35 @@ describe('klua webhooks called by the sandbox, driven with kubectl', function()
         .. why .. '") has prevented the request from succeeding\n', err)
     end
 
-    it('with a Lua error fails the request under failurePolicy Fail, and is passed over under Ignore', function()
-      local _, ok, err = create('error-fail', 'Fail', 'error')
+    -- ConfigMaps whose handler breaks by how: HOW-fail, under failurePolicy Fail,
+    -- refused for why and not stored; HOW-ignore, under Ignore, admitted.
+    local function refused_under_fail_admitted_under_ignore(how, why)
+      local _, ok, err = create(how .. '-fail', 'Fail', how)
       assert.is_false(ok)
-      local line = select(2, SCRIPT:sub(1, SCRIPT:find('cannot judge')):gsub('\n', '')) + 1
-      refused(err, ('the call to /broken-fail failed: %s:%d: cannot judge error-fail'):format(script, line))
-      assert.is_nil(sb:get('configmap error-fail'))
-      _, ok, err = create('error-ignore', 'Ignore', 'error')
+      refused(err, why)
+      assert.is_nil(sb:get('configmap ' .. how .. '-fail'))
+      _, ok, err = create(how .. '-ignore', 'Ignore', how)
       assert.is_true(ok, err)
-      assert.truthy(sb:get('configmap error-ignore'))
+      assert.truthy(sb:get('configmap ' .. how .. '-ignore'))
+    end
+
+    it('with a Lua error fails the request under failurePolicy Fail, and is passed over under Ignore', function()
+      local line = select(2, SCRIPT:sub(1, SCRIPT:find('cannot judge')):gsub('\n', '')) + 1
+      refused_under_fail_admitted_under_ignore('error',
+        ('the call to /broken-fail failed: %s:%d: cannot judge error-fail'):format(script, line))
     end)
 
     it('past the instruction budget fails the request under Fail, and is passed over under Ignore', function()
-      local _, ok, err = create('spin-fail', 'Fail', 'spin')
-      assert.is_false(ok)
-      refused(err, 'the call to /broken-fail failed: it ran past --instruction-budget')
-      _, ok, err = create('spin-ignore', 'Ignore', 'spin')
-      assert.is_true(ok, err)
+      refused_under_fail_admitted_under_ignore('spin', 'the call to /broken-fail failed: it ran past --instruction-budget')
       -- The server goes on answering.
-      _, ok, err = create('after', 'Fail', 'nothing')
+      local _, ok, err = create('after', 'Fail', 'nothing')
       assert.is_true(ok, err)
     end)
 
+    -- klua's answer, not the API server's timeout: the reason is named.
     it('past its deadline is answered before the API server gives up: Fail refuses, Ignore admits', function()
-      local _, ok, err = create('sleep-fail', 'Fail', 'sleep')
-      assert.is_false(ok)
-      -- klua's answer, not the API server's timeout: the reason is named.
-      refused(err, 'the call to /broken-fail was not answered in time: its deadline passed')
-      _, ok, err = create('sleep-ignore', 'Ignore', 'sleep')
-      assert.is_true(ok, err)
-      assert.truthy(sb:get('configmap sleep-ignore'))
+      refused_under_fail_admitted_under_ignore('sleep',
+        'the call to /broken-fail was not answered in time: its deadline passed')
     end)
   end)
 

@@ -409,19 +409,14 @@ print(first, call(), flush=True)
     end)
 
     it('refuses to start without the certificate pair, webhooks without the server, two of one name', function()
-      local out, err, code = K.run(K.offline_args('', { '--webhook-bind-address', '127.0.0.1:0',
-        '--webhook-cert-dir', K.tmpdir() }))
-      assert.are.equal(2, code, out)
-      assert.matches('tls.crt', err)
-      local _, err2, code2 = K.run(K.offline_args(SCRIPT))
-      assert.are.equal(1, code2)
-      assert.matches('klua serves webhooks with %-%-webhook%-bind%-address', err2)
-      local _, err3, code3 = K.run(K.offline_args([[
+      K.run_fails(K.offline_args('', { '--webhook-bind-address', '127.0.0.1:0', '--webhook-cert-dir', K.tmpdir() }), 2,
+        'tls.crt')
+      K.run_fails(K.offline_args(SCRIPT), 1, 'klua serves webhooks with %-%-webhook%-bind%-address')
+      K.run_fails(K.offline_args([[
 klua.webhook.validating { path = '/a', name = 'same.example.com', resources = { 'v1/pods' }, handler = print }
 klua.webhook.validating { path = '/b', name = 'same.example.com', resources = { 'v1/pods' }, handler = print }
-]], { '--webhook-bind-address', '127.0.0.1:0', '--webhook-cert-dir', dir }))
-      assert.are.equal(1, code3)
-      assert.matches('name "same.example.com" is taken by the webhook at /a', err3)
+]], { '--webhook-bind-address', '127.0.0.1:0', '--webhook-cert-dir', dir }), 1,
+        'name "same.example.com" is taken by the webhook at /a')
     end)
   end)
 
@@ -483,12 +478,8 @@ klua.webhook.validating { path = '/b', name = 'same.example.com', resources = { 
     end)
 
     it('refuses a call without a Service or a URL, and a script without webhooks', function()
-      local _, err, code = K.run { 'webhook-config', K.script(SCRIPT) }
-      assert.are.equal(2, code)
-      assert.matches('give %-%-service NS/NAME', err)
-      _, err, code = K.run { 'webhook-config', K.script('local x = 1'), '--service', 'a/b' }
-      assert.are.equal(1, code)
-      assert.matches('declares no webhook', err)
+      K.run_fails({ 'webhook-config', K.script(SCRIPT) }, 2, 'give %-%-service NS/NAME')
+      K.run_fails({ 'webhook-config', K.script('local x = 1'), '--service', 'a/b' }, 1, 'declares no webhook')
     end)
   end)
 

@@ -19,6 +19,15 @@ describe('sandbox server-side apply', function()
     return '/api/v1/namespaces/' .. ns .. '/configmaps/' .. name .. (query and ('?' .. query) or '')
   end
 
+  -- The path of the Deployment web of namespace ns.
+  local function web_path(ns) return '/apis/apps/v1/namespaces/' .. ns .. '/deployments/web' end
+
+  -- The answer must be 409 with message, as the field manager words a conflict.
+  local function conflict(message, status, body)
+    assert.equals(409, status)
+    assert.equals(message, body.message)
+  end
+
   -- PATCH with an apply body (YAML text or a table sent as JSON); status and decoded answer.
   local function apply(path, body, query)
     return sb:json('PATCH', path .. (path:find('?', 1, true) and '&' or '?') .. query, body, APPLY)
@@ -56,10 +65,9 @@ describe('sandbox server-side apply', function()
     it('an apply without fieldManager is 422 Invalid on PatchOptions', function()
       local ns = namespace()
       local status, body = apply(cm_path(ns, 'x'), configmap_yaml('x', { { 'a', '1' } }), 'force=false')
-      assert.equals(422, status)
-      assert.equals('Invalid', body.reason)
-      assert.equals('PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
-        .. 'is required for apply patch', body.message)
+      sandbox.failed(status, body, 422, 'Invalid',
+        'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+        .. 'is required for apply patch')
       assert.equals('fieldManager', body.details.causes[1].field)
     end)
 
@@ -166,7 +174,7 @@ describe('sandbox server-side apply', function()
 
     it('an apply to status owns only status, as manager with subresource status', function()
       local ns = namespace()
-      local path = '/apis/apps/v1/namespaces/' .. ns .. '/deployments/web'
+      local path = web_path(ns)
       local dep = deployment({ { name = 'web', image = 'nginx' } }, 2)
       assert.equals(201, (apply(path, dep, 'fieldManager=app')))
       local status, obj = apply(path .. '/status', { apiVersion = 'apps/v1', kind = 'Deployment',
@@ -216,9 +224,8 @@ describe('sandbox server-side apply', function()
       sb:json('POST', '/api/v1/namespaces/' .. ns .. '/configmaps?fieldManager=creator',
         { metadata = { name = 'c' }, data = { a = '1', b = '2' } })
       local status, body = apply(cm_path(ns, 'c'), configmap_yaml('c', { { 'a', 'changed' } }), 'fieldManager=applier')
-      assert.equals(409, status)
+      conflict('Apply failed with 1 conflict: conflict with "creator" using v1: .data.a', status, body)
       assert.equals('Conflict', body.reason)
-      assert.equals('Apply failed with 1 conflict: conflict with "creator" using v1: .data.a', body.message)
       assert.same({ { reason = 'FieldManagerConflict', message = 'conflict with "creator" using v1', field = '.data.a' } },
         body.details.causes)
       status, body = apply(cm_path(ns, 'c'), configmap_yaml('c', { { 'a', '1' } }), 'fieldManager=applier')
@@ -234,9 +241,8 @@ describe('sandbox server-side apply', function()
       assert.equals(200, (apply(cm_path(ns, 'c'), configmap_yaml('c', { { 'z', 'x' } }), 'fieldManager=two')))
       local yaml = configmap_yaml('c', { { 'a', '2' }, { 'b', '2' }, { 'z', 'new' } })
       local status, body = apply(cm_path(ns, 'c'), yaml, 'fieldManager=three')
-      assert.equals(409, status)
-      assert.equals('Apply failed with 3 conflicts: conflicts with "one" using v1:\n- .data.a\n- .data.b\n'
-        .. 'conflicts with "two":\n- .data.z', body.message)
+      conflict('Apply failed with 3 conflicts: conflicts with "one" using v1:\n- .data.a\n- .data.b\n'
+        .. 'conflicts with "two":\n- .data.z', status, body)
       status, body = apply(cm_path(ns, 'c'), yaml, 'fieldManager=three&force=true')
       assert.equals(200, status)
       assert.same({ a = '2', b = '2', z = 'new' }, body.data)
@@ -249,9 +255,8 @@ describe('sandbox server-side apply', function()
       local status, body = sb:json('PATCH', '/api/v1/namespaces/kube-public?fieldManager=m',
         { apiVersion = 'v1', kind = 'Namespace', metadata = { name = 'kube-public',
           labels = { ['kubernetes.io/metadata.name'] = 'other' } } }, APPLY)
-      assert.equals(409, status)
-      assert.equals('Apply failed with 1 conflict: conflict with "before-first-apply" using v1: '
-        .. '.metadata.labels.kubernetes.io/metadata.name', body.message)
+      conflict('Apply failed with 1 conflict: conflict with "before-first-apply" using v1: '
+        .. '.metadata.labels.kubernetes.io/metadata.name', status, body)
     end)
   end)
 
@@ -272,7 +277,7 @@ describe('sandbox server-side apply', function()
 
     it('a dropped defaulted field comes back as its default', function()
       local ns = namespace()
-      local path = '/apis/apps/v1/namespaces/' .. ns .. '/deployments/web'
+      local path = web_path(ns)
       local dep = deployment({ { name = 'web', image = 'nginx' } }, 4)
       local status, obj = apply(path, dep, 'fieldManager=m')
       assert.equals(201, status)
@@ -294,7 +299,7 @@ describe('sandbox server-side apply', function()
 
     it('containers merge by name: each applier owns its own, and dropping one removes it', function()
       local ns = namespace()
-      local path = '/apis/apps/v1/namespaces/' .. ns .. '/deployments/web'
+      local path = web_path(ns)
       assert.equals(201, (apply(path, deployment({ { name = 'web', image = 'nginx' } }), 'fieldManager=app')))
       local status, obj = apply(path, deployment({ { name = 'proxy', image = 'envoy' } }), 'fieldManager=mesh')
       assert.equals(200, status)
@@ -312,12 +317,11 @@ describe('sandbox server-side apply', function()
 
     it('other lists are atomic: owned and replaced whole, one path in a conflict', function()
       local ns = namespace()
-      local path = '/apis/apps/v1/namespaces/' .. ns .. '/deployments/web'
+      local path = web_path(ns)
       apply(path, deployment({ { name = 'web', image = 'nginx', args = { 'a', 'b' } } }), 'fieldManager=app')
       local status, body = apply(path, deployment({ { name = 'web', image = 'nginx', args = { 'c' } } }), 'fieldManager=ops')
-      assert.equals(409, status)
-      assert.equals('Apply failed with 1 conflict: conflict with "app": '
-        .. '.spec.template.spec.containers[name="web"].args', body.message)
+      conflict('Apply failed with 1 conflict: conflict with "app": '
+        .. '.spec.template.spec.containers[name="web"].args', status, body)
     end)
   end)
 
@@ -358,8 +362,7 @@ describe('sandbox server-side apply', function()
         entry(obj, 'two').fieldsV1['f:spec']['f:backends']['k:{"name":"b"}'])
       assert.same({}, entry(obj, 'two').fieldsV1['f:spec']['f:hosts']['v:"y.example"'])
       status, obj = apply(path, route(nil, nil, { 'r2' }), 'fieldManager=two')
-      assert.equals(409, status)
-      assert.equals('Apply failed with 1 conflict: conflict with "one": .spec.rules', obj.message)
+      conflict('Apply failed with 1 conflict: conflict with "one": .spec.rules', status, obj)
     end)
   end)
 

@@ -2,12 +2,11 @@
 -- tokens or client certificates, and writes a kubeconfig that kubectl uses as it is.
 local sandbox = require 'support.sandbox'
 local testing = require 'klua.testing'
+local K = require 'support.klua'
 
-local function file(path)
-  local f = assert(io.open(path))
-  local text = f:read('a')
-  f:close()
-  return text
+-- What curl ARGS prints, trusting the CA of sb.
+local function curl(sb, args)
+  return K.run_command('curl -s --cacert ' .. sb.dir .. '/ca.crt ' .. args)
 end
 
 describe('sandbox authentication', function()
@@ -22,23 +21,22 @@ describe('sandbox authentication', function()
 
     it('names 127.0.0.1, localhost and each --tls-san in the server certificate', function()
       local cmd = 'openssl x509 -noout -ext subjectAltName -in ' .. sb.dir .. '/server.crt'
-      local text = io.popen(cmd):read('a')
+      local text = K.run_command(cmd)
       assert.matches('IP Address:127.0.0.1', text, 1, true)
       assert.matches('DNS:localhost', text, 1, true)
       assert.matches('DNS:sandbox.test', text, 1, true)
     end)
 
     it('answers 401 Unauthorized without the token or with a wrong one', function()
-      local base = 'curl -s --cacert ' .. sb.dir .. '/ca.crt '
       for _, header in ipairs({ '', "-H 'Authorization: Bearer wrong' " }) do
-        local body = io.popen(base .. header .. sb.url .. '/api/v1/namespaces'):read('a')
+        local body = curl(sb, header .. sb.url .. '/api/v1/namespaces')
         assert.equals('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
           .. '"message":"Unauthorized","reason":"Unauthorized","code":401}', body)
       end
     end)
 
     it('writes a kubeconfig that kubectl uses as it is', function()
-      local kc = file(sb.kubeconfig)
+      local kc = K.read_file(sb.kubeconfig)
       assert.matches('current-context: sandbox', kc, 1, true)
       assert.matches('certificate-authority-data: ', kc, 1, true)
       assert.matches('token: ' .. sb.token, kc, 1, true)
@@ -48,15 +46,12 @@ describe('sandbox authentication', function()
     end)
 
     it('serves the control endpoint without credentials', function()
-      local cmd = 'curl -s --cacert ' .. sb.dir .. '/ca.crt ' .. sb.url .. '/sandbox/v1/stats'
-      local body = io.popen(cmd):read('a')
-      assert.matches('"open_watches"', body)
+      assert.matches('"open_watches"', curl(sb, sb.url .. '/sandbox/v1/stats'))
     end)
   end)
 
   describe('with client certificates', function()
     local sb = testing.with_sandbox { tls = true, auth = 'cert' }
-
 
     it('accepts a client certificate signed by its CA, naming the user by CN', function()
       assert.equals(200, (sb:request('GET', '/api/v1/namespaces/default/configmaps')))
@@ -67,22 +62,19 @@ describe('sandbox authentication', function()
     end)
 
     it('answers 401 when no certificate is presented', function()
-      local cmd = 'curl -s -o /dev/null -w %{http_code} --cacert ' .. sb.dir .. '/ca.crt '
-        .. sb.url .. '/api/v1/namespaces'
-      assert.equals('401', io.popen(cmd):read('a'))
+      assert.equals('401', curl(sb, '-o /dev/null -w %{http_code} ' .. sb.url .. '/api/v1/namespaces'))
     end)
 
     it('refuses the TLS handshake for a certificate from another CA', function()
       local other = sandbox.start{ tls = true }
-      local cmd = 'curl -s -o /dev/null -w %{http_code} --cacert ' .. sb.dir .. '/ca.crt --cert '
-        .. other.dir .. '/client.crt --key ' .. other.dir .. '/client.key ' .. sb.url .. '/api'
-      local code = io.popen(cmd):read('a')
+      local code = curl(sb, '-o /dev/null -w %{http_code} --cert ' .. other.dir .. '/client.crt --key '
+        .. other.dir .. '/client.key ' .. sb.url .. '/api')
       other:stop()
       assert.equals('000', code)
     end)
 
     it('writes the client certificate into the kubeconfig for kubectl', function()
-      local kc = file(sb.kubeconfig)
+      local kc = K.read_file(sb.kubeconfig)
       assert.matches('client-certificate-data: ', kc, 1, true)
       assert.matches('client-key-data: ', kc, 1, true)
       local out, ok, err = sb:try_kubectl('get namespaces -o name')

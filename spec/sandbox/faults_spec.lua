@@ -3,6 +3,7 @@
 -- in GET /sandbox/v1/stats.
 local cjson = require 'cjson'
 local testing = require 'klua.testing'
+local sandbox = require 'support.sandbox'
 
 local CM = '/api/v1/namespaces/default/configmaps'
 
@@ -145,12 +146,10 @@ describe('sandbox faults', function()
     sb:fault{ fail = { count = 1, code = 503, path = 'secrets' } }
     assert.equals(200, (sb:request('GET', CM)))
     local status, body = sb:json('GET', '/api/v1/namespaces/default/secrets')
-    assert.equals(503, status)
-    assert.equals('ServiceUnavailable', body.reason)
+    sandbox.failed(status, body, 503, 'ServiceUnavailable')
     sb:fault{ fail = { count = 1, code = 500, verbs = { 'watch' } } }
     status, body = sb:json('GET', CM .. '?watch=1')
-    assert.equals(500, status)
-    assert.equals('InternalError', body.reason)
+    sandbox.failed(status, body, 500, 'InternalError')
   end)
 
   it('delays responses', function()
@@ -238,10 +237,9 @@ describe('sandbox faults', function()
   it('forbids chosen resources with 403', function()
     sb:fault{ forbid = { 'secrets', 'configmaps:delete' } }
     local status, body = sb:json('GET', '/api/v1/namespaces/default/secrets')
-    assert.equals(403, status)
-    assert.equals('Forbidden', body.reason)
-    assert.equals('secrets is forbidden: User "sandbox-admin" cannot list resource "secrets" in '
-      .. 'API group "" in the namespace "default"', body.message)
+    sandbox.failed(status, body, 403, 'Forbidden',
+      'secrets is forbidden: User "sandbox-admin" cannot list resource "secrets" in '
+      .. 'API group "" in the namespace "default"')
     assert.equals(200, (sb:request('GET', CM)))
     assert.equals(403, (sb:request('DELETE', CM .. '/anything')))
   end)

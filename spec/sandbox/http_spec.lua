@@ -5,8 +5,6 @@ local cjson = require 'cjson'
 local testing = require 'klua.testing'
 local sandbox = require 'support.sandbox'
 
-local CM = '/api/v1/namespaces/%s/configmaps'
-
 local function decode_lines(body)
   local out = {}
   for line in body:gmatch('[^\n]+') do out[#out + 1] = cjson.decode(line) end
@@ -30,6 +28,18 @@ describe('sandbox API server over HTTP', function()
     return sandbox.create_configmap(sb, ns, name, { labels = labels }, data)
   end
 
+  -- A new namespace holding the ConfigMaps PREFIX-1 ... PREFIX-n.
+  local function namespace_with(prefix, n)
+    local ns = namespace()
+    for i = 1, n do create(ns, prefix .. '-' .. i) end
+    return ns
+  end
+
+  -- The decoded answer to a LIST of the ConfigMaps of ns, with the query given (?...).
+  local function list_of(ns, query)
+    return select(2, sb:json('GET', sandbox.configmap_path(ns) .. (query or '')))
+  end
+
   local function current_rv()
     return tonumber(sb:stats().resourceVersion)
   end
@@ -38,7 +48,7 @@ describe('sandbox API server over HTTP', function()
     it('answers a List kind with the current resourceVersion and items in key order', function()
       local ns = namespace()
       create(ns, 'b'); create(ns, 'a')
-      local status, list = sb:json('GET', CM:format(ns))
+      local status, list = sb:json('GET', sandbox.configmap_path(ns))
       assert.equals(200, status)
       assert.equals('ConfigMapList', list.kind)
       assert.equals('v1', list.apiVersion)
@@ -47,26 +57,24 @@ describe('sandbox API server over HTTP', function()
     end)
 
     it('pages with limit and continue, counting the remaining items', function()
-      local ns = namespace()
-      for i = 1, 5 do create(ns, 'item-' .. i) end
-      local _, page1 = sb:json('GET', CM:format(ns) .. '?limit=2')
+      local ns = namespace_with('item', 5)
+      local page1 = list_of(ns, '?limit=2')
       assert.equals(2, #page1.items)
       assert.equals(3, page1.metadata.remainingItemCount)
       create(ns, 'item-9')
-      local _, page2 = sb:json('GET', CM:format(ns) .. '?limit=2&continue=' .. page1.metadata.continue)
+      local page2 = list_of(ns, '?limit=2&continue=' .. page1.metadata.continue)
       assert.same({ 'item-3', 'item-4' },
         { page2.items[1].metadata.name, page2.items[2].metadata.name })
       assert.equals(page1.metadata.resourceVersion, page2.metadata.resourceVersion,
         'every page is a snapshot at the first page\'s resourceVersion')
-      local _, page3 = sb:json('GET', CM:format(ns) .. '?limit=2&continue=' .. page2.metadata.continue)
+      local page3 = list_of(ns, '?limit=2&continue=' .. page2.metadata.continue)
       assert.same({ 'item-5' }, { page3.items[1].metadata.name })
       assert.is_nil(page3.metadata.continue)
     end)
 
     it('serves resourceVersion=0 from the watch cache, ignoring limit', function()
-      local ns = namespace()
-      for i = 1, 4 do create(ns, 'any-' .. i) end
-      local _, list = sb:json('GET', CM:format(ns) .. '?resourceVersion=0&limit=2')
+      local ns = namespace_with('any', 4)
+      local list = list_of(ns, '?resourceVersion=0&limit=2')
       assert.equals(4, #list.items)
       assert.is_nil(list.metadata.continue)
     end)
@@ -76,10 +84,9 @@ describe('sandbox API server over HTTP', function()
       local old = create(ns, 'exact', nil, { v = 'old' })
       local updated = cjson.decode(cjson.encode(old))
       updated.data.v = 'new'
-      assert.equals(200, (sb:json('PUT', CM:format(ns) .. '/exact', updated)))
+      assert.equals(200, (sb:json('PUT', sandbox.configmap_path(ns, 'exact'), updated)))
       create(ns, 'later')
-      local _, list = sb:json('GET', CM:format(ns) .. '?resourceVersionMatch=Exact&resourceVersion='
-        .. old.metadata.resourceVersion)
+      local list = list_of(ns, '?resourceVersionMatch=Exact&resourceVersion=' .. old.metadata.resourceVersion)
       assert.equals(old.metadata.resourceVersion, list.metadata.resourceVersion)
       assert.equals(1, #list.items)
       assert.equals('old', list.items[1].data.v)
@@ -88,13 +95,13 @@ describe('sandbox API server over HTTP', function()
     it('writes the items of a built-in list without kind and apiVersion, as kube-apiserver does', function()
       local ns = namespace()
       create(ns, 'typeless')
-      local _, list = sb:json('GET', CM:format(ns))
+      local list = list_of(ns)
       assert.equals('ConfigMapList', list.kind)
       assert.is_nil(list.items[1].kind)
       assert.is_nil(list.items[1].apiVersion)
-      local _, obj = sb:json('GET', CM:format(ns) .. '/typeless')
+      local _, obj = sb:json('GET', sandbox.configmap_path(ns, 'typeless'))
       assert.equals('ConfigMap', obj.kind, 'a GET carries them')
-      local _, body = sb:request('GET', CM:format(ns) .. '?watch=1&timeoutSeconds=1&resourceVersion=0')
+      local _, body = sb:request('GET', sandbox.configmap_path(ns) .. '?watch=1&timeoutSeconds=1&resourceVersion=0')
       local event = decode_lines(body)[1]
       assert.equals('ConfigMap', event.object.kind, 'a watch event carries them')
       assert.equals('v1', event.object.apiVersion)
@@ -131,17 +138,15 @@ describe('sandbox API server over HTTP', function()
 
     it('answers 504 Timeout for a resourceVersion the server has not reached', function()
       local future = current_rv() + 100
-      local status, body = sb:json('GET', CM:format('default') .. '?resourceVersion=' .. future)
-      assert.equals(504, status)
-      assert.equals('Timeout', body.reason)
+      local status, body = sb:json('GET', sandbox.configmap_path('default') .. '?resourceVersion=' .. future)
+      sandbox.failed(status, body, 504, 'Timeout')
       assert.matches('^Timeout: Too large resource version: ' .. future, body.message)
       assert.equals('ResourceVersionTooLarge', body.details.causes[1].reason)
     end)
 
     it('refuses resourceVersionMatch without a resourceVersion with 422 Invalid', function()
-      local status, body = sb:json('GET', CM:format('default') .. '?resourceVersionMatch=NotOlderThan')
-      assert.equals(422, status)
-      assert.equals('Invalid', body.reason)
+      local status, body = sb:json('GET', sandbox.configmap_path('default') .. '?resourceVersionMatch=NotOlderThan')
+      sandbox.failed(status, body, 422, 'Invalid')
       assert.equals('resourceVersionMatch', body.details.causes[1].field)
     end)
   end)
@@ -152,9 +157,9 @@ describe('sandbox API server over HTTP', function()
       local start = current_rv()
       local obj = create(ns, 'replayed')
       obj.data = { k = 'v' }
-      sb:json('PUT', CM:format(ns) .. '/replayed', obj)
-      sb:request('DELETE', CM:format(ns) .. '/replayed')
-      local status, body, headers = sb:request('GET', CM:format(ns)
+      sb:json('PUT', sandbox.configmap_path(ns, 'replayed'), obj)
+      sb:request('DELETE', sandbox.configmap_path(ns, 'replayed'))
+      local status, body, headers = sb:request('GET', sandbox.configmap_path(ns)
         .. '?watch=true&timeoutSeconds=1&resourceVersion=' .. start)
       assert.equals(200, status)
       assert.equals('chunked', headers['transfer-encoding'])
@@ -169,7 +174,7 @@ describe('sandbox API server over HTTP', function()
     it('starts with the current state as ADDED events when watching from resourceVersion 0', function()
       local ns = namespace()
       create(ns, 'present')
-      local w = sb:watch(CM:format(ns) .. '?watch=1&resourceVersion=0')
+      local w = sb:watch(sandbox.configmap_path(ns) .. '?watch=1&resourceVersion=0')
       create(ns, 'arriving')
       assert.truthy(w.wait_for(function(ev) return #ev >= 2 end))
       w.stop()
@@ -177,14 +182,14 @@ describe('sandbox API server over HTTP', function()
     end)
 
     it('ends cleanly at timeoutSeconds', function()
-      local w = sb:watch(CM:format('default') .. '?watch=1&timeoutSeconds=1&resourceVersion='
+      local w = sb:watch(sandbox.configmap_path('default') .. '?watch=1&timeoutSeconds=1&resourceVersion='
         .. current_rv())
       assert.equals(0, w.finished(5), 'curl saw a complete chunked response')
     end)
 
     it('sends periodic bookmarks carrying the current resourceVersion when allowed', function()
       local rv = current_rv()
-      local _, body = sb:request('GET', CM:format('default')
+      local _, body = sb:request('GET', sandbox.configmap_path('default')
         .. '?watch=1&allowWatchBookmarks=true&timeoutSeconds=1&resourceVersion=' .. rv)
       local events = decode_lines(body)
       assert.is_true(#events >= 2)
@@ -193,7 +198,7 @@ describe('sandbox API server over HTTP', function()
         assert.equals('ConfigMap', e.object.kind)
         assert.equals(tostring(rv), e.object.metadata.resourceVersion)
       end
-      _, body = sb:request('GET', CM:format('default')
+      _, body = sb:request('GET', sandbox.configmap_path('default')
         .. '?watch=1&timeoutSeconds=1&resourceVersion=' .. rv)
       assert.equals('', body, 'no bookmarks unless allowWatchBookmarks=true')
     end)
@@ -201,7 +206,7 @@ describe('sandbox API server over HTTP', function()
     it('sends initial events, then a bookmark marking their end, then live events', function()
       local ns = namespace()
       create(ns, 'first'); create(ns, 'second')
-      local w = sb:watch(CM:format(ns) .. '?watch=1&sendInitialEvents=true'
+      local w = sb:watch(sandbox.configmap_path(ns) .. '?watch=1&sendInitialEvents=true'
         .. '&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true')
       create(ns, 'third')
       assert.truthy(w.wait_for(function(ev) return #ev >= 4 end))
@@ -214,7 +219,7 @@ describe('sandbox API server over HTTP', function()
     end)
 
     it('refuses sendInitialEvents without resourceVersionMatch=NotOlderThan with 422', function()
-      local status, body = sb:json('GET', CM:format('default') .. '?watch=1&sendInitialEvents=true')
+      local status, body = sb:json('GET', sandbox.configmap_path('default') .. '?watch=1&sendInitialEvents=true')
       assert.equals(422, status)
       assert.matches('sendInitialEvents requires setting resourceVersionMatch to NotOlderThan',
         body.message, 1, true)
@@ -222,13 +227,13 @@ describe('sandbox API server over HTTP', function()
 
     it('filters by label, sending DELETED when an object stops matching', function()
       local ns = namespace()
-      local w = sb:watch(CM:format(ns) .. '?watch=1&labelSelector=app%3Dweb&resourceVersion='
+      local w = sb:watch(sandbox.configmap_path(ns) .. '?watch=1&labelSelector=app%3Dweb&resourceVersion='
         .. current_rv())
       create(ns, 'match', { app = 'web' })
       create(ns, 'other', { app = 'db' })
       local patch = { ['Content-Type'] = 'application/merge-patch+json' }
-      sb:json('PATCH', CM:format(ns) .. '/match', { metadata = { labels = { app = 'db' } } }, patch)
-      sb:json('PATCH', CM:format(ns) .. '/other', { metadata = { labels = { app = 'web' } } }, patch)
+      sb:json('PATCH', sandbox.configmap_path(ns, 'match'), { metadata = { labels = { app = 'db' } } }, patch)
+      sb:json('PATCH', sandbox.configmap_path(ns, 'other'), { metadata = { labels = { app = 'web' } } }, patch)
       assert.truthy(w.wait_for(function(ev) return #ev >= 3 end))
       w.stop()
       local events = w.events()
@@ -239,11 +244,11 @@ describe('sandbox API server over HTTP', function()
 
     it('reads boolean parameters as apimachinery does: present and not false or 0 is true', function()
       for _, q in ipairs({ 'watch=', 'watch=True', 'watch=yes' }) do
-        local _, body = sb:request('GET', CM:format('default') .. '?' .. q .. '&timeoutSeconds=1&resourceVersion=0')
+        local _, body = sb:request('GET', sandbox.configmap_path('default') .. '?' .. q .. '&timeoutSeconds=1&resourceVersion=0')
         assert.is_nil(body:match('"kind":"ConfigMapList"'), q .. ' watches')
       end
       for _, q in ipairs({ 'watch=false', 'watch=0', 'watch=FALSE' }) do
-        local _, body = sb:request('GET', CM:format('default') .. '?' .. q)
+        local _, body = sb:request('GET', sandbox.configmap_path('default') .. '?' .. q)
         assert.truthy(body:match('"kind":"ConfigMapList"'), q .. ' lists')
       end
     end)
@@ -262,7 +267,7 @@ describe('sandbox API server over HTTP', function()
 
     it('filters by field selector, as kubectl get NAME -w does', function()
       local ns = namespace()
-      local w = sb:watch(CM:format(ns)
+      local w = sb:watch(sandbox.configmap_path(ns)
         .. '?watch=1&fieldSelector=metadata.name%3Dpicked&resourceVersion=' .. current_rv())
       create(ns, 'ignored'); create(ns, 'picked')
       assert.truthy(w.wait_for(function(ev) return #ev >= 1 end))
@@ -277,8 +282,8 @@ describe('sandbox API server over HTTP', function()
 
     it('expires a watch from before the window with one ERROR 410 event', function()
       local start = tonumber(small:stats().resourceVersion)
-      for i = 1, 5 do small:json('POST', CM:format('default'), { metadata = { name = 'h' .. i } }) end
-      local status, body = small:request('GET', CM:format('default')
+      for i = 1, 5 do small:json('POST', sandbox.configmap_path('default'), { metadata = { name = 'h' .. i } }) end
+      local status, body = small:request('GET', sandbox.configmap_path('default')
         .. '?watch=1&resourceVersion=' .. start)
       assert.equals(200, status)
       local events = decode_lines(body)
@@ -294,25 +299,24 @@ describe('sandbox API server over HTTP', function()
 
     it('still replays from inside the window', function()
       local rv = tonumber(small:stats().resourceVersion)
-      small:json('POST', CM:format('default'), { metadata = { name = 'inside' } })
-      local _, body = small:request('GET', CM:format('default')
+      small:json('POST', sandbox.configmap_path('default'), { metadata = { name = 'inside' } })
+      local _, body = small:request('GET', sandbox.configmap_path('default')
         .. '?watch=1&timeoutSeconds=1&resourceVersion=' .. rv)
       assert.same({ 'ADDED inside' }, summary(decode_lines(body)))
     end)
 
     it('expires Exact lists and continue tokens from before storage\'s history with 410', function()
       for i = 1, 3 do
-        small:json('POST', CM:format('kube-public'), { metadata = { name = 'p' .. i } })
+        small:json('POST', sandbox.configmap_path('kube-public'), { metadata = { name = 'p' .. i } })
       end
-      local _, page = small:json('GET', CM:format('kube-public') .. '?limit=1')
-      for i = 1, 4 do small:json('POST', CM:format('default'), { metadata = { name = 'x' .. i } }) end
-      local status, body = small:json('GET', CM:format('kube-public')
+      local _, page = small:json('GET', sandbox.configmap_path('kube-public') .. '?limit=1')
+      for i = 1, 4 do small:json('POST', sandbox.configmap_path('default'), { metadata = { name = 'x' .. i } }) end
+      local status, body = small:json('GET', sandbox.configmap_path('kube-public')
         .. '?limit=1&continue=' .. page.metadata.continue)
-      assert.equals(410, status)
-      assert.equals('Expired', body.reason)
-      assert.equals('The provided continue parameter is too old to display a consistent list result. '
-        .. 'You can start a new list without the continue parameter.', body.message)
-      status, body = small:json('GET', CM:format('kube-public')
+      sandbox.failed(status, body, 410, 'Expired',
+        'The provided continue parameter is too old to display a consistent list result. '
+        .. 'You can start a new list without the continue parameter.')
+      status, body = small:json('GET', sandbox.configmap_path('kube-public')
         .. '?resourceVersionMatch=Exact&resourceVersion=' .. page.metadata.resourceVersion)
       assert.equals(410, status)
       assert.matches('^too old resource version', body.message)
@@ -328,10 +332,10 @@ describe('sandbox API server over HTTP', function()
     local two = testing.with_sandbox { each = true, history = 2 }
 
     local function put(name, v)
-      local path = CM:format('default') .. '/' .. name
+      local path = sandbox.configmap_path('default') .. '/' .. name
       local status, obj = two:json('GET', path)
       if status == 404 then
-        status, obj = two:json('POST', CM:format('default'), { metadata = { name = name }, data = { v = v } })
+        status, obj = two:json('POST', sandbox.configmap_path('default'), { metadata = { name = name }, data = { v = v } })
         assert.equals(201, status)
         return obj.metadata.resourceVersion
       end
@@ -351,14 +355,14 @@ describe('sandbox API server over HTTP', function()
       local old = put('a', 'old')
       for i = 1, 4 do put('b' .. i, 'x') end
       put('a', 'new')
-      local _, body = two:request('GET', CM:format('default') .. '?watch=1&resourceVersion=' .. old)
+      local _, body = two:request('GET', sandbox.configmap_path('default') .. '?watch=1&resourceVersion=' .. old)
       assert.equals(410, decode_lines(body)[1].object.code, 'the watch cache no longer holds it')
-      local _, exact = two:json('GET', CM:format('default') .. '?resourceVersionMatch=Exact&resourceVersion=' .. old)
+      local _, exact = two:json('GET', sandbox.configmap_path('default') .. '?resourceVersionMatch=Exact&resourceVersion=' .. old)
       assert.equals('a=old', values(exact))
-      local _, paged = two:json('GET', CM:format('default') .. '?limit=500&resourceVersion=' .. old)
+      local _, paged = two:json('GET', sandbox.configmap_path('default') .. '?limit=500&resourceVersion=' .. old)
       assert.equals('a=old', values(paged))
       assert.equals(old, paged.metadata.resourceVersion)
-      local _, unpaged = two:json('GET', CM:format('default') .. '?resourceVersion=' .. old)
+      local _, unpaged = two:json('GET', sandbox.configmap_path('default') .. '?resourceVersion=' .. old)
       assert.equals('a=new b1=x b2=x b3=x b4=x', values(unpaged), 'not older than: the current state')
       assert.equals(two:stats().resourceVersion, unpaged.metadata.resourceVersion)
     end)
@@ -367,15 +371,15 @@ describe('sandbox API server over HTTP', function()
       local old = put('a', 'old')
       put('a', 'new')
       two:restart()
-      local _, body = two:request('GET', CM:format('default') .. '?watch=1&resourceVersion=' .. old)
+      local _, body = two:request('GET', sandbox.configmap_path('default') .. '?watch=1&resourceVersion=' .. old)
       assert.equals(410, decode_lines(body)[1].object.code)
-      local _, paged = two:json('GET', CM:format('default') .. '?limit=500&resourceVersion=' .. old)
+      local _, paged = two:json('GET', sandbox.configmap_path('default') .. '?limit=500&resourceVersion=' .. old)
       assert.equals('a=old', values(paged), 'etcd still has the revision')
-      local _, unpaged = two:json('GET', CM:format('default') .. '?resourceVersion=' .. old)
+      local _, unpaged = two:json('GET', sandbox.configmap_path('default') .. '?resourceVersion=' .. old)
       assert.equals('a=new', values(unpaged))
       local now = two:stats().resourceVersion
       assert.equals(now, two:stats().watchCacheResourceVersion)
-      local w = two:watch(CM:format('default') .. '?watch=1&resourceVersion=' .. now)
+      local w = two:watch(sandbox.configmap_path('default') .. '?watch=1&resourceVersion=' .. now)
       put('c', 'after')
       assert.truthy(w.wait_for(function(ev) return #ev >= 1 end))
       w.stop()
@@ -424,9 +428,9 @@ describe('sandbox API server over HTTP', function()
       local obj = create(ns, 'contended')
       local fresh = cjson.decode(cjson.encode(obj))
       fresh.data = { winner = 'first' }
-      assert.equals(200, (sb:json('PUT', CM:format(ns) .. '/contended', fresh)))
+      assert.equals(200, (sb:json('PUT', sandbox.configmap_path(ns, 'contended'), fresh)))
       obj.data = { winner = 'second' }
-      local status, body = sb:json('PUT', CM:format(ns) .. '/contended', obj)
+      local status, body = sb:json('PUT', sandbox.configmap_path(ns, 'contended'), obj)
       assert.equals(409, status)
       assert.same({ kind = 'Status', apiVersion = 'v1', metadata = {}, status = 'Failure',
         message = 'Operation cannot be fulfilled on configmaps "contended": the object has been '
@@ -452,7 +456,7 @@ describe('sandbox API server over HTTP', function()
     end)
 
     it('names a generated object from generateName', function()
-      local status, obj = sb:json('POST', CM:format('default'),
+      local status, obj = sb:json('POST', sandbox.configmap_path('default'),
         { metadata = { generateName = 'gen-' } })
       assert.equals(201, status)
       assert.matches('^gen%-%w%w%w%w%w$', obj.metadata.name)
@@ -461,49 +465,45 @@ describe('sandbox API server over HTTP', function()
     it('checks delete preconditions and answers 404 for what is missing', function()
       local ns = namespace()
       create(ns, 'precious')
-      local status, body = sb:json('DELETE', CM:format(ns) .. '/precious',
+      local status, body = sb:json('DELETE', sandbox.configmap_path(ns, 'precious'),
         { preconditions = { resourceVersion = '1' } })
       assert.equals(409, status)
       assert.matches('Precondition failed', body.message)
-      status, body = sb:json('DELETE', CM:format(ns) .. '/precious',
+      status, body = sb:json('DELETE', sandbox.configmap_path(ns, 'precious'),
         { propagationPolicy = 'Background' })
       assert.equals(200, status)
       assert.equals('Success', body.status)
-      status, body = sb:json('DELETE', CM:format(ns) .. '/precious')
+      status, body = sb:json('DELETE', sandbox.configmap_path(ns, 'precious'))
       assert.equals(404, status)
       assert.same({ name = 'precious', kind = 'configmaps' }, body.details)
       assert.equals('configmaps "precious" not found', body.message)
     end)
 
     it('refuses an invalid name with 422 Invalid and its field cause', function()
-      local status, body = sb:json('POST', CM:format('default'), { metadata = { name = 'Not_Valid' } })
-      assert.equals(422, status)
-      assert.equals('Invalid', body.reason)
+      local status, body = sb:json('POST', sandbox.configmap_path('default'), { metadata = { name = 'Not_Valid' } })
+      sandbox.failed(status, body, 422, 'Invalid')
       assert.equals('ConfigMap', body.details.kind)
       assert.equals('metadata.name', body.details.causes[1].field)
       assert.matches('^ConfigMap "Not_Valid" is invalid: metadata.name: Invalid value', body.message)
     end)
 
     it('answers 400 BadRequest for a namespace that contradicts the URL', function()
-      local status, body = sb:json('POST', CM:format('default'),
+      local status, body = sb:json('POST', sandbox.configmap_path('default'),
         { metadata = { name = 'x', namespace = 'kube-system' } })
-      assert.equals(400, status)
-      assert.equals('BadRequest', body.reason)
-      assert.equals('the namespace of the provided object does not match the namespace sent on '
-        .. 'the request', body.message)
+      sandbox.failed(status, body, 400, 'BadRequest',
+        'the namespace of the provided object does not match the namespace sent on '
+        .. 'the request')
     end)
 
     it('answers 405 MethodNotAllowed for a verb the path does not serve', function()
-      local status, body = sb:json('POST', CM:format('default') .. '/named', {})
-      assert.equals(405, status)
-      assert.equals('MethodNotAllowed', body.reason)
+      local status, body = sb:json('POST', sandbox.configmap_path('default', 'named'), {})
+      sandbox.failed(status, body, 405, 'MethodNotAllowed')
     end)
 
     it('answers 415 for a patch type the resource does not accept', function()
-      local status, body = sb:json('PATCH', CM:format('default') .. '/any', {},
+      local status, body = sb:json('PATCH', sandbox.configmap_path('default', 'any'), {},
         { ['Content-Type'] = 'application/x-yaml' })
-      assert.equals(415, status)
-      assert.equals('UnsupportedMediaType', body.reason)
+      sandbox.failed(status, body, 415, 'UnsupportedMediaType')
     end)
 
     it('keeps the default namespace from being deleted', function()
@@ -526,7 +526,7 @@ describe('sandbox API server over HTTP', function()
       assert.truthy(testing.poll(function()
         return sb:json('GET', '/api/v1/namespaces/' .. ns) == 404
       end))
-      assert.equals(404, (sb:json('GET', CM:format(ns) .. '/doomed')))
+      assert.equals(404, (sb:json('GET', sandbox.configmap_path(ns, 'doomed'))))
     end)
   end)
   describe('compression and warnings', function()
@@ -536,14 +536,14 @@ describe('sandbox API server over HTTP', function()
       create(ns, 'big', nil, { blob = ('x'):rep(130 * 1024) })
       local gzip = { ['Accept-Encoding'] = 'deflate, gzip;q=1.0' }
       local before = sb:stats().encodings.gzip or 0
-      local status, _, headers = sb:request('GET', CM:format(ns) .. '/small', nil, gzip)
+      local status, _, headers = sb:request('GET', sandbox.configmap_path(ns, 'small'), nil, gzip)
       assert.equals(200, status)
       assert.is_nil(headers['content-encoding'])
-      status, _, headers = sb:request('GET', CM:format(ns) .. '/big')
+      status, _, headers = sb:request('GET', sandbox.configmap_path(ns, 'big'))
       assert.equals(200, status)
       assert.is_nil(headers['content-encoding'])
       local body
-      status, body, headers = sb:request('GET', CM:format(ns) .. '/big', nil, gzip)
+      status, body, headers = sb:request('GET', sandbox.configmap_path(ns, 'big'), nil, gzip)
       assert.equals(200, status)
       assert.equals('gzip', headers['content-encoding'])
       assert.equals('\31\139', body:sub(1, 2))

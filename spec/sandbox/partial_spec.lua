@@ -23,6 +23,18 @@ describe('sandbox metadata-only answers', function()
   end)
   teardown(function() sb:stop() end)
 
+  -- A watch of the ConfigMaps of ns from the resourceVersion of their metadata-only
+  -- list, sent Accept: accept and the query parameters more, if any (&name=value...);
+  -- once it runs, the ConfigMap name (data k=v) is created.
+  local function watch_creation(name, accept, more)
+    local status, list = sb:json('GET', CM:format(ns), nil, { Accept = LIST })
+    assert.equals(200, status)
+    local w = sb:watch(CM:format(ns) .. '?watch=1' .. (more or '') .. '&resourceVersion='
+      .. list.metadata.resourceVersion, { headers = { Accept = accept } })
+    sandbox.create_configmap(sb, ns, name, nil, { k = 'v' })
+    return w
+  end
+
   it('lists PartialObjectMetadata items with every metadata field and no data', function()
     local status, list = sb:json('GET', CM:format(ns) .. '?limit=1', nil, { Accept = LIST })
     assert.equals(200, status)
@@ -56,10 +68,9 @@ describe('sandbox metadata-only answers', function()
 
   it('refuses the wrong form with 406 NotAcceptable, as kube-apiserver words it', function()
     local status, st = sb:json('GET', CM:format(ns), nil, { Accept = ONE })
-    assert.equals(406, status)
-    assert.equals('NotAcceptable', st.reason)
-    assert.equals('you requested PartialObjectMetadata, but the requested object is a list '
-      .. '(*core.ConfigMapList)', st.message)
+    sandbox.failed(status, st, 406, 'NotAcceptable',
+      'you requested PartialObjectMetadata, but the requested object is a list '
+      .. '(*core.ConfigMapList)')
     status, st = sb:json('GET', CM:format(ns) .. '/a', nil, { Accept = LIST })
     assert.equals(406, status)
     assert.matches('but the requested object is not a list', st.message, 1, true)
@@ -70,12 +81,7 @@ describe('sandbox metadata-only answers', function()
   end)
 
   it('converts every watch event, bookmarks too, and keeps an ERROR Status', function()
-    local status, list = sb:json('GET', CM:format(ns), nil, { Accept = LIST })
-    assert.equals(200, status)
-    local w = sb:watch(CM:format(ns) .. '?watch=1&allowWatchBookmarks=true&resourceVersion='
-      .. list.metadata.resourceVersion, { headers = { Accept = ONE } })
-    assert.equals(201, (sb:json('POST', CM:format(ns), { metadata = { name = 'c' },
-      data = { k = 'v' } })))
+    local w = watch_creation('c', ONE, '&allowWatchBookmarks=true')
     local function has(events, etype)
       for _, ev in ipairs(events) do if ev.type == etype then return true end end
     end
@@ -98,12 +104,7 @@ describe('sandbox metadata-only answers', function()
 
   it('sends whole objects to a watch that asked for the List form, which it cannot convert',
     function()
-      local status, list = sb:json('GET', CM:format(ns), nil, { Accept = LIST })
-      assert.equals(200, status)
-      local w = sb:watch(CM:format(ns) .. '?watch=1&resourceVersion='
-        .. list.metadata.resourceVersion, { headers = { Accept = LIST } })
-      assert.equals(201, (sb:json('POST', CM:format(ns), { metadata = { name = 'd' },
-        data = { k = 'v' } })))
+      local w = watch_creation('d', LIST)
       assert.truthy(w.wait_for(function(ev) return #ev >= 1 end))
       w.stop()
       local ev = w.events()[1]

@@ -74,10 +74,9 @@ describe('sandbox service accounts and RBAC', function()
   it('forbids the rest with the RBAC authorizer\'s words', function()
     local status, st = as_reader('POST', '/api/v1/namespaces/team/configmaps',
       { metadata = { name = 'x' } })
-    assert.equals(403, status)
-    assert.equals('Forbidden', st.reason)
-    assert.equals('configmaps is forbidden: User "system:serviceaccount:team:reader" cannot '
-      .. 'create resource "configmaps" in API group "" in the namespace "team"', st.message)
+    sandbox.failed(status, st, 403, 'Forbidden',
+      'configmaps is forbidden: User "system:serviceaccount:team:reader" cannot '
+      .. 'create resource "configmaps" in API group "" in the namespace "team"')
     status, st = as_reader('GET', '/api/v1/namespaces/other/configmaps')
     assert.equals(403, status, 'a RoleBinding grants in its own namespace only')
     status, st = as_reader('GET', '/api/v1/configmaps')
@@ -123,8 +122,7 @@ describe('sandbox service accounts and RBAC', function()
     assert.equals(200, (sb:json('GET', '/api', nil, { Authorization = 'Bearer ' .. t })))
     sb:kubectl('-n team delete serviceaccount shortlived')
     local status, st = sb:json('GET', '/api', nil, { Authorization = 'Bearer ' .. t })
-    assert.equals(401, status)
-    assert.equals('Unauthorized', st.reason)
+    sandbox.failed(status, st, 401, 'Unauthorized')
   end)
 
   it('lists the RBAC kinds and ServiceAccounts as kubectl shows them', function()

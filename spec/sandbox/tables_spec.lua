@@ -4,23 +4,13 @@
 -- and `kubectl get -w` against the sandbox look as they do against a cluster.
 local testing = require 'klua.testing'
 local fixtures = require 'support.fixtures'
+local K = require 'support.klua'
+local sandbox = require 'support.sandbox'
 
 local TABLE = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json'
 
 -- Its table columns are Size and, with -o wide, Colour.
 local CRD = fixtures.GADGETS_CRD
-
-local function words(line)
-  local out = {}
-  for w in line:gmatch('%S+') do out[#out + 1] = w end
-  return table.concat(out, ' ')
-end
-
-local function header_and_rows(text)
-  local out = {}
-  for line in text:gmatch('[^\n]+') do out[#out + 1] = words(line) end
-  return out
-end
 
 describe('sandbox Table output', function()
   local sb = testing.with_sandbox { args = { '--nodes', '1' } }
@@ -56,36 +46,36 @@ describe('sandbox Table output', function()
     local obj = body.rows[1].object
     assert.same({ 'ConfigMap', 'v1', 'settings', '1' }, { obj.kind, obj.apiVersion, obj.metadata.name, obj.data.a })
     sb:kubectl('create configmap aaa-first')
-    local out = header_and_rows(sb:kubectl('get configmaps --sort-by=.metadata.name'))
+    local out = K.rows(sb:kubectl('get configmaps --sort-by=.metadata.name'))
     sb:kubectl('delete configmap aaa-first')
     assert.equals('NAME DATA AGE', out[1])
     assert.matches('^aaa%-first 0 %d+s$', out[2])
   end)
 
+  -- kubectl ARGS prints the header (its words) and a first row that matches row.
+  local function prints(args, header, row)
+    local out = K.rows(assert(sb:try_kubectl(args)))
+    assert.equals(header, out[1])
+    assert.matches(row, out[2])
+  end
+
   it('prints pods with READY STATUS RESTARTS AGE, and the wide columns', function()
-    local out = header_and_rows(assert(sb:try_kubectl('get pods')))
-    assert.equals('NAME READY STATUS RESTARTS AGE', out[1])
-    assert.matches('^web 1/1 Running 0 %d+s$', out[2])
-    out = header_and_rows(assert(sb:try_kubectl('get pods -o wide')))
-    assert.equals('NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES', out[1])
-    assert.matches('^web 1/1 Running 0 %d+s 10%.244%.%d+%.%d+ sandbox%-node%-1 <none> <none>$', out[2])
+    prints('get pods', 'NAME READY STATUS RESTARTS AGE', '^web 1/1 Running 0 %d+s$')
+    prints('get pods -o wide', 'NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES',
+      '^web 1/1 Running 0 %d+s 10%.244%.%d+%.%d+ sandbox%-node%-1 <none> <none>$')
   end)
 
   it('prints configmaps with NAME DATA AGE', function()
-    local out = header_and_rows(assert(sb:try_kubectl('get configmap settings')))
-    assert.equals('NAME DATA AGE', out[1])
-    assert.matches('^settings 2 %d+s$', out[2])
+    prints('get configmap settings', 'NAME DATA AGE', '^settings 2 %d+s$')
   end)
 
   it('prints deployments and services with their printers\' columns', function()
     assert(select(2, sb:try_kubectl('create deployment front --image=nginx:1.27 --replicas=2')))
     assert(select(2, sb:try_kubectl('create service clusterip front --tcp=80:8080')))
-    local out = header_and_rows(assert(sb:try_kubectl('get deployment front -o wide')))
-    assert.equals('NAME READY UP-TO-DATE AVAILABLE AGE CONTAINERS IMAGES SELECTOR', out[1])
-    assert.matches('^front 0/2 0 0 %d+s nginx nginx:1%.27 app=front$', out[2])
-    out = header_and_rows(assert(sb:try_kubectl('get service front')))
-    assert.equals('NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE', out[1])
-    assert.matches('^front ClusterIP 10%.96%.%d+%.%d+ <none> 80/TCP %d+s$', out[2])
+    prints('get deployment front -o wide', 'NAME READY UP-TO-DATE AVAILABLE AGE CONTAINERS IMAGES SELECTOR',
+      '^front 0/2 0 0 %d+s nginx nginx:1%.27 app=front$')
+    prints('get service front', 'NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE',
+      '^front ClusterIP 10%.96%.%d+%.%d+ <none> 80/TCP %d+s$')
   end)
 
   it('prints a custom resource with its additionalPrinterColumns', function()
@@ -95,8 +85,8 @@ describe('sandbox Table output', function()
     _, ok, err = sb:try_kubectl('apply -f -', 'apiVersion: example.com/v1\nkind: Gadget\n'
       .. 'metadata: {name: g1}\nspec: {size: 3, colour: red}\n')
     assert(ok, err)
-    assert.same({ 'NAME SIZE', 'g1 3' }, header_and_rows(assert(sb:try_kubectl('get gadgets'))))
-    assert.same({ 'NAME SIZE COLOUR', 'g1 3 red' }, header_and_rows(assert(sb:try_kubectl('get gadgets -o wide'))))
+    assert.same({ 'NAME SIZE', 'g1 3' }, K.rows(assert(sb:try_kubectl('get gadgets'))))
+    assert.same({ 'NAME SIZE COLOUR', 'g1 3 red' }, K.rows(assert(sb:try_kubectl('get gadgets -o wide'))))
   end)
 
   -- kube-apiserver 1.32 and 1.33 negotiate a watch-list request's Accept header with
@@ -106,10 +96,9 @@ describe('sandbox Table output', function()
     local path = '/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true'
       .. '&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&fieldSelector=metadata.name%3Dsettings'
     local status, st = sb:json('GET', path, nil, { Accept = 'application/json;as=Table;v=v1;g=meta.k8s.io' })
-    assert.equals(406, status)
-    assert.equals('NotAcceptable', st.reason)
-    assert.equals('only the following media types are accepted: application/json, application/yaml, '
-      .. 'application/vnd.kubernetes.protobuf', st.message)
+    sandbox.failed(status, st, 406, 'NotAcceptable',
+      'only the following media types are accepted: application/json, application/yaml, '
+      .. 'application/vnd.kubernetes.protobuf')
     local w = sb:watch(path, { headers = { Accept = TABLE } })
     assert.truthy(w.wait_for(function(ev) return #ev >= 2 end))
     w.stop()
@@ -137,7 +126,7 @@ describe('sandbox Table output', function()
     assert(select(2, sb:try_kubectl('create configmap later --from-literal=x=1')))
     assert.truthy(testing.poll(function() return text():find('later') end, 10))
     local f = io.open(out .. '.pid'); os.execute('kill ' .. f:read('a')); f:close()
-    local rows = header_and_rows(text())
+    local rows = K.rows(text())
     assert.equals('NAME DATA AGE', rows[1])
     assert.matches('^later 1 %d+s$', rows[#rows])
   end)

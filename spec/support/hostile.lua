@@ -15,14 +15,7 @@ Server.__index = Server
 -- Its directory, s.dir, is removed with the describe block that started it.
 function M.start(flags)
   local s = setmetatable({ dir = K.tmpdir() }, Server)
-  local args = { 'python3', testing.root .. '/scripts/hostile-server', '--owner-pid', K.run_command('echo $PPID') }
-  for _, f in ipairs(flags or {}) do args[#args + 1] = f end
-  local quoted = {}
-  for i, a in ipairs(args) do quoted[i] = K.quote(a) end
-  s.pid = tonumber(K.run_command(('%s > %s/stdout 2> %s/stderr & echo $!'):format(
-    table.concat(quoted, ' '), s.dir, s.dir)))
-  s.url = testing.poll(function() return K.read_file(s.dir .. '/stdout'):match('listening on (%S+)') end, 10, 0.1)
-  assert(s.url, 'hostile-server did not start: ' .. K.read_file(s.dir .. '/stderr'))
+  s.pid, s.url = K.start_server(s.dir, testing.root .. '/scripts/hostile-server', flags)
   return s
 end
 

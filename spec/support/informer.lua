@@ -84,6 +84,14 @@ function M.converge(sb, p, path, timeout)
   return cache, server
 end
 
+--- Like converge, and fails unless the cache came to equal the server's state;
+-- returns both.
+function M.converged(sb, p, path, timeout)
+  local cache, server = M.converge(sb, p, path, timeout)
+  assert.equals(server, cache)
+  return cache, server
+end
+
 --- Clears the faults, waits until the recorder p's cache equals the server's state
 -- at path, checks that no handler saw a resourceVersion go back, and returns the
 -- recorder's counters (M.stats).

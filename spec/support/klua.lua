@@ -29,6 +29,21 @@ function M.run_command(cmd)
   return (out:gsub('\n$', ''))
 end
 
+--- Starts `python3 SCRIPT ARGS...` in the background, its stdout and stderr in dir,
+-- and waits (10 s at most) until it prints "listening on URL"; it ends with the
+-- busted process (--owner-pid). Returns its pid and URL.
+function M.start_server(dir, script, args)
+  local words = { 'python3', script, '--owner-pid', M.run_command('echo $PPID') }
+  for _, a in ipairs(args or {}) do words[#words + 1] = a end
+  local quoted = {}
+  for i, a in ipairs(words) do quoted[i] = M.quote(a) end
+  local pid = tonumber(M.run_command(('%s > %s/stdout 2> %s/stderr & echo $!'):format(
+    table.concat(quoted, ' '), M.quote(dir), M.quote(dir))))
+  local url = testing.poll(function() return M.read_file(dir .. '/stdout'):match('listening on (%S+)') end, 10, 0.1)
+  assert(url, script:match('[^/]+$') .. ' did not start: ' .. M.read_file(dir .. '/stderr'))
+  return pid, url
+end
+
 --- GETs url with curl (10 s at most); returns the HTTP status (nil when
 -- there was no answer) and the body.
 function M.curl(url)
@@ -37,10 +52,31 @@ function M.curl(url)
   return tonumber(code), body
 end
 
+--- text with the position ("CHUNK:LINE: ") dropped from each error message that
+-- follows a tab, as a script prints pcall's error after a name.
+function M.unplaced(text) return (text:gsub('\t[^\t\n]-:%d+: ', '\t')) end
+
+--- How many times pattern (a Lua pattern) occurs in text.
+function M.count(text, pattern)
+  return select(2, text:gsub(pattern, ''))
+end
+
 --- The lines of text, without the empty ones.
 function M.lines(text)
   local out = {}
   for line in text:gmatch('[^\n]+') do out[#out + 1] = line end
+  return out
+end
+
+--- The lines of text (without the empty ones), each as its words with one space
+-- between them: the rows of a table printed in columns, as kubectl prints them.
+function M.rows(text)
+  local out = {}
+  for line in text:gmatch('[^\n]+') do
+    local words = {}
+    for w in line:gmatch('%S+') do words[#words + 1] = w end
+    out[#out + 1] = table.concat(words, ' ')
+  end
   return out
 end
 
@@ -177,6 +213,24 @@ function M.run_script_refused(text, opts, message)
   return err
 end
 
+--- Runs klua ARGS (M.run, with opts) and fails unless it exits with status code, its
+-- stderr matching pattern (a Lua pattern); returns its stdout and stderr.
+function M.run_fails(args, code, pattern, opts)
+  local out, err, got = M.run(args, opts)
+  assert(got == code, ('klua %s exited %s, not %d\nstderr:\n%s'):format(table.concat(args, ' '), tostring(got), code,
+    err))
+  assert(err:find(pattern), ('stderr does not match %q:\n%s'):format(pattern, err))
+  return out, err
+end
+
+--- Like run_script_refused for a script that only starts
+-- klua.informer { resource = 'configmaps', OPTIONS } against the sandbox sb, OPTIONS
+-- the text of more fields; returns stderr.
+function M.informer_refused(sb, options, message)
+  return M.run_script_refused("klua.informer { resource = 'configmaps', " .. options .. ' }',
+    { kubeconfig = sb.kubeconfig }, message)
+end
+
 --- Starts klua in the background (testing.spawn). Returns a process with :output(),
 -- :errors(), :wait_for(pattern, timeout, where), :signal(sig), :stop(), :wait(timeout),
 -- :cleanup().
@@ -191,6 +245,13 @@ function M.signal_delivered(p, timeout)
     if not status then return true end
     return not status:find('\nSigPnd:%s*0*[1-9a-f]') and not status:find('\nShdPnd:%s*0*[1-9a-f]')
   end, timeout or 10) == true
+end
+
+--- Waits until p, a candidate in a leader election that prints "leading ID" once it
+-- leads, has printed it for id; returns p.
+function M.leading(p, id)
+  assert(p:wait_for('leading ' .. id, 20 * M.slowdown), ('%s never led:\n%s'):format(id, p:errors()))
+  return p
 end
 
 --- Starts `klua watch` processes for a spec file and stops them all at once:
@@ -223,6 +284,16 @@ function M.watcher(default)
     procs = {}
   end
   return w
+end
+
+--- For a describe block of `klua watch` specs: a sandbox shared by its specs
+-- (testing.with_sandbox(opts)) and a watcher of it (M.watcher) whose processes
+-- are stopped after each spec. Returns the sandbox and the watcher.
+function M.watched_sandbox(opts)
+  local sb = testing.with_sandbox(opts)
+  local w = M.watcher(function() return sb.kubeconfig end)
+  require('busted').after_each(w.cleanup)
+  return sb, w
 end
 
 return M

@@ -13,6 +13,8 @@
 -- Each server gets its own temporary directory, sb.dir, holding the kubeconfig, kubectl's
 -- discovery cache and, with tls, the certificates the server made: ca.crt, ca.key,
 -- server.crt, server.key, client.crt and client.key (CN=sandbox-admin, O=system:masters).
+local assert = require 'luassert'
+local cjson = require 'cjson'
 local testing = require 'klua.testing'
 
 local M = {}
@@ -35,13 +37,32 @@ function M.namespaces(sb, prefix, configmap)
   end
 end
 
+--- The API path of the ConfigMaps of namespace ns, or of the one named name in it.
+function M.configmap_path(ns, name)
+  return '/api/v1/namespaces/' .. ns .. '/configmaps' .. (name and ('/' .. name) or '')
+end
+
+--- The spec of the Lease name in namespace ns on sb, or nil while there is none.
+function M.lease(sb, ns, name)
+  local out, ok = sb:try_kubectl('-n ' .. ns .. ' get lease ' .. name .. ' -o json')
+  return ok and cjson.decode(out).spec or nil
+end
+
+--- Fails unless an answer (the status and decoded body that sb:json returns) is a
+-- failure's Status: HTTP code, reason and, when given, message.
+function M.failed(status, body, code, reason, message)
+  assert.equals(code, status)
+  assert.equals(reason, body.reason)
+  if message then assert.equals(message, body.message) end
+end
+
 --- Creates the ConfigMap name in namespace ns on sb, with more metadata (labels,
 -- ownerReferences, ...) and data if given; fails unless the server answers 201.
 -- Returns the object stored.
 function M.create_configmap(sb, ns, name, metadata, data)
   local meta = { name = name }
   for k, v in pairs(metadata or {}) do meta[k] = v end
-  local status, obj = sb:json('POST', '/api/v1/namespaces/' .. ns .. '/configmaps', { metadata = meta, data = data })
+  local status, obj = sb:json('POST', M.configmap_path(ns), { metadata = meta, data = data })
   assert(status == 201, ('cannot create configmap %s/%s: %s'):format(ns, name, status))
   return obj
 end

@@ -1,6 +1,8 @@
 -- The transition tables of klua's state machines (the reflector's, the
 -- runtime's phases), as their C header and docs/architecture.md print them:
 -- the specs compare both copies with what the code declares.
+local assert = require 'luassert'
+
 local M = {}
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
@@ -39,6 +41,26 @@ end
 -- with `marker`; nil without one.
 function M.doc(marker)
   return read('docs/architecture.md'):match('<!%-%- ' .. marker .. '.-%-%->\n```\n(.-)\n```\n')
+end
+
+--- The two checks that the table rows (printed as render(rows, t.when, t.width))
+-- stands as the code declares it in the C header t.header, between its t.begin
+-- and t.finish lines, and in docs/architecture.md under the comment t.doc: a list
+-- of { name = a spec's name, check = its function }.
+function M.printed_as_declared(rows, t)
+  local name = t.header:match('[^/]+$')
+  return {
+    { name = 'is printed in ' .. name .. ' as the code declares it', check = function()
+      local block = M.header(t.header, t.begin, t.finish)
+      assert.truthy(block, name .. ' has no ' .. t.begin .. ' block')
+      assert.equals(M.render(rows, t.when, t.width), block)
+    end },
+    { name = 'is printed in docs/architecture.md as the code declares it', check = function()
+      local block = M.doc(t.doc)
+      assert.truthy(block, 'docs/architecture.md has no ' .. t.doc .. ' block')
+      assert.equals(M.render(rows, t.when, t.width), block)
+    end },
+  }
 end
 
 return M

@@ -48,14 +48,8 @@ function M.start()
   M.pair(s.dir, 'ca', s.dir)
   s.ca_bundle = K.run_command('base64 -w0 ' .. K.quote(s.dir .. '/ca.crt'))
   s.log = s.dir .. '/requests.jsonl'
-  local args = { 'python3', testing.root .. '/spec/support/webhook_server.py', '--cert', s.dir .. '/tls.crt',
-    '--key', s.dir .. '/tls.key', '--log', s.log, '--owner-pid', K.run_command('echo $PPID') }
-  local quoted = {}
-  for i, a in ipairs(args) do quoted[i] = K.quote(a) end
-  s.pid = tonumber(K.run_command(('%s > %s/stdout 2> %s/stderr & echo $!'):format(
-    table.concat(quoted, ' '), K.quote(s.dir), K.quote(s.dir))))
-  s.url = testing.poll(function() return K.read_file(s.dir .. '/stdout'):match('listening on (%S+)') end, 10, 0.1)
-  assert(s.url, 'webhook_server.py did not start: ' .. K.read_file(s.dir .. '/stderr'))
+  s.pid, s.url = K.start_server(s.dir, testing.root .. '/spec/support/webhook_server.py',
+    { '--cert', s.dir .. '/tls.crt', '--key', s.dir .. '/tls.key', '--log', s.log })
   return s
 end
 

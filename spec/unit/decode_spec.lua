@@ -7,12 +7,15 @@ local reference = require 'fixtures.json.reference'
 
 local function frame(type_, object) return '{"type":"' .. type_ .. '","object":' .. object .. '}' end
 
+-- The event of a frame of type_ and object, decoded (as of kind, if given): it must decode.
+local function event(type_, object, kind) return assert(testing.decode_event(frame(type_, object), kind)) end
+
 local pod = reference.fixture('pod.json')
 
 describe('decoding a watch event', function()
   for _, type_ in ipairs { 'ADDED', 'MODIFIED', 'DELETED' } do
     it('reads a ' .. type_ .. ' event: type, identity and the exact object bytes', function()
-      local ev = assert(testing.decode_event(frame(type_, pod), 'Pod'))
+      local ev = event(type_, pod, 'Pod')
       assert.equals(type_, ev.type)
       assert.equals('default', ev.ns)
       assert.equals('auth-b4ec5339db-0cc23', ev.name)
@@ -22,14 +25,14 @@ describe('decoding a watch event', function()
   end
 
   it('gives a cluster-scoped object an empty namespace', function()
-    local ev = assert(testing.decode_event(frame('ADDED', '{"kind":"Node","metadata":{"name":"n1","resourceVersion":"9"}}')))
+    local ev = event('ADDED', '{"kind":"Node","metadata":{"name":"n1","resourceVersion":"9"}}')
     assert.equals('', ev.ns)
     assert.equals('n1', ev.name)
     assert.equals('9', ev.rv)
   end)
 
   it('gives an empty resourceVersion when the object has none', function()
-    local ev = assert(testing.decode_event(frame('ADDED', '{"metadata":{"name":"x"}}')))
+    local ev = event('ADDED', '{"metadata":{"name":"x"}}')
     assert.equals('', ev.rv)
   end)
 
@@ -59,7 +62,7 @@ describe('decoding a watch event', function()
   end)
 
   it('reads a BOOKMARK: its resourceVersion and no initial-events-end mark', function()
-    local ev = assert(testing.decode_event(frame('BOOKMARK', '{"kind":"Pod","metadata":{"resourceVersion":"12345"}}'), 'Pod'))
+    local ev = event('BOOKMARK', '{"kind":"Pod","metadata":{"resourceVersion":"12345"}}', 'Pod')
     assert.equals('BOOKMARK', ev.type)
     assert.equals('12345', ev.rv)
     assert.equals('', ev.name)
@@ -69,26 +72,24 @@ describe('decoding a watch event', function()
   it('reads the initial-events-end annotation of a BOOKMARK', function()
     local obj = '{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"777",'
       .. '"annotations":{"k8s.io/initial-events-end":"true"}}}'
-    local ev = assert(testing.decode_event(frame('BOOKMARK', obj), 'Pod'))
+    local ev = event('BOOKMARK', obj, 'Pod')
     assert.equals('777', ev.rv)
     assert.is_true(ev.initial_events_end)
     local other = obj:gsub('"true"', '"false"')
-    assert.is_false(assert(testing.decode_event(frame('BOOKMARK', other))).initial_events_end)
+    assert.is_false(event('BOOKMARK', other).initial_events_end)
   end)
 
   it('reads an ERROR event carrying a 410 Status', function()
     local status = '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
       .. '"message":"too old resource version: 123 (456)","reason":"Expired","code":410}'
-    local ev = assert(testing.decode_event(frame('ERROR', status), 'Pod'))
-    assert.equals('ERROR', ev.type)
-    assert.equals(410, ev.code)
-    assert.equals('Expired', ev.reason)
-    assert.equals('too old resource version: 123 (456)', ev.message)
+    local ev = event('ERROR', status, 'Pod')
+    assert.same({ 'ERROR', 410, 'Expired', 'too old resource version: 123 (456)' },
+      { ev.type, ev.code, ev.reason, ev.message })
     assert.is_nil(ev.object_json)
   end)
 
   it('reads an ERROR event without code, reason or message', function()
-    local ev = assert(testing.decode_event(frame('ERROR', '{"kind":"Status"}')))
+    local ev = event('ERROR', '{"kind":"Status"}')
     assert.equals(0, ev.code)
     assert.is_nil(ev.reason)
     assert.is_nil(ev.message)
@@ -143,17 +144,17 @@ describe('decoding a watch event', function()
   end)
 
   it('accepts an object without a kind whatever kind is expected', function()
-    assert.equals('p', assert(testing.decode_event(frame('ADDED', '{"metadata":{"name":"p"}}'), 'Pod')).name)
+    assert.equals('p', event('ADDED', '{"metadata":{"name":"p"}}', 'Pod').name)
   end)
 
   it('does not check the kind of the Status of an ERROR event', function()
-    assert.equals(500, assert(testing.decode_event(frame('ERROR', '{"kind":"Status","code":500}'), 'Pod')).code)
+    assert.equals(500, event('ERROR', '{"kind":"Status","code":500}', 'Pod').code)
   end)
 
   it('keeps its parse for the view compact: about twice the object, not a whole parser', function()
-    local ev = assert(testing.decode_event(frame('MODIFIED', pod), 'Pod'))
+    local ev = event('MODIFIED', pod, 'Pod')
     assert.is_true(ev.parsed_bytes < 3 * #pod, ev.parsed_bytes)
-    assert.is_nil(assert(testing.decode_event(frame('ERROR', '{"kind":"Status","code":410}'))).parsed_bytes)
+    assert.is_nil(event('ERROR', '{"kind":"Status","code":410}').parsed_bytes)
   end)
 
   it('hands its parse to the view, which reads the same object', function()
@@ -258,11 +259,10 @@ describe('duplicate keys', function()
   end)
 
   it('take the last name, namespace and resourceVersion, and the last metadata whole', function()
-    local ev = assert(testing.decode_event(frame('ADDED', '{"metadata":{"name":"a","namespace":"x",'
-      .. '"resourceVersion":"1","name":"b","namespace":"y","resourceVersion":"2"}}')))
+    local ev = event('ADDED', '{"metadata":{"name":"a","namespace":"x",'
+      .. '"resourceVersion":"1","name":"b","namespace":"y","resourceVersion":"2"}}')
     assert.same({ 'b', 'y', '2' }, { ev.name, ev.ns, ev.rv })
-    ev = assert(testing.decode_event(frame('ADDED',
-      '{"metadata":{"name":"a","namespace":"x"},"metadata":{"name":"b"}}')))
+    ev = event('ADDED', '{"metadata":{"name":"a","namespace":"x"},"metadata":{"name":"b"}}')
     assert.same({ 'b', '' }, { ev.name, ev.ns })
   end)
 
@@ -274,7 +274,7 @@ describe('duplicate keys', function()
   end)
 
   it('take the last code of an ERROR event\'s Status', function()
-    assert.equals(410, assert(testing.decode_event(frame('ERROR', '{"kind":"Status","code":500,"code":410}'))).code)
+    assert.equals(410, event('ERROR', '{"kind":"Status","code":500,"code":410}').code)
   end)
 
   it('take the last member a view reads, as the identity the cache keys on', function()

@@ -9,6 +9,13 @@ local function count(t)
   return n
 end
 
+-- A new map holding entries (key = value).
+local function holding(entries)
+  local m = testing.hmap()
+  for k, v in pairs(entries) do m:put(k, v) end
+  return m
+end
+
 describe('hmap', function()
   it('stores, finds and overwrites values by key', function()
     local m = testing.hmap()
@@ -22,17 +29,14 @@ describe('hmap', function()
   end)
 
   it('tells a stored zero from an absent key', function()
-    local m = testing.hmap()
-    m:put('zero', 0)
+    local m = holding { zero = 0 }
     assert.equals(0, m:get('zero'))
     assert.equals(0, m:del('zero'))
     assert.is_nil(m:get('zero'))
   end)
 
   it('deletes keys, returning their value once', function()
-    local m = testing.hmap()
-    m:put('ns/a', 1)
-    m:put('ns/b', 2)
+    local m = holding { ['ns/a'] = 1, ['ns/b'] = 2 }
     assert.equals(1, m:del('ns/a'))
     assert.is_nil(m:del('ns/a'))
     assert.is_nil(m:get('ns/a'))

@@ -80,30 +80,29 @@ describe('the streaming LIST decoder', function()
     assert.equals(0, #assert(testing.decode_list_stream({ '{"metadata":{"resourceVersion":"1"},"items":null}' })).items)
   end)
 
+  -- The error of body decoded in one chunk (items of limit bytes at most, if given).
+  local function error_of(body, limit)
+    return select(2, testing.decode_list_stream({ body }, limit))
+  end
+
   it('refuses an item that is not an object, or has no name, naming the item', function()
-    local _, err = testing.decode_list_stream({ '{"items":[{"metadata":{"name":"a"}},42]}' })
-    assert.matches('LIST item 2 is not an object', err)
-    _, err = testing.decode_list_stream({ '{"items":[{"metadata":{}}]}' })
-    assert.matches('LIST item 1: no metadata.name', err)
+    assert.matches('LIST item 2 is not an object', error_of('{"items":[{"metadata":{"name":"a"}},42]}'))
+    assert.matches('LIST item 1: no metadata.name', error_of('{"items":[{"metadata":{}}]}'))
   end)
 
   it('refuses an item larger than its limit without holding more of it', function()
-    local _, err = testing.decode_list_stream({ '{"items":[{"metadata":{"name":"' .. string.rep('x', 100) .. '"}}]}' }, 64)
-    assert.matches('LIST item 1 is larger than 64 bytes', err)
+    assert.matches('LIST item 1 is larger than 64 bytes',
+      error_of('{"items":[{"metadata":{"name":"' .. string.rep('x', 100) .. '"}}]}', 64))
   end)
 
   it('reports a body that ends early or is not JSON', function()
-    local _, err = testing.decode_list_stream({ '{"items":[{"metadata":{"name":"a"}}' })
-    assert.matches('ended early', err)
-    _, err = testing.decode_list_stream({ '}}' })
-    assert.matches('not valid JSON', err)
-    _, err = testing.decode_list_stream({ '{"items":[{"metadata":{"name":"a"}}],"metadata":{"resourceVersion":}' })
-    assert.is_string(err)
+    assert.matches('ended early', error_of('{"items":[{"metadata":{"name":"a"}}'))
+    assert.matches('not valid JSON', error_of('}}'))
+    assert.is_string(error_of('{"items":[{"metadata":{"name":"a"}}],"metadata":{"resourceVersion":}'))
   end)
 
   it('reports an item nested deeper than the parser allows', function()
     local deep = string.rep('[', 10000) .. string.rep(']', 10000)
-    local _, err = testing.decode_list_stream({ '{"items":[{"metadata":{"name":"a"},"x":' .. deep .. '}]}' })
-    assert.matches('LIST item 1', err)
+    assert.matches('LIST item 1', error_of('{"items":[{"metadata":{"name":"a"},"x":' .. deep .. '}]}'))
   end)
 end)

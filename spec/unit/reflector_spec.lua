@@ -51,9 +51,15 @@ local function expect_request(r, pattern)
 end
 
 -- Starts a reflector and completes its first LIST at rv 10.
-local function listed(opts)
+-- A reflector, started with opts.
+local function started(opts)
   local r = testing.reflector(opts or {})
   r:start()
+  return r
+end
+
+local function listed(opts)
+  local r = started(opts)
   r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('10', { 'a' }) })
   assert.equals('WATCH', r:state())
   return r
@@ -69,17 +75,10 @@ describe('the reflector', function()
   describe('transition table', function()
     local rows = testing.reflector_transitions()
 
-    it('is printed in reflector.h as the code declares it', function()
-      local block = transitions.header('src/cache/reflector.h', 'TRANSITIONS', 'END TRANSITIONS')
-      assert.truthy(block, 'reflector.h has no TRANSITIONS block')
-      assert.equals(transitions.render(rows, 'when', 48), block)
-    end)
-
-    it('is printed in docs/architecture.md as the code declares it', function()
-      local block = transitions.doc('reflector transitions')
-      assert.truthy(block, 'docs/architecture.md has no reflector transitions block')
-      assert.equals(transitions.render(rows, 'when', 48), block)
-    end)
+    for _, case in ipairs(transitions.printed_as_declared(rows, { header = 'src/cache/reflector.h',
+      begin = 'TRANSITIONS', finish = 'END TRANSITIONS', doc = 'reflector transitions', when = 'when', width = 48 })) do
+      it(case.name, case.check)
+    end
 
     it('leads from and to known states only', function()
       local known = { IDLE = true, LIST = true, WATCHLIST = true, WATCH = true, BACKOFF = true }
@@ -101,8 +100,7 @@ describe('the reflector', function()
 
     -- client-go's reflector: wait.NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, 1.0).
     it('waits 0.8, 1.6, 3.2 s ... doubling to 30 s, each jittered into [d, 2d)', function()
-      r = testing.reflector {}
-      r:start()
+      r = started()
       local d = 0.8
       for _ = 1, 9 do
         r:finish(expect_request(r, 'resourceVersion=0'), status(500, 'InternalError', 'boom'))
@@ -118,8 +116,7 @@ describe('the reflector', function()
     end)
 
     it('starts again from 0.8 s after two minutes without a failure', function()
-      r = testing.reflector {}
-      r:start()
+      r = started()
       for _ = 1, 3 do
         r:finish(expect_request(r, 'resourceVersion=0'), status(503, 'ServiceUnavailable', 'x'))
         r:advance(r:next_timer())
@@ -131,8 +128,7 @@ describe('the reflector', function()
     end)
 
     it('keeps doubling when the failures come less than two minutes apart', function()
-      r = testing.reflector {}
-      r:start()
+      r = started()
       r:finish(r:request(), status(503, 'ServiceUnavailable', 'x'))
       r:advance(r:next_timer())
       local wait = backoff_after_slow_failure(100)
@@ -140,8 +136,7 @@ describe('the reflector', function()
     end)
 
     it('honours Retry-After up to 30 s', function()
-      r = testing.reflector {}
-      r:start()
+      r = started()
       local answer = status(429, 'TooManyRequests', 'slow down')
       answer.retry_after = 7
       r:finish(r:request(), answer)
@@ -224,8 +219,7 @@ describe('the reflector', function()
     end
 
     it('counts from the start until the first LIST completes', function()
-      r = testing.reflector {}
-      r:start()
+      r = started()
       r:advance(7)
       assert.equals(7, r:staleness())
       r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('10', { 'a' }) })
@@ -268,8 +262,7 @@ describe('the reflector', function()
     end)
 
     it('streams the latest state instead with WatchList on', function()
-      r = testing.reflector { watch_list = 'auto' }
-      r:start()
+      r = started({ watch_list = 'auto' })
       local id = expect_request(r, 'sendInitialEvents=true')
       r:feed(id, event('ADDED', 'a', '5') .. initial_events_end('9'))
       assert.is_true(r:relist('1 object differs from the server'))
@@ -283,8 +276,7 @@ describe('the reflector', function()
     end)
 
     it('does nothing outside WATCH', function()
-      r = testing.reflector {}
-      r:start()
+      r = started()
       assert.is_false(r:relist('drift'))
       assert.equals('LIST', r:state())
       assert.equals(1, #r:history())
@@ -320,8 +312,7 @@ describe('the reflector', function()
     end)
 
     it('streams the new selection with WatchList on', function()
-      r = testing.reflector { watch_list = 'auto' }
-      r:start()
+      r = started({ watch_list = 'auto' })
       local id = expect_request(r, 'sendInitialEvents=true')
       r:feed(id, event('ADDED', 'a', '5') .. initial_events_end('9'))
       assert.is_true(r:reshard(SEL))
@@ -332,8 +323,7 @@ describe('the reflector', function()
     end)
 
     it('waits outside WATCH, so that no list under way completes with the old selection', function()
-      r = testing.reflector {}
-      r:start()
+      r = started()
       assert.is_false(r:reshard(SEL))
       local _, path = expect_request(r, 'resourceVersion=0')
       assert.falsy(path:find('shardSelector', 1, true), path)
@@ -434,8 +424,7 @@ describe('the reflector', function()
     -- Lists at rv 10 (with opts), watches, sees one event (rv 11), and has the watch cut,
     -- as a restart cuts it; the watch from 11 is then answered with 410 at once.
     local function restarted(opts)
-      r = testing.reflector(opts)
-      r:start()
+      r = started(opts)
       if opts.watch_list then r:finish(expect_request(r, 'sendInitialEvents=true'), WATCH_LIST_OFF) end
       r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('10', { 'a' }) })
       local id = expect_request(r, 'watch=true.*resourceVersion=10')
@@ -475,8 +464,7 @@ describe('the reflector', function()
     -- Without the rule the cycle would be: LIST(10) -> 10, WATCH(10) -> 410, watch-list
     -- refused, LIST(10) -> 10 again, and so on while etcd keeps revision 10.
     it('breaks the cycle of a watch from the rv the first LIST returned, through a refused watch-list', function()
-      r = testing.reflector { watch_list = true, page_size = 2 }
-      r:start()
+      r = started({ watch_list = true, page_size = 2 })
       r:finish(expect_request(r, 'sendInitialEvents=true'), WATCH_LIST_OFF)
       r:finish(expect_request(r, 'limit=2&resourceVersion=0'), { body = list_body('10', { 'a' }) })
       r:feed(expect_request(r, 'watch=true.*resourceVersion=10'), EXPIRED)
@@ -524,8 +512,7 @@ describe('the reflector', function()
 
   describe('in WatchList mode', function()
     it('streams the initial state and goes on watching on the same stream', function()
-      r = testing.reflector { watch_list = true }
-      r:start()
+      r = started({ watch_list = true })
       assert.equals('WATCHLIST', r:state())
       local id = expect_request(r, 'sendInitialEvents=true')
       r:feed(id, event('ADDED', 'a', '5') .. event('ADDED', 'b', '7'))
@@ -541,8 +528,7 @@ describe('the reflector', function()
     -- --watch-list-deadline measures progress: at KEP-3157's 5,000 nodes the bookmark
     -- comes 30-60 s after the request, and a stream that delivers is let run.
     it('lets a stream that delivers run past the deadline to its bookmark', function()
-      r = testing.reflector { watch_list = 'auto', watch_list_deadline = 10 }
-      r:start()
+      r = started({ watch_list = 'auto', watch_list_deadline = 10 })
       local id = r:request()
       r:feed(id, event('ADDED', 'a', '5'))
       r:advance(60)
@@ -554,8 +540,7 @@ describe('the reflector', function()
     end)
 
     it('lists instead when no initial event comes within the deadline, and tries the watch-list again at the next relist', function()
-      r = testing.reflector { watch_list = 'auto', watch_list_deadline = 10 }
-      r:start()
+      r = started({ watch_list = 'auto', watch_list_deadline = 10 })
       local id = r:request()
       r:advance(9.9)
       assert.equals('WATCHLIST', r:state())
@@ -578,8 +563,7 @@ describe('the reflector', function()
       { mode = true, next = 'WATCHLIST', what = 'with --watch-list=true, tries the watch-list again at the next relist' },
     } do
       it('lists after a stream that ends without the initial-events-end bookmark; ' .. case.what, function()
-        r = testing.reflector { watch_list = case.mode }
-        r:start()
+        r = started({ watch_list = case.mode })
         local id = r:request()
         r:feed(id, event('ADDED', 'a', '5') .. event('ADDED', 'b', '7'))
         r:advance(100)
@@ -597,8 +581,7 @@ describe('the reflector', function()
     -- (rewatchResourceVersion), which the watch cache serves without a consistent read;
     -- an expired or too large resourceVersion makes it ask for the latest state ("").
     it('asks a watch-list for a state not older than the cache\'s, and for the latest after a 410', function()
-      r = testing.reflector { watch_list = 'auto' }
-      r:start()
+      r = started({ watch_list = 'auto' })
       local _, first = expect_request(r, 'sendInitialEvents=true')
       assert.truthy(first:find('[?&]resourceVersion=&') or first:find('[?&]resourceVersion=$'), first)
       r:feed(r:request(), event('ADDED', 'a', '5') .. initial_events_end('9'))
@@ -612,8 +595,7 @@ describe('the reflector', function()
     end)
 
     it('asks a watch-list for the latest state after its resourceVersion was too large', function()
-      r = testing.reflector { watch_list = 'auto' }
-      r:start()
+      r = started({ watch_list = 'auto' })
       r:feed(r:request(), event('ADDED', 'a', '5') .. initial_events_end('9'))
       r:feed(r:request(), 'not json\n')
       r:advance(r:next_timer())
@@ -628,8 +610,7 @@ describe('the reflector', function()
     -- and answers 422; so does a server older than sendInitialEvents, which forbids
     -- resourceVersionMatch on a watch. By default klua stops asking such a server.
     it('by default, lists from then on when the server answers the watch-list 422', function()
-      r = testing.reflector { watch_list = 'auto' }
-      r:start()
+      r = started({ watch_list = 'auto' })
       r:finish(expect_request(r, 'sendInitialEvents=true'), WATCH_LIST_OFF)
       assert.equals('LIST', r:state())
       r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('30', { 'a' }) })
@@ -640,8 +621,7 @@ describe('the reflector', function()
     end)
 
     it('by default, tries the watch-list again after a refusal that is not 400 or 422', function()
-      r = testing.reflector { watch_list = 'auto' }
-      r:start()
+      r = started({ watch_list = 'auto' })
       r:finish(r:request(), status(500, 'InternalError', 'boom'))
       assert.equals('LIST', r:state())
       r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('30', { 'a' }) })
@@ -654,8 +634,7 @@ describe('the reflector', function()
     -- refused connection and 429 are, and an expired resourceVersion) makes that
     -- ListAndWatch list instead; the next one tries the watch-list again.
     it('lists at once when the server refuses the watch-list, and tries it again at the next relist', function()
-      r = testing.reflector { watch_list = true }
-      r:start()
+      r = started({ watch_list = true })
       r:finish(expect_request(r, 'sendInitialEvents=true'), WATCH_LIST_OFF)
       assert.equals('LIST', r:state())
       assert.equals(0, r:stats().backoffs)
@@ -671,28 +650,24 @@ describe('the reflector', function()
     -- kube-apiserver 1.32 and 1.33 refuse the Table form to a watch-list
     -- (watchListEndpointRestrictions); kubectl get -w lists and watches.
     it('lists and watches the Table form instead', function()
-      r = testing.reflector { watch_list = true, table = true }
-      r:start()
+      r = started({ watch_list = true, table = true })
       assert.equals('LIST', r:state())
       local _, path = expect_request(r, 'includeObject=Object')
       assert.falsy(path:find('sendInitialEvents', 1, true), path)
     end)
 
     it('lists at once after a 5xx or an ERROR event on the watch-list', function()
-      r = testing.reflector { watch_list = true }
-      r:start()
+      r = started({ watch_list = true })
       r:finish(r:request(), status(500, 'InternalError', 'boom'))
       assert.equals('LIST', r:state())
       r:free()
-      r = testing.reflector { watch_list = true }
-      r:start()
+      r = started({ watch_list = true })
       r:feed(r:request(), error_event(500, 'InternalError', 'etcd is sad'))
       assert.equals('LIST', r:state())
     end)
 
     it('retries the watch-list after a backoff when the server does not answer or asks to wait', function()
-      r = testing.reflector { watch_list = true }
-      r:start()
+      r = started({ watch_list = true })
       r:finish(r:request(), { outcome = 'TransportError' })
       assert.equals('BACKOFF', r:state())
       r:advance(r:next_timer())
@@ -720,8 +695,7 @@ describe('the reflector asking for CBOR', function()
   local function cbor_event(type, name, rv) return cbor.item { type = type, object = object(name, rv) } end
 
   local function cbor_listed()
-    local r = testing.reflector { cbor = true }
-    r:start()
+    local r = started({ cbor = true })
     local body = cbor.item { kind = 'ConfigMapList', apiVersion = 'v1', metadata = { resourceVersion = '10' },
       items = { object('a', '10') } }
     r:finish(expect_request(r, 'resourceVersion=0'), { body = body, content_type = 'application/cbor' })
@@ -744,8 +718,7 @@ describe('the reflector asking for CBOR', function()
   end)
 
   it('reads JSON from a server that answers it instead', function()
-    local r = testing.reflector { cbor = true }
-    r:start()
+    local r = started({ cbor = true })
     r:finish(expect_request(r, 'resourceVersion=0'), { body = list_body('10', { 'a' }), content_type = 'application/json' })
     r:feed(r:request(), event('MODIFIED', 'a', '11'), 'application/json')
     assert.same({ 'replace 1 at 10', 'MODIFIED default/a 11' }, r:take())
@@ -771,8 +744,7 @@ describe('the reflector asking for CBOR', function()
   end)
 
   it('refuses a LIST in application/cbor it cannot read, keeping the cache', function()
-    local r = testing.reflector { cbor = true }
-    r:start()
+    local r = started({ cbor = true })
     r:finish(expect_request(r, 'resourceVersion=0'), { body = '\xd9\xd9\xf7\xa1\x45items\x81\xc1\x01', content_type = 'application/cbor' })
     assert.same({}, r:take())
     assert.equals(1, r:stats().errors)

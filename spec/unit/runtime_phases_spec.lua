@@ -12,17 +12,10 @@ describe("the runtime's phase table", function()
   local known = {}
   for _, p in ipairs(PHASES) do known[p] = true end
 
-  it('is printed in runtime.h as the code declares it', function()
-    local block = transitions.header('src/lua/runtime.h', 'PHASES', 'END PHASES')
-    assert.truthy(block, 'runtime.h has no PHASES block')
-    assert.equals(transitions.render(rows, 'event', 37), block)
-  end)
-
-  it('is printed in docs/architecture.md as the code declares it', function()
-    local block = transitions.doc('runtime phases')
-    assert.truthy(block, 'docs/architecture.md has no runtime phases block')
-    assert.equals(transitions.render(rows, 'event', 37), block)
-  end)
+  for _, case in ipairs(transitions.printed_as_declared(rows, { header = 'src/lua/runtime.h', begin = 'PHASES',
+    finish = 'END PHASES', doc = 'runtime phases', when = 'event', width = 37 })) do
+    it(case.name, case.check)
+  end
 
   it('leads from and to known phases, one row for each phase and event', function()
     local seen = {}
