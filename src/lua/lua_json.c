@@ -33,17 +33,20 @@ void kl_lua_json_push_array_mt(lua_State *L) { luaL_newmetatable(L, ARRAY_MT); }
  * bytes is overwritten. The Lua strings are anchored in a table, the cache's
  * user value, in the registry; a script that changes that table through
  * debug.getregistry gets misses. The cache keeps at most STRING_SLOTS short
- * strings alive: about 130 KB in all.
+ * strings alive: at most about 150 KB in all.
  */
 #define STRINGS_KEY "klua.json.strings"
 #define STRING_SLOTS 1024 /* a power of 2 */
 #define STRING_SHORT 40
 
+/* One cache line a slot, so that a lookup reads one line. */
 typedef struct string_slot {
     const void *lua; /* the anchored string, as lua_topointer gives it; NULL when empty */
     unsigned char len;
     char bytes[STRING_SHORT];
+    char pad[64 - sizeof(void *) - 1 - STRING_SHORT];
 } string_slot;
+_Static_assert(sizeof(string_slot) == 64, "a slot is one cache line");
 
 /* A decode in progress: the tape, the stack indexes of the array
  * metatable and of the strings' anchor table, and their slots. */
@@ -56,13 +59,13 @@ typedef struct tree {
 
 /* Pushes the anchor table of the string cache and returns its slots. */
 static string_slot *push_string_cache(lua_State *L) {
-    string_slot *slots;
+    void *ud;
     if (lua_getfield(L, LUA_REGISTRYINDEX, STRINGS_KEY) == LUA_TUSERDATA) {
-        slots = lua_touserdata(L, -1);
+        ud = lua_touserdata(L, -1);
     } else {
         lua_pop(L, 1);
-        slots = lua_newuserdatauv(L, STRING_SLOTS * sizeof *slots, 1);
-        memset(slots, 0, STRING_SLOTS * sizeof *slots);
+        ud = lua_newuserdatauv(L, (STRING_SLOTS + 1) * sizeof(string_slot), 1);
+        memset(ud, 0, (STRING_SLOTS + 1) * sizeof(string_slot));
         lua_createtable(L, STRING_SLOTS, 0);
         lua_setiuservalue(L, -2, 1);
         lua_pushvalue(L, -1);
@@ -70,7 +73,7 @@ static string_slot *push_string_cache(lua_State *L) {
     }
     lua_getiuservalue(L, -1, 1);
     lua_remove(L, -2); /* stack: ..., anchors */
-    return slots;
+    return (string_slot *)(((uintptr_t)ud + sizeof(string_slot) - 1) & ~(uintptr_t)(sizeof(string_slot) - 1));
 }
 
 static size_t string_slot_of(const char *s, size_t n) {
