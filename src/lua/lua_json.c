@@ -28,7 +28,7 @@ void kl_lua_json_push_array_mt(lua_State *L) { luaL_newmetatable(L, ARRAY_MT); }
  * object to the next ("metadata", "f:status", "Running", a namespace), so
  * a decode first looks for the string in a small cache of the strings it
  * pushed lately: one string per slot, the slot chosen by a hash of the
- * length and the first and last 8 bytes, the bytes kept beside it so that
+ * length and the first and last 8 bytes, the bytes kept in the slot so that
  * neither a hit nor a miss touches a Lua string. A slot that holds other
  * bytes is overwritten. The Lua strings are anchored in a table, the cache's
  * user value, in the registry; a script that changes that table through
@@ -39,12 +39,15 @@ void kl_lua_json_push_array_mt(lua_State *L) { luaL_newmetatable(L, ARRAY_MT); }
 #define STRING_SLOTS 1024 /* a power of 2 */
 #define STRING_SHORT 40
 
-/* One cache line a slot, so that a lookup reads one line. */
+/* One cache line a slot, so that a lookup reads one line. A string of n
+ * bytes is its length, head and tail (string_key) and, beyond 16 bytes,
+ * the n - 16 bytes between head and tail. */
 typedef struct string_slot {
     const void *lua; /* the anchored string, as lua_topointer gives it; NULL when empty */
+    uint64_t head, tail;
     unsigned char len;
-    char bytes[STRING_SHORT];
-    char pad[64 - sizeof(void *) - 1 - STRING_SHORT];
+    char middle[STRING_SHORT - 16];
+    char pad[64 - sizeof(void *) - 2 * sizeof(uint64_t) - 1 - (STRING_SHORT - 16)];
 } string_slot;
 _Static_assert(sizeof(string_slot) == 64, "a slot is one cache line");
 
@@ -76,21 +79,21 @@ static string_slot *push_string_cache(lua_State *L) {
     return (string_slot *)(((uintptr_t)ud + sizeof(string_slot) - 1) & ~(uintptr_t)(sizeof(string_slot) - 1));
 }
 
-static size_t string_slot_of(const char *s, size_t n) {
-    uint64_t head = 0, tail = 0;
+/* The first and the last 8 bytes of s, which hold all of its bytes when
+ * it has at most 16 (shorter strings in other ways that also hold them all). */
+static void string_key(const char *s, size_t n, uint64_t *head, uint64_t *tail) {
+    *head = *tail = 0;
     if (n >= 8) {
-        memcpy(&head, s, 8);
-        memcpy(&tail, s + n - 8, 8);
+        memcpy(head, s, 8);
+        memcpy(tail, s + n - 8, 8);
     } else if (n >= 4) {
         uint32_t a, b;
         memcpy(&a, s, 4);
         memcpy(&b, s + n - 4, 4);
-        head = (uint64_t)a << 32 | b;
+        *head = (uint64_t)a << 32 | b;
     } else if (n) {
-        head = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[n / 2] << 8 | (unsigned char)s[n - 1];
+        *head = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[n / 2] << 8 | (unsigned char)s[n - 1];
     }
-    uint64_t h = (head ^ ((tail * 0x9e3779b97f4a7c15ULL) >> 7) ^ n) * 0xff51afd7ed558ccdULL;
-    return (size_t)(h >> 40) & (STRING_SLOTS - 1);
 }
 
 static void push_string(const tree *d, const char *s, size_t n) {
@@ -99,9 +102,13 @@ static void push_string(const tree *d, const char *s, size_t n) {
         lua_pushlstring(L, s, n);
         return;
     }
-    size_t i = string_slot_of(s, n);
+    uint64_t head, tail;
+    string_key(s, n, &head, &tail);
+    uint64_t h = (head ^ ((tail * 0x9e3779b97f4a7c15ULL) >> 7) ^ n) * 0xff51afd7ed558ccdULL;
+    size_t i = (size_t)(h >> 40) & (STRING_SLOTS - 1);
     string_slot *e = &d->slots[i];
-    if (e->lua && e->len == n && memcmp(e->bytes, s, n) == 0) {
+    if (e->lua && e->len == n && e->head == head && e->tail == tail &&
+        (n <= 16 || memcmp(e->middle, s + 8, n - 16) == 0)) {
         lua_rawgeti(L, d->anchors, (lua_Integer)i + 1);
         if (lua_topointer(L, -1) == e->lua) return;
         lua_pop(L, 1);
@@ -110,8 +117,10 @@ static void push_string(const tree *d, const char *s, size_t n) {
     lua_pushvalue(L, -1);
     lua_rawseti(L, d->anchors, (lua_Integer)i + 1);
     e->lua = lua_topointer(L, -1);
+    e->head = head;
+    e->tail = tail;
     e->len = (unsigned char)n;
-    memcpy(e->bytes, s, n);
+    if (n > 16) memcpy(e->middle, s + 8, n - 16);
 }
 
 static void push_scalar(lua_State *L, const kl_json_tape *t, size_t i) {
