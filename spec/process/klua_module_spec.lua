@@ -1188,6 +1188,52 @@ describe('--memory-limit', function()
     -- caller, as the limit says), the others started the callback.
     assert.equals('rounds\t13\tcallbacks ran\ttrue\tcalls refused\ttrue\n', out, err)
   end)
+
+  it('fails a decode that does not fit cleanly, and decodes exactly once there is room', function()
+    -- klua.json.decode and klua.copy share the decoder and its cache of short strings
+    -- (lua_json.c). Each round fills the Lua state and frees 32 KiB more of it than the
+    -- round before, so that the decode runs out of memory at different points of filling
+    -- that cache, until it fits.
+    local out, err, code = K.run(K.offline_args([[
+      local N = 3000
+      local parts = {}
+      for i = 1, N do parts[i] = ('"key-%d":"value-%d"'):format(i, i % 97) end
+      local text = '{' .. table.concat(parts, ',') .. '}'
+      local function exact(t)
+        for i = 1, N do
+          if t['key-' .. i] ~= 'value-' .. i % 97 then return false end
+        end
+        return true
+      end
+      klua.after(0, function()
+        local outcomes = { ['not enough memory'] = 0, exact = 0, wrong = 0, other = 0 }
+        local hog, size
+        local function grow() hog = { hog, ('x'):rep(size) .. size } end
+        for round = 0, 30 do
+          collectgarbage()
+          size = 1 << 16
+          while size > 0 do
+            if not pcall(grow) then size = size // 2 end
+          end
+          local free = round * 32768
+          while hog and free > 0 do
+            free = free - #hog[2]
+            hog = hog[1]
+          end
+          local ok, t = pcall(klua.json.decode, text)
+          hog = nil
+          local o = ok and (exact(t) and 'exact' or 'wrong') or t
+          outcomes[o] = (outcomes[o] or 0) + 1
+        end
+        collectgarbage()
+        print('refused', outcomes['not enough memory'] > 0, 'exact', outcomes.exact > 0, 'wrong', outcomes.wrong,
+          'other', outcomes.other, 'afterwards', exact(klua.json.decode(text)))
+        klua.stop()
+      end)
+    ]], { '--memory-limit', '16' }), { timeout = 60 })
+    assert.equals(0, code, err)
+    assert.equals('refused\ttrue\texact\ttrue\twrong\t0\tother\t0\tafterwards\ttrue\n', out, err)
+  end)
 end)
 
 describe('klua.queue', function()

@@ -344,6 +344,86 @@ describe('a view', function()
       assert.has_error(function() copy() end)
     end)
 
+    -- The strings of a copy come from a cache of recent short strings (lua_json.c), one a
+    -- slot, chosen by the length and the first and last 8 bytes: strings that share those
+    -- take turns in one slot, and each must still come out as itself.
+    describe('of strings', function()
+      local function object_text(members)
+        local parts = {}
+        for i, m in ipairs(members) do parts[i] = cjson.encode(m[1]) .. ':' .. cjson.encode(m[2]) end
+        return '{' .. table.concat(parts, ',') .. '}'
+      end
+
+      it('keeps strings apart that differ only between their first and last 8 bytes', function()
+        local members, want = {}, {}
+        for i = 0, 9 do
+          local s = 'sameHead' .. string.char(65 + i) .. 'sameTail' -- 17 bytes, one slot
+          members[#members + 1] = { s, s .. '=' }
+          want[s] = s .. '='
+        end
+        for _ = 1, 3 do assert.same(want, copy(testing.view(object_text(members)))) end
+      end)
+
+      it('keeps the same name as a member of objects at every level, and as a value', function()
+        local text = '{"name":"name","metadata":{"name":"a","labels":{"name":"b"},'
+          .. '"ownerReferences":[{"name":"c","kind":"name"}]},"spec":{"containers":[{"name":"d"},{"name":"e"}]}}'
+        local want = {
+          name = 'name',
+          metadata = { name = 'a', labels = { name = 'b' }, ownerReferences = { { name = 'c', kind = 'name' } } },
+          spec = { containers = { { name = 'd' }, { name = 'e' } } },
+        }
+        for _, make in pairs(makers) do
+          local c = copy(make(text))
+          assert.same(want, c)
+          c.metadata.name = 'changed'
+          assert.equals('b', c.metadata.labels.name)
+          assert.same(want, copy(make(text)))
+        end
+      end)
+
+      it('gives every string its exact bytes around the 40 bytes Lua interns, and empty and NUL ones', function()
+        local members, want = {}, {}
+        for n = 0, 48 do
+          local s = ('k'):rep(n)
+          local v = ('v'):rep(n)
+          members[#members + 1] = { s, v }
+          want[s] = v
+        end
+        members[#members + 1] = { 'nul', 'a\0b' }
+        want.nul = 'a\0b'
+        for _ = 1, 2 do
+          local c = copy(testing.view(object_text(members)))
+          assert.same(want, c)
+          assert.equals(3, #c.nul)
+        end
+      end)
+
+      it('stays exact through more distinct strings than the cache holds', function()
+        local members, want = {}, {}
+        for i = 1, 5000 do
+          members[i] = { 'key-' .. i, 'value-' .. (i * 7919 % 5000) }
+          want['key-' .. i] = 'value-' .. (i * 7919 % 5000)
+        end
+        local text = object_text(members)
+        for _ = 1, 2 do assert.same(want, copy(testing.view(text))) end
+        assert.same(want, json.decode(text))
+      end)
+
+      it('stays exact after the cache was changed behind its back', function()
+        local text = '{"kind":"Pod","metadata":{"name":"one","namespace":"default"}}'
+        local want = { kind = 'Pod', metadata = { name = 'one', namespace = 'default' } }
+        assert.same(want, copy(testing.view(text)))
+        local cache = debug.getregistry()['klua.json.strings']
+        assert.equals('userdata', type(cache))
+        local anchors = debug.getuservalue(cache, 1)
+        for i = 1, #anchors do anchors[i] = 'tampered' end
+        assert.same(want, copy(testing.view(text)))
+        debug.setuservalue(cache, {}, 1)
+        assert.same(want, copy(testing.view(text)))
+        assert.same(want, json.decode(text))
+      end)
+    end)
+
     it('refuses a table nested deeper than 1024 levels', function()
       local t = {}
       for _ = 1, 1100 do t = { t } end

@@ -3,6 +3,7 @@
 
 #include <lauxlib.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,36 +20,113 @@ void kl_lua_json_push_array_mt(lua_State *L) { luaL_newmetatable(L, ARRAY_MT); }
 
 /* ---- JSON to Lua ---- */
 
-static void push_container(lua_State *L, const kl_json_tape *t, size_t i, int amt) {
-    luaL_checkstack(L, 4, "JSON nested too deeply");
-    size_t n = kl_jt_count(t, i), end = kl_jt_close(t, i);
-    if (kl_jt_type(t, i) == '{') {
-        lua_createtable(L, 0, n > INT32_MAX ? 0 : (int)n);
-        for (size_t j = i + 1; j < end; j = kl_jt_next(t, j + 1)) {
-            size_t klen;
-            const char *k = kl_jt_string(t, j, &klen);
-            lua_pushlstring(L, k, klen);
-            kl_lua_json_push_value(L, t, j + 1, amt);
-            lua_rawset(L, -3);
-        }
-        return;
+/*
+ * Pushing a string Lua interns (up to 40 bytes, Lua's LUAI_MAXSHORTLEN)
+ * hashes all its bytes and walks a chain of Lua's string table, whose
+ * links are mostly cold: a third of klua.copy(pod)'s time went there. The
+ * member names and most short values of cached objects repeat from one
+ * object to the next ("metadata", "f:status", "Running", a namespace), so
+ * a decode first looks for the string in a small cache of the strings it
+ * pushed lately: one string per slot, the slot chosen by a hash of the
+ * length and the first and last 8 bytes, the bytes kept in the slot so that
+ * neither a hit nor a miss touches a Lua string. A slot that holds other
+ * bytes is overwritten. The Lua strings are anchored in a table, the cache's
+ * user value, in the registry; a script that changes that table through
+ * debug.getregistry gets misses. The cache keeps at most STRING_SLOTS short
+ * strings alive: at most about 150 KB in all.
+ */
+#define STRINGS_KEY "klua.json.strings"
+#define STRING_SLOTS 1024 /* a power of 2 */
+#define STRING_SHORT 40
+
+/* One cache line a slot, so that a lookup reads one line. A string of n
+ * bytes is its length, head and tail (string_key) and, beyond 16 bytes,
+ * the n - 16 bytes between head and tail. */
+typedef struct string_slot {
+    const void *lua; /* the anchored string, as lua_topointer gives it; NULL when empty */
+    uint64_t head, tail;
+    unsigned char len;
+    char middle[STRING_SHORT - 16];
+    char pad[64 - sizeof(void *) - 2 * sizeof(uint64_t) - 1 - (STRING_SHORT - 16)];
+} string_slot;
+_Static_assert(sizeof(string_slot) == 64, "a slot is one cache line");
+
+/* A decode in progress: the tape, the stack indexes of the array
+ * metatable and of the strings' anchor table, and their slots. */
+typedef struct tree {
+    lua_State *L;
+    const kl_json_tape *t;
+    int amt, anchors;
+    string_slot *slots;
+} tree;
+
+/* Pushes the anchor table of the string cache and returns its slots. */
+static string_slot *push_string_cache(lua_State *L) {
+    void *ud;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, STRINGS_KEY) == LUA_TUSERDATA) {
+        ud = lua_touserdata(L, -1);
+    } else {
+        lua_pop(L, 1);
+        ud = lua_newuserdatauv(L, (STRING_SLOTS + 1) * sizeof(string_slot), 1);
+        memset(ud, 0, (STRING_SLOTS + 1) * sizeof(string_slot));
+        lua_createtable(L, STRING_SLOTS, 0);
+        lua_setiuservalue(L, -2, 1);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, STRINGS_KEY); /* stack: ..., cache */
     }
-    lua_createtable(L, n > INT32_MAX ? 0 : (int)n, 0);
-    lua_Integer k = 1;
-    for (size_t j = i + 1; j < end; j = kl_jt_next(t, j)) {
-        kl_lua_json_push_value(L, t, j, amt);
-        lua_rawseti(L, -2, k++);
-    }
-    lua_pushvalue(L, amt);
-    lua_setmetatable(L, -2);
+    lua_getiuservalue(L, -1, 1);
+    lua_remove(L, -2); /* stack: ..., anchors */
+    return (string_slot *)(((uintptr_t)ud + sizeof(string_slot) - 1) & ~(uintptr_t)(sizeof(string_slot) - 1));
 }
 
-void kl_lua_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int amt) {
+/* The first and the last 8 bytes of s, which hold all of its bytes when
+ * it has at most 16 (shorter strings in other ways that also hold them all). */
+static void string_key(const char *s, size_t n, uint64_t *head, uint64_t *tail) {
+    *head = *tail = 0;
+    if (n >= 8) {
+        memcpy(head, s, 8);
+        memcpy(tail, s + n - 8, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        *head = (uint64_t)a << 32 | b;
+    } else if (n) {
+        *head = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[n / 2] << 8 | (unsigned char)s[n - 1];
+    }
+}
+
+static void push_string(const tree *d, const char *s, size_t n) {
+    lua_State *L = d->L;
+    if (n > STRING_SHORT) {
+        lua_pushlstring(L, s, n);
+        return;
+    }
+    uint64_t head, tail;
+    string_key(s, n, &head, &tail);
+    uint64_t h = (head ^ ((tail * 0x9e3779b97f4a7c15ULL) >> 7) ^ n) * 0xff51afd7ed558ccdULL;
+    size_t i = (size_t)(h >> 40) & (STRING_SLOTS - 1);
+    string_slot *e = &d->slots[i];
+    if (e->lua && e->len == n && e->head == head && e->tail == tail &&
+        (n <= 16 || memcmp(e->middle, s + 8, n - 16) == 0)) {
+        lua_rawgeti(L, d->anchors, (lua_Integer)i + 1);
+        if (lua_topointer(L, -1) == e->lua) return;
+        lua_pop(L, 1);
+    }
+    lua_pushlstring(L, s, n);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, d->anchors, (lua_Integer)i + 1);
+    e->lua = lua_topointer(L, -1);
+    e->head = head;
+    e->tail = tail;
+    e->len = (unsigned char)n;
+    if (n > 16) memcpy(e->middle, s + 8, n - 16);
+}
+
+static void push_scalar(lua_State *L, const kl_json_tape *t, size_t i) {
     size_t len;
     const char *s;
     switch (kl_jt_type(t, i)) {
-    case '{':
-    case '[': push_container(L, t, i, amt); break;
     case '"':
         s = kl_jt_string(t, i, &len);
         lua_pushlstring(L, s, len);
@@ -60,6 +138,63 @@ void kl_lua_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int a
     case 'f': lua_pushboolean(L, 0); break;
     default: lua_pushlightuserdata(L, NULL); break;
     }
+}
+
+static void push_tree(const tree *d, size_t i, int depth);
+
+/* While its members are pushed a container holds 2 slots of the stack
+ * (itself and a key), and the innermost a few more: rather than a check
+ * per container, room is made for 8 levels at a time. */
+static void push_container(const tree *d, size_t i, int depth) {
+    lua_State *L = d->L;
+    const kl_json_tape *t = d->t;
+    if (depth % 8 == 0) luaL_checkstack(L, 2 * 8 + 4, "JSON nested too deeply");
+    size_t n = kl_jt_count(t, i), end = kl_jt_close(t, i);
+    if (kl_jt_type(t, i) == '{') {
+        lua_createtable(L, 0, n > INT32_MAX ? 0 : (int)n);
+        for (size_t j = i + 1; j < end; j = kl_jt_next(t, j + 1)) {
+            size_t klen;
+            const char *k = kl_jt_string(t, j, &klen);
+            push_string(d, k, klen);
+            push_tree(d, j + 1, depth + 1);
+            lua_rawset(L, -3);
+        }
+        return;
+    }
+    lua_createtable(L, n > INT32_MAX ? 0 : (int)n, 0);
+    lua_Integer k = 1;
+    for (size_t j = i + 1; j < end; j = kl_jt_next(t, j)) {
+        push_tree(d, j, depth + 1);
+        lua_rawseti(L, -2, k++);
+    }
+    lua_pushvalue(L, d->amt);
+    lua_setmetatable(L, -2);
+}
+
+static void push_tree(const tree *d, size_t i, int depth) {
+    size_t len;
+    const char *s;
+    switch (kl_jt_type(d->t, i)) {
+    case '{':
+    case '[': push_container(d, i, depth); break;
+    case '"':
+        s = kl_jt_string(d->t, i, &len);
+        push_string(d, s, len);
+        break;
+    default: push_scalar(d->L, d->t, i);
+    }
+}
+
+void kl_lua_json_push_value(lua_State *L, const kl_json_tape *t, size_t i, int amt) {
+    if (kl_jt_type(t, i) != '{' && kl_jt_type(t, i) != '[') {
+        push_scalar(L, t, i);
+        return;
+    }
+    luaL_checkstack(L, 3, "JSON nested too deeply");
+    string_slot *slots = push_string_cache(L); /* stack: ..., anchors */
+    tree d = {L, t, amt, lua_gettop(L), slots};
+    push_container(&d, i, 0); /* stack: ..., anchors, value */
+    lua_remove(L, -2);
 }
 
 #define GUARD_MT "klua.json.guard"

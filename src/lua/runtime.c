@@ -324,14 +324,14 @@ static void *rt_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     kl_rt *rt = ud;
     size_t old = ptr ? osize : 0;
     if (nsize == 0) {
-        kl_pool_realloc(&rt->pool, ptr, osize, 0);
+        kl_pool_realloc_fast(&rt->pool, ptr, osize, 0);
         rt->mem_used -= old;
         return NULL;
     }
     if (rt->memory_binds && rt->opts.memory_limit && nsize > old &&
         rt->mem_used - old + nsize > rt->opts.memory_limit)
         return NULL;
-    void *p = kl_pool_realloc(&rt->pool, ptr, osize, nsize);
+    void *p = kl_pool_realloc_fast(&rt->pool, ptr, osize, nsize);
     if (p) rt->mem_used = rt->mem_used - old + nsize;
     return p;
 }

@@ -464,6 +464,10 @@ static void copy_value(lua_State *L, int idx, int seen, int amt, int depth) {
 static int l_copy(lua_State *L) {
     luaL_checkany(L, 1);
     lua_settop(L, 1);
+    if (test_view(L, 1)) { /* the usual case, which needs no table of what was copied */
+        kl_view_copy(L, 1);
+        return 1;
+    }
     lua_newtable(L);              /* stack: v, seen (tables already copied) */
     kl_lua_json_push_array_mt(L); /* stack: v, seen, amt */
     copy_value(L, 1, 2, 3, 0);
