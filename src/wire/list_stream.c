@@ -19,6 +19,11 @@ void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
     kl_scan_init(&s->scan);
 }
 
+void kl_list_stream_prune(kl_list_stream *s, kl_prune *p) {
+    s->prune = p;
+    s->out->pruned = p != NULL;
+}
+
 void kl_list_stream_rows(kl_list_stream *s) { s->rows = 1; }
 
 void kl_list_stream_free(kl_list_stream *s) {
@@ -79,6 +84,7 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     int rc = s->in_rows ? kl_decode_row(b, o, err, sizeof err) : kl_decode_item(b, o, &untyped, err, sizeof err);
     kl_blob_unref(b);
     if (rc < 0) return fail(s, "LIST item %zu: %s", l->n + 1, err);
+    if (s->prune) kl_prune_obj(s->prune, o);
     s->untyped[l->n++] = (unsigned char)untyped;
     return 0;
 }

@@ -32,6 +32,7 @@
 
 #include "wire/decode.h"
 #include "wire/list_stream.h"
+#include "wire/prune.h"
 #include "wire/json.h"
 #include "lua/lua_json.h"
 #include "testing.h"
@@ -218,9 +219,10 @@ static int t_check_list(lua_State *L) {
     return 1;
 }
 
-/* decode_list_stream({chunk, ...} [, max_item [, rows]]): the streaming
- * decoder fed the chunks in order; the same result as decode_list. rows:
- * read a Table's rows too (kl_list_stream_rows). */
+/* decode_list_stream({chunk, ...} [, max_item [, rows [, drop]]]): the
+ * streaming decoder fed the chunks in order; the same result as
+ * decode_list. rows: read a Table's rows too (kl_list_stream_rows); drop:
+ * a dotted path to prune from each item (kl_list_stream_prune). */
 static int t_decode_list_stream(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_Integer max = luaL_optinteger(L, 2, 16 << 20);
@@ -228,6 +230,13 @@ static int t_decode_list_stream(lua_State *L) {
     kl_list_stream s;
     kl_list_stream_init(&s, &list, (size_t)max);
     if (lua_toboolean(L, 3)) kl_list_stream_rows(&s);
+    const char *drop = luaL_optstring(L, 4, NULL);
+    kl_prune *prune = NULL;
+    if (drop) {
+        char perr[200];
+        if (!(prune = kl_prune_new(&drop, 1, perr, sizeof perr))) return luaL_error(L, "%s", perr);
+        kl_list_stream_prune(&s, prune);
+    }
     lua_Integer n = (lua_Integer)luaL_len(L, 1);
     int rc = 0;
     for (lua_Integer i = 1; i <= n && rc == 0; i++) {
@@ -239,6 +248,7 @@ static int t_decode_list_stream(lua_State *L) {
     }
     if (rc == 0) rc = kl_list_stream_finish(&s);
     kl_list_stream_free(&s);
+    kl_prune_free(prune);
     if (rc < 0) {
         kl_list_clear(&list);
         lua_pushnil(L);
