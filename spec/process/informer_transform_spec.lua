@@ -113,6 +113,25 @@ describe('informer transforms', function()
       'delete new nil t marked' }, got)
   end)
 
+  -- What the cache keys on is compared as the strings a table holds, or, when it holds them
+  -- otherwise (a view of the object's metadata), as the JSON the table encodes to.
+  it('cache a table that keeps what the cache keys on, as strings or inside a view', function()
+    sb:kubectl('create configmap old --from-literal=small=s')
+    for _, body in ipairs({
+      "local o = klua.copy(obj); o.data = { small = 'z' }; return o",
+      "return { kind = obj.kind, apiVersion = obj.apiVersion, metadata = obj.metadata, data = { small = 'z' } }",
+      "return { kind = 'ConfigMap', apiVersion = 'v1', metadata = { name = obj.metadata.name, namespace = 'default', "
+        .. "resourceVersion = obj.metadata.resourceVersion, uid = obj.metadata.uid }, data = { small = 'z' } }",
+    }) do
+      p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', K.script(
+        "local cms = klua.informer { resource = 'configmaps', namespace = 'default', transform = function(obj) "
+        .. body .. " end }\ncms:on('add', function(obj) print('cached', obj.metadata.name, obj.data.small, "
+        .. "cms:stats().transform_errors) end)\n") })
+      assert.truthy(p:wait_for('cached\told\tz\t0', 15 * K.slowdown), body .. '\n' .. p:output() .. p:errors())
+      p:cleanup()
+    end
+  end)
+
   it('refuse a path the cache keys on, and a transform that is not drop_fields', function()
     for _, case in ipairs({
       { "klua.drop_fields('metadata.name')", 'path "metadata.name" cannot be dropped: the cache keys on it' },
@@ -138,6 +157,10 @@ describe('informer transforms', function()
         'removed metadata%.name %("old"%): the cache keys on kind, apiVersion and metadata\'s name' },
       { "function(obj) local o = klua.copy(obj); o.metadata.namespace = 'other'; return o end",
         'changed metadata%.namespace from "default" to "other"' },
+      { 'function(obj) local o = klua.copy(obj); o.kind = 7; return o end',
+        'removed kind %("ConfigMap"%): the cache keys on' },
+      { "function(obj) return { kind = obj.kind, apiVersion = obj.apiVersion, metadata = { name = 'old' } } end",
+        'removed metadata%.namespace %("default"%)' },
       { 'function() while true do end end',
         'stopped after running past its instruction budget of 1000000 instructions', { '--instruction-budget', '1000000' } },
       -- The stream waits for the transform, which therefore cannot wait itself.

@@ -107,6 +107,22 @@ describe('klua.json.encode', function()
     assert.equals('"Grüße 日本 🚀"', json.encode('Grüße 日本 🚀'))
   end)
 
+  it('escapes wherever in a string the byte is, after plain ASCII or first', function()
+    for _, case in ipairs({ { 'abc\n', '"abc\\n"' }, { '\tabc', '"\\tabc"' }, { 'ab"c', '"ab\\"c"' },
+      { 'abcé\\', '"abcé\\\\"' }, { ('x'):rep(100) .. '\1', '"' .. ('x'):rep(100) .. '\\u0001"' } }) do
+      assert.equals(case[2], json.encode(case[1]))
+    end
+  end)
+
+  -- The encoder keeps its buffer for the next call (up to 64 KiB): no text may leak into the next.
+  it('encodes each value alone, whatever it encoded before', function()
+    local big = ('b'):rep(100 * 1024)
+    for _, v in ipairs({ { s = big }, { s = 'x' }, { s = ('m'):rep(3000) }, { s = 'y' }, 7, { s = big } }) do
+      assert.same(v, json.decode(json.encode(v)))
+    end
+    assert.equals('{"s":"y"}', json.encode { s = 'y' })
+  end)
+
   it('refuses a string that is not valid UTF-8, naming the path', function()
     assert.has_error(function() json.encode { metadata = { name = 'ab\xffc' } } end,
       'klua.json.encode: cannot encode a string at metadata.name: it is not valid UTF-8 (at byte 2)')

@@ -127,8 +127,13 @@ typedef struct enc {
 /* kl_buf_cap's growth, but into a userdata rather than kl_buf_grow's heap
  * block: an error half-way leaves it to the collector, and it counts
  * against the script's memory cap. */
-static void reserve(enc *e, size_t n) {
-    if (e->cap - e->len >= n) return;
+static void grow(enc *e, size_t n);
+
+static inline void reserve(enc *e, size_t n) {
+    if (e->cap - e->len < n) grow(e, n);
+}
+
+static void grow(enc *e, size_t n) {
     size_t cap = kl_buf_cap(e->cap, e->len + n, 256);
     char *b = lua_newuserdatauv(e->L, cap, 0);
     memcpy(b, e->buf, e->len);
@@ -180,11 +185,25 @@ static int enc_error(enc *e, const path *p, const char *what, const char *why) {
 
 static void encode_value(enc *e, int idx, const path *p, int depth);
 
+/* Bytes a string holds as they are: printable ASCII but the quote and the
+ * backslash. */
+static const unsigned char PLAIN[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
+
 static void encode_string(enc *e, const char *s, size_t n, const path *p) {
     reserve(e, n + 2);
     e->buf[e->len++] = '"';
-    size_t run = 0; /* start of bytes not yet copied */
-    for (size_t i = 0; i < n;) {
+    /* Most strings are plain ASCII throughout: one copy. */
+    size_t plain = 0;
+    while (plain < n && PLAIN[(unsigned char)s[plain]]) plain++;
+    memcpy(e->buf + e->len, s, plain);
+    e->len += plain;
+    size_t run = plain; /* start of bytes not yet copied */
+    for (size_t i = plain; i < n;) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x80) {
             size_t l = kl_utf8_len((const unsigned char *)s + i, n - i);
@@ -359,18 +378,50 @@ static void encode_value(enc *e, int idx, const path *p, int depth) {
     }
 }
 
-void kl_lua_json_encode(lua_State *L, int idx) {
+/* The registry's key of the buffer the last encode left: encoding an object
+ * again (a transform's every result) starts with room for it, rather than
+ * growing a new buffer from 256 bytes each time. */
+static const char ENC_BUF = 'b';
+#define ENC_BUF_KEEP ((size_t)64 << 10) /* larger ones are left to the collector */
+
+/* Encodes the value at idx into the buffer userdata pushed; its length in
+ * *len. [-0, +1, e] */
+static const char *encode_to_buffer(lua_State *L, int idx, size_t *len) {
     idx = lua_absindex(L, idx);
-    enc e = {L, 0, 0, NULL, 0, 256};
+    enc e = {L, 0, 0, NULL, 0, 0};
     kl_lua_json_push_array_mt(L); /* stack: ..., amt */
     e.amt = lua_gettop(L);
-    e.buf = lua_newuserdatauv(L, e.cap, 0); /* stack: ..., amt, buf */
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &ENC_BUF) == LUA_TUSERDATA) { /* stack: ..., amt, buf */
+        e.buf = lua_touserdata(L, -1);
+        e.cap = lua_rawlen(L, -1);
+    } else {
+        lua_pop(L, 1);
+        e.cap = 256;
+        e.buf = lua_newuserdatauv(L, e.cap, 0);
+    }
     e.box = lua_gettop(L);
     path root = {NULL, NULL, 0, 0, NULL};
     encode_value(&e, idx, &root, 0);
-    lua_pushlstring(L, e.buf, e.len); /* stack: ..., amt, buf, text */
-    lua_replace(L, e.amt);            /* stack: ..., text, buf */
-    lua_pop(L, 1);
+    lua_pushvalue(L, e.box);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &ENC_BUF);
+    if (e.cap > ENC_BUF_KEEP) {
+        lua_pushnil(L);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &ENC_BUF);
+    }
+    lua_remove(L, e.amt); /* stack: ..., buf */
+    *len = e.len;
+    return e.buf;
+}
+
+void kl_lua_json_encode(lua_State *L, int idx) {
+    size_t n;
+    const char *s = encode_to_buffer(L, idx, &n); /* stack: ..., buf */
+    lua_pushlstring(L, s, n);                     /* stack: ..., buf, text */
+    lua_remove(L, -2);
+}
+
+const char *kl_lua_json_encode_text(lua_State *L, int idx, size_t *len) {
+    return encode_to_buffer(L, idx, len);
 }
 
 /* ---- the module ---- */
