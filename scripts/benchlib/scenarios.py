@@ -417,13 +417,18 @@ class Bench:
         """One sync of `pods` Pods by sync.lua, by LIST or (watch_list) by WatchList; a SyncRun with
         the settled RSS. flags: klua's global flags."""
         url, _ = self.server(pods, 0, paginate)
+        server_cpu = h2proxy.cpu_seconds(self.server_pids[url])
         child, records = self.klua_script("sync-%d-%s-%s%s%s" % (pods, paginate, mode, "-wl" if watch_list else "",
                                                                  "".join(flags).replace("-", "")),
                                           url, "sync.lua", [self.opts.timeout, mode], "settled",
                                           watch_list=watch_list, flags=flags)
         status = child.proc_status()
         usage = child.stop()
-        return SyncRun(pods, child, records, status, usage, self.opts.repeat if pods else 1)
+        run = SyncRun(pods, child, records, status, usage, self.opts.repeat if pods else 1)
+        # The server's CPU in the same span (cache-less says it beside klua's); None when unknown.
+        after = h2proxy.cpu_seconds(self.server_pids[url])
+        run.server_cpu = after - server_cpu if server_cpu is not None and after is not None else None
+        return run
 
     def sync_run(self, pods, paginate="auto", mode="full", flags=()):
         """initial-sync, memory-per-pod: sync `pods` Pods by LIST, then read the settled RSS; the
@@ -918,8 +923,9 @@ def scenario_cache_less(b):
                             _us(per_sync), per_sync / full[0] if full[0] else 0.0,
                             number(per_object), per_object / full[1] if full[1] else 0.0),
                         details=["sync: %.2f s from process start to klua.on_synced, %s of %s Pods cached, "
-                                 "peak RSS %s, %.2f s CPU in all (wait4)" % (r.wall, number(r.cached), number(pods),
-                                                                           _mb(r.hwm_kb), r.usage.cpu),
+                                 "peak RSS %s, %.2f s CPU in all (wait4); the bench server's CPU meanwhile %s"
+                                 % (r.wall, number(r.cached), number(pods), _mb(r.hwm_kb), r.usage.cpu,
+                                    "%.2f s" % r.server_cpu if r.server_cpu is not None else "unknown"),
                                  "memory: (VmRSS after sync - VmRSS of an idle klua) / Pods = (%s - %s) / %s, "
                                  "after a full Lua GC; the full Pod's JSON is %s B" % (
                                      _mb(r.rss_kb), _mb(idle.rss_kb), number(pods), number(size)),
