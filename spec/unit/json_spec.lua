@@ -123,6 +123,21 @@ describe('klua.json.encode', function()
     assert.equals('{"s":"y"}', json.encode { s = 'y' })
   end)
 
+  -- Objects are encoded in one pass; a table whose keys are mixed is still the error, before
+  -- anything wrong inside it, whichever order its members come in.
+  it('names a table with mixed keys before anything wrong in its members', function()
+    local why = ': its keys must be all strings (an object) or exactly 1..n (an array)'
+    for _, v in ipairs({
+      { spec = { a = { f = print }, b = { ['\xff'] = 1 }, [5] = 1, c = 0 / 0 } },
+      { spec = { z = { deeper = { [2] = 1, x = 1 } }, [1] = true } },
+    }) do
+      assert.has_error(function() json.encode(v) end, 'klua.json.encode: cannot encode a table at spec' .. why)
+    end
+    assert.has_error(function() json.encode { a = { b = { [3] = 1, c = print } } } end,
+      'klua.json.encode: cannot encode a table at a.b' .. why)
+    assert.equals('{"a":{"b":[1,2]}}', json.encode { a = { b = { 1, 2 } } })
+  end)
+
   it('refuses a string that is not valid UTF-8, naming the path', function()
     assert.has_error(function() json.encode { metadata = { name = 'ab\xffc' } } end,
       'klua.json.encode: cannot encode a string at metadata.name: it is not valid UTF-8 (at byte 2)')
