@@ -71,9 +71,16 @@ static int item_add(kl_list_stream *s, const char *p, size_t n) {
 static int item_end(kl_list_stream *s, const char *p, size_t n) {
     size_t len = s->scratch_len + n;
     if (len > s->max_item) return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
-    kl_blob *b = kl_blob_alloc(len);
-    if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
-    memcpy(b->data + s->scratch_len, p, n);
+    /* An item within one read is pruned as it is copied out of it, and
+     * parsed pruned; one that spans reads, or a Table row (whose object is
+     * a member of it), once it is decoded. */
+    int early = s->prune && !s->scratch_len && !s->in_rows;
+    kl_blob *b = early ? kl_prune_copy(s->prune, p, n) : NULL;
+    if (!b) {
+        b = kl_blob_alloc(len);
+        if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
+        memcpy(b->data + s->scratch_len, p, n);
+    }
     s->scratch_len = 0;
     kl_list *l = s->out;
     l->items = kl_buf_grow(l->items, &s->items_cap, l->n + 1, sizeof *l->items, 64);
@@ -84,7 +91,7 @@ static int item_end(kl_list_stream *s, const char *p, size_t n) {
     int rc = s->in_rows ? kl_decode_row(b, o, err, sizeof err) : kl_decode_item(b, o, &untyped, err, sizeof err);
     kl_blob_unref(b);
     if (rc < 0) return fail(s, "LIST item %zu: %s", l->n + 1, err);
-    if (s->prune) kl_prune_obj(s->prune, o);
+    if (s->prune && !early) kl_prune_obj(s->prune, o);
     s->untyped[l->n++] = (unsigned char)untyped;
     return 0;
 }

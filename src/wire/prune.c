@@ -201,18 +201,23 @@ static size_t cut_object(kl_prune *p, const node *n, const char *s, size_t i, si
     }
 }
 
-int kl_prune_obj(kl_prune *p, kl_obj *o) {
-    const char *s = o->blob->data + o->off;
-    size_t i = ws(s, 0, o->len);
-    if (i >= o->len || s[i] != '{') return -1;
+/* Notes the cuts of the object s[0, n): 1 when there are some, 0 when
+ * there are none, -1 when s is not an object. */
+static int plan(kl_prune *p, const char *s, size_t n) {
+    size_t i = ws(s, 0, n);
+    if (i >= n || s[i] != '{') return -1;
     p->ncuts = 0;
-    if (cut_object(p, &p->root, s, i, o->len) == BAD) return -1;
-    if (!p->ncuts) return 0;
-    size_t len = o->len;
+    if (cut_object(p, &p->root, s, i, n) == BAD) return -1;
+    return p->ncuts > 0;
+}
+
+/* s[0, n) without the cuts plan noted, in a blob of the exact size, not
+ * the old one cut short in place: saving the dropped bytes is the point,
+ * and a shortened blob would leave holes the allocator cannot reuse for
+ * the next object. */
+static kl_blob *cut_copy(const kl_prune *p, const char *s, size_t n) {
+    size_t len = n;
     for (size_t c = 0; c < p->ncuts; c++) len -= p->cuts[c].to - p->cuts[c].from;
-    /* A blob of the exact size, not the old one cut short in place: saving
-     * the dropped bytes is the point, and a shortened blob would leave holes
-     * the allocator cannot reuse for the next object. */
     kl_blob *b = kl_blob_alloc(len);
     char *out = b->data;
     size_t from = 0;
@@ -221,10 +226,22 @@ int kl_prune_obj(kl_prune *p, kl_obj *o) {
         out += p->cuts[c].from - from;
         from = p->cuts[c].to;
     }
-    memcpy(out, s + from, o->len - from);
+    memcpy(out, s + from, n - from);
+    return b;
+}
+
+int kl_prune_obj(kl_prune *p, kl_obj *o) {
+    const char *s = o->blob->data + o->off;
+    int rc = plan(p, s, o->len);
+    if (rc <= 0) return rc;
+    kl_blob *b = cut_copy(p, s, o->len);
     kl_blob_unref(o->blob);
     o->blob = b;
     o->off = 0;
-    o->len = len;
+    o->len = b->len;
     return 1;
+}
+
+kl_blob *kl_prune_copy(kl_prune *p, const char *s, size_t n) {
+    return plan(p, s, n) == 1 ? cut_copy(p, s, n) : NULL;
 }
