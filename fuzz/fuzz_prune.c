@@ -6,7 +6,10 @@
  * status.conditions and a.b.c. Whenever the decoder accepts the input as an
  * object, it must accept the pruned bytes too, with the same identity, and
  * pruning them again must find nothing left to drop; pruning never grows
- * the object. Anything else aborts.
+ * the object. Whatever the input, pruning it as it is copied out
+ * (kl_prune_copy, as a LIST item is) gives the bytes pruning its blob
+ * gives, and nothing exactly when that finds nothing to drop or no object.
+ * Anything else aborts.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +35,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     kl_prune *p = kl_prune_new(PATHS, sizeof PATHS / sizeof *PATHS, err, sizeof err);
     if (!p) die(err);
     kl_blob *in = kl_blob_new((const char *)data, size);
+    kl_blob *copied = kl_prune_copy(p, in->data, size);
+    kl_obj whole = {.blob = kl_blob_ref(in), .len = size};
+    int whole_rc = kl_prune_obj(p, &whole);
+    if ((whole_rc == 1) != (copied != NULL)) die("pruning a copy and pruning a blob disagree on what to drop");
+    if (copied && (copied->len != whole.len || memcmp(copied->data, whole.blob->data + whole.off, whole.len) != 0))
+        die("pruning a copy and pruning a blob give different bytes");
+    kl_blob_unref(copied);
+    kl_obj_clear(&whole);
     kl_obj before = {0}, pruned = {0}, after = {0};
     if (kl_decode_item(in, &before, NULL, err, sizeof err) == 0) {
         pruned = (kl_obj){.blob = kl_blob_ref(in), .len = size};

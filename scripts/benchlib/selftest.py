@@ -10,6 +10,8 @@ import time
 import unittest
 from urllib.parse import urlencode
 
+from sandbox import partial as metadata_only
+
 from . import data, pods, server
 
 
@@ -75,9 +77,9 @@ class ServerFixture(unittest.TestCase):
         cls.config.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def request(self, path, **query):
+    def request(self, path, headers=None, **query):
         conn = http.client.HTTPConnection(*self.server.server_address[:2], timeout=10)
-        conn.request("GET", path + ("?" + urlencode(query) if query else ""))
+        conn.request("GET", path + ("?" + urlencode(query) if query else ""), headers=headers or {})
         resp = conn.getresponse()
         body = resp.read()
         conn.close()
@@ -238,6 +240,38 @@ class AddedFile(ServerFixture):
         listed = self.get_json("/api/v1/pods")[1]["items"]
         self.assertEqual([json.loads(line)["object"] for line in lines[:self.PODS]], listed)
         self.assertEqual(json.loads(lines[self.PODS])["type"], "BOOKMARK")
+
+
+METADATA_LIST = {"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"}
+
+
+class PartialFile(ServerFixture):
+    """A data set with partial.json: a metadata-only LIST's items are sent from it, and they are
+    what the sandbox's conversion (scripts/sandbox/partial.py) makes of the full LIST, byte for
+    byte, as is the answer of a server that converts each Pod as it is asked."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="klua-bench-selftest-")
+        data.generate(cls.tmp, cls.PODS, cls.WATCH_PODS, cls.EVENTS)
+        data.write_partial(cls.tmp, cls.PODS)
+        cls.dataset = data.Dataset(cls.tmp)
+        cls.config = server.Config(cls.dataset, cls.PODS, cls.EVENTS, cls.PAGINATE, cls.WATCH_END)
+        cls.server = server.Server(cls.config)
+        cls.thread = cls.server.start()
+
+    def test_the_items_come_from_the_file_and_are_the_sandbox_s_conversion_of_the_listed_pods(self):
+        self.assertIsNotNone(self.config.partial_fd)
+        _, full = self.request("/api/v1/pods")
+        resp, body = self.request("/api/v1/pods", headers=METADATA_LIST)
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(body.decode(), metadata_only.convert(None, ("PartialObjectMetadataList", "v1"), full))
+
+    def test_a_page_and_a_namespace_are_converted_alike(self):
+        for path, query in (("/api/v1/pods", {"limit": 7}), ("/api/v1/namespaces/team-03/pods", {})):
+            _, full = self.request(path, **query)
+            _, body = self.request(path, headers=METADATA_LIST, **query)
+            self.assertEqual(body.decode(), metadata_only.convert(None, ("PartialObjectMetadataList", "v1"), full))
 
 
 class PagingAlways(ServerFixture):

@@ -236,13 +236,16 @@ class Handler(BaseHTTPRequestHandler):
         self._end_chunked()
 
     def _send_partial_items(self, sel, start, end):
+        """The items of a PartialObjectMetadataList: from partial.json with sendfile(2) when it holds
+        them (data.write_partial), else converted here item by item."""
         cfg = self.server.config
+        if sel.contiguous and end <= cfg.dataset.partial_count():
+            self._chunk_file(cfg.partial_fd, *cfg.dataset.partial_span(start, end))
+            return
         batch, size = [], 0
         for n, i in enumerate(sel.items[start:end]):
             offset, length = cfg.dataset.item_span(i, i + 1)
-            meta = json.loads(os.pread(cfg.items_fd, length, offset))["metadata"]
-            item = json.dumps({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},
-                              separators=(",", ":")).encode()
+            item = data.partial_item(os.pread(cfg.items_fd, length, offset))
             batch.append((b"," if n else b"") + item)
             size += len(item)
             if size >= GATHER:
@@ -469,14 +472,16 @@ class Config:
             else b""
         self.items_map = mmap.mmap(self.items_fd, 0, access=mmap.ACCESS_READ) if dataset.pods else b""
         self.added_fd = os.open(dataset.added_path, os.O_RDONLY) if dataset.added_count() else None
+        self.partial_fd = os.open(dataset.partial_path, os.O_RDONLY) if dataset.partial_count() else None
 
     def close(self):
         if self.events_map:
             self.events_map.close()
         if self.items_map:
             self.items_map.close()
-        if self.added_fd is not None:
-            os.close(self.added_fd)
+        for fd in (self.added_fd, self.partial_fd):
+            if fd is not None:
+                os.close(fd)
         os.close(self.items_fd)
         os.close(self.events_fd)
         for fd in (self.items_cbor_fd, self.events_cbor_fd):

@@ -73,12 +73,17 @@ describe('informer transforms', function()
 
   -- Runs script over a listed ConfigMap "old" (a big data member, a long
   -- annotation) until it prints `ready`, then creates, labels and deletes
-  -- "new", and waits for its delete; returns what the script saw.
-  local function through_changes(script, ready)
+  -- "new", and waits for its delete; returns what the script saw. flags: klua's
+  -- global flags, before run.
+  local function through_changes(script, ready, flags)
     local big = ('x'):rep(5000)
     sb:kubectl('create configmap old --from-literal=big=' .. big .. ' --from-literal=small=s')
     sb:kubectl('annotate configmap old note=' .. ('n'):rep(200))
-    p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', K.script(script) })
+    local argv = { '--kubeconfig', sb.kubeconfig }
+    for _, f in ipairs(flags or {}) do argv[#argv + 1] = f end
+    argv[#argv + 1] = 'run'
+    argv[#argv + 1] = K.script(script)
+    p = K.spawn(argv)
     assert.truthy(p:wait_for(ready, 15 * K.slowdown), p:errors())
     sb:kubectl('create configmap new --from-literal=big=' .. big .. ' --from-literal=small=t')
     sb:kubectl('label configmap new seen=yes')
@@ -93,11 +98,38 @@ describe('informer transforms', function()
       'add new nil t nil', 'update new nil t nil', 'delete new nil t nil' }, got)
   end)
 
+  -- A LIST's items are pruned as each is decoded (src/wire/list_stream.c), a watch-list's
+  -- initial events and watch events as each arrives: the same objects either way.
+  it('drop the named members from the items of a LIST as from a watch-list\'s objects', function()
+    local got = through_changes(SCRIPT, 'list\told', { '--watch-list=false' })
+    assert.same({ 'add old nil s nil', 'get old nil s nil', 'list old nil s nil',
+      'add new nil t nil', 'update new nil t nil', 'delete new nil t nil' }, got)
+  end)
+
   it('run a function on listed, watched and deleted objects before handlers, get, list and indexes see them', function()
     local got = through_changes(FUNCTION_SCRIPT, 'index\told')
     assert.same({ 'add old nil s marked', 'get old nil s marked', 'list old nil s marked',
       'index old nil s marked', 'add new nil t marked', 'update new nil t marked',
       'delete new nil t marked' }, got)
+  end)
+
+  -- What the cache keys on is compared as the strings a table holds, or, when it holds them
+  -- otherwise (a view of the object's metadata), as the JSON the table encodes to.
+  it('cache a table that keeps what the cache keys on, as strings or inside a view', function()
+    sb:kubectl('create configmap old --from-literal=small=s')
+    for _, body in ipairs({
+      "local o = klua.copy(obj); o.data = { small = 'z' }; return o",
+      "return { kind = obj.kind, apiVersion = obj.apiVersion, metadata = obj.metadata, data = { small = 'z' } }",
+      "return { kind = 'ConfigMap', apiVersion = 'v1', metadata = { name = obj.metadata.name, namespace = 'default', "
+        .. "resourceVersion = obj.metadata.resourceVersion, uid = obj.metadata.uid }, data = { small = 'z' } }",
+    }) do
+      p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', K.script(
+        "local cms = klua.informer { resource = 'configmaps', namespace = 'default', transform = function(obj) "
+        .. body .. " end }\ncms:on('add', function(obj) print('cached', obj.metadata.name, obj.data.small, "
+        .. "cms:stats().transform_errors) end)\n") })
+      assert.truthy(p:wait_for('cached\told\tz\t0', 15 * K.slowdown), body .. '\n' .. p:output() .. p:errors())
+      p:cleanup()
+    end
   end)
 
   it('refuse a path the cache keys on, and a transform that is not drop_fields', function()
@@ -124,6 +156,10 @@ describe('informer transforms', function()
         'removed metadata%.name %("old"%): the cache keys on kind, apiVersion and metadata\'s name' },
       { "function(obj) local o = klua.copy(obj); o.metadata.namespace = 'other'; return o end",
         'changed metadata%.namespace from "default" to "other"' },
+      { 'function(obj) local o = klua.copy(obj); o.kind = 7; return o end',
+        'removed kind %("ConfigMap"%): the cache keys on' },
+      { "function(obj) return { kind = obj.kind, apiVersion = obj.apiVersion, metadata = { name = 'old' } } end",
+        'removed metadata%.namespace %("default"%)' },
       { 'function() while true do end end',
         'stopped after running past its instruction budget of 1000000 instructions', { '--instruction-budget', '1000000' } },
       -- The stream waits for the transform, which therefore cannot wait itself.

@@ -107,6 +107,37 @@ describe('klua.json.encode', function()
     assert.equals('"Grüße 日本 🚀"', json.encode('Grüße 日本 🚀'))
   end)
 
+  it('escapes wherever in a string the byte is, after plain ASCII or first', function()
+    for _, case in ipairs({ { 'abc\n', '"abc\\n"' }, { '\tabc', '"\\tabc"' }, { 'ab"c', '"ab\\"c"' },
+      { 'abcé\\', '"abcé\\\\"' }, { ('x'):rep(100) .. '\1', '"' .. ('x'):rep(100) .. '\\u0001"' } }) do
+      assert.equals(case[2], json.encode(case[1]))
+    end
+  end)
+
+  -- The encoder keeps its buffer for the next call (up to 64 KiB): no text may leak into the next.
+  it('encodes each value alone, whatever it encoded before', function()
+    local big = ('b'):rep(100 * 1024)
+    for _, v in ipairs({ { s = big }, { s = 'x' }, { s = ('m'):rep(3000) }, { s = 'y' }, 7, { s = big } }) do
+      assert.same(v, json.decode(json.encode(v)))
+    end
+    assert.equals('{"s":"y"}', json.encode { s = 'y' })
+  end)
+
+  -- Objects are encoded in one pass; a table whose keys are mixed is still the error, before
+  -- anything wrong inside it, whichever order its members come in.
+  it('names a table with mixed keys before anything wrong in its members', function()
+    local why = ': its keys must be all strings (an object) or exactly 1..n (an array)'
+    for _, v in ipairs({
+      { spec = { a = { f = print }, b = { ['\xff'] = 1 }, [5] = 1, c = 0 / 0 } },
+      { spec = { z = { deeper = { [2] = 1, x = 1 } }, [1] = true } },
+    }) do
+      assert.has_error(function() json.encode(v) end, 'klua.json.encode: cannot encode a table at spec' .. why)
+    end
+    assert.has_error(function() json.encode { a = { b = { [3] = 1, c = print } } } end,
+      'klua.json.encode: cannot encode a table at a.b' .. why)
+    assert.equals('{"a":{"b":[1,2]}}', json.encode { a = { b = { 1, 2 } } })
+  end)
+
   it('refuses a string that is not valid UTF-8, naming the path', function()
     assert.has_error(function() json.encode { metadata = { name = 'ab\xffc' } } end,
       'klua.json.encode: cannot encode a string at metadata.name: it is not valid UTF-8 (at byte 2)')

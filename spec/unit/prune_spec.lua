@@ -61,6 +61,54 @@ describe('pruning cached objects', function()
       { T.prune('{"metadata":{"managedFields":[]}}', { 'metadata.managedFields' }) })
   end)
 
+  it('cuts members out of the bytes as they are, every other byte kept', function()
+    local cases = {
+      -- path, object, what is left
+      { 'a', '{"a":1,"b":2}', '{"b":2}' },
+      { 'b', '{"a":1,"b":2}', '{"a":1}' },
+      { 'a', '{"a":1}', '{}' },
+      { 'b', '{"a":1, "b" : [2, {"c":"]"}] ,"c":3}', '{"a":1 ,"c":3}' },
+      { 'm.x', '{"m":{"x":{"y":1},"n":"a"},"z":0}', '{"m":{"n":"a"},"z":0}' },
+      { 'm.x', '{"m":{"n":"a","x":{"y":1}},"z":0}', '{"m":{"n":"a"},"z":0}' },
+      { 'm.x', '{"m":{"x":"\\\"}"},"z":0}', '{"m":{},"z":0}' },
+    }
+    for _, case in ipairs(cases) do
+      assert.same({ case[3], true }, { T.prune(case[2], { case[1] }) }, case[1] .. ' of ' .. case[2])
+    end
+  end)
+
+  it('drops neighbouring members, and every member of an object, leaving valid JSON', function()
+    assert.same({ '{"c":3}', true }, { T.prune('{"a":1,"b":2,"c":3}', { 'a', 'b' }) })
+    assert.same({ '{"a":1}', true }, { T.prune('{"a":1,"b":2,"c":3}', { 'b', 'c' }) })
+    local out, changed = T.prune('{"a":1,"b":2,"c":3}', { 'a', 'b', 'c' })
+    assert.is_true(changed)
+    assert.same({}, cjson.decode(out))
+  end)
+
+  it('drops every copy of a repeated member, as a full rewrite did', function()
+    assert.same({ '{"b":2}', true }, { T.prune('{"a":1,"b":2,"a":3}', { 'a' }) })
+    assert.same({ '{"m":{"y":1},"m":{"y":2}}', true },
+      { T.prune('{"m":{"x":0,"y":1},"m":{"y":2,"x":0}}', { 'm.x' }) })
+  end)
+
+  it('finds nothing to drop under an absent parent or in an empty object', function()
+    for _, obj in ipairs({ '{"n":{"x":1}}', '{"m":{}}', '{}', '{"m":null,"x":[{"m":{"x":1}}]}' }) do
+      assert.same({ obj, false }, { T.prune(obj, { 'm.x' }) }, obj)
+    end
+  end)
+
+  it('refuses a malformed object wherever the fault is, before or after a dropped member', function()
+    for _, obj in ipairs({ '{"a":1,"b":', '{"b":[1,"a":1}', '{"a":1 "b":2}', '{"m":{"x":1,}}', '{"a":"x}' }) do
+      local out, changed = T.prune(obj, { 'a', 'm.x' })
+      assert.same({ obj, nil }, { out, changed }, obj)
+    end
+  end)
+
+  it('does not reach into arrays or into a member that is not an object', function()
+    local obj = '{"items":[{"a":1}],"status":"Running"}'
+    assert.same({ obj, false }, { T.prune(obj, { 'items.a', 'status.phase' }) })
+  end)
+
   it('leaves bytes that are not an object untouched and says so', function()
     assert.same({ '[1,2]', nil }, { T.prune('[1,2]', { 'a' }) })
     assert.same({ '{"a":', nil }, { T.prune('{"a":', { 'a' }) })

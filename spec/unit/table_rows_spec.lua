@@ -95,6 +95,15 @@ describe('a Table LIST', function()
     for size = 1, #BODY, 7 do assert.same(want, assert(testing.decode_list_stream(chunks(BODY, size), nil, true))) end
   end)
 
+  it('drops a member from each row\'s object, not from the row, for every chunk size', function()
+    for size = 1, #BODY, 7 do
+      local got = assert(testing.decode_list_stream(chunks(BODY, size), nil, true, nil, nil, 'data.rows'))
+      assert.equal('{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a",'
+        .. '"namespace":"ns","resourceVersion":"7"},"data":{}}', got.items[1].json)
+      assert.equal('b', got.items[2].name)
+    end
+  end)
+
   it('reads a plain list as ever, from a server that cannot make a Table', function()
     local plain = '{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"3"},'
       .. '"items":[{"metadata":{"name":"a","resourceVersion":"2"}}],"rows":[{"x":1}]}'

@@ -103,7 +103,8 @@ static int transform(kl_informer *inf, kl_obj *o, void **parsed) {
 
 static int sink_replace(void *ud, kl_list *list) {
     kl_informer *inf = ud;
-    for (size_t i = 0; inf->transform && i < list->n; i++)
+    /* A LIST's items were pruned as they arrived; a watch-list's were not. */
+    for (size_t i = 0; inf->transform && !list->pruned && i < list->n; i++)
         if (transform(inf, &list->items[i], NULL) < 0) return -1;
     kl_store_replace(inf->store, list, on_change, inf);
     inf->listed = 1;
@@ -180,12 +181,15 @@ static int prune_transform(void *ud, kl_obj *o, void *parsed) {
 static void prune_free(void *ud) { kl_prune_free(ud); }
 
 void kl_informer_set_prune(kl_informer *inf, kl_prune *p) {
-    if (p) kl_informer_set_transform(inf, prune_transform, prune_free, p);
+    if (!p) return;
+    kl_informer_set_transform(inf, prune_transform, prune_free, p);
+    kl_reflector_set_prune(inf->reflector, p);
 }
 
 void kl_informer_set_transform(kl_informer *inf, kl_informer_transform_fn fn,
                                void (*free_ud)(void *ud), void *ud) {
     if (inf->transform_free) inf->transform_free(inf->transform_ud);
+    kl_reflector_set_prune(inf->reflector, NULL);
     inf->transform = fn;
     inf->transform_free = free_ud;
     inf->transform_ud = ud;

@@ -202,6 +202,7 @@ struct kl_reflector {
         char *name, *path, *kind, *label_selector, *field_selector, *shard_selector;
     } owned;
     kl_listwatch_target target;
+    kl_prune *prune; /* kl_reflector_set_prune's, not owned, or NULL */
     kl_reflector_sink sink;
     void *ud;
     kl_reflector_stats stats;
@@ -409,6 +410,8 @@ static void append_page(kl_list *acc, size_t *cap, kl_list *page) {
     free(acc->rv);
     acc->rv = page->rv;
     page->rv = NULL;
+    /* The pages of one LIST are all read by one reflector with one prune. */
+    acc->pruned = page->pruned;
 }
 
 static int is_too_large_rv(const kl_http_resp *resp, const char *message) {
@@ -491,6 +494,7 @@ static void request_page(kl_reflector *r) {
                        .timeout_ms = (long)(r->o.list_timeout * 1000)};
     kl_list_stream_init(&l->stream, &l->body, KL_FRAME_MAX_DEFAULT);
     if (r->o.table) kl_list_stream_rows(&l->stream);
+    if (r->prune) kl_list_stream_prune(&l->stream, r->prune);
     r->req = r->env.start(r->env.ud, &ho,
                           (kl_http_cb){.data = on_list_data, .started = on_list_started, .done = on_list_done}, r);
     free(url);
@@ -898,6 +902,8 @@ static void pump(kl_loop *loop, void *ud) {
 static void schedule_pump(kl_reflector *r) {
     if (!r->pump_id) r->pump_id = r->env.defer(r->env.ud, pump, r);
 }
+
+void kl_reflector_set_prune(kl_reflector *r, kl_prune *p) { r->prune = p; }
 
 void kl_reflector_kick(kl_reflector *r) {
     r->sink_full = 0;

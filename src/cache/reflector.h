@@ -63,6 +63,7 @@
 #define KLUA_REFLECTOR_H
 
 #include "wire/decode.h"
+#include "wire/prune.h"
 #include "conn/http.h"
 #include "base/loop.h"
 
@@ -189,6 +190,11 @@ void kl_reflector_start(kl_reflector *r);
 void kl_reflector_free(kl_reflector *r);
 /* The sink has room again. */
 void kl_reflector_kick(kl_reflector *r);
+/* Drops p's members from each LIST item as it is decoded
+ * (kl_list_stream_prune): the sink's replace gets the items pruned. p stays
+ * the caller's and must outlive r. Watch events are not pruned here. Call
+ * before start. */
+void kl_reflector_set_prune(kl_reflector *r, kl_prune *p);
 /* Last resourceVersion seen (list, event or bookmark); "" before any. */
 const char *kl_reflector_rv(const kl_reflector *r);
 /* Seconds since its lists or watches began failing without an answer

@@ -249,6 +249,8 @@ typedef struct path {
     size_t keylen;
     lua_Integer index;
     const void *table; /* the table being encoded at this level, if any */
+    int once;          /* its stack index when it is encoded in one pass, its
+                        * keys not counted first (encode_object_once), else 0 */
 } path;
 
 typedef struct enc {
@@ -262,8 +264,13 @@ typedef struct enc {
 /* kl_buf_cap's growth, but into a userdata rather than kl_buf_grow's heap
  * block: an error half-way leaves it to the collector, and it counts
  * against the script's memory cap. */
-static void reserve(enc *e, size_t n) {
-    if (e->cap - e->len >= n) return;
+static void grow(enc *e, size_t n);
+
+static inline void reserve(enc *e, size_t n) {
+    if (e->cap - e->len < n) grow(e, n);
+}
+
+static void grow(enc *e, size_t n) {
     size_t cap = kl_buf_cap(e->cap, e->len + n, 256);
     char *b = lua_newuserdatauv(e->L, cap, 0);
     memcpy(b, e->buf, e->len);
@@ -304,7 +311,7 @@ static void push_path(lua_State *L, const path *p) {
 }
 
 /* Raises "cannot encode <what> at <path><why>". */
-static int enc_error(enc *e, const path *p, const char *what, const char *why) {
+static int raise_error(enc *e, const path *p, const char *what, const char *why) {
     lua_State *L = e->L;
     if (p->up) {
         push_path(L, p);
@@ -313,13 +320,48 @@ static int enc_error(enc *e, const path *p, const char *what, const char *why) {
     return luaL_error(L, "klua.json.encode: cannot encode %s%s", what, why);
 }
 
+typedef enum { AS_OBJECT, AS_ARRAY, AS_INVALID } table_shape;
+static table_shape table_shape_of(lua_State *L, int idx, int marked, lua_Integer *n);
+
+#define KEYS_WHY ": its keys must be all strings (an object) or exactly 1..n (an array)"
+
+/* Raises the error met at p, or the one a table around it would have
+ * raised first: a table encoded in one pass has its keys checked only as
+ * they come, where the others' are checked before any member, so the
+ * outermost of them whose keys are mixed or sparse is the error. */
+static int enc_error(enc *e, const path *p, const char *what, const char *why) {
+    const path *chain[KL_JSON_MAX_DEPTH + 2];
+    int n = 0;
+    for (const path *q = p; q && n < KL_JSON_MAX_DEPTH + 2; q = q->up) chain[n++] = q;
+    for (int i = n - 1; i >= 0; i--) {
+        lua_Integer count;
+        if (chain[i]->once && table_shape_of(e->L, chain[i]->once, 0, &count) == AS_INVALID)
+            return raise_error(e, chain[i], "a table", KEYS_WHY);
+    }
+    return raise_error(e, p, what, why);
+}
+
 static void encode_value(enc *e, int idx, const path *p, int depth);
+
+/* Bytes a string holds as they are: printable ASCII but the quote and the
+ * backslash. */
+static const unsigned char PLAIN[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
 
 static void encode_string(enc *e, const char *s, size_t n, const path *p) {
     reserve(e, n + 2);
     e->buf[e->len++] = '"';
-    size_t run = 0; /* start of bytes not yet copied */
-    for (size_t i = 0; i < n;) {
+    /* Most strings are plain ASCII throughout: one copy. */
+    size_t plain = 0;
+    while (plain < n && PLAIN[(unsigned char)s[plain]]) plain++;
+    memcpy(e->buf + e->len, s, plain);
+    e->len += plain;
+    size_t run = plain; /* start of bytes not yet copied */
+    for (size_t i = plain; i < n;) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x80) {
             size_t l = kl_utf8_len((const unsigned char *)s + i, n - i);
@@ -363,7 +405,6 @@ static void encode_number(enc *e, int idx, const path *p) {
 }
 
 /* How a table encodes. */
-typedef enum { AS_OBJECT, AS_ARRAY, AS_INVALID } table_shape;
 
 /* Counts the keys of the table at idx and sets *n; decides its shape. */
 static table_shape table_shape_of(lua_State *L, int idx, int marked, lua_Integer *n) {
@@ -411,7 +452,7 @@ static void encode_array(enc *e, int idx, lua_Integer n, const path *p, int dept
     putc_(e, '[');
     for (lua_Integer i = 1; i <= n; i++) {
         if (i > 1) putc_(e, ',');
-        path child = {p, NULL, 0, i, NULL};
+        path child = {p, NULL, 0, i, NULL, 0};
         lua_rawgeti(e->L, idx, i);
         encode_value(e, lua_gettop(e->L), &child, depth + 1);
         lua_pop(e->L, 1);
@@ -429,13 +470,42 @@ static void encode_object(enc *e, int idx, const path *p, int depth) {
         const char *k = lua_tolstring(L, -2, &klen);
         if (!first) putc_(e, ',');
         first = 0;
-        path child = {p, k, klen, 0, NULL};
+        path child = {p, k, klen, 0, NULL, 0};
         encode_string(e, k, klen, &child);
         putc_(e, ':');
         encode_value(e, lua_gettop(L), &child, depth + 1);
         lua_pop(L, 1);
     }
     putc_(e, '}');
+}
+
+/* Encodes the unmarked table at idx as an object in one pass, without
+ * counting its keys first: 1, or 0 at the first key that is not a string
+ * (the stack as it was, the output to be rewound), for the caller to
+ * decide the table's shape as for any other. Most tables are objects (all
+ * of klua.copy's but arrays), and this walks each once instead of twice. */
+static int encode_object_once(enc *e, int idx, const path *p, int depth) {
+    lua_State *L = e->L;
+    putc_(e, '{');
+    int first = 1;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            lua_pop(L, 2);
+            return 0;
+        }
+        size_t klen;
+        const char *k = lua_tolstring(L, -2, &klen);
+        if (!first) putc_(e, ',');
+        first = 0;
+        path child = {p, k, klen, 0, NULL, 0};
+        encode_string(e, k, klen, &child);
+        putc_(e, ':');
+        encode_value(e, lua_gettop(L), &child, depth + 1);
+        lua_pop(L, 1);
+    }
+    putc_(e, '}');
+    return 1;
 }
 
 static void encode_table(enc *e, int idx, const path *p, int depth) {
@@ -452,13 +522,19 @@ static void encode_table(enc *e, int idx, const path *p, int depth) {
         marked = lua_rawequal(L, -1, e->amt);
         lua_pop(L, 1);
     }
+    if (!marked) {
+        size_t start = e->len;
+        here.once = idx;
+        if (encode_object_once(e, idx, &here, depth)) return;
+        here.once = 0;
+        e->len = start;
+    }
     lua_Integer n;
     switch (table_shape_of(L, idx, marked, &n)) {
     case AS_ARRAY: encode_array(e, idx, n, &here, depth); break;
     case AS_OBJECT: encode_object(e, idx, &here, depth); break;
     default:
-        enc_error(e, p, "a table", marked ? ": it is marked as an array but its keys are not exactly 1..n"
-                                          : ": its keys must be all strings (an object) or exactly 1..n (an array)");
+        enc_error(e, p, "a table", marked ? ": it is marked as an array but its keys are not exactly 1..n" : KEYS_WHY);
     }
 }
 
@@ -494,18 +570,50 @@ static void encode_value(enc *e, int idx, const path *p, int depth) {
     }
 }
 
-void kl_lua_json_encode(lua_State *L, int idx) {
+/* The registry's key of the buffer the last encode left: encoding an object
+ * again (a transform's every result) starts with room for it, rather than
+ * growing a new buffer from 256 bytes each time. */
+static const char ENC_BUF = 'b';
+#define ENC_BUF_KEEP ((size_t)64 << 10) /* larger ones are left to the collector */
+
+/* Encodes the value at idx into the buffer userdata pushed; its length in
+ * *len. [-0, +1, e] */
+static const char *encode_to_buffer(lua_State *L, int idx, size_t *len) {
     idx = lua_absindex(L, idx);
-    enc e = {L, 0, 0, NULL, 0, 256};
+    enc e = {L, 0, 0, NULL, 0, 0};
     kl_lua_json_push_array_mt(L); /* stack: ..., amt */
     e.amt = lua_gettop(L);
-    e.buf = lua_newuserdatauv(L, e.cap, 0); /* stack: ..., amt, buf */
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &ENC_BUF) == LUA_TUSERDATA) { /* stack: ..., amt, buf */
+        e.buf = lua_touserdata(L, -1);
+        e.cap = lua_rawlen(L, -1);
+    } else {
+        lua_pop(L, 1);
+        e.cap = 256;
+        e.buf = lua_newuserdatauv(L, e.cap, 0);
+    }
     e.box = lua_gettop(L);
-    path root = {NULL, NULL, 0, 0, NULL};
+    path root = {NULL, NULL, 0, 0, NULL, 0};
     encode_value(&e, idx, &root, 0);
-    lua_pushlstring(L, e.buf, e.len); /* stack: ..., amt, buf, text */
-    lua_replace(L, e.amt);            /* stack: ..., text, buf */
-    lua_pop(L, 1);
+    lua_pushvalue(L, e.box);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &ENC_BUF);
+    if (e.cap > ENC_BUF_KEEP) {
+        lua_pushnil(L);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &ENC_BUF);
+    }
+    lua_remove(L, e.amt); /* stack: ..., buf */
+    *len = e.len;
+    return e.buf;
+}
+
+void kl_lua_json_encode(lua_State *L, int idx) {
+    size_t n;
+    const char *s = encode_to_buffer(L, idx, &n); /* stack: ..., buf */
+    lua_pushlstring(L, s, n);                     /* stack: ..., buf, text */
+    lua_remove(L, -2);
+}
+
+const char *kl_lua_json_encode_text(lua_State *L, int idx, size_t *len) {
+    return encode_to_buffer(L, idx, len);
 }
 
 /* ---- the module ---- */

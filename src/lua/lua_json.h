@@ -37,6 +37,12 @@ void kl_lua_json_push_module(lua_State *L);
  * their raw bytes. [-0, +1, e] */
 void kl_lua_json_encode(lua_State *L, int idx);
 
+/* As kl_lua_json_encode, but pushes a userdata holding the text rather than
+ * a string, and returns the text (its length in *len): for a caller that
+ * copies it out at once, before any other encode, which may overwrite it.
+ * [-0, +1, e] */
+const char *kl_lua_json_encode_text(lua_State *L, int idx, size_t *len);
+
 /* Decodes s into a value as klua.copy(view) would. Returns 1 with the value
  * pushed, or pushes nil and a message and returns 2. [-0, +1|+2] */
 int kl_lua_json_decode(lua_State *L, const char *s, size_t len);

@@ -65,6 +65,46 @@ static void check_kept(lua_State *L, const kl_json_tape *was, size_t wat,
     }
 }
 
+/* Replaces the container on top with its member key (through a view's
+ * __index, or raw from a table when raw), or nil when it is not a view,
+ * or with raw not a table. [-1, +1] */
+static void step(lua_State *L, const char *key, int raw) {
+    if (lua_type(L, -1) != (raw ? LUA_TTABLE : LUA_TUSERDATA)) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        return;
+    }
+    if (raw) {
+        lua_pushstring(L, key);
+        lua_rawget(L, -2);
+    } else {
+        lua_getfield(L, -1, key);
+    }
+    lua_remove(L, -2);
+}
+
+/* Whether the table at idx has the kept members as the view at 1 has them:
+ * the same strings, or both absent. It answers from the values at hand
+ * where check_kept parses both JSON texts, so it only says yes: a member
+ * kept in any other form (a view, a number, a metadata that is not a
+ * table) answers 0, and check_kept has the last word. [-0, +0, e] */
+static int kept_as_given(lua_State *L, int idx) {
+    int top = lua_gettop(L), same = 1;
+    for (size_t i = 0; same && i < sizeof kept / sizeof *kept; i++) {
+        const char *parent = kept[i][0], *key = kept[i][1];
+        for (int raw = 0; raw <= 1; raw++) {
+            lua_pushvalue(L, raw ? idx : 1);
+            if (parent) step(L, parent, raw);
+            step(L, key, raw);
+        } /* stack: ..., was, now */
+        int was = lua_type(L, -2), now = lua_type(L, -1);
+        same = (was == LUA_TNIL && now == LUA_TNIL) ||
+               (was == LUA_TSTRING && now == LUA_TSTRING && lua_rawequal(L, -2, -1));
+        lua_settop(L, top);
+    }
+    return same;
+}
+
 /* The task's function: calls the script's with a view of the object and
  * checks what it returns; a table's JSON goes into c->out. The call is
  * lua_call, not lua_callk, so that the function cannot wait: the task
@@ -82,11 +122,18 @@ static int run(lua_State *L) {
         return luaL_error(L, "returned %s where the object to cache was expected: return obj, "
                              "or a table (klua.copy(obj), changed) to cache in its place",
                           luaL_typename(L, 2));
-    kl_lua_json_encode(L, 2); /* stack: view, result, json */
-    const char *s = lua_tolstring(L, 3, &n);
+    const char *text = kl_lua_json_encode_text(L, 2, &n); /* stack: view, result, buffer */
+    /* Copied out before anything else runs: the buffer is the next encode's
+     * (a finalizer's, in a collection the checks below may cause). apply
+     * frees it if they raise. */
+    c->out = kl_blob_new(text, n);
+    const char *s = c->out->data;
+    /* A table that keeps what the cache keys on as it came (the usual
+     * klua.copy(obj), changed) needs neither JSON text parsed to say so. */
+    if (n && s[0] == '{' && lua_istable(L, 2) && kept_as_given(L, 2)) return 0;
     kl_json_error err;
     kl_json_doc **now = kl_lua_json_push_guard(L);
-    if (!(*now = kl_json_parse(s, n, 0, &err))) return luaL_error(L, "its JSON: %s", err.message);
+    if (!(*now = kl_json_parse(s, n, 1, &err))) return luaL_error(L, "its JSON: %s", err.message);
     kl_json_doc **was = kl_lua_json_push_guard(L);
     const kl_json_doc *orig = c->parsed;
     if (!orig) {
@@ -100,7 +147,6 @@ static int run(lua_State *L) {
     *was = NULL;
     kl_json_free(*now);
     *now = NULL;
-    c->out = kl_blob_new(s, n); /* nothing raises from here on */
     return 0;
 }
 

@@ -70,6 +70,8 @@ typedef struct kl_list {
     long long remaining;     /* metadata.remainingItemCount, -1 when absent */
     int has_items;           /* the body has an items member (null included),
                               * or the rows of a Table (kl_list_stream_rows) */
+    int pruned;              /* every item went through a prune as it was
+                              * decoded (kl_list_stream_prune) */
 } kl_list;
 
 /* Decodes one object (a LIST item) held alone in item: o becomes an owner

@@ -19,6 +19,11 @@ void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
     kl_scan_init(&s->scan);
 }
 
+void kl_list_stream_prune(kl_list_stream *s, kl_prune *p) {
+    s->prune = p;
+    s->out->pruned = p != NULL;
+}
+
 void kl_list_stream_rows(kl_list_stream *s) { s->rows = 1; }
 
 void kl_list_stream_free(kl_list_stream *s) {
@@ -61,8 +66,8 @@ static int item_add(kl_list_stream *s, const char *p, size_t n) {
 }
 
 /* Decodes an element held alone in b (whose reference this takes) and
- * appends it to the list. */
-static int item_blob(kl_list_stream *s, kl_blob *b) {
+ * appends it to the list; pruned: b was pruned already as it was copied. */
+static int item_blob(kl_list_stream *s, kl_blob *b, int pruned) {
     kl_list *l = s->out;
     l->items = kl_buf_grow(l->items, &s->items_cap, l->n + 1, sizeof *l->items, 64);
     s->untyped = kl_buf_grow(s->untyped, &s->untyped_cap, l->n + 1, 1, 64);
@@ -72,6 +77,7 @@ static int item_blob(kl_list_stream *s, kl_blob *b) {
     int rc = s->in_rows ? kl_decode_row(b, o, err, sizeof err) : kl_decode_item(b, o, &untyped, err, sizeof err);
     kl_blob_unref(b);
     if (rc < 0) return fail(s, "LIST item %zu: %s", l->n + 1, err);
+    if (s->prune && !pruned) kl_prune_obj(s->prune, o);
     s->untyped[l->n++] = (unsigned char)untyped;
     return 0;
 }
@@ -80,11 +86,19 @@ static int item_blob(kl_list_stream *s, kl_blob *b) {
 static int item_end(kl_list_stream *s, const char *p, size_t n) {
     size_t len = s->scratch_len + n;
     if (len > s->max_item) return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
-    kl_blob *b = kl_blob_alloc(len);
-    if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
-    memcpy(b->data + s->scratch_len, p, n);
+    /* An item within one read is pruned as it is copied out of it, and
+     * parsed pruned; one that spans reads, or a Table row (whose object is
+     * a member of it), once it is decoded. */
+    int early = s->prune && !s->scratch_len && !s->in_rows;
+    kl_blob *b = early ? kl_prune_copy(s->prune, p, n) : NULL;
+    if (!b) {
+        b = kl_blob_alloc(len);
+        if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
+        memcpy(b->data + s->scratch_len, p, n);
+    }
     s->scratch_len = 0;
-    return item_blob(s, b);
+    /* Early, a NULL copy means the item holds nothing to drop. */
+    return item_blob(s, b, early);
 }
 
 /* Whether a member name, as written (escapes included), reads want
@@ -299,7 +313,7 @@ static int cb_elem(kl_list_stream *s, kl_blob *json) {
         kl_blob_unref(json);
         return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
     }
-    if (item_blob(s, json) < 0) return -1;
+    if (item_blob(s, json, 0) < 0) return -1;
     if (!s->cb.items_open && --s->cb.elems == 0) cb_member_end(s);
     return 0;
 }

@@ -19,6 +19,7 @@
 
 #include "wire/cbor.h"
 #include "wire/decode.h"
+#include "wire/prune.h"
 #include "wire/scan.h"
 
 #define KL_LIST_ENVELOPE_MAX ((size_t)1 << 20)
@@ -63,6 +64,7 @@ typedef struct kl_list_stream {
         int first;      /* no member written to env yet */
         char name[64];  /* the member being read (for an error), as JSON */
     } cb;
+    kl_prune *prune;    /* kl_list_stream_prune's, not owned, or NULL */
     int failed;
     char err[256];
 } kl_list_stream;
@@ -84,6 +86,12 @@ void kl_list_stream_rows(kl_list_stream *s);
  * indefinite lengths, the self-described tag 55799 before the map or the
  * items, and members in any order are read. Call before any byte. */
 void kl_list_stream_cbor(kl_list_stream *s);
+/* Drops p's members from each item as soon as it is decoded
+ * (kl_prune_obj), so that the item's unpruned blob is freed before the next
+ * one is made, rather than every unpruned item of a large LIST being held
+ * until its end (and the allocator's pages touched twice). p stays the
+ * caller's. Call before any byte. */
+void kl_list_stream_prune(kl_list_stream *s, kl_prune *p);
 /* Consumes bytes; 0, or -1 with s->err set (the stream is then dead). */
 int kl_list_stream_feed(kl_list_stream *s, const char *p, size_t n);
 /* Ends the body: decodes the envelope into out's rv, continue, remaining

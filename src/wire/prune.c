@@ -7,6 +7,7 @@
 
 #include "base/buf.h"
 #include "base/xalloc.h"
+#include "wire/scan.h"
 
 /* The paths as a trie: a node per member name; terminal nodes are removed. */
 typedef struct node {
@@ -17,10 +18,16 @@ typedef struct node {
     size_t nkids, cap_kids;
 } node;
 
+/* A byte range [from, to) of the object to leave out. */
+typedef struct {
+    size_t from, to;
+} cut;
+
 struct kl_prune {
     node root;
-    char *scratch; /* where a rewrite is written before it is copied out exactly */
-    size_t scratch_cap;
+    cut *cuts; /* of the object being pruned, in order; reused */
+    size_t ncuts, cap_cuts;
+    kl_scan scan; /* skips the objects and arrays no path goes into */
 };
 
 #define BAD ((size_t)-1)
@@ -93,6 +100,7 @@ kl_prune *kl_prune_new(const char *const *paths, size_t n, char *err, size_t err
     for (size_t i = 0; i < n; i++)
         if (check_path(paths[i], err, errlen) < 0) return NULL;
     kl_prune *p = kl_xcalloc(1, sizeof *p);
+    kl_scan_init(&p->scan);
     for (size_t i = 0; i < n; i++) add_path(&p->root, paths[i]);
     return p;
 }
@@ -100,163 +108,140 @@ kl_prune *kl_prune_new(const char *const *paths, size_t n, char *err, size_t err
 void kl_prune_free(kl_prune *p) {
     if (!p) return;
     free_node(&p->root);
-    free(p->scratch);
+    free(p->cuts);
     free(p);
 }
 
 /* The scanner below runs on bytes the decoder has already accepted as JSON,
  * but still checks every bound: a malformed object gives BAD, never a read
- * past end. */
+ * past end. It visits every member of an object a path goes through (a
+ * name may repeat, and each copy goes) but only skips over the rest, and
+ * notes the byte ranges to cut; the result is the original with those
+ * ranges left out, copied once into a blob of its exact size. */
+
+/* Bytes that end a scalar (a number, true, false, null). */
+static const unsigned char ENDS[256] = {[','] = 1, ['}'] = 1, [']'] = 1, [' '] = 1,
+                                        ['\t'] = 1, ['\r'] = 1, ['\n'] = 1};
 
 static size_t ws(const char *s, size_t i, size_t end) {
     while (i < end && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
     return i;
 }
 
-/* s[i] is '"': the index after the closing quote. */
+/* Bytes that end a run of a string's plain bytes. */
+static const unsigned char QUOTE[256] = {['"'] = 1, ['\\'] = 1};
+
+/* s[i] is '"': the index after the closing quote. Most strings are short:
+ * a loop beats memchr's call until a long one (an annotation of
+ * last-applied-configuration), which memchr finds the end of. */
 static size_t skip_string(const char *s, size_t i, size_t end) {
-    for (i++; i < end; i++) {
-        if (s[i] == '\\') i++;
-        else if (s[i] == '"') return i + 1;
+    size_t stop = i + 1 + 32 < end ? i + 1 + 32 : end;
+    for (i++; i < stop; i++) {
+        if (!QUOTE[(unsigned char)s[i]]) continue;
+        if (s[i] == '"') return i + 1;
+        i++; /* the escaped byte */
+    }
+    for (size_t from = i; from < end;) {
+        const char *q = memchr(s + from, '"', end - from);
+        if (!q) return BAD;
+        size_t j = (size_t)(q - s), k = j;
+        while (s[k - 1] == '\\') k--;
+        if ((j - k) % 2 == 0) return j + 1;
+        from = j + 1;
     }
     return BAD;
 }
 
-/* The index after the value starting at s[i]. */
-static size_t skip_value(const char *s, size_t i, size_t end) {
+/* The index after the value starting at s[i]: an object or array as the
+ * framer finds one's end, 64 bytes at a time. */
+static size_t skip_value(kl_prune *p, const char *s, size_t i, size_t end) {
     if (i >= end) return BAD;
     if (s[i] == '"') return skip_string(s, i, end);
     if (s[i] != '{' && s[i] != '[') {
-        while (i < end && !strchr(",}] \t\r\n", s[i])) i++;
+        while (i < end && !ENDS[(unsigned char)s[i]]) i++;
         return i;
     }
-    size_t depth = 0;
-    while (i < end) {
-        char c = s[i];
-        if (c == '"') {
-            i = skip_string(s, i, end);
-            if (i == BAD) return BAD;
-            continue;
-        }
-        if (c == '{' || c == '[') depth++;
-        else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
-        i++;
-    }
-    return BAD;
+    int done = 0;
+    kl_scan_start(&p->scan);
+    size_t n = kl_scan_value(&p->scan, s + i, end - i, &done);
+    return done ? i + n : BAD;
 }
 
-/* One member of an object: key [k0, k1) with its quotes, value [v0, v1). */
-typedef struct {
-    size_t k0, k1, v0, v1;
-} member;
-
-/* Reads the member at s[i] (after '{' or ','); returns the index of the
- * ',' or '}' that follows it, or BAD. */
-static size_t read_member(const char *s, size_t i, size_t end, member *m) {
-    i = ws(s, i, end);
-    if (i >= end || s[i] != '"') return BAD;
-    m->k0 = i;
-    m->k1 = skip_string(s, i, end);
-    if (m->k1 == BAD) return BAD;
-    i = ws(s, m->k1, end);
-    if (i >= end || s[i] != ':') return BAD;
-    m->v0 = ws(s, i + 1, end);
-    m->v1 = skip_value(s, m->v0, end);
-    if (m->v1 == BAD) return BAD;
-    i = ws(s, m->v1, end);
-    return i < end && (s[i] == ',' || s[i] == '}') ? i : BAD;
+static void add_cut(kl_prune *p, size_t from, size_t to) {
+    p->cuts = kl_buf_grow(p->cuts, &p->cap_cuts, p->ncuts + 1, sizeof *p->cuts, 16);
+    p->cuts[p->ncuts++] = (cut){from, to};
 }
 
-static const node *match(const node *n, const char *s, const member *m) {
-    return find(n, s + m->k0 + 1, m->k1 - m->k0 - 2);
-}
-
-/* Calls visit for each member of the object at s[i]; stops early when
- * visit returns nonzero and returns that. Returns -1 if s[i] is not an
- * object or is malformed. */
-typedef int (*visit_fn)(void *ud, const member *m);
-
-static int each_member(const char *s, size_t i, size_t end, visit_fn visit, void *ud) {
-    i = ws(s, i, end);
-    if (i >= end || s[i] != '{') return -1;
+/* Notes the cuts that drop n's terminal members from the object at s[i]
+ * ('{'), recursing into the members n names further down; the index after
+ * the object, or BAD. A dropped member goes with the comma before it, or,
+ * when no member before it stays, with the comma after it. */
+static size_t cut_object(kl_prune *p, const node *n, const char *s, size_t i, size_t end) {
     size_t j = ws(s, i + 1, end);
-    if (j < end && s[j] == '}') return 0;
-    for (;;) {
-        member m;
-        j = read_member(s, i + 1, end, &m);
-        if (j == BAD) return -1;
-        int rc = visit(ud, &m);
-        if (rc) return rc;
-        if (s[j] == '}') return 0;
-        i = j;
+    if (j < end && s[j] == '}') return j + 1;
+    int kept = 0;
+    for (;;) { /* s[i] is the '{' or ',' before a member */
+        size_t k0 = ws(s, i + 1, end);
+        if (k0 >= end || s[k0] != '"') return BAD;
+        size_t k1 = skip_string(s, k0, end);
+        if (k1 == BAD) return BAD;
+        j = ws(s, k1, end);
+        if (j >= end || s[j] != ':') return BAD;
+        size_t v0 = ws(s, j + 1, end);
+        const node *k = find(n, s + k0 + 1, k1 - k0 - 2);
+        size_t v1 = k && !k->terminal && v0 < end && s[v0] == '{' ? cut_object(p, k, s, v0, end)
+                                                                   : skip_value(p, s, v0, end);
+        if (v1 == BAD) return BAD;
+        size_t after = ws(s, v1, end);
+        if (after >= end || (s[after] != ',' && s[after] != '}')) return BAD;
+        if (k && k->terminal) add_cut(p, kept ? i : k0, kept || s[after] == '}' ? v1 : after + 1);
+        else kept = 1;
+        if (s[after] == '}') return after + 1;
+        i = after;
     }
 }
 
-typedef struct {
-    const node *n;
-    const char *s;
-    char *out; /* emit: where the next byte goes */
-    int first;
-} walk;
-
-static int find_visit(void *ud, const member *m) {
-    walk *w = ud;
-    const node *k = match(w->n, w->s, m);
-    if (!k) return 0;
-    if (k->terminal) return 1;
-    walk sub = {.n = k, .s = w->s};
-    return w->s[m->v0] == '{' ? (each_member(w->s, m->v0, m->v1, find_visit, &sub) == 1) : 0;
+/* Notes the cuts of the object s[0, n): 1 when there are some, 0 when
+ * there are none, -1 when s is not an object. */
+static int plan(kl_prune *p, const char *s, size_t n) {
+    size_t i = ws(s, 0, n);
+    if (i >= n || s[i] != '{') return -1;
+    p->ncuts = 0;
+    if (cut_object(p, &p->root, s, i, n) == BAD) return -1;
+    return p->ncuts > 0;
 }
 
-static void put(walk *w, const char *p, size_t n) {
-    memcpy(w->out, p, n);
-    w->out += n;
-}
-
-static int emit_object(walk *w, const node *n, size_t i, size_t end);
-
-static int emit_visit(void *ud, const member *m) {
-    walk *w = ud;
-    const node *k = match(w->n, w->s, m);
-    if (k && k->terminal) return 0;
-    if (!w->first) put(w, ",", 1);
-    w->first = 0;
-    if (!k || w->s[m->v0] != '{') {
-        put(w, w->s + m->k0, m->v1 - m->k0);
-        return 0;
+/* s[0, n) without the cuts plan noted, in a blob of the exact size, not
+ * the old one cut short in place: saving the dropped bytes is the point,
+ * and a shortened blob would leave holes the allocator cannot reuse for
+ * the next object. */
+static kl_blob *cut_copy(const kl_prune *p, const char *s, size_t n) {
+    size_t len = n;
+    for (size_t c = 0; c < p->ncuts; c++) len -= p->cuts[c].to - p->cuts[c].from;
+    kl_blob *b = kl_blob_alloc(len);
+    char *out = b->data;
+    size_t from = 0;
+    for (size_t c = 0; c < p->ncuts; c++) {
+        memcpy(out, s + from, p->cuts[c].from - from);
+        out += p->cuts[c].from - from;
+        from = p->cuts[c].to;
     }
-    put(w, w->s + m->k0, m->k1 - m->k0);
-    put(w, ":", 1);
-    return emit_object(w, k, m->v0, m->v1) < 0 ? -1 : 0;
-}
-
-/* Writes the object at s[i] without n's terminal members, recursing into
- * the members n names further down. */
-static int emit_object(walk *w, const node *n, size_t i, size_t end) {
-    walk sub = {.n = n, .s = w->s, .out = w->out, .first = 1};
-    put(&sub, "{", 1);
-    if (each_member(w->s, i, end, emit_visit, &sub) < 0) return -1;
-    put(&sub, "}", 1);
-    w->out = sub.out;
-    return 0;
+    memcpy(out, s + from, n - from);
+    return b;
 }
 
 int kl_prune_obj(kl_prune *p, kl_obj *o) {
     const char *s = o->blob->data + o->off;
-    walk w = {.n = &p->root, .s = s};
-    int found = each_member(s, 0, o->len, find_visit, &w);
-    if (found <= 0) return found;
-    /* The rewrite is never longer than the original. It goes into the
-     * prune's scratch first and then into a blob of its exact size: saving
-     * the dropped bytes is the point, and a blob cut short in place would
-     * leave holes the allocator cannot reuse for the next object. */
-    p->scratch = kl_buf_grow(p->scratch, &p->scratch_cap, o->len, 1, 4096);
-    w.out = p->scratch;
-    if (emit_object(&w, &p->root, 0, o->len) < 0) return -1;
-    size_t len = (size_t)(w.out - p->scratch);
+    int rc = plan(p, s, o->len);
+    if (rc <= 0) return rc;
+    kl_blob *b = cut_copy(p, s, o->len);
     kl_blob_unref(o->blob);
-    o->blob = kl_blob_new(p->scratch, len);
+    o->blob = b;
     o->off = 0;
-    o->len = len;
+    o->len = b->len;
     return 1;
+}
+
+kl_blob *kl_prune_copy(kl_prune *p, const char *s, size_t n) {
+    return plan(p, s, n) == 1 ? cut_copy(p, s, n) : NULL;
 }

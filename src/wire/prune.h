@@ -39,4 +39,9 @@ void kl_prune_free(kl_prune *p);
  * that are not a JSON object leave o untouched and return -1. */
 int kl_prune_obj(kl_prune *p, kl_obj *o);
 
+/* The object s[0, n) without the members p names, in a new blob of its
+ * exact size; NULL when s holds none of them or is not a JSON object. For
+ * bytes not yet in a blob of their own (a LIST item being read). */
+kl_blob *kl_prune_copy(kl_prune *p, const char *s, size_t n);
+
 #endif

@@ -32,6 +32,7 @@
 
 #include "wire/decode.h"
 #include "wire/list_stream.h"
+#include "wire/prune.h"
 #include "wire/json.h"
 #include "lua/lua_json.h"
 #include "testing.h"
@@ -215,12 +216,13 @@ static int t_check_list(lua_State *L) {
     return 1;
 }
 
-/* decode_list_stream({chunk, ...} [, max_item [, rows [, cbor [, trace]]]]): the
- * streaming decoder fed the chunks in order; the same result as
+/* decode_list_stream({chunk, ...} [, max_item [, rows [, cbor [, trace [, drop]]]]]):
+ * the streaming decoder fed the chunks in order; the same result as
  * decode_list. rows: read a Table's rows too (kl_list_stream_rows); cbor:
- * the chunks are a CBOR body (kl_list_stream_cbor). With trace, the result has besides
- * decoded_after (how many items were decoded after each chunk) and held
- * (the most bytes the stream's own buffers held at once). */
+ * the chunks are a CBOR body (kl_list_stream_cbor); drop: a dotted path to
+ * prune from each item (kl_list_stream_prune). With trace, the result has
+ * besides decoded_after (how many items were decoded after each chunk) and
+ * held (the most bytes the stream's own buffers held at once). */
 static int t_decode_list_stream(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_Integer max = luaL_optinteger(L, 2, 16 << 20);
@@ -230,6 +232,13 @@ static int t_decode_list_stream(lua_State *L) {
     kl_list_stream_init(&s, &list, (size_t)max);
     if (lua_toboolean(L, 3)) kl_list_stream_rows(&s);
     if (lua_toboolean(L, 4)) kl_list_stream_cbor(&s);
+    const char *drop = luaL_optstring(L, 6, NULL);
+    kl_prune *prune = NULL;
+    if (drop) {
+        char perr[200];
+        if (!(prune = kl_prune_new(&drop, 1, perr, sizeof perr))) return luaL_error(L, "%s", perr);
+        kl_list_stream_prune(&s, prune);
+    }
     lua_Integer n = (lua_Integer)luaL_len(L, 1);
     int rc = 0;
     size_t held = 0;
@@ -246,6 +255,7 @@ static int t_decode_list_stream(lua_State *L) {
     }
     if (rc == 0) rc = kl_list_stream_finish(&s);
     kl_list_stream_free(&s);
+    kl_prune_free(prune);
     if (rc < 0) {
         kl_list_clear(&list);
         lua_pushnil(L);
