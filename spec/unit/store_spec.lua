@@ -1,8 +1,7 @@
 -- The store: one informer's cache from key ("ns/name" or "name") to object.
--- It keeps each object's identity in the padding of the object's own bytes
--- when it can (src/wire/obj.h, kl_obj_settle), and its entries in pages
--- reached by number (src/cache/store.c); these specs pin what a reader sees
--- through both.
+-- It keeps its entries in pages, reached from its table and its namespace
+-- index by number (src/cache/store.c); these specs pin what a reader sees
+-- through them: identities, bytes, changes, and entries reused after deletes.
 local testing = require 'klua_testing'
 
 local function pod(ns, name, rv, extra)
@@ -13,36 +12,28 @@ local function pod(ns, name, rv, extra)
 end
 
 describe('the store', function()
-  it('keeps a put object under its key, its identity in the bytes\' padding', function()
+  it('keeps a put object under its key', function()
     local s = testing.store()
     local json = pod('default', 'web-1', '17')
     assert.same({ false, nil }, { s:put(json) })
     local got = s:get('default/web-1')
-    assert.same({ json = json, ns = 'default', name = 'web-1', rv = '17', settled = true }, got)
+    assert.same({ json = json, ns = 'default', name = 'web-1', rv = '17' }, got)
     assert.equals(1, s:len())
   end)
 
-  it('keeps the identity of its own allocation when another holder shares the bytes', function()
+  it('keeps a long name whole', function()
     local s = testing.store()
-    s:put(pod('default', 'web-1', '17'), true)
-    local got = s:get('default/web-1')
-    assert.equals('web-1', got.name)
-    assert.is_false(got.settled)
-  end)
-
-  it('keeps an identity too long for the padding in its own allocation', function()
-    local s = testing.store()
-    local name = string.rep('n', 70)
+    local name = string.rep('n', 253)
     s:put(pod('default', name, '17'))
     local got = s:get('default/' .. name)
-    assert.same({ 'default', name, '17', false }, { got.ns, got.name, got.rv, got.settled })
+    assert.same({ 'default', name, '17' }, { got.ns, got.name, got.rv })
   end)
 
   it('reads a name with a JSON escape as the decoder unescapes it', function()
     local s = testing.store()
     s:put(pod('default', 'a\\u002db', '5'))
     local got = s:get('default/a-b')
-    assert.same({ 'a-b', '5', true }, { got.name, got.rv, got.settled })
+    assert.same({ 'a-b', '5' }, { got.name, got.rv })
     assert.equals(pod('default', 'a\\u002db', '5'), got.json)
   end)
 
@@ -51,10 +42,10 @@ describe('the store', function()
     local short, long = pod('ns', 'x', '1'), pod('ns', 'x', '22', ',"spec":{"nodeName":"' .. string.rep('a', 300) .. '"}')
     s:put(short)
     assert.same({ true, short }, { s:put(long) })
-    assert.same({ json = long, ns = 'ns', name = 'x', rv = '22', settled = true }, s:get('ns/x'))
+    assert.same({ json = long, ns = 'ns', name = 'x', rv = '22' }, s:get('ns/x'))
     local shorter = pod('ns', 'x', '333')
     assert.same({ true, long }, { s:put(shorter) })
-    assert.same({ json = shorter, ns = 'ns', name = 'x', rv = '333', settled = true }, s:get('ns/x'))
+    assert.same({ json = shorter, ns = 'ns', name = 'x', rv = '333' }, s:get('ns/x'))
   end)
 
   it('finds cluster-scoped objects by name and deletes them', function()
@@ -73,14 +64,29 @@ describe('the store', function()
       s:replace { pod('a', 'p1', '1'), pod('a', 'p2', '1'), pod('b', 'p3', '1') })
     assert.same({ 'add b/p4 7', 'delete a/p2 1', 'update a/p1 2' },
       s:replace { pod('a', 'p1', '2'), pod('b', 'p3', '1'), pod('b', 'p4', '7') })
-    assert.same({ rv = '2', settled = true }, { rv = s:get('a/p1').rv, settled = s:get('a/p1').settled })
+    assert.equals('2', s:get('a/p1').rv)
     assert.same({ 'a/p1', 'b/p3', 'b/p4' }, s:keys())
+  end)
+
+  it('tells listed from unlisted objects across relists, with puts between them', function()
+    local s = testing.store()
+    local a, b, c = pod('n', 'a', '1'), pod('n', 'b', '1'), pod('n', 'c', '1')
+    assert.same({ 'add n/a 1', 'add n/b 1' }, s:replace { a, b })
+    for round = 1, 3 do
+      s:put(c)
+      assert.same({ 'delete n/b 1' }, s:replace { a, c }, 'round ' .. round)
+      assert.same({ 'add n/b 1', 'delete n/c 1' }, s:replace { a, b }, 'round ' .. round)
+      s:put(c)
+      assert.same({ 'delete n/a 1', 'delete n/b 1' }, s:replace { c }, 'round ' .. round)
+      assert.same({ 'n/c' }, s:keys('n'))
+      assert.same({ 'add n/a 1', 'add n/b 1', 'delete n/c 1' }, s:replace { a, b }, 'round ' .. round)
+    end
   end)
 
   it('lets the later of two items with one key win within a replace, reporting the first', function()
     local s = testing.store()
     assert.same({ 'add a/p 1' }, s:replace { pod('a', 'p', '1'), pod('a', 'p', '2') })
-    assert.same({ rv = '2', settled = true }, { rv = s:get('a/p').rv, settled = s:get('a/p').settled })
+    assert.equals('2', s:get('a/p').rv)
   end)
 
   it('lists a namespace\'s objects only, through deletes and reused entries', function()

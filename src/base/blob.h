@@ -5,10 +5,7 @@
  * produces a blob per frame, the store keeps a reference per cached object,
  * and a Lua view keeps a reference for as long as a script holds it. The
  * buffer is NUL-terminated and padded so that SIMD parsers may read past
- * the end safely. Past the NUL, the padding is zeroed when the blob is made
- * but is nobody's to read: the object that holds a blob's one reference may
- * keep its identity there (kl_obj_settle), since simdjson's parse does not
- * depend on what the padding holds.
+ * the end safely.
  */
 #ifndef KLUA_BLOB_H
 #define KLUA_BLOB_H
@@ -21,7 +18,7 @@
 typedef struct kl_blob {
     size_t refs;
     size_t len;
-    char data[]; /* len bytes, then KL_BLOB_PADDING bytes: a NUL, then see above */
+    char data[]; /* len bytes, then KL_BLOB_PADDING zero bytes */
 } kl_blob;
 
 /* A new blob holding a copy of data[0..len), with one reference. */

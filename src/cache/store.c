@@ -11,23 +11,30 @@
 
 /* Entries live in pages of PAGE_ENTRIES, numbered from 1 (0: none), so
  * that the table and the namespace index hold 4-byte numbers rather than
- * pointers and an entry costs 64 bytes with no allocation of its own (80
+ * pointers and an entry costs 56 bytes with no allocation of its own (80
  * when each was malloc'd, and its slot 16 bytes rather than 8:
  * docs/architecture.md, "What a cached object costs"). A page never moves;
  * freed entries are reused, and the pages go when the store empties. */
 typedef uint32_t ref;
 #define PAGE_BITS 9
 #define PAGE_ENTRIES ((ref)1 << PAGE_BITS)
+/* ns_prev has 31 bits. */
+#define MAX_ENTRIES (((ref)1 << 31) - 1)
 
 /* The namespace index links each namespace's entries into a list through the
  * entries themselves: two numbers an object rather than a second map entry
- * and a second copy of its key. A free entry's ns_next links the free list. */
+ * and a second copy of its key. A free entry's ns_next links the free list.
+ *
+ * seen is the parity of the generation of the last replace() that listed
+ * the entry, or of the put that stored it: one bit is enough, since after
+ * each replace() every entry left has the current generation (the sweep
+ * deleted the others), and puts store the current one. */
 typedef struct entry {
     kl_obj obj;
-    uint32_t seen; /* generation of the last replace() that listed it */
-    ref ns_prev, ns_next;
+    unsigned ns_prev : 31, seen : 1;
+    ref ns_next;
 } entry;
-_Static_assert(sizeof(entry) <= 64, "an entry fills one cache line at most");
+_Static_assert(sizeof(entry) <= 56, "an entry costs 56 bytes");
 
 /* kl_store_next_in's cursor once the list is done (0 is its start). */
 #define CURSOR_END SIZE_MAX
@@ -53,7 +60,7 @@ struct kl_store {
     kl_hash_keys keys;
     kl_hmap *namespaces; /* namespace -> the first entry of its list, as (void *)ref */
     kl_hmap *changed;    /* keys changed since the last take_changes; NULL until tracked */
-    uint32_t gen;
+    unsigned gen : 1;    /* the parity of the generation of the last replace() */
 };
 
 static entry *at(const kl_store *s, ref r) { return &s->pages[(r - 1) >> PAGE_BITS][(r - 1) & (PAGE_ENTRIES - 1)]; }
@@ -64,7 +71,7 @@ static ref entry_new(kl_store *s) {
     if (r) {
         s->free = at(s, r)->ns_next;
     } else {
-        if (s->used == UINT32_MAX) kl_oom(sizeof(entry));
+        if (s->used == MAX_ENTRIES) kl_oom(sizeof(entry));
         r = ++s->used;
         size_t page = (r - 1) >> PAGE_BITS;
         if (page == s->npages) {
@@ -228,11 +235,10 @@ const kl_obj *kl_store_get(const kl_store *s, const char *key) {
     return r ? &at(s, r)->obj : NULL;
 }
 
-/* Makes *o entry e's object, settled (obj.h), and zeroes *o. */
+/* Makes *o entry e's object and zeroes *o. */
 static void keep(entry *e, kl_obj *o) {
     e->obj = *o;
     memset(o, 0, sizeof *o);
-    kl_obj_settle(&e->obj);
 }
 
 /* Stores *o under key, whose entry is r (0 when the key is new), moving
@@ -294,7 +300,7 @@ static void sweep(kl_store *s, kl_store_change_fn fn, void *ud) {
 }
 
 void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *ud) {
-    s->gen++;
+    s->gen ^= 1;
     for (size_t i = 0; i < list->n; i++) {
         kl_obj *o = &list->items[i];
         char key[512];

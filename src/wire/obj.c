@@ -1,22 +1,14 @@
 /* obj.c - identity and ownership of a cached object; see obj.h. */
 #include "wire/obj.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/xalloc.h"
 
-/* Whether o's identity lives in its blob's padding (kl_obj_settle). */
-static int settled(const kl_obj *o) {
-    if (!o->blob || !o->ns) return 0;
-    uintptr_t at = (uintptr_t)o->ns, end = (uintptr_t)(o->blob->data + o->blob->len);
-    return at > end && at < end + KL_BLOB_PADDING;
-}
-
 void kl_obj_clear(kl_obj *o) {
-    if (!settled(o)) free(o->ns);
     kl_blob_unref(o->blob);
+    free(o->ns);
     memset(o, 0, sizeof *o);
 }
 
@@ -29,20 +21,6 @@ void kl_obj_set_identity(kl_obj *o, const char *ns, size_t nsn, const char *name
     if (namen) memcpy(o->name, name, namen);
     if (rvn) memcpy(o->rv, rv, rvn);
     o->ns[nsn] = o->name[namen] = o->rv[rvn] = 0;
-}
-
-void kl_obj_settle(kl_obj *o) {
-    kl_blob *b = o->blob;
-    if (!b || !o->ns || b->refs != 1 || settled(o)) return;
-    size_t name = (size_t)(o->name - o->ns), rv = (size_t)(o->rv - o->ns), n = rv + strlen(o->rv) + 1;
-    /* The byte at b->len stays the NUL that ends the bytes. */
-    if (n > KL_BLOB_PADDING - 1) return;
-    char *at = b->data + b->len + 1;
-    memcpy(at, o->ns, n);
-    free(o->ns);
-    o->ns = at;
-    o->name = at + name;
-    o->rv = at + rv;
 }
 
 /* Appends n bytes of s to buf at *at, as many as fit before its NUL. */

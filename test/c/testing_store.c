@@ -3,16 +3,13 @@
  * with JSON objects.
  *
  * Each object is decoded as a LIST item is (kl_decode_item), into a blob of
- * its own. Methods: put(json [, shared]) -> whether the key was present and
- * the JSON it held (shared: the blob has a second reference during the put,
- * as a watch event's has); get(key) -> {json, ns, name, rv, settled} or nil
- * (settled: the identity lives in the blob's padding); delete(key) -> the
+ * its own. Methods: put(json) -> whether the key was present and the JSON
+ * it held; get(key) -> {json, ns, name, rv} or nil; delete(key) -> the
  * JSON removed, or nil; replace({json, ...}) -> the changes as sorted
  * "add|update|delete key rv" strings; keys([ns]) -> the sorted keys, of
  * namespace ns only when given; len().
  */
 #include <lauxlib.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,9 +43,7 @@ static int s_put(lua_State *L) {
     kl_obj o, old;
     memset(&old, 0, sizeof old);
     decode(L, 2, &o);
-    kl_blob *extra = lua_toboolean(L, 3) ? kl_blob_ref(o.blob) : NULL;
     int had = kl_store_put(s, &o, &old);
-    kl_blob_unref(extra);
     lua_pushboolean(L, had);
     if (had) push_json(L, &old);
     else lua_pushnil(L);
@@ -59,14 +54,12 @@ static int s_put(lua_State *L) {
 static int s_get(lua_State *L) {
     const kl_obj *o = kl_store_get(check(L), luaL_checkstring(L, 2));
     if (!o) return 0;
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 4);
     push_json(L, o);
     lua_setfield(L, -2, "json");
     kl_testing_set_string(L, "ns", o->ns);
     kl_testing_set_string(L, "name", o->name);
     kl_testing_set_string(L, "rv", o->rv);
-    uintptr_t at = (uintptr_t)o->ns, end = (uintptr_t)(o->blob->data + o->blob->len);
-    kl_testing_set_boolean(L, "settled", at > end && at < end + KL_BLOB_PADDING);
     return 1;
 }
 
