@@ -57,7 +57,7 @@ struct kl_store {
     slot *slots;
     size_t cap, len;     /* cap a power of two */
     entry **pages;
-    size_t npages;
+    size_t npages, pages_cap;
     ref used;            /* entries ever handed out, 1..used; the rest of the pages is unused */
     ref free;            /* the first free entry, 0 when none */
     kl_hash_keys keys;
@@ -78,7 +78,7 @@ static ref entry_new(kl_store *s) {
         r = ++s->used;
         size_t page = (r - 1) >> PAGE_BITS;
         if (page == s->npages) {
-            s->pages = kl_xrealloc(s->pages, (s->npages + 1) * sizeof *s->pages);
+            s->pages = kl_buf_grow(s->pages, &s->pages_cap, s->npages + 1, sizeof *s->pages, 16);
             s->pages[s->npages++] = kl_xmalloc(PAGE_ENTRIES * sizeof(entry));
         }
     }
@@ -90,7 +90,7 @@ static void free_pages(kl_store *s) {
     for (size_t i = 0; i < s->npages; i++) free(s->pages[i]);
     free(s->pages);
     s->pages = NULL;
-    s->npages = 0;
+    s->npages = s->pages_cap = 0;
     s->used = s->free = 0;
 }
 

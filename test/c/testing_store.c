@@ -10,9 +10,9 @@
  * namespace ns only when given; len().
  */
 #include <lauxlib.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "base/xalloc.h"
 #include "cache/store.h"
 #include "testing.h"
 
@@ -100,7 +100,7 @@ static int s_replace(lua_State *L) {
     kl_list list;
     memset(&list, 0, sizeof list);
     list.n = (size_t)luaL_len(L, 2);
-    list.items = calloc(list.n ? list.n : 1, sizeof *list.items);
+    list.items = kl_xcalloc(list.n ? list.n : 1, sizeof *list.items);
     for (size_t i = 0; i < list.n; i++) {
         lua_rawgeti(L, 2, (lua_Integer)i + 1);
         decode(L, -1, &list.items[i]);
