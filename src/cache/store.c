@@ -9,26 +9,46 @@
 #include "base/hmap.h"
 #include "base/xalloc.h"
 
+/* Entries live in pages of PAGE_ENTRIES, numbered from 1 (0: none), so
+ * that the table and the namespace index hold 4-byte numbers rather than
+ * pointers and an entry costs 56 bytes with no allocation of its own (80
+ * when each was malloc'd, and its slot 16 bytes rather than 8:
+ * docs/architecture.md, "What a cached object costs"). A page never moves;
+ * freed entries are reused, and the pages go when the store empties. */
+typedef uint32_t ref;
+#define PAGE_BITS 9
+#define PAGE_ENTRIES ((ref)1 << PAGE_BITS)
+/* ns_prev has 31 bits. */
+#define MAX_ENTRIES (((ref)1 << 31) - 1)
+
 /* The namespace index links each namespace's entries into a list through the
- * entries themselves: two pointers an object rather than a second map entry
- * and a second copy of its key. */
+ * entries themselves: two numbers an object rather than a second map entry
+ * and a second copy of its key. A free entry's ns_next links the free list.
+ *
+ * seen is the parity of the generation of the last replace() that listed
+ * the entry, or of the put that stored it: one bit is enough, since after
+ * each replace() every entry left has the current generation (the sweep
+ * deleted the others), and puts store the current one. */
 typedef struct entry {
     kl_obj obj;
-    unsigned long seen; /* generation of the last replace() that listed it */
-    struct entry *ns_prev, *ns_next;
+    unsigned ns_prev : 31, seen : 1;
+    ref ns_next;
 } entry;
+_Static_assert(sizeof(entry) <= 56, "an entry costs 56 bytes");
 
 /* kl_store_next_in's cursor once the list is done (0 is its start). */
 #define CURSOR_END SIZE_MAX
 
 /* The table from key to entry holds no key: an entry's identity is its key
- * ("ns/name"), so a slot is the key's hash and the entry, 16 bytes, where a
- * kl_hmap would keep 24 and a copy of every key (68 bytes an object more at
- * 100,000 objects: docs/benchmarks.md). Open addressing with linear probing
- * and backward-shift deletion, as kl_hmap's. */
+ * ("ns/name"), so a slot is 32 bits of the key's hash and the entry's
+ * number. Open addressing with linear probing and backward-shift deletion,
+ * as kl_hmap's, but filled to 7/8 rather than 3/4 before it doubles: eight
+ * slots share a cache line and a probe compares hashes only, so a longer
+ * run costs little, and 100,000 objects fit 131,072 slots rather than
+ * 262,144. */
 typedef struct slot {
-    uint64_t hash;
-    entry *e; /* NULL: empty */
+    uint32_t hash;
+    ref e; /* 0: empty */
 } slot;
 
 #define MIN_CAP 16
@@ -36,11 +56,49 @@ typedef struct slot {
 struct kl_store {
     slot *slots;
     size_t cap, len;     /* cap a power of two */
+    entry **pages;
+    size_t npages, pages_cap;
+    ref used;            /* entries ever handed out, 1..used; the rest of the pages is unused */
+    ref free;            /* the first free entry, 0 when none */
     kl_hash_keys keys;
-    kl_hmap *namespaces; /* namespace -> the first entry of its list */
+    kl_hmap *namespaces; /* namespace -> the first entry of its list, as (void *)ref */
     kl_hmap *changed;    /* keys changed since the last take_changes; NULL until tracked */
-    unsigned long gen;
+    unsigned gen : 1;    /* the parity of the generation of the last replace() */
 };
+
+static entry *at(const kl_store *s, ref r) { return &s->pages[(r - 1) >> PAGE_BITS][(r - 1) & (PAGE_ENTRIES - 1)]; }
+
+/* A new entry, its contents zero. */
+static ref entry_new(kl_store *s) {
+    ref r = s->free;
+    if (r) {
+        s->free = at(s, r)->ns_next;
+    } else {
+        if (s->used == MAX_ENTRIES) kl_oom(sizeof(entry));
+        r = ++s->used;
+        size_t page = (r - 1) >> PAGE_BITS;
+        if (page == s->npages) {
+            s->pages = kl_buf_grow(s->pages, &s->pages_cap, s->npages + 1, sizeof *s->pages, 16);
+            s->pages[s->npages++] = kl_xmalloc(PAGE_ENTRIES * sizeof(entry));
+        }
+    }
+    memset(at(s, r), 0, sizeof(entry));
+    return r;
+}
+
+static void free_pages(kl_store *s) {
+    for (size_t i = 0; i < s->npages; i++) free(s->pages[i]);
+    free(s->pages);
+    s->pages = NULL;
+    s->npages = s->pages_cap = 0;
+    s->used = s->free = 0;
+}
+
+/* Frees entry r, whose object has moved out. */
+static void entry_free(kl_store *s, ref r) {
+    at(s, r)->ns_next = s->free;
+    s->free = r;
+}
 
 /* Whether e's key is key: built as kl_store_put builds it, so that an
  * over-long one is truncated alike on both sides. */
@@ -50,14 +108,16 @@ static int key_is(const entry *e, const char *key) {
     return strcmp(buf, key) == 0;
 }
 
-static uint64_t hash_of(const kl_store *s, const char *key) { return kl_hash(&s->keys, key, strlen(key)); }
+static uint32_t hash_of(const kl_store *s, const char *key) {
+    return (uint32_t)kl_hash(&s->keys, key, strlen(key));
+}
 
 /* The slot holding key, or the empty slot where it would go. */
-static slot *probe(const kl_store *s, const char *key, uint64_t h) {
+static slot *probe(const kl_store *s, const char *key, uint32_t h) {
     size_t mask = s->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         slot *sl = &s->slots[i];
-        if (!sl->e || (sl->hash == h && key_is(sl->e, key))) return sl;
+        if (!sl->e || (sl->hash == h && key_is(at(s, sl->e), key))) return sl;
     }
 }
 
@@ -75,22 +135,22 @@ static void resize(kl_store *s, size_t cap) {
     s->cap = cap;
 }
 
-static entry *table_get(const kl_store *s, const char *key) { return probe(s, key, hash_of(s, key))->e; }
+static ref table_get(const kl_store *s, const char *key) { return probe(s, key, hash_of(s, key))->e; }
 
-/* Adds e under key, which is absent. */
-static void table_add(kl_store *s, const char *key, entry *e) {
-    uint64_t h = hash_of(s, key);
-    if ((s->len + 1) * 4 > s->cap * 3) resize(s, s->cap * 2);
-    *probe(s, key, h) = (slot){h, e};
+/* Adds r under key, which is absent. */
+static void table_add(kl_store *s, const char *key, ref r) {
+    uint32_t h = hash_of(s, key);
+    if ((s->len + 1) * 8 > s->cap * 7) resize(s, s->cap * 2);
+    *probe(s, key, h) = (slot){h, r};
     s->len++;
 }
 
-/* Removes key's slot; its entry, or NULL when absent. Following entries of
+/* Removes key's slot; its entry, or 0 when absent. Following entries of
  * the probe run move back so that lookups never meet a hole inside it. */
-static entry *table_del(kl_store *s, const char *key) {
+static ref table_del(kl_store *s, const char *key) {
     slot *sl = probe(s, key, hash_of(s, key));
-    entry *e = sl->e;
-    if (!e) return NULL;
+    ref r = sl->e;
+    if (!r) return 0;
     size_t mask = s->cap - 1, i = (size_t)(sl - s->slots);
     for (size_t j = (i + 1) & mask; s->slots[j].e; j = (j + 1) & mask) {
         size_t home = s->slots[j].hash & mask;
@@ -99,14 +159,14 @@ static entry *table_del(kl_store *s, const char *key) {
             i = j;
         }
     }
-    s->slots[i] = (slot){0, NULL};
+    s->slots[i] = (slot){0, 0};
     s->len--;
     if (s->cap > MIN_CAP && s->len * 8 < s->cap) {
         size_t cap = MIN_CAP;
-        while ((s->len * 2) * 4 > cap * 3) cap *= 2;
+        while ((s->len * 2) * 8 > cap * 7) cap *= 2;
         resize(s, cap);
     }
-    return e;
+    return r;
 }
 
 /* The next entry from slot *cursor on, or NULL at the end. */
@@ -114,7 +174,7 @@ static entry *table_next(const kl_store *s, size_t *cursor) {
     for (size_t i = *cursor; i < s->cap; i++) {
         if (!s->slots[i].e) continue;
         *cursor = i + 1;
-        return s->slots[i].e;
+        return at(s, s->slots[i].e);
     }
     *cursor = s->cap;
     return NULL;
@@ -135,28 +195,32 @@ static void note_changed(kl_store *s, const char *key) {
 
 static const char *ns_of(const entry *e) { return e->obj.ns ? e->obj.ns : ""; }
 
-static void index_add(kl_store *s, entry *e) {
-    entry *head = kl_hmap_get(s->namespaces, ns_of(e));
-    e->ns_prev = NULL;
+static ref ns_head(const kl_store *s, const char *ns) { return (ref)(uintptr_t)kl_hmap_get(s->namespaces, ns); }
+
+static void set_ns_head(kl_store *s, const char *ns, ref r) { kl_hmap_put(s->namespaces, ns, (void *)(uintptr_t)r); }
+
+static void index_add(kl_store *s, ref r) {
+    entry *e = at(s, r);
+    ref head = ns_head(s, ns_of(e));
+    e->ns_prev = 0;
     e->ns_next = head;
-    if (head) head->ns_prev = e;
-    kl_hmap_put(s->namespaces, ns_of(e), e);
+    if (head) at(s, head)->ns_prev = r;
+    set_ns_head(s, ns_of(e), r);
 }
 
-static void index_del(kl_store *s, entry *e) {
-    if (e->ns_next) e->ns_next->ns_prev = e->ns_prev;
-    if (e->ns_prev) e->ns_prev->ns_next = e->ns_next;
-    else if (e->ns_next) kl_hmap_put(s->namespaces, ns_of(e), e->ns_next);
+static void index_del(kl_store *s, ref r) {
+    entry *e = at(s, r);
+    if (e->ns_next) at(s, e->ns_next)->ns_prev = e->ns_prev;
+    if (e->ns_prev) at(s, e->ns_prev)->ns_next = e->ns_next;
+    else if (e->ns_next) set_ns_head(s, ns_of(e), e->ns_next);
     else kl_hmap_del(s->namespaces, ns_of(e), NULL);
 }
 
 void kl_store_free(kl_store *s) {
     if (!s) return;
-    for (size_t i = 0; i < s->cap; i++) {
-        if (!s->slots[i].e) continue;
-        kl_obj_clear(&s->slots[i].e->obj);
-        free(s->slots[i].e);
-    }
+    for (size_t i = 0; i < s->cap; i++)
+        if (s->slots[i].e) kl_obj_clear(&at(s, s->slots[i].e)->obj);
+    free_pages(s);
     free(s->slots);
     kl_hmap_free(s->namespaces);
     kl_hmap_free(s->changed);
@@ -170,44 +234,51 @@ size_t kl_store_len(const kl_store *s) { return s->len; }
 static void key_of(const kl_obj *o, char *buf, size_t size) { kl_obj_key(o, buf, size); }
 
 const kl_obj *kl_store_get(const kl_store *s, const char *key) {
-    entry *e = table_get(s, key);
-    return e ? &e->obj : NULL;
+    ref r = table_get(s, key);
+    return r ? &at(s, r)->obj : NULL;
 }
 
-/* Stores *o under key, whose entry is e (NULL when the key is new), moving
+/* Makes *o entry e's object and zeroes *o. */
+static void keep(entry *e, kl_obj *o) {
+    e->obj = *o;
+    memset(o, 0, sizeof *o);
+}
+
+/* Stores *o under key, whose entry is r (0 when the key is new), moving
  * the object it held into *old; returns the entry that holds *o now. */
-static entry *store_at(kl_store *s, const char *key, entry *e, kl_obj *o, kl_obj *old) {
+static entry *store_at(kl_store *s, const char *key, ref r, kl_obj *o, kl_obj *old) {
     note_changed(s, key);
-    int added = !e;
+    int added = !r;
     if (added) {
-        e = kl_xmalloc(sizeof *e);
-        table_add(s, key, e);
+        r = entry_new(s);
+        table_add(s, key, r);
     } else {
         /* The key names the namespace, so the entry stays in its index. */
-        *old = e->obj;
+        *old = at(s, r)->obj;
     }
-    e->obj = *o;
+    entry *e = at(s, r);
+    keep(e, o);
     e->seen = s->gen;
-    memset(o, 0, sizeof *o);
-    if (added) index_add(s, e);
+    if (added) index_add(s, r);
     return e;
 }
 
 int kl_store_put(kl_store *s, kl_obj *o, kl_obj *old) {
     char key[512];
     key_of(o, key, sizeof key);
-    entry *e = table_get(s, key);
-    store_at(s, key, e, o, old);
-    return e != NULL;
+    ref r = table_get(s, key);
+    store_at(s, key, r, o, old);
+    return r != 0;
 }
 
 int kl_store_delete(kl_store *s, const char *key, kl_obj *old) {
-    entry *e = table_del(s, key);
-    if (!e) return 0;
+    ref r = table_del(s, key);
+    if (!r) return 0;
     note_changed(s, key);
-    index_del(s, e);
-    *old = e->obj;
-    free(e);
+    index_del(s, r);
+    *old = at(s, r)->obj;
+    entry_free(s, r);
+    if (!s->len) free_pages(s);
     return 1;
 }
 
@@ -232,18 +303,18 @@ static void sweep(kl_store *s, kl_store_change_fn fn, void *ud) {
 }
 
 void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *ud) {
-    s->gen++;
+    s->gen ^= 1;
     for (size_t i = 0; i < list->n; i++) {
         kl_obj *o = &list->items[i];
         char key[512];
         key_of(o, key, sizeof key);
-        entry *e = table_get(s, key);
+        ref r = table_get(s, key);
+        entry *e = r ? at(s, r) : NULL;
         if (e && e->seen == s->gen) {
             /* A duplicate key within one list: the later item wins. */
             note_changed(s, key);
             kl_obj old = e->obj;
-            e->obj = *o;
-            memset(o, 0, sizeof *o);
+            keep(e, o);
             kl_obj_clear(&old);
             continue;
         }
@@ -253,7 +324,7 @@ void kl_store_replace(kl_store *s, kl_list *list, kl_store_change_fn fn, void *u
             continue;
         }
         kl_obj old;
-        entry *now = store_at(s, key, e, o, &old);
+        entry *now = store_at(s, key, r, o, &old);
         fn(ud, e ? KL_CHANGE_UPDATE : KL_CHANGE_ADD, e ? &old : NULL, &now->obj);
     }
     sweep(s, fn, ud);
@@ -264,20 +335,16 @@ const kl_obj *kl_store_next(const kl_store *s, size_t *cursor) {
     return e ? &e->obj : NULL;
 }
 
-/* The cursor holds the next entry's address. */
+/* The cursor holds the next entry's number. */
 const kl_obj *kl_store_next_in(const kl_store *s, const char *ns, size_t *cursor) {
-    entry *e;
     if (*cursor == CURSOR_END) return NULL;
-    if (*cursor == 0) {
-        e = kl_hmap_get(s->namespaces, ns);
-    } else {
-        e = (entry *)(uintptr_t)*cursor;
-    }
-    if (!e) {
+    ref r = *cursor ? (ref)*cursor : ns_head(s, ns);
+    if (!r) {
         *cursor = CURSOR_END;
         return NULL;
     }
-    *cursor = e->ns_next ? (size_t)(uintptr_t)e->ns_next : CURSOR_END;
+    entry *e = at(s, r);
+    *cursor = e->ns_next ? e->ns_next : CURSOR_END;
     return &e->obj;
 }
 

@@ -81,6 +81,7 @@ int luaopen_klua_testing(lua_State *L) {
     kl_testing_open_xalloc(L);
     kl_testing_open_loop(L);
     kl_testing_open_prune(L);
+    kl_testing_open_store(L);
     kl_testing_open_reflector(L);
     kl_testing_open_runtime(L);
     kl_testing_open_media(L);

@@ -20,6 +20,7 @@ void kl_testing_open_json(lua_State *L);
 void kl_testing_open_xalloc(lua_State *L);
 void kl_testing_open_loop(lua_State *L);
 void kl_testing_open_prune(lua_State *L);
+void kl_testing_open_store(lua_State *L);
 void kl_testing_open_reflector(lua_State *L);
 void kl_testing_open_runtime(lua_State *L);
 void kl_testing_open_media(lua_State *L);
