@@ -128,6 +128,18 @@ for _, scanner in ipairs(scanners) do
       same_at_every_split(long .. long, { long, long })
     end)
 
+    -- The scanner passes over an empty '{}' or '[]' inside a value when it
+    -- looks for the bracket that closes it; a value that is itself empty is
+    -- closed by such a pair, whether it starts a read or follows another.
+    it('frames empty objects and arrays, as values and inside values, at every cut', function()
+      local fields = '{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:containers":{"k:{\\"name\\":\\"a\\"}":{}}}}'
+      local dense = '{"fieldsV1":' .. string.rep('[{},[],', 12) .. string.rep('{}]', 12) .. ',"after":' .. fields .. '}'
+      local values = { '{}', '[]', '{"a":{},"b":[],"c":[{}]}', dense, '[{}]', '{}' }
+      same_at_every_split(table.concat(values, '\n', 1, 3) .. values[4] .. values[5] .. ' ' .. values[6], values)
+      assert.same({ '{}' }, (feed({ '{}' })))
+      assert.same({ '[]', '{}' }, (feed({ '[]{}' })))
+    end)
+
     it('refuses an oversize value, skips to its end unbuffered, and frames the next one', function()
       local f = framer(16)
       assert.same({ '{"small":1}' }, frames(f:feed('{"small":1}\n{"big":"' .. string.rep('x', 3))))

@@ -178,16 +178,14 @@ static void push_state(lua_State *L, lua_informer *li) {
     lua_remove(L, -2);                             /* stack: ..., state */
 }
 
-static void make_views(lua_informer *li) {
-    lua_State *L = kl_rt_lua(li->rt);
-    push_state(L, li);
-    kl_view_push(L, &li->cur.cur, li->cur.parsed); /* stack: state, view */
-    lua_rawseti(L, -2, 1);                          /* state[1] = view */
+/* Puts the current notification's views in the state table at index state. */
+static void make_views(lua_State *L, lua_informer *li, int state) {
+    kl_view_push(L, &li->cur.cur, li->cur.parsed); /* stack: ..., view */
+    lua_rawseti(L, state, 1);                       /* state[1] = view */
     if (li->cur.type == KL_CHANGE_UPDATE) {
         kl_view_push(L, &li->cur.old, NULL);
-        lua_rawseti(L, -2, 2); /* state[2] = old view */
+        lua_rawseti(L, state, 2); /* state[2] = old view */
     }
-    lua_pop(L, 1);
     li->views_made = 1;
 }
 
@@ -235,16 +233,19 @@ static void call_handler(lua_informer *li, int h) {
     lua_State *L = kl_rt_lua(li->rt);
     int type = (int)li->cur.type;
     if (kl_log_v >= 3) narrate_call(li, h);
-    if (!li->views_made) make_views(li);
     li->hidx = h;
+    /* The handle's state and handlers taken from one lookup of it, and
+     * the views made in place: each registry and user value access is an
+     * API call, and there are several an event. */
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
-    lua_getiuservalue(L, -1, 2);                   /* stack: handle, handlers */
-    lua_getfield(L, -1, event_names[type]);        /* stack: handle, handlers, of_type */
-    lua_rawgeti(L, -1, h);                         /* stack: handle, handlers, of_type, fn */
-    lua_replace(L, -4);                            /* stack: fn, handlers, of_type */
-    lua_pop(L, 2);                                 /* stack: fn */
-    push_state(L, li);                             /* stack: fn, state */
-    lua_rawgeti(L, -1, 1);                         /* stack: fn, state, view */
+    lua_getiuservalue(L, -1, 3);                   /* stack: handle, state */
+    if (!li->views_made) make_views(L, li, lua_gettop(L));
+    lua_getiuservalue(L, -2, 2);            /* stack: handle, state, handlers */
+    lua_getfield(L, -1, event_names[type]); /* stack: handle, state, handlers, of_type */
+    lua_rawgeti(L, -1, h);                  /* stack: handle, state, handlers, of_type, fn */
+    lua_replace(L, -5);                     /* stack: fn, state, handlers, of_type */
+    lua_pop(L, 2);                          /* stack: fn, state */
+    lua_rawgeti(L, -1, 1);                  /* stack: fn, state, view */
     if (type == KL_CHANGE_UPDATE) {
         lua_rawgeti(L, -2, 2);
         lua_insert(L, -2); /* stack: fn, state, old, view: update(old, new) */
