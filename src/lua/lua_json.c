@@ -460,25 +460,6 @@ static void encode_array(enc *e, int idx, lua_Integer n, const path *p, int dept
     putc_(e, ']');
 }
 
-static void encode_object(enc *e, int idx, const path *p, int depth) {
-    lua_State *L = e->L;
-    putc_(e, '{');
-    int first = 1;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        size_t klen;
-        const char *k = lua_tolstring(L, -2, &klen);
-        if (!first) putc_(e, ',');
-        first = 0;
-        path child = {p, k, klen, 0, NULL, 0};
-        encode_string(e, k, klen, &child);
-        putc_(e, ':');
-        encode_value(e, lua_gettop(L), &child, depth + 1);
-        lua_pop(L, 1);
-    }
-    putc_(e, '}');
-}
-
 /* Encodes the unmarked table at idx as an object in one pass, without
  * counting its keys first: 1, or 0 at the first key that is not a string
  * (the stack as it was, the output to be rewound), for the caller to
@@ -529,13 +510,11 @@ static void encode_table(enc *e, int idx, const path *p, int depth) {
         here.once = 0;
         e->len = start;
     }
+    /* Not an object: a table with only string keys (or none) was written
+     * above, unless marked as an array. */
     lua_Integer n;
-    switch (table_shape_of(L, idx, marked, &n)) {
-    case AS_ARRAY: encode_array(e, idx, n, &here, depth); break;
-    case AS_OBJECT: encode_object(e, idx, &here, depth); break;
-    default:
-        enc_error(e, p, "a table", marked ? ": it is marked as an array but its keys are not exactly 1..n" : KEYS_WHY);
-    }
+    if (table_shape_of(L, idx, marked, &n) == AS_ARRAY) encode_array(e, idx, n, &here, depth);
+    else enc_error(e, p, "a table", marked ? ": it is marked as an array but its keys are not exactly 1..n" : KEYS_WHY);
 }
 
 static void encode_value(enc *e, int idx, const path *p, int depth) {
