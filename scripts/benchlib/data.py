@@ -107,6 +107,18 @@ def generate(directory, n_pods, watch_pods, n_events, by_namespace=False, first_
     return Dataset(directory)
 
 
+def _write_items(ds, path, count, item):
+    """Writes path with item(i, pod_bytes) of each of the first count listed Pods of the data set
+    ds; the offsets of what it wrote, as _write returns them."""
+    with open(ds.items_path, "rb") as f:
+        source = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if count else b""
+        try:
+            return _write(path, count, lambda i: item(i, source[slice(*ds.item_bytes(i))]))
+        finally:
+            if count:
+                source.close()
+
+
 def write_added(directory, count):
     """Writes added.ndjson and its index: the first count listed Pods of the data set in directory
     as a watch-list's initial ADDED events, so that the server sends them with sendfile(2) as it
@@ -114,13 +126,7 @@ def write_added(directory, count):
     ds = Dataset(directory)
     if ds.added_count() >= count:
         return
-    with open(ds.items_path, "rb") as f:
-        source = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if count else b""
-        try:
-            offsets = _write(ds.added_path, count, lambda i: ADDED_PREFIX + source[slice(*ds.item_bytes(i))] + b"}\n")
-        finally:
-            if count:
-                source.close()
+    offsets = _write_items(ds, ds.added_path, count, lambda i, pod: ADDED_PREFIX + pod + b"}\n")
     _save_index(os.path.join(directory, "added.idx"), offsets)
 
 
@@ -133,14 +139,8 @@ def write_partial(directory, count):
     ds = Dataset(directory)
     if ds.partial_count() >= count:
         return
-    with open(ds.items_path, "rb") as f:
-        source = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if count else b""
-        try:
-            offsets = _write(ds.partial_path, count, lambda i: (b"," if i else b"") + partial_item(
-                source[slice(*ds.item_bytes(i))]))
-        finally:
-            if count:
-                source.close()
+    offsets = _write_items(ds, ds.partial_path, count,
+                           lambda i, pod: (b"," if i else b"") + partial_item(pod))
     for i in range(1, count):
         offsets[i] += 1
     offsets[count] += 1
