@@ -60,11 +60,15 @@ class ServerFixture(unittest.TestCase):
     PAGINATE, WATCH_END = "auto", "close"
     BY_NAMESPACE = False
     WATCH_RATE = 0.0
+    WRITE_ALSO = None  # data.write_added or write_partial: a file of the data set sent as it is
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="klua-bench-selftest-")
         cls.dataset = data.generate(cls.tmp, cls.PODS, cls.WATCH_PODS, cls.EVENTS, cls.BY_NAMESPACE)
+        if cls.WRITE_ALSO:
+            cls.WRITE_ALSO(cls.tmp, cls.PODS)
+            cls.dataset = data.Dataset(cls.tmp)
         cls.config = server.Config(cls.dataset, cls.PODS, cls.EVENTS, cls.PAGINATE, cls.WATCH_END,
                                    watch_rate=cls.WATCH_RATE)
         cls.server = server.Server(cls.config)
@@ -222,15 +226,7 @@ class ByNamespace(ServerFixture):
 class AddedFile(ServerFixture):
     """A data set with added.ndjson: a watch-list's ADDED events are sent from it, the same bytes."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="klua-bench-selftest-")
-        data.generate(cls.tmp, cls.PODS, cls.WATCH_PODS, cls.EVENTS)
-        data.write_added(cls.tmp, cls.PODS)
-        cls.dataset = data.Dataset(cls.tmp)
-        cls.config = server.Config(cls.dataset, cls.PODS, cls.EVENTS, cls.PAGINATE, cls.WATCH_END)
-        cls.server = server.Server(cls.config)
-        cls.thread = cls.server.start()
+    WRITE_ALSO = staticmethod(data.write_added)
 
     def test_the_initial_events_come_from_the_file_and_are_the_listed_pods(self):
         self.assertIsNotNone(self.config.added_fd)
@@ -250,15 +246,7 @@ class PartialFile(ServerFixture):
     what the sandbox's conversion (scripts/sandbox/partial.py) makes of the full LIST, byte for
     byte, as is the answer of a server that converts each Pod as it is asked."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="klua-bench-selftest-")
-        data.generate(cls.tmp, cls.PODS, cls.WATCH_PODS, cls.EVENTS)
-        data.write_partial(cls.tmp, cls.PODS)
-        cls.dataset = data.Dataset(cls.tmp)
-        cls.config = server.Config(cls.dataset, cls.PODS, cls.EVENTS, cls.PAGINATE, cls.WATCH_END)
-        cls.server = server.Server(cls.config)
-        cls.thread = cls.server.start()
+    WRITE_ALSO = staticmethod(data.write_partial)
 
     def test_the_items_come_from_the_file_and_are_the_sandbox_s_conversion_of_the_listed_pods(self):
         self.assertIsNotNone(self.config.partial_fd)
