@@ -1,5 +1,5 @@
 // Peer of scenario handler-3-fields (a): @kubernetes/client-node's informer,
-// made as its README makes one (makeInformer over listPodForAllNamespaces),
+// made as its README makes one (pod-informer.mjs),
 // with an update handler that reads the same three fields.
 //
 //   node informer.mjs CLIENT_NODE_INDEX_JS KUBECONFIG COUNT
@@ -11,6 +11,7 @@
 // update, every STAMP_EVERY-th and the last, as events.lua reads its clocks.
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
+import { podInformer } from './pod-informer.mjs';
 
 const STAMP_EVERY = 256;
 const [modulePath, kubeconfig, countArg] = process.argv.slice(2);
@@ -35,20 +36,7 @@ function emit(name, fields) {
 }
 
 const started = now();
-const kc = new k8s.KubeConfig();
-kc.loadFromFile(kubeconfig);
-// client-node refuses a plain http:// server unless TLS verification is off,
-// and the bench server speaks no TLS (neither does any peer's connection).
-kc.loadFromOptions({
-  clusters: kc.clusters.map((c) => ({ ...c, skipTLSVerify: true })),
-  users: kc.users, contexts: kc.contexts, currentContext: kc.getCurrentContext(),
-});
-const api = kc.makeApiClient(k8s.CoreV1Api);
-const informer = k8s.makeInformer(kc, '/api/v1/pods', async () => {
-  const list = await api.listPodForAllNamespaces();
-  emit('synced', { at: now() - started, cached: list.items.length, updates: 0 });
-  return list;
-});
+const informer = podInformer(k8s, kubeconfig, (cached) => emit('synced', { at: now() - started, cached, updates: 0 }));
 
 let seen = 0, stamped = 0, first = 0, cpuFirst = 0, last = 0, cpuLast = 0, connects = 0;
 function finish(reason) {

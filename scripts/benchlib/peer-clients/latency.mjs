@@ -1,5 +1,5 @@
 // Peer of scenario latency: @kubernetes/client-node's informer, made as
-// informer.mjs makes it, on a stream of changes that bench-server
+// informer.mjs makes it (pod-informer.mjs), on a stream of changes that bench-server
 // (--watch-rate) stamps with the time it wrote each one. client-node has no
 // work queue or reconcile, so the update handler is where its user first
 // sees a change: it records process.hrtime (CLOCK_MONOTONIC) minus the Pod's
@@ -11,6 +11,7 @@
 // change numbered COUNT - 1 (klua.bench/seq) has been handled.
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
+import { podInformer } from './pod-informer.mjs';
 
 const [modulePath, kubeconfig, countArg] = process.argv.slice(2);
 const count = Number(countArg);
@@ -23,18 +24,8 @@ const now = () => Number(process.hrtime.bigint()) / 1e9;
 const hwmKb = () => Number((readFileSync('/proc/self/status', 'utf8').match(/^VmHWM:\s+(\d+) kB$/m) || [0, 0])[1]);
 
 const started = now();
-const kc = new k8s.KubeConfig();
-kc.loadFromFile(kubeconfig);
-// As in informer.mjs: client-node refuses plain http:// unless TLS verification is off.
-kc.loadFromOptions({
-  clusters: kc.clusters.map((c) => ({ ...c, skipTLSVerify: true })),
-  users: kc.users, contexts: kc.contexts, currentContext: kc.getCurrentContext(),
-});
-const api = kc.makeApiClient(k8s.CoreV1Api);
-const informer = k8s.makeInformer(kc, '/api/v1/pods', async () => {
-  const list = await api.listPodForAllNamespaces();
-  process.stdout.write(`bench synced at=${(now() - started).toFixed(6)} cached=${list.items.length}\n`);
-  return list;
+const informer = podInformer(k8s, kubeconfig, (cached) => {
+  process.stdout.write(`bench synced at=${(now() - started).toFixed(6)} cached=${cached}\n`);
 });
 
 const latencies = [];
