@@ -123,6 +123,32 @@ describe('klua.json.encode', function()
     assert.equals('{"s":"y"}', json.encode { s = 'y' })
   end)
 
+  -- A finalizer may run at any allocation of an encode (the buffer's growth), and may encode
+  -- too: the buffer kept between calls must not be the one an encode under way writes into.
+  it('encodes whole while a finalizer that encodes runs in the middle', function()
+    local ran, during, encoding = 0, 0, false
+    local mt = { __gc = function()
+      ran = ran + 1
+      if encoding then during = during + 1 end
+      json.encode { inner = 'y' }
+    end }
+    local obj = { head = ('h'):rep(300) }
+    json.encode { s = ('z'):rep(70 * 1024) } -- no buffer kept
+    json.encode { s = 'small' }              -- a 256-byte one kept, which obj outgrows
+    collectgarbage('collect')
+    collectgarbage('incremental', 100, 100, 1)
+    for _ = 1, 2000 do setmetatable({}, mt) end
+    -- Into the phase that calls finalizers, with most of them still to run.
+    while ran == 0 do collectgarbage('step', 0) end
+    encoding = true
+    local text = json.encode(obj)
+    encoding = false
+    collectgarbage('incremental', 200, 100, 13) -- Lua's defaults
+    collectgarbage('collect')
+    assert.is_true(during > 0, 'no finalizer ran while encoding')
+    assert.equals('{"head":"' .. obj.head .. '"}', text)
+  end)
+
   -- Objects are encoded in one pass; a table whose keys are mixed is still the error, before
   -- anything wrong inside it, whichever order its members come in.
   it('names a table with mixed keys before anything wrong in its members', function()

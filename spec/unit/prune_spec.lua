@@ -91,6 +91,24 @@ describe('pruning cached objects', function()
       { T.prune('{"m":{"x":0,"y":1},"m":{"y":2,"x":0}}', { 'm.x' }) })
   end)
 
+  -- A member name is the string it spells: Go's encoder writes <, > and & as \u003c, \u003e
+  -- and \u0026, and JSON lets any character be escaped; the name is what a path names.
+  it('drops a member whose name is spelled with escapes, and reaches through one', function()
+    local cases = {
+      -- path, object, what is left
+      { 'ab', '{"a\\u0062":1,"c":2}', '{"c":2}' },
+      { 'a&b', '{"x":0,"a\\u0026b":1}', '{"x":0}' },
+      { 'm.x/y', '{"\\u006d":{"x\\/y":1,"n":2}}', '{"\\u006d":{"n":2}}' },
+      { 'é😀', '{"\\u00e9\\ud83d\\ude00":1,"k":"v"}', '{"k":"v"}' },
+      { 'q"\\', '{"q\\"\\\\":1,"k":"v"}', '{"k":"v"}' },
+    }
+    for _, case in ipairs(cases) do
+      assert.same({ case[3], true }, { T.prune(case[2], { case[1] }) }, case[1] .. ' of ' .. case[2])
+    end
+    local obj = '{"a\\u0062c":1,"a\\\\":2,"\\u0061":3}'
+    assert.same({ obj, false }, { T.prune(obj, { 'ab', 'a\\u0061' }) })
+  end)
+
   it('finds nothing to drop under an absent parent or in an empty object', function()
     for _, obj in ipairs({ '{"n":{"x":1}}', '{"m":{}}', '{}', '{"m":null,"x":[{"m":{"x":1}}]}' }) do
       assert.same({ obj, false }, { T.prune(obj, { 'm.x' }) }, obj)

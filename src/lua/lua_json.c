@@ -551,7 +551,9 @@ static void encode_value(enc *e, int idx, const path *p, int depth) {
 
 /* The registry's key of the buffer the last encode left: encoding an object
  * again (a transform's every result) starts with room for it, rather than
- * growing a new buffer from 256 bytes each time. */
+ * growing a new buffer from 256 bytes each time. An encode takes it out of
+ * the registry while it writes: a finalizer run by one of its allocations
+ * may encode too, and must start a buffer of its own. */
 static const char ENC_BUF = 'b';
 #define ENC_BUF_KEEP ((size_t)64 << 10) /* larger ones are left to the collector */
 
@@ -565,6 +567,8 @@ static const char *encode_to_buffer(lua_State *L, int idx, size_t *len) {
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &ENC_BUF) == LUA_TUSERDATA) { /* stack: ..., amt, buf */
         e.buf = lua_touserdata(L, -1);
         e.cap = lua_rawlen(L, -1);
+        lua_pushnil(L);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &ENC_BUF);
     } else {
         lua_pop(L, 1);
         e.cap = 256;
@@ -573,10 +577,8 @@ static const char *encode_to_buffer(lua_State *L, int idx, size_t *len) {
     e.box = lua_gettop(L);
     path root = {NULL, NULL, 0, 0, NULL, 0};
     encode_value(&e, idx, &root, 0);
-    lua_pushvalue(L, e.box);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &ENC_BUF);
-    if (e.cap > ENC_BUF_KEEP) {
-        lua_pushnil(L);
+    if (e.cap <= ENC_BUF_KEEP) {
+        lua_pushvalue(L, e.box);
         lua_rawsetp(L, LUA_REGISTRYINDEX, &ENC_BUF);
     }
     lua_remove(L, e.amt); /* stack: ..., buf */

@@ -86,15 +86,22 @@ static int item_blob(kl_list_stream *s, kl_blob *b, int pruned) {
 static int item_end(kl_list_stream *s, const char *p, size_t n) {
     size_t len = s->scratch_len + n;
     if (len > s->max_item) return fail(s, "LIST item %zu is larger than %zu bytes", s->out->n + 1, s->max_item);
-    /* An item within one read is pruned as it is copied out of it, and
-     * parsed pruned; one that spans reads, or a Table row (whose object is
-     * a member of it), once it is decoded. */
-    int early = s->prune && !s->scratch_len && !s->in_rows;
-    kl_blob *b = early ? kl_prune_copy(s->prune, p, n) : NULL;
+    /* An item is pruned before it is parsed, so its dropped members are
+     * never parsed: within one read, as it is copied out of it; spanning
+     * reads, once joined, so that what a LIST gives does not hang on where
+     * its reads split it (a malformed dropped member is passed over either
+     * way). A Table row, whose object is a member of it, once decoded. */
+    int early = s->prune && !s->in_rows;
+    kl_blob *b = early && !s->scratch_len ? kl_prune_copy(s->prune, p, n) : NULL;
     if (!b) {
         b = kl_blob_alloc(len);
         if (s->scratch_len) memcpy(b->data, s->scratch, s->scratch_len);
         memcpy(b->data + s->scratch_len, p, n);
+        kl_blob *cut = early && s->scratch_len ? kl_prune_copy(s->prune, b->data, len) : NULL;
+        if (cut) {
+            kl_blob_unref(b);
+            b = cut;
+        }
     }
     s->scratch_len = 0;
     /* Early, a NULL copy means the item holds nothing to drop. */

@@ -86,10 +86,11 @@ void kl_list_stream_rows(kl_list_stream *s);
  * indefinite lengths, the self-described tag 55799 before the map or the
  * items, and members in any order are read. Call before any byte. */
 void kl_list_stream_cbor(kl_list_stream *s);
-/* Drops p's members from each item as soon as it is decoded
- * (kl_prune_obj), so that the item's unpruned blob is freed before the next
- * one is made, rather than every unpruned item of a large LIST being held
- * until its end (and the allocator's pages touched twice). p stays the
+/* Drops p's members from each item as it is copied out of the reads
+ * (kl_prune_copy), before it is parsed, so that no unpruned item of a large
+ * LIST is held until its end (and the allocator's pages touched twice), and
+ * the dropped bytes are never parsed however the reads split the body; a
+ * Table row's object once it is decoded (kl_prune_obj). p stays the
  * caller's. Call before any byte. */
 void kl_list_stream_prune(kl_list_stream *s, kl_prune *p);
 /* Consumes bytes; 0, or -1 with s->err set (the stream is then dead). */

@@ -28,6 +28,8 @@ struct kl_prune {
     cut *cuts; /* of the object being pruned, in order; reused */
     size_t ncuts, cap_cuts;
     kl_scan scan; /* skips the objects and arrays no path goes into */
+    char *name;   /* a member name written with escapes, unescaped; reused */
+    size_t name_cap;
 };
 
 #define BAD ((size_t)-1)
@@ -109,6 +111,7 @@ void kl_prune_free(kl_prune *p) {
     if (!p) return;
     free_node(&p->root);
     free(p->cuts);
+    free(p->name);
     free(p);
 }
 
@@ -172,6 +175,94 @@ static void add_cut(kl_prune *p, size_t from, size_t to) {
     p->cuts[p->ncuts++] = (cut){from, to};
 }
 
+/* The value of the 4 hex digits at s, or -1. */
+static long hex4(const char *s) {
+    long v = 0;
+    for (int d = 0; d < 4; d++) {
+        char h = s[d];
+        int x = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        if (x < 0) return -1;
+        v = v * 16 + x;
+    }
+    return v;
+}
+
+/* Writes code point v as UTF-8; returns its length. */
+static size_t put_utf8(char *out, unsigned long v) {
+    if (v < 0x80) {
+        out[0] = (char)v;
+        return 1;
+    }
+    if (v < 0x800) {
+        out[0] = (char)(0xc0 | v >> 6);
+        out[1] = (char)(0x80 | (v & 0x3f));
+        return 2;
+    }
+    if (v < 0x10000) {
+        out[0] = (char)(0xe0 | v >> 12);
+        out[1] = (char)(0x80 | (v >> 6 & 0x3f));
+        out[2] = (char)(0x80 | (v & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | v >> 18);
+    out[1] = (char)(0x80 | (v >> 12 & 0x3f));
+    out[2] = (char)(0x80 | (v >> 6 & 0x3f));
+    out[3] = (char)(0x80 | (v & 0x3f));
+    return 4;
+}
+
+/* The byte a two-character escape \c stands for, or 0. */
+static char unescape_simple(char c) {
+    switch (c) {
+    case '"':
+    case '\\':
+    case '/': return c;
+    case 'b': return '\b';
+    case 'f': return '\f';
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    default: return 0;
+    }
+}
+
+/* The member name s[0, n) (between its quotes) as the string it spells, in
+ * *len bytes: a path names that string, and Go's encoder writes <, > and &
+ * as \u003c, \u003e and \u0026. s itself when it holds no escape; NULL
+ * for an escape JSON does not have. Never longer than s. */
+static const char *member_name(kl_prune *p, const char *s, size_t n, size_t *len) {
+    if (!memchr(s, '\\', n)) {
+        *len = n;
+        return s;
+    }
+    p->name = kl_buf_grow(p->name, &p->name_cap, n, 1, 64);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '\\') {
+            p->name[k++] = s[i];
+            continue;
+        }
+        if (++i >= n) return NULL;
+        if (s[i] != 'u') {
+            char c = unescape_simple(s[i]);
+            if (!c) return NULL;
+            p->name[k++] = c;
+            continue;
+        }
+        long v = i + 4 < n ? hex4(s + i + 1) : -1, lo;
+        if (v < 0) return NULL;
+        i += 4;
+        if (v >= 0xd800 && v < 0xdc00 && i + 6 < n && s[i + 1] == '\\' && s[i + 2] == 'u' &&
+            (lo = hex4(s + i + 3)) >= 0xdc00 && lo < 0xe000) {
+            v = 0x10000 + ((v - 0xd800) << 10) + (lo - 0xdc00);
+            i += 6;
+        }
+        k += put_utf8(p->name + k, (unsigned long)v);
+    }
+    *len = k;
+    return p->name;
+}
+
 /* Notes the cuts that drop n's terminal members from the object at s[i]
  * ('{'), recursing into the members n names further down; the index after
  * the object, or BAD. A dropped member goes with the comma before it, or,
@@ -188,7 +279,9 @@ static size_t cut_object(kl_prune *p, const node *n, const char *s, size_t i, si
         j = ws(s, k1, end);
         if (j >= end || s[j] != ':') return BAD;
         size_t v0 = ws(s, j + 1, end);
-        const node *k = find(n, s + k0 + 1, k1 - k0 - 2);
+        size_t nlen;
+        const char *name = member_name(p, s + k0 + 1, k1 - k0 - 2, &nlen);
+        const node *k = name ? find(n, name, nlen) : NULL;
         size_t v1 = k && !k->terminal && v0 < end && s[v0] == '{' ? cut_object(p, k, s, v0, end)
                                                                    : skip_value(p, s, v0, end);
         if (v1 == BAD) return BAD;

@@ -10,10 +10,12 @@
  * minus those members.
  *
  * Paths go through objects only (a member of an array's elements cannot be
- * named) and compare member names byte for byte as they are written in the
- * JSON (Kubernetes field names need no escapes). A path that would remove
- * what the cache keys on or what a view needs to know the object's type is
- * refused: kind, apiVersion, metadata, metadata.name, metadata.namespace,
+ * named) and name members by the strings their names spell: a name written
+ * with escapes is unescaped to be compared, since encoding/json's Encoder,
+ * which apimachinery's serializer/json writes with, escapes <, > and & in
+ * names as \u003c, \u003e and \u0026. A path that would remove what the
+ * cache keys on or what a view needs to know the object's type is refused:
+ * kind, apiVersion, metadata, metadata.name, metadata.namespace,
  * metadata.resourceVersion, metadata.uid.
  */
 #ifndef KLUA_PRUNE_H
