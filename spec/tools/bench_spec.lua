@@ -201,6 +201,18 @@ describe('scripts/bench', function()
     assert.matches('\n| latency: [^|]*client%-node informer: write → update handler +| not measured', out)
   end)
 
+  -- Issue targets, as ratios to the full informer's sync in the same run.
+  it('judges the sync of each informer that caches less against the full informer\'s', function()
+    local out, status = bench(('--only cache-less --quick --timeout 60 --klua %s'):format(K.quote(K.bin)))
+    assert.equals(0, status, out)
+    assert.matches('\n| cache%-less: sync and memory per Pod, full informer %(2,000 Pods%) +| [^|]+| %- +| %- +|', out)
+    for _, case in ipairs({ { "klua%.drop_fields%('metadata%.managedFields'%)", '1%.1' },
+      { 'a Lua function transform dropping metadata%.managedFields', '2%.0' }, { 'metadata%-only', '1%.0' } }) do
+      assert.matches('\n| cache%-less: sync and memory per Pod, ' .. case[1] .. ' %(2,000 Pods%) +| [^|]+| sync ≤ '
+        .. case[2] .. '× the full informer\'s +| %a+ +|', out)
+    end
+  end)
+
   it('reports many-informers as not measured without nghttpx, naming the package', function()
     local out, status = bench('--only g --nghttpx /nonexistent/nghttpx ' .. TINY .. K.quote(K.bin))
     assert.equals(0, status, out)
