@@ -70,6 +70,7 @@ struct lua_informer {
     int has_cur, hidx, views_made;
     int busy;      /* a handler of cur is suspended */
     int in_call;   /* inside kl_task_spawn */
+    int reading;   /* inside inf:get() or inf:list() (read_cache) */
     uint64_t drain_id; /* the deferred drain, or 0 */
     int was_synced;
     int stopped;   /* inf:stop() came while a handler of it ran: freed when it ends */
@@ -442,9 +443,26 @@ static int l_on(lua_State *L) {
     return 1;
 }
 
-/* inf:get(key) -> the cached object under "namespace/name" (or "name" for
- * cluster-scoped resources) as a read-only view, or nil. */
-static int l_get(lua_State *L) {
+/* Runs read, a reader of the cache, on the arguments, protected: making a
+ * view may run the collector, whose finalizers run any of the script's
+ * code, inf:stop() included, and the cache read must outlive it. The
+ * informer stopped meanwhile goes once the read is done. */
+static int read_cache(lua_State *L, lua_CFunction read) {
+    lua_informer *li = check_informer(L, 1);
+    lua_pushcfunction(L, read);
+    lua_insert(L, 1); /* stack: read, args... */
+    li->reading++;
+    int rc = lua_pcall(L, lua_gettop(L) - 1, 1, 0);
+    li->reading--;
+    if (li->stopped && !li->busy && !li->in_call && !li->reading) {
+        unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
+        free_informer(li);
+    }
+    if (rc != LUA_OK) return lua_error(L);
+    return 1;
+}
+
+static int read_get(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const kl_obj *o = kl_store_get(kl_informer_store(li->inf), luaL_checkstring(L, 2));
     if (o) kl_view_push(L, o, NULL);
@@ -452,9 +470,14 @@ static int l_get(lua_State *L) {
     return 1;
 }
 
-/* inf:list([namespace]) -> the cached objects (those in namespace when
- * given, from the store's namespace index), as an array of read-only views. */
-static int l_list(lua_State *L) {
+/* inf:get(key) -> the cached object under "namespace/name" (or "name" for
+ * cluster-scoped resources) as a read-only view, or nil. */
+static int l_get(lua_State *L) {
+    luaL_checkstring(L, 2); /* raised here, naming get */
+    return read_cache(L, read_get);
+}
+
+static int read_list(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const char *ns = luaL_optstring(L, 2, NULL);
     kl_store *s = kl_informer_store(li->inf);
@@ -467,6 +490,13 @@ static int l_list(lua_State *L) {
         lua_rawseti(L, -2, ++i); /* stack: list */
     }
     return 1;
+}
+
+/* inf:list([namespace]) -> the cached objects (those in namespace when
+ * given, from the store's namespace index), as an array of read-only views. */
+static int l_list(lua_State *L) {
+    luaL_optstring(L, 2, NULL); /* raised here, naming list */
+    return read_cache(L, read_list);
 }
 
 /* inf:track_changes(): from now on the store remembers the keys it
@@ -779,7 +809,7 @@ static int l_stop(lua_State *L) {
     kl_object_close(&b->o, STOPPED);
     kl_loop_cancel(kl_rt_loop(rt), li->resync_timer);
     li->resync_timer = 0;
-    if (li->busy || li->in_call) {
+    if (li->busy || li->in_call || li->reading) {
         li->stopped = 1;
         li->next = all->stopping;
         all->stopping = li;
