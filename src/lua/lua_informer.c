@@ -73,7 +73,7 @@ struct lua_informer {
     int reading;   /* inside inf:get() or inf:list() (read_cache) */
     uint64_t drain_id; /* the deferred drain, or 0 */
     int was_synced;
-    int stopped;   /* inf:stop() came while a handler of it ran: freed when it ends */
+    int stopped;   /* inf:stop() came while a handler of it ran, or a read: freed when it ends */
     double resync;
     uint64_t resync_timer;
     /* The last failure of its reflector, until its error handlers have it. */
