@@ -235,12 +235,20 @@ static void call_handler(lua_informer *li, int h) {
     int type = (int)li->cur.type;
     if (kl_log_v >= 3) narrate_call(li, h);
     li->hidx = h;
+    /* Making the views may run the collector, whose finalizers may stop
+     * the informer: as in a handler, li stays until drain sees it stopped. */
+    li->in_call = 1;
     /* The handle's state and handlers taken from one lookup of it, and
      * the views made in place: each registry and user value access is an
      * API call, and there are several an event. */
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
     lua_getiuservalue(L, -1, 3);                   /* stack: handle, state */
     if (!li->views_made) make_views(L, li, lua_gettop(L));
+    if (li->stopped) {
+        lua_pop(L, 2);
+        li->in_call = 0;
+        return;
+    }
     lua_getiuservalue(L, -2, 2);            /* stack: handle, state, handlers */
     lua_getfield(L, -1, event_names[type]); /* stack: handle, state, handlers, of_type */
     lua_rawgeti(L, -1, h);                  /* stack: handle, state, handlers, of_type, fn */
@@ -256,7 +264,6 @@ static void call_handler(lua_informer *li, int h) {
     }
     lua_remove(L, -3); /* stack: fn, arg1, arg2 */
     li->busy = 1;
-    li->in_call = 1;
     li->calls[type]++;
     if (!kl_task_spawn(li->rt, NULL, li->task_names[type], 2, on_handler_done, li)) li->busy = 0;
     li->in_call = 0;
@@ -334,14 +341,19 @@ static void tell_failure(kl_loop *loop, void *ud) {
     lua_getiuservalue(L, -1, 2);                   /* stack: handle, handlers */
     lua_getfield(L, -1, "error");                  /* stack: handle, handlers, errors */
     lua_Integer n = luaL_len(L, -1);
+    /* push_failure's table may run finalizers, which may stop li too. */
+    li->in_call = 1;
     for (lua_Integer h = 1; h <= n && !li->stopped; h++) {
         lua_rawgeti(L, -1, h); /* stack: ..., errors, fn */
         push_failure(L, li);
-        li->in_call = 1;
+        if (li->stopped) {
+            lua_pop(L, 2);
+            break;
+        }
         li->calls[ERROR_CALLS]++;
         kl_task_spawn(li->rt, NULL, li->error_task_name, 1, NULL, NULL);
-        li->in_call = 0;
     }
+    li->in_call = 0;
     lua_pop(L, 3);
     /* A handler stopped the informer: it goes now, or when the
      * notification handler it waits for ends. */
