@@ -205,6 +205,23 @@ describe('an informer under faults', function()
     assert.truthy(p:wait_for('LIST from resourceVersion "%d+", unpaged', 10, 'err'))
     settle()
   end)
+
+  -- The pages read before the token expired are dropped with it: an object
+  -- deleted since is not brought back, and the store's relist then deletes it.
+  it('deletes an object of a page read before its continue token expired, once it is gone', function()
+    for i = 1, 12 do I.configmap(sb, 'page-' .. i) end
+    p = I.start(sb, 'configmaps', { flags = { '--watch-list=false', '--page-size', '2', '-v', '2' } })
+    local listed_rv = p:output():match('add default/page%-1 (%d+)')
+    sb:fault { delay = 0.3 }
+    sb:fault { expire_watches = true }
+    assert.truthy(p:wait_for('LIST page 1', 10, 'err'))
+    -- page-1 and page-10 came on the first page.
+    assert.equals(200, (sb:json('DELETE', CM .. '/page-1')))
+    sb:fault { compact = true }
+    assert.truthy(p:wait_for('continue token expired', 10, 'err'))
+    assert.truthy(p:wait_for('delete default/page%-1 ' .. listed_rv .. ' true', 10))
+    settle()
+  end)
 end)
 
 -- A restarted kube-apiserver has a new, empty watch cache while etcd still holds the

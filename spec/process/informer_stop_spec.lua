@@ -54,4 +54,66 @@ describe('inf:stop()', function()
     ]]) })
     assert.equals(0, code, err)
   end)
+
+  -- inf:list() and inf:get() read the cache while they make views, and making
+  -- a view may run the collector, whose finalizers may be any of the
+  -- script's code: one that stops the informer frees the cache it reads.
+  it('from a finalizer the collector runs while inf:list() makes its views', function()
+    local root = os.getenv('KLUA_ROOT')
+    assert.equals('2000', K.run_command(('python3 %s/spec/support/burst.py %s default bulk 2000 0 0')
+      :format(root, sb.url)))
+    local out, err = K.run_script_ok([[
+      local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
+      klua.on_synced(function()
+        klua.after(0, function()
+          setmetatable({}, { __gc = function() print('finalizer stops it') inf:stop() end })
+          -- A cycle at each allocation: finalizers run within the list.
+          collectgarbage('incremental', 1, 1000, 0)
+          local all = inf:list()
+          local ok, mine = pcall(inf.list, inf, { namespace = 'default' })
+          collectgarbage('incremental', 200, 100, 13)
+          print(#all, ok and #mine or mine)
+        end)
+      end)
+    ]], { kubeconfig = sb.kubeconfig, timeout = 60 })
+    -- Whichever list the finalizer ran in returned every object; a list
+    -- after it is refused.
+    assert.truthy(out:find('^finalizer stops it\n2000\t'), out .. err)
+    assert.truthy(out:find('\t2000\n$') or out:find('is stopped (inf:stop() was called)\n', 1, true), out)
+  end)
+
+  -- The views of each notification are made before its handler runs: a
+  -- finalizer run then may stop the informer being dispatched.
+  it('from a finalizer the collector runs while a notification\'s views are made', function()
+    local root = os.getenv('KLUA_ROOT')
+    assert.equals('2000', K.run_command(('python3 %s/spec/support/burst.py %s default bulk 2000 0 0')
+      :format(root, sb.url)))
+    local out, err = K.run_script_ok([[
+      local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
+      local in_handler, stopped, adds = false, false, 0
+      -- Outside a handler it stops the informer; inside one it waits for
+      -- the next cycle.
+      local function arm()
+        setmetatable({}, { __gc = function()
+          if in_handler then arm() elseif not stopped then stopped = true print('finalizer stops it') inf:stop() end
+        end })
+      end
+      inf:on('add', function()
+        in_handler = true
+        adds = adds + 1
+        if adds == 1 then
+          arm()
+          collectgarbage('incremental', 1, 1000, 0)
+        end
+        in_handler = false
+      end)
+      klua.every(0.05, function()
+        if not stopped then return end
+        collectgarbage('incremental', 200, 100, 13)
+        print('stopped after', adds > 0 and 'some adds' or 'none')
+        klua.stop()
+      end)
+    ]], { kubeconfig = sb.kubeconfig, timeout = 60 })
+    assert.equals('finalizer stops it\nstopped after\tsome adds\n', out, err)
+  end)
 end)

@@ -115,4 +115,77 @@ describe('the store', function()
     assert.same({ 'a/again' }, s:keys('a'))
     assert.equals('9', s:get('a/again').rv)
   end)
+
+  -- A model of the store kept in Lua, against which random puts, deletes
+  -- and replaces (paged relists end in one) are checked: keys of equal
+  -- 32-bit hashes, runs shifted back by deletes, the table's growth to 7/8
+  -- and its shrinking, reused entries and the namespace index all meet.
+  it('agrees with a model through random puts, deletes and replaces', function()
+    math.randomseed(20261206)
+    local s, model = testing.store(), {}
+    local function key(ns, name) return ns .. '/' .. name end
+    local function random_object()
+      local ns = 'ns' .. math.random(1, 7)
+      return ns, 'p' .. math.random(1, 2500), tostring(math.random(1, 3))
+    end
+    local function check(round)
+      local all, by_ns = {}, {}
+      for k, o in pairs(model) do
+        all[#all + 1] = k
+        by_ns[o.ns] = by_ns[o.ns] or {}
+        table.insert(by_ns[o.ns], k)
+      end
+      table.sort(all)
+      assert.same(all, s:keys(), 'round ' .. round)
+      assert.equals(#all, s:len(), 'round ' .. round)
+      for i = 1, 7 do
+        local want = by_ns['ns' .. i] or {}
+        table.sort(want)
+        assert.same(want, s:keys('ns' .. i), 'round ' .. round)
+      end
+      for k, o in pairs(model) do assert.equals(o.rv, s:get(k).rv, k) end
+    end
+    for round = 1, 60 do
+      local op = math.random(1, 10)
+      if op <= 6 then
+        for _ = 1, math.random(1, 400) do
+          local ns, name, rv = random_object()
+          local k = key(ns, name)
+          local had, old = s:put(pod(ns, name, rv))
+          assert.equals(model[k] ~= nil, had, k)
+          if had then assert.equals(pod(ns, name, model[k].rv), old) end
+          model[k] = { ns = ns, rv = rv }
+        end
+      elseif op <= 8 then
+        for _ = 1, math.random(1, 600) do
+          local ns, name = random_object()
+          local k = key(ns, name)
+          local gone = s:delete(k)
+          if model[k] then assert.equals(pod(ns, name, model[k].rv), gone) else assert.is_nil(gone) end
+          model[k] = nil
+        end
+      else
+        local items, next_model, want = {}, {}, {}
+        for _ = 1, math.random(0, 1500) do
+          local ns, name, rv = random_object()
+          items[#items + 1] = pod(ns, name, rv)
+          next_model[key(ns, name)] = { ns = ns, rv = rv, first_rv = (next_model[key(ns, name)] or { rv = rv }).first_rv or rv }
+        end
+        for k, o in pairs(next_model) do
+          local was = model[k]
+          -- Within one list the later item wins, and the first is reported.
+          if not was then want[#want + 1] = 'add ' .. k .. ' ' .. o.first_rv
+          elseif was.rv ~= o.first_rv then want[#want + 1] = 'update ' .. k .. ' ' .. o.first_rv end
+        end
+        for k, o in pairs(model) do
+          if not next_model[k] then want[#want + 1] = 'delete ' .. k .. ' ' .. o.rv end
+        end
+        table.sort(want)
+        assert.same(want, s:replace(items), 'round ' .. round)
+        model = {}
+        for k, o in pairs(next_model) do model[k] = { ns = o.ns, rv = o.rv } end
+      end
+      check(round)
+    end
+  end)
 end)

@@ -70,9 +70,10 @@ struct lua_informer {
     int has_cur, hidx, views_made;
     int busy;      /* a handler of cur is suspended */
     int in_call;   /* inside kl_task_spawn */
+    int reading;   /* inside inf:get() or inf:list() (read_cache) */
     uint64_t drain_id; /* the deferred drain, or 0 */
     int was_synced;
-    int stopped;   /* inf:stop() came while a handler of it ran: freed when it ends */
+    int stopped;   /* inf:stop() came while a handler of it ran, or a read: freed when it ends */
     double resync;
     uint64_t resync_timer;
     /* The last failure of its reflector, until its error handlers have it. */
@@ -234,12 +235,20 @@ static void call_handler(lua_informer *li, int h) {
     int type = (int)li->cur.type;
     if (kl_log_v >= 3) narrate_call(li, h);
     li->hidx = h;
+    /* Making the views may run the collector, whose finalizers may stop
+     * the informer: as in a handler, li stays until drain sees it stopped. */
+    li->in_call = 1;
     /* The handle's state and handlers taken from one lookup of it, and
      * the views made in place: each registry and user value access is an
      * API call, and there are several an event. */
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
     lua_getiuservalue(L, -1, 3);                   /* stack: handle, state */
     if (!li->views_made) make_views(L, li, lua_gettop(L));
+    if (li->stopped) {
+        lua_pop(L, 2);
+        li->in_call = 0;
+        return;
+    }
     lua_getiuservalue(L, -2, 2);            /* stack: handle, state, handlers */
     lua_getfield(L, -1, event_names[type]); /* stack: handle, state, handlers, of_type */
     lua_rawgeti(L, -1, h);                  /* stack: handle, state, handlers, of_type, fn */
@@ -255,7 +264,6 @@ static void call_handler(lua_informer *li, int h) {
     }
     lua_remove(L, -3); /* stack: fn, arg1, arg2 */
     li->busy = 1;
-    li->in_call = 1;
     li->calls[type]++;
     if (!kl_task_spawn(li->rt, NULL, li->task_names[type], 2, on_handler_done, li)) li->busy = 0;
     li->in_call = 0;
@@ -333,14 +341,19 @@ static void tell_failure(kl_loop *loop, void *ud) {
     lua_getiuservalue(L, -1, 2);                   /* stack: handle, handlers */
     lua_getfield(L, -1, "error");                  /* stack: handle, handlers, errors */
     lua_Integer n = luaL_len(L, -1);
+    /* push_failure's table may run finalizers, which may stop li too. */
+    li->in_call = 1;
     for (lua_Integer h = 1; h <= n && !li->stopped; h++) {
         lua_rawgeti(L, -1, h); /* stack: ..., errors, fn */
         push_failure(L, li);
-        li->in_call = 1;
+        if (li->stopped) {
+            lua_pop(L, 2);
+            break;
+        }
         li->calls[ERROR_CALLS]++;
         kl_task_spawn(li->rt, NULL, li->error_task_name, 1, NULL, NULL);
-        li->in_call = 0;
     }
+    li->in_call = 0;
     lua_pop(L, 3);
     /* A handler stopped the informer: it goes now, or when the
      * notification handler it waits for ends. */
@@ -442,9 +455,26 @@ static int l_on(lua_State *L) {
     return 1;
 }
 
-/* inf:get(key) -> the cached object under "namespace/name" (or "name" for
- * cluster-scoped resources) as a read-only view, or nil. */
-static int l_get(lua_State *L) {
+/* Runs read, a reader of the cache, on the arguments, protected: making a
+ * view may run the collector, whose finalizers run any of the script's
+ * code, inf:stop() included, and the cache read must outlive it. The
+ * informer stopped meanwhile goes once the read is done. */
+static int read_cache(lua_State *L, lua_CFunction read) {
+    lua_informer *li = check_informer(L, 1);
+    lua_pushcfunction(L, read);
+    lua_insert(L, 1); /* stack: read, args... */
+    li->reading++;
+    int rc = lua_pcall(L, lua_gettop(L) - 1, 1, 0);
+    li->reading--;
+    if (li->stopped && !li->busy && !li->in_call && !li->reading) {
+        unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
+        free_informer(li);
+    }
+    if (rc != LUA_OK) return lua_error(L);
+    return 1;
+}
+
+static int read_get(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const kl_obj *o = kl_store_get(kl_informer_store(li->inf), luaL_checkstring(L, 2));
     if (o) kl_view_push(L, o, NULL);
@@ -452,9 +482,14 @@ static int l_get(lua_State *L) {
     return 1;
 }
 
-/* inf:list([namespace]) -> the cached objects (those in namespace when
- * given, from the store's namespace index), as an array of read-only views. */
-static int l_list(lua_State *L) {
+/* inf:get(key) -> the cached object under "namespace/name" (or "name" for
+ * cluster-scoped resources) as a read-only view, or nil. */
+static int l_get(lua_State *L) {
+    luaL_checkstring(L, 2); /* raised here, naming get */
+    return read_cache(L, read_get);
+}
+
+static int read_list(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
     const char *ns = luaL_optstring(L, 2, NULL);
     kl_store *s = kl_informer_store(li->inf);
@@ -467,6 +502,13 @@ static int l_list(lua_State *L) {
         lua_rawseti(L, -2, ++i); /* stack: list */
     }
     return 1;
+}
+
+/* inf:list([namespace]) -> the cached objects (those in namespace when
+ * given, from the store's namespace index), as an array of read-only views. */
+static int l_list(lua_State *L) {
+    luaL_optstring(L, 2, NULL); /* raised here, naming list */
+    return read_cache(L, read_list);
 }
 
 /* inf:track_changes(): from now on the store remembers the keys it
@@ -779,7 +821,7 @@ static int l_stop(lua_State *L) {
     kl_object_close(&b->o, STOPPED);
     kl_loop_cancel(kl_rt_loop(rt), li->resync_timer);
     li->resync_timer = 0;
-    if (li->busy || li->in_call) {
+    if (li->busy || li->in_call || li->reading) {
         li->stopped = 1;
         li->next = all->stopping;
         all->stopping = li;
