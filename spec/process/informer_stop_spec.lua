@@ -55,13 +55,18 @@ describe('inf:stop()', function()
     assert.equals(0, code, err)
   end)
 
+  -- 2,000 ConfigMaps created in default (burst.py's requests counted): views
+  -- enough for the collector to run finalizers while they are made.
+  local function bulk_configmaps()
+    assert.equals('2000', K.run_command(('python3 %s/spec/support/burst.py %s default bulk 2000 0 0')
+      :format(os.getenv('KLUA_ROOT'), sb.url)))
+  end
+
   -- inf:list() and inf:get() read the cache while they make views, and making
   -- a view may run the collector, whose finalizers may be any of the
   -- script's code: one that stops the informer frees the cache it reads.
   it('from a finalizer the collector runs while inf:list() makes its views', function()
-    local root = os.getenv('KLUA_ROOT')
-    assert.equals('2000', K.run_command(('python3 %s/spec/support/burst.py %s default bulk 2000 0 0')
-      :format(root, sb.url)))
+    bulk_configmaps()
     local out, err = K.run_script_ok([[
       local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
       klua.on_synced(function()
@@ -85,9 +90,7 @@ describe('inf:stop()', function()
   -- The views of each notification are made before its handler runs: a
   -- finalizer run then may stop the informer being dispatched.
   it('from a finalizer the collector runs while a notification\'s views are made', function()
-    local root = os.getenv('KLUA_ROOT')
-    assert.equals('2000', K.run_command(('python3 %s/spec/support/burst.py %s default bulk 2000 0 0')
-      :format(root, sb.url)))
+    bulk_configmaps()
     local out, err = K.run_script_ok([[
       local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
       local in_handler, stopped, adds = false, false, 0

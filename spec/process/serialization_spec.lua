@@ -71,6 +71,12 @@ describe('--serialization cbor', function()
 
   local function media_types() return sb:stats().media_types or {} end
 
+  -- A configmaps informer of the default namespace asking for CBOR LISTs, with more flags.
+  local function cbor_lister(...)
+    local flags = { '--serialization', 'cbor', '--watch-list=false', ... }
+    return track(I.start(sb, 'configmaps', { namespace = 'default', flags = flags }))
+  end
+
   it('lists and watches in CBOR and hands handlers and the cache exactly what JSON does', function()
     sb:apply(fixtures.WIDGETS_CRD)
     testing.eventually(function() return (sb:request('GET', WIDGETS)) == 200 end, 10, { what = 'the CRD served' })
@@ -123,8 +129,7 @@ describe('--serialization cbor', function()
   it('reads a CBOR LIST larger than one read into the cache the server holds', function()
     local big = ('0123456789abcdef'):rep(700)
     for i = 1, 40 do I.configmap(sb, ('big-%02d'):format(i), { blob = big, n = tostring(i) }) end
-    local p = track(I.start(sb, 'configmaps', { namespace = 'default',
-      flags = { '--serialization', 'cbor', '--watch-list=false', '-v', '2' } }))
+    local p = cbor_lister('-v', '2')
     assert.truthy(p:wait_for('LIST page 0: 4%d objects', 10 * K.slowdown, 'err'), p:errors())
     assert.equal(1, media_types()['application/cbor'], 'one LIST, in CBOR')
     local cache, server = I.converge(sb, p, CM)
@@ -134,8 +139,7 @@ describe('--serialization cbor', function()
   -- kube-apiserver writes the continue token in the list's metadata in CBOR as in JSON.
   it('pages a CBOR LIST by the continue token of each page', function()
     for i = 1, 7 do I.configmap(sb, 'paged-' .. i) end
-    local p = track(I.start(sb, 'configmaps', { namespace = 'default',
-      flags = { '--serialization', 'cbor', '--watch-list=false', '--page-size', '2', '-v', '2' } }))
+    local p = cbor_lister('--page-size', '2', '-v', '2')
     -- The first LIST, at resourceVersion 0, is served whole; the relist after a 410 pages.
     sb:fault { expire_watches = true }
     assert.truthy(p:wait_for('LIST page 3: %d objects', 10 * K.slowdown, 'err'), p:errors())
@@ -148,8 +152,7 @@ describe('--serialization cbor', function()
 
   it('refuses a CBOR LIST that ends early, naming what is missing, keeps its cache and lists again', function()
     for i = 1, 4 do I.configmap(sb, 'cut-' .. i) end
-    local p = track(I.start(sb, 'configmaps', { namespace = 'default',
-      flags = { '--serialization', 'cbor', '--watch-list=false' } }))
+    local p = cbor_lister()
     sb:fault { list_cut = 1 }
     sb:fault { expire_watches = true }
     assert.truthy(p:wait_for('LIST failed: LIST response ended early: in item %d of its items; the cache is kept',
