@@ -135,6 +135,13 @@ static void free_informer(lua_informer *li) {
     free(li);
 }
 
+/* A stopped informer that nothing holds any more (a handler, a drain, a
+ * read of its cache) leaves the runtime's list of those stopping, and goes. */
+static void free_stopped(lua_informer *li) {
+    unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
+    free_informer(li);
+}
+
 static int l_gc(lua_State *L) {
     box *b = luaL_checkudata(L, 1, INFORMER_MT);
     lua_informer *li = b->o.state;
@@ -165,8 +172,7 @@ static void on_handler_done(void *ud, kl_task *t, kl_task_end end) {
     li->budget_stops += end == KL_TASK_OVER_BUDGET;
     if (li->in_call) return; /* drain, which spawned it, goes on (or frees li) */
     if (li->stopped) {
-        unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
-        free_informer(li);
+        free_stopped(li);
     } else {
         schedule_drain(li);
     }
@@ -301,8 +307,7 @@ static void drain(kl_loop *loop, void *ud) {
             /* The handler stopped its own informer: li goes now, or when
              * the handler, still waiting, ends. */
             if (!li->busy) {
-                unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
-                free_informer(li);
+                free_stopped(li);
             }
             return;
         }
@@ -358,8 +363,7 @@ static void tell_failure(kl_loop *loop, void *ud) {
     /* A handler stopped the informer: it goes now, or when the
      * notification handler it waits for ends. */
     if (li->stopped && !li->busy) {
-        unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
-        free_informer(li);
+        free_stopped(li);
     }
 }
 
@@ -467,8 +471,7 @@ static int read_cache(lua_State *L, lua_CFunction read) {
     int rc = lua_pcall(L, lua_gettop(L) - 1, 1, 0);
     li->reading--;
     if (li->stopped && !li->busy && !li->in_call && !li->reading) {
-        unlink_informer(&((informers *)kl_rt_state(li->rt, KL_RT_INFORMERS))->stopping, li);
-        free_informer(li);
+        free_stopped(li);
     }
     if (rc != LUA_OK) return lua_error(L);
     return 1;
