@@ -242,17 +242,12 @@ class Handler(BaseHTTPRequestHandler):
         if sel.contiguous and end <= cfg.dataset.partial_count():
             self._chunk_file(cfg.partial_fd, *cfg.dataset.partial_span(start, end))
             return
-        batch, size = [], 0
-        for n, i in enumerate(sel.items[start:end]):
-            offset, length = cfg.dataset.item_span(i, i + 1)
-            item = data.partial_item(os.pread(cfg.items_fd, length, offset))
-            batch.append((b"," if n else b"") + item)
-            size += len(item)
-            if size >= GATHER:
-                self._chunk(b"".join(batch))
-                batch, size = [], 0
-        if batch:
-            self._chunk(b"".join(batch))
+
+        def items():
+            for n, i in enumerate(sel.items[start:end]):
+                offset, length = cfg.dataset.item_span(i, i + 1)
+                yield (b"," if n else b"") + data.partial_item(os.pread(cfg.items_fd, length, offset))
+        self._gather(items())
 
     @staticmethod
     def _decode_continue(token):
@@ -266,17 +261,12 @@ class Handler(BaseHTTPRequestHandler):
         if sel.contiguous:
             self._chunk_file(cfg.items_fd, *cfg.dataset.item_span(start, end))
             return
-        batch = []
-        size = 0
-        for n, i in enumerate(sel.items[start:end]):
-            offset, length = cfg.dataset.item_span(i, i + 1)
-            batch.append((b"," if n else b"") + os.pread(cfg.items_fd, length, offset))
-            size += length
-            if size >= GATHER:
-                self._chunk(b"".join(batch))
-                batch, size = [], 0
-        if batch:
-            self._chunk(b"".join(batch))
+
+        def items():
+            for n, i in enumerate(sel.items[start:end]):
+                offset, length = cfg.dataset.item_span(i, i + 1)
+                yield (b"," if n else b"") + os.pread(cfg.items_fd, length, offset)
+        self._gather(items())
 
     # --- watch
 
@@ -333,27 +323,22 @@ class Handler(BaseHTTPRequestHandler):
         if sel.contiguous and len(sel.items) <= cfg.dataset.added_count():
             self._chunk_file(cfg.added_fd, *cfg.dataset.added_span(0, len(sel.items)))
             return
-        batch, size = [], 0
-        for i in sel.items:
-            start, end = cfg.dataset.item_bytes(i)
-            batch.append(data.ADDED_PREFIX + cfg.items_map[start:end] + b"}\n")
-            size += end - start
-            if size >= GATHER:
-                self._chunk(b"".join(batch))
-                batch, size = [], 0
-        if batch:
-            self._chunk(b"".join(batch))
+        spans = (cfg.dataset.item_bytes(i) for i in sel.items)
+        self._gather(data.ADDED_PREFIX + cfg.items_map[start:end] + b"}\n" for start, end in spans)
 
     def _send_events(self, sel, first):
         """Sends the selection's events from index first on; whether there were any."""
         cfg = self.server.config
+        spans = (cfg.dataset.event_span(k, k + 1) for k in sel.events if k >= first)
+        return self._gather(cfg.events_map[offset:offset + length] for offset, length in spans)
+
+    def _gather(self, pieces):
+        """Sends pieces, read as they are sent, joined into chunks of about GATHER bytes: few
+        writes without holding a whole selection in memory; whether there were any."""
         batch, size, sent = [], 0, False
-        for k in sel.events:
-            if k < first:
-                continue
-            offset, length = cfg.dataset.event_span(k, k + 1)
-            batch.append(cfg.events_map[offset:offset + length])
-            size += length
+        for piece in pieces:
+            batch.append(piece)
+            size += len(piece)
             sent = True
             if size >= GATHER:
                 self._chunk(b"".join(batch))
