@@ -67,12 +67,7 @@ local function check_condition(c)
     error(("set_condition: status must be 'True', 'False' or 'Unknown' (got %s %s)")
       :format(type(c.status), tostring(c.status)), 3)
   end
-  if not non_empty(c.reason) then
-    error("set_condition: reason must be a non-empty CamelCase word such as 'Reconciled'", 3)
-  end
-  if c.message ~= nil and type(c.message) ~= 'string' then
-    error('set_condition: message must be a string', 3)
-  end
+  util.check_reason_and_message('set_condition', c, 'Reconciled')
 end
 
 local function conditions_of(obj)

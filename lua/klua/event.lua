@@ -24,12 +24,7 @@ local function check_opts(o)
   if o.type ~= nil and not TYPES[o.type] then
     error(("event_for: type must be 'Normal' or 'Warning' (got %s)"):format(tostring(o.type)), 3)
   end
-  if not non_empty(o.reason) then
-    error("event_for: reason must be a non-empty CamelCase word such as 'Created'", 3)
-  end
-  if o.message ~= nil and type(o.message) ~= 'string' then
-    error('event_for: message must be a string', 3)
-  end
+  util.check_reason_and_message('event_for', o, 'Created')
 end
 
 local function involved_object(obj, o)

@@ -36,6 +36,19 @@ function M.check_mutable(fn, obj)
   end
 end
 
+--- Raises, naming fn, unless t.reason is a non-empty string and t.message
+-- nil or a string: what a condition and an Event ask of their reason and
+-- message. example is a reason the error suggests. The error points at the
+-- caller of fn, which calls this through one checker of its own.
+function M.check_reason_and_message(fn, t, example)
+  if not M.non_empty(t.reason) then
+    error(("%s: reason must be a non-empty CamelCase word such as '%s'"):format(fn, example), 4)
+  end
+  if t.message ~= nil and type(t.message) ~= 'string' then
+    error(fn .. ': message must be a string', 4)
+  end
+end
+
 --- The table t[key] of the mutable table t, made (with metatable mt, if
 -- given) when absent or not a table. Raises, naming fn and path, when it is
 -- a read-only view: replacing it would drop its members, and the fix is in
