@@ -251,15 +251,26 @@ static int cb_header_byte(kl_list_stream *s, unsigned char c) {
     return s->cb.hlen == s->cb.hneed;
 }
 
-/* The whole header's major type, argument, and whether it has an
- * indefinite length; it is then forgotten. */
-static unsigned cb_header(kl_list_stream *s, uint64_t *arg, int *indefinite) {
+/* A whole header of the map or of the items' array. */
+typedef struct {
+    unsigned major;
+    uint64_t arg;
+    int indefinite;
+    int reserved; /* an additional information of 28-30, which no item has */
+} cb_head;
+
+/* Reads the whole header into h, then forgets it: 1 when it is the
+ * self-described tag, which may stand before the map or the array and is
+ * passed over, else 0. */
+static int cb_take_header(kl_list_stream *s, cb_head *h) {
     unsigned ai = s->cb.hdr[0] & 31;
-    *indefinite = ai == 31;
-    *arg = ai < 24 ? ai : 0;
-    for (unsigned k = 1; k < s->cb.hneed; k++) *arg = *arg << 8 | s->cb.hdr[k];
+    h->major = s->cb.hdr[0] >> 5;
+    h->indefinite = ai == 31;
+    h->reserved = ai >= 28 && ai <= 30;
+    h->arg = ai < 24 ? ai : 0;
+    for (unsigned k = 1; k < s->cb.hneed; k++) h->arg = h->arg << 8 | s->cb.hdr[k];
     s->cb.hlen = 0;
-    return s->cb.hdr[0] >> 5;
+    return h->major == 6 && h->arg == CB_SELF_DESCRIBED && !h->indefinite;
 }
 
 static void cb_end_map(kl_list_stream *s) {
@@ -364,46 +375,34 @@ static int cb_items_other(kl_list_stream *s) {
     return done ? cb_item_done(s, "", 0) : 0;
 }
 
-/* Whether a whole header has a reserved additional information (28-30). */
-static int cb_reserved(const kl_list_stream *s) {
-    unsigned ai = s->cb.hdr[0] & 31;
-    return ai >= 28 && ai <= 30;
-}
-
 static int cb_top(kl_list_stream *s) {
-    int reserved = cb_reserved(s);
-    uint64_t arg;
-    int indefinite;
-    unsigned mt = cb_header(s, &arg, &indefinite);
-    if (mt == 6 && arg == CB_SELF_DESCRIBED && !indefinite) return 0;
-    if (mt != 5 || reserved) return fail(s, "LIST response is CBOR but not a map (its first byte is 0x%02x)",
-                                         s->cb.hdr[0]);
-    s->cb.map_open = indefinite;
-    s->cb.members = arg;
+    cb_head h;
+    if (cb_take_header(s, &h)) return 0;
+    if (h.major != 5 || h.reserved)
+        return fail(s, "LIST response is CBOR but not a map (its first byte is 0x%02x)", s->cb.hdr[0]);
+    s->cb.map_open = h.indefinite;
+    s->cb.members = h.arg;
     s->cb.state = CB_NAME;
     if (env_add(s, "{", 1) < 0) return -1;
-    if (!indefinite && arg == 0) cb_end_map(s);
+    if (!h.indefinite && h.arg == 0) cb_end_map(s);
     return 0;
 }
 
 static int cb_items(kl_list_stream *s) {
-    int reserved = cb_reserved(s);
     unsigned hlen = s->cb.hlen;
-    uint64_t arg;
-    int indefinite;
-    unsigned mt = cb_header(s, &arg, &indefinite);
-    if (mt == 6 && arg == CB_SELF_DESCRIBED && !indefinite) return 0;
-    if (mt != 4 || reserved) {
+    cb_head h;
+    if (cb_take_header(s, &h)) return 0;
+    if (h.major != 4 || h.reserved) {
         /* not an array: the scanner and the transcoder read it, or name
          * what they refuse */
         s->cb.hlen = hlen;
         return cb_items_other(s);
     }
-    s->cb.items_open = indefinite;
-    s->cb.elems = arg;
+    s->cb.items_open = h.indefinite;
+    s->cb.elems = h.arg;
     s->cb.state = CB_ELEM;
     if (env_add(s, "[]", 2) < 0) return -1;
-    if (!indefinite && arg == 0) cb_member_end(s);
+    if (!h.indefinite && h.arg == 0) cb_member_end(s);
     return 0;
 }
 
