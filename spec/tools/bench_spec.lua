@@ -16,6 +16,13 @@ local function bench(args, env)
   return text, ok and 0 or status
 end
 
+-- The env of a bench on a machine without network: npm pointed at a closed loopback port, with
+-- an empty cache in dir.
+local function offline_npm(dir)
+  return ('npm_config_registry=http://127.0.0.1:9/ npm_config_fetch_retries=0 npm_config_cache=%s')
+    :format(K.quote(dir .. '/npm-cache'))
+end
+
 describe('scripts/bench', function()
   it('takes scenarios by name or by their old letter, and lists them in the order they run', function()
     local by_letter, status = bench('--list --only d,a,handler-copy')
@@ -62,9 +69,7 @@ describe('scripts/bench', function()
 
   it('reports a peer it cannot install or find as not measured, and still succeeds', function()
     local dir = K.tmpdir()
-    -- npm is pointed at a closed loopback port with an empty cache: a machine without network.
-    local env = ('npm_config_registry=http://127.0.0.1:9/ npm_config_fetch_retries=0 npm_config_cache=%s')
-      :format(K.quote(dir .. '/npm-cache'))
+    local env = offline_npm(dir)
     local out, status = bench(('--only peers,a --events 50 --pods 10 --watch-pods 10 --repeat 1 --timeout 60 '
       .. '--klua %s --peers-dir %s --python /bin/false'):format(K.quote(K.bin), K.quote(dir .. '/peers')), env)
     os.execute('rm -rf ' .. K.quote(dir))
@@ -89,9 +94,15 @@ describe('scripts/bench', function()
   -- Sizes so small that only the shape of the report means anything.
   local TINY = '--events 2 --pods 10 --watch-pods 10 --informer-events 20 --repeat 1 --timeout 60 --klua '
 
-  it('measures many informers on one HTTP/2 connection and a slow handler next to fast ones', function()
-    local out, status = bench('--only g,h ' .. TINY .. K.quote(K.bin))
+  -- Runs the bench with args at those sizes against this build's klua; its output, once it succeeded.
+  local function tiny(args)
+    local out, status = bench(args .. ' ' .. TINY .. K.quote(K.bin))
     assert.equals(0, status, out)
+    return out
+  end
+
+  it('measures many informers on one HTTP/2 connection and a slow handler next to fast ones', function()
+    local out = tiny('--only g,h')
     assert.matches('\n| many%-informers %(g%): 10 informers, one HTTP/2 connection +| [%d,]+ ev/s in all; '
       .. 'per informer [%d,]+–[%d,]+ ev/s', out)
     assert.matches('\n  %- updates handled: team%-00 20, team%-01 20,[^\n]* team%-09 20\n', out)
@@ -104,8 +115,7 @@ describe('scripts/bench', function()
   end)
 
   it('measures the sync of --large-pods Pods per Pod against that of --pods Pods', function()
-    local out, status = bench('--only "e\'" --large-pods 50 ' .. TINY .. K.quote(K.bin))
-    assert.equals(0, status, out)
+    local out = tiny('--only "e\'" --large-pods 50')
     assert.matches('\n| large%-sync %(e\'%): initial sync of 50 Pods %(resourceVersion=0, one page%) +| '
       .. '[%d.]+ s %([%d,]+ obj/s%); per Pod [%d.]+ µs and [%d,]+ B, [%d.]+× and [%d.]+× 10 Pods\' +| '
       .. 'per Pod flat %(≤ 1%.25×%) +|', out)
@@ -120,8 +130,7 @@ describe('scripts/bench', function()
   end)
 
   it('syncs by LIST and by WatchList in the same run, the WatchList run without any LIST', function()
-    local out, status = bench('--only watchlist-sync ' .. TINY .. K.quote(K.bin))
-    assert.equals(0, status, out)
+    local out = tiny('--only watchlist-sync')
     assert.matches('\n| watchlist%-sync: initial sync of 10 Pods, WatchList against LIST +| [%d.]+ s vs [%d.]+ s '
       .. '%([%d.]+×%); peak RSS [%d.,]+ MB vs [%d.,]+ MB %([%d.]+×%) +| time ≤ 1%.5×, peak RSS ≤ 1%.1× LIST\'s', out)
     assert.matches('\n  %- the WatchList runs made 0 LIST requests and got 10 initial events for 10 Pods; '
@@ -129,8 +138,7 @@ describe('scripts/bench', function()
   end)
 
   it('compares CBOR with JSON: bytes, CPU per event, memory per Pod and the sync\'s peak RSS', function()
-    local out, status = bench('--only cbor ' .. TINY .. K.quote(K.bin))
-    assert.equals(0, status, out)
+    local out = tiny('--only cbor')
     assert.matches('\n| cbor: memory per cached Pod %(10 Pods%) +| [%d,-]+ B %([%d.-]+× JSON\'s [%d,-]+ B%)', out)
     assert.matches('\n| cbor: peak RSS at sync %(10 Pods, one LIST%) +| [%d.,]+ MB %([%d.]+× JSON\'s [%d.,]+ MB%) +| '
       .. '≤ 1%.1× JSON\'s +|', out)
@@ -138,8 +146,7 @@ describe('scripts/bench', function()
   end)
 
   it('times a validating webhook over HTTPS, every answer checked', function()
-    local out, status = bench('--only webhook --webhook-requests 40 --webhook-concurrency 4 ' .. TINY .. K.quote(K.bin))
-    assert.equals(0, status, out)
+    local out = tiny('--only webhook --webhook-requests 40 --webhook-concurrency 4')
     assert.matches('\n| webhook: validating, 40 requests on 4 connections +| [%d,]+ req/s; p50 [%d.]+ ms, '
       .. 'p99 [%d.]+ ms; klua [%d.]+ µs CPU a request %([%d.]+× the client\'s%) +| all allowed; CPU a request ≤ 1× '
       .. 'the client\'s; p99 < 100 ms', out)
@@ -148,8 +155,7 @@ describe('scripts/bench', function()
   end)
 
   it('measures the limit in the same run and gives klua\'s event rates as a fraction of it', function()
-    local out, status = bench('--only limit,d,a,b,c ' .. TINY .. K.quote(K.bin))
-    assert.equals(0, status, out)
+    local out = tiny('--only limit,d,a,b,c')
     assert.matches('\n| limit: simdjson alone on the same 2 event lines, the 3 fields read +| '
       .. '[%d,]+ ev/s %([%d,]+ MB/s%) +| %- +| %- +| bench%-limit [%d.]+ s, no server +|', out)
     for _, name in ipairs { 'watch%-names %(d%)', 'handler%-3%-fields %(a%)', 'controller%-enqueue %(c%)' } do
@@ -187,8 +193,7 @@ describe('scripts/bench', function()
 
   it('times a change from the server\'s write to the reconcile that sees it', function()
     local dir = K.tmpdir()
-    local env = ('npm_config_registry=http://127.0.0.1:9/ npm_config_fetch_retries=0 npm_config_cache=%s')
-      :format(K.quote(dir .. '/npm-cache'))
+    local env = offline_npm(dir)
     local out, status = bench(('--only latency --quick --timeout 60 --klua %s --peers-dir %s')
       :format(K.quote(K.bin), K.quote(dir .. '/peers')), env)
     os.execute('rm -rf ' .. K.quote(dir))
@@ -214,8 +219,7 @@ describe('scripts/bench', function()
   end)
 
   it('reports many-informers as not measured without nghttpx, naming the package', function()
-    local out, status = bench('--only g --nghttpx /nonexistent/nghttpx ' .. TINY .. K.quote(K.bin))
-    assert.equals(0, status, out)
+    local out = tiny('--only g --nghttpx /nonexistent/nghttpx')
     assert.matches('\n| many%-informers %(g%): [^|]*| not measured +|', out)
     assert.matches('\n  %- /nonexistent/nghttpx is not installed: sh scripts/build/bootstrap bench installs '
       .. 'nghttp2%-proxy', out)
