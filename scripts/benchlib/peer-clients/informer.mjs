@@ -9,22 +9,13 @@
 // `bench synced` and `bench done` lines events.lua prints, with times from
 // performance.now() and CPU from process.cpuUsage(), read at the first
 // update, every STAMP_EVERY-th and the last, as events.lua reads its clocks.
-import { readFileSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
-import { podInformer } from './pod-informer.mjs';
+import { hwmKb, peerArgs, podInformer, startInformer } from './pod-informer.mjs';
 
 const STAMP_EVERY = 256;
-const [modulePath, kubeconfig, countArg] = process.argv.slice(2);
-const count = Number(countArg);
-if (!modulePath || !kubeconfig || !(count >= 2)) {
-  console.error('usage: node informer.mjs CLIENT_NODE_INDEX_JS KUBECONFIG COUNT (COUNT >= 2)');
-  process.exit(2);
-}
-const k8s = await import(pathToFileURL(modulePath).href);
+const { k8s, kubeconfig, count } = await peerArgs('informer.mjs', 2);
 
 const now = () => performance.now() / 1000;
 const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
-const hwmKb = () => Number((readFileSync('/proc/self/status', 'utf8').match(/^VmHWM:\s+(\d+) kB$/m) || [0, 0])[1]);
 
 function emit(name, fields) {
   const parts = ['bench', name];
@@ -61,8 +52,4 @@ informer.on('connect', () => {
   connects += 1;
   if (connects >= 2 && seen < count) finish('stream-ended');
 });
-informer.on('error', (err) => {
-  console.error('informer error:', err && (err.stack || err));
-  process.exit(1);
-});
-await informer.start();
+await startInformer(informer);

@@ -9,19 +9,10 @@
 //
 // Prints, as latency.lua does, `bench done` with every latency once the
 // change numbered COUNT - 1 (klua.bench/seq) has been handled.
-import { readFileSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
-import { podInformer } from './pod-informer.mjs';
+import { hwmKb, peerArgs, podInformer, startInformer } from './pod-informer.mjs';
 
-const [modulePath, kubeconfig, countArg] = process.argv.slice(2);
-const count = Number(countArg);
-if (!modulePath || !kubeconfig || !(count >= 1)) {
-  console.error('usage: node latency.mjs CLIENT_NODE_INDEX_JS KUBECONFIG COUNT (COUNT >= 1)');
-  process.exit(2);
-}
-const k8s = await import(pathToFileURL(modulePath).href);
+const { k8s, kubeconfig, count } = await peerArgs('latency.mjs', 1);
 const now = () => Number(process.hrtime.bigint()) / 1e9;
-const hwmKb = () => Number((readFileSync('/proc/self/status', 'utf8').match(/^VmHWM:\s+(\d+) kB$/m) || [0, 0])[1]);
 
 const started = now();
 const informer = podInformer(k8s, kubeconfig, (cached) => {
@@ -39,8 +30,4 @@ informer.on('update', (obj) => {
       + `reconciled=${latencies.length}\n`, () => process.exit(0));
   }
 });
-informer.on('error', (err) => {
-  console.error('informer error:', err && (err.stack || err));
-  process.exit(1);
-});
-await informer.start();
+await startInformer(informer);
