@@ -114,6 +114,35 @@ describe('klua.json.encode', function()
     end
   end)
 
+  -- The encoder looks at eight bytes at a time for one that needs a look: every ASCII byte, the
+  -- lead of each UTF-8 length and a byte that leads nothing, at each offset of a word and in the
+  -- short tail after the last whole one, against an escaper written out a byte at a time.
+  it('writes every byte as JSON wherever it falls in a string', function()
+    local named = { ['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n',
+      ['\r'] = '\\r', ['\t'] = '\\t' }
+    local function escaped(c)
+      if named[c] then return named[c] end
+      if c:byte() < 0x20 then return ('\\u%04x'):format(c:byte()) end
+      return c
+    end
+    local specials = { 'é', '日', '🚀' }
+    for b = 0, 127 do specials[#specials + 1] = string.char(b) end
+    for _, c in ipairs(specials) do
+      for len = 1, 19 do
+        for at = 1, len do
+          local s = ('a'):rep(at - 1) .. c .. ('b'):rep(len - at)
+          local want = '"' .. ('a'):rep(at - 1) .. escaped(c) .. ('b'):rep(len - at) .. '"'
+          assert.equals(want, json.encode(s), ('byte %q at %d of %d'):format(c, at, len))
+        end
+      end
+    end
+    for at = 1, 17 do
+      local s = ('a'):rep(at - 1) .. '\xff' .. ('b'):rep(17 - at)
+      assert.has_error(function() json.encode(s) end,
+        ('klua.json.encode: cannot encode a string: it is not valid UTF-8 (at byte %d)'):format(at - 1))
+    end
+  end)
+
   -- The encoder keeps its buffer for the next call (up to 64 KiB): no text may leak into the next.
   it('encodes each value alone, whatever it encoded before', function()
     local big = ('b'):rep(100 * 1024)

@@ -343,8 +343,8 @@ static int enc_error(enc *e, const path *p, const char *what, const char *why) {
 
 static void encode_value(enc *e, int idx, const path *p, int depth);
 
-/* Bytes a string holds as they are: printable ASCII but the quote and the
- * backslash. */
+/* Bytes a string holds as they are: printable ASCII (and DEL) but the
+ * quote and the backslash. */
 static const unsigned char PLAIN[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -352,16 +352,61 @@ static const unsigned char PLAIN[256] = {
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 };
 
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The high bit of each byte of w that is not PLAIN, and maybe of bytes
+ * above such a byte (a borrow runs up), never below: the lowest bit set is
+ * the first byte that is not. */
+static inline uint64_t not_plain8(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, high = ones << 7;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b) | w) & high;
+}
+
+/* The length of the run of PLAIN bytes s starts with, 8 bytes a step: a
+ * Pod's strings are nearly all plain, most of them short, and a byte at a
+ * time this was a quarter of encoding one. The last word read overlaps
+ * the one before, whose bytes are plain, and a string of 4 to 7 bytes is
+ * read as its first and its last 4. */
+static size_t plain_run(const char *s, size_t n) {
+    uint64_t w, m;
+    size_t i = 0;
+    if (n >= 8) {
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, s + i, 8);
+            if ((m = not_plain8(w))) return i + ((size_t)__builtin_ctzll(m) >> 3);
+        }
+        if (i == n) return n;
+        memcpy(&w, s + n - 8, 8);
+        m = not_plain8(w);
+        return m ? n - 8 + ((size_t)__builtin_ctzll(m) >> 3) : n;
+    }
+    if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        if (!(m = not_plain8(a | (uint64_t)b << 32))) return n;
+        size_t k = (size_t)__builtin_ctzll(m) >> 3;
+        return k < 4 ? k : n - 8 + k;
+    }
+    while (i < n && PLAIN[(unsigned char)s[i]]) i++;
+    return i;
+}
+#else
+static size_t plain_run(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n && PLAIN[(unsigned char)s[i]]) i++;
+    return i;
+}
+#endif
+
 static void encode_string(enc *e, const char *s, size_t n, const path *p) {
     reserve(e, n + 2);
     e->buf[e->len++] = '"';
-    /* Most strings are plain ASCII throughout: one copy. */
-    size_t plain = 0;
-    while (plain < n && PLAIN[(unsigned char)s[plain]]) plain++;
-    memcpy(e->buf + e->len, s, plain);
-    e->len += plain;
-    size_t run = plain; /* start of bytes not yet copied */
-    for (size_t i = plain; i < n;) {
+    for (size_t i = 0;;) {
+        size_t plain = plain_run(s + i, n - i);
+        put(e, s + i, plain);
+        i += plain;
+        if (i == n) break;
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x80) {
             size_t l = kl_utf8_len((const unsigned char *)s + i, n - i);
@@ -370,21 +415,30 @@ static void encode_string(enc *e, const char *s, size_t n, const path *p) {
                 snprintf(why, sizeof why, ": it is not valid UTF-8 (at byte %zu)", i);
                 enc_error(e, p, "a string", why);
             }
+            put(e, s + i, l);
             i += l;
             continue;
         }
         char esc[KL_JSONESC_MAX];
-        size_t elen = kl_jsonesc_char(c, esc);
-        if (!elen) {
-            i++;
-            continue;
-        }
-        put(e, s + run, i - run);
-        put(e, esc, elen);
-        run = ++i;
+        put(e, esc, kl_jsonesc_char(c, esc)); /* not PLAIN and ASCII: it has an escape */
+        i++;
     }
-    put(e, s + run, n - run);
     putc_(e, '"');
+}
+
+/* lua_Integer in decimal, as LUA_INTEGER_FMT prints it, without printf's
+ * parsing of its format for each of an object's numbers. */
+static size_t format_integer(lua_Integer v, char *out) {
+    char digits[24];
+    size_t n = 0, len = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) out[len++] = '-';
+    while (n) out[len++] = digits[--n];
+    return len;
 }
 
 /* Floats as Go's encoding/json writes them (base/gonum.h), the API
@@ -394,7 +448,7 @@ static void encode_number(enc *e, int idx, const path *p) {
     char num[KL_GONUM_MAX];
     size_t n;
     if (lua_isinteger(e->L, idx)) {
-        n = (size_t)snprintf(num, sizeof num, LUA_INTEGER_FMT, lua_tointeger(e->L, idx));
+        n = format_integer(lua_tointeger(e->L, idx), num);
     } else {
         double d = (double)lua_tonumber(e->L, idx);
         if (isnan(d)) enc_error(e, p, "NaN", "");
