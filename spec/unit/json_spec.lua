@@ -212,6 +212,26 @@ describe('klua.json.encode', function()
     assert.equals('[1,2]', json.encode(json.array { 1, 2 }))
   end)
 
+  -- A marked array is encoded in one pass too, its members as they come: keys that come out of
+  -- order (set into the hash part) are still written 1..n, and a marked table whose keys are not
+  -- 1..n is still the error before anything wrong in the members already written.
+  it('encodes a marked array in index order however its keys were set, or names it first', function()
+    local t = json.array()
+    for i = 6, 1, -1 do t[i] = i * 10 end
+    assert.equals('[10,20,30,40,50,60]', json.encode(t))
+    local holed = json.array { 0 / 0, 'b' }
+    holed[4] = 'd'
+    local named = json.array { 'a', print }
+    named.x = 1
+    local why = ': it is marked as an array but its keys are not exactly 1..n'
+    assert.has_error(function() json.encode { items = holed } end, 'klua.json.encode: cannot encode a table at items' .. why)
+    assert.has_error(function() json.encode { items = named } end, 'klua.json.encode: cannot encode a table at items' .. why)
+    assert.has_error(function() json.encode { items = json.array { 'a', 0 / 0 } } end,
+      'klua.json.encode: cannot encode NaN at items[2]')
+    assert.has_error(function() json.encode(json.array { { f = print } }) end,
+      'klua.json.encode: cannot encode a function at [1].f')
+  end)
+
   it('encodes an empty unmarked table as an object and a sequence as an array', function()
     assert.equals('{}', json.encode {})
     assert.equals('["a","b","c"]', json.encode { 'a', 'b', 'c' })

@@ -250,7 +250,9 @@ typedef struct path {
     lua_Integer index;
     const void *table; /* the table being encoded at this level, if any */
     int once;          /* its stack index when it is encoded in one pass, its
-                        * keys not counted first (encode_object_once), else 0 */
+                        * keys not counted first (encode_object_once,
+                        * encode_array_once), else 0 */
+    int marked;        /* with once: the table is marked as an array */
 } path;
 
 typedef struct enc {
@@ -324,6 +326,7 @@ typedef enum { AS_OBJECT, AS_ARRAY, AS_INVALID } table_shape;
 static table_shape table_shape_of(lua_State *L, int idx, int marked, lua_Integer *n);
 
 #define KEYS_WHY ": its keys must be all strings (an object) or exactly 1..n (an array)"
+#define MARKED_WHY ": it is marked as an array but its keys are not exactly 1..n"
 
 /* Raises the error met at p, or the one a table around it would have
  * raised first: a table encoded in one pass has its keys checked only as
@@ -335,8 +338,8 @@ static int enc_error(enc *e, const path *p, const char *what, const char *why) {
     for (const path *q = p; q && n < KL_JSON_MAX_DEPTH + 2; q = q->up) chain[n++] = q;
     for (int i = n - 1; i >= 0; i--) {
         lua_Integer count;
-        if (chain[i]->once && table_shape_of(e->L, chain[i]->once, 0, &count) == AS_INVALID)
-            return raise_error(e, chain[i], "a table", KEYS_WHY);
+        if (chain[i]->once && table_shape_of(e->L, chain[i]->once, chain[i]->marked, &count) == AS_INVALID)
+            return raise_error(e, chain[i], "a table", chain[i]->marked ? MARKED_WHY : KEYS_WHY);
     }
     return raise_error(e, p, what, why);
 }
@@ -506,7 +509,7 @@ static void encode_array(enc *e, int idx, lua_Integer n, const path *p, int dept
     putc_(e, '[');
     for (lua_Integer i = 1; i <= n; i++) {
         if (i > 1) putc_(e, ',');
-        path child = {p, NULL, 0, i, NULL, 0};
+        path child = {p, NULL, 0, i, NULL, 0, 0};
         lua_rawgeti(e->L, idx, i);
         encode_value(e, lua_gettop(e->L), &child, depth + 1);
         lua_pop(e->L, 1);
@@ -533,13 +536,36 @@ static int encode_object_once(enc *e, int idx, const path *p, int depth) {
         const char *k = lua_tolstring(L, -2, &klen);
         if (!first) putc_(e, ',');
         first = 0;
-        path child = {p, k, klen, 0, NULL, 0};
+        path child = {p, k, klen, 0, NULL, 0, 0};
         encode_string(e, k, klen, &child);
         putc_(e, ':');
         encode_value(e, lua_gettop(L), &child, depth + 1);
         lua_pop(L, 1);
     }
     putc_(e, '}');
+    return 1;
+}
+
+/* encode_object_once for a table marked as an array: 1 when its keys come
+ * as 1, 2, ... n in that order and no other (as an array's part gives
+ * them), else 0 at the first that does not, as above; its members are not
+ * counted first and then read again by index. */
+static int encode_array_once(enc *e, int idx, const path *p, int depth) {
+    lua_State *L = e->L;
+    putc_(e, '[');
+    lua_Integer i = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != i + 1) {
+            lua_pop(L, 2);
+            return 0;
+        }
+        if (i++) putc_(e, ',');
+        path child = {p, NULL, 0, i, NULL, 0, 0};
+        encode_value(e, lua_gettop(L), &child, depth + 1);
+        lua_pop(L, 1);
+    }
+    putc_(e, ']');
     return 1;
 }
 
@@ -557,18 +583,18 @@ static void encode_table(enc *e, int idx, const path *p, int depth) {
         marked = lua_rawequal(L, -1, e->amt);
         lua_pop(L, 1);
     }
-    if (!marked) {
-        size_t start = e->len;
-        here.once = idx;
-        if (encode_object_once(e, idx, &here, depth)) return;
-        here.once = 0;
-        e->len = start;
-    }
-    /* Not an object: a table with only string keys (or none) was written
-     * above, unless marked as an array. */
+    size_t start = e->len;
+    here.once = idx;
+    here.marked = marked;
+    if (marked ? encode_array_once(e, idx, &here, depth) : encode_object_once(e, idx, &here, depth)) return;
+    here.once = 0;
+    e->len = start;
+    /* Neither an object nor an array with its members in order: an
+     * unmarked table with only string keys (or none), and a marked one
+     * with keys 1..n as they come, were written above. */
     lua_Integer n;
     if (table_shape_of(L, idx, marked, &n) == AS_ARRAY) encode_array(e, idx, n, &here, depth);
-    else enc_error(e, p, "a table", marked ? ": it is marked as an array but its keys are not exactly 1..n" : KEYS_WHY);
+    else enc_error(e, p, "a table", marked ? MARKED_WHY : KEYS_WHY);
 }
 
 static void encode_value(enc *e, int idx, const path *p, int depth) {
@@ -629,7 +655,7 @@ static const char *encode_to_buffer(lua_State *L, int idx, size_t *len) {
         e.buf = lua_newuserdatauv(L, e.cap, 0);
     }
     e.box = lua_gettop(L);
-    path root = {NULL, NULL, 0, 0, NULL, 0};
+    path root = {NULL, NULL, 0, 0, NULL, 0, 0};
     encode_value(&e, idx, &root, 0);
     if (e.cap <= ENC_BUF_KEEP) {
         lua_pushvalue(L, e.box);
