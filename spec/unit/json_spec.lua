@@ -136,6 +136,13 @@ describe('klua.json.encode', function()
         end
       end
     end
+    -- Escapes six times as long as their byte, in a text larger than the encoder's buffer.
+    local long, want = {}, {}
+    for i = 1, 30000 do
+      local c = string.char(i % 3 == 0 and 1 or 97 + i % 26)
+      long[i], want[i] = c, escaped(c)
+    end
+    assert.equals('"' .. table.concat(want) .. '"', json.encode(table.concat(long)))
     for at = 1, 17 do
       local s = ('a'):rep(at - 1) .. '\xff' .. ('b'):rep(17 - at)
       assert.has_error(function() json.encode(s) end,

@@ -365,21 +365,25 @@ static inline uint64_t not_plain8(uint64_t w) {
     return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b) | w) & high;
 }
 
-/* The length of the run of PLAIN bytes s starts with, 8 bytes a step: a
- * Pod's strings are nearly all plain, most of them short, and a byte at a
- * time this was a quarter of encoding one. The last word read overlaps
+/* Copies the run of PLAIN bytes s starts with to out, 8 bytes a step, and
+ * returns its length; out has room for n bytes, and the bytes written
+ * past the run are the caller's to overwrite. A Pod's strings are nearly
+ * all plain, most of them short: a byte at a time, and a memcpy of the
+ * run, this was a quarter of encoding one. The last word read overlaps
  * the one before, whose bytes are plain, and a string of 4 to 7 bytes is
  * read as its first and its last 4. */
-static size_t plain_run(const char *s, size_t n) {
+static size_t copy_plain(char *out, const char *s, size_t n) {
     uint64_t w, m;
     size_t i = 0;
     if (n >= 8) {
         for (; i + 8 <= n; i += 8) {
             memcpy(&w, s + i, 8);
+            memcpy(out + i, &w, 8);
             if ((m = not_plain8(w))) return i + ((size_t)__builtin_ctzll(m) >> 3);
         }
         if (i == n) return n;
         memcpy(&w, s + n - 8, 8);
+        memcpy(out + n - 8, &w, 8);
         m = not_plain8(w);
         return m ? n - 8 + ((size_t)__builtin_ctzll(m) >> 3) : n;
     }
@@ -387,17 +391,19 @@ static size_t plain_run(const char *s, size_t n) {
         uint32_t a, b;
         memcpy(&a, s, 4);
         memcpy(&b, s + n - 4, 4);
+        memcpy(out, &a, 4);
+        memcpy(out + n - 4, &b, 4);
         if (!(m = not_plain8(a | (uint64_t)b << 32))) return n;
         size_t k = (size_t)__builtin_ctzll(m) >> 3;
         return k < 4 ? k : n - 8 + k;
     }
-    while (i < n && PLAIN[(unsigned char)s[i]]) i++;
+    for (; i < n && PLAIN[(unsigned char)s[i]]; i++) out[i] = s[i];
     return i;
 }
 #else
-static size_t plain_run(const char *s, size_t n) {
+static size_t copy_plain(char *out, const char *s, size_t n) {
     size_t i = 0;
-    while (i < n && PLAIN[(unsigned char)s[i]]) i++;
+    for (; i < n && PLAIN[(unsigned char)s[i]]; i++) out[i] = s[i];
     return i;
 }
 #endif
@@ -406,8 +412,9 @@ static void encode_string(enc *e, const char *s, size_t n, const path *p) {
     reserve(e, n + 2);
     e->buf[e->len++] = '"';
     for (size_t i = 0;;) {
-        size_t plain = plain_run(s + i, n - i);
-        put(e, s + i, plain);
+        reserve(e, n - i + 1); /* the rest as it is, and the closing quote */
+        size_t plain = copy_plain(e->buf + e->len, s + i, n - i);
+        e->len += plain;
         i += plain;
         if (i == n) break;
         unsigned char c = (unsigned char)s[i];
@@ -527,6 +534,7 @@ static int encode_object_once(enc *e, int idx, const path *p, int depth) {
     putc_(e, '{');
     int first = 1;
     lua_pushnil(L);
+    int value = lua_gettop(L) + 1; /* where lua_next puts each member's value */
     while (lua_next(L, idx)) {
         if (lua_type(L, -2) != LUA_TSTRING) {
             lua_pop(L, 2);
@@ -539,7 +547,7 @@ static int encode_object_once(enc *e, int idx, const path *p, int depth) {
         path child = {p, k, klen, 0, NULL, 0, 0};
         encode_string(e, k, klen, &child);
         putc_(e, ':');
-        encode_value(e, lua_gettop(L), &child, depth + 1);
+        encode_value(e, value, &child, depth + 1);
         lua_pop(L, 1);
     }
     putc_(e, '}');
@@ -555,6 +563,7 @@ static int encode_array_once(enc *e, int idx, const path *p, int depth) {
     putc_(e, '[');
     lua_Integer i = 0;
     lua_pushnil(L);
+    int value = lua_gettop(L) + 1; /* where lua_next puts each member's value */
     while (lua_next(L, idx)) {
         if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != i + 1) {
             lua_pop(L, 2);
@@ -562,7 +571,7 @@ static int encode_array_once(enc *e, int idx, const path *p, int depth) {
         }
         if (i++) putc_(e, ',');
         path child = {p, NULL, 0, i, NULL, 0, 0};
-        encode_value(e, lua_gettop(L), &child, depth + 1);
+        encode_value(e, value, &child, depth + 1);
         lua_pop(L, 1);
     }
     putc_(e, ']');
