@@ -114,6 +114,42 @@ describe('klua.json.encode', function()
     end
   end)
 
+  -- The encoder looks at eight bytes at a time for one that needs a look: every ASCII byte, the
+  -- lead of each UTF-8 length and a byte that leads nothing, at each offset of a word and in the
+  -- short tail after the last whole one, against an escaper written out a byte at a time.
+  it('writes every byte as JSON wherever it falls in a string', function()
+    local named = { ['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n',
+      ['\r'] = '\\r', ['\t'] = '\\t' }
+    local function escaped(c)
+      if named[c] then return named[c] end
+      if c:byte() < 0x20 then return ('\\u%04x'):format(c:byte()) end
+      return c
+    end
+    local specials = { 'é', '日', '🚀' }
+    for b = 0, 127 do specials[#specials + 1] = string.char(b) end
+    for _, c in ipairs(specials) do
+      for len = 1, 19 do
+        for at = 1, len do
+          local s = ('a'):rep(at - 1) .. c .. ('b'):rep(len - at)
+          local want = '"' .. ('a'):rep(at - 1) .. escaped(c) .. ('b'):rep(len - at) .. '"'
+          assert.equals(want, json.encode(s), ('byte %q at %d of %d'):format(c, at, len))
+        end
+      end
+    end
+    -- Escapes six times as long as their byte, in a text larger than the encoder's buffer.
+    local long, want = {}, {}
+    for i = 1, 30000 do
+      local c = string.char(i % 3 == 0 and 1 or 97 + i % 26)
+      long[i], want[i] = c, escaped(c)
+    end
+    assert.equals('"' .. table.concat(want) .. '"', json.encode(table.concat(long)))
+    for at = 1, 17 do
+      local s = ('a'):rep(at - 1) .. '\xff' .. ('b'):rep(17 - at)
+      assert.has_error(function() json.encode(s) end,
+        ('klua.json.encode: cannot encode a string: it is not valid UTF-8 (at byte %d)'):format(at - 1))
+    end
+  end)
+
   -- The encoder keeps its buffer for the next call (up to 64 KiB): no text may leak into the next.
   it('encodes each value alone, whatever it encoded before', function()
     local big = ('b'):rep(100 * 1024)
@@ -181,6 +217,26 @@ describe('klua.json.encode', function()
     assert.equals('[]', json.encode(setmetatable({}, json.array_mt)))
     assert.equals('{"finalizers":[]}', json.encode { finalizers = json.array {} })
     assert.equals('[1,2]', json.encode(json.array { 1, 2 }))
+  end)
+
+  -- A marked array is encoded in one pass too, its members as they come: keys that come out of
+  -- order (set into the hash part) are still written 1..n, and a marked table whose keys are not
+  -- 1..n is still the error before anything wrong in the members already written.
+  it('encodes a marked array in index order however its keys were set, or names it first', function()
+    local t = json.array()
+    for i = 6, 1, -1 do t[i] = i * 10 end
+    assert.equals('[10,20,30,40,50,60]', json.encode(t))
+    local holed = json.array { 0 / 0, 'b' }
+    holed[4] = 'd'
+    local named = json.array { 'a', print }
+    named.x = 1
+    local why = ': it is marked as an array but its keys are not exactly 1..n'
+    assert.has_error(function() json.encode { items = holed } end, 'klua.json.encode: cannot encode a table at items' .. why)
+    assert.has_error(function() json.encode { items = named } end, 'klua.json.encode: cannot encode a table at items' .. why)
+    assert.has_error(function() json.encode { items = json.array { 'a', 0 / 0 } } end,
+      'klua.json.encode: cannot encode NaN at items[2]')
+    assert.has_error(function() json.encode(json.array { { f = print } }) end,
+      'klua.json.encode: cannot encode a function at [1].f')
   end)
 
   it('encodes an empty unmarked table as an object and a sequence as an array', function()

@@ -250,7 +250,9 @@ typedef struct path {
     lua_Integer index;
     const void *table; /* the table being encoded at this level, if any */
     int once;          /* its stack index when it is encoded in one pass, its
-                        * keys not counted first (encode_object_once), else 0 */
+                        * keys not counted first (encode_object_once,
+                        * encode_array_once), else 0 */
+    int marked;        /* with once: the table is marked as an array */
 } path;
 
 typedef struct enc {
@@ -324,6 +326,7 @@ typedef enum { AS_OBJECT, AS_ARRAY, AS_INVALID } table_shape;
 static table_shape table_shape_of(lua_State *L, int idx, int marked, lua_Integer *n);
 
 #define KEYS_WHY ": its keys must be all strings (an object) or exactly 1..n (an array)"
+#define MARKED_WHY ": it is marked as an array but its keys are not exactly 1..n"
 
 /* Raises the error met at p, or the one a table around it would have
  * raised first: a table encoded in one pass has its keys checked only as
@@ -335,16 +338,16 @@ static int enc_error(enc *e, const path *p, const char *what, const char *why) {
     for (const path *q = p; q && n < KL_JSON_MAX_DEPTH + 2; q = q->up) chain[n++] = q;
     for (int i = n - 1; i >= 0; i--) {
         lua_Integer count;
-        if (chain[i]->once && table_shape_of(e->L, chain[i]->once, 0, &count) == AS_INVALID)
-            return raise_error(e, chain[i], "a table", KEYS_WHY);
+        if (chain[i]->once && table_shape_of(e->L, chain[i]->once, chain[i]->marked, &count) == AS_INVALID)
+            return raise_error(e, chain[i], "a table", chain[i]->marked ? MARKED_WHY : KEYS_WHY);
     }
     return raise_error(e, p, what, why);
 }
 
 static void encode_value(enc *e, int idx, const path *p, int depth);
 
-/* Bytes a string holds as they are: printable ASCII but the quote and the
- * backslash. */
+/* Bytes a string holds as they are: printable ASCII (and DEL) but the
+ * quote and the backslash. */
 static const unsigned char PLAIN[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -352,16 +355,68 @@ static const unsigned char PLAIN[256] = {
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 };
 
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The high bit of each byte of w that is not PLAIN, and maybe of bytes
+ * above such a byte (a borrow runs up), never below: the lowest bit set is
+ * the first byte that is not. */
+static inline uint64_t not_plain8(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, high = ones << 7;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b) | w) & high;
+}
+
+/* Copies the run of PLAIN bytes s starts with to out, 8 bytes a step, and
+ * returns its length; out has room for n bytes, and the bytes written
+ * past the run are the caller's to overwrite. A Pod's strings are nearly
+ * all plain, most of them short: a byte at a time, and a memcpy of the
+ * run, this was a quarter of encoding one. The last word read overlaps
+ * the one before, whose bytes are plain, and a string of 4 to 7 bytes is
+ * read as its first and its last 4. */
+static size_t copy_plain(char *out, const char *s, size_t n) {
+    uint64_t w, m;
+    size_t i = 0;
+    if (n >= 8) {
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, s + i, 8);
+            memcpy(out + i, &w, 8);
+            if ((m = not_plain8(w))) return i + ((size_t)__builtin_ctzll(m) >> 3);
+        }
+        if (i == n) return n;
+        memcpy(&w, s + n - 8, 8);
+        memcpy(out + n - 8, &w, 8);
+        m = not_plain8(w);
+        return m ? n - 8 + ((size_t)__builtin_ctzll(m) >> 3) : n;
+    }
+    if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(out, &a, 4);
+        memcpy(out + n - 4, &b, 4);
+        if (!(m = not_plain8(a | (uint64_t)b << 32))) return n;
+        size_t k = (size_t)__builtin_ctzll(m) >> 3;
+        return k < 4 ? k : n - 8 + k;
+    }
+    for (; i < n && PLAIN[(unsigned char)s[i]]; i++) out[i] = s[i];
+    return i;
+}
+#else
+static size_t copy_plain(char *out, const char *s, size_t n) {
+    size_t i = 0;
+    for (; i < n && PLAIN[(unsigned char)s[i]]; i++) out[i] = s[i];
+    return i;
+}
+#endif
+
 static void encode_string(enc *e, const char *s, size_t n, const path *p) {
     reserve(e, n + 2);
     e->buf[e->len++] = '"';
-    /* Most strings are plain ASCII throughout: one copy. */
-    size_t plain = 0;
-    while (plain < n && PLAIN[(unsigned char)s[plain]]) plain++;
-    memcpy(e->buf + e->len, s, plain);
-    e->len += plain;
-    size_t run = plain; /* start of bytes not yet copied */
-    for (size_t i = plain; i < n;) {
+    for (size_t i = 0;;) {
+        reserve(e, n - i + 1); /* the rest as it is, and the closing quote */
+        size_t plain = copy_plain(e->buf + e->len, s + i, n - i);
+        e->len += plain;
+        i += plain;
+        if (i == n) break;
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x80) {
             size_t l = kl_utf8_len((const unsigned char *)s + i, n - i);
@@ -370,21 +425,30 @@ static void encode_string(enc *e, const char *s, size_t n, const path *p) {
                 snprintf(why, sizeof why, ": it is not valid UTF-8 (at byte %zu)", i);
                 enc_error(e, p, "a string", why);
             }
+            put(e, s + i, l);
             i += l;
             continue;
         }
         char esc[KL_JSONESC_MAX];
-        size_t elen = kl_jsonesc_char(c, esc);
-        if (!elen) {
-            i++;
-            continue;
-        }
-        put(e, s + run, i - run);
-        put(e, esc, elen);
-        run = ++i;
+        put(e, esc, kl_jsonesc_char(c, esc)); /* not PLAIN and ASCII: it has an escape */
+        i++;
     }
-    put(e, s + run, n - run);
     putc_(e, '"');
+}
+
+/* lua_Integer in decimal, as LUA_INTEGER_FMT prints it, without printf's
+ * parsing of its format for each of an object's numbers. */
+static size_t format_integer(lua_Integer v, char *out) {
+    char digits[24];
+    size_t n = 0, len = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) out[len++] = '-';
+    while (n) out[len++] = digits[--n];
+    return len;
 }
 
 /* Floats as Go's encoding/json writes them (base/gonum.h), the API
@@ -394,7 +458,7 @@ static void encode_number(enc *e, int idx, const path *p) {
     char num[KL_GONUM_MAX];
     size_t n;
     if (lua_isinteger(e->L, idx)) {
-        n = (size_t)snprintf(num, sizeof num, LUA_INTEGER_FMT, lua_tointeger(e->L, idx));
+        n = format_integer(lua_tointeger(e->L, idx), num);
     } else {
         double d = (double)lua_tonumber(e->L, idx);
         if (isnan(d)) enc_error(e, p, "NaN", "");
@@ -452,7 +516,7 @@ static void encode_array(enc *e, int idx, lua_Integer n, const path *p, int dept
     putc_(e, '[');
     for (lua_Integer i = 1; i <= n; i++) {
         if (i > 1) putc_(e, ',');
-        path child = {p, NULL, 0, i, NULL, 0};
+        path child = {p, NULL, 0, i, NULL, 0, 0};
         lua_rawgeti(e->L, idx, i);
         encode_value(e, lua_gettop(e->L), &child, depth + 1);
         lua_pop(e->L, 1);
@@ -470,6 +534,7 @@ static int encode_object_once(enc *e, int idx, const path *p, int depth) {
     putc_(e, '{');
     int first = 1;
     lua_pushnil(L);
+    int value = lua_gettop(L) + 1; /* where lua_next puts each member's value */
     while (lua_next(L, idx)) {
         if (lua_type(L, -2) != LUA_TSTRING) {
             lua_pop(L, 2);
@@ -479,13 +544,37 @@ static int encode_object_once(enc *e, int idx, const path *p, int depth) {
         const char *k = lua_tolstring(L, -2, &klen);
         if (!first) putc_(e, ',');
         first = 0;
-        path child = {p, k, klen, 0, NULL, 0};
+        path child = {p, k, klen, 0, NULL, 0, 0};
         encode_string(e, k, klen, &child);
         putc_(e, ':');
-        encode_value(e, lua_gettop(L), &child, depth + 1);
+        encode_value(e, value, &child, depth + 1);
         lua_pop(L, 1);
     }
     putc_(e, '}');
+    return 1;
+}
+
+/* encode_object_once for a table marked as an array: 1 when its keys come
+ * as 1, 2, ... n in that order and no other (as an array's part gives
+ * them), else 0 at the first that does not, as above; its members are not
+ * counted first and then read again by index. */
+static int encode_array_once(enc *e, int idx, const path *p, int depth) {
+    lua_State *L = e->L;
+    putc_(e, '[');
+    lua_Integer i = 0;
+    lua_pushnil(L);
+    int value = lua_gettop(L) + 1; /* where lua_next puts each member's value */
+    while (lua_next(L, idx)) {
+        if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != i + 1) {
+            lua_pop(L, 2);
+            return 0;
+        }
+        if (i++) putc_(e, ',');
+        path child = {p, NULL, 0, i, NULL, 0, 0};
+        encode_value(e, value, &child, depth + 1);
+        lua_pop(L, 1);
+    }
+    putc_(e, ']');
     return 1;
 }
 
@@ -503,18 +592,18 @@ static void encode_table(enc *e, int idx, const path *p, int depth) {
         marked = lua_rawequal(L, -1, e->amt);
         lua_pop(L, 1);
     }
-    if (!marked) {
-        size_t start = e->len;
-        here.once = idx;
-        if (encode_object_once(e, idx, &here, depth)) return;
-        here.once = 0;
-        e->len = start;
-    }
-    /* Not an object: a table with only string keys (or none) was written
-     * above, unless marked as an array. */
+    size_t start = e->len;
+    here.once = idx;
+    here.marked = marked;
+    if (marked ? encode_array_once(e, idx, &here, depth) : encode_object_once(e, idx, &here, depth)) return;
+    here.once = 0;
+    e->len = start;
+    /* Neither an object nor an array with its members in order: an
+     * unmarked table with only string keys (or none), and a marked one
+     * with keys 1..n as they come, were written above. */
     lua_Integer n;
     if (table_shape_of(L, idx, marked, &n) == AS_ARRAY) encode_array(e, idx, n, &here, depth);
-    else enc_error(e, p, "a table", marked ? ": it is marked as an array but its keys are not exactly 1..n" : KEYS_WHY);
+    else enc_error(e, p, "a table", marked ? MARKED_WHY : KEYS_WHY);
 }
 
 static void encode_value(enc *e, int idx, const path *p, int depth) {
@@ -575,7 +664,7 @@ static const char *encode_to_buffer(lua_State *L, int idx, size_t *len) {
         e.buf = lua_newuserdatauv(L, e.cap, 0);
     }
     e.box = lua_gettop(L);
-    path root = {NULL, NULL, 0, 0, NULL, 0};
+    path root = {NULL, NULL, 0, 0, NULL, 0, 0};
     encode_value(&e, idx, &root, 0);
     if (e.cap <= ENC_BUF_KEEP) {
         lua_pushvalue(L, e.box);
