@@ -188,6 +188,47 @@ describe('an informer', function()
     assert.equals('chained\ttrue\nadd\texisting\ttrue\nadd\tnew\tfalse\nupdate\t1\t2\ndelete\tnew\tfalse\n', out)
   end)
 
+  it('hands every handler of a notification the same views', function()
+    local ns = namespace('inf-shared-views')
+    configmap(ns, 'cm', nil, { v = '1' })
+    local out = run_ok([[
+      local ns = ...
+      local inf = klua.informer { resource = 'configmaps', namespace = ns }
+      local first
+      inf:on('add', function(o, initial) first = o end)
+        :on('add', function(o, initial) print('add', rawequal(first, o), o.data.v, initial) end)
+        :on('update', function(old, new) first = { old, new } end)
+        :on('update', function(old, new)
+          print('update', rawequal(first[1], old), rawequal(first[2], new), old.data.v, new.data.v)
+          klua.stop()
+        end)
+      klua.on_synced(function() assert(klua.api.patch('configmaps', ns .. '/cm', { data = { v = '2' } })) end)
+    ]], { args = { ns } })
+    assert.equals('add\ttrue\t1\ttrue\nupdate\ttrue\ttrue\t1\t2\n', out)
+  end)
+
+  it('keeps the views a lone handler holds reading their own objects after it returns, through later events and collections', function()
+    local ns = namespace('inf-kept-views')
+    configmap(ns, 'cm', nil, { v = '0' })
+    local out = run_ok([[
+      local ns = ...
+      local inf = klua.informer { resource = 'configmaps', namespace = ns }
+      local kept = {}
+      inf:on('update', function(old, new)
+        kept[#kept + 1] = { old, new }
+        if #kept < 3 then return end
+        collectgarbage()
+        collectgarbage()
+        for _, pair in ipairs(kept) do print(pair[1].data.v, pair[2].data.v, tostring(pair[2].data)) end
+        klua.stop()
+      end)
+      klua.on_synced(function()
+        for v = 1, 3 do assert(klua.api.patch('configmaps', ns .. '/cm', { data = { v = tostring(v) } })) end
+      end)
+    ]], { args = { ns } })
+    assert.equals('0\t1\t{"v":"1"}\n1\t2\t{"v":"2"}\n2\t3\t{"v":"3"}\n', out)
+  end)
+
   it('gives an add handler added after the sync every cached object, with in_initial_list true, then the changes after it', function()
     local ns = namespace('inf-late')
     configmap(ns, 'a')

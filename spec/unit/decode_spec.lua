@@ -266,6 +266,15 @@ describe('duplicate keys', function()
     assert.same({ 'b', '' }, { ev.name, ev.ns })
   end)
 
+  it('take the last name, namespace or resourceVersion even when it is not a string, which leaves none', function()
+    local ev, err = testing.decode_event(frame('ADDED', '{"metadata":{"name":"a","name":null}}'))
+    assert.is_nil(ev)
+    assert.equals('watch event object has no metadata.name', err)
+    ev = event('ADDED', '{"metadata":{"namespace":"x","name":"a","resourceVersion":"1","namespace":1,'
+      .. '"resourceVersion":{"v":"2"}}}')
+    assert.same({ 'a', '', '' }, { ev.name, ev.ns, ev.rv })
+  end)
+
   it('take the last kind, checked against the kind expected', function()
     assert.truthy(testing.decode_event(frame('ADDED', '{"kind":"Secret","kind":"Pod","metadata":{"name":"p"}}'), 'Pod'))
     local ev, err = testing.decode_event(frame('ADDED', '{"kind":"Pod","kind":"Secret","metadata":{"name":"p"}}'), 'Pod')

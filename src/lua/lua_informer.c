@@ -96,10 +96,11 @@ static const char STOPPED[] = "is stopped (inf:stop() was called)";
 
 /* The script's handle: its state the informer, closed by inf:stop() or by
  * the runtime; user value 2 the handlers by event type, 3 the views of the
- * notification being dispatched (push_state). The runtime keeps the handle
- * of every informer it runs (ud_ref) until it closes it: a handle
- * collected with its state still set is one whose core.informer call
- * raised before the informer was registered, and its __gc frees it. */
+ * notification being dispatched when more than one handler takes it
+ * (push_shared_args). The runtime keeps the handle of every informer it
+ * runs (ud_ref) until it closes it: a handle collected with its state
+ * still set is one whose core.informer call raised before the informer
+ * was registered, and its __gc frees it. */
 typedef struct box {
     kl_object o;
     char name[160]; /* li->name, for tostring once li is gone */
@@ -235,6 +236,46 @@ static void narrate_call(const lua_informer *li, int h) {
             n->only ? why[1] : n->type == KL_CHANGE_ADD && n->initial ? why[0] : n->unknown ? why[2] : "");
 }
 
+/* Pushes handler h of the current notification's type; the handle is at hi. */
+static void push_handler(lua_State *L, int hi, int type, int h) {
+    lua_getiuservalue(L, hi, 2);            /* stack: ..., handlers */
+    lua_getfield(L, -1, event_names[type]); /* stack: ..., handlers, of_type */
+    lua_rawgeti(L, -1, h);                  /* stack: ..., handlers, of_type, fn */
+    lua_replace(L, -3);                     /* stack: ..., fn, of_type */
+    lua_pop(L, 1);                          /* stack: ..., fn */
+}
+
+/* Pushes the second argument of an add or a delete handler:
+ * in_initial_list or final_state_unknown. */
+static void push_flag(lua_State *L, const lua_informer *li, int type) {
+    lua_pushboolean(L, type == KL_CHANGE_ADD ? li->cur.initial || li->cur.only : li->cur.unknown);
+}
+
+/* Pushes the current notification's two arguments, update(old, new) or
+ * add/delete(obj, flag), with views made for this call alone. */
+static void push_args(lua_State *L, const lua_informer *li, int type) {
+    kl_view_push(L, &li->cur.cur, li->cur.parsed); /* stack: ..., view */
+    if (type == KL_CHANGE_UPDATE) {
+        kl_view_push(L, &li->cur.old, NULL);
+        lua_insert(L, -2); /* stack: ..., old, view */
+    } else {
+        push_flag(L, li, type);
+    }
+}
+
+/* push_args, with the views kept in the state table of the handle at hi,
+ * made there by the notification's first handler call and found by the
+ * next, so that every handler gets the same views. */
+static void push_shared_args(lua_State *L, lua_informer *li, int type, int hi) {
+    lua_getiuservalue(L, hi, 3); /* stack: ..., state */
+    int state = lua_gettop(L);
+    if (!li->views_made) make_views(L, li, state);
+    if (type == KL_CHANGE_UPDATE) lua_rawgeti(L, state, 2); /* stack: ..., state, old */
+    lua_rawgeti(L, state, 1);                               /* stack: ..., state, [old,] view */
+    if (type != KL_CHANGE_UPDATE) push_flag(L, li, type);
+    lua_remove(L, state); /* stack: ..., arg1, arg2 */
+}
+
 /* Calls handler h of the current notification as a task. */
 static void call_handler(lua_informer *li, int h) {
     lua_State *L = kl_rt_lua(li->rt);
@@ -244,31 +285,21 @@ static void call_handler(lua_informer *li, int h) {
     /* Making the views may run the collector, whose finalizers may stop
      * the informer: as in a handler, li stays until drain sees it stopped. */
     li->in_call = 1;
-    /* The handle's state and handlers taken from one lookup of it, and
-     * the views made in place: each registry and user value access is an
-     * API call, and there are several an event. */
+    /* The handle's handlers and state taken from one lookup of it, and the
+     * views made in place: each registry and user value access is an API
+     * call, and there are several an event. A notification that goes to
+     * no handler after this one (most have one) keeps its views nowhere
+     * but in the call: the state table holds them only for the next. */
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
-    lua_getiuservalue(L, -1, 3);                   /* stack: handle, state */
-    if (!li->views_made) make_views(L, li, lua_gettop(L));
+    push_handler(L, lua_gettop(L), type, h);        /* stack: handle, fn */
+    if (li->views_made || next_handler(li, D_CALL)) push_shared_args(L, li, type, lua_gettop(L) - 1);
+    else push_args(L, li, type); /* stack: handle, fn, arg1, arg2 */
     if (li->stopped) {
-        lua_pop(L, 2);
+        lua_pop(L, 4);
         li->in_call = 0;
         return;
     }
-    lua_getiuservalue(L, -2, 2);            /* stack: handle, state, handlers */
-    lua_getfield(L, -1, event_names[type]); /* stack: handle, state, handlers, of_type */
-    lua_rawgeti(L, -1, h);                  /* stack: handle, state, handlers, of_type, fn */
-    lua_replace(L, -5);                     /* stack: fn, state, handlers, of_type */
-    lua_pop(L, 2);                          /* stack: fn, state */
-    lua_rawgeti(L, -1, 1);                  /* stack: fn, state, view */
-    if (type == KL_CHANGE_UPDATE) {
-        lua_rawgeti(L, -2, 2);
-        lua_insert(L, -2); /* stack: fn, state, old, view: update(old, new) */
-    } else {
-        /* stack: fn, state, view, in_initial_list or final_state_unknown */
-        lua_pushboolean(L, type == KL_CHANGE_ADD ? li->cur.initial || li->cur.only : li->cur.unknown);
-    }
-    lua_remove(L, -3); /* stack: fn, arg1, arg2 */
+    lua_remove(L, -4); /* stack: fn, arg1, arg2 */
     li->busy = 1;
     li->calls[type]++;
     if (!kl_task_spawn(li->rt, NULL, li->task_names[type], 2, on_handler_done, li)) li->busy = 0;

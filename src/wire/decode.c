@@ -33,16 +33,36 @@ static char *dup_member(const kl_json_tape *t, size_t i, const char *key, const 
     return c;
 }
 
+enum { ID_NAMESPACE, ID_NAME, ID_RV, ID_FIELDS };
+
+/* Which identity field the metadata member named k[0, n) is, or -1. */
+static int identity_field(const char *k, size_t n) {
+    if (n == 4 && memcmp(k, "name", 4) == 0) return ID_NAME;
+    if (n == 9 && memcmp(k, "namespace", 9) == 0) return ID_NAMESPACE;
+    if (n == 15 && memcmp(k, "resourceVersion", 15) == 0) return ID_RV;
+    return -1;
+}
+
 /* Fills o's identity from the object at i: metadata.namespace, .name and
- * .resourceVersion. */
+ * .resourceVersion, found in one walk of metadata's members rather than
+ * one each (every event and listed object is read so). As kl_jt_get_string
+ * reads them, the last member of a name counts, and only as a string. */
 static void read_identity(const kl_json_tape *t, size_t i, kl_obj *o) {
+    const char *v[ID_FIELDS] = {NULL};
+    size_t n[ID_FIELDS] = {0};
     size_t md = kl_jt_get(t, i, "metadata");
-    if (md && kl_jt_type(t, md) != '{') md = 0;
-    size_t nsn = 0, namen = 0, rvn = 0;
-    const char *ns = md ? kl_jt_get_string(t, md, "namespace", &nsn) : NULL;
-    const char *name = md ? kl_jt_get_string(t, md, "name", &namen) : NULL;
-    const char *rv = md ? kl_jt_get_string(t, md, "resourceVersion", &rvn) : NULL;
-    kl_obj_set_identity(o, ns, ns ? nsn : 0, name, name ? namen : 0, rv, rv ? rvn : 0);
+    if (md && kl_jt_type(t, md) == '{') {
+        for (size_t j = md + 1, end = kl_jt_close(t, md); j < end; j = kl_jt_next(t, j + 1)) {
+            size_t kn;
+            const char *k = kl_jt_string(t, j, &kn);
+            int f = identity_field(k, kn);
+            if (f < 0) continue;
+            v[f] = NULL;
+            n[f] = 0;
+            if (kl_jt_type(t, j + 1) == '"') v[f] = kl_jt_string(t, j + 1, &n[f]);
+        }
+    }
+    kl_obj_set_identity(o, v[ID_NAMESPACE], n[ID_NAMESPACE], v[ID_NAME], n[ID_NAME], v[ID_RV], n[ID_RV]);
 }
 
 static const char *const ev_type_names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
