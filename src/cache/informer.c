@@ -272,14 +272,15 @@ uint64_t kl_informer_seq(const kl_informer *inf) { return inf->seq; }
  * handler `only` alone, or an UPDATE with old = new for every handler. */
 static void queue_cache(kl_informer *inf, kl_change type, int only) {
     size_t cur = 0;
-    const kl_obj *o;
-    while ((o = kl_store_next(inf->store, &cur))) {
+    kl_obj o;
+    while (kl_store_next(inf->store, &cur, &o)) {
         kl_notif n;
         memset(&n, 0, sizeof n);
         n.type = type;
         n.only = only;
-        if (type == KL_CHANGE_UPDATE) share_bytes(&n.old, o);
-        share_bytes(&n.cur, o);
+        if (type == KL_CHANGE_UPDATE) share_bytes(&n.old, &o);
+        share_bytes(&n.cur, &o);
+        kl_store_release(&o);
         push(inf, &n);
     }
 }
