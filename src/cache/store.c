@@ -24,11 +24,15 @@ typedef uint32_t ref;
 /* ns_prev and ns_next have 31 bits. */
 #define MAX_ENTRIES (((ref)1 << 31) - 1)
 
-/* A cold entry's bytes: its JSON compressed against the store's
- * dictionary, a zstd frame. */
+/* A cold entry's one allocation: its identity (ns\0name\0rv\0, which
+ * the entry's strings point into), then its JSON compressed against the
+ * store's dictionary, a zstd frame of len bytes. The identity moves in
+ * with the frame so that what a LIST's object was, its blob and the
+ * identity the decoder allocated beside it, is freed whole: freeing the
+ * blob alone would leave the identity pinning every page the blob had. */
 typedef struct frame {
     uint32_t len;
-    unsigned char data[];
+    char data[];
 } frame;
 
 /* An entry holds what a kl_obj does, its bytes either the JSON (hot) or a
@@ -52,7 +56,7 @@ typedef struct entry {
         frame *z;      /* cold: the JSON's len bytes compressed, off 0 */
     } b;
     size_t off, len;
-    char *ns, *name, *rv; /* one allocation at ns, as kl_obj's */
+    char *ns, *name, *rv; /* hot: one allocation at ns, as kl_obj's; cold: in b.z */
     unsigned ns_prev : 31, seen : 1;
     unsigned ns_next : 31, cold : 1;
     uint32_t written;
@@ -300,7 +304,8 @@ static void index_del(kl_store *s, ref r) {
  * reader could be given anything true. */
 static kl_blob *inflate(const kl_store *s, const entry *e) {
     kl_blob *b = kl_blob_alloc(e->len);
-    size_t n = ZSTD_decompress_usingDDict(s->dctx, b->data, e->len, e->b.z->data, e->b.z->len, s->ddict);
+    const char *src = e->rv + strlen(e->rv) + 1; /* past the identity */
+    size_t n = ZSTD_decompress_usingDDict(s->dctx, b->data, e->len, src, e->b.z->len, s->ddict);
     if (ZSTD_isError(n) || n != e->len) {
         kl_log(KL_LOG_ERROR, "store", "a compressed cached object does not decompress (%s); aborting",
                ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short");
@@ -309,7 +314,7 @@ static kl_blob *inflate(const kl_store *s, const entry *e) {
     return b;
 }
 
-/* Frees e's frame, which it no longer needs. */
+/* Frees e's frame, its identity with it. */
 static void drop_frame(kl_store *s, entry *e) {
     s->z.objects--;
     s->z.bytes -= e->b.z->len;
@@ -322,22 +327,26 @@ static void drop_frame(kl_store *s, entry *e) {
 /* Frees what e holds: its bytes and its identity. */
 static void discard(kl_store *s, entry *e) {
     s->json_bytes -= e->len;
-    if (e->cold) drop_frame(s, e);
-    else kl_blob_unref(e->b.blob);
-    free(e->ns);
+    if (e->cold) {
+        drop_frame(s, e);
+    } else {
+        kl_blob_unref(e->b.blob);
+        free(e->ns);
+    }
 }
 
 /* Moves e's object into *out as JSON, e's identity with it. */
 static void take(kl_store *s, entry *e, kl_obj *out) {
     s->json_bytes -= e->len;
-    if (e->cold) {
-        out->blob = inflate(s, e);
-        drop_frame(s, e);
-    } else {
-        out->blob = e->b.blob;
-    }
     out->off = e->off;
     out->len = e->len;
+    if (e->cold) {
+        out->blob = inflate(s, e);
+        kl_obj_set_identity(out, e->ns, strlen(e->ns), e->name, strlen(e->name), e->rv, strlen(e->rv));
+        drop_frame(s, e);
+        return;
+    }
+    out->blob = e->b.blob;
     out->ns = e->ns;
     out->name = e->name;
     out->rv = e->rv;
@@ -584,6 +593,10 @@ static int make_dict(kl_store *s) {
  * pay for with a decompression: then it stays JSON until written again.
  * Returns the JSON bytes it went through. */
 static size_t compress_entry(kl_store *s, entry *e) {
+    if (!e->ns) { /* an identity in three allocations: none the decoder makes */
+        e->kept = 1;
+        return 0;
+    }
     const char *json = e->b.blob->data + e->off;
     size_t bound = ZSTD_compressBound(e->len);
     if (!s->cctx && !(s->cctx = ZSTD_createCCtx())) kl_oom(bound);
@@ -597,10 +610,16 @@ static size_t compress_entry(kl_store *s, entry *e) {
         e->kept = 1;
         return e->len;
     }
-    frame *z = kl_xmalloc(sizeof(frame) + n);
+    size_t idlen = (size_t)(e->rv + strlen(e->rv) + 1 - e->ns);
+    frame *z = kl_xmalloc(sizeof(frame) + idlen + n);
     z->len = (uint32_t)n;
-    memcpy(z->data, s->zbuf, n);
+    memcpy(z->data, e->ns, idlen);
+    memcpy(z->data + idlen, s->zbuf, n);
     kl_blob_unref(e->b.blob);
+    e->name = z->data + (e->name - e->ns);
+    e->rv = z->data + (e->rv - e->ns);
+    free(e->ns);
+    e->ns = z->data;
     e->b.z = z;
     e->off = 0;
     e->cold = 1;

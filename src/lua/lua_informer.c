@@ -642,6 +642,20 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "cached");
     lua_pushinteger(L, (lua_Integer)kl_informer_pending(li->inf));
     lua_setfield(L, -2, "pending");
+    kl_store_compression_stats z;
+    kl_store_compression(kl_informer_store(li->inf), &z);
+    lua_pushinteger(L, (lua_Integer)z.objects);
+    lua_setfield(L, -2, "compressed");
+    lua_pushinteger(L, (lua_Integer)z.bytes);
+    lua_setfield(L, -2, "compressed_bytes");
+    lua_pushinteger(L, (lua_Integer)z.json_bytes);
+    lua_setfield(L, -2, "compressed_json_bytes");
+    kl_informer_compaction_stats zc;
+    kl_informer_compaction(li->inf, &zc);
+    lua_pushstring(L, zc.state);
+    lua_setfield(L, -2, "compaction");
+    lua_pushnumber(L, zc.seconds);
+    lua_setfield(L, -2, "compaction_seconds");
     lua_pushinteger(L, (lua_Integer)kl_informer_seq(li->inf));
     lua_setfield(L, -2, "notifications");
     lua_pushstring(L, kl_informer_rv(li->inf));
@@ -797,6 +811,11 @@ static int l_informer(lua_State *L) {
     if (resync > 0) {
         li->resync = resync;
         li->resync_timer = kl_loop_after(kl_rt_loop(rt), resync, on_resync, li);
+    }
+    if (ro->cache_compression) {
+        kl_store_compaction c = KL_STORE_COMPACTION;
+        if (ro->cache_compression_after > 0) c.after = ro->cache_compression_after;
+        kl_informer_set_compaction(li->inf, &c);
     }
     kl_informer_start(li->inf);
     return 1;

@@ -109,6 +109,13 @@ local INFORMER_FAMILIES = {
     'Checks of the cache against a consistent LIST (--verify-cache).', 'verifications' },
   { 'counter', 'klua_informer_drift_objects_total',
     'Objects --verify-cache found differing between the cache and the server (each drift relists).', 'drift_objects' },
+  { 'gauge', 'klua_informer_compressed_objects',
+    'Cached objects stored compressed, having stayed unwritten (--cache-compression).', 'compressed' },
+  { 'gauge', 'klua_informer_compressed_bytes', 'Bytes the compressed cached objects take.', 'compressed_bytes' },
+  { 'gauge', 'klua_informer_compressed_json_bytes', 'Bytes of JSON the compressed cached objects hold.',
+    'compressed_json_bytes' },
+  { 'counter', 'klua_informer_compaction_seconds_total',
+    'CPU seconds the loop spent compressing cached objects.', 'compaction_seconds' },
 }
 
 local function informer_families(add)
