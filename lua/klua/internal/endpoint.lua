@@ -8,7 +8,8 @@
 --             inf:lag()), klua_informer_staleness_seconds (inf:stats().staleness),
 --             klua_informer_cache_verifications_total and
 --             klua_informer_drift_objects_total (--verify-cache:
---             lua/klua/internal/verify.lua), klua_controller_stale_read_* (read your own writes:
+--             lua/klua/internal/verify.lua), klua_informer_compressed_* and
+--             klua_informer_compaction_seconds_total (--cache-compression), klua_controller_stale_read_* (read your own writes:
 --             lua/klua/internal/writes.lua), klua_handler_errors_total,
 --             klua_api_warnings_total, klua_lua_memory_bytes, klua_shards_held and
 --             klua_fenced_writes_total
