@@ -12,9 +12,9 @@
 
 #define QUEUE_HIGH 1024 /* notifications at which the reflector is held */
 #define QUEUE_LOW 256   /* ...and released */
-/* A pass that compressed this much JSON trims the heap as it ends: the
- * blobs it freed lie between objects still cached, where free() alone
- * hands nothing back to the system. */
+/* The compaction trims the heap each time it has compressed this much
+ * JSON: the blobs it freed lie between objects still cached, where free()
+ * alone hands nothing back to the system. */
 #define TRIM_AFTER (4u << 20)
 
 /* The compaction of the store's objects left unwritten (store.h), on the
@@ -64,7 +64,7 @@ struct kl_informer {
     zstate z;
     kl_store_compaction compaction;
     uint64_t z_timer, z_slice; /* the compaction's timer or deferred slice, or 0 */
-    size_t z_pass_json;        /* JSON the pass under way compressed */
+    size_t z_untrimmed;        /* JSON compressed since the heap was last trimmed */
     kl_informer_compaction_stats zstats;
 };
 
@@ -129,20 +129,20 @@ static double thread_cpu(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* The heap is trimmed once, after a pass that freed much: malloc_trim
- * walks every free chunk, and the compaction leaves few, the blobs it
- * freed having merged with their neighbours (with them went the
- * identities the decoder had put between them, store.c). 23 ms after
- * 100,000 of the bench's Pods (docs/benchmarks.md). */
-static void pass_done(kl_informer *inf) {
-    inf->zstats.passes++;
-    size_t json = inf->z_pass_json;
-    inf->z_pass_json = 0;
-    if (json < TRIM_AFTER) return;
+/* Trims the heap a few MiB at a time, not once at the end of a pass:
+ * malloc_trim hands back the pages of every free chunk in one call, and
+ * the 300 MB that 100,000 of the bench's Pods free block the loop for
+ * 70 ms in one; 4 MiB at a time, the call takes ~1 ms, the compaction
+ * leaving few free chunks (the blobs it frees merge with their
+ * neighbours, the identities between them gone too: store.c). */
+static void trim(kl_informer *inf) {
     double t = kl_now();
     kl_heap_trim();
-    kl_vlog(2, inf->name, "compaction: %zu KiB of JSON compressed; the heap trimmed in %.1f ms", json >> 10,
-            (kl_now() - t) * 1000);
+    t = kl_now() - t;
+    if (t > inf->zstats.max_trim) inf->zstats.max_trim = t;
+    kl_vlog(4, inf->name, "compaction: %zu KiB of JSON compressed; the heap trimmed in %.2f ms",
+            inf->z_untrimmed >> 10, t * 1000);
+    inf->z_untrimmed = 0;
 }
 
 static void on_z_slice(kl_loop *loop, void *ud) {
@@ -158,10 +158,16 @@ static void on_z_slice(kl_loop *loop, void *ud) {
     kl_store_compression(inf->store, &before);
     int more = kl_store_compact(inf->store, &inf->compaction, &due);
     kl_store_compression(inf->store, &after);
-    if (after.json_bytes > before.json_bytes) inf->z_pass_json += after.json_bytes - before.json_bytes;
-    if (!more) pass_done(inf);
+    if (after.json_bytes > before.json_bytes) inf->z_untrimmed += after.json_bytes - before.json_bytes;
+    if (inf->z_untrimmed >= TRIM_AFTER || (!more && inf->z_untrimmed)) trim(inf);
     inf->zstats.seconds += thread_cpu() - cpu;
     inf->zstats.slices++;
+    if (!more) {
+        inf->zstats.passes++;
+        kl_vlog(2, inf->name, "compaction: %zu objects compressed, %zu KiB of JSON in %zu KiB; %.2f s of CPU in "
+                "%lu slices so far, the longest trim of the heap %.1f ms", after.objects, after.json_bytes >> 10,
+                after.bytes >> 10, inf->zstats.seconds, inf->zstats.slices, inf->zstats.max_trim * 1000);
+    }
     z_transition(inf, more ? ZC_MORE : due > 0 ? ZC_LATER : ZC_DONE, due);
 }
 

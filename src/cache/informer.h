@@ -83,6 +83,7 @@ void kl_informer_set_compaction(kl_informer *inf, const kl_store_compaction *c);
 typedef struct kl_informer_compaction_stats {
     const char *state;    /* "off", "idle" (nothing left to compress), "timed", "waiting", "slicing" */
     double seconds;       /* the loop thread's CPU time in slices */
+    double max_trim;      /* the longest trim of the heap after a slice, seconds */
     unsigned long slices, passes;
 } kl_informer_compaction_stats;
 void kl_informer_compaction(const kl_informer *inf, kl_informer_compaction_stats *out);

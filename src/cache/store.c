@@ -24,16 +24,31 @@ typedef uint32_t ref;
 /* ns_prev and ns_next have 31 bits. */
 #define MAX_ENTRIES (((ref)1 << 31) - 1)
 
-/* A cold entry's one allocation: its identity (ns\0name\0rv\0, which
- * the entry's strings point into), then its JSON compressed against the
+/* A cold entry's bytes: its identity (ns\0name\0rv\0, which the
+ * entry's strings point into), then its JSON compressed against the
  * store's dictionary, a zstd frame of len bytes. The identity moves in
  * with the frame so that what a LIST's object was, its blob and the
  * identity the decoder allocated beside it, is freed whole: freeing the
- * blob alone would leave the identity pinning every page the blob had. */
+ * blob alone would leave the identity pinning every page the blob had.
+ *
+ * Frames are laid one after the other in blocks of their own, not
+ * malloc'd: in the heap each would take the start of a hole a blob left,
+ * and the rest of the hole, a few KiB between two frames, would stay
+ * resident until malloc_trim, whose cost grows with such holes (20 ms a
+ * call at 100,000 Pods; docs/architecture.md). A block goes when its last
+ * frame does. */
 typedef struct frame {
     uint32_t len;
+    uint32_t block; /* its block's index in the store's */
     char data[];
 } frame;
+
+#define BLOCK_BYTES (256 * 1024) /* past the heap's mmap threshold: freed, a block leaves the process */
+typedef struct block {
+    size_t cap, used; /* bytes of data */
+    size_t live;      /* frames in it */
+    _Alignas(uint32_t) char data[];
+} block;
 
 /* An entry holds what a kl_obj does, its bytes either the JSON (hot) or a
  * frame (cold). The namespace index links each namespace's entries into a
@@ -119,6 +134,9 @@ struct kl_store {
     double first_write;  /* the first write since the pass began */
     unsigned has_min_due : 1, has_first_write : 1;
     kl_store_compression_stats z;
+    block **blocks;      /* NULL where one was freed */
+    size_t nblocks, blocks_cap;
+    size_t current;      /* the block frames are laid in, as index + 1; 0: none */
 };
 
 static entry *at(const kl_store *s, ref r) { return &s->pages[(r - 1) >> PAGE_BITS][(r - 1) & (PAGE_ENTRIES - 1)]; }
@@ -314,12 +332,52 @@ static kl_blob *inflate(const kl_store *s, const entry *e) {
     return b;
 }
 
+/* A frame of size bytes, laid in the current block or a new one. */
+static frame *frame_alloc(kl_store *s, size_t size) {
+    size = (size + _Alignof(frame) - 1) & ~(_Alignof(frame) - 1);
+    block *b = s->current ? s->blocks[s->current - 1] : NULL;
+    if (!b || b->cap - b->used < size) {
+        size_t cap = size > BLOCK_BYTES - sizeof(block) ? size : BLOCK_BYTES - sizeof(block), i = 0;
+        while (i < s->nblocks && s->blocks[i]) i++;
+        if (i == s->nblocks) {
+            if (i == UINT32_MAX) kl_oom(size);
+            s->blocks = kl_buf_grow(s->blocks, &s->blocks_cap, i + 1, sizeof *s->blocks, 16);
+            s->nblocks++;
+        }
+        b = kl_xmalloc(sizeof(block) + cap);
+        b->cap = cap;
+        b->used = b->live = 0;
+        s->blocks[i] = b;
+        s->current = i + 1;
+    }
+    frame *f = (frame *)(b->data + b->used);
+    b->used += size;
+    b->live++;
+    f->block = (uint32_t)(s->current - 1);
+    s->z.block_bytes += b->used == size ? sizeof(block) + b->cap : 0;
+    return f;
+}
+
+static void frame_free(kl_store *s, frame *f) {
+    size_t i = f->block;
+    block *b = s->blocks[i];
+    if (--b->live) return;
+    if (i + 1 == s->current) {
+        b->used = 0; /* laid in afresh */
+        s->z.block_bytes -= sizeof(block) + b->cap;
+        return;
+    }
+    s->z.block_bytes -= sizeof(block) + b->cap;
+    free(b);
+    s->blocks[i] = NULL;
+}
+
 /* Frees e's frame, its identity with it. */
 static void drop_frame(kl_store *s, entry *e) {
     s->z.objects--;
     s->z.bytes -= e->b.z->len;
     s->z.json_bytes -= e->len;
-    free(e->b.z);
+    frame_free(s, e->b.z);
     e->b.z = NULL;
     e->cold = 0;
 }
@@ -410,6 +468,8 @@ void kl_store_free(kl_store *s) {
     ZSTD_freeCDict(s->cdict);
     ZSTD_freeDDict(s->ddict);
     ZSTD_freeDCtx(s->dctx);
+    for (size_t i = 0; i < s->nblocks; i++) free(s->blocks[i]);
+    free(s->blocks);
     free(s);
 }
 
@@ -611,7 +671,7 @@ static size_t compress_entry(kl_store *s, entry *e) {
         return e->len;
     }
     size_t idlen = (size_t)(e->rv + strlen(e->rv) + 1 - e->ns);
-    frame *z = kl_xmalloc(sizeof(frame) + idlen + n);
+    frame *z = frame_alloc(s, sizeof(frame) + idlen + n);
     z->len = (uint32_t)n;
     memcpy(z->data, e->ns, idlen);
     memcpy(z->data + idlen, s->zbuf, n);

@@ -109,6 +109,7 @@ typedef struct kl_store_compression_stats {
     size_t bytes;      /* their compressed bytes */
     size_t json_bytes; /* their JSON's */
     size_t dict_bytes; /* the dictionary's, 0 until made */
+    size_t block_bytes; /* of the blocks the compressed objects are laid in */
 } kl_store_compression_stats;
 void kl_store_compression(const kl_store *s, kl_store_compression_stats *out);
 
