@@ -76,7 +76,7 @@ TARGET_SYNC_SECONDS = 1.0
 TARGET_SYNC_PAGED_SECONDS = 1.5
 TARGET_SYNC_PODS = 100000
 TARGET_PEAK = 1.3
-TARGET_MEMORY = 1.2
+TARGET_MEMORY = 1.0
 TARGET_FLAT = 1.25
 TARGET_SERVER = 1e9
 # A watch printer silent this long after its first line has stopped for good (events were lost).
