@@ -121,8 +121,6 @@ struct kl_store {
     size_t json_bytes;   /* of every entry, hot or cold */
     /* The compaction: the dictionary, made once and kept for the store's
      * life (every cold entry needs it), the contexts, and the pass. */
-    char *dict;          /* while it is made */
-    size_t dict_len;
     ZSTD_CDict *cdict;
     ZSTD_DDict *ddict;
     ZSTD_DCtx *dctx;     /* every read of a cold entry's */
@@ -623,29 +621,25 @@ void kl_store_take_changes(kl_store *s, void (*fn)(void *ud, const char *key), v
  * dictionary magic does, so zstd takes these bytes as raw content. */
 static int make_dict(kl_store *s) {
     size_t want = s->json_bytes / 16 < DICT_BYTES ? s->json_bytes / 16 : DICT_BYTES;
-    size_t avg = s->json_bytes / s->len, step = s->used / (want / (avg ? avg : 1) + 1);
-    s->dict = kl_xmalloc(want ? want : 1);
-    for (ref r = 1; r <= s->used && s->dict_len < want; r += (ref)(step ? step : 1)) {
+    size_t avg = s->json_bytes / s->len, step = s->used / (want / (avg ? avg : 1) + 1), len = 0;
+    char *dict = kl_xmalloc(want ? want : 1);
+    for (ref r = 1; r <= s->used && len < want; r += (ref)(step ? step : 1)) {
         const entry *e = at(s, r);
         if (!e->name || e->cold) continue;
-        size_t n = e->len < want - s->dict_len ? e->len : want - s->dict_len;
-        memcpy(s->dict + s->dict_len, e->b.blob->data + e->off, n);
-        s->dict_len += n;
+        size_t n = e->len < want - len ? e->len : want - len;
+        memcpy(dict + len, e->b.blob->data + e->off, n);
+        len += n;
     }
-    if (!s->dict_len) {
-        free(s->dict);
-        s->dict = NULL;
-        return 0;
+    if (len) {
+        /* Each keeps its copy (by reference is zstd's experimental API). */
+        s->cdict = ZSTD_createCDict(dict, len, LEVEL);
+        s->ddict = ZSTD_createDDict(dict, len);
+        s->dctx = ZSTD_createDCtx();
+        if (!s->cdict || !s->ddict || !s->dctx) kl_oom(len);
+        s->z.dict_bytes = len;
     }
-    /* Each keeps its copy (by reference is zstd's experimental API). */
-    s->cdict = ZSTD_createCDict(s->dict, s->dict_len, LEVEL);
-    s->ddict = ZSTD_createDDict(s->dict, s->dict_len);
-    s->dctx = ZSTD_createDCtx();
-    if (!s->cdict || !s->ddict || !s->dctx) kl_oom(s->dict_len);
-    s->z.dict_bytes = s->dict_len;
-    free(s->dict);
-    s->dict = NULL;
-    return 1;
+    free(dict);
+    return len > 0;
 }
 
 /* Compresses hot entry e, unless that saves less than an eighth of its
@@ -653,7 +647,7 @@ static int make_dict(kl_store *s) {
  * pay for with a decompression: then it stays JSON until written again.
  * Returns the JSON bytes it went through. */
 static size_t compress_entry(kl_store *s, entry *e) {
-    if (!e->ns) { /* an identity in three allocations: none the decoder makes */
+    if (!e->ns) { /* no identity to move in with the frame (the decoder always gives one) */
         e->kept = 1;
         return 0;
     }
@@ -707,7 +701,10 @@ static int end_pass(kl_store *s, const kl_store_compaction *c, double *next_due)
 
 int kl_store_compact(kl_store *s, const kl_store_compaction *c, double *next_due) {
     double now = clock_now(s);
-    uint32_t now_ms = stamp(s, now), after_ms = (uint32_t)(c->after * 1000);
+    /* Ages are taken modulo 2^32 ms: a longer wait than half of it could
+     * not be told from a short one. */
+    double after = c->after * 1000 < (double)(UINT32_MAX / 2) ? c->after * 1000 : (double)(UINT32_MAX / 2);
+    uint32_t now_ms = stamp(s, now), after_ms = (uint32_t)after;
     if (!s->cursor) {
         s->cursor = 1;
         s->has_min_due = s->has_first_write = 0;

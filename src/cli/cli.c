@@ -696,11 +696,12 @@ void kl_cli_free(kl_cli *c) {
 static const char levels[] =
     "\nVerbosity levels (-v N; each level shows what those below it show):\n"
     "  0   errors, warnings, recoveries, and the script's klua.log.info\n"
-    "  2   each reflector: LIST, WATCH, bookmarks, 410s, relists, backoffs, sync; the runtime's phases\n"
+    "  2   each reflector: LIST, WATCH, bookmarks, 410s, relists, backoffs, sync; the runtime's phases; "
+    "each pass of an informer's cache compression\n"
     "  3   each handler call (informer, event, key, resourceVersion); each enqueue (key, the informer and "
     "event that caused it, queued or deduplicated); each reconcile's start and end (result, duration, "
     "requeue or backoff)\n"
-    "  4   the script's klua.log.debug\n"
+    "  4   the script's klua.log.debug; the cache compression's transitions and heap trims\n"
     "  5   the wire: each read's size, each frame's size, each decoded event's type, key and resourceVersion\n"
     "  6   each HTTP request as it ends: status and duration\n"
     "  8   each HTTP request as it starts\n";
