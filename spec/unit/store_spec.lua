@@ -181,7 +181,7 @@ describe('the store', function()
       if op > 10 then
         now = now + math.random(0, 8)
         s:set_time(now)
-        local c = { after = 5, min_bytes = 0, slice_entries = math.random(1, 3000) }
+        local c = { after = 5, min_bytes = 0, slice_entries = math.random(1, 3000), block_bytes = math.random(64, 8192) }
         for _ = 1, math.random(1, 4) do
           if not s:compact(c) then break end
         end
@@ -367,13 +367,36 @@ describe('the store', function()
       assert.equals(8, (compact_all(t, { after = 5, min_bytes = 0, slice_entries = 7 })))
     end)
 
+    it('moves the compressed objects of blocks mostly dead to the current one, freeing those blocks', function()
+      local s = testing.store()
+      local want = fill(s, 200)
+      local c = { after = 5, min_bytes = 0, block_bytes = 2048 }
+      s:set_time(10)
+      compact_all(s, c)
+      local laid = s:compression().block_bytes
+      assert.is_true(laid >= 8 * 2048, laid .. ' bytes of blocks')
+      -- Nine objects in ten written again: each block keeps a tenth of its frames.
+      for i = 1, 200 do
+        if i % 10 ~= 0 then s:put(big_pod(i % 2 == 0 and 'a' or 'b', 'p' .. i, 'x' .. i, i)) end
+      end
+      compact_all(s, c) -- at 10, before any of them comes due
+      local z = s:compression()
+      assert.equals(20, z.objects)
+      assert.is_true(z.block_bytes * 3 < laid, laid .. ' bytes of blocks, then ' .. z.block_bytes)
+      for i = 10, 200, 10 do
+        local key = (i % 2 == 0 and 'a' or 'b') .. '/p' .. i
+        local got = s:get(key)
+        assert.same({ want[key], 'p' .. i, tostring(i) }, { got.json, got.name, got.rv }, key)
+      end
+    end)
+
     it('makes no dictionary while the store holds less JSON than min_bytes', function()
       local s = testing.store()
       fill(s, 10)
       s:set_time(10)
       local more, due = s:compact { after = 5, min_bytes = 1024 * 1024 }
       assert.same({ false, nil }, { more, due })
-      assert.same({ objects = 0, bytes = 0, json_bytes = 0, dict_bytes = 0 }, s:compression())
+      assert.same({ objects = 0, bytes = 0, json_bytes = 0, dict_bytes = 0, block_bytes = 0 }, s:compression())
     end)
 
     it('leaves an object that would shrink by less than an eighth as JSON, and does not try it again', function()

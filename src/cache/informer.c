@@ -242,6 +242,7 @@ static int sink_event(void *ud, kl_event *ev) {
         kl_obj_key(&ev->obj, key, sizeof key);
         kl_obj gone;
         if (kl_store_delete(inf->store, key, &gone)) kl_obj_clear(&gone);
+        written(inf); /* a compressed object gone may leave its block mostly dead */
         n.type = KL_CHANGE_DELETE;
         share_bytes(&n.cur, &ev->obj);
     } else {

@@ -36,17 +36,18 @@ typedef uint32_t ref;
  * and the rest of the hole, a few KiB between two frames, would stay
  * resident until malloc_trim, whose cost grows with such holes (20 ms a
  * call at 100,000 Pods; docs/architecture.md). A block goes when its last
- * frame does. */
+ * frame does, and a compaction moves the frames of a block more than half
+ * of which is dead (objects written again or deleted since) to the
+ * current one, so that a block that keeps a few live frames goes too. */
 typedef struct frame {
     uint32_t len;
     uint32_t block; /* its block's index in the store's */
     char data[];
 } frame;
 
-#define BLOCK_BYTES (256 * 1024) /* past the heap's mmap threshold: freed, a block leaves the process */
 typedef struct block {
     size_t cap, used; /* bytes of data */
-    size_t live;      /* frames in it */
+    size_t live, live_bytes; /* frames in it, and what they take */
     _Alignas(uint32_t) char data[];
 } block;
 
@@ -330,39 +331,51 @@ static kl_blob *inflate(const kl_store *s, const entry *e) {
     return b;
 }
 
-/* A frame of size bytes, laid in the current block or a new one. */
-static frame *frame_alloc(kl_store *s, size_t size) {
-    size = (size + _Alignof(frame) - 1) & ~(_Alignof(frame) - 1);
-    block *b = s->current ? s->blocks[s->current - 1] : NULL;
-    if (!b || b->cap - b->used < size) {
-        size_t cap = size > BLOCK_BYTES - sizeof(block) ? size : BLOCK_BYTES - sizeof(block), i = 0;
-        while (i < s->nblocks && s->blocks[i]) i++;
-        if (i == s->nblocks) {
-            if (i == UINT32_MAX) kl_oom(size);
-            s->blocks = kl_buf_grow(s->blocks, &s->blocks_cap, i + 1, sizeof *s->blocks, 16);
-            s->nblocks++;
-        }
-        b = kl_xmalloc(sizeof(block) + cap);
-        b->cap = cap;
-        b->used = b->live = 0;
-        s->blocks[i] = b;
-        s->current = i + 1;
+/* The bytes e's frame takes in its block. */
+static size_t frame_size(const entry *e) {
+    size_t n = sizeof(frame) + (size_t)(e->rv + strlen(e->rv) + 1 - e->ns) + e->b.z->len;
+    return (n + _Alignof(frame) - 1) & ~(_Alignof(frame) - 1);
+}
+
+/* A new block of cap bytes, frames laid in it from now on. */
+static block *block_new(kl_store *s, size_t cap) {
+    size_t i = 0;
+    while (i < s->nblocks && s->blocks[i]) i++;
+    if (i == s->nblocks) {
+        if (i == UINT32_MAX) kl_oom(cap);
+        s->blocks = kl_buf_grow(s->blocks, &s->blocks_cap, i + 1, sizeof *s->blocks, 16);
+        s->nblocks++;
     }
+    block *b = kl_xmalloc(sizeof(block) + cap);
+    b->cap = cap;
+    b->used = b->live = b->live_bytes = 0;
+    s->blocks[i] = b;
+    s->current = i + 1;
+    s->z.block_bytes += sizeof(block) + cap;
+    return b;
+}
+
+/* A frame of size bytes (frame_size's), laid in the current block or a
+ * new one of block_bytes. */
+static frame *frame_alloc(kl_store *s, size_t size, size_t block_bytes) {
+    block *b = s->current ? s->blocks[s->current - 1] : NULL;
+    size_t room = block_bytes > sizeof(block) ? block_bytes - sizeof(block) : 0;
+    if (!b || b->cap - b->used < size) b = block_new(s, size > room ? size : room);
     frame *f = (frame *)(b->data + b->used);
     b->used += size;
     b->live++;
+    b->live_bytes += size;
     f->block = (uint32_t)(s->current - 1);
-    s->z.block_bytes += b->used == size ? sizeof(block) + b->cap : 0;
     return f;
 }
 
-static void frame_free(kl_store *s, frame *f) {
+static void frame_free(kl_store *s, frame *f, size_t size) {
     size_t i = f->block;
     block *b = s->blocks[i];
+    b->live_bytes -= size;
     if (--b->live) return;
     if (i + 1 == s->current) {
         b->used = 0; /* laid in afresh */
-        s->z.block_bytes -= sizeof(block) + b->cap;
         return;
     }
     s->z.block_bytes -= sizeof(block) + b->cap;
@@ -375,7 +388,7 @@ static void drop_frame(kl_store *s, entry *e) {
     s->z.objects--;
     s->z.bytes -= e->b.z->len;
     s->z.json_bytes -= e->len;
-    frame_free(s, e->b.z);
+    frame_free(s, e->b.z, frame_size(e));
     e->b.z = NULL;
     e->cold = 0;
 }
@@ -646,7 +659,7 @@ static int make_dict(kl_store *s) {
  * JSON (a tiny object, mostly the frame's header), which each read would
  * pay for with a decompression: then it stays JSON until written again.
  * Returns the JSON bytes it went through. */
-static size_t compress_entry(kl_store *s, entry *e) {
+static size_t compress_entry(kl_store *s, entry *e, size_t block_bytes) {
     if (!e->ns) { /* no identity to move in with the frame (the decoder always gives one) */
         e->kept = 1;
         return 0;
@@ -665,7 +678,8 @@ static size_t compress_entry(kl_store *s, entry *e) {
         return e->len;
     }
     size_t idlen = (size_t)(e->rv + strlen(e->rv) + 1 - e->ns);
-    frame *z = frame_alloc(s, sizeof(frame) + idlen + n);
+    size_t size = (sizeof(frame) + idlen + n + _Alignof(frame) - 1) & ~(_Alignof(frame) - 1);
+    frame *z = frame_alloc(s, size, block_bytes);
     z->len = (uint32_t)n;
     memcpy(z->data, e->ns, idlen);
     memcpy(z->data + idlen, s->zbuf, n);
@@ -681,6 +695,28 @@ static size_t compress_entry(kl_store *s, entry *e) {
     s->z.bytes += n;
     s->z.json_bytes += e->len;
     return e->len;
+}
+
+/* Whether e's frame lies in a block more than half dead, not the one
+ * frames are laid in. */
+static int sparse(const kl_store *s, const entry *e) {
+    const block *b = s->blocks[e->b.z->block];
+    return e->b.z->block + 1 != s->current && b->live_bytes * 2 < b->cap;
+}
+
+/* Moves e's frame into the current block; returns its size. */
+static size_t move_frame(kl_store *s, entry *e, size_t block_bytes) {
+    size_t size = frame_size(e);
+    frame *old = e->b.z, *z = frame_alloc(s, size, block_bytes);
+    uint32_t in = z->block;
+    memcpy(z, old, size);
+    z->block = in;
+    e->name = z->data + (e->name - e->ns);
+    e->rv = z->data + (e->rv - e->ns);
+    e->ns = z->data;
+    e->b.z = z;
+    frame_free(s, old, size);
+    return size;
 }
 
 static void note_due(kl_store *s, double due) {
@@ -715,9 +751,13 @@ int kl_store_compact(kl_store *s, const kl_store_compaction *c, double *next_due
         if (bytes >= c->slice_bytes || looked >= c->slice_entries) return 1;
         entry *e = at(s, s->cursor);
         looked++;
-        if (!e->name || e->cold || e->kept) continue;
+        if (!e->name || e->kept) continue;
+        if (e->cold) {
+            if (sparse(s, e)) bytes += move_frame(s, e, c->block_bytes);
+            continue;
+        }
         uint32_t age = now_ms - e->written;
-        if (age >= after_ms) bytes += compress_entry(s, e);
+        if (age >= after_ms) bytes += compress_entry(s, e, c->block_bytes);
         else note_due(s, now + (double)(after_ms - age) / 1000);
     }
     return end_pass(s, c, next_due);

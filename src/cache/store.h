@@ -82,9 +82,10 @@ void kl_store_set_clock(kl_store *s, double (*now)(void *ud), void *ud);
 /* What a compaction does (KL_STORE_COMPACTION has the defaults). */
 typedef struct kl_store_compaction {
     double after;         /* seconds an entry stays unwritten before it is compressed */
-    size_t slice_bytes;   /* JSON one slice compresses, at most (past it, no next object) */
+    size_t slice_bytes;   /* JSON one slice compresses or frames it moves, at most (past it, no next object) */
     size_t slice_entries; /* entries one slice looks at, at most */
     size_t min_bytes;     /* JSON the store must hold before its dictionary is made */
+    size_t block_bytes;   /* of each block compressed objects are laid in */
 } kl_store_compaction;
 
 /* 5 s: an object written is often written again within seconds (a Pod's
@@ -93,12 +94,15 @@ typedef struct kl_store_compaction {
  * of the bench's Pods take ~0.6 ms to compress at level 1 (more on a
  * loaded core, hence not more), and looking at 8,192 entries, ~0.1 ms.
  * Below 1 MiB of JSON the dictionary and the compression contexts
- * (~250 KiB) would cost more than they save. docs/architecture.md. */
-#define KL_STORE_COMPACTION ((kl_store_compaction){5.0, 256 * 1024, 8192, 1024 * 1024})
+ * (~250 KiB) would cost more than they save. Blocks of 256 KiB lie past
+ * the heap's mmap threshold: a block freed leaves the process at once.
+ * docs/architecture.md. */
+#define KL_STORE_COMPACTION ((kl_store_compaction){5.0, 256 * 1024, 8192, 1024 * 1024, 256 * 1024})
 
 /* Does one slice of the compaction: from where the last slice stopped,
  * compresses the entries unwritten for c->after, making the dictionary
- * first when there is none. Returns 1 when the pass over the store goes on
+ * first when there is none, and moves compressed ones out of blocks
+ * mostly dead. Returns 1 when the pass over the store goes on
  * (call again), 0 when it ended: then *next_due is when the earliest entry
  * left as JSON comes due, on the store's clock, or 0 when none is left
  * (a later write makes one). */

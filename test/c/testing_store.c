@@ -196,6 +196,7 @@ static int s_compact(lua_State *L) {
         c.slice_bytes = opt_size(L, "slice_bytes", c.slice_bytes);
         c.slice_entries = opt_size(L, "slice_entries", c.slice_entries);
         c.min_bytes = opt_size(L, "min_bytes", c.min_bytes);
+        c.block_bytes = opt_size(L, "block_bytes", c.block_bytes);
     }
     double due = 0;
     lua_pushboolean(L, kl_store_compact(s, &c, &due));
@@ -216,6 +217,8 @@ static int s_compression(lua_State *L) {
     lua_setfield(L, -2, "json_bytes");
     lua_pushinteger(L, (lua_Integer)z.dict_bytes);
     lua_setfield(L, -2, "dict_bytes");
+    lua_pushinteger(L, (lua_Integer)z.block_bytes);
+    lua_setfield(L, -2, "block_bytes");
     return 1;
 }
 
