@@ -65,6 +65,7 @@ struct kl_informer {
     kl_store_compaction compaction;
     uint64_t z_timer, z_slice; /* the compaction's timer or deferred slice, or 0 */
     size_t z_untrimmed;        /* JSON compressed since the heap was last trimmed */
+    size_t z_pass;             /* JSON compressed by the pass under way */
     kl_informer_compaction_stats zstats;
 };
 
@@ -131,10 +132,11 @@ static double thread_cpu(void) {
 
 /* Trims the heap a few MiB at a time, not once at the end of a pass:
  * malloc_trim hands back the pages of every free chunk in one call, and
- * the 300 MB that 100,000 of the bench's Pods free block the loop for
- * 70 ms in one; 4 MiB at a time, the call takes ~1 ms, the compaction
- * leaving few free chunks (the blobs it frees merge with their
- * neighbours, the identities between them gone too: store.c). */
+ * the 300 MB that 100,000 of the bench's Pods free would block the loop
+ * for tens of ms. 4 MiB at a time it takes 0.7 ms in the median
+ * (docs/benchmarks.md): what the blobs and the identities between them
+ * leave merges into few free chunks, the frames lying in blocks of their
+ * own (store.c). */
 static void trim(kl_informer *inf) {
     double t = kl_now();
     kl_heap_trim();
@@ -158,15 +160,21 @@ static void on_z_slice(kl_loop *loop, void *ud) {
     kl_store_compression(inf->store, &before);
     int more = kl_store_compact(inf->store, &inf->compaction, &due);
     kl_store_compression(inf->store, &after);
-    if (after.json_bytes > before.json_bytes) inf->z_untrimmed += after.json_bytes - before.json_bytes;
+    if (after.json_bytes > before.json_bytes) {
+        inf->z_untrimmed += after.json_bytes - before.json_bytes;
+        inf->z_pass += after.json_bytes - before.json_bytes;
+    }
     if (inf->z_untrimmed >= TRIM_AFTER || (!more && inf->z_untrimmed)) trim(inf);
     inf->zstats.seconds += thread_cpu() - cpu;
     inf->zstats.slices++;
     if (!more) {
         inf->zstats.passes++;
-        kl_vlog(2, inf->name, "compaction: %zu objects compressed, %zu KiB of JSON in %zu KiB; %.2f s of CPU in "
+        /* -v 2 tells of the passes that compressed much (after a sync), not
+         * of those each few seconds of a steady stream of events makes. */
+        kl_vlog(inf->z_pass >= TRIM_AFTER ? 2 : 4, inf->name, "compaction: %zu objects compressed, %zu KiB of JSON in %zu KiB; %.2f s of CPU in "
                 "%lu slices so far, the longest trim of the heap %.1f ms", after.objects, after.json_bytes >> 10,
                 after.bytes >> 10, inf->zstats.seconds, inf->zstats.slices, inf->zstats.max_trim * 1000);
+        inf->z_pass = 0;
     }
     z_transition(inf, more ? ZC_MORE : due > 0 ? ZC_LATER : ZC_DONE, due);
 }

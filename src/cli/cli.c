@@ -697,7 +697,7 @@ static const char levels[] =
     "\nVerbosity levels (-v N; each level shows what those below it show):\n"
     "  0   errors, warnings, recoveries, and the script's klua.log.info\n"
     "  2   each reflector: LIST, WATCH, bookmarks, 410s, relists, backoffs, sync; the runtime's phases; "
-    "each pass of an informer's cache compression\n"
+    "each pass of an informer's cache compression that compressed much\n"
     "  3   each handler call (informer, event, key, resourceVersion); each enqueue (key, the informer and "
     "event that caused it, queued or deduplicated); each reconcile's start and end (result, duration, "
     "requeue or backoff)\n"
