@@ -2,7 +2,7 @@
 # the other work targets first run scripts/build/bootstrap, which installs the
 # Debian packages that target needs and are missing.
 
-PKGS      := lua5.4 lua5.4-cjson libcurl yaml-0.1 simdjson libmicrohttpd
+PKGS      := lua5.4 lua5.4-cjson libcurl yaml-0.1 simdjson libmicrohttpd libzstd
 BUILD     ?= build
 CC        ?= cc
 CXX       ?= c++
@@ -51,7 +51,7 @@ bootstrap:
 # A missing library is named with the Debian package that provides it,
 # rather than left to fail as a missing header half-way through the build.
 PKG_DEB   := lua5.4:liblua5.4-dev lua5.4-cjson:lua-cjson-dev libcurl:libcurl4-openssl-dev \
-             yaml-0.1:libyaml-dev simdjson:libsimdjson-dev libmicrohttpd:libmicrohttpd-dev
+             yaml-0.1:libyaml-dev simdjson:libsimdjson-dev libmicrohttpd:libmicrohttpd-dev libzstd:libzstd-dev
 pkgcheck:
 	@command -v pkg-config >/dev/null || { echo "klua: pkg-config is missing: install pkg-config (or run make bootstrap)" >&2; exit 1; }
 	@for m in $(PKG_DEB); do pkg-config --exists "$${m%%:*}" || \

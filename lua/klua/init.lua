@@ -357,9 +357,15 @@ end
 -- completed LIST; since it started, before any: /readyz's
 -- --readyz-max-staleness bound), verifications and drift_objects, the
 -- checks --verify-cache made of its cache and the objects they found
--- differing from the server (each drift relists), and refused, why they
--- fail while the server refuses them until someone acts (a 4xx: a
--- permission not granted), or nil.
+-- differing from the server (each drift relists), compressed, the cached
+-- objects stored compressed after staying unwritten (--cache-compression,
+-- docs/config.md), compressed_bytes and compressed_json_bytes, what they
+-- take and the JSON they hold, compaction, what the compression does:
+-- "off", "idle" (nothing left to compress until an object is written),
+-- "timed" (waiting for objects to come due), "waiting" (for the handlers'
+-- queue to empty) or "slicing", compaction_seconds, the loop's CPU time it
+-- took, and refused, why they fail while the server refuses them until
+-- someone acts (a 4xx: a permission not granted), or nil.
 -- @return a table of counters
 -- @usage
 -- klua.log.info('%d relists', pods:stats().relists)

@@ -80,7 +80,7 @@ describe('klua --help', function()
       '--allow-insecure-credentials', '--v', '--log-format', '--allow-core-dumps', '--instruction-budget',
       '--memory-limit',
       '--watch-idle-timeout', '--watch-timeout', '--page-size', '--watch-list', '--watch-list-deadline',
-      '--request-timeout', '--help', '--version' }) do
+      '--request-timeout', '--cache-compression', '--cache-compression-after', '--help', '--version' }) do
       assert.truthy(listed[flag], 'the help does not list ' .. flag)
     end
     assert.equals('-v', listed['--v'].short)
@@ -308,6 +308,15 @@ describe('klua takes flags as kubectl writes them', function()
     assert.same({ 'g1', 'g 2' }, o.as_groups)
     assert.equals('42', o.as_uid)
     assert.is_true(o.disable_compression)
+  end)
+
+  it('--cache-compression on unless =false, and how long an object stays unwritten before', function()
+    local o = cli.parse({ 'version' })
+    assert.same({ true, 0 }, { o.cache_compression, o.cache_compression_after })
+    o = cli.parse({ '--cache-compression=false', '--cache-compression-after', '1m', 'version' })
+    assert.same({ false, 60 }, { o.cache_compression, o.cache_compression_after })
+    local _, err = cli.parse({ '--cache-compression-after=0s', 'version' })
+    assert.equals('klua: --cache-compression-after must be longer than 0s', err)
   end)
 end)
 

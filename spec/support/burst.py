@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Makes many changes to ConfigMaps quickly over one keep-alive connection,
-as direct API calls: burst.py URL NAMESPACE PREFIX CREATES UPDATES DELETES [MARK].
-Creates PREFIX-0..CREATES-1, updates the first UPDATES of them (data.updated
-set to MARK, default "yes": a new MARK changes them again), deletes the last
-DELETES. Prints the number of requests."""
+as direct API calls: burst.py URL NAMESPACE PREFIX CREATES UPDATES DELETES [MARK [PAD]].
+Creates PREFIX-0..CREATES-1 (with PAD, data.pad: that many bytes of text alike
+across them, as real objects' are), updates the first UPDATES of them
+(data.updated set to MARK, default "yes": a new MARK changes them again),
+deletes the last DELETES. Prints the number of requests."""
 import http.client
 import json
 import sys
@@ -12,6 +13,7 @@ import urllib.parse
 url, ns, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
 creates, updates, deletes = (int(x) for x in sys.argv[4:7])
 mark = sys.argv[7] if len(sys.argv) > 7 else "yes"
+pad = int(sys.argv[8]) if len(sys.argv) > 8 else 0
 u = urllib.parse.urlparse(url)
 conn = http.client.HTTPConnection(u.hostname, u.port)
 base = f"/api/v1/namespaces/{ns}/configmaps"
@@ -30,8 +32,11 @@ def call(method, path, body=None, ctype="application/json"):
 
 
 for i in range(creates):
-    call("POST", base, {"metadata": {"name": f"{prefix}-{i}", "labels": {"burst": prefix}},
-                        "data": {"i": str(i)}})
+    data = {"i": str(i)}
+    if pad:
+        data["pad"] = ("%s line %d of setting %d; " * (pad // 20 + 1) % tuple(
+            x for j in range(pad // 20 + 1) for x in (prefix, j, i % 7)))[:pad]
+    call("POST", base, {"metadata": {"name": f"{prefix}-{i}", "labels": {"burst": prefix}}, "data": data})
 for i in range(updates):
     call("PATCH", f"{base}/{prefix}-{i}", {"data": {"updated": mark}},
          "application/merge-patch+json")

@@ -55,7 +55,7 @@ local function bootstrap(target, path, dir)
 end
 
 local BUILD = { 'gcc', 'g++', 'make', 'pkg-config', 'python3', 'liblua5.4-dev', 'lua-cjson-dev',
-  'libcurl4-openssl-dev', 'libyaml-dev', 'libsimdjson-dev', 'libmicrohttpd-dev' }
+  'libcurl4-openssl-dev', 'libyaml-dev', 'libsimdjson-dev', 'libmicrohttpd-dev', 'libzstd-dev' }
 
 local function with(list, ...)
   local out = { table.unpack(list) }

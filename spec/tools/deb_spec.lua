@@ -30,7 +30,7 @@ describe('make deb', function()
 
   it('declares the shared libraries it links and lua-cjson as dependencies, bundling none', function()
     local depends = K.run_command('dpkg-deb -f ' .. K.quote(deb) .. ' Depends')
-    for _, pkg in ipairs({ 'libcurl4', 'liblua5.4%-0', 'libyaml%-0%-2', 'libsimdjson', 'libmicrohttpd', 'lua%-cjson' }) do
+    for _, pkg in ipairs({ 'libcurl4', 'liblua5.4%-0', 'libyaml%-0%-2', 'libsimdjson', 'libmicrohttpd', 'libzstd1', 'lua%-cjson' }) do
       assert.matches(pkg, depends)
     end
     assert.are.equal('', K.run_command('dpkg-deb -c ' .. K.quote(deb) .. ' | grep -E "\\.so(\\.|$)"'))

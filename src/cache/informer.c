@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "wire/json.h"
 #include "base/log.h"
@@ -11,6 +12,34 @@
 
 #define QUEUE_HIGH 1024 /* notifications at which the reflector is held */
 #define QUEUE_LOW 256   /* ...and released */
+/* The compaction trims the heap each time it has compressed this much
+ * JSON: the blobs it freed lie between objects still cached, where free()
+ * alone hands nothing back to the system. */
+#define TRIM_AFTER (4u << 20)
+
+/* The compaction of the store's objects left unwritten (store.h), on the
+ * loop's idle time: a slice at a time, deferred, and only while no
+ * notification waits for the handlers, so that it never delays an event.
+ * Its states and the one table of their transitions: */
+typedef enum { Z_OFF, Z_IDLE, Z_TIMED, Z_WAITING, Z_SLICING, Z_NSTATES } zstate;
+typedef enum { ZC_ON, ZC_WRITTEN, ZC_DUE, ZC_DUE_BUSY, ZC_EMPTIED, ZC_BUSY, ZC_MORE, ZC_LATER, ZC_DONE, ZC_COUNT } zcause;
+static const char *const zstate_names[Z_NSTATES] = {"off", "idle", "timed", "waiting", "slicing"};
+static const struct ztransition {
+    zstate from;
+    const char *when;
+    zstate to;
+    const char *then;
+} ztable[ZC_COUNT] = {
+    [ZC_ON] = {Z_OFF, "compression on", Z_IDLE, "wait for a write"},
+    [ZC_WRITTEN] = {Z_IDLE, "an object written", Z_TIMED, "a timer for when it comes due"},
+    [ZC_DUE] = {Z_TIMED, "due, nothing queued", Z_SLICING, "a slice deferred"},
+    [ZC_DUE_BUSY] = {Z_TIMED, "due, notifications queued", Z_WAITING, "wait for the queue to empty"},
+    [ZC_EMPTIED] = {Z_WAITING, "the queue emptied", Z_SLICING, "a slice deferred"},
+    [ZC_BUSY] = {Z_SLICING, "notifications queued", Z_WAITING, "wait for the queue to empty"},
+    [ZC_MORE] = {Z_SLICING, "a slice done, the pass goes on", Z_SLICING, "a slice deferred"},
+    [ZC_LATER] = {Z_SLICING, "the pass done, objects not yet due", Z_TIMED, "a timer for the first"},
+    [ZC_DONE] = {Z_SLICING, "the pass done, every object compressed", Z_IDLE, "wait for a write"},
+};
 
 struct kl_informer {
     kl_reflector *reflector;
@@ -31,6 +60,13 @@ struct kl_informer {
     char *name;            /* for logs, as the reflector's */
     kl_informer_failed_fn failed; /* the layer above's, or NULL */
     void *failed_ud;
+    kl_loop *loop;
+    zstate z;
+    kl_store_compaction compaction;
+    uint64_t z_timer, z_slice; /* the compaction's timer or deferred slice, or 0 */
+    size_t z_untrimmed;        /* JSON compressed since the heap was last trimmed */
+    size_t z_pass;             /* JSON compressed by the pass under way */
+    kl_informer_compaction_stats zstats;
 };
 
 void kl_notif_clear(kl_notif *n) {
@@ -79,6 +115,94 @@ static int full(kl_informer *inf) {
     return inf->held;
 }
 
+static void z_transition(kl_informer *inf, zcause c, double due);
+
+static void on_z_due(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_informer *inf = ud;
+    inf->z_timer = 0;
+    z_transition(inf, kl_ring_len(&inf->q) ? ZC_DUE_BUSY : ZC_DUE, 0);
+}
+
+static double thread_cpu(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Trims the heap a few MiB at a time, not once at the end of a pass:
+ * malloc_trim hands back the pages of every free chunk in one call, and
+ * the 300 MB that 100,000 of the bench's Pods free would block the loop
+ * for tens of ms. 4 MiB at a time it takes 0.7 ms in the median
+ * (docs/benchmarks.md): what the blobs and the identities between them
+ * leave merges into few free chunks, the frames lying in blocks of their
+ * own (store.c). */
+static void trim(kl_informer *inf) {
+    double t = kl_now();
+    kl_heap_trim();
+    t = kl_now() - t;
+    if (t > inf->zstats.max_trim) inf->zstats.max_trim = t;
+    kl_vlog(4, inf->name, "compaction: %zu KiB of JSON compressed; the heap trimmed in %.2f ms",
+            inf->z_untrimmed >> 10, t * 1000);
+    inf->z_untrimmed = 0;
+}
+
+static void on_z_slice(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_informer *inf = ud;
+    inf->z_slice = 0;
+    if (kl_ring_len(&inf->q)) {
+        z_transition(inf, ZC_BUSY, 0);
+        return;
+    }
+    double due = 0, cpu = thread_cpu();
+    kl_store_compression_stats before, after;
+    kl_store_compression(inf->store, &before);
+    int more = kl_store_compact(inf->store, &inf->compaction, &due);
+    kl_store_compression(inf->store, &after);
+    if (after.json_bytes > before.json_bytes) {
+        inf->z_untrimmed += after.json_bytes - before.json_bytes;
+        inf->z_pass += after.json_bytes - before.json_bytes;
+    }
+    if (inf->z_untrimmed >= TRIM_AFTER || (!more && inf->z_untrimmed)) trim(inf);
+    inf->zstats.seconds += thread_cpu() - cpu;
+    inf->zstats.slices++;
+    if (!more) {
+        inf->zstats.passes++;
+        /* -v 2 tells of the passes that compressed much (after a sync), not
+         * of those each few seconds of a steady stream of events makes. */
+        kl_vlog(inf->z_pass >= TRIM_AFTER ? 2 : 4, inf->name, "compaction: %zu objects compressed, %zu KiB of JSON in %zu KiB; %.2f s of CPU in "
+                "%lu slices so far, the longest trim of the heap %.1f ms", after.objects, after.json_bytes >> 10,
+                after.bytes >> 10, inf->zstats.seconds, inf->zstats.slices, inf->zstats.max_trim * 1000);
+        inf->z_pass = 0;
+    }
+    z_transition(inf, more ? ZC_MORE : due > 0 ? ZC_LATER : ZC_DONE, due);
+}
+
+/* Leaves the compaction's state for ztable[c].to, which c must lead from;
+ * due: when the next pass is due, for ZC_LATER. */
+static void z_transition(kl_informer *inf, zcause c, double due) {
+    const struct ztransition *t = &ztable[c];
+    if (t->from != inf->z) {
+        kl_log(KL_LOG_ERROR, inf->name, "compaction bug: \"%s\" does not lead from %s; aborting", t->when,
+               zstate_names[inf->z]);
+        abort();
+    }
+    if (c != ZC_MORE) kl_vlog(4, inf->name, "compaction %s -> %s: %s", zstate_names[t->from], zstate_names[t->to], t->when);
+    inf->z = t->to;
+    if (t->to == Z_SLICING) {
+        inf->z_slice = kl_loop_defer(inf->loop, on_z_slice, inf);
+    } else if (t->to == Z_TIMED) {
+        double wait = c == ZC_WRITTEN ? inf->compaction.after : due - kl_now();
+        inf->z_timer = kl_loop_after(inf->loop, wait > 0 ? wait : 0, on_z_due, inf);
+    }
+}
+
+/* The store was written: an idle compaction has something to wait for. */
+static void written(kl_informer *inf) {
+    if (inf->z == Z_IDLE) z_transition(inf, ZC_WRITTEN, 0);
+}
+
 /* Transforms o as the informer's transform says; 0, or -1 when the
  * transform refused it (counted and logged). A rewritten object's parsed
  * tape (*parsed, when given) describes the old bytes: it goes, and a view
@@ -108,6 +232,7 @@ static int sink_replace(void *ud, kl_list *list) {
     for (size_t i = 0; inf->transform && !list->pruned && i < list->n; i++)
         if (transform(inf, &list->items[i], NULL) < 0) return -1;
     kl_store_replace(inf->store, list, on_change, inf);
+    written(inf);
     inf->trim_due = !inf->listed && kl_ring_len(&inf->q);
     inf->listed = 1;
     /* An empty list queues nothing, yet the dispatcher must see the sync. */
@@ -125,6 +250,7 @@ static int sink_event(void *ud, kl_event *ev) {
         kl_obj_key(&ev->obj, key, sizeof key);
         kl_obj gone;
         if (kl_store_delete(inf->store, key, &gone)) kl_obj_clear(&gone);
+        written(inf); /* a compressed object gone may leave its block mostly dead */
         n.type = KL_CHANGE_DELETE;
         share_bytes(&n.cur, &ev->obj);
     } else {
@@ -133,6 +259,7 @@ static int sink_event(void *ud, kl_event *ev) {
         int had = kl_store_put(inf->store, &ev->obj, &n.old);
         n.type = had ? KL_CHANGE_UPDATE : KL_CHANGE_ADD;
         n.cur = shared;
+        written(inf);
     }
     n.parsed = ev->parsed;
     ev->parsed = NULL;
@@ -150,6 +277,7 @@ kl_informer *kl_informer_new(kl_loop *loop, kl_http *http, const kl_reflector_op
     kl_informer *inf = kl_xcalloc(1, sizeof *inf);
     inf->ready = ready;
     inf->ud = ud;
+    inf->loop = loop;
     kl_ring_init(&inf->q, sizeof(kl_notif));
     inf->store = kl_store_new();
     inf->name = kl_xstrdup(o->name ? o->name : o->path);
@@ -164,6 +292,10 @@ void kl_informer_free(kl_informer *inf) {
     kl_reflector_free(inf->reflector);
     inf->reflector = NULL;
     inf->held = 0;
+    /* Torn down rather than left: no transition, nothing more scheduled. */
+    kl_loop_cancel(inf->loop, inf->z_timer);
+    kl_loop_cancel(inf->loop, inf->z_slice);
+    inf->z = Z_OFF;
     kl_notif n;
     while (kl_informer_pop(inf, &n)) kl_notif_clear(&n);
     kl_ring_free(&inf->q);
@@ -231,6 +363,7 @@ int kl_informer_pop(kl_informer *inf, kl_notif *n) {
         inf->held = 0;
         kl_reflector_kick(inf->reflector);
     }
+    if (!kl_ring_len(&inf->q) && inf->z == Z_WAITING) z_transition(inf, ZC_EMPTIED, 0);
     return 1;
 }
 
@@ -272,14 +405,15 @@ uint64_t kl_informer_seq(const kl_informer *inf) { return inf->seq; }
  * handler `only` alone, or an UPDATE with old = new for every handler. */
 static void queue_cache(kl_informer *inf, kl_change type, int only) {
     size_t cur = 0;
-    const kl_obj *o;
-    while ((o = kl_store_next(inf->store, &cur))) {
+    kl_obj o;
+    while (kl_store_next(inf->store, &cur, &o)) {
         kl_notif n;
         memset(&n, 0, sizeof n);
         n.type = type;
         n.only = only;
-        if (type == KL_CHANGE_UPDATE) share_bytes(&n.old, o);
-        share_bytes(&n.cur, o);
+        if (type == KL_CHANGE_UPDATE) share_bytes(&n.old, &o);
+        share_bytes(&n.cur, &o);
+        kl_store_release(&o);
         push(inf, &n);
     }
 }
@@ -287,3 +421,16 @@ static void queue_cache(kl_informer *inf, kl_change type, int only) {
 void kl_informer_replay(kl_informer *inf, int handler) { queue_cache(inf, KL_CHANGE_ADD, handler); }
 
 void kl_informer_resync(kl_informer *inf) { queue_cache(inf, KL_CHANGE_UPDATE, 0); }
+
+void kl_informer_set_compaction(kl_informer *inf, const kl_store_compaction *c) {
+    if (inf->z != Z_OFF) return;
+    inf->compaction = *c;
+    z_transition(inf, ZC_ON, 0);
+    /* A store written before: its objects are due as they would be. */
+    if (kl_store_len(inf->store)) written(inf);
+}
+
+void kl_informer_compaction(const kl_informer *inf, kl_informer_compaction_stats *out) {
+    *out = inf->zstats;
+    out->state = zstate_names[inf->z];
+}

@@ -75,6 +75,19 @@ int kl_informer_transforming(const kl_informer *inf);
 kl_store *kl_informer_store(kl_informer *inf);
 /* The first LIST has been stored and all its notifications taken. */
 int kl_informer_synced(const kl_informer *inf);
+/* Compresses the store's objects left unwritten for c->after (store.h,
+ * kl_store_compact) from now on, a slice at a time on the loop, while no
+ * notification is queued. Off until called; once on, it stays on. */
+void kl_informer_set_compaction(kl_informer *inf, const kl_store_compaction *c);
+
+typedef struct kl_informer_compaction_stats {
+    const char *state;    /* "off", "idle" (nothing left to compress), "timed", "waiting", "slicing" */
+    double seconds;       /* the loop thread's CPU time in slices */
+    double max_trim;      /* the longest trim of the heap after a slice, seconds */
+    unsigned long slices, passes;
+} kl_informer_compaction_stats;
+void kl_informer_compaction(const kl_informer *inf, kl_informer_compaction_stats *out);
+
 /* Queues an update (old = new) for every cached object, as client-go's
  * periodic resync does. */
 void kl_informer_resync(kl_informer *inf);

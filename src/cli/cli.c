@@ -292,6 +292,13 @@ static const flag flags[] = {
      .set = set_serialization},
     {NULL, "--request-timeout", NULL, "DURATION",
      "give up on a LIST (default 5m) or API call (1m) after this long", DURATION(rt.request_timeout)},
+    {NULL, "--cache-compression", NULL, NULL,
+     "compress cached objects left unwritten, on idle time; =false: keep them as JSON, more memory for "
+     "less CPU on reads (default: on; docs/config.md)",
+     SWITCH(rt.cache_compression)},
+    {NULL, "--cache-compression-after", NULL, "DURATION",
+     "how long a cached object stays unwritten before it is compressed (default 5s)",
+     PERIOD(rt.cache_compression_after)},
     {"Running a controller (klua run)", "--leader-elect", NULL, NULL,
      "reconcile only while holding a Lease, as client-go's leader election", SWITCH(rt.ctl.leader_elect)},
     {NULL, "--leader-election-id", NULL, "NAME", "the Lease's name (default: the script's name)",
@@ -641,6 +648,7 @@ int kl_cli_parse(kl_cli *c, int argc, char **argv, FILE *errs) {
     c->rt.instruction_budget = 100000000;
     c->rt.watch_list = KL_WATCH_LIST_AUTO;
     c->rt.ctl.server_sharding = 1;
+    c->rt.cache_compression = 1;
     c->args = calloc((size_t)argc + 1, sizeof *c->args);
     if (!c->args) return -1;
     for (int i = 1; i < argc; i++) {
@@ -688,11 +696,12 @@ void kl_cli_free(kl_cli *c) {
 static const char levels[] =
     "\nVerbosity levels (-v N; each level shows what those below it show):\n"
     "  0   errors, warnings, recoveries, and the script's klua.log.info\n"
-    "  2   each reflector: LIST, WATCH, bookmarks, 410s, relists, backoffs, sync; the runtime's phases\n"
+    "  2   each reflector: LIST, WATCH, bookmarks, 410s, relists, backoffs, sync; the runtime's phases; "
+    "each pass of an informer's cache compression that compressed much\n"
     "  3   each handler call (informer, event, key, resourceVersion); each enqueue (key, the informer and "
     "event that caused it, queued or deduplicated); each reconcile's start and end (result, duration, "
     "requeue or backoff)\n"
-    "  4   the script's klua.log.debug\n"
+    "  4   the script's klua.log.debug; the cache compression's transitions and heap trims\n"
     "  5   the wire: each read's size, each frame's size, each decoded event's type, key and resourceVersion\n"
     "  6   each HTTP request as it ends: status and duration\n"
     "  8   each HTTP request as it starts\n";

@@ -71,6 +71,10 @@ struct lua_informer {
     int busy;      /* a handler of cur is suspended */
     int in_call;   /* inside kl_task_spawn */
     int reading;   /* inside inf:get() or inf:list() (read_cache) */
+    /* The blobs of the reads whose views are being made (push_read), for
+     * read_cache to let go of should the making raise. */
+    kl_blob **parked;
+    size_t nparked, parked_cap;
     uint64_t drain_id; /* the deferred drain, or 0 */
     int was_synced;
     int stopped;   /* inf:stop() came while a handler of it ran, or a read: freed when it ends */
@@ -126,6 +130,7 @@ static void free_informer(lua_informer *li) {
     kl_loop_cancel(kl_rt_loop(li->rt), li->failure_id);
     if (li->has_cur) kl_notif_clear(&li->cur);
     for (int i = 0; i < 3; i++) free(li->since[i]);
+    free(li->parked);
     kl_informer_free(li->inf);
     li->inf = NULL;
     lua_rawgeti(L, LUA_REGISTRYINDEX, li->ud_ref); /* stack: handle */
@@ -498,9 +503,11 @@ static int read_cache(lua_State *L, lua_CFunction read) {
     lua_informer *li = check_informer(L, 1);
     lua_pushcfunction(L, read);
     lua_insert(L, 1); /* stack: read, args... */
+    size_t parked = li->nparked;
     li->reading++;
     int rc = lua_pcall(L, lua_gettop(L) - 1, 1, 0);
     li->reading--;
+    while (li->nparked > parked) kl_blob_unref(li->parked[--li->nparked]);
     if (li->stopped && !li->busy && !li->in_call && !li->reading) {
         free_stopped(li);
     }
@@ -508,10 +515,22 @@ static int read_cache(lua_State *L, lua_CFunction read) {
     return 1;
 }
 
+/* Pushes a view of o, which the store read, and lets the read go: the
+ * view holds its own reference to the bytes. Until then the read is
+ * parked, for read_cache to let go of should making the view raise (out
+ * of memory under --memory-limit). */
+static void push_read(lua_State *L, lua_informer *li, kl_obj *o) {
+    li->parked = kl_buf_grow(li->parked, &li->parked_cap, li->nparked + 1, sizeof *li->parked, 4);
+    li->parked[li->nparked++] = o->blob;
+    kl_view_push(L, o, NULL);
+    li->nparked--;
+    kl_store_release(o);
+}
+
 static int read_get(lua_State *L) {
     lua_informer *li = check_informer(L, 1);
-    const kl_obj *o = kl_store_get(kl_informer_store(li->inf), luaL_checkstring(L, 2));
-    if (o) kl_view_push(L, o, NULL);
+    kl_obj o;
+    if (kl_store_get(kl_informer_store(li->inf), luaL_checkstring(L, 2), &o)) push_read(L, li, &o);
     else lua_pushnil(L);
     return 1;
 }
@@ -530,9 +549,9 @@ static int read_list(lua_State *L) {
     lua_createtable(L, ns ? 0 : (int)kl_store_len(s), 0);
     size_t cur = 0;
     lua_Integer i = 0;
-    const kl_obj *o;
-    while ((o = ns ? kl_store_next_in(s, ns, &cur) : kl_store_next(s, &cur))) {
-        kl_view_push(L, o, NULL);
+    kl_obj o;
+    while (ns ? kl_store_next_in(s, ns, &cur, &o) : kl_store_next(s, &cur, &o)) {
+        push_read(L, li, &o);
         lua_rawseti(L, -2, ++i); /* stack: list */
     }
     return 1;
@@ -654,6 +673,20 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "cached");
     lua_pushinteger(L, (lua_Integer)kl_informer_pending(li->inf));
     lua_setfield(L, -2, "pending");
+    kl_store_compression_stats z;
+    kl_store_compression(kl_informer_store(li->inf), &z);
+    lua_pushinteger(L, (lua_Integer)z.objects);
+    lua_setfield(L, -2, "compressed");
+    lua_pushinteger(L, (lua_Integer)z.bytes);
+    lua_setfield(L, -2, "compressed_bytes");
+    lua_pushinteger(L, (lua_Integer)z.json_bytes);
+    lua_setfield(L, -2, "compressed_json_bytes");
+    kl_informer_compaction_stats zc;
+    kl_informer_compaction(li->inf, &zc);
+    lua_pushstring(L, zc.state);
+    lua_setfield(L, -2, "compaction");
+    lua_pushnumber(L, zc.seconds);
+    lua_setfield(L, -2, "compaction_seconds");
     lua_pushinteger(L, (lua_Integer)kl_informer_seq(li->inf));
     lua_setfield(L, -2, "notifications");
     lua_pushstring(L, kl_informer_rv(li->inf));
@@ -809,6 +842,11 @@ static int l_informer(lua_State *L) {
     if (resync > 0) {
         li->resync = resync;
         li->resync_timer = kl_loop_after(kl_rt_loop(rt), resync, on_resync, li);
+    }
+    if (ro->cache_compression) {
+        kl_store_compaction c = KL_STORE_COMPACTION;
+        if (ro->cache_compression_after > 0) c.after = ro->cache_compression_after;
+        kl_informer_set_compaction(li->inf, &c);
     }
     kl_informer_start(li->inf);
     return 1;

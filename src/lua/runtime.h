@@ -70,6 +70,9 @@ typedef struct kl_rt_opts {
     int page_size;           /* LIST limit; 0 = 500 */
     int cbor;                /* --serialization cbor: informers ask for CBOR */
     double request_timeout;  /* seconds for a LIST or an API call; 0 = 300 and 60 */
+    int cache_compression;   /* --cache-compression: compress cached objects left unwritten;
+                              * 1 unless =false */
+    double cache_compression_after; /* seconds unwritten before; 0 = KL_STORE_COMPACTION's */
 } kl_rt_opts;
 
 /* The parts of a runtime: each is one file of src/lua/ that owns its state

@@ -11,7 +11,8 @@
  * "json"), kubeconfig, context, server, token, insecure_skip_tls_verify,
  * allow_insecure_credentials, instruction_budget, memory_limit (bytes),
  * idle_timeout, watch_timeout_min, watch_timeout_max, page_size,
- * watch_list ("off", "on" or "auto"), watch_list_deadline. Unset strings are nil and unset numbers
+ * watch_list ("off", "on" or "auto"), watch_list_deadline, cache_compression,
+ * cache_compression_after. Unset strings are nil and unset numbers
  * 0, as klua's runtime receives them.
  *
  * A submodule of klua_testing.so, found by Lua's all-in-one C loader, so
@@ -64,6 +65,8 @@ static void push_options(lua_State *L, const kl_cli *c) {
     static const char *const watch_list[] = {"off", "on", "auto"};
     kl_testing_set_string(L, "watch_list", watch_list[c->rt.watch_list]);
     kl_testing_set_number(L, "watch_list_deadline", c->rt.watch_list_deadline);
+    kl_testing_set_boolean(L, "cache_compression", c->rt.cache_compression);
+    kl_testing_set_number(L, "cache_compression_after", c->rt.cache_compression_after);
 }
 
 /* The arguments as argv, "klua" first; the strings stay in the table. */

@@ -6,10 +6,18 @@
  * its own. Methods: put(json) -> whether the key was present and the JSON
  * it held; get(key) -> {json, ns, name, rv} or nil; delete(key) -> the
  * JSON removed, or nil; replace({json, ...}) -> the changes as sorted
- * "add|update|delete key rv" strings; keys([ns]) -> the sorted keys, of
- * namespace ns only when given; len().
+ * "add|update|delete key rv" strings, and the JSON each update and
+ * delete handed over, by key; keys([ns]) -> the sorted keys, of
+ * namespace ns only when given; objects([ns]) -> the sorted JSON of the
+ * objects iterated likewise; len().
+ *
+ * Its clock is the spec's, at 0 until set_time(t). compact{after=,
+ * slice_bytes=, slice_entries=, min_bytes=} (KL_STORE_COMPACTION's for
+ * those not given) -> whether the pass goes on, and when the next is due
+ * (nil: none); compression() -> {objects, bytes, json_bytes, dict_bytes}.
  */
 #include <lauxlib.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/xalloc.h"
@@ -18,7 +26,16 @@
 
 #define STORE_MT "klua_testing.store"
 
-static kl_store *check(lua_State *L) { return kl_testing_unbox(L, 1, STORE_MT, "store"); }
+/* The store and the clock it reads. */
+typedef struct tstore {
+    kl_store *s;
+    double now;
+} tstore;
+
+static tstore *check_t(lua_State *L) { return kl_testing_unbox(L, 1, STORE_MT, "store"); }
+static kl_store *check(lua_State *L) { return check_t(L)->s; }
+
+static double fake_now(void *ud) { return ((tstore *)ud)->now; }
 
 /* Decodes json into *o; raises on bytes that are not an object with a name. */
 static void decode(lua_State *L, int arg, kl_obj *o) {
@@ -34,7 +51,11 @@ static void decode(lua_State *L, int arg, kl_obj *o) {
 static void push_json(lua_State *L, const kl_obj *o) { lua_pushlstring(L, o->blob->data + o->off, o->len); }
 
 static int s_new(lua_State *L) {
-    *kl_testing_box(L, STORE_MT) = kl_store_new();
+    void **slot = kl_testing_box(L, STORE_MT);
+    tstore *t = kl_xcalloc(1, sizeof *t);
+    t->s = kl_store_new();
+    kl_store_set_clock(t->s, fake_now, t);
+    *slot = t;
     return 1;
 }
 
@@ -51,15 +72,26 @@ static int s_put(lua_State *L) {
     return 2;
 }
 
+/* Every read is checked for what store.h promises readers: a blob of
+ * their own (released here, so that ASan sees one too many or too few),
+ * padded with zeros past the object. */
+static void check_read(lua_State *L, const kl_obj *o) {
+    if (o->off + o->len > o->blob->len) luaL_error(L, "a read's bytes run past its blob");
+    for (size_t i = 0; i < KL_BLOB_PADDING; i++)
+        if (o->blob->data[o->blob->len + i]) luaL_error(L, "a read's blob is not padded with zeros");
+}
+
 static int s_get(lua_State *L) {
-    const kl_obj *o = kl_store_get(check(L), luaL_checkstring(L, 2));
-    if (!o) return 0;
+    kl_obj o;
+    if (!kl_store_get(check(L), luaL_checkstring(L, 2), &o)) return 0;
+    check_read(L, &o);
     lua_createtable(L, 0, 4);
-    push_json(L, o);
+    push_json(L, &o);
     lua_setfield(L, -2, "json");
-    kl_testing_set_string(L, "ns", o->ns);
-    kl_testing_set_string(L, "name", o->name);
-    kl_testing_set_string(L, "rv", o->rv);
+    kl_testing_set_string(L, "ns", o.ns);
+    kl_testing_set_string(L, "name", o.name);
+    kl_testing_set_string(L, "rv", o.rv);
+    kl_store_release(&o);
     return 1;
 }
 
@@ -90,8 +122,11 @@ static void on_change(void *ud, kl_change change, kl_obj *old, kl_obj *now) {
     char key[512];
     kl_obj_key(o, key, sizeof key);
     lua_pushfstring(L, "%s %s %s", names[change], key, o->rv);
-    append(L);
-    if (old) kl_obj_clear(old);
+    append(L); /* stack: olds, changes */
+    if (!old) return;
+    push_json(L, old);
+    lua_setfield(L, -3, key);
+    kl_obj_clear(old);
 }
 
 static int s_replace(lua_State *L) {
@@ -107,25 +142,83 @@ static int s_replace(lua_State *L) {
         lua_pop(L, 1);
     }
     lua_newtable(L);
+    lua_newtable(L); /* stack: olds, changes */
     kl_store_replace(s, &list, on_change, L);
     kl_list_clear(&list);
     sort_top(L);
-    return 1;
+    lua_insert(L, -2);
+    return 2;
 }
 
-static int s_keys(lua_State *L) {
+/* The sorted keys (json 0) or JSON (1) of the objects iterated. */
+static int iterate(lua_State *L, int json) {
     kl_store *s = check(L);
     const char *ns = luaL_optstring(L, 2, NULL);
     lua_newtable(L);
     size_t cur = 0;
-    const kl_obj *o;
-    while ((o = ns ? kl_store_next_in(s, ns, &cur) : kl_store_next(s, &cur))) {
+    kl_obj o;
+    while (ns ? kl_store_next_in(s, ns, &cur, &o) : kl_store_next(s, &cur, &o)) {
+        check_read(L, &o);
         char key[512];
-        kl_obj_key(o, key, sizeof key);
-        lua_pushstring(L, key);
+        kl_obj_key(&o, key, sizeof key);
+        if (json) push_json(L, &o);
+        else lua_pushstring(L, key);
+        kl_store_release(&o);
         append(L);
     }
     sort_top(L);
+    return 1;
+}
+
+static int s_keys(lua_State *L) { return iterate(L, 0); }
+static int s_objects(lua_State *L) { return iterate(L, 1); }
+
+static int s_set_time(lua_State *L) {
+    check_t(L)->now = luaL_checknumber(L, 2);
+    return 0;
+}
+
+static size_t opt_size(lua_State *L, const char *field, size_t dflt) {
+    lua_getfield(L, 2, field);
+    size_t v = lua_isnil(L, -1) ? dflt : (size_t)luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static int s_compact(lua_State *L) {
+    kl_store *s = check(L);
+    kl_store_compaction c = KL_STORE_COMPACTION;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "after");
+        if (!lua_isnil(L, -1)) c.after = luaL_checknumber(L, -1);
+        lua_pop(L, 1);
+        c.slice_bytes = opt_size(L, "slice_bytes", c.slice_bytes);
+        c.slice_entries = opt_size(L, "slice_entries", c.slice_entries);
+        c.min_bytes = opt_size(L, "min_bytes", c.min_bytes);
+        c.block_bytes = opt_size(L, "block_bytes", c.block_bytes);
+    }
+    double due = 0;
+    lua_pushboolean(L, kl_store_compact(s, &c, &due));
+    if (due > 0) lua_pushnumber(L, due);
+    else lua_pushnil(L);
+    return 2;
+}
+
+static int s_compression(lua_State *L) {
+    kl_store_compression_stats z;
+    kl_store_compression(check(L), &z);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)z.objects);
+    lua_setfield(L, -2, "objects");
+    lua_pushinteger(L, (lua_Integer)z.bytes);
+    lua_setfield(L, -2, "bytes");
+    lua_pushinteger(L, (lua_Integer)z.json_bytes);
+    lua_setfield(L, -2, "json_bytes");
+    lua_pushinteger(L, (lua_Integer)z.dict_bytes);
+    lua_setfield(L, -2, "dict_bytes");
+    lua_pushinteger(L, (lua_Integer)z.block_bytes);
+    lua_setfield(L, -2, "block_bytes");
     return 1;
 }
 
@@ -135,14 +228,25 @@ static int s_len(lua_State *L) {
 }
 
 static int s_gc(lua_State *L) {
-    kl_store_free(kl_testing_take(L, STORE_MT));
+    tstore *t = kl_testing_take(L, STORE_MT);
+    if (t) kl_store_free(t->s);
+    free(t);
     return 0;
 }
 
 void kl_testing_open_store(lua_State *L) {
-    static const luaL_Reg methods[] = {{"put", s_put},   {"get", s_get}, {"delete", s_delete},
-                                       {"replace", s_replace}, {"keys", s_keys}, {"len", s_len},
-                                       {"__gc", s_gc},   {NULL, NULL}};
+    static const luaL_Reg methods[] = {{"put", s_put},
+                                       {"get", s_get},
+                                       {"delete", s_delete},
+                                       {"replace", s_replace},
+                                       {"keys", s_keys},
+                                       {"objects", s_objects},
+                                       {"len", s_len},
+                                       {"set_time", s_set_time},
+                                       {"compact", s_compact},
+                                       {"compression", s_compression},
+                                       {"__gc", s_gc},
+                                       {NULL, NULL}};
     kl_testing_new_class(L, STORE_MT, methods);
     lua_pushcfunction(L, s_new);
     lua_setfield(L, -2, "store");

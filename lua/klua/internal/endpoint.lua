@@ -8,7 +8,8 @@
 --             inf:lag()), klua_informer_staleness_seconds (inf:stats().staleness),
 --             klua_informer_cache_verifications_total and
 --             klua_informer_drift_objects_total (--verify-cache:
---             lua/klua/internal/verify.lua), klua_controller_stale_read_* (read your own writes:
+--             lua/klua/internal/verify.lua), klua_informer_compressed_* and
+--             klua_informer_compaction_seconds_total (--cache-compression), klua_controller_stale_read_* (read your own writes:
 --             lua/klua/internal/writes.lua), klua_handler_errors_total,
 --             klua_api_warnings_total, klua_lua_memory_bytes, klua_shards_held and
 --             klua_fenced_writes_total
@@ -109,6 +110,13 @@ local INFORMER_FAMILIES = {
     'Checks of the cache against a consistent LIST (--verify-cache).', 'verifications' },
   { 'counter', 'klua_informer_drift_objects_total',
     'Objects --verify-cache found differing between the cache and the server (each drift relists).', 'drift_objects' },
+  { 'gauge', 'klua_informer_compressed_objects',
+    'Cached objects stored compressed, having stayed unwritten (--cache-compression).', 'compressed' },
+  { 'gauge', 'klua_informer_compressed_bytes', 'Bytes the compressed cached objects take.', 'compressed_bytes' },
+  { 'gauge', 'klua_informer_compressed_json_bytes', 'Bytes of JSON the compressed cached objects hold.',
+    'compressed_json_bytes' },
+  { 'counter', 'klua_informer_compaction_seconds_total',
+    'CPU seconds the loop spent compressing cached objects.', 'compaction_seconds' },
 }
 
 local function informer_families(add)

@@ -6,8 +6,12 @@
 -- dropped by klua.drop_fields), function (the same members dropped by a Lua
 -- function transform) or metadata (a metadata-only informer).
 -- Prints `bench synced` when the informer has synced, then, after a full
--- garbage collection and a short pause, `bench settled`, and keeps running
--- for HOLD seconds so that scripts/bench can read /proc/PID/status.
+-- garbage collection and a short pause, `bench uncompressed` (the memory
+-- before any cached object is compressed), then, once the compaction of
+-- the cache has nothing left to do (inf:stats().compaction is "idle", or
+-- "off" with --cache-compression=false) and after another collection,
+-- `bench settled`, and keeps running for HOLD seconds so that scripts/bench
+-- can read /proc/PID/status.
 local core = require('klua.core')
 local report = require('report')
 
@@ -35,8 +39,21 @@ klua.on_synced(function()
                           lists = stats.lists, events = stats.events, hwm_kb = report.memory().VmHWM or 0 })
   collectgarbage()
   klua.after(0.5, function()
-    local settled = report.memory()
-    report.emit('settled', { rss_kb = settled.VmRSS or 0, hwm_kb = settled.VmHWM or 0 })
-    klua.after(hold, function() klua.stop() end)
+    local before = inf:stats()
+    report.emit('uncompressed', { rss_kb = report.memory().VmRSS or 0, compressed = before.compressed })
+    local poll
+    poll = klua.every(0.1, function()
+      local s = inf:stats()
+      if s.compaction ~= 'idle' and s.compaction ~= 'off' then return end
+      poll:cancel()
+      collectgarbage()
+      local settled = report.memory()
+      report.emit('settled', { rss_kb = settled.VmRSS or 0, hwm_kb = settled.VmHWM or 0,
+                               compressed = s.compressed, compressed_bytes = s.compressed_bytes,
+                               compressed_json_bytes = s.compressed_json_bytes,
+                               compaction_seconds = s.compaction_seconds,
+                               settled_at = core.now() - started })
+      klua.after(hold, function() klua.stop() end)
+    end)
   end)
 end)

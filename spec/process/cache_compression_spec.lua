@@ -1,0 +1,115 @@
+-- The compression of cached objects left unwritten (--cache-compression,
+-- --cache-compression-after; docs/architecture.md, "What a cached object
+-- costs"): it runs on the loop's idle time, never while a notification waits
+-- for the handlers, and no reader ever sees it: inf:get, inf:list (of a
+-- namespace too) and the old object of an update read the JSON the LIST or
+-- the watch brought, byte for byte. /metrics counts what it compressed.
+local testing = require 'klua.testing'
+local K = require 'support.klua'
+
+-- 500 ConfigMaps of ~2.5 KB: more JSON than the 1 MiB below which a store
+-- makes no dictionary (KL_STORE_COMPACTION).
+local N = 500
+
+-- Records each object's JSON as its add handler saw it, holding the first
+-- handler call until the compaction is due and waits for the queue; once the
+-- compaction has nothing left to do, reads the cache back against what it
+-- recorded, and then does the same for the old object of each update.
+local SCRIPT = [[
+io.stdout:setvbuf('line')
+local n = tonumber(klua.args[1])
+local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
+local seen, first = {}, true
+inf:on('add', function(cm)
+  seen['default/' .. cm.metadata.name] = klua.json.encode(cm)
+  if first and klua.args[2] ~= 'off' then
+    first = false
+    while inf:stats().compaction ~= 'waiting' do klua.sleep(0.05) end
+    local s = inf:stats()
+    print(('while queued: %d pending, %d compressed'):format(s.pending, s.compressed))
+  end
+end)
+inf:on('update', function(old, cm)
+  local key = 'default/' .. cm.metadata.name
+  print(('update %s: old %s'):format(key, klua.json.encode(old) == seen[key] and 'as seen' or 'DIFFERS'))
+  seen[key] = klua.json.encode(cm)
+end)
+klua.on_synced(function()
+  if klua.args[2] == 'off' then
+    local s = inf:stats()
+    print(('off: compaction %s, %d compressed'):format(s.compaction, s.compressed))
+    klua.stop()
+    return
+  end
+  local poll
+  poll = klua.every(0.05, function()
+    local s = inf:stats()
+    if s.compaction ~= 'idle' then return end
+    poll:cancel()
+    local same, listed = 0, 0
+    for key, json in pairs(seen) do
+      if klua.json.encode(inf:get(key)) == json then same = same + 1 end
+    end
+    for _, ns in ipairs({ false, 'default' }) do
+      for _, cm in ipairs(ns and inf:list { namespace = ns } or inf:list()) do
+        if klua.json.encode(cm) == seen['default/' .. cm.metadata.name] then listed = listed + 1 end
+      end
+    end
+    print(('settled: %d compressed of %d, get %d same, list %d same, %d of JSON in %d'):format(
+      s.compressed, s.cached, same, listed, s.compressed_json_bytes, s.compressed_bytes))
+  end)
+end)
+]]
+
+local function burst(sb, creates, updates, mark)
+  return K.run_command(('python3 %s/spec/support/burst.py %s default cz %d %d 0 %s 2500')
+    :format(os.getenv('KLUA_ROOT'), sb.url, creates, updates, mark or 'yes'))
+end
+
+-- The value of one sample in an exposition.
+local function sample(text, series)
+  return tonumber(text:match('\n' .. series:gsub('%p', '%%%0') .. ' ([^\n]+)'))
+end
+
+describe('--cache-compression', function()
+  local sb = testing.with_sandbox()
+  setup(function() assert.equals(tostring(N), burst(sb, N, 0)) end)
+
+  it('compresses the cache once idle, reads it back byte for byte, and counts it in /metrics', function()
+    local p = K.spawn({ '--kubeconfig', sb.kubeconfig, '--cache-compression-after=0.2s',
+      '--metrics-bind-address', '127.0.0.1:0', 'run', K.script(SCRIPT), tostring(N) })
+    assert.truthy(p:wait_for('settled: ', 60 * K.slowdown), p:errors())
+    local out = p:output()
+    -- The first handler call held every later notification: nothing compressed meanwhile.
+    assert.equals(tostring(N - 1), out:match('while queued: (%d+) pending, 0 compressed'), out)
+    local compressed, cached, same, listed, json, bytes =
+      out:match('settled: (%d+) compressed of (%d+), get (%d+) same, list (%d+) same, (%d+) of JSON in (%d+)')
+    assert.same({ N, N, N, 2 * N }, { tonumber(compressed), tonumber(cached), tonumber(same), tonumber(listed) }, out)
+    assert.is_true(tonumber(bytes) * 4 < tonumber(json), out)
+
+    local port = tonumber(p:errors():match('%(port (%d+)%)'))
+    local code, text = K.curl(('http://127.0.0.1:%d/metrics'):format(port))
+    assert.equals(200, code)
+    assert.equals(N, sample(text, 'klua_informer_compressed_objects{resource="configmaps -n default"}'), text)
+    assert.equals(tonumber(bytes), sample(text, 'klua_informer_compressed_bytes{resource="configmaps -n default"}'))
+    assert.equals(tonumber(json), sample(text, 'klua_informer_compressed_json_bytes{resource="configmaps -n default"}'))
+    assert.is_true(sample(text, 'klua_informer_compaction_seconds_total{resource="configmaps -n default"}') > 0)
+
+    -- Updates of compressed objects hand their handlers the old object as it was.
+    burst(sb, 0, 3, 'again')
+    for i = 0, 2 do
+      assert.truthy(p:wait_for('update default/cz%-' .. i .. ': old', 20 * K.slowdown), p:errors())
+    end
+    out = p:output()
+    p:cleanup()
+    assert.is_nil(out:find('DIFFERS', 1, true), out)
+    local _, updates = out:gsub('update default/cz%-%d: old as seen', '')
+    assert.equals(3, updates, out)
+  end)
+
+  it('=false keeps every cached object as JSON', function()
+    local out, err = K.run_script_ok(SCRIPT, { kubeconfig = sb.kubeconfig, timeout = 60 * K.slowdown,
+      flags = { '--cache-compression=false', '--cache-compression-after=0.1s' }, args = { tostring(N), 'off' } })
+    assert.equals('off: compaction off, 0 compressed\n', out, err)
+  end)
+end)
