@@ -250,8 +250,7 @@ typedef struct path {
     lua_Integer index;
     const void *table; /* the table being encoded at this level, if any */
     int once;          /* its stack index when it is encoded in one pass, its
-                        * keys not counted first (encode_object_once,
-                        * encode_array_once), else 0 */
+                        * keys not counted first (encode_once), else 0 */
     int marked;        /* with once: the table is marked as an array */
 } path;
 
@@ -524,57 +523,36 @@ static void encode_array(enc *e, int idx, lua_Integer n, const path *p, int dept
     putc_(e, ']');
 }
 
-/* Encodes the unmarked table at idx as an object in one pass, without
- * counting its keys first: 1, or 0 at the first key that is not a string
- * (the stack as it was, the output to be rewound), for the caller to
- * decide the table's shape as for any other. Most tables are objects (all
- * of klua.copy's but arrays), and this walks each once instead of twice. */
-static int encode_object_once(enc *e, int idx, const path *p, int depth) {
+/* Encodes the table at idx in one pass, without counting its keys first:
+ * as an object when it is unmarked, as an array when it is marked as one.
+ * 1, or 0 at the first key that does not fit (not a string; not the next
+ * of 1, 2, ... n as an array's part gives them), the stack as it was and
+ * the output to be rewound, for the caller to decide the table's shape as
+ * for any other. Most tables are objects (all of klua.copy's but arrays),
+ * and this walks each once instead of twice. */
+static int encode_once(enc *e, int idx, const path *p, int depth, int as_array) {
     lua_State *L = e->L;
-    putc_(e, '{');
-    int first = 1;
-    lua_pushnil(L);
-    int value = lua_gettop(L) + 1; /* where lua_next puts each member's value */
-    while (lua_next(L, idx)) {
-        if (lua_type(L, -2) != LUA_TSTRING) {
-            lua_pop(L, 2);
-            return 0;
-        }
-        size_t klen;
-        const char *k = lua_tolstring(L, -2, &klen);
-        if (!first) putc_(e, ',');
-        first = 0;
-        path child = {p, k, klen, 0, NULL, 0, 0};
-        encode_string(e, k, klen, &child);
-        putc_(e, ':');
-        encode_value(e, value, &child, depth + 1);
-        lua_pop(L, 1);
-    }
-    putc_(e, '}');
-    return 1;
-}
-
-/* encode_object_once for a table marked as an array: 1 when its keys come
- * as 1, 2, ... n in that order and no other (as an array's part gives
- * them), else 0 at the first that does not, as above; its members are not
- * counted first and then read again by index. */
-static int encode_array_once(enc *e, int idx, const path *p, int depth) {
-    lua_State *L = e->L;
-    putc_(e, '[');
+    putc_(e, as_array ? '[' : '{');
     lua_Integer i = 0;
     lua_pushnil(L);
     int value = lua_gettop(L) + 1; /* where lua_next puts each member's value */
     while (lua_next(L, idx)) {
-        if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != i + 1) {
+        if (as_array ? !lua_isinteger(L, -2) || lua_tointeger(L, -2) != i + 1 : lua_type(L, -2) != LUA_TSTRING) {
             lua_pop(L, 2);
             return 0;
         }
         if (i++) putc_(e, ',');
         path child = {p, NULL, 0, i, NULL, 0, 0};
+        if (!as_array) {
+            child.index = 0;
+            child.key = lua_tolstring(L, -2, &child.keylen);
+            encode_string(e, child.key, child.keylen, &child);
+            putc_(e, ':');
+        }
         encode_value(e, value, &child, depth + 1);
         lua_pop(L, 1);
     }
-    putc_(e, ']');
+    putc_(e, as_array ? ']' : '}');
     return 1;
 }
 
@@ -595,7 +573,7 @@ static void encode_table(enc *e, int idx, const path *p, int depth) {
     size_t start = e->len;
     here.once = idx;
     here.marked = marked;
-    if (marked ? encode_array_once(e, idx, &here, depth) : encode_object_once(e, idx, &here, depth)) return;
+    if (encode_once(e, idx, &here, depth, marked)) return;
     here.once = 0;
     e->len = start;
     /* Neither an object nor an array with its members in order: an

@@ -208,17 +208,12 @@ static int s_compact(lua_State *L) {
 static int s_compression(lua_State *L) {
     kl_store_compression_stats z;
     kl_store_compression(check(L), &z);
-    lua_createtable(L, 0, 4);
-    lua_pushinteger(L, (lua_Integer)z.objects);
-    lua_setfield(L, -2, "objects");
-    lua_pushinteger(L, (lua_Integer)z.bytes);
-    lua_setfield(L, -2, "bytes");
-    lua_pushinteger(L, (lua_Integer)z.json_bytes);
-    lua_setfield(L, -2, "json_bytes");
-    lua_pushinteger(L, (lua_Integer)z.dict_bytes);
-    lua_setfield(L, -2, "dict_bytes");
-    lua_pushinteger(L, (lua_Integer)z.block_bytes);
-    lua_setfield(L, -2, "block_bytes");
+    lua_createtable(L, 0, 5);
+    kl_testing_set_integer(L, "objects", (lua_Integer)z.objects);
+    kl_testing_set_integer(L, "bytes", (lua_Integer)z.bytes);
+    kl_testing_set_integer(L, "json_bytes", (lua_Integer)z.json_bytes);
+    kl_testing_set_integer(L, "dict_bytes", (lua_Integer)z.dict_bytes);
+    kl_testing_set_integer(L, "block_bytes", (lua_Integer)z.block_bytes);
     return 1;
 }
 
