@@ -51,12 +51,12 @@
 -- 429. A 2xx answer whose body is not JSON, or whose Content-Type is not
 -- JSON (a protobuf, YAML, a proxy's HTML page) or missing, is reason
 -- "InvalidResponse".
-local core = require 'klua.core'
-local discovery = require 'klua.internal.discovery'
-local dryrun = require 'klua.internal.dryrun'
-local fence = require 'klua.internal.fence'
-local util = require 'klua.internal.objutil'
-local writes = require 'klua.internal.writes'
+local core = require('klua.core')
+local discovery = require('klua.internal.discovery')
+local dryrun = require('klua.internal.dryrun')
+local fence = require('klua.internal.fence')
+local util = require('klua.internal.objutil')
+local writes = require('klua.internal.writes')
 local json = core.json
 
 local api = {}

@@ -4,8 +4,8 @@
 -- (server-side apply) with the owner as its controller and a label naming
 -- the owner, and every child of the owner that is no longer desired is
 -- deleted.
-local refs = require 'klua.owner'
-local util = require 'klua.internal.objutil'
+local refs = require('klua.owner')
+local util = require('klua.internal.objutil')
 
 local M = {}
 
@@ -52,7 +52,7 @@ local function prune_targets(core, opts)
       .. '(their resource names, such as {"configmaps"}): that is where children no longer desired are '
       .. 'found and deleted', 3)
   end
-  local discovery = require 'klua.internal.discovery'
+  local discovery = require('klua.internal.discovery')
   local out = {}
   for i, name in ipairs(names) do
     local r, err = discovery.resolve(name)
@@ -83,7 +83,7 @@ local function prepare(i, child, owner, label, uid, targets)
     error(('apply_children: desired[%d] must be a table with apiVersion, kind and metadata.name '
       .. '(server-side apply addresses objects by name)'):format(i), 3)
   end
-  local discovery = require 'klua.internal.discovery'
+  local discovery = require('klua.internal.discovery')
   local r, rerr = discovery.resolve(child.apiVersion .. '/' .. child.kind)
   if not r then return nil, refusal('NotFound', 'apply_children: desired[%d]: %s', i, tostring(rerr)) end
   if not covered(targets, r) then
@@ -154,8 +154,8 @@ function M.apply_children(owner, desired, opts)
   if type(desired) ~= 'table' then error('apply_children: desired is a list of the children wanted', 2) end
   local label = opts.label or DEFAULT_LABEL
   if type(label) ~= 'string' or label == '' then error('apply_children: opts.label is a label key', 2) end
-  local core = require 'klua.core'
-  local api = require 'klua.api'
+  local core = require('klua.core')
+  local api = require('klua.api')
   local targets, terr = prune_targets(core, opts)
   if not targets then return nil, terr end
   local md = field(owner, 'metadata')

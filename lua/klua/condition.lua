@@ -18,7 +18,7 @@ function M.set_array_mt(mt) array_mt = mt end
 -- since the Unix epoch (os.time by default).
 function M.set_clock(fn) clock = fn end
 
-local util = require 'klua.internal.objutil'
+local util = require('klua.internal.objutil')
 local field = util.field
 local non_empty = util.non_empty
 

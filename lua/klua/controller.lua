@@ -101,15 +101,15 @@
 -- controller.go, v0.20): result "success", "requeue_after", "requeue" or
 -- "error"; a raise as a panic and an error; a terminal error as one and an
 -- error.
-local core = require 'klua.core'
+local core = require('klua.core')
 local C = core.informer_fns
-local leader = require 'klua.leader'
-local shards = require 'klua.shards'
-local endpoint = require 'klua.internal.endpoint'
-local object = require 'klua.internal.object'
-local util = require 'klua.internal.objutil'
-local writes = require 'klua.internal.writes'
-local cause = require 'klua.internal.cause'
+local leader = require('klua.leader')
+local shards = require('klua.shards')
+local endpoint = require('klua.internal.endpoint')
+local object = require('klua.internal.object')
+local util = require('klua.internal.objutil')
+local writes = require('klua.internal.writes')
+local cause = require('klua.internal.cause')
 
 local M = {}
 

@@ -10,7 +10,7 @@ local clock = os.time
 -- the Unix epoch (os.time by default).
 function M.set_clock(fn) clock = fn end
 
-local util = require 'klua.internal.objutil'
+local util = require('klua.internal.objutil')
 local field = util.field
 local non_empty = util.non_empty
 local refusal = util.refusal

@@ -12,7 +12,7 @@ local array_mt = {}
 -- arrays (the host's, so that a new list re-encodes as [] and not {}).
 function M.set_array_mt(mt) array_mt = mt end
 
-local util = require 'klua.internal.objutil'
+local util = require('klua.internal.objutil')
 local field = util.field
 local check_mutable = util.check_mutable
 

@@ -2,7 +2,7 @@
 -- module: owner references, declarative children, finalizers, conditions,
 -- events and update predicates. Each concept lives in its own module
 -- (lua/klua/owner.lua, children.lua, finalizer.lua, condition.lua,
--- event.lua, predicate.lua, loaded as require 'klua.owner' and so on);
+-- event.lua, predicate.lua, loaded as require('klua.owner') and so on);
 -- klua.helpers gathers their functions.
 --
 -- Functions that change an object take a mutable table (klua.copy(obj));
@@ -17,13 +17,13 @@
 -- message} (tostring(err) is the message), so that a reconcile can report it
 -- and go on. Readers and predicates never fail on data: a missing part reads
 -- as absent.
-local owner = require 'klua.owner'
-local children = require 'klua.children'
-local finalizer = require 'klua.finalizer'
-local condition = require 'klua.condition'
-local event = require 'klua.event'
-local predicate = require 'klua.predicate'
-local correlator = require 'klua.internal.correlator'
+local owner = require('klua.owner')
+local children = require('klua.children')
+local finalizer = require('klua.finalizer')
+local condition = require('klua.condition')
+local event = require('klua.event')
+local predicate = require('klua.predicate')
+local correlator = require('klua.internal.correlator')
 
 local M = {}
 

@@ -5,13 +5,13 @@
 -- cluster. Objects handed to handlers and returned by the cache are
 -- read-only views: index them like tables, call `klua.copy(obj)` for a
 -- mutable table.
-local core = require 'klua.core'
-local endpoint = require 'klua.internal.endpoint'
-local discovery = require 'klua.internal.discovery'
-local selector = require 'klua.selector'
-local index = require 'klua.internal.index'
-local writes = require 'klua.internal.writes'
-local verify = require 'klua.internal.verify'
+local core = require('klua.core')
+local endpoint = require('klua.internal.endpoint')
+local discovery = require('klua.internal.discovery')
+local selector = require('klua.selector')
+local index = require('klua.internal.index')
+local writes = require('klua.internal.writes')
+local verify = require('klua.internal.verify')
 
 local klua = {}
 
@@ -127,9 +127,9 @@ for _, level in ipairs({ 'debug', 'info', 'warn', 'error' }) do
   klua.log[level] = function(fmt, ...) core.log(level, format(fmt, ...)) end
 end
 
-local leader = require 'klua.leader'
-local shutdown = require 'klua.internal.shutdown'
-local shards = require 'klua.shards'
+local leader = require('klua.leader')
+local shutdown = require('klua.internal.shutdown')
+local shards = require('klua.shards')
 -- Script code that starts on its own goes through shutdown.guard: once
 -- SIGTERM has come timers and hooks no longer start, and handlers no
 -- longer once the reconciles in flight have ended.
@@ -546,7 +546,7 @@ end
 --- Prometheus metrics of the script's own (see lua/klua/metrics.lua):
 -- klua.metrics.counter/gauge/histogram{name=, help=, labels=}, served on
 -- /metrics beside klua's own with --metrics-bind-address.
-klua.metrics = require 'klua.metrics'
+klua.metrics = require('klua.metrics')
 
 --- Starts leader election on a coordination.k8s.io/v1 Lease, as client-go's
 -- leaderelection does (see lua/klua/leader.lua); `klua run --leader-elect`
@@ -586,7 +586,7 @@ function klua.shards()
   return g and g:shards()
 end
 
-local controller = require 'klua.controller'
+local controller = require('klua.controller')
 --- Creates and starts a controller: informers' changes become keys in a
 -- work queue that `workers` coroutines reconcile (see klua.controller docs).
 -- The keys of an initial list or a resync are queued at low priority, a
@@ -666,7 +666,7 @@ klua.terminal_error = controller.terminal_error
 -- q:add('default/db', -100)
 klua.queue = core.queue
 --- The REST API client (see lua/klua/api.lua).
-klua.api = require 'klua.api'
+klua.api = require('klua.api')
 --- Label selectors on the client, as apimachinery parses and matches them:
 -- klua.labels.parse(text) -> selector (sel:matches(obj_or_labels),
 -- tostring(sel)) or nil and a message.
@@ -683,14 +683,14 @@ klua.labels = { parse = selector.parse }
 -- if sel:matches(pod) then ... end
 --- Helpers for owner references, finalizers, conditions, events and
 -- update predicates (see lua/klua/helpers.lua).
-klua.helpers = require 'klua.helpers'
+klua.helpers = require('klua.helpers')
 
 --- Admission and conversion webhooks served over HTTPS by
 -- `--webhook-bind-address` (see lua/klua/webhook.lua, docs/webhooks.md):
 -- klua.webhook.validating{path=, resources=, handler=},
 -- klua.webhook.mutating{...}, klua.webhook.conversion{path=, convert=}.
-klua.webhook = require 'klua.webhook'
-local recorder = require 'klua.internal.recorder'
+klua.webhook = require('klua.webhook')
+local recorder = require('klua.internal.recorder')
 klua.helpers.set_array_mt(core.json.array_mt)
 
 --- Records a core/v1 Event about obj (opts: type "Normal" or "Warning",

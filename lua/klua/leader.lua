@@ -23,11 +23,11 @@
 -- Scripts use it through `klua.leader_election`, `klua.leader()` and
 -- `klua.on_leading(fn)`; `klua run --leader-elect` starts one election for
 -- the script.
-local core = require 'klua.core'
-local api = require 'klua.api'
-local fence = require 'klua.internal.fence'
-local object = require 'klua.internal.object'
-local util = require 'klua.internal.objutil'
+local core = require('klua.core')
+local api = require('klua.api')
+local fence = require('klua.internal.fence')
+local object = require('klua.internal.object')
+local util = require('klua.internal.objutil')
 
 local M = {}
 

@@ -12,7 +12,7 @@
 -- [a-zA-Z_][a-zA-Z0-9_]* and may not start with "__" nor be "le" on a
 -- histogram; a counter's name ends in "_total", as promtool asks. Every
 -- sample of a metric carries exactly its declared labels.
-local object = require 'klua.internal.object'
+local object = require('klua.internal.object')
 
 local M = {}
 

@@ -15,7 +15,7 @@ local array_mt = {}
 -- arrays (the host's, so that a new list re-encodes as [] and not {}).
 function M.set_array_mt(mt) array_mt = mt end
 
-local util = require 'klua.internal.objutil'
+local util = require('klua.internal.objutil')
 local field = util.field
 local non_empty = util.non_empty
 local refusal = util.refusal

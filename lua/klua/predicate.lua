@@ -3,7 +3,7 @@
 -- read: old and new may be read-only views or tables.
 local M = {}
 
-local util = require 'klua.internal.objutil'
+local util = require('klua.internal.objutil')
 local indexable = util.indexable
 local field = util.field
 

@@ -12,7 +12,7 @@
 --   key=v, key==v, key!=v          equals / does not (also true when absent)
 --   key in (a,b), key notin (a,b)  one of / none of (notin: also when absent)
 --   key>n, key<n                   the label is an integer above / below n
-local util = require 'klua.internal.objutil'
+local util = require('klua.internal.objutil')
 
 local M = {}
 

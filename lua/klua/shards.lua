@@ -49,10 +49,10 @@
 --   the writes of its reconciles still running are refused before they
 --   leave (lua/klua/internal/fence.lua); a worker or a write that runs first after
 --   a pause of the process checks the clock itself. See docs/scale.md.
-local core = require 'klua.core'
-local api = require 'klua.api'
-local fence = require 'klua.internal.fence'
-local leader = require 'klua.leader'
+local core = require('klua.core')
+local api = require('klua.api')
+local fence = require('klua.internal.fence')
+local leader = require('klua.leader')
 
 local M = {}
 

@@ -1,6 +1,6 @@
 --- klua.testing: a harness for testing klua controllers with busted.
 --
---   local testing = require 'klua.testing'
+--   local testing = require('klua.testing')
 --
 --   describe('my controller', function()
 --     local cluster, controller
@@ -28,8 +28,8 @@
 -- luasystem, none of which a controller's script environment offers. It is installed
 -- under PREFIX/share/klua/lua/klua/ beside the sandbox server (PREFIX/share/klua/scripts),
 -- the same layout as the source tree, so it finds the server relative to itself.
-local cjson = require 'cjson'
-local system = require 'system'
+local cjson = require('cjson')
+local system = require('system')
 
 local M = {}
 

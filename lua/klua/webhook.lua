@@ -14,7 +14,7 @@
 -- `klua webhook-config SCRIPT` prints the ValidatingWebhookConfiguration,
 -- MutatingWebhookConfiguration and CRD conversion stanza of the webhooks
 -- a script declares, so the two cannot disagree.
-local webhook = require 'klua.internal.webhook'
+local webhook = require('klua.internal.webhook')
 
 local M = {}
 

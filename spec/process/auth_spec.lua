@@ -3,10 +3,10 @@
 -- in-cluster service account, always over a verified TLS connection unless
 -- told otherwise. These specs run a small script that lists and gets
 -- namespaces against sandboxes that require a token or a client certificate.
-local sandbox = require 'support.sandbox'
-local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
-local K = require 'support.klua'
+local sandbox = require('support.sandbox')
+local testing = require('klua.testing')
+local fixtures = require('support.fixtures')
+local K = require('support.klua')
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
 local PLUGIN = ROOT .. '/spec/fixtures/auth/exec-plugin.sh'
@@ -30,7 +30,7 @@ local PROBED = 'default kube-public kube-system\tdefault\tdefault\n'
 -- ticks so far; gets the default namespace once the file $GO_FILE exists
 -- (at once without it) and prints how that went. Runs until stopped.
 local GAPS = [[
-local core = require 'klua.core'
+local core = require('klua.core')
 local function say(text) io.stdout:write(text, '\n') io.stdout:flush() end
 local last, worst, ticks = core.now(), 0, 0
 klua.every(0.1, function()

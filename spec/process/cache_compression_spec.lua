@@ -4,8 +4,8 @@
 -- for the handlers, and no reader ever sees it: inf:get, inf:list (of a
 -- namespace too) and the old object of an update read the JSON the LIST or
 -- the watch brought, byte for byte. /metrics counts what it compressed.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 -- 500 ConfigMaps of ~2.5 KB: more JSON than the 1 MiB below which a store
 -- makes no dictionary (KL_STORE_COMPACTION).

@@ -2,9 +2,9 @@
 -- apply) with the owner as its controller and the owner-uid label; the
 -- owner's children no longer desired deleted, found in an informer's cache
 -- or listed from the API by the label.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local sandbox = require 'support.sandbox'
+local testing = require('klua.testing')
+local K = require('support.klua')
+local sandbox = require('support.sandbox')
 
 -- Defines, in a script, owner (the ConfigMap "app" of namespace ns as the
 -- API has it) and desired(n): the children app-0 .. app-(n-1).

@@ -2,9 +2,9 @@
 -- flags are refused, how `klua run` reports scripts that cannot start or
 -- fail, how it stops on signals, its JSON log, and how it connects with
 -- --server alone.
-local cjson = require 'cjson'
-local K = require 'support.klua'
-local testing = require 'klua.testing'
+local cjson = require('cjson')
+local K = require('support.klua')
+local testing = require('klua.testing')
 
 -- Writes a script into a fresh directory, removed when its describe block ends.
 local script = K.script
@@ -123,8 +123,8 @@ describe('klua --help', function()
 end)
 
 describe('the help of a command', function()
-  local cli = require 'klua_testing.cli'
-  local watch = require 'klua.cmd.watch'
+  local cli = require('klua_testing.cli')
+  local watch = require('klua.cmd.watch')
 
   it('is shown by COMMAND --help and by klua help COMMAND, without a kubeconfig', function()
     for _, cmd in ipairs({ 'run', 'watch', 'version', 'help' }) do
@@ -290,7 +290,7 @@ describe('klua refuses', function()
 end)
 
 describe('klua takes flags as kubectl writes them', function()
-  local cli = require 'klua_testing.cli'
+  local cli = require('klua_testing.cli')
 
   it('a switch alone or with true or false, a short flag with its value joined', function()
     assert.is_true(cli.parse({ '--insecure-skip-tls-verify', 'version' }).insecure_skip_tls_verify)
@@ -321,7 +321,7 @@ describe('klua takes flags as kubectl writes them', function()
 end)
 
 describe('klua takes watch\'s flags before the command, as kubectl -n NS get pods', function()
-  local cli = require 'klua_testing.cli'
+  local cli = require('klua_testing.cli')
 
   it('handing them to watch first, with their values, and global flags anywhere', function()
     local c = cli.parse({ '-n', 'shop', '-A=false', '--kubeconfig', 'kc', '-lapp=web', 'watch', 'pods', '-o', 'name' })

@@ -6,11 +6,11 @@
 -- impersonation (--as, --as-group, --as-uid, the kubeconfig user's as,
 -- as-groups, as-uid, as-user-extra) to see a cluster as a ServiceAccount
 -- sees it. The sandbox models each as kube-apiserver does (docs/sandbox.md).
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
-local prometheus = require 'support.prometheus'
-local K = require 'support.klua'
+local cjson = require('cjson')
+local testing = require('klua.testing')
+local fixtures = require('support.fixtures')
+local prometheus = require('support.prometheus')
+local K = require('support.klua')
 
 -- widgets.example.com served at v1alpha1, deprecated, and v1.
 local function deprecated_widgets_crd()

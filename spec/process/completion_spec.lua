@@ -5,8 +5,8 @@
 -- server's discovery, through the kubeconfig on the line, for the resources
 -- after `watch`. The bash script is exercised as bash runs it: sourced,
 -- with COMP_WORDS and COMP_CWORD set, its function called, COMPREPLY read.
-local sandbox = require 'support.sandbox'
-local K = require 'support.klua'
+local sandbox = require('support.sandbox')
+local K = require('support.klua')
 
 local root = os.getenv('KLUA_ROOT') or '.'
 

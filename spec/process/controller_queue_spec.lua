@@ -1,8 +1,8 @@
 -- klua.controller's queue and reconciles beyond client-go's: fresh changes
 -- go ahead of the initial list, a reconcile learns what caused it, bursts
 -- are debounced, and reconcile_timeout ends a reconcile stuck on the API.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local function run(sb, body)
   return K.run_script_ok(body, { kubeconfig = sb.kubeconfig, timeout = 60 })
@@ -136,7 +136,7 @@ describe('a controller', function()
   -- the key retried after its backoff.
   it('ends a reconcile stuck on a slow API call after reconcile_timeout, counts it and retries the key', function()
     local ok, out = pcall(run, sb, [[
-      local core = require 'klua.core'
+      local core = require('klua.core')
       local cms = klua.informer { resource = 'configmaps', namespace = 'default', label_selector = 'never=matches' }
       local c
       c = klua.controller { name = 'slow', watches = { cms }, reconcile_timeout = 0.5, reconcile = function(key, ctx)

@@ -1,9 +1,9 @@
 -- klua.controller turns informer events into keys in a work queue with
 -- client-go's semantics, and runs reconcile functions as coroutines whose
 -- API calls never block the loop.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local I = require 'support.informer'
+local testing = require('klua.testing')
+local K = require('support.klua')
+local I = require('support.informer')
 
 -- Runs the script body against sb; fails unless it exits 0. Returns stdout and stderr.
 local function run(sb, body, timeout)

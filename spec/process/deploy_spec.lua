@@ -5,10 +5,10 @@
 -- CA and namespace files) with a token of the ServiceAccount deploy/rbac.yaml makes. The
 -- sandbox enforces RBAC for that token as kube-apiserver does (docs/sandbox.md), so the
 -- controller working here shows the Roles grant all it needs.
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
-local sandbox = require 'support.sandbox'
-local K = require 'support.klua'
+local cjson = require('cjson')
+local testing = require('klua.testing')
+local sandbox = require('support.sandbox')
+local K = require('support.klua')
 
 local root = os.getenv('KLUA_ROOT') or '.'
 local NS = 'klua-system'

@@ -6,10 +6,10 @@
 -- looks at each group's preferred version, then at its others; klua.resolve,
 -- klua.informer, klua watch and the shell completion do too. The sandbox's
 -- discovery of such a group is checked in spec/sandbox/discovery_spec.lua.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local KW = require 'support.kubectl_watch'
-local fixtures = require 'support.fixtures'
+local testing = require('klua.testing')
+local K = require('support.klua')
+local KW = require('support.kubectl_watch')
+local fixtures = require('support.fixtures')
 
 describe('a resource served only at a version its group does not prefer', function()
   local sb = testing.with_sandbox {}

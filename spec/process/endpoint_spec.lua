@@ -3,10 +3,10 @@
 -- semantics: /metrics in Prometheus's format that promtool accepts and a
 -- real Prometheus scrapes, /readyz 503 until every informer has synced,
 -- /healthz while the loop turns; bad addresses refused before any watch.
-local testing = require 'klua.testing'
-local cjson = require 'cjson'
-local K = require 'support.klua'
-local prometheus = require 'support.prometheus'
+local testing = require('klua.testing')
+local cjson = require('cjson')
+local K = require('support.klua')
+local prometheus = require('support.prometheus')
 
 -- A controller over ConfigMaps labelled endpoint-spec=yes; once `want` of
 -- them were reconciled it prints its stats as JSON.

@@ -5,9 +5,9 @@
 -- 10 minutes become one "(combined from similar events)" Event; 25 Events
 -- about an object in a burst, then 1 every 5 minutes. The specs read what
 -- the sandbox stored with kubectl.
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local cjson = require('cjson')
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 -- The Events stored about `name` in namespace ns, oldest first.
 local function events_about(sb, ns, name)

@@ -3,7 +3,7 @@
 -- kubectl changes the cluster, and the cluster converges to the state the
 -- controller is responsible for. They use klua.testing (docs/testing.md) as a
 -- user's specs would: copy from here.
-local testing = require 'klua.testing'
+local testing = require('klua.testing')
 
 local EXAMPLES = testing.root .. '/examples/'
 -- Convergence is polled; the limit only bounds a failing run.
@@ -417,7 +417,7 @@ end)
 -- (support/webhook.lua). For a describe block: a sandbox per spec, the example's CRD
 -- file crd applied and the webhooks of its script served and configured; returns it.
 local function serving(crd, script)
-  local webhook = require 'support.webhook'
+  local webhook = require('support.webhook')
   local cluster = testing.with_sandbox { each = true }
   before_each(function()
     cluster:kubectl('apply -f ' .. EXAMPLES .. crd)

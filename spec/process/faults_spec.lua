@@ -1,10 +1,10 @@
 -- Every fault the sandbox can inject, met by a running informer: each one
 -- is survived, counted, and followed by a cache equal to the server's state,
 -- with no event lost and none delivered out of order.
-local K = require 'support.klua'
-local I = require 'support.informer'
-local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
+local K = require('support.klua')
+local I = require('support.informer')
+local testing = require('klua.testing')
+local fixtures = require('support.fixtures')
 
 local CM = '/api/v1/namespaces/default/configmaps'
 local ROOT = os.getenv('KLUA_ROOT')

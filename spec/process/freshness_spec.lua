@@ -3,9 +3,9 @@
 -- a bookmark, a completed LIST), /readyz fails past --readyz-max-staleness, and
 -- --verify-cache compares each cache with a consistent LIST, counts the objects
 -- that differ in klua_informer_drift_objects_total and relists the informer.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local I = require 'support.informer'
+local testing = require('klua.testing')
+local K = require('support.klua')
+local I = require('support.informer')
 
 local CM = '/api/v1/namespaces/default/configmaps'
 local INFORMER = 'resource="configmaps -n default"'

@@ -6,10 +6,10 @@
 -- The hostile server's history (see its --help): obj-0..obj-4 listed at
 -- resourceVersion 5, then four events released by the first WATCH. Its bad
 -- responses come first, good ones after.
-local K = require 'support.klua'
-local I = require 'support.informer'
-local hostile = require 'support.hostile'
-local testing = require 'klua.testing'
+local K = require('support.klua')
+local I = require('support.informer')
+local hostile = require('support.hostile')
+local testing = require('klua.testing')
 
 local MiB = 1024 * 1024
 -- Memory bounds allow for the sanitizers' overhead under make test-asan.

@@ -1,9 +1,9 @@
 -- Over TLS klua speaks HTTP/2, so every list and watch of the process share
 -- one connection. nghttpx (Debian's nghttp2-proxy) terminates HTTP/2 in
 -- front of the sandbox, which speaks HTTP/1.1.
-local K = require 'support.klua'
-local testing = require 'klua.testing'
-local h2 = require 'support.h2'
+local K = require('support.klua')
+local testing = require('klua.testing')
+local h2 = require('support.h2')
 
 --- Connections from pid to port, from the kernel's socket tables.
 local function connections(pid, port)

@@ -2,8 +2,8 @@
 -- {name = fn}} and inf:by_index(name, value), kept up to date with the cache on every add,
 -- update, delete and relist; and inf:list{namespace=} answered from the store's namespace
 -- index.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 -- Prints the index's state each time it changes: "web=a,b db=c list=N" (list: how many
 -- objects inf:list{namespace = 'default'} gives).

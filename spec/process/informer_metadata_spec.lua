@@ -2,8 +2,8 @@
 -- PartialObjectMetadata (Accept: ...;as=PartialObjectMetadataList for the LIST,
 -- as=PartialObjectMetadata for the WATCH), as client-go's metadata informers do, so the
 -- cache keeps each object's metadata (names, labels, annotations, owners) and nothing else.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local SCRIPT = [[
 local cms = klua.informer { resource = 'configmaps', namespace = 'default', metadata_only = true }

@@ -4,8 +4,8 @@
 -- row): handlers and the cache get the plain objects, and inf:cells(obj) the cells of the
 -- row each came in, from the list and from the watch alike (nil for an object of a plain
 -- informer). `klua watch` prints with it.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local SCRIPT = [[
 local cms = klua.informer { resource = 'configmaps', namespace = 'default', server_print = true }

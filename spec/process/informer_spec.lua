@@ -1,9 +1,9 @@
 -- An informer keeps a correct local copy of a resource and tells the
 -- script's handlers about every change: the initial list as adds, then each
 -- watch event, across drops, relists and server faults.
-local K = require 'support.klua'
-local I = require 'support.informer'
-local testing = require 'klua.testing'
+local K = require('support.klua')
+local I = require('support.informer')
+local testing = require('klua.testing')
 
 local CM = '/api/v1/namespaces/default/configmaps'
 

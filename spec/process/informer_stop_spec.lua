@@ -1,8 +1,8 @@
 -- Stopping an informer: inf:stop() ends its watch, frees its cache and its handlers, and
 -- closes its handle; it is safe from one of the informer's own handlers, even one still
 -- waiting on the API, and the other informers go on.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local SCRIPT = [[
 io.stdout:setvbuf('line')

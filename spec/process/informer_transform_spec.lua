@@ -5,8 +5,8 @@
 -- used to drop metadata.managedFields; a function does anything else, in Lua
 -- (src/lua/lua_transform.c). Either way the cache keeps fewer bytes, and views, get,
 -- list, indexes and handlers all see the same, transformed object.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 -- Prints one line per object the script sees: how, name, data.big, data.small,
 -- the klua.dev/mark annotation (or the annotations' JSON size) and the JSON's size.

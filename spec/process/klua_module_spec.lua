@@ -1,10 +1,10 @@
 -- The `klua` module, as a script sees it: one spec (or a few) per function,
 -- each running a small script with `klua run` against one shared sandbox.
 -- Specs that write to the server work in namespaces of their own.
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local fixtures = require 'support.fixtures'
+local cjson = require('cjson')
+local testing = require('klua.testing')
+local K = require('support.klua')
+local fixtures = require('support.fixtures')
 
 local sb = testing.with_sandbox()
 
@@ -1198,7 +1198,7 @@ describe('--memory-limit', function()
     -- state and frees a little more of it, so that in some round klua.on_synced's own
     -- table fits and the thread would not.
     local out, err, code = run([[
-      local core = require 'klua.core'
+      local core = require('klua.core')
       for _ = 1, 80 do klua.after(0, function() klua.sleep(30) end) end
       klua.after(0.5, function()
         local ran, outcomes = 0, {}

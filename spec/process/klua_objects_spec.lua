@@ -2,8 +2,8 @@
 -- Lua's own files are: a userdata with methods and nothing else, so no name a script
 -- picks collides with klua's own state, and a closed one says so from every method
 -- (docs/architecture.md, "The Lua layer").
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local sb = testing.with_sandbox()
 
@@ -179,7 +179,7 @@ describe('a constructor that raises', function()
   -- for a single byte of it.
   it('leaves nothing behind: timers, informers and queues that failed for lack of memory leak nothing', function()
     local out, err = run_ok_with({ '--memory-limit', '16' }, [=[
-      local core = require 'klua.core'
+      local core = require('klua.core')
       local N, fn = 1000, function() end
       local informer_opts, queue_opts = { path = '/api/v1/namespaces/default/configmaps' }, {}
       local calls = { -- each with its arguments made already: the call is the first to allocate

@@ -3,9 +3,9 @@
 -- Lease is taken once it has not changed for its duration; a leader that
 -- stops releases the Lease; a leader that can no longer renew stops
 -- leading and exits 1; the race between candidates is not an error.
-local K = require 'support.klua'
-local sandbox = require 'support.sandbox'
-local testing = require 'klua.testing'
+local K = require('support.klua')
+local sandbox = require('support.sandbox')
+local testing = require('klua.testing')
 
 local CANDIDATE = [[
 io.stdout:setvbuf('line')

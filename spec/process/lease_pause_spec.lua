@@ -10,8 +10,8 @@
 -- logs: every write creates a ConfigMap, and the sandbox's resourceVersions,
 -- one counter for every change as etcd's revision, give the order in which the
 -- server took them.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local ROUNDS = 10
 local LEASE = { '--leader-elect-lease-duration', '2s', '--leader-elect-renew-deadline', '1.5s',
@@ -178,7 +178,7 @@ end)
 -- replica that kept reconciling a shard another had taken would break either.
 local SHARDED = [[
 local id, ns = klua.args[1], klua.args[2]
-local shards = require 'klua.shards'
+local shards = require('klua.shards')
 local work = klua.informer { resource = 'configmaps', namespace = ns, label_selector = 'role=work' }
 klua.controller { name = 'paused', watches = { work }, workers = 4, reconcile = function(key)
   local g = shards.current()

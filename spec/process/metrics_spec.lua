@@ -1,9 +1,9 @@
 -- klua.metrics: a script's own counters, gauges and histograms in the
 -- Prometheus text format that promtool accepts; names Prometheus would
 -- reject are refused when the script declares them.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local prometheus = require 'support.prometheus'
+local testing = require('klua.testing')
+local K = require('support.klua')
+local prometheus = require('support.prometheus')
 
 -- Runs a script that needs no cluster; returns stdout, stderr, status.
 local function run(text)

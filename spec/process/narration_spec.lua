@@ -4,8 +4,8 @@
 -- duration) and the wire beneath the reflector (each read's size, each
 -- frame's size, each decoded event's type, key and resourceVersion), so
 -- that one change can be followed from the HTTP chunk to the reconcile.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 -- Two informers over the same ConfigMaps feed one controller, so the
 -- initial list enqueues each key twice before the workers start. Its

@@ -2,7 +2,7 @@
 -- narrates each change of phase, a step the table does not declare is
 -- refused, and klua.stop decides the exit status in whatever phase it is
 -- called, a graceful stop's on_shutdown hooks included.
-local K = require 'support.klua'
+local K = require('support.klua')
 
 -- No API server is needed: the scripts only run timers.
 local run = K.offline_args

@@ -5,8 +5,8 @@
 -- requeue at once) neither conflicts nor creates twice when the watch
 -- trails the writes (the sandbox's --watch-lag, as a loaded
 -- kube-apiserver's watch cache); past a bound it goes ahead, counted.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local function run(sb, body, args)
   return K.run_script_ok(body, { kubeconfig = sb.kubeconfig, args = args, timeout = 60 })
@@ -146,7 +146,7 @@ describe('the writes kept for informers', function()
 
   it('are forgotten once observed, though no controller or metric asks', function()
     local out = run(sb, [[
-      local writes = require 'klua.internal.writes'
+      local writes = require('klua.internal.writes')
       local cms = klua.informer { resource = 'configmaps', namespace = 'default', label_selector = 'bulk=yes' }
       klua.on_synced(function()
         for round = 1, 3 do

@@ -4,9 +4,9 @@
 -- `klua replay` serves the recording again from the sandbox, so that
 -- `klua watch` prints on the replay what it printed on the recorded run, and
 -- the same file gives the same events, resourceVersions included.
-local cjson = require 'cjson'
-local K = require 'support.klua'
-local testing = require 'klua.testing'
+local cjson = require('cjson')
+local K = require('support.klua')
+local testing = require('klua.testing')
 
 -- The lines of an NDJSON file, decoded.
 local function entries(path)

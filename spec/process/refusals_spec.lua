@@ -4,9 +4,9 @@
 -- while `klua run` keeps retrying, since the fix comes from outside, and says on
 -- /readyz that it is not ready meanwhile. The tokens are ServiceAccount tokens the
 -- sandbox authorizes as kube-apiserver's RBAC authorizer does (scripts/sandbox/rbac.py).
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local fixtures = require 'support.fixtures'
+local testing = require('klua.testing')
+local K = require('support.klua')
+local fixtures = require('support.fixtures')
 
 -- `kubectl ARGS` against kubeconfig: stdout, stderr, exit code.
 local function kubectl(kubeconfig, args)

@@ -1,11 +1,11 @@
 -- klua never prints a credential or a Secret's data, at any verbosity and in
 -- either log format; it verifies TLS unless the kubeconfig turns that off;
 -- and it sends a bearer token over plain http only when told to.
-local sandbox = require 'support.sandbox'
-local K = require 'support.klua'
-local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
-local hostile = require 'support.hostile'
+local sandbox = require('support.sandbox')
+local K = require('support.klua')
+local testing = require('klua.testing')
+local fixtures = require('support.fixtures')
+local hostile = require('support.hostile')
 
 local function random_hex(n)
   local t = {}

@@ -3,10 +3,10 @@
 -- the same handler calls with the same objects, the same cache, across a 410 that
 -- arrives as a CBOR ERROR event. The sandbox serves CBOR as kube-apiserver with
 -- CBORServingAndStorage does (scripts/sandbox/cbor.py).
-local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
-local K = require 'support.klua'
-local I = require 'support.informer'
+local testing = require('klua.testing')
+local fixtures = require('support.fixtures')
+local K = require('support.klua')
+local I = require('support.informer')
 
 local WIDGETS = '/apis/example.com/v1/namespaces/default/widgets'
 local CM = '/api/v1/namespaces/default/configmaps'

@@ -6,8 +6,8 @@
 -- Each reconcile prints its key, shard and start and end on the machine's monotonic clock
 -- (klua.core.now), so the spec can check that no key was ever reconciled by two replicas
 -- at the same time.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
 local NS, SHARDS, OBJECTS = 'sharded', 6, 3000
@@ -18,8 +18,8 @@ local fnv1a = K.fnv1a
 
 local CONTROLLER = [[
 io.stdout:setvbuf('line')
-local core = require 'klua.core'
-local shards = require 'klua.shards'
+local core = require('klua.core')
+local shards = require('klua.shards')
 local cms = klua.informer { resource = 'configmaps', namespace = 'sharded' }
 klua.controller { name = 'sharded', watches = { cms }, workers = 4, reconcile = function(key)
   local t0 = core.now()
@@ -207,7 +207,7 @@ end)
 -- and the LIST names them in a labelSelector (an equality-based selector, which
 -- kube-apiserver filters before answering): its cost follows the group, not the cluster.
 describe('sharded reconcile membership', function()
-  local system = require 'system'
+  local system = require('system')
   -- -v: the server logs every request with its query, so the spec can read what the
   -- replicas ask for.
   local sb = testing.with_sandbox { each = true, args = { '-v' } }
@@ -409,7 +409,7 @@ describe('sharded reconcile with server-side sharding', function()
   local N, COUNT = 4, 120
   local STATE = [[
 io.stdout:setvbuf('line')
-local core = require 'klua.core'
+local core = require('klua.core')
 local cms = klua.informer { resource = 'configmaps', namespace = 'sharded' }
 klua.controller { name = 'sharded', watches = { cms }, reconcile = function(key)
   local obj = cms:get(key)
@@ -551,7 +551,7 @@ end)
     local OWNERS = 40
     local OWNED = [[
 io.stdout:setvbuf('line')
-local core = require 'klua.core'
+local core = require('klua.core')
 local owners = klua.informer { resource = 'configmaps', namespace = 'sharded', label_selector = 'role=owner' }
 local owned = klua.informer { resource = 'configmaps', namespace = 'sharded', label_selector = 'role=owned' }
 klua.controller { name = 'sharded', watches = { owners }, owns = { owned }, reconcile = function(key)

@@ -4,9 +4,9 @@
 -- klua.on_shutdown hooks run in order, the Lease is released and klua
 -- exits 0; past --graceful-shutdown-timeout it exits 1 at once, naming
 -- what was still running, and a second signal ends it at once.
-local K = require 'support.klua'
-local sandbox = require 'support.sandbox'
-local testing = require 'klua.testing'
+local K = require('support.klua')
+local sandbox = require('support.sandbox')
+local testing = require('klua.testing')
 
 -- A controller over the ConfigMaps of one namespace, beside a handler of
 -- the script's own, whose reconcile says it started, takes its time

@@ -6,7 +6,7 @@
 -- controller-runtime's second signal (src/base/loop.h). An
 -- error value whose __tostring fails, returns no string or never returns is
 -- logged as lua.c's placeholder, and klua goes on.
-local K = require 'support.klua'
+local K = require('support.klua')
 
 -- No API server is needed: the scripts only run timers.
 local function spawn(text, flags) return K.spawn(K.offline_args(text, flags)) end

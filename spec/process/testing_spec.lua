@@ -4,8 +4,8 @@
 -- and a burst of 500s; one that does not fails with eventually()'s account
 -- of what it last saw and the controller's log; and whatever the outcome,
 -- the harness stops what it started and removes its directories.
-local K = require 'support.klua'
-local testing = require 'klua.testing'
+local K = require('support.klua')
+local testing = require('klua.testing')
 
 -- The user's controller: labels every ConfigMap demo.klua.dev/seen=true.
 local LABELLER = [[
@@ -30,7 +30,7 @@ klua.on_synced(function() klua.log.info('synced %d ConfigMaps', #cms:list()) end
 -- The user's spec. $LEFTOVERS names a file where it notes the pids and
 -- directories the harness made, for the outer spec to check afterwards.
 local USER_SPEC = [==[
-local testing = require 'klua.testing'
+local testing = require('klua.testing')
 
 local function seen(cluster, name)
   local cm = cluster:get('configmap ' .. name)

@@ -2,9 +2,9 @@
 -- dryRun=All, persists nothing and logs each write as a diff against the
 -- cached object; `--once` reconciles every key of the initial sync once and
 -- exits, 0 when every reconcile succeeded, 1 naming the keys that failed.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local sandbox = require 'support.sandbox'
+local testing = require('klua.testing')
+local K = require('support.klua')
+local sandbox = require('support.sandbox')
 
 -- A controller of the ConfigMaps labelled role=parent in the namespace
 -- given as argument: it sets data.mode = "managed", creates the child

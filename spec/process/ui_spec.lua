@@ -5,9 +5,9 @@
 -- screenshot is kept in $KLUA_BUILD/test-artifacts/ui.png. /ui/state's fields
 -- are those docs/ui.md documents, no more and no fewer; a bare :PORT listens
 -- on 127.0.0.1 only.
-local testing = require 'klua.testing'
-local cjson = require 'cjson'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local cjson = require('cjson')
+local K = require('support.klua')
 
 local EXAMPLES = testing.root .. '/examples/'
 local ARTIFACTS = testing.root .. '/' .. (os.getenv('KLUA_BUILD') or 'build') .. '/test-artifacts'

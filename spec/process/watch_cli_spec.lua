@@ -2,11 +2,11 @@
 -- with Lua filtering: the initial list as ADDED, then every change. These
 -- specs run it against a sandbox while kubectl makes the changes. Each spec
 -- works in namespaces of its own, so they share one server.
-local cjson = require 'cjson'
-local sandbox = require 'support.sandbox'
-local K = require 'support.klua'
-local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
+local cjson = require('cjson')
+local sandbox = require('support.sandbox')
+local K = require('support.klua')
+local testing = require('klua.testing')
+local fixtures = require('support.fixtures')
 
 local CRD = fixtures.WIDGETS_CRD
 

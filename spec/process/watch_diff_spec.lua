@@ -5,10 +5,10 @@
 -- checked by having kubectl apply them (--local) to the object kubectl get
 -- printed before the change: the result must be what kubectl get prints
 -- after it. The diff itself is in spec/unit/watch_diff_spec.lua.
-local cjson = require 'cjson'
-local K = require 'support.klua'
-local sandbox = require 'support.sandbox'
-local testing = require 'klua.testing'
+local cjson = require('cjson')
+local K = require('support.klua')
+local sandbox = require('support.sandbox')
+local testing = require('klua.testing')
 
 describe('klua watch --diff', function()
   local sb, watcher = K.watched_sandbox()

@@ -7,11 +7,11 @@
 -- does (spec/process/watch_table_spec.lua), so these cases check that klua
 -- prints the server's rows as kubectl does. README ("klua watch") lists what
 -- klua prints differently, and why.
-local sandbox = require 'support.sandbox'
-local K = require 'support.klua'
-local fixtures = require 'support.fixtures'
-local testing = require 'klua.testing'
-local KW = require 'support.kubectl_watch'
+local sandbox = require('support.sandbox')
+local K = require('support.klua')
+local fixtures = require('support.fixtures')
+local testing = require('klua.testing')
+local KW = require('support.kubectl_watch')
 
 local normalise, lines = KW.normalise, KW.lines
 

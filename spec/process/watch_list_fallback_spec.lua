@@ -3,9 +3,9 @@
 -- ListAndWatch does; the reflector's table of transitions (spec/unit/reflector_spec.lua)
 -- names the step. By default klua stops asking a server that answers 400 or 422;
 -- --watch-list=true asks again at every relist, as client-go.
-local testing = require 'klua.testing'
-local I = require 'support.informer'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local I = require('support.informer')
+local K = require('support.klua')
 
 local CM = '/api/v1/namespaces/default/configmaps'
 

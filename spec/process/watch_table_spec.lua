@@ -9,11 +9,11 @@
 -- objects without a Table. The cases run without the right to read
 -- CustomResourceDefinitions, which kubectl does not need either: only the
 -- server knows a custom resource's columns.
-local sandbox = require 'support.sandbox'
-local hostile = require 'support.hostile'
-local K = require 'support.klua'
-local fixtures = require 'support.fixtures'
-local testing = require 'klua.testing'
+local sandbox = require('support.sandbox')
+local hostile = require('support.hostile')
+local K = require('support.klua')
+local fixtures = require('support.fixtures')
+local testing = require('klua.testing')
 
 describe('klua watch prints the server\'s Table', function()
   local sb, ns = nil, 'tables'

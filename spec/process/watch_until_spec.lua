@@ -8,9 +8,9 @@
 -- their exit status, stdout and error. The reading of --for and --timeout
 -- is in spec/unit/watch_diff_spec.lua; the rules, with the kubectl source
 -- they follow, in lua/klua/cmd/waiter.lua and docs/watch.md.
-local K = require 'support.klua'
-local sandbox = require 'support.sandbox'
-local testing = require 'klua.testing'
+local K = require('support.klua')
+local sandbox = require('support.sandbox')
+local testing = require('klua.testing')
 
 describe('klua watch waits', function()
   local sb, watcher = K.watched_sandbox()

@@ -10,10 +10,10 @@
 -- server (...)" (rest/request.go, newUnstructuredResponseError) and the dispatcher
 -- into an internal error under failurePolicy Fail, or passes over under Ignore
 -- (validating/dispatcher.go, ErrCallingWebhook; docs/webhooks.md).
-local testing = require 'klua.testing'
-local cjson = require 'cjson'
-local K = require 'support.klua'
-local webhook = require 'support.webhook'
+local testing = require('klua.testing')
+local cjson = require('cjson')
+local K = require('support.klua')
+local webhook = require('support.webhook')
 
 local SCRIPT = [[
 klua.webhook.validating { path = '/validate', name = 'check.e2e.klua.dev', resources = { 'v1/configmaps' },

@@ -7,11 +7,11 @@
 -- URL, so that its failurePolicy decides (docs/webhooks.md); TLS 1.2 and
 -- up only; a certificate pair replaced on disk served without a restart;
 -- controller-runtime's webhook metrics.
-local testing = require 'klua.testing'
-local cjson = require 'cjson'
-local K = require 'support.klua'
-local lyaml = require 'lyaml'
-local webhook = require 'support.webhook'
+local testing = require('klua.testing')
+local cjson = require('cjson')
+local K = require('support.klua')
+local lyaml = require('lyaml')
+local webhook = require('support.webhook')
 
 local SCRIPT = [[
 klua.webhook.validating { path = '/validate', resources = { 'v1/configmaps' }, handler = function(req)

@@ -2,10 +2,10 @@
 -- them to a client (scripts/sandbox/apply.py and managedfields.py name their sources):
 -- who owns which field, conflicts and force, fields removed when their applier drops them,
 -- lists merged by key, and kubectl's own `apply --server-side`.
-local cjson = require 'cjson'
-local sandbox = require 'support.sandbox'
-local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
+local cjson = require('cjson')
+local sandbox = require('support.sandbox')
+local testing = require('klua.testing')
+local fixtures = require('support.fixtures')
 
 local APPLY = { ['Content-Type'] = 'application/apply-patch+yaml' }
 local MERGE = { ['Content-Type'] = 'application/merge-patch+json' }

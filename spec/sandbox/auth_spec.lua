@@ -1,8 +1,8 @@
 -- The sandbox API server serves HTTPS with a CA it makes at start, authenticates bearer
 -- tokens or client certificates, and writes a kubeconfig that kubectl uses as it is.
-local sandbox = require 'support.sandbox'
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local sandbox = require('support.sandbox')
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 -- What curl ARGS prints, trusting the CA of sb.
 local function curl(sb, args)

@@ -1,7 +1,7 @@
 -- The sandbox API server's command line: how scripts learn it is ready, what it logs, and
 -- how it goes away with the process that started it.
-local sandbox = require 'support.sandbox'
-local testing = require 'klua.testing'
+local sandbox = require('support.sandbox')
+local testing = require('klua.testing')
 
 local function read(path)
   local f = io.open(path)

@@ -3,8 +3,8 @@
 -- deletionFinalizersForGarbageCollection), ownerReferences (pkg/controller/garbagecollector)
 -- and the DELETED event of an object whose last finalizer an update removed
 -- (store.go Update -> errEmptiedFinalizers -> deleteWithoutFinalizers).
-local testing = require 'klua.testing'
-local sandbox = require 'support.sandbox'
+local testing = require('klua.testing')
+local sandbox = require('support.sandbox')
 
 local CM = '/api/v1/namespaces/%s/configmaps'
 

@@ -2,8 +2,8 @@
 -- naming the source it was written from (spec/fixtures/sandbox/differential.json). The
 -- sandbox must answer every row the same way: status code, reason, message and the fields
 -- a client reads.
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
+local cjson = require('cjson')
+local testing = require('klua.testing')
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
 

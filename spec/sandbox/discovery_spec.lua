@@ -6,8 +6,8 @@
 -- /apis orders the group's versions alike (its CRD APIServices share
 -- VersionPriority 100: crdregistration_controller.go), and each
 -- /apis/GROUP/VERSION lists only the resources served at that version.
-local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
+local testing = require('klua.testing')
+local fixtures = require('support.fixtures')
 
 describe('sandbox discovery of a group whose CRDs serve different versions', function()
   local sb = testing.with_sandbox {}

@@ -6,8 +6,8 @@
 -- (ValidateDryRun in apimachinery's meta/v1/validation), and a DELETE with a
 -- body reads its DeleteOptions, dryRun included, from the body alone
 -- (endpoints/handlers/delete.go).
-local testing = require 'klua.testing'
-local sandbox = require 'support.sandbox'
+local testing = require('klua.testing')
+local sandbox = require('support.sandbox')
 
 local CM = '/api/v1/namespaces/%s/configmaps'
 local APPLY = { ['Content-Type'] = 'application/apply-patch+yaml' }

@@ -1,9 +1,9 @@
 -- The sandbox API server injects the faults klua's reliability specs need, switched at
 -- start by flags or at run time through POST /sandbox/v1/faults, and counts what it did
 -- in GET /sandbox/v1/stats.
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
-local sandbox = require 'support.sandbox'
+local cjson = require('cjson')
+local testing = require('klua.testing')
+local sandbox = require('support.sandbox')
 
 local CM = '/api/v1/namespaces/default/configmaps'
 

@@ -1,9 +1,9 @@
 -- List, watch and write semantics of the sandbox API server over plain HTTP, as the real
 -- kube-apiserver defines them: resourceVersion matching, paging, replay, compaction,
 -- bookmarks, initial events, selectors on watches, conflicts and Status errors.
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
-local sandbox = require 'support.sandbox'
+local cjson = require('cjson')
+local testing = require('klua.testing')
+local sandbox = require('support.sandbox')
 
 local function decode_lines(body)
   local out = {}

@@ -1,9 +1,9 @@
 -- The sandbox API server is faithful enough that kubectl, a real client-go client, works
 -- against it unchanged: discovery, CRUD, apply, patches, watches, selectors, paging,
 -- finalizers, subresources and custom resources.
-local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local fixtures = require('support.fixtures')
+local K = require('support.klua')
 
 local lines = K.lines
 

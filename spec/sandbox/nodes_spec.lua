@@ -3,7 +3,7 @@
 -- containerStatuses and the Ready conditions), graceful Pod deletion
 -- (pkg/registry/core/pod/strategy.go CheckGracefulDelete) and a control endpoint that
 -- makes a Pod's containers exit.
-local testing = require 'klua.testing'
+local testing = require('klua.testing')
 
 local PODS = '/api/v1/namespaces/default/pods'
 

@@ -2,7 +2,7 @@
 -- (Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1 for a list,
 -- as=PartialObjectMetadata for a get or a watch): kube-apiserver's
 -- endpoints/handlers/response.go keeps each object's whole ObjectMeta and drops the rest.
-local sandbox = require 'support.sandbox'
+local sandbox = require('support.sandbox')
 
 local CM = '/api/v1/namespaces/%s/configmaps'
 local LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1'

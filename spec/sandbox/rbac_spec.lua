@@ -2,7 +2,7 @@
 -- ServiceAccount, Roles and bindings can be tried here before a cluster: a token from the
 -- TokenRequest API (kubectl create token) authenticates as the ServiceAccount, and its
 -- requests are allowed only as kube-apiserver's RBAC authorizer allows them.
-local sandbox = require 'support.sandbox'
+local sandbox = require('support.sandbox')
 
 local RBAC = [[
 apiVersion: v1

@@ -4,8 +4,8 @@
 -- hash is in [START, END); a LIST that applied one echoes it in metadata.shardInfo. A
 -- server without the gate ignores the parameter, as any unknown query parameter.
 -- docs/sandbox.md says what the sandbox assumes where the KEP is silent.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local CM = '/api/v1/namespaces/default/configmaps'
 local HALF = '0x8000000000000000'

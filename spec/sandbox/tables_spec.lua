@@ -2,10 +2,10 @@
 -- and prints the server's columns (pkg/printers/internalversion/printers.go for built-in
 -- kinds, a CRD's additionalPrinterColumns for custom resources), so plain `kubectl get`
 -- and `kubectl get -w` against the sandbox look as they do against a cluster.
-local testing = require 'klua.testing'
-local fixtures = require 'support.fixtures'
-local K = require 'support.klua'
-local sandbox = require 'support.sandbox'
+local testing = require('klua.testing')
+local fixtures = require('support.fixtures')
+local K = require('support.klua')
+local sandbox = require('support.sandbox')
 
 local TABLE = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json'
 

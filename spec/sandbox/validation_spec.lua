@@ -4,8 +4,8 @@
 -- the Priority and DefaultTolerationSeconds admission plugins, fieldValidation
 -- (staging/src/k8s.io/apiserver/pkg/endpoints/handlers) and CRD structural schemas
 -- (staging/src/k8s.io/apiextensions-apiserver: schema/pruning and validation).
-local testing = require 'klua.testing'
-local sandbox = require 'support.sandbox'
+local testing = require('klua.testing')
+local sandbox = require('support.sandbox')
 
 local PODS = '/api/v1/namespaces/default/pods'
 local CM = '/api/v1/namespaces/default/configmaps'

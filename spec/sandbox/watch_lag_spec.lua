@@ -2,7 +2,7 @@
 -- and the lists it serves, that many seconds after its write was answered, as a loaded
 -- kube-apiserver's watch cache trails etcd; reads of storage (a GET, a consistent LIST)
 -- see it at once.
-local testing = require 'klua.testing'
+local testing = require('klua.testing')
 
 local CM = '/api/v1/namespaces/default/configmaps'
 

@@ -6,9 +6,9 @@
 -- timeoutSeconds act as on a cluster; a CRD with a conversion webhook stores objects at
 -- its storage version and converts them on the way in and out. The webhook is
 -- spec/support/webhook_server.py.
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
-local webhook = require 'support.webhook'
+local cjson = require('cjson')
+local testing = require('klua.testing')
+local webhook = require('support.webhook')
 
 local function rule(resources, operations, extra)
   local r = { apiGroups = { '' }, apiVersions = { 'v1' }, resources = resources,

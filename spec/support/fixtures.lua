@@ -1,7 +1,7 @@
 --- What several specs hand to klua or to the server: kubeconfig files and the custom
 -- resource definitions of the example.com group.
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
+local cjson = require('cjson')
+local testing = require('klua.testing')
 
 local M = {}
 

@@ -2,9 +2,9 @@
 -- nghttp2-proxy) terminates TLS and HTTP/2 and forwards to it; and a relay
 -- (spec/support/blackhole.py) that can go silent in front of nghttpx without
 -- closing its connections.
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local fixtures = require 'support.fixtures'
+local testing = require('klua.testing')
+local K = require('support.klua')
+local fixtures = require('support.fixtures')
 
 local M = {}
 

@@ -1,10 +1,10 @@
 --- Starts and reads scripts/hostile-server, the server that misbehaves on purpose (its
 -- --help lists the modes): its history, the bad responses it served and the requests it
 -- got.
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
-local K = require 'support.klua'
-local fixtures = require 'support.fixtures'
+local cjson = require('cjson')
+local testing = require('klua.testing')
+local K = require('support.klua')
+local fixtures = require('support.fixtures')
 
 local M = {}
 

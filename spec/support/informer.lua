@@ -1,9 +1,9 @@
 --- Helpers for the pipeline specs: run spec/scripts/recorder.lua against a
 -- sandbox, read what its handlers saw, and compare its cache with the
 -- server's state.
-local K = require 'support.klua'
-local testing = require 'klua.testing'
-local assert = require 'luassert'
+local K = require('support.klua')
+local testing = require('klua.testing')
+local assert = require('luassert')
 
 local M = {}
 

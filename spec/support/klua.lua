@@ -2,7 +2,7 @@
 -- captured to files that the spec can poll. The processes, temporary directories and
 -- polling are the harness's (lua/klua/testing.lua, docs/testing.md); this adds what only
 -- klua's own specs need.
-local testing = require 'klua.testing'
+local testing = require('klua.testing')
 
 local M = {}
 

@@ -4,13 +4,13 @@
 -- normalised: an AGE cell (such as "3s") and the padding after it, since the two
 -- may print a second apart.
 --
---   local KW = require 'support.kubectl_watch'
+--   local KW = require('support.kubectl_watch')
 --   local cmp = KW.new(sb, 'speaks')
 --   cmp:same('pods -n speaks -o wide')
 --   cmp:same('configmaps -n speaks', { flags = { '--watch-list' }, change = false, ... })
-local K = require 'support.klua'
-local testing = require 'klua.testing'
-local assert = require 'luassert'
+local K = require('support.klua')
+local testing = require('klua.testing')
+local assert = require('luassert')
 
 local M = {}
 

@@ -1,6 +1,6 @@
 --- Prometheus's own tools for the metrics specs, and a reader of the text
 -- exposition format.
-local K = require 'support.klua'
+local K = require('support.klua')
 
 local M = {}
 

@@ -2,7 +2,7 @@
 -- harness's sandbox (lua/klua/testing.lua, docs/testing.md), whose every method a spec
 -- can use.
 --
---   local sandbox = require 'support.sandbox'
+--   local sandbox = require('support.sandbox')
 --   local sb = sandbox.start{ tls = true, auth = 'token' }
 --   local status, obj = sb:json('GET', '/api/v1/namespaces/default')
 --   sb:stop()
@@ -13,9 +13,9 @@
 -- Each server gets its own temporary directory, sb.dir, holding the kubeconfig, kubectl's
 -- discovery cache and, with tls, the certificates the server made: ca.crt, ca.key,
 -- server.crt, server.key, client.crt and client.key (CN=sandbox-admin, O=system:masters).
-local assert = require 'luassert'
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
+local assert = require('luassert')
+local cjson = require('cjson')
+local testing = require('klua.testing')
 
 local M = {}
 

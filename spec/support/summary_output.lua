@@ -4,9 +4,9 @@
 -- each job, listing the slowest jobs itself), and a closing
 -- `N passed, N failed` line that CI reads.
 return function(options)
-  local busted = require 'busted'
-  local pretty = require 'pl.pretty'
-  local handler = require 'busted.outputHandlers.base'()
+  local busted = require('busted')
+  local pretty = require('pl.pretty')
+  local handler = require('busted.outputHandlers.base')()
 
   local function out(s) io.write(s, '\n'); io.flush() end
 

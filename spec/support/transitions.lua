@@ -1,7 +1,7 @@
 -- The transition tables of klua's state machines (the reflector's, the
 -- runtime's phases), as their C header and docs/architecture.md print them:
 -- the specs compare both copies with what the code declares.
-local assert = require 'luassert'
+local assert = require('luassert')
 
 local M = {}
 

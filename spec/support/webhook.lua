@@ -3,16 +3,16 @@
 -- script's webhooks to a sandbox with the configuration `klua webhook-config` prints;
 -- their certificates made by the openssl CLI.
 --
---   local webhook = require 'support.webhook'
+--   local webhook = require('support.webhook')
 --   local w = webhook.start()
 --   w:client('/deny')          -- a clientConfig: {url = ..., caBundle = ...}
 --   w:requests('/deny')        -- the AdmissionReviews sent there, oldest first
 --
 --   local p = webhook.serve(sb, script)  -- klua run SCRIPT, serving on p.url with p.certs
 --   webhook.configure(sb, script, p)     -- its webhook-config, applied to sb
-local cjson = require 'cjson'
-local testing = require 'klua.testing'
-local K = require 'support.klua'
+local cjson = require('cjson')
+local testing = require('klua.testing')
+local K = require('support.klua')
 
 local M = {}
 

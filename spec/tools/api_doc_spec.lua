@@ -3,8 +3,8 @@
 -- the man page klua-lua(7). It is committed, so that it reads where the
 -- code is read; these specs keep it in step with the comments and the
 -- comments with the API: every function a script can reach is documented.
-local sandbox = require 'support.sandbox'
-local K = require 'support.klua'
+local sandbox = require('support.sandbox')
+local K = require('support.klua')
 
 local root = os.getenv('KLUA_ROOT') or '.'
 

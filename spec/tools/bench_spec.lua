@@ -2,7 +2,7 @@
 -- name or by the letter earlier reports used, and a peer that cannot be had on this
 -- machine is reported as not measured while the run goes on. These runs are tiny and
 -- check what the report says, never how fast anything is.
-local K = require 'support.klua'
+local K = require('support.klua')
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
 local BENCH = 'python3 ' .. K.quote(ROOT .. '/scripts/bench')

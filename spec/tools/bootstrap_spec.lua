@@ -3,7 +3,7 @@
 -- held by another package manager, and on a machine without apt prints the
 -- packages to install by hand. The package tools are stand-ins here, so no
 -- spec installs anything: a folder of stub commands comes first on PATH.
-local K = require 'support.klua'
+local K = require('support.klua')
 
 local root = os.getenv('KLUA_ROOT') or '.'
 

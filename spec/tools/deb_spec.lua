@@ -4,9 +4,9 @@
 -- its Lua library inside and finds the harness and the sandbox server under
 -- its own ../share/klua, so it runs from the unpacked tree as it would from
 -- /usr.
-local sandbox = require 'support.sandbox'
-local K = require 'support.klua'
-local fixtures = require 'support.fixtures'
+local sandbox = require('support.sandbox')
+local K = require('support.klua')
+local fixtures = require('support.fixtures')
 
 local root = os.getenv('KLUA_ROOT') or '.'
 local build = os.getenv('KLUA_BUILD') or 'build'
@@ -118,7 +118,7 @@ complete -C 'klua wat'
     local project = K.tmpdir()
     os.execute('mkdir ' .. K.quote(project .. '/spec'))
     K.write_file(project .. '/spec/where_spec.lua', [[
-local testing = require 'klua.testing'
+local testing = require('klua.testing')
 describe('the packaged harness', function()
   it('starts the packaged sandbox', function()
     print('harness ' .. package.searchpath('klua.testing', package.path))

@@ -3,7 +3,7 @@
 -- the sandbox serves PodSets from its watch cache, so its log opens with
 -- its sync, not with the 429 a real API server (and the sandbox) gives
 -- while a new resource's watch cache fills.
-local K = require 'support.klua'
+local K = require('support.klua')
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
 

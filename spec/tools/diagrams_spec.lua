@@ -4,7 +4,7 @@
 -- runtime_phases_spec.lua check those against the code): the committed
 -- pictures must be the ones drawn now, so a changed table without
 -- `make docs` fails here.
-local K = require 'support.klua'
+local K = require('support.klua')
 
 local root = os.getenv('KLUA_ROOT') or '.'
 local NAMES = { 'reflector.svg', 'runtime.svg', 'pipeline.svg' }

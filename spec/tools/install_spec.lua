@@ -3,15 +3,15 @@
 -- from any directory; kubectl finds it as the plugin `kubectl klua`; the
 -- test harness and the sandbox server are installed with it, and `klua test`
 -- uses them (docs/testing.md).
-local K = require 'support.klua'
-local fixtures = require 'support.fixtures'
-local testing = require 'klua.testing'
+local K = require('support.klua')
+local fixtures = require('support.fixtures')
+local testing = require('klua.testing')
 
 local root = os.getenv('KLUA_ROOT') or '.'
 local build = os.getenv('KLUA_BUILD') or 'build'
 
 -- A script that waits for its ConfigMap informer to sync and prints the names.
-local LIST_CONFIGMAPS = fixtures.list_configmaps_script('install-spec', "local klua = require 'klua'\n")
+local LIST_CONFIGMAPS = fixtures.list_configmaps_script('install-spec', "local klua = require('klua')\n")
 
 describe('make install', function()
   local sb = testing.with_sandbox()
@@ -138,7 +138,7 @@ describe('make install', function()
     os.execute('mkdir ' .. K.quote(project .. '/spec'))
     K.write_file(project .. '/lister.lua', LIST_CONFIGMAPS)
     K.write_file(project .. '/spec/lister_spec.lua', [[
-local testing = require 'klua.testing'
+local testing = require('klua.testing')
 describe('lister.lua', function()
   it('prints the ConfigMaps of install-spec', function()
     print('harness ' .. package.searchpath('klua.testing', package.path))

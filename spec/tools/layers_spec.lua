@@ -1,7 +1,7 @@
 -- scripts/build/check-layers keeps src/ layered by pipeline stage (docs/architecture.md):
 -- base < conn < wire < cache < lua < cli, each folder including only its own stage's
 -- headers and those below, each #include naming its stage.
-local K = require 'support.klua'
+local K = require('support.klua')
 
 local root = os.getenv('KLUA_ROOT') or '.'
 

@@ -4,8 +4,8 @@
 -- random (going on past the minute until each kind has been applied).
 -- Afterwards klua's caches, the handlers' view and the controller's owned
 -- copies must all match the server.
-local K = require 'support.klua'
-local cjson = require 'cjson'
+local K = require('support.klua')
+local cjson = require('cjson')
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
 

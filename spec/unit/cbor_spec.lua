@@ -6,7 +6,7 @@
 -- float, the self-described prefix 55799. What JSON cannot hold is refused
 -- by name. A watch is a CBOR Sequence (RFC 8742): the framer finds where each
 -- item ends, however the body is cut into reads.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 
 local function hex(s) return (s:gsub('%s', ''):gsub('..', function(h) return string.char(tonumber(h, 16)) end)) end
 local function json(h) return testing.cbor_to_json(hex(h)) end
@@ -17,7 +17,7 @@ local function refused(h, pattern)
   assert.matches(pattern, err, 1, false, h)
 end
 
-local cbor = require 'support.cbor'
+local cbor = require('support.cbor')
 local encode = cbor.encode
 
 describe('a CBOR item as JSON', function()

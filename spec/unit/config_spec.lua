@@ -6,8 +6,8 @@
 -- local echo server (spec/fixtures/kubeconfig/echo-server.py) that reports
 -- what arrived: the TLS server name, client certificate, Authorization
 -- header, Host header and request target.
-local testing = require 'klua_testing'
-local cjson = require 'cjson'
+local testing = require('klua_testing')
+local cjson = require('cjson')
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
 local FIX = ROOT .. '/spec/fixtures/kubeconfig'
@@ -16,7 +16,7 @@ local PLUGIN = FIX .. '/exec-plugin.sh'
 local V1 = 'client.authentication.k8s.io/v1'
 local V1BETA1 = 'client.authentication.k8s.io/v1beta1'
 
-local harness = require 'klua.testing'
+local harness = require('klua.testing')
 
 local function read(path) return (assert(harness.read_file(path))) end
 local write = harness.write_file

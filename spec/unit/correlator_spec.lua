@@ -3,7 +3,7 @@
 -- (tools/record/events_cache.go: maxLruCacheEntries = 4096), the least
 -- recently used key forgotten first: a controller that records Events about
 -- ever new objects does not grow the process without end.
-local correlator = require 'klua.internal.correlator'
+local correlator = require('klua.internal.correlator')
 
 -- An Event about ConfigMap default/<name>, as klua.helpers.event_for makes it.
 local function event(name, message)

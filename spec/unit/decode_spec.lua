@@ -2,8 +2,8 @@
 -- type, the object's identity, and the exact byte span of the object in the
 -- frame, which the store keeps as the object's storage. LIST bodies become
 -- items, each copied into its own buffer.
-local testing = require 'klua_testing'
-local reference = require 'fixtures.json.reference'
+local testing = require('klua_testing')
+local reference = require('fixtures.json.reference')
 
 local function frame(type_, object) return '{"type":"' .. type_ .. '","object":' .. object .. '}' end
 

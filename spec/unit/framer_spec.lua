@@ -5,7 +5,7 @@
 -- the same. Frames over the size limit are refused without being buffered;
 -- a line of junk between values becomes a frame of its own, which the
 -- decoder refuses like any malformed event.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 
 local function frames(events)
   local out = {}

@@ -4,10 +4,10 @@
 -- fuzzer, and must keep the same promises (fuzz/README.md lists them).
 -- A replay that raises is a failure; a decoder or parser that refuses an
 -- input is not.
-local testing = require 'klua_testing'
-local cli = require 'klua_testing.cli'
-local watch = require 'klua.cmd.watch'
-local K = require 'support.klua'
+local testing = require('klua_testing')
+local cli = require('klua_testing.cli')
+local watch = require('klua.cmd.watch')
+local K = require('support.klua')
 
 local ROOT = os.getenv('KLUA_ROOT') or '.'
 local walk = dofile(ROOT .. '/fuzz/view_walk.lua')
@@ -311,7 +311,7 @@ end
 -- ---- fuzz_selector: a label selector and labels --------------------------
 
 local selector_check = dofile(ROOT .. '/fuzz/selector_check.lua')
-local selector = require 'klua.selector'
+local selector = require('klua.selector')
 
 local function replay_selector(data)
   selector_check(data, selector, function(msg) error(msg, 2) end)
@@ -320,7 +320,7 @@ end
 -- ---- fuzz_jsonpath: a JSONPath template ------------------------------------
 
 local jsonpath_check = dofile(ROOT .. '/fuzz/jsonpath_check.lua')
-local jsonpath = require 'klua.cmd.jsonpath'
+local jsonpath = require('klua.cmd.jsonpath')
 
 local function replay_jsonpath(data)
   jsonpath_check(data, jsonpath, function(msg) error(msg, 2) end)

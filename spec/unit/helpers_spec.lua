@@ -3,8 +3,8 @@
 -- mutable table (what klua.copy(obj) returns); functions that only read also
 -- take read-only views. A mistake in the call raises; a problem with an
 -- object's data returns nil and an error {reason, message}.
-local helpers = require 'klua.helpers'
-local testing = require 'klua_testing'
+local helpers = require('klua.helpers')
+local testing = require('klua_testing')
 
 local T0 = 1700000000 -- 2023-11-14T22:13:20Z
 local now

@@ -1,7 +1,7 @@
 -- The string hash map under the work queue and the object cache: key
 -- strings to values (integers here), with the map owning its key copies.
 -- It must stay exact through growth, shrinking and heavy delete churn.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 
 local function count(t)
   local n = 0

@@ -1,9 +1,9 @@
 -- klua.json turns JSON text into plain Lua values and back, keeping what
 -- Kubernetes cares about: integers stay integers, null survives as
 -- klua.null, and arrays stay arrays even when empty.
-local testing = require 'klua_testing'
-local reference = require 'fixtures.json.reference'
-local cjson = require 'cjson'
+local testing = require('klua_testing')
+local reference = require('fixtures.json.reference')
+local cjson = require('cjson')
 
 local json, null = testing.json, testing.null
 

@@ -3,9 +3,9 @@
 -- sent, it must give the object the handler returned. Each case is checked
 -- by applying the patch with the RFC's own rules (an applier written here
 -- from RFC 6902 section 4 and RFC 6901), and the paths' escaping exactly.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 package.loaded['klua.core'] = testing
-local jsonpatch = require 'klua.internal.jsonpatch'
+local jsonpatch = require('klua.internal.jsonpatch')
 local json = testing.json
 
 local function decode(s) return assert(json.decode(s)) end

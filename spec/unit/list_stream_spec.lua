@@ -1,7 +1,7 @@
 -- A LIST response is decoded as it arrives: each item is copied once into
 -- its own buffer and decoded alone, whatever the chunking, so a huge list
 -- never sits in memory twice.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 local chunks = require('support.klua').chunks
 
 local BODY = '{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"42",' ..

@@ -5,7 +5,7 @@
 -- still in the core's cache. Deferring returns an id, as a timer does, so
 -- that whoever deferred work pointing at itself can cancel it when it is
 -- freed.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 
 describe('deferred work', function()
   -- What a new loop runs once defer(loop) has deferred work, then 'stop'.

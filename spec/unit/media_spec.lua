@@ -4,7 +4,7 @@
 -- counts, not its parameters. Unlike client-go (rest.Request.transformResponse falls back to
 -- the client's ContentType), a response without a Content-Type is not read: kube-apiserver
 -- names the type of every body it writes, so such a body is not the API server's.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 
 describe('the reader of a response', function()
   it('is JSON framing and decoding for application/json, whatever its parameters and case', function()

@@ -8,7 +8,7 @@
 -- on fail. Each run is a process of its own; for every k it either aborts
 -- with the message or, once k is past the last allocation the work makes,
 -- prints the complete result.
-local K = require 'support.klua'
+local K = require('support.klua')
 
 -- Under make test-asan the spec module is instrumented: the interpreter that
 -- loads it needs the sanitizer runtime preloaded, as busted's own does
@@ -21,7 +21,7 @@ local SANITIZED = PRELOAD and ('LD_PRELOAD=%s ASAN_OPTIONS=%s '):format(K.quote(
 -- stdout, stderr and the exit status.
 local function run_failing(k, code)
   local dir = K.tmpdir()
-  K.write_file(dir .. '/run.lua', ('local testing = require "klua_testing"\n' ..
+  K.write_file(dir .. '/run.lua', ('local testing = require("klua_testing")\n' ..
     'testing.fail_allocation_after(%d)\n%s\n'):format(k, code))
   local status = K.run_command(('%slua5.4 %s/run.lua > %s/out 2> %s/err; echo $?'):format(
     SANITIZED, dir, dir, dir))

@@ -1,8 +1,8 @@
 -- Pruning (src/wire/prune.c): the C cache transform that drops named members, such as
 -- metadata.managedFields, from an object's JSON before the cache keeps it, so a cached
 -- object costs only the bytes its handlers read.
-local cjson = require 'cjson'
-local T = require 'klua_testing'
+local cjson = require('cjson')
+local T = require('klua_testing')
 
 local POD = cjson.encode({
   kind = 'Pod', apiVersion = 'v1',

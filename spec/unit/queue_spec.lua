@@ -3,7 +3,7 @@
 -- it is never processed twice at once, and failures are retried with a
 -- per-key exponential backoff under an overall rate limit. Time is an
 -- argument on every call, so these specs drive a fake clock.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 
 -- Gets every key that is ready at `now`, marking each done right away.
 local function drain(q, now)

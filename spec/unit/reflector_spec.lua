@@ -3,9 +3,9 @@
 -- between failed attempts. It is a state machine whose transitions are one
 -- table in src/cache/reflector.c; these specs run it on a fake clock and
 -- answer its requests themselves, so minutes of backoff take no time.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 
-local transitions = require 'support.transitions'
+local transitions = require('support.transitions')
 
 local function list_body(rv, names)
   local items = {}
@@ -687,7 +687,7 @@ end)
 -- how to read it. A LIST in application/cbor and a watch in application/cbor-seq (KEP-4222)
 -- give what their JSON gives; client-go's watch refuses application/cbor, one item only.
 describe('the reflector asking for CBOR', function()
-  local cbor = require 'support.cbor'
+  local cbor = require('support.cbor')
 
   local function object(name, rv)
     return { kind = 'ConfigMap', apiVersion = 'v1', metadata = { name = name, namespace = 'default', resourceVersion = rv } }

@@ -2,7 +2,7 @@
 -- first in, first out across wrap-around and growth, and an array grown by
 -- a burst (a large list's notifications) handed back once the burst is
 -- consumed, while a small one stays for the next push.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 
 describe('ring', function()
   it('pops in push order across wrap-around and growth', function()

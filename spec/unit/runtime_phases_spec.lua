@@ -2,8 +2,8 @@
 -- phases, from NEW to CLOSED, change along one declared table and no other.
 -- These specs check that the table the code declares is the one that
 -- runtime.h and docs/architecture.md print, and that it is whole.
-local testing = require 'klua_testing'
-local transitions = require 'support.transitions'
+local testing = require('klua_testing')
+local transitions = require('support.transitions')
 
 local PHASES = { 'NEW', 'LOADING', 'RUNNING', 'DRAINING', 'HOOKS', 'RELEASING', 'STOPPED', 'CUT_SHORT', 'CLOSED' }
 

@@ -1,7 +1,7 @@
 -- klua.labels.parse: label selectors parsed and matched on the client with
 -- apimachinery's syntax, validation and meaning (the same text kubectl -l
 -- and the API server take).
-local selector = require 'klua.selector'
+local selector = require('klua.selector')
 
 local function parse(text)
   local sel, err = selector.parse(text)

@@ -5,7 +5,7 @@
 -- Entries left unwritten are compressed by kl_store_compact, on a clock the
 -- specs set (docs/architecture.md, "What a cached object costs"): whatever
 -- reads them must get the JSON back, byte for byte.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 
 local function pod(ns, name, rv, extra)
   local md = { '"name":"' .. name .. '"' }

@@ -6,7 +6,7 @@
 -- an ERROR's Status is left alone). The decoder unwraps each row's object,
 -- which is what the cache holds, and the row stays around it in the blob,
 -- where the printer reads its cells.
-local testing = require 'klua_testing'
+local testing = require('klua_testing')
 local chunks = require('support.klua').chunks
 
 local POD = '{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"ns","resourceVersion":"12"},'

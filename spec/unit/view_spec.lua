@@ -4,9 +4,9 @@
 -- no methods: every member reads as itself, whatever its name, and what a
 -- script does beyond reading is a function of the klua module (here the same
 -- functions as testing.copy, testing.get and testing.type).
-local testing = require 'klua_testing'
-local reference = require 'fixtures.json.reference'
-local cjson = require 'cjson'
+local testing = require('klua_testing')
+local reference = require('fixtures.json.reference')
+local cjson = require('cjson')
 
 local json, null = testing.json, testing.null
 local copy, get = testing.copy, testing.get

@@ -5,8 +5,8 @@
 -- --for spellings (staging/src/k8s.io/kubectl/pkg/cmd/wait). The process
 -- specs (spec/process/watch_diff_spec.lua, watch_until_spec.lua) run them
 -- in klua watch against the sandbox and kubectl.
-local diff = require 'klua.cmd.diff'
-local waiter = require 'klua.cmd.waiter'
+local diff = require('klua.cmd.diff')
+local waiter = require('klua.cmd.waiter')
 
 local array_mt, null = {}, setmetatable({}, { __name = 'null' })
 local opts = { array_mt = array_mt, null = null }

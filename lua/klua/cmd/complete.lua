@@ -6,8 +6,8 @@
 -- them in the namespace of -n, the context's, or all of them with -A). Not part of the klua module: a
 -- script has no use for it. Whatever fails prints nothing: a completion
 -- that cannot reach the server offers nothing rather than an error.
-local core = require 'klua.core'
-local discovery = require 'klua.internal.discovery'
+local core = require('klua.core')
+local discovery = require('klua.internal.discovery')
 local json = core.json
 
 local M = {}

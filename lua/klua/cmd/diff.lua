@@ -3,7 +3,7 @@
 -- value (`status.phase: "Pending" -> "Running"`) or as an RFC 6902 JSON
 -- Patch operation ({"op":"replace","path":"/status/phase","value":"Running"}).
 --
---   local diff = require 'klua.cmd.diff'
+--   local diff = require('klua.cmd.diff')
 --   local changes = diff.changes(klua.copy(old), klua.copy(new))
 --   io.write(diff.text(changes))
 --
@@ -15,7 +15,7 @@
 -- Values are what klua.copy and klua.json.decode return: an array is a
 -- table with klua.json.array_mt (or keys 1..n), JSON null is klua.json.null.
 -- A state without klua passes those as opts ({array_mt=, null=}).
-local jsonpath = require 'klua.cmd.jsonpath'
+local jsonpath = require('klua.cmd.jsonpath')
 
 local M = {}
 

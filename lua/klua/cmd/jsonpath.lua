@@ -1,7 +1,7 @@
 --- kubectl's JSONPath templates (k8s.io/client-go/util/jsonpath), as
 -- `kubectl get -o jsonpath=...` and `-o custom-columns=...` read them.
 --
---   local jsonpath = require 'klua.cmd.jsonpath'
+--   local jsonpath = require('klua.cmd.jsonpath')
 --   local t = assert(jsonpath.parse('{range .items[*]}{.metadata.name}{"\n"}{end}'))
 --   io.write(assert(t:render(list)))
 --

@@ -11,7 +11,7 @@
 -- CRD's additionalPrinterColumns): `klua watch` lists and watches the Table
 -- form with whole objects (includeObject=Object), so that -e, -L and
 -- --sort-by read the objects the rows carry.
-local jsonpath = require 'klua.cmd.jsonpath'
+local jsonpath = require('klua.cmd.jsonpath')
 
 local M = {}
 

@@ -9,7 +9,7 @@
 -- the file field by field; scripts/sandbox/replay.py plays it back. The
 -- help text is in src/cli/cli.c's command table, which prints it for
 -- `klua record --help`.
-local flags = require 'klua.cmd.flags'
+local flags = require('klua.cmd.flags')
 
 local M = {}
 
@@ -71,7 +71,7 @@ end
 function M.main(...)
   local o, err = M.parse({ ... })
   if not o then return fail(err, 2) end
-  local core = require 'klua.core'
+  local core = require('klua.core')
   local targets = {}
   for _, t in ipairs(o.types) do
     local r, rerr = klua.resolve(t)

@@ -31,8 +31,8 @@
 -- exist, is met. --any: the wait is over when one object meets it.
 -- --fail-if: status 1 as soon as it holds for an event. --timeout: status 1,
 -- as kubectl wait's "timed out waiting for the condition on pods/x".
-local jsonpath = require 'klua.cmd.jsonpath'
-local util = require 'klua.internal.objutil'
+local jsonpath = require('klua.cmd.jsonpath')
+local util = require('klua.internal.objutil')
 
 local M = {}
 

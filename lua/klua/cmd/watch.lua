@@ -21,12 +21,12 @@
 -- away. Later failures are retried, as informers do. A wait (--until, --for:
 -- klua.cmd.waiter) ends with 0 when it is over, 1 on --fail-if or
 -- --timeout.
-local selector = require 'klua.selector'
-local util = require 'klua.internal.objutil'
-local jsonpath = require 'klua.cmd.jsonpath'
-local printers = require 'klua.cmd.printers'
-local diff = require 'klua.cmd.diff'
-local waiter = require 'klua.cmd.waiter'
+local selector = require('klua.selector')
+local util = require('klua.internal.objutil')
+local jsonpath = require('klua.cmd.jsonpath')
+local printers = require('klua.cmd.printers')
+local diff = require('klua.cmd.diff')
+local waiter = require('klua.cmd.waiter')
 
 local M = {}
 
@@ -855,7 +855,7 @@ function M.main(...)
     view.target_index[target] = #informed + 1
     informed[#informed + 1] = { view = view, target = target }
   end
-  local write = output(require 'klua.core')
+  local write = output(require('klua.core'))
   local yaml_docs = 0
   local out = {
     lines = function(lines) for _, l in ipairs(lines) do write(l .. '\n') end end,

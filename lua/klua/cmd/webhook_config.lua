@@ -11,10 +11,10 @@
 -- the admission webhooks, and for each conversion webhook the stanza to
 -- merge into its CustomResourceDefinition (as comments, since only a whole
 -- CRD can be applied). The help text is in src/cli/cli.c's command table.
-local core = require 'klua.core'
-local webhook = require 'klua.internal.webhook'
-local jsonpatch = require 'klua.internal.jsonpatch'
-local flags = require 'klua.cmd.flags'
+local core = require('klua.core')
+local webhook = require('klua.internal.webhook')
+local jsonpatch = require('klua.internal.jsonpatch')
+local flags = require('klua.cmd.flags')
 
 local M = {}
 

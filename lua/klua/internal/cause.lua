@@ -6,8 +6,8 @@
 -- paths are worked out when the reconcile first reads cause.changed, not
 -- in the handler: most reconciles never ask, and a handler stays as cheap
 -- as the enqueue it was.
-local core = require 'klua.core'
-local util = require 'klua.internal.objutil'
+local core = require('klua.core')
+local util = require('klua.internal.objutil')
 
 local M = {}
 

@@ -7,7 +7,7 @@
 -- CRD exists, at whichever version serves them, the group's preferred one
 -- first (M.group_versions). Results are cached; an unknown name refreshes
 -- the cache once, so a CRD created a moment ago is found.
-local core = require 'klua.core'
+local core = require('klua.core')
 local json = core.json
 
 local M = {}

@@ -11,8 +11,8 @@
 -- record it as a write its informers are to observe (internal/writes.lua):
 -- a controller's next reconcile does not wait for it, and finds the child
 -- it "created" missing again.
-local core = require 'klua.core'
-local util = require 'klua.internal.objutil'
+local core = require('klua.core')
+local util = require('klua.internal.objutil')
 local json = core.json
 
 local M = {}

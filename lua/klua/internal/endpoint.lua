@@ -23,8 +23,8 @@
 --             --readyz-max-staleness S, while one has heard nothing from the
 --             server for longer than S; 200 "ok" otherwise.
 --             The body says why.
-local core = require 'klua.core'
-local metrics = require 'klua.metrics'
+local core = require('klua.core')
+local metrics = require('klua.metrics')
 
 local M = {}
 
@@ -211,7 +211,7 @@ local function rest_client_families(add)
 end
 
 local function runtime_families(add)
-  local leader = require 'klua.leader'
+  local leader = require('klua.leader')
   local stats = core.stats()
   -- An index function that fails is a handler that failed (lua/klua/internal/index.lua).
   local index_errors = 0

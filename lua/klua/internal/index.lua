@@ -16,7 +16,7 @@
 -- counted in inf:stats().index_errors; the object is then left out of that
 -- index (its old entries are gone), so a failing function never leaves
 -- the index pointing at a state the object no longer has.
-local core = require 'klua.core'
+local core = require('klua.core')
 
 local M = {}
 

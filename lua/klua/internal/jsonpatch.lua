@@ -11,8 +11,8 @@
 -- patches) and costs only its size. Members are visited in sorted order,
 -- so the same change gives the same patch. Paths are JSON Pointers (RFC
 -- 6901): "~" is written "~0" and "/" "~1".
-local core = require 'klua.core'
-local util = require 'klua.internal.objutil'
+local core = require('klua.core')
+local util = require('klua.internal.objutil')
 
 local M = {}
 

@@ -3,7 +3,7 @@
 -- and timers are (src/lua/object.h), in front of its module's own table,
 -- so that a script reaches its methods and nothing else: no field to read,
 -- overwrite or collide with (docs/architecture.md, "The Lua layer").
-local core = require 'klua.core'
+local core = require('klua.core')
 
 local M = {}
 

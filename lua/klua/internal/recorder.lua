@@ -6,11 +6,11 @@
 -- creates it again. Unlike client-go's, which queues the Event and writes
 -- it from a goroutine of its own, the call waits for the write and returns
 -- what the server stored, or the error.
-local core = require 'klua.core'
-local api = require 'klua.api'
-local event = require 'klua.event'
-local correlator = require 'klua.internal.correlator'
-local util = require 'klua.internal.objutil'
+local core = require('klua.core')
+local api = require('klua.api')
+local event = require('klua.event')
+local correlator = require('klua.internal.correlator')
+local util = require('klua.internal.objutil')
 
 local M = {}
 

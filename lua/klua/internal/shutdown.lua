@@ -25,10 +25,10 @@
 -- controller-runtime's manager returns an error in that case, and its main
 -- exits 1. A second signal exits 1 at once from the signal handler, with
 -- one line (src/base/loop.h).
-local core = require 'klua.core'
-local leader = require 'klua.leader'
-local shards = require 'klua.shards'
-local controller = require 'klua.controller'
+local core = require('klua.core')
+local leader = require('klua.leader')
+local shards = require('klua.shards')
+local controller = require('klua.controller')
 
 local M = {}
 

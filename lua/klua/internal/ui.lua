@@ -9,8 +9,8 @@
 -- pipeline keeps anyway (inf:stats(), the reflector's last transitions,
 -- ctl:stats(), the HTTP layer's request counts): an open page costs the
 -- event path nothing.
-local core = require 'klua.core'
-local endpoint = require 'klua.internal.endpoint'
+local core = require('klua.core')
+local endpoint = require('klua.internal.endpoint')
 
 local M = {}
 
@@ -101,7 +101,7 @@ end
 --- Answers a GET for path: status, content type, body.
 function M.handle(path)
   if path == '/ui/' or path == '/ui' or path == '/ui/index.html' then
-    return 200, 'text/html; charset=utf-8', require 'klua.internal.ui_html'
+    return 200, 'text/html; charset=utf-8', require('klua.internal.ui_html')
   elseif path == '/ui/state' then
     return 200, 'application/json', json.encode(M.state())
   end

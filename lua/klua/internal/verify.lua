@@ -31,10 +31,10 @@
 --
 -- A write during the check thus never counts: a busy resource gives no
 -- false drift.
-local core = require 'klua.core'
-local util = require 'klua.internal.objutil'
-local writes = require 'klua.internal.writes'
-local shutdown = require 'klua.internal.shutdown'
+local core = require('klua.core')
+local util = require('klua.internal.objutil')
+local writes = require('klua.internal.writes')
+local shutdown = require('klua.internal.shutdown')
 
 local M = {}
 
@@ -132,7 +132,7 @@ end
 --- Checks informer inf's cache once; returns the number of objects that
 -- differ, or nil and why no check was made.
 function M.check(inf)
-  local api = require 'klua.api'
+  local api = require('klua.api')
   if not inf:synced() then return nil, 'not synced yet' end
   local s = core.state(inf)
   local spec = s.spec

@@ -6,10 +6,10 @@
 -- for each call, and `expired` or `failed` for a call its task could not
 -- answer; every answer goes through `answer`, which counts it in
 -- controller-runtime's webhook metrics.
-local core = require 'klua.core'
-local jsonpatch = require 'klua.internal.jsonpatch'
-local metrics = require 'klua.metrics'
-local util = require 'klua.internal.objutil'
+local core = require('klua.core')
+local jsonpatch = require('klua.internal.jsonpatch')
+local metrics = require('klua.metrics')
+local util = require('klua.internal.objutil')
 
 local json = core.json
 local M = {}

@@ -26,8 +26,8 @@
 -- aggregated API server's), when the object it caches has that very
 -- resourceVersion. A deletion is observed when the object is no longer
 -- cached (or another object, another uid, has its name).
-local core = require 'klua.core'
-local util = require 'klua.internal.objutil'
+local core = require('klua.core')
+local util = require('klua.internal.objutil')
 
 local M = {}
 
