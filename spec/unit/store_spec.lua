@@ -399,6 +399,29 @@ describe('the store', function()
       assert.same({ objects = 0, bytes = 0, json_bytes = 0, dict_bytes = 0, block_bytes = 0 }, s:compression())
     end)
 
+    -- Objects larger than the dictionary are sampled once, from the first
+    -- entry on: a deleted first entry must not leave the store without one.
+    it('makes its dictionary of objects larger than it when the first entry was deleted', function()
+      local s = testing.store()
+      local want = {}
+      for i = 1, 20 do
+        local lines = {}
+        for l = 1, 1500 do lines[l] = ('"line-%d":"value %d of configmap %d, the same shape as the rest"'):format(l, l % 17, i) end
+        local json = '{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c' .. i .. '","namespace":"a",'
+          .. '"resourceVersion":"1"},"data":{' .. table.concat(lines, ',') .. '}}'
+        s:put(json)
+        want['a/c' .. i] = json
+      end
+      s:delete('a/c1')
+      want['a/c1'] = nil
+      s:set_time(10)
+      compact_all(s, { after = 5 })
+      local z = s:compression()
+      assert.equals(19, z.objects)
+      assert.equals(64 * 1024, z.dict_bytes)
+      for key, json in pairs(want) do assert.equals(json, s:get(key).json, key) end
+    end)
+
     it('leaves an object that would shrink by less than an eighth as JSON, and does not try it again', function()
       local s = testing.store()
       fill(s, 10)

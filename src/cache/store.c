@@ -631,14 +631,24 @@ void kl_store_take_changes(kl_store *s, void (*fn)(void *ud, const char *key), v
  * content dictionary rather than one ZDICT trains: training on 50 of the
  * bench's Pods takes 17-90 ms, one block of the loop, for 0.118x rather
  * than 0.128x (docs/architecture.md). JSON never starts as zstd's
- * dictionary magic does, so zstd takes these bytes as raw content. */
+ * dictionary magic does, so zstd takes these bytes as raw content.
+ *
+ * Each sample is the first stored object from its point on, up to the
+ * next point: a point on a free entry samples its neighbour rather than
+ * nothing, or a store of objects larger than the dictionary, sampled at
+ * entry 1 alone, would make none once that entry was deleted, and so
+ * never compress. The entries between points are looked at only past
+ * free ones, each at most once. */
 static int make_dict(kl_store *s) {
     size_t want = s->json_bytes / 16 < DICT_BYTES ? s->json_bytes / 16 : DICT_BYTES;
     size_t avg = s->json_bytes / s->len, step = s->used / (want / (avg ? avg : 1) + 1), len = 0;
+    if (!step) step = 1;
     char *dict = kl_xmalloc(want ? want : 1);
-    for (ref r = 1; r <= s->used && len < want; r += (ref)(step ? step : 1)) {
-        const entry *e = at(s, r);
-        if (!e->name || e->cold) continue;
+    for (size_t point = 1; point <= s->used && len < want; point += step) {
+        size_t r = point;
+        while (r < point + step && r <= s->used && (!at(s, (ref)r)->name || at(s, (ref)r)->cold)) r++;
+        if (r == point + step || r > s->used) continue;
+        const entry *e = at(s, (ref)r);
         size_t n = e->len < want - len ? e->len : want - len;
         memcpy(dict + len, e->b.blob->data + e->off, n);
         len += n;
