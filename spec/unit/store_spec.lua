@@ -268,6 +268,30 @@ describe('the store', function()
       assert.equals(40, s:compression().objects, 'reads leave the stored form as it was')
     end)
 
+    -- A resync or a late handler's replay queues every object at once
+    -- (informer.c): decompressed then, the queue would hold the whole
+    -- cache's JSON again.
+    it('hands an iteration for a queue the compressed objects as their frames, unpacked byte for byte', function()
+      local s = testing.store()
+      local want = fill(s, 40)
+      for key, o in pairs(s:packed()) do
+        assert.same({ packed = false, held = #want[key], json = want[key] }, o, key)
+      end
+      s:set_time(10)
+      compact_all(s, SMALL)
+      s:put(big_pod('a', 'p2', '99', 2))
+      want['a/p2'] = big_pod('a', 'p2', '99', 2)
+      local held, json, n = 0, 0, 0
+      for key, o in pairs(s:packed()) do
+        n = n + 1
+        assert.equals(want[key], o.json, key)
+        assert.equals(key ~= 'a/p2', o.packed, key)
+        if o.packed then held, json = held + o.held, json + #o.json end
+      end
+      assert.equals(40, n)
+      assert.is_true(held * 3 < json, 'queued ' .. held .. ' bytes for ' .. json .. ' of JSON')
+    end)
+
     it('leaves objects written less than `after` ago as they are, and says when the first comes due', function()
       local s = testing.store()
       s:put(big_pod('a', 'old', '1', 1))

@@ -316,20 +316,25 @@ static void index_del(kl_store *s, ref r) {
     else kl_hmap_del(s->namespaces, ns_of(e), NULL);
 }
 
-/* A fresh blob of e's JSON, decompressed from its frame. A frame that
- * does not decompress to what it was made from is memory gone bad: no
- * reader could be given anything true. */
-static kl_blob *inflate(const kl_store *s, const entry *e) {
-    kl_blob *b = kl_blob_alloc(e->len);
-    const char *src = e->rv + strlen(e->rv) + 1; /* past the identity */
-    size_t n = ZSTD_decompress_usingDDict(s->dctx, b->data, e->len, src, e->b.z->len, s->ddict);
-    if (ZSTD_isError(n) || n != e->len) {
+/* A fresh blob of the len bytes of JSON that the zstd frame src[0, n)
+ * holds. A frame that does not decompress to what it was made from is
+ * memory gone bad: no reader could be given anything true. */
+static kl_blob *decompress(const kl_store *s, const char *src, size_t n, size_t len) {
+    kl_blob *b = kl_blob_alloc(len);
+    size_t got = ZSTD_decompress_usingDDict(s->dctx, b->data, len, src, n, s->ddict);
+    if (ZSTD_isError(got) || got != len) {
         kl_log(KL_LOG_ERROR, "store", "a compressed cached object does not decompress (%s); aborting",
-               ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short");
+               ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
         abort();
     }
     return b;
 }
+
+/* Where cold entry e's zstd frame starts: past the identity. */
+static const char *zdata(const entry *e) { return e->rv + strlen(e->rv) + 1; }
+
+/* A fresh blob of e's JSON, decompressed from its frame. */
+static kl_blob *inflate(const kl_store *s, const entry *e) { return decompress(s, zdata(e), e->b.z->len, e->len); }
 
 /* The bytes e's frame takes in its block. */
 static size_t frame_size(const entry *e) {
@@ -593,6 +598,31 @@ int kl_store_next(const kl_store *s, size_t *cursor, kl_obj *out) {
     if (!e) return 0;
     read_into(s, e, out);
     return 1;
+}
+
+int kl_store_next_packed(const kl_store *s, size_t *cursor, kl_obj *out, int *packed) {
+    entry *e = table_next(s, cursor);
+    memset(out, 0, sizeof *out);
+    *packed = 0;
+    if (!e) return 0;
+    if (!e->cold) {
+        read_into(s, e, out);
+        return 1;
+    }
+    out->blob = kl_blob_new(zdata(e), e->b.z->len);
+    out->len = e->len;
+    out->ns = e->ns;
+    out->name = e->name;
+    out->rv = e->rv;
+    *packed = 1;
+    return 1;
+}
+
+void kl_store_unpack(const kl_store *s, kl_obj *o) {
+    kl_blob *b = decompress(s, o->blob->data, o->blob->len, o->len);
+    kl_blob_unref(o->blob);
+    o->blob = b;
+    o->off = 0;
 }
 
 /* The cursor holds the next entry's number. */

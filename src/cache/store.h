@@ -65,6 +65,16 @@ int kl_store_next(const kl_store *s, size_t *cursor, kl_obj *out);
  * ones), from an index kept on every change: no other object is visited. */
 int kl_store_next_in(const kl_store *s, const char *ns, size_t *cursor, kl_obj *out);
 
+/* kl_store_next for a queue that holds every object at once (a resync's,
+ * a late handler's replay): a compressed object comes as a copy of its
+ * zstd frame, a sixth of its JSON or less, and *packed is set; out->len
+ * is its JSON's length. kl_store_unpack makes it JSON when its turn
+ * comes, against the store's dictionary, which lasts as long as the store:
+ * decompressed all at once, the queue would hold the whole cache's JSON
+ * again, as though nothing were compressed. */
+int kl_store_next_packed(const kl_store *s, size_t *cursor, kl_obj *out, int *packed);
+void kl_store_unpack(const kl_store *s, kl_obj *o);
+
 /* From now on, remembers every key put or deleted, for indexes kept
  * outside the store (the Lua informers' by_index). */
 void kl_store_track_changes(kl_store *s);
