@@ -37,8 +37,10 @@ size_t kl_store_len(const kl_store *s);
 /* Readers get a stored object as a kl_obj of their own bytes: out->blob
  * is a reference they own (the stored blob, or a fresh one decompressed
  * from the stored form, padded as any), out->ns, name and rv are the
- * store's, valid until it next changes. kl_store_release drops it; never
- * kl_obj_clear, which would free the store's identity. */
+ * store's, valid until it next changes or compacts (kl_store_compact
+ * moves an identity into a frame, and frames between blocks): copy them
+ * to keep them longer. kl_store_release drops it; never kl_obj_clear,
+ * which would free the store's identity. */
 void kl_store_release(kl_obj *out);
 
 /* The object under key into *out: 1, or 0 when absent (*out zeroed). */
