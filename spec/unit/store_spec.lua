@@ -414,6 +414,40 @@ describe('the store', function()
       end
     end)
 
+    it('lays a compressed object larger than a block in one of its own, the current block laid on', function()
+      local s = testing.store()
+      local want = {}
+      math.randomseed(7)
+      local alphabet = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/'
+      for i = 1, 40 do
+        local json
+        if i % 4 == 0 then -- base64-like data: compresses to ~0.75, a frame past the block
+          local chars = {}
+          for c = 1, 12000 do
+            local k = math.random(1, 64)
+            chars[c] = alphabet:sub(k, k)
+          end
+          json = '{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s' .. i .. '","namespace":"a",'
+            .. '"resourceVersion":"1"},"data":{"blob":"' .. table.concat(chars) .. '"}}'
+        else
+          json = big_pod('a', 'p' .. i, '1', i)
+        end
+        s:put(json)
+        want['a/' .. (i % 4 == 0 and 's' or 'p') .. i] = json
+      end
+      s:set_time(10)
+      compact_all(s, { after = 5, min_bytes = 0, block_bytes = 8192 })
+      local z = s:compression()
+      assert.equals(40, z.objects)
+      -- Each frame's header and identity (under 64 B) beside its zstd frame,
+      -- and the current block's room: no block left mostly empty.
+      assert.is_true(z.block_bytes < z.bytes + 40 * 64 + 2 * 8192,
+        z.block_bytes .. ' bytes of blocks for ' .. z.bytes .. ' compressed')
+      for key, json in pairs(want) do assert.equals(json, s:get(key).json, key) end
+      for key in pairs(want) do s:delete(key) end
+      assert.equals(8192, s:compression().block_bytes, 'the current block alone is left')
+    end)
+
     it('makes no dictionary while the store holds less JSON than min_bytes', function()
       local s = testing.store()
       fill(s, 10)

@@ -342,8 +342,9 @@ static size_t frame_size(const entry *e) {
     return (n + _Alignof(frame) - 1) & ~(_Alignof(frame) - 1);
 }
 
-/* A new block of cap bytes, frames laid in it from now on. */
-static block *block_new(kl_store *s, size_t cap) {
+/* A new block of cap bytes; its index. Frames are laid in it from now on
+ * when it becomes the current one. */
+static size_t block_new(kl_store *s, size_t cap, int current) {
     size_t i = 0;
     while (i < s->nblocks && s->blocks[i]) i++;
     if (i == s->nblocks) {
@@ -355,22 +356,28 @@ static block *block_new(kl_store *s, size_t cap) {
     b->cap = cap;
     b->used = b->live = b->live_bytes = 0;
     s->blocks[i] = b;
-    s->current = i + 1;
+    if (current) s->current = i + 1;
     s->z.block_bytes += sizeof(block) + cap;
-    return b;
+    return i;
 }
 
 /* A frame of size bytes (frame_size's), laid in the current block or a
- * new one of block_bytes. */
+ * new one of block_bytes. A frame larger than such a block gets one of its
+ * own, exactly its size, and the current block stays current: were the
+ * frame's block made current, the room left in the one before would stay
+ * empty until a later pass found it mostly dead, which only a write starts
+ * (a 1 MiB ConfigMap among small ones would strand a block each). */
 static frame *frame_alloc(kl_store *s, size_t size, size_t block_bytes) {
-    block *b = s->current ? s->blocks[s->current - 1] : NULL;
     size_t room = block_bytes > sizeof(block) ? block_bytes - sizeof(block) : 0;
-    if (!b || b->cap - b->used < size) b = block_new(s, size > room ? size : room);
+    size_t in = s->current - 1;
+    if (size > room) in = block_new(s, size, 0);
+    else if (!s->current || s->blocks[in]->cap - s->blocks[in]->used < size) in = block_new(s, room, 1);
+    block *b = s->blocks[in];
     frame *f = (frame *)(b->data + b->used);
     b->used += size;
     b->live++;
     b->live_bytes += size;
-    f->block = (uint32_t)(s->current - 1);
+    f->block = (uint32_t)in;
     return f;
 }
 
