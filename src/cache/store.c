@@ -165,6 +165,14 @@ static void free_pages(kl_store *s) {
     s->npages = s->pages_cap = 0;
     s->used = s->free = 0;
     s->cursor = 0; /* a pass has nothing left to visit */
+    /* No frame is left either: the block they were laid in goes too, or an
+     * informer whose objects all went would keep it for good. */
+    if (s->current) {
+        s->z.block_bytes -= sizeof(block) + s->blocks[s->current - 1]->cap;
+        free(s->blocks[s->current - 1]);
+        s->blocks[s->current - 1] = NULL;
+        s->current = 0;
+    }
 }
 
 /* Frees entry r, whose object has moved out: a compaction passing by sees
