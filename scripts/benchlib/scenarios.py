@@ -1038,9 +1038,11 @@ def scenario_large_sync(b):
                 details=["%s cached; peak RSS %s (VmHWM at sync), %.2f s CPU in all (wait4); each size the "
                          "fastest of %d runs" % (number(large.cached), _mb(large.hwm_kb), large.usage.cpu,
                                                  large.runs),
-                         "per Pod: time from process start to klua.on_synced, and (VmRSS after sync - VmRSS of "
-                         "an idle klua), after a full Lua GC; at %s Pods %s and %s B" % (
-                             number(small.pods), _us(per_sync[small]), number(per_object[small]))])]
+                         "per Pod: time from process start to klua.on_synced, and (VmRSS after sync and the "
+                         "cache's compaction - VmRSS of an idle klua), after a full Lua GC; at %s Pods %s and %s B" % (
+                             number(small.pods), _us(per_sync[small]), number(per_object[small])),
+                         "at %s Pods: %s" % (number(large.pods), large.compaction(idle, large.pods)),
+                         "at %s Pods: %s" % (number(small.pods), small.compaction(idle, small.pods))])]
 
 
 def _memory_row(b, pods):

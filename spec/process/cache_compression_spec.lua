@@ -61,6 +61,52 @@ klua.on_synced(function()
 end)
 ]]
 
+-- Once the whole cache is compressed, adds a late add handler (which first
+-- gets every cached object) and takes the next resync (an update, old =
+-- new, of every cached object): both queue every object at once, each
+-- compressed until its turn (informer.c, queue_cache). Each object must
+-- reach them as the JSON the first add handler saw.
+local REPLAY_SCRIPT = [[
+io.stdout:setvbuf('line')
+local n = tonumber(klua.args[1])
+local inf = klua.informer { resource = 'configmaps', namespace = 'default', resync = 0.5 }
+local seen, settled = {}, false
+local replayed, resynced, differs = 0, {}, 0
+local nresynced = 0
+local function check(key, json)
+  if json ~= seen[key] then differs = differs + 1 end
+end
+local function done()
+  if replayed == n and nresynced == n then
+    print(('replayed %d, resynced %d, %d differ'):format(replayed, nresynced, differs))
+    klua.stop()
+  end
+end
+inf:on('add', function(cm) seen['default/' .. cm.metadata.name] = klua.json.encode(cm) end)
+inf:on('update', function(old, cm)
+  if not settled then return end
+  local key = 'default/' .. cm.metadata.name
+  check(key, klua.json.encode(old))
+  check(key, klua.json.encode(cm))
+  if not resynced[key] then resynced[key], nresynced = true, nresynced + 1 end
+  done()
+end)
+klua.on_synced(function()
+  local poll
+  poll = klua.every(0.05, function()
+    local s = inf:stats()
+    if s.compaction ~= 'idle' or s.compressed < n then return end
+    poll:cancel()
+    settled = true
+    inf:on('add', function(cm)
+      check('default/' .. cm.metadata.name, klua.json.encode(cm))
+      replayed = replayed + 1
+      done()
+    end)
+  end)
+end)
+]]
+
 local function burst(sb, creates, updates, mark)
   return K.run_command(('python3 %s/spec/support/burst.py %s default cz %d %d 0 %s 2500')
     :format(os.getenv('KLUA_ROOT'), sb.url, creates, updates, mark or 'yes'))
@@ -105,6 +151,12 @@ describe('--cache-compression', function()
     assert.is_nil(out:find('DIFFERS', 1, true), out)
     local _, updates = out:gsub('update default/cz%-%d: old as seen', '')
     assert.equals(3, updates, out)
+  end)
+
+  it('hands a late add handler and a resync the compressed objects as their JSON', function()
+    local out, err = K.run_script_ok(REPLAY_SCRIPT, { kubeconfig = sb.kubeconfig, timeout = 60 * K.slowdown,
+      flags = { '--cache-compression-after=0.2s' }, args = { tostring(N) } })
+    assert.equals(('replayed %d, resynced %d, 0 differ\n'):format(N, N), out, err)
   end)
 
   it('=false keeps every cached object as JSON', function()

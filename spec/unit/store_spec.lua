@@ -268,6 +268,30 @@ describe('the store', function()
       assert.equals(40, s:compression().objects, 'reads leave the stored form as it was')
     end)
 
+    -- A resync or a late handler's replay queues every object at once
+    -- (informer.c): decompressed then, the queue would hold the whole
+    -- cache's JSON again.
+    it('hands an iteration for a queue the compressed objects as their frames, unpacked byte for byte', function()
+      local s = testing.store()
+      local want = fill(s, 40)
+      for key, o in pairs(s:packed()) do
+        assert.same({ packed = false, held = #want[key], json = want[key] }, o, key)
+      end
+      s:set_time(10)
+      compact_all(s, SMALL)
+      s:put(big_pod('a', 'p2', '99', 2))
+      want['a/p2'] = big_pod('a', 'p2', '99', 2)
+      local held, json, n = 0, 0, 0
+      for key, o in pairs(s:packed()) do
+        n = n + 1
+        assert.equals(want[key], o.json, key)
+        assert.equals(key ~= 'a/p2', o.packed, key)
+        if o.packed then held, json = held + o.held, json + #o.json end
+      end
+      assert.equals(40, n)
+      assert.is_true(held * 3 < json, 'queued ' .. held .. ' bytes for ' .. json .. ' of JSON')
+    end)
+
     it('leaves objects written less than `after` ago as they are, and says when the first comes due', function()
       local s = testing.store()
       s:put(big_pod('a', 'old', '1', 1))
@@ -390,6 +414,38 @@ describe('the store', function()
       end
     end)
 
+    it('lays a compressed object larger than a block in one of its own, the current block laid on', function()
+      local s = testing.store()
+      local want = {}
+      math.randomseed(7)
+      local alphabet = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/'
+      for i = 1, 40 do
+        local json
+        if i % 4 == 0 then -- base64-like data: compresses to ~0.75, a frame past the block
+          local chars = {}
+          for c = 1, 12000 do
+            local k = math.random(1, 64)
+            chars[c] = alphabet:sub(k, k)
+          end
+          json = '{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s' .. i .. '","namespace":"a",'
+            .. '"resourceVersion":"1"},"data":{"blob":"' .. table.concat(chars) .. '"}}'
+        else
+          json = big_pod('a', 'p' .. i, '1', i)
+        end
+        s:put(json)
+        want['a/' .. (i % 4 == 0 and 's' or 'p') .. i] = json
+      end
+      s:set_time(10)
+      compact_all(s, { after = 5, min_bytes = 0, block_bytes = 8192 })
+      local z = s:compression()
+      assert.equals(40, z.objects)
+      -- Each frame's header and identity (under 64 B) beside its zstd frame,
+      -- and the current block's room: no block left mostly empty.
+      assert.is_true(z.block_bytes < z.bytes + 40 * 64 + 2 * 8192,
+        z.block_bytes .. ' bytes of blocks for ' .. z.bytes .. ' compressed')
+      for key, json in pairs(want) do assert.equals(json, s:get(key).json, key) end
+    end)
+
     it('makes no dictionary while the store holds less JSON than min_bytes', function()
       local s = testing.store()
       fill(s, 10)
@@ -397,6 +453,29 @@ describe('the store', function()
       local more, due = s:compact { after = 5, min_bytes = 1024 * 1024 }
       assert.same({ false, nil }, { more, due })
       assert.same({ objects = 0, bytes = 0, json_bytes = 0, dict_bytes = 0, block_bytes = 0 }, s:compression())
+    end)
+
+    -- Objects larger than the dictionary are sampled once, from the first
+    -- entry on: a deleted first entry must not leave the store without one.
+    it('makes its dictionary of objects larger than it when the first entry was deleted', function()
+      local s = testing.store()
+      local want = {}
+      for i = 1, 20 do
+        local lines = {}
+        for l = 1, 1500 do lines[l] = ('"line-%d":"value %d of configmap %d, the same shape as the rest"'):format(l, l % 17, i) end
+        local json = '{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c' .. i .. '","namespace":"a",'
+          .. '"resourceVersion":"1"},"data":{' .. table.concat(lines, ',') .. '}}'
+        s:put(json)
+        want['a/c' .. i] = json
+      end
+      s:delete('a/c1')
+      want['a/c1'] = nil
+      s:set_time(10)
+      compact_all(s, { after = 5 })
+      local z = s:compression()
+      assert.equals(19, z.objects)
+      assert.equals(64 * 1024, z.dict_bytes)
+      for key, json in pairs(want) do assert.equals(json, s:get(key).json, key) end
     end)
 
     it('leaves an object that would shrink by less than an eighth as JSON, and does not try it again', function()
@@ -418,8 +497,9 @@ describe('the store', function()
       assert.is_true((s:compact { after = 5, min_bytes = 0, slice_entries = 10 }))
       assert.equals(30, #s:replace {})
       assert.same({ false, nil }, { s:compact(SMALL) })
-      assert.same({ objects = 0, bytes = 0, json_bytes = 0 },
-        (function(z) return { objects = z.objects, bytes = z.bytes, json_bytes = z.json_bytes } end)(s:compression()))
+      assert.same({ objects = 0, bytes = 0, json_bytes = 0, block_bytes = 0 },
+        (function(z) return { objects = z.objects, bytes = z.bytes, json_bytes = z.json_bytes,
+          block_bytes = z.block_bytes } end)(s:compression()))
       s:put(want['a/p2'])
       s:set_time(20)
       compact_all(s, SMALL)

@@ -297,7 +297,7 @@ void kl_informer_free(kl_informer *inf) {
     kl_loop_cancel(inf->loop, inf->z_slice);
     inf->z = Z_OFF;
     kl_notif n;
-    while (kl_informer_pop(inf, &n)) kl_notif_clear(&n);
+    while (kl_ring_pop(&inf->q, &n)) kl_notif_clear(&n); /* as they are: none is handled */
     kl_ring_free(&inf->q);
     kl_store_free(inf->store);
     if (inf->transform_free) inf->transform_free(inf->transform_ud);
@@ -332,9 +332,23 @@ void kl_informer_set_transform(kl_informer *inf, kl_informer_transform_fn fn,
 unsigned long kl_informer_transform_errors(const kl_informer *inf) { return inf->transform_errors; }
 int kl_informer_transforming(const kl_informer *inf) { return inf->transforming; }
 
+/* A resync's or a replay's object queued compressed becomes JSON as its
+ * turn comes (queue_cache). */
+static void unpack(kl_informer *inf, kl_notif *n) {
+    if (!n->packed) return;
+    kl_store_unpack(inf->store, &n->cur);
+    if (n->old.blob) {
+        kl_blob_unref(n->old.blob);
+        n->old.blob = kl_blob_ref(n->cur.blob);
+        n->old.off = n->cur.off;
+    }
+    n->packed = 0;
+}
+
 int kl_informer_pop(kl_informer *inf, kl_notif *n) {
     int grown = kl_ring_cap(&inf->q) > 0;
     if (!kl_ring_pop(&inf->q, n)) return 0;
+    unpack(inf, n);
     /* The ring hands back an array a burst grew (a list's notifications,
      * one per object): the list's own arrays are gone by now too. Only
      * after the first list is the heap trimmed: malloc_trim walks every
@@ -402,15 +416,21 @@ void kl_informer_on_failure(kl_informer *inf, kl_informer_failed_fn fn, void *ud
 uint64_t kl_informer_seq(const kl_informer *inf) { return inf->seq; }
 
 /* Queues a notification of type for every cached object: an ADD for add
- * handler `only` alone, or an UPDATE with old = new for every handler. */
+ * handler `only` alone, or an UPDATE with old = new for every handler.
+ * Compressed objects are queued as they are stored, each made JSON when
+ * popped: decompressed here, the queue would hold the whole cache's JSON
+ * at once, and a process sized for the compressed cache would run out of
+ * memory at each resync. */
 static void queue_cache(kl_informer *inf, kl_change type, int only) {
     size_t cur = 0;
     kl_obj o;
-    while (kl_store_next(inf->store, &cur, &o)) {
+    int packed;
+    while (kl_store_next_packed(inf->store, &cur, &o, &packed)) {
         kl_notif n;
         memset(&n, 0, sizeof n);
         n.type = type;
         n.only = only;
+        n.packed = packed;
         if (type == KL_CHANGE_UPDATE) share_bytes(&n.old, &o);
         share_bytes(&n.cur, &o);
         kl_store_release(&o);

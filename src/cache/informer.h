@@ -25,6 +25,7 @@ typedef struct kl_notif {
     void *parsed; /* the watch event's parsed form of cur, or NULL; owned */
     uint64_t seq; /* 1, 2, ...: the order notifications were queued in */
     int only;     /* a replayed ADD for this add handler (1-based) alone, or 0 */
+    int packed;   /* queued: cur (and old, its bytes) compressed until popped (kl_store_next_packed) */
 } kl_notif;
 
 typedef struct kl_informer kl_informer;

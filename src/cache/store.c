@@ -165,6 +165,14 @@ static void free_pages(kl_store *s) {
     s->npages = s->pages_cap = 0;
     s->used = s->free = 0;
     s->cursor = 0; /* a pass has nothing left to visit */
+    /* No frame is left either: the block they were laid in goes too, or an
+     * informer whose objects all went would keep it for good. */
+    if (s->current) {
+        s->z.block_bytes -= sizeof(block) + s->blocks[s->current - 1]->cap;
+        free(s->blocks[s->current - 1]);
+        s->blocks[s->current - 1] = NULL;
+        s->current = 0;
+    }
 }
 
 /* Frees entry r, whose object has moved out: a compaction passing by sees
@@ -316,20 +324,25 @@ static void index_del(kl_store *s, ref r) {
     else kl_hmap_del(s->namespaces, ns_of(e), NULL);
 }
 
-/* A fresh blob of e's JSON, decompressed from its frame. A frame that
- * does not decompress to what it was made from is memory gone bad: no
- * reader could be given anything true. */
-static kl_blob *inflate(const kl_store *s, const entry *e) {
-    kl_blob *b = kl_blob_alloc(e->len);
-    const char *src = e->rv + strlen(e->rv) + 1; /* past the identity */
-    size_t n = ZSTD_decompress_usingDDict(s->dctx, b->data, e->len, src, e->b.z->len, s->ddict);
-    if (ZSTD_isError(n) || n != e->len) {
+/* A fresh blob of the len bytes of JSON that the zstd frame src[0, n)
+ * holds. A frame that does not decompress to what it was made from is
+ * memory gone bad: no reader could be given anything true. */
+static kl_blob *decompress(const kl_store *s, const char *src, size_t n, size_t len) {
+    kl_blob *b = kl_blob_alloc(len);
+    size_t got = ZSTD_decompress_usingDDict(s->dctx, b->data, len, src, n, s->ddict);
+    if (ZSTD_isError(got) || got != len) {
         kl_log(KL_LOG_ERROR, "store", "a compressed cached object does not decompress (%s); aborting",
-               ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short");
+               ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
         abort();
     }
     return b;
 }
+
+/* Where cold entry e's zstd frame starts: past the identity. */
+static const char *zdata(const entry *e) { return e->rv + strlen(e->rv) + 1; }
+
+/* A fresh blob of e's JSON, decompressed from its frame. */
+static kl_blob *inflate(const kl_store *s, const entry *e) { return decompress(s, zdata(e), e->b.z->len, e->len); }
 
 /* The bytes e's frame takes in its block. */
 static size_t frame_size(const entry *e) {
@@ -337,8 +350,9 @@ static size_t frame_size(const entry *e) {
     return (n + _Alignof(frame) - 1) & ~(_Alignof(frame) - 1);
 }
 
-/* A new block of cap bytes, frames laid in it from now on. */
-static block *block_new(kl_store *s, size_t cap) {
+/* A new block of cap bytes; its index. Frames are laid in it from now on
+ * when it becomes the current one. */
+static size_t block_new(kl_store *s, size_t cap, int current) {
     size_t i = 0;
     while (i < s->nblocks && s->blocks[i]) i++;
     if (i == s->nblocks) {
@@ -350,22 +364,28 @@ static block *block_new(kl_store *s, size_t cap) {
     b->cap = cap;
     b->used = b->live = b->live_bytes = 0;
     s->blocks[i] = b;
-    s->current = i + 1;
+    if (current) s->current = i + 1;
     s->z.block_bytes += sizeof(block) + cap;
-    return b;
+    return i;
 }
 
 /* A frame of size bytes (frame_size's), laid in the current block or a
- * new one of block_bytes. */
+ * new one of block_bytes. A frame larger than such a block gets one of its
+ * own, exactly its size, and the current block stays current: were the
+ * frame's block made current, the room left in the one before would stay
+ * empty until a later pass found it mostly dead, which only a write starts
+ * (a 1 MiB ConfigMap among small ones would strand a block each). */
 static frame *frame_alloc(kl_store *s, size_t size, size_t block_bytes) {
-    block *b = s->current ? s->blocks[s->current - 1] : NULL;
     size_t room = block_bytes > sizeof(block) ? block_bytes - sizeof(block) : 0;
-    if (!b || b->cap - b->used < size) b = block_new(s, size > room ? size : room);
+    size_t in = s->current - 1;
+    if (size > room) in = block_new(s, size, 0);
+    else if (!s->current || s->blocks[in]->cap - s->blocks[in]->used < size) in = block_new(s, room, 1);
+    block *b = s->blocks[in];
     frame *f = (frame *)(b->data + b->used);
     b->used += size;
     b->live++;
     b->live_bytes += size;
-    f->block = (uint32_t)(s->current - 1);
+    f->block = (uint32_t)in;
     return f;
 }
 
@@ -595,6 +615,31 @@ int kl_store_next(const kl_store *s, size_t *cursor, kl_obj *out) {
     return 1;
 }
 
+int kl_store_next_packed(const kl_store *s, size_t *cursor, kl_obj *out, int *packed) {
+    entry *e = table_next(s, cursor);
+    memset(out, 0, sizeof *out);
+    *packed = 0;
+    if (!e) return 0;
+    if (!e->cold) {
+        read_into(s, e, out);
+        return 1;
+    }
+    out->blob = kl_blob_new(zdata(e), e->b.z->len);
+    out->len = e->len;
+    out->ns = e->ns;
+    out->name = e->name;
+    out->rv = e->rv;
+    *packed = 1;
+    return 1;
+}
+
+void kl_store_unpack(const kl_store *s, kl_obj *o) {
+    kl_blob *b = decompress(s, o->blob->data, o->blob->len, o->len);
+    kl_blob_unref(o->blob);
+    o->blob = b;
+    o->off = 0;
+}
+
 /* The cursor holds the next entry's number. */
 int kl_store_next_in(const kl_store *s, const char *ns, size_t *cursor, kl_obj *out) {
     memset(out, 0, sizeof *out);
@@ -631,14 +676,24 @@ void kl_store_take_changes(kl_store *s, void (*fn)(void *ud, const char *key), v
  * content dictionary rather than one ZDICT trains: training on 50 of the
  * bench's Pods takes 17-90 ms, one block of the loop, for 0.118x rather
  * than 0.128x (docs/architecture.md). JSON never starts as zstd's
- * dictionary magic does, so zstd takes these bytes as raw content. */
+ * dictionary magic does, so zstd takes these bytes as raw content.
+ *
+ * Each sample is the first stored object from its point on, up to the
+ * next point: a point on a free entry samples its neighbour rather than
+ * nothing, or a store of objects larger than the dictionary, sampled at
+ * entry 1 alone, would make none once that entry was deleted, and so
+ * never compress. The entries between points are looked at only past
+ * free ones, each at most once. */
 static int make_dict(kl_store *s) {
     size_t want = s->json_bytes / 16 < DICT_BYTES ? s->json_bytes / 16 : DICT_BYTES;
     size_t avg = s->json_bytes / s->len, step = s->used / (want / (avg ? avg : 1) + 1), len = 0;
+    if (!step) step = 1;
     char *dict = kl_xmalloc(want ? want : 1);
-    for (ref r = 1; r <= s->used && len < want; r += (ref)(step ? step : 1)) {
-        const entry *e = at(s, r);
-        if (!e->name || e->cold) continue;
+    for (size_t point = 1; point <= s->used && len < want; point += step) {
+        size_t r = point;
+        while (r < point + step && r <= s->used && (!at(s, (ref)r)->name || at(s, (ref)r)->cold)) r++;
+        if (r == point + step || r > s->used) continue;
+        const entry *e = at(s, (ref)r);
         size_t n = e->len < want - len ? e->len : want - len;
         memcpy(dict + len, e->b.blob->data + e->off, n);
         len += n;

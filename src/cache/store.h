@@ -37,8 +37,10 @@ size_t kl_store_len(const kl_store *s);
 /* Readers get a stored object as a kl_obj of their own bytes: out->blob
  * is a reference they own (the stored blob, or a fresh one decompressed
  * from the stored form, padded as any), out->ns, name and rv are the
- * store's, valid until it next changes. kl_store_release drops it; never
- * kl_obj_clear, which would free the store's identity. */
+ * store's, valid until it next changes or compacts (kl_store_compact
+ * moves an identity into a frame, and frames between blocks): copy them
+ * to keep them longer. kl_store_release drops it; never kl_obj_clear,
+ * which would free the store's identity. */
 void kl_store_release(kl_obj *out);
 
 /* The object under key into *out: 1, or 0 when absent (*out zeroed). */
@@ -64,6 +66,16 @@ int kl_store_next(const kl_store *s, size_t *cursor, kl_obj *out);
 /* The same, over the objects of namespace ns only ("" for cluster-scoped
  * ones), from an index kept on every change: no other object is visited. */
 int kl_store_next_in(const kl_store *s, const char *ns, size_t *cursor, kl_obj *out);
+
+/* kl_store_next for a queue that holds every object at once (a resync's,
+ * a late handler's replay): a compressed object comes as a copy of its
+ * zstd frame, a sixth of its JSON or less, and *packed is set; out->len
+ * is its JSON's length. kl_store_unpack makes it JSON when its turn
+ * comes, against the store's dictionary, which lasts as long as the store:
+ * decompressed all at once, the queue would hold the whole cache's JSON
+ * again, as though nothing were compressed. */
+int kl_store_next_packed(const kl_store *s, size_t *cursor, kl_obj *out, int *packed);
+void kl_store_unpack(const kl_store *s, kl_obj *o);
 
 /* From now on, remembers every key put or deleted, for indexes kept
  * outside the store (the Lua informers' by_index). */

@@ -9,7 +9,7 @@
  * "add|update|delete key rv" strings, and the JSON each update and
  * delete handed over, by key; keys([ns]) -> the sorted keys, of
  * namespace ns only when given; objects([ns]) -> the sorted JSON of the
- * objects iterated likewise; len().
+ * objects iterated likewise; packed() (s_packed); len().
  *
  * Its clock is the spec's, at 0 until set_time(t). compact{after=,
  * slice_bytes=, slice_entries=, min_bytes=} (KL_STORE_COMPACTION's for
@@ -170,6 +170,33 @@ static int iterate(lua_State *L, int json) {
     return 1;
 }
 
+/* packed() -> by key, how kl_store_next_packed handed each object over:
+ * {packed = whether compressed, held = the bytes its blob held then,
+ * json = its JSON, unpacked when packed}. */
+static int s_packed(lua_State *L) {
+    kl_store *s = check(L);
+    lua_newtable(L);
+    size_t cur = 0;
+    kl_obj o;
+    int packed;
+    while (kl_store_next_packed(s, &cur, &o, &packed)) {
+        char key[512];
+        kl_obj_key(&o, key, sizeof key);
+        lua_createtable(L, 0, 3);
+        lua_pushboolean(L, packed);
+        lua_setfield(L, -2, "packed");
+        lua_pushinteger(L, (lua_Integer)o.blob->len);
+        lua_setfield(L, -2, "held");
+        if (packed) kl_store_unpack(s, &o);
+        check_read(L, &o);
+        push_json(L, &o);
+        lua_setfield(L, -2, "json");
+        kl_store_release(&o);
+        lua_setfield(L, -2, key);
+    }
+    return 1;
+}
+
 static int s_keys(lua_State *L) { return iterate(L, 0); }
 static int s_objects(lua_State *L) { return iterate(L, 1); }
 
@@ -236,6 +263,7 @@ void kl_testing_open_store(lua_State *L) {
                                        {"replace", s_replace},
                                        {"keys", s_keys},
                                        {"objects", s_objects},
+                                       {"packed", s_packed},
                                        {"len", s_len},
                                        {"set_time", s_set_time},
                                        {"compact", s_compact},
