@@ -617,6 +617,31 @@ describe('a view', function()
     local refused = "false\tbad argument #1 to 'debug.setmetatable' (the metatable of a klua view cannot be changed)"
     assert.equals(('klua.view\t%s\n%s\n'):format(refused, refused):rep(2) .. 'default\ttrue\n', out)
   end)
+
+  -- A dead view stays for its finalizer's cycle; what it held in the collector's heap
+  -- would then raise the next cycle's threshold, geometrically at a pause over 200
+  -- (docs/benchmarks.md, "The per-event path, step by step"). Its parsed form is
+  -- outside that heap but in the Lua state's memory, which klua.stats() reports.
+  it("keeps the script's memory bounded when the script sets a pause of 400", function()
+    namespace('view-pause')
+    configmap('view-pause', 'big', nil, { note = ('n'):rep(4000) })
+    local out = run_ok([[
+      local inf = klua.informer { resource = 'configmaps', namespace = 'view-pause' }
+      klua.on_synced(function()
+        collectgarbage()
+        local live, most = klua.stats().lua_memory, 0
+        collectgarbage('incremental', 400)
+        for _ = 1, 20000 do
+          assert(inf:get('view-pause/big').metadata.name)
+          most = math.max(most, klua.stats().lua_memory)
+        end
+        -- a pause of 400 lets the heap grow to 4 times the live heap; 8 with a margin
+        print(most < 8 * live or ('%d bytes at most, %d live'):format(most, live))
+        klua.stop()
+      end)
+    ]])
+    assert.equals('true\n', out)
+  end)
 end)
 
 describe('klua.log', function()
@@ -1198,7 +1223,6 @@ describe('--memory-limit', function()
     -- state and frees a little more of it, so that in some round klua.on_synced's own
     -- table fits and the thread would not.
     local out, err, code = run([[
-      local core = require('klua.core')
       for _ = 1, 80 do klua.after(0, function() klua.sleep(30) end) end
       klua.after(0.5, function()
         local ran, outcomes = 0, {}
@@ -1274,6 +1298,47 @@ describe('--memory-limit', function()
     ]], { '--memory-limit', '16' }), { timeout = 60 })
     assert.equals(0, code, err)
     assert.equals('refused\ttrue\texact\ttrue\twrong\t0\tother\t0\tafterwards\ttrue\n', out, err)
+  end)
+
+  -- A view's parsed form is a block of its own from the Lua state's allocator, made
+  -- after the view: the read that it does not fit in fails as any allocation would,
+  -- and the view made so far lets go of the object's bytes (the ASan run checks it).
+  it('fails a cache read whose parsed form does not fit, and reads once there is room', function()
+    local ns = namespace('memory-view')
+    configmap(ns, 'big', nil, { note = ('n'):rep(100000) })
+    local out, err, code = run([[
+      local inf = klua.informer { resource = 'configmaps', namespace = ... }
+      klua.on_synced(function()
+        local outcomes = { ['not enough memory'] = 0, read = 0 }
+        local hog, size
+        local function grow() hog = { hog, ('x'):rep(size) .. size } end
+        for round = 0, 30 do
+          collectgarbage()
+          size = 1 << 16
+          while size > 0 do
+            if not pcall(grow) then size = size // 2 end
+          end
+          local free = round * 32768
+          while hog and free > 0 do
+            free = free - #hog[2]
+            hog = hog[1]
+          end
+          local ok, o = pcall(function() return #inf:get('memory-view/big').data.note end)
+          hog = nil
+          o = ok and (o == 100000 and 'read' or 'wrong') or o
+          outcomes[o] = (outcomes[o] or 0) + 1
+        end
+        collectgarbage()
+        for k, n in pairs(outcomes) do
+          if k ~= 'read' and k ~= 'not enough memory' then print('other', k, n) end
+        end
+        print('refused', outcomes['not enough memory'] > 0, 'read', outcomes.read > 0,
+          'afterwards', #inf:get('memory-view/big').data.note)
+        klua.stop()
+      end)
+    ]], { flags = { '--memory-limit', '16' }, args = { ns }, timeout = 60 })
+    assert.equals(0, code, err)
+    assert.equals('refused\ttrue\tread\ttrue\tafterwards\t100000\n', out, err)
   end)
 end)
 

@@ -576,6 +576,59 @@ describe('a view', function()
     assert.is_true(probe() < 50, probe())
   end)
 
+  -- A root view has a finalizer (it drops its blob), so a dead one is kept for one
+  -- more cycle, and with it whatever it holds in Lua memory: counted in the heap size
+  -- that sets the next cycle's threshold (that size times the pause), a parsed form
+  -- kept there would raise each threshold more than the last once the pause is over
+  -- 200, and the heap would grow without bound on a stream of events read a field at
+  -- a time (docs/benchmarks.md, "How the views' finalizers set the collector's pace").
+  for what, make in pairs(makers) do
+    it('keeps the heap bounded under a pause of 400, made as ' .. what, function()
+      local text = pod:gsub('"metadata":{', '"metadata":{"annotations":{"note":"' .. ('n'):rep(4000) .. '"},', 1)
+      collectgarbage()
+      local live, most = collectgarbage('count'), 0
+      local ok, err = pcall(function()
+        collectgarbage('incremental', 400, 100)
+        for _ = 1, 20000 do
+          local v = make(text)
+          assert(v.metadata.name)
+          most = math.max(most, collectgarbage('count'))
+        end
+      end)
+      collectgarbage('incremental', 200, 100)
+      assert(ok, err)
+      -- at most 4 times the heap after a collection, with a margin
+      assert.is_true(most < 8 * live, ('%.0f KB at most, %.0f KB live'):format(most, live))
+    end)
+  end
+
+  -- Lua calls the finalizers of one cycle's dead objects newest first, so a table with
+  -- a __gc made before a view it holds is finalized after the view's root, which has
+  -- let go of the object's bytes and parsed form by then.
+  for what, make in pairs(makers) do
+    it('raises, not crashes, when a __gc handler reads it after its object was collected, made as ' .. what,
+      function()
+        local reads
+        local holder = setmetatable({}, { __gc = function(h)
+          reads = {}
+          for _, read in ipairs({ function() return h.root.metadata.name end,
+            function() return h.child.name end, function() return tostring(h.root) end,
+            function() return tostring(h.child) end, function() return testing.copy(h.child) end,
+            function() return testing.view_json(h.root) end }) do
+            local ok, err = pcall(read)
+            reads[#reads + 1] = ok and 'read' or err:match('klua: .*')
+          end
+        end })
+        holder.root = make(pod)
+        holder.child = holder.root.metadata
+        holder = nil
+        collectgarbage()
+        collectgarbage()
+        assert.same(('klua: a view read after its object was collected (from a __gc handler?)'):rep(6, '\n'),
+          table.concat(reads, '\n'))
+      end)
+  end
+
   it('exposes its bytes to C through kl_view_json, and nothing for other values', function()
     local v = testing.view(pod)
     assert.equals(pod, testing.view_json(v))

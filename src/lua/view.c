@@ -14,16 +14,21 @@
 /*
  * One object's bytes and, once parsed, its tape, shared by all views of
  * the object. It lives in the root view's userdata (a root), which the
- * other views keep alive as their user value. Its tape lives in Lua memory
- * so that the collector paces itself by it: right after the root when the
- * view was made from a decoded event, or in the root's user value when it
- * was parsed on first access.
+ * other views keep alive as their user value. The tape is a block of its
+ * own from the Lua state's allocator (so that it counts towards
+ * --memory-limit and klua.stats().lua_memory) but outside the collector's
+ * sight: a dead root, which its __gc keeps for one more cycle, would
+ * otherwise carry its tape into the heap size that sets the next cycle's
+ * threshold, and with a pause over 200 dead views' tapes would raise each
+ * threshold more than the last, the heap growing without bound. The
+ * collector is paced by the tape as debt instead (see account_view).
  */
 typedef struct vdoc {
-    kl_blob *blob;    /* one reference, dropped by __gc */
+    kl_blob *blob;    /* one reference, dropped by __gc; NULL once dropped */
     size_t off, len;  /* the root value's JSON is blob->data[off, off+len) */
     size_t root;      /* tape index of the root value; 0 until parsed */
-    kl_json_tape t;
+    kl_json_tape t;   /* t.words: the tape's block, freed by __gc */
+    size_t tape_size; /* the size of that block; 0 until parsed */
 } vdoc;
 
 /* A view: one value inside a vdoc; user value 1 is its root, for all but
@@ -37,7 +42,8 @@ typedef struct view {
 } view;
 
 /* The root view and its vdoc in one userdata (metatable ROOT_MT, whose
- * __gc drops the blob): one allocation per object pushed, not two. */
+ * __gc drops the blob and frees the tape): one Lua object per object
+ * pushed, not two. */
 typedef struct root {
     view v;
     vdoc d;
@@ -51,19 +57,59 @@ static void push_root(lua_State *L, int vi, const view *v) {
 
 /* ---- the parsed form ---- */
 
-/* Copies t into dst (nwords words, then the strings) and points d at it. */
-static void adopt_tape(vdoc *d, void *dst, const kl_json_tape *t, size_t nstrings, size_t root) {
-    uint64_t *words = dst;
+/* The view's doc, or an error once its root's __gc dropped it: a view
+ * another finalizer reaches in the cycle that collected its object. */
+static vdoc *live_doc(lua_State *L, const view *v) {
+    if (!v->doc->blob) luaL_error(L, "klua: a view read after its object was collected (from a __gc handler?)");
+    return v->doc;
+}
+
+/* The bytes a tape of t's size takes: nwords words, then the strings. */
+static size_t tape_size(const kl_json_tape *t, size_t nstrings) {
+    return t->nwords * sizeof(uint64_t) + nstrings;
+}
+
+/* Copies t into a block of its own, owned by d (freed by root_gc), and points
+ * d at it. On failure to allocate, raises the Lua state's memory error;
+ * d is left unparsed. */
+static void adopt_tape(lua_State *L, vdoc *d, const kl_json_tape *t, size_t nstrings, size_t root) {
+    size_t size = tape_size(t, nstrings);
+    void *ud;
+    lua_Alloc alloc = lua_getallocf(L, &ud);
+    uint64_t *words = alloc(ud, NULL, 0, size);
+    if (!words) {
+        lua_gc(L, LUA_GCCOLLECT); /* as Lua does before it gives up on an allocation */
+        words = alloc(ud, NULL, 0, size);
+    }
+    if (!words) {
+        lua_newuserdatauv(L, size, 0); /* raises Lua's own memory error, as a Lua object of this size would */
+        luaL_error(L, "not enough memory");
+    }
     memcpy(words, t->words, t->nwords * sizeof *words);
     memcpy(words + t->nwords, t->strings, nstrings);
     d->t.words = words;
     d->t.strings = (const uint8_t *)(words + t->nwords);
     d->t.nwords = t->nwords;
+    d->tape_size = size;
     d->root = root;
 }
 
-/* Parses the vdoc of the root at index di on first use. */
-static void parse_doc(lua_State *L, int di, vdoc *d) {
+/* Paces the collector by a view's memory that it cannot see: the tape (the
+ * collector saw in_lua bytes of the view) and the blob, of which the view
+ * may be the last holder. Counted as debt, which is no part of the heap
+ * size that sets the next cycle's threshold, so that dead views cannot
+ * raise it. A watch event's tape is larger than its compact JSON but for
+ * escape-heavy strings, and mostly made of the same bytes' worth: the
+ * larger of the two counts, as if the view had allocated it. */
+static void account_view(lua_State *L, const kl_blob *b, size_t in_lua, size_t tape) {
+    size_t bytes = b->len + KL_BLOB_PADDING;
+    if (bytes < in_lua + tape) bytes = in_lua + tape;
+    int kb = bytes > in_lua ? (int)((bytes - in_lua) >> 10) : 0;
+    if (kb > 0 && lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb);
+}
+
+/* Parses d on first use. */
+static void parse_doc(lua_State *L, vdoc *d) {
     kl_json_doc **guard = kl_lua_json_push_guard(L); /* stack: ..., guard (frees the doc on error) */
     kl_json_error err;
     *guard = kl_json_parse(d->blob->data + d->off, d->len, 1, &err);
@@ -73,24 +119,21 @@ static void parse_doc(lua_State *L, int di, vdoc *d) {
         luaL_error(L, "%s", msg);
     }
     kl_json_tape t = kl_json_doc_tape(*guard);
-    size_t nstrings = kl_json_doc_strings_size(*guard);
-    void *storage = lua_newuserdatauv(L, t.nwords * sizeof(uint64_t) + nstrings, 0);
-    adopt_tape(d, storage, &t, nstrings, kl_json_doc_selected(*guard)); /* stack: ..., guard, tape */
-    lua_setiuservalue(L, di, 1); /* the root keeps its tape alive; stack: ..., guard */
+    adopt_tape(L, d, &t, kl_json_doc_strings_size(*guard), kl_json_doc_selected(*guard));
     kl_json_free(*guard);
     *guard = NULL;
     lua_pop(L, 1);
+    /* the blob was counted when the view was pushed */
+    int kb = (int)(d->tape_size >> 10);
+    if (kb > 0 && lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb);
 }
 
-/* The tape index of the view at vi, parsing its object on first use. */
-static size_t view_at(lua_State *L, int vi, view *v) {
+/* The tape index of the view v, parsing its object on first use. */
+static size_t view_at(lua_State *L, view *v) {
+    vdoc *d = live_doc(L, v);
     if (v->at) return v->at;
-    if (!v->doc->root) {
-        push_root(L, vi, v); /* stack: ..., root */
-        parse_doc(L, lua_gettop(L), v->doc);
-        lua_pop(L, 1);
-    }
-    return v->doc->root;
+    if (!d->root) parse_doc(L, d);
+    return d->root;
 }
 
 /* ---- pushing values ---- */
@@ -150,10 +193,10 @@ static size_t member_at(lua_State *L, view *v, size_t at, int ki, int cursor) {
     return isint ? element(t, cursor ? v : NULL, at, k) : 0;
 }
 
-/* The tape index of key (a string or an integer at ki) in the view at vi,
+/* The tape index of key (a string or an integer at ki) in the view v,
  * or 0. */
-static size_t lookup(lua_State *L, int vi, view *v, int ki) {
-    return member_at(L, v, view_at(L, vi, v), ki, 1);
+static size_t lookup(lua_State *L, view *v, int ki) {
+    return member_at(L, v, view_at(L, v), ki, 1);
 }
 
 /* ---- metamethods; upvalue 1 is the view metatable, 2 the root's ---- */
@@ -179,7 +222,7 @@ static view *check_view(lua_State *L, int i) {
  * functions of the klua module instead. */
 static int view_index(lua_State *L) {
     view *v = check_view(L, 1);
-    push_member(L, 1, MT_UPVALUE, v, lookup(L, 1, v, 2));
+    push_member(L, 1, MT_UPVALUE, v, lookup(L, v, 2));
     return 1;
 }
 
@@ -195,7 +238,7 @@ static int view_newindex(lua_State *L) {
 /* #view: an array's length; 0 for an object. */
 static int view_len(lua_State *L) {
     view *v = check_view(L, 1);
-    size_t at = view_at(L, 1, v);
+    size_t at = view_at(L, v);
     const kl_json_tape *t = &v->doc->t;
     lua_pushinteger(L, kl_jt_type(t, at) == '[' ? (lua_Integer)kl_jt_count(t, at) : 0);
     return 1;
@@ -206,7 +249,7 @@ static int view_len(lua_State *L) {
 static int view_next(lua_State *L) {
     view *v = lua_touserdata(L, lua_upvalueindex(2));
     const kl_json_tape *t = &v->doc->t;
-    size_t at = view_at(L, lua_upvalueindex(2), v);
+    size_t at = view_at(L, v);
     size_t pos = (size_t)lua_tointeger(L, lua_upvalueindex(3));
     if (!pos || pos >= kl_jt_close(t, at)) return 0;
     size_t value = pos;
@@ -230,7 +273,7 @@ static int view_next(lua_State *L) {
 /* pairs(view): members in JSON order, or elements 1..n. */
 static int view_pairs(lua_State *L) {
     view *v = check_view(L, 1);
-    size_t at = view_at(L, 1, v);
+    size_t at = view_at(L, v);
     const kl_json_tape *t = &v->doc->t;
     int container = kl_jt_type(t, at) == '{' || kl_jt_type(t, at) == '[';
     /* view_next's upvalues: the metatable, the view, the tape position, the next index */
@@ -263,6 +306,7 @@ static const char *view_bytes(view *v, size_t *len) {
 /* tostring(view) -> the value's JSON text, its exact bytes. */
 static int view_tostring(lua_State *L) {
     view *v = check_view(L, 1);
+    live_doc(L, v);
     size_t len;
     const char *s = view_bytes(v, &len);
     lua_pushlstring(L, s, len);
@@ -282,6 +326,13 @@ static int view_eq(lua_State *L) {
 
 static int root_gc(lua_State *L) {
     root *r = lua_touserdata(L, 1);
+    if (r->d.tape_size) {
+        void *ud;
+        lua_Alloc alloc = lua_getallocf(L, &ud);
+        alloc(ud, (void *)r->d.t.words, r->d.tape_size, 0);
+    }
+    memset(&r->d.t, 0, sizeof r->d.t);
+    r->d.tape_size = r->d.root = 0;
     kl_blob_unref(r->d.blob);
     r->d.blob = NULL;
     return 0;
@@ -350,46 +401,32 @@ void kl_view_guard_debug(lua_State *L) {
     lua_pop(L, 1);
 }
 
-/* The view may be the last holder of its blob, whose bytes the collector
- * cannot see: count them as if the view had allocated them, or garbage
- * views would pin megabytes of blobs between two cycles. What the view
- * did allocate (counted: a watch event's tape, larger than compact JSON
- * but for escape-heavy strings) counts towards them. */
-static void account_blob(lua_State *L, const kl_blob *b, size_t counted) {
-    size_t bytes = b->len + KL_BLOB_PADDING;
-    int kb = bytes > counted ? (int)((bytes - counted) >> 10) : 0;
-    if (kb > 0 && lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb);
-}
-
 void kl_view_push(lua_State *L, const kl_obj *o, void *parsed) {
     kl_json_doc *pd = parsed;
-    kl_json_tape t = {0};
-    size_t nstrings = 0;
-    if (pd) {
-        t = kl_json_doc_tape(pd);
-        nstrings = kl_json_doc_strings_size(pd);
-    }
-    size_t tape_bytes = t.nwords * sizeof(uint64_t) + nstrings;
-    root *r = lua_newuserdatauv(L, sizeof *r + tape_bytes, 1);
+    root *r = lua_newuserdatauv(L, sizeof *r, 0);
     memset(r, 0, sizeof *r);
     r->d.off = o->off;
     r->d.len = o->len;
-    if (pd) adopt_tape(&r->d, r + 1, &t, nstrings, kl_json_doc_selected(pd));
     r->v.doc = &r->d;
     r->v.is_root = 1;
     luaL_setmetatable(L, ROOT_MT); /* stack: ..., root view */
     r->d.blob = kl_blob_ref(o->blob);
-    account_blob(L, o->blob, sizeof *r + tape_bytes);
+    if (pd) { /* after __gc is set, which frees the tape also when something raises later */
+        kl_json_tape t = kl_json_doc_tape(pd);
+        adopt_tape(L, &r->d, &t, kl_json_doc_strings_size(pd), kl_json_doc_selected(pd));
+    }
+    account_view(L, o->blob, sizeof *r, r->d.tape_size);
 }
 
 const char *kl_view_json(lua_State *L, int idx, size_t *len) {
     view *v = test_view(L, idx);
-    return v ? view_bytes(v, len) : NULL;
+    if (!v) return NULL;
+    live_doc(L, v);
+    return view_bytes(v, len);
 }
 
 void kl_view_push_cells(lua_State *L, int idx) {
-    view *v = check_view_arg(L, idx);
-    const vdoc *d = v->doc;
+    const vdoc *d = live_doc(L, check_view_arg(L, idx));
     if (d->off == 0 && d->len == d->blob->len) {
         lua_pushnil(L); /* the blob is the object alone */
         return;
@@ -418,7 +455,7 @@ void kl_view_push_cells(lua_State *L, int idx) {
 void kl_view_copy(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
     view *v = check_view_arg(L, idx);
-    size_t at = view_at(L, idx, v);
+    size_t at = view_at(L, v);
     kl_lua_json_push_array_mt(L); /* stack: ..., amt */
     kl_lua_json_push_value(L, &v->doc->t, at, lua_gettop(L)); /* stack: ..., amt, copy */
     lua_remove(L, -2);
@@ -453,7 +490,7 @@ static void copy_table(lua_State *L, int idx, int seen, int amt, int depth) {
 
 static void copy_value(lua_State *L, int idx, int seen, int amt, int depth) {
     view *v = test_view(L, idx);
-    if (v) kl_lua_json_push_value(L, &v->doc->t, view_at(L, idx, v), amt);
+    if (v) kl_lua_json_push_value(L, &v->doc->t, view_at(L, v), amt);
     else if (lua_type(L, idx) == LUA_TTABLE) copy_table(L, idx, seen, amt, depth);
     else lua_pushvalue(L, idx);
 }
@@ -496,7 +533,7 @@ static int l_get(lua_State *L) {
     }
     if (k > n) return 1;
     view *v = lua_touserdata(L, n + 1);
-    size_t at = lookup(L, n + 1, v, k);
+    size_t at = lookup(L, v, k);
     while (at && ++k <= n) at = member_at(L, v, at, k, 0);
     push_member(L, n + 1, MT_UPVALUE, v, at);
     return 1;
@@ -524,7 +561,7 @@ static int l_type(lua_State *L) {
     view *v = test_view(L, 1);
     const char *name;
     if (v) {
-        name = tape_type_name(kl_jt_type(&v->doc->t, view_at(L, 1, v)));
+        name = tape_type_name(kl_jt_type(&v->doc->t, view_at(L, v)));
     } else if (lua_type(L, 1) == LUA_TTABLE) {
         int kind = kl_lua_json_table_kind(L, 1);
         name = kind == '[' ? "array" : kind == '{' ? "object" : "table";

@@ -30,9 +30,13 @@
  *   Two views of the same value compare equal (==).
  *
  * Lifetime: a view holds a reference on its object's blob, so it stays
- * readable after the store drops the object. The parsed form lives in Lua
- * memory, shared by the views of one object, and is collected with the
- * last of them.
+ * readable after the store drops the object. The parsed form, shared by
+ * the views of one object, is freed with the last of them; it comes from
+ * the Lua state's allocator (so --memory-limit covers it) but lies outside
+ * the collector's heap, which counts it as debt instead: a dead view kept
+ * for its finalizer's cycle then cannot raise the next cycle's threshold.
+ * A view read after its object was collected (by a __gc handler that
+ * reaches it in that same cycle) raises an error.
  */
 #ifndef KLUA_VIEW_H
 #define KLUA_VIEW_H
@@ -54,7 +58,8 @@ void kl_view_guard_debug(lua_State *L);
 void kl_view_push(lua_State *L, const kl_obj *o, void *parsed);
 
 /* If the value at idx is a view, returns its JSON bytes (length in *len),
- * else NULL. The pointer is valid while the view is alive. [-0, +0] */
+ * else NULL. The pointer is valid while the view is alive. Raises an
+ * error for a view whose object was collected. [-0, +0, e] */
 const char *kl_view_json(lua_State *L, int idx, size_t *len);
 
 /* Pushes a plain, mutable, fully decoded copy of the view at idx (as
