@@ -1223,6 +1223,7 @@ describe('--memory-limit', function()
     -- state and frees a little more of it, so that in some round klua.on_synced's own
     -- table fits and the thread would not.
     local out, err, code = run([[
+      local core = require('klua.core')
       for _ = 1, 80 do klua.after(0, function() klua.sleep(30) end) end
       klua.after(0.5, function()
         local ran, outcomes = 0, {}
