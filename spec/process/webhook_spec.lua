@@ -353,42 +353,59 @@ end }
       webhook.pair(own, 'second', next_pair)
       local p = start(nil, nil, own)
       local port = p.port
-      -- One keep-alive connection: a call, then (once told) another on it.
-      local dir = K.tmpdir()
-      K.write_file(dir .. '/body.json', cjson.encode(admission_review { object = configmap('fine') }))
-      K.write_file(dir .. '/client.py', ([[
+      local body = K.tmpdir() .. '/body.json'
+      K.write_file(body, cjson.encode(admission_review { object = configmap('fine') }))
+      local script = K.tmpdir() .. '/client.py'
+      K.write_file(script, ([[
 import http.client, os, ssl, sys, time
 ctx = ssl.create_default_context(cafile=sys.argv[1])
 c = http.client.HTTPSConnection('127.0.0.1', %d, context=ctx, timeout=30)
 body = open(sys.argv[2], 'rb').read()
 def call():
-    c.request('POST', '/validate', body, {'Content-Type': 'application/json'})
-    r = c.getresponse()
-    r.read()
-    return r.status
+    try:
+        c.request('POST', '/validate', body, {'Content-Type': 'application/json'})
+        r = c.getresponse()
+        r.read()
+        return r.status
+    except OSError as e:
+        return repr(e)
 first = call()
 open(sys.argv[3] + '/ready', 'w').close()
 while not os.path.exists(sys.argv[3] + '/go'):
     time.sleep(0.05)
 print(first, call(), flush=True)
 ]]):format(port))
-      os.execute(('python3 %s/client.py %s %s/body.json %s > %s/result 2>&1 &'):format(dir, K.quote(own .. '/first.crt'),
-        dir, dir, dir))
-      -- The client's first call is over (testing.read_file: nil while the file is absent,
-      -- where K.read_file's '' would end the wait at once).
-      testing.eventually(function() return testing.read_file(dir .. '/ready') end, 20 * K.slowdown)
+      -- A keep-alive connection: a call, then (once told) another on it; in dir.
+      local function client(ca_name)
+        local dir = K.tmpdir()
+        os.execute(('python3 %s %s %s %s > %s/result 2>&1 &'):format(K.quote(script),
+          K.quote(own .. '/' .. ca_name .. '.crt'), K.quote(body), K.quote(dir), K.quote(dir)))
+        -- testing.read_file: nil while the file is absent, where K.read_file's '' would
+        -- end the wait at once.
+        testing.eventually(function() return testing.read_file(dir .. '/ready') end, 20 * K.slowdown)
+        return dir
+      end
+      local function finish(dir)
+        K.write_file(dir .. '/go', '')
+        return testing.eventually(function()
+          local r = K.read_file(dir .. '/result')
+          return r and r:find('\n') and r
+        end, 20 * K.slowdown)
+      end
+      local before = client('first')
       assert(os.execute(('cp %s/tls.key %s/k && cp %s/tls.crt %s/c && mv %s/k %s/tls.key && mv %s/c %s/tls.crt')
         :format(next_pair, own, next_pair, own, own, own, own, own)))
       p:wait_log('serving the new certificate', 20 * K.slowdown)
-      K.write_file(dir .. '/go', '')
-      local result = testing.eventually(function()
-        local r = K.read_file(dir .. '/result')
-        return r and r:find('\n') and r
-      end, 20 * K.slowdown)
-      assert.are.equal('200 200\n', result)
-      -- New connections get the new pair.
+      -- A connection to the new pair, open while the replaced one still serves `before`:
+      -- the replaced one's end (once `before` closes) must leave it alone.
+      local after = client('second')
+      assert.are.equal('200 200\n', finish(before))
+      -- New connections get the new pair; once this one is answered, klua has seen
+      -- `before` close and ended the replaced pair's server.
       assert.are.equal(200, (post({ port = port }, '/validate', admission_review { object = configmap('fine') },
         { ca = own .. '/second.crt' })))
+      assert.are.equal('200 200\n', finish(after))
+      assert.is_nil(p:exit_code())
     end)
 
     it('answers 503 to a call still waiting when klua stops', function()

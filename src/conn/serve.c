@@ -436,7 +436,9 @@ static void slot_free(daemon_slot *d) {
 }
 
 /* Stops d accepting: its copy of the listening socket is closed (the
- * socket stays open through s's own descriptor). */
+ * socket stays open through s's own descriptor). Once per daemon:
+ * libmicrohttpd (0.9.75) answers a second call with the same descriptor
+ * number, which by then may be a connection accepted since. */
 static void quiesce(struct MHD_Daemon *d) {
     MHD_socket fd = MHD_quiesce_daemon(d);
     if (fd != MHD_INVALID_SOCKET) close(fd);
@@ -481,7 +483,6 @@ static int slot_start(kl_serve *s, daemon_slot *d, const char *cert, const char 
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->d, MHD_DAEMON_INFO_EPOLL_FD);
     struct epoll_event ev = {.events = EPOLLIN};
     if (!info || epoll_ctl(s->epfd, EPOLL_CTL_ADD, info->epoll_fd, &ev) < 0) {
-        quiesce(d->d);
         MHD_stop_daemon(d->d);
         slot_free(d);
         return -1;
@@ -490,8 +491,9 @@ static int slot_start(kl_serve *s, daemon_slot *d, const char *cert, const char 
 }
 
 /* Stops a daemon: the POSTs it still holds are answered 503 first (a
- * suspended connection must be resumed before its daemon stops). The
- * listening socket stays open: it is s's. */
+ * suspended connection must be resumed before its daemon stops).
+ * libmicrohttpd closes the daemon's copy of the listening socket unless
+ * it was quiesced (klua closed it then); s's own stays open. */
 static void slot_stop(kl_serve *s, daemon_slot *d) {
     if (!d->d) return;
     int resumed = 0;
@@ -507,7 +509,6 @@ static void slot_stop(kl_serve *s, daemon_slot *d) {
     if (resumed) MHD_run(d->d);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->d, MHD_DAEMON_INFO_EPOLL_FD);
     if (info) epoll_ctl(s->epfd, EPOLL_CTL_DEL, info->epoll_fd, NULL);
-    quiesce(d->d);
     MHD_stop_daemon(d->d);
     slot_free(d);
 }
