@@ -347,6 +347,28 @@ end }
       assert.is_nil(p:exit_code())
     end)
 
+    it('serves a pair a kubelet swaps in: ..data, a symbolic link to the pair, renamed', function()
+      -- A mounted Secret as kubelet's AtomicWriter (pkg/volume/util/atomic_writer.go) makes
+      -- it: tls.crt -> ..data/tls.crt, ..data -> a directory per version; an update writes
+      -- a new directory and renames a new ..data link over the old one.
+      local own = K.tmpdir()
+      webhook.ca(own, 'first')
+      webhook.ca(own, 'second')
+      assert(os.execute(('cd %s && mkdir ..v1 ..v2'):format(K.quote(own))))
+      webhook.pair(own, 'first', own .. '/..v1')
+      webhook.pair(own, 'second', own .. '/..v2')
+      assert(os.execute(('cd %s && ln -s ..v1 ..data && ln -s ..data/tls.crt tls.crt && ln -s ..data/tls.key tls.key')
+        :format(K.quote(own))))
+      local p = start(nil, nil, own)
+      local body = admission_review { object = configmap('fine') }
+      assert.are.equal(200, (post(p, '/validate', body, { ca = own .. '/first.crt' })))
+      assert(os.execute(('cd %s && ln -s ..v2 ..data_tmp && mv -T ..data_tmp ..data'):format(K.quote(own))))
+      p:wait_log('serving the new certificate', 20 * K.slowdown)
+      assert.are.equal(200, (post(p, '/validate', body, { ca = own .. '/second.crt' })))
+      assert.are.equal(0, (post(p, '/validate', body, { ca = own .. '/first.crt' })))
+      assert.is_nil(p:errors():find('kept'))
+    end)
+
     it('keeps serving a connection opened before the pair was replaced, to its end', function()
       local own = rotating_dir()
       local next_pair = K.tmpdir()

@@ -116,16 +116,21 @@ static int stamp_eq(const stamp *a, const stamp *b) {
            a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
-/* Reads dir/file whole into *out (NUL-terminated, to free), or returns -1
- * with the reason in err. */
-static int read_file(const char *dir, const char *file, char **out, char *err, size_t errlen) {
+/* Reads dir/file whole into *out (NUL-terminated, to free) with the
+ * stamp of the file read (a rename between a stat and the open would
+ * pair the new content with the old stamp), or returns -1 with the reason
+ * in err. */
+static int read_file(const char *dir, const char *file, char **out, stamp *st, char *err, size_t errlen) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     FILE *f = fopen(path, "rb");
-    if (!f) {
+    struct stat sb;
+    if (!f || fstat(fileno(f), &sb) < 0) {
         snprintf(err, errlen, "cannot read %.400s: %s", path, strerror(errno));
+        if (f) fclose(f);
         return -1;
     }
+    *st = (stamp){sb.st_dev, sb.st_ino, sb.st_size, sb.st_mtim};
     size_t cap = 8192, len = 0;
     char *buf = kl_xmalloc(cap);
     size_t n;
@@ -149,16 +154,21 @@ static int read_file(const char *dir, const char *file, char **out, char *err, s
 static int read_pair(webhooks *w, char *pem[2], stamp st[2], char *err, size_t errlen) {
     pem[0] = pem[1] = NULL;
     for (int i = 0; i < 2; i++) {
-        if (stamp_of(w->cert_dir, files[i], &st[i]) < 0) {
-            snprintf(err, errlen, "cannot read %s/%s: %s", w->cert_dir, files[i], strerror(errno));
-        } else if (read_file(w->cert_dir, files[i], &pem[i], err, errlen) == 0) {
-            continue;
-        }
+        if (read_file(w->cert_dir, files[i], &pem[i], &st[i], err, errlen) == 0) continue;
         free(pem[0]);
         free(pem[1]);
         return -1;
     }
     return 0;
+}
+
+/* Whether the files' stamps are still st: a pair read while it was being
+ * replaced (a kubelet's ..data swap between reading tls.crt and tls.key)
+ * is read again at the next tick rather than refused. */
+static int unchanged(const webhooks *w, const stamp st[2]) {
+    stamp now[2];
+    return stamp_of(w->cert_dir, files[0], &now[0]) == 0 && stamp_of(w->cert_dir, files[1], &now[1]) == 0 &&
+           stamp_eq(&now[0], &st[0]) && stamp_eq(&now[1], &st[1]);
 }
 
 /* Serves the files' pair if they changed since it was loaded. */
@@ -176,7 +186,7 @@ static void reload(webhooks *w) {
         free(pem[0]);
         free(pem[1]);
     }
-    if (err[0]) {
+    if (err[0] && unchanged(w, now)) {
         memcpy(w->tried, now, sizeof now);
         kl_log(KL_LOG_ERROR, "webhook", "%s: %s; the certificate served so far is kept", w->cert_dir, err);
     }
