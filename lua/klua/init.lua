@@ -364,7 +364,7 @@ end
 -- "off", "idle" (nothing left to compress until an object is written),
 -- "timed" (waiting for objects to come due), "waiting" (for the handlers'
 -- queue to empty) or "slicing", compaction_seconds, the loop's CPU time it
--- took, and refused, why they fail while the server refuses them until
+-- took, compaction_passes, the passes over the cache it made, and refused, why they fail while the server refuses them until
 -- someone acts (a 4xx: a permission not granted), or nil.
 -- @return a table of counters
 -- @usage

@@ -159,6 +159,47 @@ describe('--cache-compression', function()
     assert.equals(('replayed %d, resynced %d, 0 differ\n'):format(N, N), out, err)
   end)
 
+  -- Under steady writes objects come due one after another; a pass for each
+  -- would look at the whole cache every few milliseconds, with every event
+  -- arriving meanwhile waiting behind it. A pass comes a fifth of
+  -- --cache-compression-after after the one before at the soonest.
+  it('makes a pass at most every fifth of --cache-compression-after while objects are written steadily', function()
+    local out, err = K.run_script_ok([[
+      io.stdout:setvbuf('line')
+      local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
+      klua.on_synced(function()
+        local poll
+        poll = klua.every(0.05, function()
+          if inf:stats().compaction ~= 'idle' then return end
+          poll:cancel()
+          local keys = {}
+          for _, cm in ipairs(inf:list()) do keys[#keys + 1] = 'default/' .. cm.metadata.name end
+          local now = require('klua.core').now
+          local before, start, written = inf:stats().compaction_passes, now(), 0
+          -- 100 writes 20 ms apart, each of an object compressed by then: 100 objects
+          -- that come due 20 ms apart, 0.5 s after their write.
+          local writer
+          writer = klua.every(0.02, function()
+            written = written + 1
+            assert(klua.api.patch('configmaps', keys[written], { metadata = { labels = { step = tostring(written) } } }))
+            if written < 100 then return end
+            writer:cancel()
+            poll = klua.every(0.05, function()
+              local s = inf:stats()
+              if s.compaction ~= 'idle' then return end
+              poll:cancel()
+              local passes, seconds = s.compaction_passes - before, now() - start
+              print(passes <= seconds / 0.1 + 2 or ('%d passes in %.2f s'):format(passes, seconds),
+                s.compressed == #keys)
+              klua.stop()
+            end)
+          end)
+        end)
+      end)
+    ]], { kubeconfig = sb.kubeconfig, timeout = 120 * K.slowdown, flags = { '--cache-compression-after=0.5s' } })
+    assert.equals('true\ttrue\n', out, err)
+  end)
+
   it('=false keeps every cached object as JSON', function()
     local out, err = K.run_script_ok(SCRIPT, { kubeconfig = sb.kubeconfig, timeout = 60 * K.slowdown,
       flags = { '--cache-compression=false', '--cache-compression-after=0.1s' }, args = { tostring(N), 'off' } })

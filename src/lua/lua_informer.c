@@ -687,6 +687,8 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "compaction");
     lua_pushnumber(L, zc.seconds);
     lua_setfield(L, -2, "compaction_seconds");
+    lua_pushinteger(L, (lua_Integer)zc.passes);
+    lua_setfield(L, -2, "compaction_passes");
     lua_pushinteger(L, (lua_Integer)kl_informer_seq(li->inf));
     lua_setfield(L, -2, "notifications");
     lua_pushstring(L, kl_informer_rv(li->inf));
