@@ -1174,6 +1174,35 @@ describe('--instruction-budget', function()
   end)
 end)
 
+-- For the --memory-limit scripts below: in_each_room(outcomes, try, judge) fills
+-- the Lua state, frees round * 32 KiB of it and calls try() in that room, for
+-- rounds 0 to 30; counts in outcomes judge(what try returned), or try's error,
+-- judged once the room is given back; returns outcomes.
+local IN_EACH_ROOM = [[
+local function in_each_room(outcomes, try, judge)
+  local hog, size
+  local function grow() hog = { hog, ('x'):rep(size) .. size } end
+  for round = 0, 30 do
+    collectgarbage()
+    size = 1 << 16
+    while size > 0 do
+      if not pcall(grow) then size = size // 2 end
+    end
+    local free = round * 32768
+    while hog and free > 0 do
+      free = free - #hog[2]
+      hog = hog[1]
+    end
+    local ok, v = pcall(try)
+    hog = nil
+    local o = ok and judge(v) or v
+    outcomes[o] = (outcomes[o] or 0) + 1
+  end
+  collectgarbage()
+  return outcomes
+end
+]]
+
 describe('--memory-limit', function()
   it('fails a handler that allocates without bound, naming it and the limit, while other handlers and events go on', function()
     local ns = namespace('memory')
@@ -1260,7 +1289,7 @@ describe('--memory-limit', function()
     -- (lua_json.c). Each round fills the Lua state and frees 32 KiB more of it than the
     -- round before, so that the decode runs out of memory at different points of filling
     -- that cache, until it fits.
-    local out, err, code = K.run(K.offline_args([[
+    local out, err, code = K.run(K.offline_args(IN_EACH_ROOM .. [[
       local N = 3000
       local parts = {}
       for i = 1, N do parts[i] = ('"key-%d":"value-%d"'):format(i, i % 97) end
@@ -1272,26 +1301,9 @@ describe('--memory-limit', function()
         return true
       end
       klua.after(0, function()
-        local outcomes = { ['not enough memory'] = 0, exact = 0, wrong = 0, other = 0 }
-        local hog, size
-        local function grow() hog = { hog, ('x'):rep(size) .. size } end
-        for round = 0, 30 do
-          collectgarbage()
-          size = 1 << 16
-          while size > 0 do
-            if not pcall(grow) then size = size // 2 end
-          end
-          local free = round * 32768
-          while hog and free > 0 do
-            free = free - #hog[2]
-            hog = hog[1]
-          end
-          local ok, t = pcall(klua.json.decode, text)
-          hog = nil
-          local o = ok and (exact(t) and 'exact' or 'wrong') or t
-          outcomes[o] = (outcomes[o] or 0) + 1
-        end
-        collectgarbage()
+        local outcomes = in_each_room({ ['not enough memory'] = 0, exact = 0, wrong = 0, other = 0 },
+          function() return klua.json.decode(text) end,
+          function(t) return exact(t) and 'exact' or 'wrong' end)
         print('refused', outcomes['not enough memory'] > 0, 'exact', outcomes.exact > 0, 'wrong', outcomes.wrong,
           'other', outcomes.other, 'afterwards', exact(klua.json.decode(text)))
         klua.stop()
@@ -1307,29 +1319,12 @@ describe('--memory-limit', function()
   it('fails a cache read whose parsed form does not fit, and reads once there is room', function()
     local ns = namespace('memory-view')
     configmap(ns, 'big', nil, { note = ('n'):rep(100000) })
-    local out, err, code = run([[
+    local out, err, code = run(IN_EACH_ROOM .. [[
       local inf = klua.informer { resource = 'configmaps', namespace = ... }
       klua.on_synced(function()
-        local outcomes = { ['not enough memory'] = 0, read = 0 }
-        local hog, size
-        local function grow() hog = { hog, ('x'):rep(size) .. size } end
-        for round = 0, 30 do
-          collectgarbage()
-          size = 1 << 16
-          while size > 0 do
-            if not pcall(grow) then size = size // 2 end
-          end
-          local free = round * 32768
-          while hog and free > 0 do
-            free = free - #hog[2]
-            hog = hog[1]
-          end
-          local ok, o = pcall(function() return #inf:get('memory-view/big').data.note end)
-          hog = nil
-          o = ok and (o == 100000 and 'read' or 'wrong') or o
-          outcomes[o] = (outcomes[o] or 0) + 1
-        end
-        collectgarbage()
+        local outcomes = in_each_room({ ['not enough memory'] = 0, read = 0 },
+          function() return #inf:get('memory-view/big').data.note end,
+          function(n) return n == 100000 and 'read' or 'wrong' end)
         for k, n in pairs(outcomes) do
           if k ~= 'read' and k ~= 'not enough memory' then print('other', k, n) end
         end
