@@ -94,6 +94,12 @@ static void adopt_tape(lua_State *L, vdoc *d, const kl_json_tape *t, size_t nstr
     d->root = root;
 }
 
+/* Counts bytes the collector cannot see as its debt, in whole KiB. */
+static void add_debt(lua_State *L, size_t bytes) {
+    int kb = (int)(bytes >> 10);
+    if (kb > 0 && lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb);
+}
+
 /* Paces the collector by a view's memory that it cannot see: the tape (the
  * collector saw in_lua bytes of the view) and the blob, of which the view
  * may be the last holder. Counted as debt, which is no part of the heap
@@ -104,8 +110,7 @@ static void adopt_tape(lua_State *L, vdoc *d, const kl_json_tape *t, size_t nstr
 static void account_view(lua_State *L, const kl_blob *b, size_t in_lua, size_t tape) {
     size_t bytes = b->len + KL_BLOB_PADDING;
     if (bytes < in_lua + tape) bytes = in_lua + tape;
-    int kb = bytes > in_lua ? (int)((bytes - in_lua) >> 10) : 0;
-    if (kb > 0 && lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb);
+    add_debt(L, bytes - in_lua);
 }
 
 /* Parses d on first use. */
@@ -123,9 +128,7 @@ static void parse_doc(lua_State *L, vdoc *d) {
     kl_json_free(*guard);
     *guard = NULL;
     lua_pop(L, 1);
-    /* the blob was counted when the view was pushed */
-    int kb = (int)(d->tape_size >> 10);
-    if (kb > 0 && lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb);
+    add_debt(L, d->tape_size); /* the blob was counted when the view was pushed */
 }
 
 /* The tape index of the view v, parsing its object on first use. */
