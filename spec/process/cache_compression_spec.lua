@@ -112,10 +112,7 @@ local function burst(sb, creates, updates, mark)
     :format(os.getenv('KLUA_ROOT'), sb.url, creates, updates, mark or 'yes'))
 end
 
--- The value of one sample in an exposition.
-local function sample(text, series)
-  return tonumber(text:match('\n' .. series:gsub('%p', '%%%0') .. ' ([^\n]+)'))
-end
+local sample = K.sample
 
 describe('--cache-compression', function()
   local sb = testing.with_sandbox()

@@ -29,13 +29,7 @@ end }
 ]]
 
 local curl = K.curl
-
-
--- The value of one sample in an exposition, e.g. sample(text, 'klua_lua_memory_bytes').
-local function sample(text, series)
-  local escaped = series:gsub('%p', '%%%0')
-  return tonumber(text:match('\n' .. escaped .. ' ([^\n]+)'))
-end
+local sample = K.sample
 
 describe('the metrics and probe endpoint', function()
   local sb = testing.with_sandbox()

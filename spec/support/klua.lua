@@ -128,6 +128,12 @@ end
 --- A Lua pattern that matches s literally.
 function M.literally(s) return (s:gsub('%p', '%%%0')) end
 
+--- The value of one sample in a Prometheus exposition, e.g.
+-- K.sample(text, 'klua_lua_memory_bytes'), or nil when it is not there.
+function M.sample(text, series)
+  return tonumber(text:match('\n' .. M.literally(series) .. ' ([^\n]+)'))
+end
+
 --- Writes a Lua script into a fresh temp directory and returns its path.
 function M.script(text)
   local path = testing.tmpdir() .. '/script.lua'
