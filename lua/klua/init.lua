@@ -427,8 +427,8 @@ local DROP = {}
 -- handler, so an informer that never reads them does not keep them. Paths
 -- that the cache keys on (metadata.name, .namespace, .resourceVersion,
 -- .uid, kind, apiVersion, metadata) are refused. The fast preset: a
--- function transform does the same in Lua, at several times the cost per
--- object (docs/benchmarks.md).
+-- function transform does the same in Lua at about twice the cost per
+-- object (docs/scale.md).
 -- @param ... the dotted paths, such as 'metadata.managedFields'
 -- @return a transform for klua.informer's transform option
 -- @raise when no path is given or a path is not a string
@@ -459,9 +459,12 @@ end
 -- opts.transform: klua.drop_fields(path, ...), members dropped from every
 --   object before it is cached and handed to handlers; or a function(obj),
 --   client-go's SetTransform: called with every listed and watched object
---   (deleted ones too) as a read-only view, before it is cached and before
---   any handler sees it, it returns the object to cache: obj itself, or a
---   table (klua.copy(obj), changed), which is cached as its JSON. It runs
+--   (deleted ones too) before it is cached and before any handler sees it,
+--   it returns the object to cache: obj itself, changed or not, or a table,
+--   which is cached as its JSON. obj is a view that takes writes, as a
+--   TransformFunc changes its object: obj.a.b = nil, obj.x = v, table.insert
+--   and table.remove on its arrays; the JSON cached is obj's own bytes with
+--   the members written to rewritten (docs/scale.md). It runs
 --   under the instruction budget and cannot wait. It must leave kind,
 --   apiVersion and metadata's name, namespace, resourceVersion and uid as
 --   they are. An object it fails on (an error, nil or a non-table returned,
@@ -489,7 +492,7 @@ end
 -- @usage
 -- local pods = klua.informer { resource = 'pods', namespace = 'default', label_selector = 'app=web' }
 -- local slim = klua.informer { resource = 'pods', transform = function(pod)
---   local p = klua.copy(pod); p.spec.containers = nil; return p end }
+--   pod.metadata.managedFields = nil; pod.spec.containers = nil; return pod end }
 function klua.informer(opts)
   if type(opts) == 'string' then opts = { resource = opts } end
   if type(opts) ~= 'table' then error('klua.informer takes a table such as {resource = "pods"}', 2) end

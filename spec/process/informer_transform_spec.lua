@@ -52,6 +52,17 @@ klua.on_synced(function()
 end)
 ]]
 
+-- The same, written as client-go's TransformFuncs are: the object given, changed and returned.
+local IN_PLACE_SCRIPT = FUNCTION_SCRIPT:gsub([[
+    local o = klua.copy%(obj%)
+    if o.data then o.data.big = nil end
+    o.metadata.annotations = { %['klua.dev/mark'%] = 'marked' }
+    return o]], [[
+    if obj.data then obj.data.big = nil end
+    obj.metadata.annotations = { ['klua.dev/mark'] = 'marked' }
+    return obj]])
+assert(IN_PLACE_SCRIPT ~= FUNCTION_SCRIPT)
+
 -- The lines the script printed, each "how name big small mark", each object small.
 local function seen(p)
   local lines = {}
@@ -106,12 +117,22 @@ describe('informer transforms', function()
       'add new nil t nil', 'update new nil t nil', 'delete new nil t nil' }, got)
   end)
 
-  it('run a function on listed, watched and deleted objects before handlers, get, list and indexes see them', function()
-    local got = through_changes(FUNCTION_SCRIPT, 'index\told')
-    assert.same({ 'add old nil s marked', 'get old nil s marked', 'list old nil s marked',
-      'index old nil s marked', 'add new nil t marked', 'update new nil t marked',
-      'delete new nil t marked' }, got)
-  end)
+  -- A function returns a table it made, or, as client-go's TransformFuncs do, the object it
+  -- was given, changed: given a watch-list's initial event with its parsed form, or a LIST's
+  -- item, parsed when first read.
+  for _, case in ipairs({
+    { 'returning a table', FUNCTION_SCRIPT },
+    { 'changing the object it is given', IN_PLACE_SCRIPT },
+    { 'changing the object it is given, a LIST\'s item', IN_PLACE_SCRIPT, { '--watch-list=false' } },
+  }) do
+    it('run a function on listed, watched and deleted objects before handlers, get, list and indexes see them, '
+      .. case[1], function()
+      local got = through_changes(case[2], 'index\told', case[3])
+      assert.same({ 'add old nil s marked', 'get old nil s marked', 'list old nil s marked',
+        'index old nil s marked', 'add new nil t marked', 'update new nil t marked',
+        'delete new nil t marked' }, got)
+    end)
+  end
 
   -- What the cache keys on is compared as the strings a table holds, or, when it holds them
   -- otherwise (a view of the object's metadata), as the JSON the table encodes to.
@@ -150,7 +171,7 @@ describe('informer transforms', function()
     local informer = "configmaps %-n default"
     for _, case in ipairs({
       { "function(obj) error('no ' .. obj.metadata.name) end", 'no old' },
-      { 'function() return nil end', 'returned nil where the object to cache was expected: return obj, or a table' },
+      { 'function() return nil end', 'returned nil where the object to cache was expected: return obj, changed or not, or a table' },
       { 'function() return 7 end', 'returned number where the object to cache was expected' },
       { 'function(obj) local o = klua.copy(obj); o.metadata.name = nil; return o end',
         'removed metadata%.name %("old"%): the cache keys on kind, apiVersion and metadata\'s name' },
@@ -160,6 +181,10 @@ describe('informer transforms', function()
         'removed kind %("ConfigMap"%): the cache keys on' },
       { "function(obj) return { kind = obj.kind, apiVersion = obj.apiVersion, metadata = { name = 'old' } } end",
         'removed metadata%.namespace %("default"%)' },
+      { "function(obj) obj.metadata.name = 'new'; return obj end", 'changed metadata%.name from "old" to "new"' },
+      { 'function(obj) obj.metadata = { name = obj.metadata.name }; return obj end',
+        'removed metadata%.namespace %("default"%)' },
+      { 'function(obj) obj.kind = nil; return obj end', 'removed kind %("ConfigMap"%)' },
       { 'function() while true do end end',
         'stopped after running past its instruction budget of 1000000 instructions', { '--instruction-budget', '1000000' } },
       -- The stream waits for the transform, which therefore cannot wait itself.

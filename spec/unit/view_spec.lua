@@ -629,7 +629,7 @@ describe('a view', function()
       end)
   end
 
-  it('exposes its bytes to C through kl_view_json, and nothing for other values', function()
+  it('exposes its bytes to C through kl_view_write, and nothing for other values', function()
     local v = testing.view(pod)
     assert.equals(pod, testing.view_json(v))
     assert.equals(tostring(v.status), testing.view_json(v.status))

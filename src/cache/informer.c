@@ -234,8 +234,9 @@ static int transform(kl_informer *inf, kl_obj *o, void **parsed) {
 
 static int sink_replace(void *ud, kl_list *list) {
     kl_informer *inf = ud;
-    /* A LIST's items were pruned as they arrived; a watch-list's were not. */
-    for (size_t i = 0; inf->transform && !list->pruned && i < list->n; i++)
+    /* A LIST's items were pruned as they arrived, a watch-list's went
+     * through sink_initial; those of a LIST of another transform not yet. */
+    for (size_t i = 0; inf->transform && !list->transformed && i < list->n; i++)
         if (transform(inf, &list->items[i], NULL) < 0) return -1;
     kl_store_replace(inf->store, list, on_change, inf);
     written(inf);
@@ -273,6 +274,12 @@ static int sink_event(void *ud, kl_event *ev) {
     return full(inf);
 }
 
+/* A watch-list's initial event is transformed as it comes, with its parsed
+ * form, which a view of the object given to a Lua transform then need not
+ * parse again; and the state kept until the initial-events-end bookmark
+ * is the transformed one. */
+static int sink_initial(void *ud, kl_event *ev) { return transform(ud, &ev->obj, &ev->parsed); }
+
 static void sink_failed(void *ud, const kl_reflector_failure *f) {
     kl_informer *inf = ud;
     if (inf->failed) inf->failed(inf->failed_ud, f);
@@ -287,7 +294,7 @@ kl_informer *kl_informer_new(kl_loop *loop, kl_http *http, const kl_reflector_op
     kl_ring_init(&inf->q, sizeof(kl_notif));
     inf->store = kl_store_new();
     inf->name = kl_xstrdup(o->name ? o->name : o->path);
-    inf->reflector = kl_reflector_new(loop, http, o, (kl_reflector_sink){sink_replace, sink_event, sink_failed}, inf);
+    inf->reflector = kl_reflector_new(loop, http, o, (kl_reflector_sink){sink_replace, sink_event, sink_failed, sink_initial}, inf);
     return inf;
 }
 

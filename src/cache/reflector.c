@@ -411,7 +411,7 @@ static void append_page(kl_list *acc, size_t *cap, kl_list *page) {
     acc->rv = page->rv;
     page->rv = NULL;
     /* The pages of one LIST are all read by one reflector with one prune. */
-    acc->pruned = page->pruned;
+    acc->transformed = page->transformed;
 }
 
 static int is_too_large_rv(const kl_http_resp *resp, const char *message) {
@@ -807,6 +807,11 @@ static void deliver_event(kl_reflector *r, kl_event *ev) {
     if (r->state == WATCHLIST) {
         /* The initial state comes as ADDED events only. */
         if (ev->type == KL_EV_ADDED) {
+            if (r->sink.initial && r->sink.initial(r->ud, ev) < 0) {
+                end_watch_now(r, END_CORRUPT);
+                return;
+            }
+            w->acc.transformed = r->sink.initial != NULL;
             w->acc.items = kl_buf_grow(w->acc.items, &w->acc_cap, w->acc.n + 1, sizeof *w->acc.items, 256);
             w->acc.items[w->acc.n++] = ev->obj;
             memset(&ev->obj, 0, sizeof ev->obj);

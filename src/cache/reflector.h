@@ -93,6 +93,12 @@ typedef struct kl_reflector_sink {
     int (*event)(void *ud, kl_event *ev);
     /* A failure, told before the backoff; NULL: not told. */
     void (*failed)(void *ud, const kl_reflector_failure *f);
+    /* An initial event of a watch-list, before its object is kept for the
+     * state that replace gets (marked transformed): the sink may change
+     * the object while the event's parsed form is at hand. Returns 0, or
+     * < 0 to refuse it, which ends the watch as a refused event does.
+     * NULL: kept as it came. */
+    int (*initial)(void *ud, kl_event *ev);
 } kl_reflector_sink;
 
 /* Whether a relist streams the initial state (a WATCH with sendInitialEvents,

@@ -584,6 +584,32 @@ static void encode_table(enc *e, int idx, const path *p, int depth) {
     else enc_error(e, p, "a table", marked ? MARKED_WHY : KEYS_WHY);
 }
 
+/* A view's place in the encoding, for the members of a transform's object
+ * that were written (kl_view_writer). */
+typedef struct in_view {
+    enc *e;
+    const path *p;
+    int depth;
+} in_view;
+
+static void view_put(void *ctx, const char *s, size_t n) { put(((in_view *)ctx)->e, s, n); }
+
+static void view_value(void *ctx, int idx) {
+    in_view *v = ctx;
+    /* An edit can hold the object it edits: a table would be found in the path. */
+    if (v->depth + 1 >= KL_JSON_MAX_DEPTH)
+        enc_error(v->e, v->p, "an edited object", ": nested deeper than 1024 levels (does it contain itself?)");
+    encode_value(v->e, idx, v->p, v->depth + 1);
+}
+
+/* Writes the view at idx: its bytes, edits and all. Returns 0 for any
+ * other userdata. */
+static int encode_view(enc *e, int idx, const path *p, int depth) {
+    in_view v = {e, p, depth};
+    kl_view_writer w = {view_put, view_value, &v};
+    return kl_view_write(e->L, idx, &w);
+}
+
 static void encode_value(enc *e, int idx, const path *p, int depth) {
     lua_State *L = e->L;
     size_t n;
@@ -605,10 +631,7 @@ static void encode_value(enc *e, int idx, const path *p, int depth) {
         enc_error(e, p, "a light userdata", " (only klua.null is allowed)");
         break;
     case LUA_TUSERDATA:
-        if ((s = kl_view_json(L, idx, &n))) {
-            put(e, s, n);
-            break;
-        }
+        if (encode_view(e, idx, p, depth)) break;
         enc_error(e, p, "a userdata", " (only views from the cache are allowed)");
         break;
     default:

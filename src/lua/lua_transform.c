@@ -47,8 +47,8 @@ static const char *member(const kl_json_tape *t, size_t at, const char *parent, 
 static void check_kept(lua_State *L, const kl_json_tape *was, size_t wat,
                        const kl_json_tape *now) {
     if (kl_jt_type(now, 1) != '{')
-        luaL_error(L, "returned an array where the object to cache was expected: return obj, or a "
-                      "table (klua.copy(obj), changed)");
+        luaL_error(L, "returned an array where the object to cache was expected: return obj, "
+                      "changed or not, or a table to cache in its place");
     for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
         const char *parent = kept[i][0], *key = kept[i][1];
         size_t an = 0, bn = 0;
@@ -121,22 +121,25 @@ static int kept_as_given(lua_State *L, int idx) {
     return same;
 }
 
-/* The task's function: calls the script's with a view of the object and
- * checks what it returns; a table's JSON goes into c->out. The call is
- * lua_call, not lua_callk, so that the function cannot wait: the task
- * always ends before kl_task_spawn returns. [-1, +0, e] */
+/* The task's function: calls the script's with an editable view of the
+ * object and checks what it returns; the JSON of a table, or of the view
+ * edited, goes into c->out. The call is lua_call, not lua_callk, so that
+ * the function cannot wait: the task always ends before kl_task_spawn
+ * returns. [-1, +0, e] */
 static int run(lua_State *L) {
     call *c = lua_touserdata(L, 1);
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->fn_ref); /* stack: call, fn */
-    kl_view_push(L, c->o, c->parsed);                /* stack: call, fn, view */
+    kl_view_push_editable(L, c->o, c->parsed);       /* stack: call, fn, view */
     lua_pushvalue(L, -1);
     lua_replace(L, 1);   /* stack: view, fn, view */
     lua_call(L, 1, 1);   /* stack: view, result */
-    if (lua_rawequal(L, 1, 2)) return 0;
+    kl_view_seal(L, 1);
+    int given = lua_rawequal(L, 1, 2);
+    if (given && !kl_view_edited(L, 1)) return 0;
     size_t n;
-    if (!lua_istable(L, 2) && !kl_view_json(L, 2, &n))
+    if (!lua_istable(L, 2) && !kl_view_test(L, 2))
         return luaL_error(L, "returned %s where the object to cache was expected: return obj, "
-                             "or a table (klua.copy(obj), changed) to cache in its place",
+                             "changed or not, or a table to cache in its place",
                           luaL_typename(L, 2));
     const char *text = kl_lua_json_encode_text(L, 2, &n); /* stack: view, result, buffer */
     /* Copied out before anything else runs: the buffer is the next encode's
@@ -146,7 +149,11 @@ static int run(lua_State *L) {
     const char *s = c->out->data;
     /* A table that keeps what the cache keys on as it came (the usual
      * klua.copy(obj), changed) needs neither JSON text parsed to say so. */
-    if (n && s[0] == '{' && lua_istable(L, 2) && kept_as_given(L, 2)) return 0;
+    /* The object given, edited, needs its JSON parsed only when a write
+     * went to what the cache keys on. */
+    if (given ? !kl_view_edits_touch(L, 1, kept, sizeof kept / sizeof *kept)
+              : n && s[0] == '{' && lua_istable(L, 2) && kept_as_given(L, 2))
+        return 0;
     kl_json_error err;
     kl_json_doc **now = kl_lua_json_push_guard(L);
     if (!(*now = kl_json_parse(s, n, 1, &err))) return luaL_error(L, "its JSON: %s", err.message);

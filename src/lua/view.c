@@ -6,6 +6,7 @@
 
 #include "wire/decode.h"
 #include "wire/json.h"
+#include "wire/scan.h"
 #include "lua/lua_json.h"
 
 #define VIEW_MT "klua.view"
@@ -29,7 +30,11 @@ typedef struct vdoc {
     size_t root;      /* tape index of the root value; 0 until parsed */
     kl_json_tape t;   /* t.words: the tape's block, freed by __gc */
     size_t tape_size; /* the size of that block; 0 until parsed */
+    int edit;         /* EDIT_NONE, or a transform's object: see "edits" below */
+    int edited;       /* some write was recorded, in the root's user value 1 */
 } vdoc;
+
+enum { EDIT_NONE, EDIT_OPEN, EDIT_SEALED };
 
 /* A view: one value inside a vdoc; user value 1 is its root, for all but
  * the root view itself. */
@@ -202,6 +207,260 @@ static size_t lookup(lua_State *L, view *v, int ki) {
     return member_at(L, v, view_at(L, v), ki, 1);
 }
 
+static const char *view_bytes(view *v, size_t *len);
+
+/* ---- edits: the object a transform is given ----
+ *
+ * A transform is client-go's SetTransform, whose functions change the
+ * object they are given and return it: so is the view a transform gets.
+ * A write to it or to a view inside it is recorded, not applied: the
+ * bytes stay as they are, and the edits lie beside them in a table E, the
+ * root's user value 1, by the tape index of the container written to:
+ * E[at] = C, C[name] = value for an object's member (DELETED for one set
+ * to nil) and C[k] = value for an array's element, C[0] its length once it
+ * changed. Reads see the edits; the JSON written for the view (what the
+ * cache keeps) is its bytes with the edited containers written member by
+ * member, each member that was not written copied as it is. Two views of
+ * the same value share its edits, as two references to one table do. */
+
+/* The value of a member set to nil: klua.null is JSON's null, kept. */
+static const char DELETED = 'd';
+
+static int is_deleted(lua_State *L, int i) { return lua_touserdata(L, i) == &DELETED; }
+
+/* Pushes the edits E of v's object, or nil when there are none yet;
+ * with create, makes them. [-0, +1, e] */
+static int push_object_edits(lua_State *L, int vi, const view *v, int create) {
+    push_root(L, vi, v); /* stack: ..., root */
+    if (lua_getiuservalue(L, -1, 1) != LUA_TTABLE && create) { /* stack: ..., root, E|nil */
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 2);
+        lua_pushvalue(L, -1);
+        lua_setiuservalue(L, -3, 1);
+    }
+    lua_remove(L, -2); /* stack: ..., E|nil */
+    return lua_type(L, -1) == LUA_TTABLE;
+}
+
+/* Pushes C, the edits of the container at tape index at of v's object, or
+ * nil when it has none; with create, makes them. [-0, +1, e] */
+static int push_edits(lua_State *L, int vi, const view *v, size_t at, int create) {
+    if (!push_object_edits(L, vi, v, create)) return 0; /* stack: ..., nil */
+    if (lua_rawgeti(L, -1, (lua_Integer)at) != LUA_TTABLE && create) { /* stack: ..., E, C|nil */
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 1);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, -3, (lua_Integer)at);
+    }
+    lua_remove(L, -2); /* stack: ..., C|nil */
+    return lua_type(L, -1) == LUA_TTABLE;
+}
+
+/* The length of the array at tape index at, its edits C at ci (0: none). */
+static lua_Integer edited_len(lua_State *L, int ci, const kl_json_tape *t, size_t at) {
+    lua_Integer n = (lua_Integer)kl_jt_count(t, at);
+    if (ci && lua_rawgeti(L, ci, 0) == LUA_TNUMBER) n = lua_tointeger(L, -1);
+    if (ci) lua_pop(L, 1);
+    return n;
+}
+
+/* Pushes view[key] (the key at ki) as the edits of v's value at tape index
+ * at say it is, and returns 1; returns 0, pushing nothing, when they say
+ * nothing of it and the tape answers. [-0, +(0|1), e] */
+static int push_edited(lua_State *L, int vi, const view *v, size_t at, int ki) {
+    if (!push_edits(L, vi, v, at, 0)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    int ci = lua_gettop(L); /* stack: ..., C */
+    if (kl_jt_type(&v->doc->t, at) == '[') {
+        int isint = 0;
+        lua_Integer k = lua_type(L, ki) == LUA_TNUMBER ? lua_tointegerx(L, ki, &isint) : 0;
+        if (isint && (k < 1 || k > edited_len(L, ci, &v->doc->t, at))) lua_pushnil(L);
+        else if (!isint || lua_rawgeti(L, ci, k) == LUA_TNIL) {
+            lua_settop(L, ci - 1);
+            return 0;
+        }
+    } else {
+        lua_pushvalue(L, ki);
+        if (lua_rawget(L, ci) == LUA_TNIL) {
+            lua_settop(L, ci - 1);
+            return 0;
+        }
+        if (is_deleted(L, -1)) {
+            lua_pop(L, 1);
+            lua_pushnil(L);
+        }
+    }
+    lua_remove(L, ci);
+    return 1;
+}
+
+/* C[key] = value for an object's member, key at 2 and value at 3, C on top. */
+static void set_member(lua_State *L) {
+    if (lua_type(L, 2) != LUA_TSTRING)
+        luaL_error(L, "klua: cannot set a %s key of an object: its members are named by strings",
+                   luaL_typename(L, 2));
+    lua_pushvalue(L, 2);
+    if (lua_isnil(L, 3)) lua_pushlightuserdata(L, (void *)&DELETED);
+    else lua_pushvalue(L, 3);
+    lua_rawset(L, -3);
+}
+
+/* C[k] = value for element k of the array at tape index at, as a table
+ * with a border at its length would take it: elements 1 to n + 1 can be
+ * set, and only the last one to nil (table.insert and table.remove do no
+ * other). k at 2, value at 3, C on top. */
+static void set_element(lua_State *L, const kl_json_tape *t, size_t at) {
+    int ci = lua_gettop(L), isint = 0;
+    lua_Integer k = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &isint) : 0;
+    lua_Integer n = edited_len(L, ci, t, at);
+    if (!isint || k < 1 || k > n + 1)
+        luaL_error(L, "klua: cannot set element %s of an array of %d: only 1 to %d (#arr + 1)",
+                   luaL_tolstring(L, 2, NULL), (int)n, (int)n + 1);
+    int unset = lua_isnil(L, 3);
+    if (unset && k < n)
+        luaL_error(L, "klua: cannot set element %d of %d to nil: it would leave a hole; "
+                      "table.remove(arr, %d) closes it", (int)k, (int)n, (int)k);
+    if (unset && k == n + 1) return;
+    lua_pushvalue(L, 3);
+    lua_rawseti(L, ci, k);
+    if (k == n + 1 || unset) {
+        lua_pushinteger(L, unset ? n - 1 : n + 1);
+        lua_rawseti(L, ci, 0);
+    }
+}
+
+/* Whether E (at ei) holds edits of the value at tape index at or inside it. */
+static int edits_within(lua_State *L, int ei, const kl_json_tape *t, size_t at) {
+    char type = kl_jt_type(t, at);
+    if (type != '{' && type != '[') return 0;
+    lua_Integer first = (lua_Integer)at, end = (lua_Integer)kl_jt_close(t, at);
+    lua_pushnil(L);
+    while (lua_next(L, ei)) {
+        lua_Integer i = lua_tointeger(L, -2);
+        lua_pop(L, 1);
+        if (i >= first && i < end) {
+            lua_pop(L, 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Writing a view's JSON: its text, and the object's edits. */
+typedef struct writing {
+    lua_State *L;
+    const kl_view_writer *w;
+    const kl_json_tape *t;
+    const char *text;
+    size_t end; /* text[end] is past the object */
+    int ei;     /* stack index of E */
+    kl_scan scan; /* finds where an object or array ends, 64 bytes at a time */
+} writing;
+
+/* The byte just past the value at off: the members not written to are
+ * copied by their spans, most of a Pod's bytes. */
+static size_t skip_value(writing *g, size_t off) {
+    char c = g->text[off];
+    if (c != '{' && c != '[') return kl_json_raw_skip(g->text, g->end, off);
+    kl_scan_start(&g->scan);
+    int done = 0;
+    size_t n = kl_scan_value(&g->scan, g->text + off, g->end - off, &done);
+    return done ? off + n : g->end;
+}
+
+static void put(writing *g, const char *s, size_t n) { g->w->put(g->w->ctx, s, n); }
+
+static void write_value(writing *g, size_t at, size_t off);
+
+/* The byte where the next value or key starts, at or after off. */
+static size_t skip_separators(writing *g, size_t off) {
+    return kl_json_raw_seek(g->text, g->end, off, 0, 0);
+}
+
+/* Writes the object at tape index at, whose '{' is at byte off, with its
+ * edits C on top of the stack, or nil when it has none of its own. */
+static void write_object(writing *g, size_t at, size_t off) {
+    lua_State *L = g->L;
+    int ci = lua_gettop(L), first = 1, own = lua_type(L, ci) == LUA_TTABLE;
+    put(g, "{", 1);
+    for (size_t i = at + 1, close = kl_jt_close(g->t, at), p = off + 1; i < close; i = kl_jt_next(g->t, i + 1)) {
+        size_t ko = skip_separators(g, p), ke = kl_json_raw_skip(g->text, g->end, ko);
+        size_t vo = skip_separators(g, ke);
+        p = skip_value(g, vo);
+        int edited = 0;
+        if (own) {
+            size_t kn;
+            const char *k = kl_jt_string(g->t, i, &kn);
+            lua_pushlstring(L, k, kn);
+            edited = lua_rawget(L, ci) != LUA_TNIL; /* stack: ..., C, edit|nil */
+        }
+        if (!(edited && is_deleted(L, -1))) {
+            if (!first) put(g, ",", 1);
+            first = 0;
+            put(g, g->text + ko, ke - ko);
+            put(g, ":", 1);
+            if (edited) g->w->value(g->w->ctx, lua_gettop(L));
+            else write_value(g, i + 1, vo);
+        }
+        lua_settop(L, ci);
+    }
+    lua_pushnil(L);
+    while (own && lua_next(L, ci)) { /* the members added: stack: ..., C, key, value */
+        size_t kn;
+        const char *k = lua_tolstring(L, -2, &kn);
+        if (!is_deleted(L, -1) && !kl_jt_find(g->t, at, k, kn)) {
+            if (!first) put(g, ",", 1);
+            first = 0;
+            g->w->value(g->w->ctx, ci + 1);
+            put(g, ":", 1);
+            g->w->value(g->w->ctx, ci + 2);
+        }
+        lua_pop(L, 1);
+    }
+    lua_settop(L, ci);
+    put(g, "}", 1);
+}
+
+/* Writes the array at tape index at, whose '[' is at byte off, with its
+ * edits C on top of the stack, or nil when it has none of its own. */
+static void write_array(writing *g, size_t at, size_t off) {
+    lua_State *L = g->L;
+    int ci = lua_gettop(L), own = lua_type(L, ci) == LUA_TTABLE;
+    lua_Integer was = (lua_Integer)kl_jt_count(g->t, at), n = own ? edited_len(L, ci, g->t, at) : was;
+    put(g, "[", 1);
+    size_t i = at + 1, p = off + 1;
+    for (lua_Integer k = 1; k <= n; k++) {
+        if (k > 1) put(g, ",", 1);
+        size_t vo = 0;
+        if (k <= was) {
+            vo = skip_separators(g, p);
+            p = skip_value(g, vo);
+        }
+        if (own && lua_rawgeti(L, ci, k) != LUA_TNIL) g->w->value(g->w->ctx, ci + 1);
+        else write_value(g, i, vo);
+        lua_settop(L, ci);
+        if (k <= was) i = kl_jt_next(g->t, i);
+    }
+    put(g, "]", 1);
+}
+
+/* Writes the value at tape index at, whose bytes start at off: the bytes
+ * themselves unless edits lie inside it. */
+static void write_value(writing *g, size_t at, size_t off) {
+    lua_State *L = g->L;
+    if (!edits_within(L, g->ei, g->t, at)) {
+        put(g, g->text + off, skip_value(g, off) - off);
+        return;
+    }
+    luaL_checkstack(L, 8, "klua: an edited object nested too deeply");
+    lua_rawgeti(L, g->ei, (lua_Integer)at); /* stack: ..., C|nil */
+    if (kl_jt_type(g->t, at) == '{') write_object(g, at, off);
+    else write_array(g, at, off);
+    lua_pop(L, 1);
+}
+
 /* ---- metamethods; upvalue 1 is the view metatable, 2 the root's ---- */
 
 #define MT_UPVALUE lua_upvalueindex(1)
@@ -225,12 +484,27 @@ static view *check_view(lua_State *L, int i) {
  * functions of the klua module instead. */
 static int view_index(lua_State *L) {
     view *v = check_view(L, 1);
+    if (v->doc->edited && push_edited(L, 1, v, view_at(L, v), 2)) return 1;
     push_member(L, 1, MT_UPVALUE, v, lookup(L, v, 2));
     return 1;
 }
 
+/* view[key] = value: an error, but in a transform's object (see "edits"). */
 static int view_newindex(lua_State *L) {
-    check_view(L, 1);
+    view *v = check_view(L, 1);
+    if (v->doc->edit == EDIT_OPEN) {
+        lua_settop(L, 3);
+        size_t at = view_at(L, v);
+        push_edits(L, 1, v, at, 1); /* stack: view, key, value, C */
+        if (kl_jt_type(&v->doc->t, at) == '[') set_element(L, &v->doc->t, at);
+        else set_member(L);
+        v->doc->edited = 1;
+        return 0;
+    }
+    if (v->doc->edit == EDIT_SEALED)
+        return luaL_error(L, "klua: cannot set %s: the transform that was given this object has "
+                             "returned; use klua.copy(obj) for a mutable table",
+                          luaL_tolstring(L, 2, NULL));
     if (lua_type(L, 2) == LUA_TSTRING)
         return luaL_error(L, "klua: cannot set field '%s': objects from the cache are read-only; "
                              "use klua.copy(obj) for a mutable table", lua_tostring(L, 2));
@@ -243,7 +517,9 @@ static int view_len(lua_State *L) {
     view *v = check_view(L, 1);
     size_t at = view_at(L, v);
     const kl_json_tape *t = &v->doc->t;
-    lua_pushinteger(L, kl_jt_type(t, at) == '[' ? (lua_Integer)kl_jt_count(t, at) : 0);
+    if (kl_jt_type(t, at) != '[') lua_pushinteger(L, 0);
+    else if (v->doc->edited && push_edits(L, 1, v, at, 0)) lua_pushinteger(L, edited_len(L, lua_gettop(L), t, at));
+    else lua_pushinteger(L, (lua_Integer)kl_jt_count(t, at));
     return 1;
 }
 
@@ -273,18 +549,79 @@ static int view_next(lua_State *L) {
     return 2;
 }
 
+/* The iterator of pairs(view) for a container with edits: view_next's
+ * upvalues, and its edits C third. An object's members come in JSON order
+ * as edited, then those added (the tape position 0 once past the tape's,
+ * the last of them then in upvalue 5). */
+static int edited_next(lua_State *L) {
+    view *v = lua_touserdata(L, lua_upvalueindex(2));
+    const kl_json_tape *t = &v->doc->t;
+    size_t at = view_at(L, v);
+    int ci = lua_upvalueindex(3), posi = lua_upvalueindex(4), nexti = lua_upvalueindex(5);
+    if (kl_jt_type(t, at) == '[') {
+        lua_Integer k = lua_tointeger(L, nexti);
+        if (k > edited_len(L, ci, t, at)) return 0;
+        lua_pushinteger(L, k + 1);
+        lua_replace(L, nexti);
+        lua_pushinteger(L, k); /* stack: k */
+        if (!push_edited(L, lua_upvalueindex(2), v, at, lua_gettop(L)))
+            push_member(L, lua_upvalueindex(2), lua_upvalueindex(1), v, element(t, v, at, k));
+        return 2;
+    }
+    for (size_t pos = (size_t)lua_tointeger(L, posi); pos && pos < kl_jt_close(t, at);) {
+        size_t n;
+        const char *k = kl_jt_string(t, pos, &n);
+        size_t value = pos + 1;
+        pos = kl_jt_next(t, value);
+        lua_pushinteger(L, (lua_Integer)pos);
+        lua_replace(L, posi);
+        lua_pushlstring(L, k, n);
+        lua_pushvalue(L, -1);
+        int type = lua_rawget(L, ci); /* stack: key, edit|nil */
+        if (type == LUA_TNIL) {
+            lua_pop(L, 1);
+            push_member(L, lua_upvalueindex(2), lua_upvalueindex(1), v, value);
+            return 2;
+        }
+        if (!is_deleted(L, -1)) return 2;
+        lua_pop(L, 2);
+    }
+    lua_pushinteger(L, 0);
+    lua_replace(L, posi);
+    lua_pushvalue(L, nexti); /* the last member added given, or 1 before the first */
+    if (lua_type(L, -1) != LUA_TSTRING) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+    }
+    while (lua_next(L, ci)) { /* stack: key, value */
+        size_t n;
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : NULL;
+        if (k && !is_deleted(L, -1) && !kl_jt_find(t, at, k, n)) {
+            lua_pushvalue(L, -2);
+            lua_replace(L, nexti);
+            return 2;
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
 /* pairs(view): members in JSON order, or elements 1..n. */
 static int view_pairs(lua_State *L) {
     view *v = check_view(L, 1);
+    lua_settop(L, 1);
     size_t at = view_at(L, v);
     const kl_json_tape *t = &v->doc->t;
     int container = kl_jt_type(t, at) == '{' || kl_jt_type(t, at) == '[';
-    /* view_next's upvalues: the metatable, the view, the tape position, the next index */
+    int edited = container && v->doc->edited && push_edits(L, 1, v, at, 0); /* stack: view[, C|nil] */
+    lua_settop(L, 1 + edited);
+    /* the iterator's upvalues: the metatable, the view, [its edits,] the tape position, the next index */
     lua_pushvalue(L, MT_UPVALUE);
     lua_pushvalue(L, 1);
+    if (edited) lua_rotate(L, 2, 2); /* stack: view, mt, view, C */
     lua_pushinteger(L, container ? (lua_Integer)at + 1 : 0); /* 0: a scalar has nothing to walk */
     lua_pushinteger(L, 1);
-    lua_pushcclosure(L, view_next, 4); /* stack: view, next */
+    lua_pushcclosure(L, edited ? edited_next : view_next, 4 + edited); /* stack: view, next */
     lua_pushvalue(L, 1);
     lua_pushnil(L); /* stack: view, next, view, nil: what pairs returns */
     return 3;
@@ -310,6 +647,10 @@ static const char *view_bytes(view *v, size_t *len) {
 static int view_tostring(lua_State *L) {
     view *v = check_view(L, 1);
     live_doc(L, v);
+    if (v->doc->edited) {
+        kl_lua_json_encode(L, 1);
+        return 1;
+    }
     size_t len;
     const char *s = view_bytes(v, &len);
     lua_pushlstring(L, s, len);
@@ -404,9 +745,11 @@ void kl_view_guard_debug(lua_State *L) {
     lua_pop(L, 1);
 }
 
-void kl_view_push(lua_State *L, const kl_obj *o, void *parsed) {
+/* Pushes a root view of o; nuv user values (1 for a transform's object,
+ * whose edits are the first). */
+static root *push_root_view(lua_State *L, const kl_obj *o, void *parsed, int nuv) {
     kl_json_doc *pd = parsed;
-    root *r = lua_newuserdatauv(L, sizeof *r, 0);
+    root *r = lua_newuserdatauv(L, sizeof *r, nuv);
     memset(r, 0, sizeof *r);
     r->d.off = o->off;
     r->d.len = o->len;
@@ -419,13 +762,75 @@ void kl_view_push(lua_State *L, const kl_obj *o, void *parsed) {
         adopt_tape(L, &r->d, &t, kl_json_doc_strings_size(pd), kl_json_doc_selected(pd));
     }
     account_view(L, o->blob, sizeof *r, r->d.tape_size);
+    return r;
 }
 
-const char *kl_view_json(lua_State *L, int idx, size_t *len) {
+void kl_view_push(lua_State *L, const kl_obj *o, void *parsed) { push_root_view(L, o, parsed, 0); }
+
+void kl_view_push_editable(lua_State *L, const kl_obj *o, void *parsed) {
+    push_root_view(L, o, parsed, 1)->d.edit = EDIT_OPEN;
+}
+
+void kl_view_seal(lua_State *L, int idx) {
+    view *v = check_view_arg(L, idx);
+    if (v->doc->edit == EDIT_OPEN) v->doc->edit = EDIT_SEALED;
+}
+
+int kl_view_test(lua_State *L, int idx) { return test_view(L, idx) != NULL; }
+
+int kl_view_edited(lua_State *L, int idx) {
     view *v = test_view(L, idx);
-    if (!v) return NULL;
+    return v && v->doc->edited;
+}
+
+/* Whether the edits of the container at tape index at name a member. */
+static int edit_named(lua_State *L, int vi, const view *v, size_t at, const char *name) {
+    int found = 0;
+    if (push_edits(L, vi, v, at, 0)) { /* stack: ..., C */
+        found = lua_getfield(L, -1, name) != LUA_TNIL;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return found;
+}
+
+int kl_view_edits_touch(lua_State *L, int idx, const char *const members[][2], size_t n) {
+    view *v = check_view_arg(L, idx);
+    if (!v->doc->edited) return 0;
+    idx = lua_absindex(L, idx);
+    size_t at = view_at(L, v);
+    for (size_t i = 0; i < n; i++) {
+        const char *parent = members[i][0];
+        if (parent && edit_named(L, idx, v, at, parent)) return 1;
+        size_t in = parent ? kl_jt_get(&v->doc->t, at, parent) : at;
+        if (in && edit_named(L, idx, v, in, members[i][1])) return 1;
+    }
+    return 0;
+}
+
+/* Writes through w the JSON of the view v at vi, its edits applied. */
+static void write_view(lua_State *L, int vi, view *v, const kl_view_writer *w) {
+    size_t n;
+    const char *s = view_bytes(v, &n);
+    if (!v->doc->edited) {
+        w->put(w->ctx, s, n);
+        return;
+    }
+    size_t at = view_at(L, v);
+    push_object_edits(L, vi, v, 0); /* stack: ..., E */
+    const vdoc *d = v->doc;
+    writing g = {L, w, &d->t, d->blob->data, d->off + d->len, lua_gettop(L), {0}};
+    kl_scan_init(&g.scan);
+    write_value(&g, at, (size_t)(s - d->blob->data));
+    lua_pop(L, 1);
+}
+
+int kl_view_write(lua_State *L, int idx, const kl_view_writer *w) {
+    view *v = test_view(L, idx);
+    if (!v) return 0;
     live_doc(L, v);
-    return view_bytes(v, len);
+    write_view(L, lua_absindex(L, idx), v, w);
+    return 1;
 }
 
 void kl_view_push_cells(lua_State *L, int idx) {
@@ -458,6 +863,13 @@ void kl_view_push_cells(lua_State *L, int idx) {
 void kl_view_copy(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
     view *v = check_view_arg(L, idx);
+    if (v->doc->edited) { /* its JSON as edited, decoded: edits lie all over the tape */
+        size_t n;
+        const char *s = kl_lua_json_encode_text(L, idx, &n); /* stack: ..., buffer */
+        kl_lua_json_decode(L, s, n);                          /* stack: ..., buffer, copy */
+        lua_remove(L, -2);
+        return;
+    }
     size_t at = view_at(L, v);
     kl_lua_json_push_array_mt(L); /* stack: ..., amt */
     kl_lua_json_push_value(L, &v->doc->t, at, lua_gettop(L)); /* stack: ..., amt, copy */
@@ -493,7 +905,8 @@ static void copy_table(lua_State *L, int idx, int seen, int amt, int depth) {
 
 static void copy_value(lua_State *L, int idx, int seen, int amt, int depth) {
     view *v = test_view(L, idx);
-    if (v) kl_lua_json_push_value(L, &v->doc->t, view_at(L, v), amt);
+    if (v && v->doc->edited) kl_view_copy(L, idx);
+    else if (v) kl_lua_json_push_value(L, &v->doc->t, view_at(L, v), amt);
     else if (lua_type(L, idx) == LUA_TTABLE) copy_table(L, idx, seen, amt, depth);
     else lua_pushvalue(L, idx);
 }
@@ -525,13 +938,16 @@ static int l_get(lua_State *L) {
     luaL_checkany(L, 1);
     lua_pushvalue(L, 1); /* stack: v, k1..kn, cur */
     int k = 2;
-    for (; k <= n && !is_view(L, n + 1); k++) {
-        if (lua_type(L, n + 1) != LUA_TTABLE) {
+    for (; k <= n; k++) {
+        int viewed = is_view(L, n + 1);
+        if (viewed && !((view *)lua_touserdata(L, n + 1))->doc->edited) break;
+        if (!viewed && lua_type(L, n + 1) != LUA_TTABLE) {
             lua_pushnil(L);
             return 1;
         }
         lua_pushvalue(L, k);
-        lua_rawget(L, n + 1);
+        if (viewed) lua_gettable(L, n + 1); /* a transform's object, edited: as its __index reads */
+        else lua_rawget(L, n + 1);
         lua_replace(L, n + 1); /* cur = cur[k] */
     }
     if (k > n) return 1;

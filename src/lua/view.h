@@ -26,7 +26,8 @@
  *   tostring(view) and klua.json.encode(view) give the value's JSON, its
  *     exact bytes. type(view) is "userdata".
  *   Writes raise "klua: cannot set field 'x': objects from the cache are
- *     read-only; use klua.copy(obj) for a mutable table".
+ *     read-only; use klua.copy(obj) for a mutable table", but in the object
+ *     a transform is given (kl_view_push_editable).
  *   Two views of the same value compare equal (==).
  *
  * Lifetime: a view holds a reference on its object's blob, so it stays
@@ -57,10 +58,46 @@ void kl_view_guard_debug(lua_State *L);
  * the caller keeps ownership. NULL parses lazily on first access. [-0, +1] */
 void kl_view_push(lua_State *L, const kl_obj *o, void *parsed);
 
-/* If the value at idx is a view, returns its JSON bytes (length in *len),
- * else NULL. The pointer is valid while the view is alive. Raises an
+/* As kl_view_push, for a transform: the view takes writes, as client-go's
+ * transforms change the object they are given. obj.x = v, obj.a.b = nil,
+ * arr[#arr + 1] = v, table.insert and table.remove on its arrays are
+ * recorded beside the bytes, not applied to them: reads, pairs, #,
+ * klua.get and klua.copy see them, and kl_view_write writes the bytes with
+ * them. An array's elements 1 to #arr + 1 can be set, and only the last
+ * to nil, as on a table that stays a sequence. [-0, +1] */
+void kl_view_push_editable(lua_State *L, const kl_obj *o, void *parsed);
+
+/* Ends the writes to the view at idx and to views inside it (its
+ * transform returned): a write then raises. Its edits stay as read.
+ * [-0, +0, e] */
+void kl_view_seal(lua_State *L, int idx);
+
+/* Whether the value at idx is a view. [-0, +0] */
+int kl_view_test(lua_State *L, int idx);
+
+/* Whether the value at idx is a view of an object that writes changed. [-0, +0] */
+int kl_view_edited(lua_State *L, int idx);
+
+/* Whether a write went to any of the n members {parent, key}:
+ * obj[parent][key] (obj[key] for a NULL parent) or obj[parent] itself, obj
+ * the view at idx, an object. It answers from the edits alone: a write may
+ * have set the value it found. [-0, +0, e] */
+int kl_view_edits_touch(lua_State *L, int idx, const char *const members[][2], size_t n);
+
+/* Where kl_view_write writes: put the text as it is; value the Lua value
+ * at stack index idx (an edited member), encoded. */
+typedef struct kl_view_writer {
+    void (*put)(void *ctx, const char *s, size_t n);
+    void (*value)(void *ctx, int idx);
+    void *ctx;
+} kl_view_writer;
+
+/* If the value at idx is a view, writes its JSON through w and returns 1,
+ * else returns 0: its exact bytes, and for an object edited (see
+ * kl_view_push_editable) those bytes with each edited container written
+ * member by member, a member not written to copied as it is. Raises an
  * error for a view whose object was collected. [-0, +0, e] */
-const char *kl_view_json(lua_State *L, int idx, size_t *len);
+int kl_view_write(lua_State *L, int idx, const kl_view_writer *w);
 
 /* Pushes a plain, mutable, fully decoded copy of the view at idx (as
  * klua.copy(obj)). Raises an error if idx is not a view. [-0, +1, e] */

@@ -70,8 +70,10 @@ typedef struct kl_list {
     long long remaining;     /* metadata.remainingItemCount, -1 when absent */
     int has_items;           /* the body has an items member (null included),
                               * or the rows of a Table (kl_list_stream_rows) */
-    int pruned;              /* every item went through a prune as it was
-                              * decoded (kl_list_stream_prune) */
+    int transformed;         /* every item went through its reader's transform
+                              * as it came: a prune as it was decoded
+                              * (kl_list_stream_prune), or a watch-list's
+                              * sink (kl_reflector_sink's initial) */
 } kl_list;
 
 /* Decodes one object (a LIST item) held alone in item: o becomes an owner

@@ -21,7 +21,7 @@ void kl_list_stream_init(kl_list_stream *s, kl_list *out, size_t max_item) {
 
 void kl_list_stream_prune(kl_list_stream *s, kl_prune *p) {
     s->prune = p;
-    s->out->pruned = p != NULL;
+    s->out->transformed = p != NULL;
 }
 
 void kl_list_stream_rows(kl_list_stream *s) { s->rows = 1; }

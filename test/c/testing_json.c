@@ -65,6 +65,28 @@ static int t_view(lua_State *L) {
     return 1;
 }
 
+/* testing.editable_view(json) -> the view a transform is given. */
+static int t_editable_view(lua_State *L) {
+    kl_blob *b = blob_from_arg(L, 1);
+    kl_obj o = {.blob = b, .len = b->len};
+    kl_view_push_editable(L, &o, NULL);
+    kl_blob_unref(b);
+    return 1;
+}
+
+/* testing.seal(view): what a transform's return does to its object. */
+static int t_seal(lua_State *L) {
+    kl_view_seal(L, 1);
+    return 0;
+}
+
+/* testing.edits_touch(view, parent, key) */
+static int t_edits_touch(lua_State *L) {
+    const char *const member[1][2] = {{luaL_optstring(L, 2, NULL), luaL_checkstring(L, 3)}};
+    lua_pushboolean(L, kl_view_edits_touch(L, 1, member, 1));
+    return 1;
+}
+
 static kl_blob *check_probe(lua_State *L) { return kl_testing_unbox(L, 1, PROBE_MT, "blob probe"); }
 
 static int probe_refs(lua_State *L) {
@@ -309,11 +331,31 @@ static int t_decode_status(lua_State *L) {
     return 1;
 }
 
+/* kl_view_write into a Lua table of pieces; an edited member goes through
+ * klua.json.encode. */
+static void piece_put(void *ctx, const char *s, size_t n) {
+    lua_State *L = ctx;
+    lua_pushlstring(L, s, n);
+    lua_rawseti(L, 2, (lua_Integer)lua_rawlen(L, 2) + 1);
+}
+
+static void piece_value(void *ctx, int idx) {
+    lua_State *L = ctx;
+    kl_lua_json_encode(L, idx);
+    lua_rawseti(L, 2, (lua_Integer)lua_rawlen(L, 2) + 1);
+}
+
+/* testing.view_json(v) -> what kl_view_write writes of v, or nothing when
+ * v is no view. */
 static int t_view_json(lua_State *L) {
-    size_t len;
-    const char *s = kl_view_json(L, 1, &len);
-    if (!s) return 0;
-    lua_pushlstring(L, s, len);
+    lua_settop(L, 1);
+    lua_newtable(L); /* stack: v, pieces */
+    kl_view_writer w = {piece_put, piece_value, L};
+    if (!kl_view_write(L, 1, &w)) return 0;
+    lua_getglobal(L, "table");
+    lua_getfield(L, -1, "concat");
+    lua_pushvalue(L, 2);
+    lua_call(L, 1, 1);
     return 1;
 }
 
@@ -334,6 +376,9 @@ void kl_testing_open_json(lua_State *L) {
                                      {"check_list", t_check_list},
                                      {"decode_status", t_decode_status},
                                      {"view_json", t_view_json},
+                                     {"editable_view", t_editable_view},
+                                     {"seal", t_seal},
+                                     {"edits_touch", t_edits_touch},
                                      {"view_copy", t_view_copy},
                                      {NULL, NULL}};
     kl_view_open(L);

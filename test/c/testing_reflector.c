@@ -457,7 +457,7 @@ static int reflector_new(lua_State *L) {
     f->now = 1000;
     luaL_setmetatable(L, REFLECTOR_MT);
     kl_reflector_env env = {f, f_now, f_after, f_defer, f_cancel, f_start, f_abort, f_resume};
-    f->r = kl_reflector_new_env(&env, &o, (kl_reflector_sink){sink_replace, sink_event, sink_failed}, f);
+    f->r = kl_reflector_new_env(&env, &o, (kl_reflector_sink){sink_replace, sink_event, sink_failed, NULL}, f);
     return 1;
 }
 

@@ -4,7 +4,8 @@
 --
 -- MODE is full (the default: whole Pods), transform (metadata.managedFields
 -- dropped by klua.drop_fields), function (the same members dropped by a Lua
--- function transform) or metadata (a metadata-only informer).
+-- function transform from the Pod it is given), function-copy (dropped from
+-- a klua.copy of it, returned) or metadata (a metadata-only informer).
 -- Prints `bench synced` when the informer has synced, then, after a full
 -- garbage collection and a short pause, `bench uncompressed` (the memory
 -- before any cached object is compressed), then, once the compaction of
@@ -23,6 +24,10 @@ local added = 0
 local transforms = {
   transform = klua.drop_fields('metadata.managedFields'),
   ['function'] = function(pod)
+    pod.metadata.managedFields = nil
+    return pod
+  end,
+  ['function-copy'] = function(pod)
     local p = klua.copy(pod)
     p.metadata.managedFields = nil
     return p

@@ -1,0 +1,177 @@
+-- The object a transform is given takes writes, as the object a client-go
+-- TransformFunc is given does: `obj.metadata.managedFields = nil; return obj`.
+-- Writes are recorded beside the object's bytes, not applied to them: reads,
+-- pairs, #, klua.get and klua.copy see them, and the JSON klua caches is the
+-- bytes with each edited object or array written member by member, every
+-- member not written to copied byte for byte (src/lua/view.c, "edits").
+local testing = require('klua_testing')
+local cjson = require('cjson')
+
+local copy, get, null = testing.copy, testing.get, testing.null
+
+-- Members whose bytes a decode and an encode would not give back as they are:
+-- a float's trailing zero, an escaped slash, a space after a colon.
+local POD = '{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-1","namespace":"default",'
+  .. '"labels":{"app":"web","tier":"front"},"managedFields":[{"manager":"kubectl","fieldsV1":{"f:metadata":{}}}],'
+  .. '"uid":"u-1","resourceVersion":"7"},"spec":{"ratio":1.50,"path":"a\\/b","containers":'
+  .. '[{"name":"a","image":"nginx"},{"name":"b","image":"redis"},{"name":"c","image":"envoy"}]},'
+  .. '"status":{"phase": "Running"}}'
+
+local function edit() return testing.editable_view(POD) end
+
+-- What klua caches of v: kl_view_write's text.
+local function written(v) return testing.view_json(v) end
+
+local function names(arr)
+  local out = {}
+  for i, c in ipairs(arr) do out[i] = c.name end
+  return table.concat(out, ',')
+end
+
+describe('the object a transform is given', function()
+  it('writes its own bytes when nothing was written to it', function()
+    assert.equals(POD, written(edit()))
+    assert.equals(POD, tostring(edit()))
+  end)
+
+  it('drops a member set to nil, and copies every member not written byte for byte', function()
+    local v = edit()
+    v.metadata.managedFields = nil
+    assert.is_nil(v.metadata.managedFields)
+    assert.equals(POD:gsub('"managedFields":%b[],', ''), written(v))
+    assert.equals(written(v), tostring(v))
+    assert.equals(written(v), testing.json.encode(v))
+  end)
+
+  it('reads what was set, adds new members after the old ones, and keeps klua.null as null', function()
+    local v = edit()
+    v.metadata.labels.app = 'api'
+    v.metadata.labels.extra = 'yes'
+    v.spec.nodeName = null
+    v.status = { phase = 'Pending' }
+    assert.equals('api', v.metadata.labels.app)
+    assert.equals('yes', v.metadata.labels.extra)
+    assert.equals(null, v.spec.nodeName)
+    assert.equals('Pending', v.status.phase)
+    local text = written(v)
+    assert.truthy(text:find('"labels":{"app":"api","tier":"front","extra":"yes"}', 1, true), text)
+    assert.truthy(text:find('"ratio":1.50,"path":"a\\/b"', 1, true), text)
+    assert.truthy(text:find(',"nodeName":null}', 1, true), text)
+    assert.truthy(text:find('"status":{"phase":"Pending"}}$'), text)
+    assert.same(cjson.decode(text), cjson.decode(testing.json.encode(copy(v))))
+  end)
+
+  it('walks members in order as written with pairs, the removed ones left out and the added ones last', function()
+    local v = edit()
+    v.metadata.labels = nil
+    v.metadata.name = 'web-2'
+    v.metadata.added = 'x'
+    local keys = {}
+    for k, x in pairs(v.metadata) do keys[#keys + 1] = k .. '=' .. (type(x) == 'string' and x or testing.type(x)) end
+    assert.equals('name=web-2,namespace=default,managedFields=array,uid=u-1,resourceVersion=7,added=x',
+      table.concat(keys, ','))
+  end)
+
+  it('takes table.insert, table.remove and appends on its arrays, as a sequence would', function()
+    local v = edit()
+    local cs = v.spec.containers
+    table.insert(cs, { name = 'd', image = 'busybox' })
+    assert.equals(4, #cs)
+    table.remove(cs, 1)
+    assert.equals(3, #cs)
+    table.insert(cs, 1, { name = 'z' })
+    cs[#cs + 1] = { name = 'e' }
+    assert.equals('z,b,c,d,e', names(cs))
+    local seen = {}
+    for i, c in pairs(cs) do seen[#seen + 1] = i .. c.name end
+    assert.equals('1z,2b,3c,4d,5e', table.concat(seen, ','))
+    assert.equals('z,b,c,d,e', names(cjson.decode(written(v)).spec.containers))
+    assert.truthy(written(v):find('{"name":"b","image":"redis"}', 1, true))
+  end)
+
+  it('empties an array from its end, and refuses a hole or a write past its end', function()
+    local v = edit()
+    local cs = v.spec.containers
+    for _ = 1, 3 do table.remove(cs) end
+    assert.equals(0, #cs)
+    assert.truthy(written(v):find('"containers":[]', 1, true))
+    local w = edit()
+    local ok, err = pcall(function() w.spec.containers[1] = nil end)
+    assert.is_false(ok)
+    assert.truthy(err:find('klua: cannot set element 1 of 3 to nil: it would leave a hole; table.remove(arr, 1) closes it',
+      1, true), err)
+    ok, err = pcall(function() w.spec.containers[5] = {} end)
+    assert.truthy(err:find('klua: cannot set element 5 of an array of 3: only 1 to 4 (#arr + 1)', 1, true), err)
+    ok, err = pcall(function() w.metadata[1] = 'x' end)
+    assert.truthy(err:find('klua: cannot set a number key of an object: its members are named by strings', 1, true), err)
+    assert.equals(POD, written(w))
+  end)
+
+  it('shares the edits of a value among its views, as references to one table share it', function()
+    local v = edit()
+    local first = v.spec.containers[1]
+    first.image = 'nginx:2'
+    assert.equals('nginx:2', v.spec.containers[1].image)
+    v.spec.template = v.spec.containers[1]
+    first.name = 'renamed'
+    assert.equals('renamed', v.spec.template.name)
+    local decoded = cjson.decode(written(v))
+    assert.equals('renamed', decoded.spec.template.name)
+    assert.equals('nginx:2', decoded.spec.containers[1].image)
+  end)
+
+  it('is read as edited by klua.get and klua.copy', function()
+    local v = edit()
+    v.metadata.labels.app = 'api'
+    v.metadata.managedFields = nil
+    assert.equals('api', get(v, 'metadata', 'labels', 'app'))
+    assert.is_nil(get(v, 'metadata', 'managedFields'))
+    local c = copy(v)
+    assert.equals('api', c.metadata.labels.app)
+    assert.is_nil(c.metadata.managedFields)
+    assert.equals('redis', c.spec.containers[2].image)
+    assert.equals('api', copy({ v })[1].metadata.labels.app)
+  end)
+
+  it('refuses writes once its transform returned, and still reads as it was left', function()
+    local v = edit()
+    v.metadata.name = 'web-2'
+    local spec = v.spec
+    testing.seal(v)
+    local ok, err = pcall(function() spec.x = 1 end)
+    assert.is_false(ok)
+    assert.truthy(err:find("klua: cannot set x: the transform that was given this object has returned; "
+      .. 'use klua.copy(obj) for a mutable table', 1, true), err)
+    assert.equals('web-2', v.metadata.name)
+  end)
+
+  it('says which of the members the cache keys on a write went to', function()
+    local v = edit()
+    assert.is_false(testing.edits_touch(v, 'metadata', 'name'))
+    v.metadata.labels.app = 'api'
+    assert.is_false(testing.edits_touch(v, 'metadata', 'name'))
+    assert.is_false(testing.edits_touch(v, nil, 'kind'))
+    v.metadata.name = 'web-1'
+    assert.is_true(testing.edits_touch(v, 'metadata', 'name'))
+    local w = edit()
+    w.metadata = copy(w.metadata)
+    assert.is_true(testing.edits_touch(w, 'metadata', 'uid'))
+    w.kind = nil
+    assert.is_true(testing.edits_touch(w, nil, 'kind'))
+  end)
+
+  it('fails to encode an object set inside itself, naming the place', function()
+    local v = edit()
+    v.spec.self = v.spec
+    local ok, err = pcall(testing.json.encode, v)
+    assert.is_false(ok)
+    assert.truthy(err:find('nested deeper than 1024 levels (does it contain itself?)', 1, true), err)
+  end)
+
+  it('leaves views of the same bytes that are not a transform\'s read-only', function()
+    local v = testing.view(POD)
+    local ok, err = pcall(function() v.metadata.name = 'x' end)
+    assert.is_false(ok)
+    assert.truthy(err:find('objects from the cache are read-only', 1, true), err)
+  end)
+end)
