@@ -185,6 +185,8 @@ describe('informer transforms', function()
       { 'function(obj) obj.metadata = { name = obj.metadata.name }; return obj end',
         'removed metadata%.namespace %("default"%)' },
       { 'function(obj) obj.kind = nil; return obj end', 'removed kind %("ConfigMap"%)' },
+      { "function(obj) obj.metadata.name = 'new'; return klua.copy(obj) end",
+        'changed metadata%.name from "old" to "new"' },
       { 'function() while true do end end',
         'stopped after running past its instruction budget of 1000000 instructions', { '--instruction-budget', '1000000' } },
       -- The stream waits for the transform, which therefore cannot wait itself.

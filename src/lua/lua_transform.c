@@ -148,11 +148,12 @@ static int run(lua_State *L) {
     c->out = kl_blob_new(text, n);
     const char *s = c->out->data;
     /* A table that keeps what the cache keys on as it came (the usual
-     * klua.copy(obj), changed) needs neither JSON text parsed to say so. */
-    /* The object given, edited, needs its JSON parsed only when a write
-     * went to what the cache keys on. */
+     * klua.copy(obj), changed) needs neither JSON text parsed to say so;
+     * but kept_as_given reads the object given as edited, so not after a
+     * write to it. The object given, edited, needs its JSON parsed only
+     * when a write went to what the cache keys on. */
     if (given ? !kl_view_edits_touch(L, 1, kept, sizeof kept / sizeof *kept)
-              : n && s[0] == '{' && lua_istable(L, 2) && kept_as_given(L, 2))
+              : n && s[0] == '{' && lua_istable(L, 2) && !kl_view_edited(L, 1) && kept_as_given(L, 2))
         return 0;
     kl_json_error err;
     kl_json_doc **now = kl_lua_json_push_guard(L);
