@@ -211,6 +211,30 @@ describe('informer transforms', function()
     end
   end)
 
+  it('refuse writes to the object a function kept, once the function returned or failed', function()
+    sb:kubectl('create configmap old --from-literal=small=s')
+    p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', K.script([[
+      local kept, calls = {}, 0
+      klua.informer { resource = 'configmaps', namespace = 'default', transform = function(obj)
+        calls = calls + 1
+        kept[calls] = obj
+        obj.metadata.labels = { n = tostring(calls) }
+        if calls == 1 then error('first') end
+        return obj
+      end }
+      klua.every(0.2, function()
+        for i, obj in ipairs(kept) do
+          print('write', i, obj.metadata.labels.n, select(2, pcall(function() obj.x = 1 end)))
+        end
+      end)
+    ]]) })
+    assert.truthy(p:wait_for('write\t2', 30 * K.slowdown), p:output() .. p:errors())
+    for i = 1, 2 do
+      assert.truthy(p:output():find('write\t' .. i .. '\t' .. i .. '\t[^\n]*klua: cannot set x: the transform that '
+        .. 'was given this object has returned', 1), p:output())
+    end
+  end)
+
   it('stop on SIGTERM in the middle of a function that does not end, logging it as interrupted, not failed', function()
     sb:kubectl('create configmap old --from-literal=small=s')
     p = K.spawn({ '--kubeconfig', sb.kubeconfig, '--instruction-budget', '0', 'run', K.script([[

@@ -131,6 +131,8 @@ static int run(lua_State *L) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->fn_ref); /* stack: call, fn */
     kl_view_push_editable(L, c->o, c->parsed);       /* stack: call, fn, view */
     lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, c); /* for apply to seal, should the function fail */
+    lua_pushvalue(L, -1);
     lua_replace(L, 1);   /* stack: view, fn, view */
     lua_call(L, 1, 1);   /* stack: view, result */
     kl_view_seal(L, 1);
@@ -187,6 +189,12 @@ static int apply(void *ud, kl_obj *o, void *parsed) {
     lua_pushcfunction(L, run);
     lua_pushlightuserdata(L, &c);
     kl_task_spawn(t->rt, NULL, t->name, 1, on_done, &c);
+    /* A function that failed left its object taking writes, which a script
+     * that kept it could go on making. Neither call allocates. */
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &c) != LUA_TNIL) kl_view_seal(L, -1);
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &c);
     if (!c.ok) {
         kl_blob_unref(c.out);
         /* A signal that came while it ran stopped it (the task logged that):
