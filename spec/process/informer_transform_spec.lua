@@ -185,6 +185,8 @@ describe('informer transforms', function()
       { 'function(obj) obj.metadata = { name = obj.metadata.name }; return obj end',
         'removed metadata%.namespace %("default"%)' },
       { 'function(obj) obj.kind = nil; return obj end', 'removed kind %("ConfigMap"%)' },
+      { "function(obj) obj.metadata.name = 'new'; return klua.copy(obj) end",
+        'changed metadata%.name from "old" to "new"' },
       { 'function() while true do end end',
         'stopped after running past its instruction budget of 1000000 instructions', { '--instruction-budget', '1000000' } },
       -- The stream waits for the transform, which therefore cannot wait itself.
@@ -206,6 +208,30 @@ describe('informer transforms', function()
       assert.truthy(p:wait_for('errors\t[1-9]', 15 * K.slowdown), p:output())
       assert.falsy(p:output():find('cached', 1, true), p:output())
       p:cleanup()
+    end
+  end)
+
+  it('refuse writes to the object a function kept, once the function returned or failed', function()
+    sb:kubectl('create configmap old --from-literal=small=s')
+    p = K.spawn({ '--kubeconfig', sb.kubeconfig, 'run', K.script([[
+      local kept, calls = {}, 0
+      klua.informer { resource = 'configmaps', namespace = 'default', transform = function(obj)
+        calls = calls + 1
+        kept[calls] = obj
+        obj.metadata.labels = { n = tostring(calls) }
+        if calls == 1 then error('first') end
+        return obj
+      end }
+      klua.every(0.2, function()
+        for i, obj in ipairs(kept) do
+          print('write', i, obj.metadata.labels.n, select(2, pcall(function() obj.x = 1 end)))
+        end
+      end)
+    ]]) })
+    assert.truthy(p:wait_for('write\t2', 30 * K.slowdown), p:output() .. p:errors())
+    for i = 1, 2 do
+      assert.truthy(p:output():find('write\t' .. i .. '\t' .. i .. '\t[^\n]*klua: cannot set x: the transform that '
+        .. 'was given this object has returned', 1), p:output())
     end
   end)
 

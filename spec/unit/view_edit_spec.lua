@@ -168,10 +168,105 @@ describe('the object a transform is given', function()
     assert.truthy(err:find('nested deeper than 1024 levels (does it contain itself?)', 1, true), err)
   end)
 
+  it('fails to encode a value that is not JSON, naming its place from the object', function()
+    for _, case in ipairs({
+      { function(v) v.metadata.labels.f = print end, 'at metadata.labels.f' },
+      { function(v) v.spec.containers[2].image = print end, 'at spec.containers[2].image' },
+      { function(v) v.spec.containers[4] = { env = { print } } end, 'at spec.containers[4].env[1]' },
+      { function(v) v.spec.added = { x = { 0 / 0 } } end, 'cannot encode NaN at spec.added.x[1]' },
+    }) do
+      local v = edit()
+      case[1](v)
+      for _, encode in ipairs({ testing.json.encode, tostring, copy }) do
+        local ok, err = pcall(encode, v)
+        assert.is_false(ok)
+        assert.truthy(err:find(case[2], 1, true), err)
+      end
+    end
+  end)
+
   it('leaves views of the same bytes that are not a transform\'s read-only', function()
     local v = testing.view(POD)
     local ok, err = pcall(function() v.metadata.name = 'x' end)
     assert.is_false(ok)
     assert.truthy(err:find('objects from the cache are read-only', 1, true), err)
   end)
+end)
+
+-- Each edit made to the view and to a plain table decoded from the same text
+-- must read, walk, count and encode alike: the text is pretty-printed, has keys
+-- that need escaping, numbers in exponent form, empty containers and arrays of
+-- containers, all copied by their spans where not written to.
+describe('the object a transform is given, edited as a table would be', function()
+  local TEXT = '{ "a" : 1 , "b" : [ 1 , 2 , 3 ] , "c" : { "d" : "x" , "e" : [ ] , "f" : { } } ,\n'
+    .. ' "q\\"k" : "v\\\\" , "\\u00e9" : 1e3 , "n" : -0.5E-2 , "arr" : [ {"x":1}, {"x":2}, [3, [4]] ] }'
+
+  -- A value as text, members sorted, read through pairs, # and ipairs alike.
+  local function dump(x)
+    if type(x) ~= 'table' and testing.type(x) ~= 'object' and testing.type(x) ~= 'array' then
+      return x == null and 'null' or type(x) .. ':' .. tostring(x)
+    end
+    local keys, out, n = {}, {}, 0
+    for k in pairs(x) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b)
+      if type(a) == type(b) then return a < b end
+      return type(a) == 'number'
+    end)
+    for _, k in ipairs(keys) do out[#out + 1] = tostring(k) .. '=' .. dump(x[k]) end
+    for _ in ipairs(x) do n = n + 1 end
+    return '{' .. table.concat(out, ',') .. ' #' .. #x .. ' ipairs ' .. n .. '}'
+  end
+
+  local KEYS = { 'a', 'b', 'c', 'q"k', 'é', 'n', 'arr' }
+  for _, case in ipairs({
+    { 'sets a member', function(o) o.a = 2 end },
+    { 'removes every member and adds one', function(o) for _, k in ipairs(KEYS) do o[k] = nil end; o.z = 1 end },
+    { 'sets members whose names are escaped', function(o) o['q"k'] = 'w\\"'; o['é'] = 'ü' end },
+    { 'adds a member whose name needs escaping', function(o) o['a"\\\n\1é'] = '"\\' end },
+    { 'fills an empty object and an empty array', function(o) o.c.f.x = 1; o.c.e[1] = 1; o.c.e[2] = {} end },
+    { 'inserts at the front and in the middle', function(o) table.insert(o.b, 1, 'f'); table.insert(o.b, 3, 'm') end },
+    { 'removes from the middle, then appends', function(o) table.remove(o.b, 2); o.b[#o.b + 1] = 9 end },
+    { 'empties an array from its front, then grows it past its length',
+      function(o) for _ = 1, 3 do table.remove(o.b, 1) end; for i = 1, 5 do o.b[#o.b + 1] = i end end },
+    { 'shrinks, grows and shrinks an array', function(o)
+      table.remove(o.b); table.remove(o.b); o.b[2] = 'x'; o.b[3] = 'y'; o.b[4] = 'z'
+      table.remove(o.b, 1); table.remove(o.b)
+    end },
+    { 'sets the last element to nil again and again', function(o)
+      o.b[3] = nil; o.b[3] = nil; o.b[2] = nil; o.b[#o.b + 1] = 7
+    end },
+    { 'edits objects and arrays inside an array', function(o)
+      o.arr[2].x = 'two'; o.arr[2].y = 3; o.arr[3][2][1] = 'four'; table.insert(o.arr[3][2], 5)
+    end },
+    { 'edits an element that a remove moved', function(o) table.remove(o.arr, 1); o.arr[1].x = 'moved' end },
+    { 'edits an element, then removes it', function(o) o.arr[1].x = 'gone'; table.remove(o.arr, 1) end },
+    { 'swaps two elements and edits one', function(o) o.arr[1], o.arr[2] = o.arr[2], o.arr[1]; o.arr[1].x = 's' end },
+    { 'edits a member it removed', function(o) local c = o.c; c.d = 'y'; o.c = nil end },
+    { 'edits a member it replaced', function(o) local c = o.c; o.c = { z = 1 }; c.d = 'y' end },
+    { 'moves a member and edits it', function(o) local c = o.c; o.c = nil; o.moved = c; c.d = 'm' end },
+    { 'sets a member twice by two names', function(o) o.c2 = o.c; o.c2.d = 'shared' end },
+    { 'removes a member and adds it back', function(o) o.a = nil; o.a = 5; o.zz = 1; o.zz = nil end },
+    { 'sets null, big integers and huge floats', function(o)
+      o.a = null; o.b[1] = math.mininteger; o.b[2] = math.maxinteger; o.n = 1e300
+    end },
+    { 'makes thousands of writes', function(o)
+      for i = 1, 2000 do o.b[#o.b + 1] = i end
+      for _ = 1, 1500 do table.remove(o.b, 1) end
+    end },
+  }) do
+    it(case[1], function()
+      local v, t = testing.editable_view(TEXT), copy(testing.view(TEXT))
+      case[2](v)
+      case[2](t)
+      local want = dump(t)
+      assert.equals(want, dump(v))
+      assert.equals(want, dump(copy(v)))
+      assert.equals(want, dump(copy({ v })[1]))
+      local text = written(v)
+      assert.equals(want, dump(testing.view(text)))
+      assert.same(cjson.decode(testing.json.encode(t)), cjson.decode(text))
+      assert.equals(text, tostring(v))
+      assert.equals(text, testing.json.encode(v))
+    end)
+  end
 end)

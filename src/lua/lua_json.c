@@ -594,12 +594,22 @@ typedef struct in_view {
 
 static void view_put(void *ctx, const char *s, size_t n) { put(((in_view *)ctx)->e, s, n); }
 
-static void view_value(void *ctx, int idx) {
+/* Encodes the value at idx as the path p, then steps, leads to it. */
+static void encode_stepped(in_view *v, int idx, const kl_view_step *s, const path *p) {
+    if (!s) {
+        encode_value(v->e, idx, p, v->depth + 1);
+        return;
+    }
+    path child = {p, s->key, s->keylen, (lua_Integer)s->index, NULL, 0, 0};
+    encode_stepped(v, idx, s->next, &child);
+}
+
+static void view_value(void *ctx, int idx, const kl_view_step *steps) {
     in_view *v = ctx;
     /* An edit can hold the object it edits: a table would be found in the path. */
     if (v->depth + 1 >= KL_JSON_MAX_DEPTH)
         enc_error(v->e, v->p, "an edited object", ": nested deeper than 1024 levels (does it contain itself?)");
-    encode_value(v->e, idx, v->p, v->depth + 1);
+    encode_stepped(v, idx, steps, v->p);
 }
 
 /* Writes the view at idx: its bytes, edits and all. Returns 0 for any

@@ -131,6 +131,8 @@ static int run(lua_State *L) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->fn_ref); /* stack: call, fn */
     kl_view_push_editable(L, c->o, c->parsed);       /* stack: call, fn, view */
     lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, c); /* for apply to seal, should the function fail */
+    lua_pushvalue(L, -1);
     lua_replace(L, 1);   /* stack: view, fn, view */
     lua_call(L, 1, 1);   /* stack: view, result */
     kl_view_seal(L, 1);
@@ -148,11 +150,12 @@ static int run(lua_State *L) {
     c->out = kl_blob_new(text, n);
     const char *s = c->out->data;
     /* A table that keeps what the cache keys on as it came (the usual
-     * klua.copy(obj), changed) needs neither JSON text parsed to say so. */
-    /* The object given, edited, needs its JSON parsed only when a write
-     * went to what the cache keys on. */
+     * klua.copy(obj), changed) needs neither JSON text parsed to say so;
+     * but kept_as_given reads the object given as edited, so not after a
+     * write to it. The object given, edited, needs its JSON parsed only
+     * when a write went to what the cache keys on. */
     if (given ? !kl_view_edits_touch(L, 1, kept, sizeof kept / sizeof *kept)
-              : n && s[0] == '{' && lua_istable(L, 2) && kept_as_given(L, 2))
+              : n && s[0] == '{' && lua_istable(L, 2) && !kl_view_edited(L, 1) && kept_as_given(L, 2))
         return 0;
     kl_json_error err;
     kl_json_doc **now = kl_lua_json_push_guard(L);
@@ -186,6 +189,12 @@ static int apply(void *ud, kl_obj *o, void *parsed) {
     lua_pushcfunction(L, run);
     lua_pushlightuserdata(L, &c);
     kl_task_spawn(t->rt, NULL, t->name, 1, on_done, &c);
+    /* A function that failed left its object taking writes, which a script
+     * that kept it could go on making. Neither call allocates. */
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &c) != LUA_TNIL) kl_view_seal(L, -1);
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &c);
     if (!c.ok) {
         kl_blob_unref(c.out);
         /* A signal that came while it ran stopped it (the task logged that):

@@ -357,6 +357,8 @@ typedef struct writing {
     size_t end; /* text[end] is past the object */
     int ei;     /* stack index of E */
     kl_scan scan; /* finds where an object or array ends, 64 bytes at a time */
+    const kl_view_step *steps;  /* from the view to the member being written */
+    const kl_view_step **link; /* where the next step down goes */
 } writing;
 
 /* The byte just past the value at off: the members not written to are
@@ -371,6 +373,22 @@ static size_t skip_value(writing *g, size_t off) {
 }
 
 static void put(writing *g, const char *s, size_t n) { g->w->put(g->w->ctx, s, n); }
+
+/* Steps down to a member, for the errors of encoding it to name; returns
+ * what leave takes to step back up. */
+static const kl_view_step **enter(writing *g, kl_view_step *step) {
+    const kl_view_step **up = g->link;
+    *up = step;
+    g->link = &step->next;
+    return up;
+}
+
+static void leave(writing *g, const kl_view_step **up) {
+    *up = NULL;
+    g->link = up;
+}
+
+static void value(writing *g, int idx) { g->w->value(g->w->ctx, idx, g->steps); }
 
 static void write_value(writing *g, size_t at, size_t off);
 
@@ -389,11 +407,11 @@ static void write_object(writing *g, size_t at, size_t off) {
         size_t ko = skip_separators(g, p), ke = kl_json_raw_skip(g->text, g->end, ko);
         size_t vo = skip_separators(g, ke);
         p = skip_value(g, vo);
+        kl_view_step step = {NULL, 0, 0, NULL};
+        step.key = kl_jt_string(g->t, i, &step.keylen);
         int edited = 0;
         if (own) {
-            size_t kn;
-            const char *k = kl_jt_string(g->t, i, &kn);
-            lua_pushlstring(L, k, kn);
+            lua_pushlstring(L, step.key, step.keylen);
             edited = lua_rawget(L, ci) != LUA_TNIL; /* stack: ..., C, edit|nil */
         }
         if (!(edited && is_deleted(L, -1))) {
@@ -401,21 +419,25 @@ static void write_object(writing *g, size_t at, size_t off) {
             first = 0;
             put(g, g->text + ko, ke - ko);
             put(g, ":", 1);
-            if (edited) g->w->value(g->w->ctx, lua_gettop(L));
+            const kl_view_step **up = enter(g, &step);
+            if (edited) value(g, lua_gettop(L));
             else write_value(g, i + 1, vo);
+            leave(g, up);
         }
         lua_settop(L, ci);
     }
     lua_pushnil(L);
     while (own && lua_next(L, ci)) { /* the members added: stack: ..., C, key, value */
-        size_t kn;
-        const char *k = lua_tolstring(L, -2, &kn);
-        if (!is_deleted(L, -1) && !kl_jt_find(g->t, at, k, kn)) {
+        kl_view_step step = {NULL, 0, 0, NULL};
+        step.key = lua_tolstring(L, -2, &step.keylen);
+        if (!is_deleted(L, -1) && !kl_jt_find(g->t, at, step.key, step.keylen)) {
             if (!first) put(g, ",", 1);
             first = 0;
-            g->w->value(g->w->ctx, ci + 1);
+            const kl_view_step **up = enter(g, &step);
+            value(g, ci + 1);
             put(g, ":", 1);
-            g->w->value(g->w->ctx, ci + 2);
+            value(g, ci + 2);
+            leave(g, up);
         }
         lua_pop(L, 1);
     }
@@ -438,8 +460,11 @@ static void write_array(writing *g, size_t at, size_t off) {
             vo = skip_separators(g, p);
             p = skip_value(g, vo);
         }
-        if (own && lua_rawgeti(L, ci, k) != LUA_TNIL) g->w->value(g->w->ctx, ci + 1);
+        kl_view_step step = {NULL, 0, (long long)k, NULL};
+        const kl_view_step **up = enter(g, &step);
+        if (own && lua_rawgeti(L, ci, k) != LUA_TNIL) value(g, ci + 1);
         else write_value(g, i, vo);
+        leave(g, up);
         lua_settop(L, ci);
         if (k <= was) i = kl_jt_next(g->t, i);
     }
@@ -819,7 +844,8 @@ static void write_view(lua_State *L, int vi, view *v, const kl_view_writer *w) {
     size_t at = view_at(L, v);
     push_object_edits(L, vi, v, 0); /* stack: ..., E */
     const vdoc *d = v->doc;
-    writing g = {L, w, &d->t, d->blob->data, d->off + d->len, lua_gettop(L), {0}};
+    writing g = {L, w, &d->t, d->blob->data, d->off + d->len, lua_gettop(L), {0}, NULL, NULL};
+    g.link = &g.steps;
     kl_scan_init(&g.scan);
     write_value(&g, at, (size_t)(s - d->blob->data));
     lua_pop(L, 1);

@@ -84,11 +84,22 @@ int kl_view_edited(lua_State *L, int idx);
  * have set the value it found. [-0, +0, e] */
 int kl_view_edits_touch(lua_State *L, int idx, const char *const members[][2], size_t n);
 
+/* One step from the view written down to an edited member: an object's
+ * member named key (keylen bytes), or with key NULL an array's element
+ * index; next the step below it, NULL at the member. */
+typedef struct kl_view_step {
+    const char *key;
+    size_t keylen;
+    long long index;
+    const struct kl_view_step *next;
+} kl_view_step;
+
 /* Where kl_view_write writes: put the text as it is; value the Lua value
- * at stack index idx (an edited member), encoded. */
+ * at stack index idx (an edited member, or an added member's name),
+ * encoded, where steps lead to it from the view, for its errors to name. */
 typedef struct kl_view_writer {
     void (*put)(void *ctx, const char *s, size_t n);
-    void (*value)(void *ctx, int idx);
+    void (*value)(void *ctx, int idx, const kl_view_step *steps);
     void *ctx;
 } kl_view_writer;
 

@@ -339,7 +339,8 @@ static void piece_put(void *ctx, const char *s, size_t n) {
     lua_rawseti(L, 2, (lua_Integer)lua_rawlen(L, 2) + 1);
 }
 
-static void piece_value(void *ctx, int idx) {
+static void piece_value(void *ctx, int idx, const kl_view_step *steps) {
+    (void)steps;
     lua_State *L = ctx;
     kl_lua_json_encode(L, idx);
     lua_rawseti(L, 2, (lua_Integer)lua_rawlen(L, 2) + 1);
