@@ -231,7 +231,7 @@ describe('informer transforms', function()
     assert.truthy(p:wait_for('write\t2', 30 * K.slowdown), p:output() .. p:errors())
     for i = 1, 2 do
       assert.truthy(p:output():find('write\t' .. i .. '\t' .. i .. '\t[^\n]*klua: cannot set x: the transform that '
-        .. 'was given this object has returned', 1), p:output())
+        .. 'was given this object has ended', 1), p:output())
     end
   end)
 

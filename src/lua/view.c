@@ -528,7 +528,7 @@ static int view_newindex(lua_State *L) {
     }
     if (v->doc->edit == EDIT_SEALED)
         return luaL_error(L, "klua: cannot set %s: the transform that was given this object has "
-                             "returned; use klua.copy(obj) for a mutable table",
+                             "ended; use klua.copy(obj) for a mutable table",
                           luaL_tolstring(L, 2, NULL));
     if (lua_type(L, 2) == LUA_TSTRING)
         return luaL_error(L, "klua: cannot set field '%s': objects from the cache are read-only; "

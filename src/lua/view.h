@@ -68,7 +68,7 @@ void kl_view_push(lua_State *L, const kl_obj *o, void *parsed);
 void kl_view_push_editable(lua_State *L, const kl_obj *o, void *parsed);
 
 /* Ends the writes to the view at idx and to views inside it (its
- * transform returned): a write then raises. Its edits stay as read.
+ * transform returned or failed): a write then raises. Its edits stay as read.
  * [-0, +0, e] */
 void kl_view_seal(lua_State *L, int idx);
 
