@@ -184,13 +184,6 @@ describe('the object a transform is given', function()
       end
     end
   end)
-
-  it('leaves views of the same bytes that are not a transform\'s read-only', function()
-    local v = testing.view(POD)
-    local ok, err = pcall(function() v.metadata.name = 'x' end)
-    assert.is_false(ok)
-    assert.truthy(err:find('objects from the cache are read-only', 1, true), err)
-  end)
 end)
 
 -- Each edit made to the view and to a plain table decoded from the same text
