@@ -2,6 +2,7 @@
 #include "lua/view.h"
 
 #include <lauxlib.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "wire/decode.h"
@@ -331,21 +332,32 @@ static void set_element(lua_State *L, const kl_json_tape *t, size_t at) {
     }
 }
 
-/* Whether E (at ei) holds edits of the value at tape index at or inside it. */
-static int edits_within(lua_State *L, int ei, const kl_json_tape *t, size_t at) {
-    char type = kl_jt_type(t, at);
-    if (type != '{' && type != '[') return 0;
-    lua_Integer first = (lua_Integer)at, end = (lua_Integer)kl_jt_close(t, at);
+static int by_index(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Pushes a userdata holding the tape indexes of the containers E (at ei)
+ * has edits of, in order; their count in *n. Writing asks, for each
+ * container it passes, whether one lies inside it: a search, where a walk
+ * of E would make a transform that edits every element of a long array
+ * quadratic. [-0, +1, e] */
+static const size_t *edited_indexes(lua_State *L, int ei, size_t *n) {
+    size_t count = 0;
     lua_pushnil(L);
     while (lua_next(L, ei)) {
-        lua_Integer i = lua_tointeger(L, -2);
         lua_pop(L, 1);
-        if (i >= first && i < end) {
-            lua_pop(L, 1);
-            return 1;
-        }
+        count++;
     }
-    return 0;
+    size_t *at = lua_newuserdatauv(L, count * sizeof *at, 0);
+    *n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, ei)) {
+        lua_pop(L, 1);
+        at[(*n)++] = (size_t)lua_tointeger(L, -1);
+    }
+    qsort(at, *n, sizeof *at, by_index);
+    return at;
 }
 
 /* Writing a view's JSON: its text, and the object's edits. */
@@ -356,6 +368,8 @@ typedef struct writing {
     const char *text;
     size_t end; /* text[end] is past the object */
     int ei;     /* stack index of E */
+    const size_t *edited; /* the containers E has edits of (edited_indexes) */
+    size_t nedited;
     kl_scan scan; /* finds where an object or array ends, 64 bytes at a time */
     const kl_view_step *steps;  /* from the view to the member being written */
     const kl_view_step **link; /* where the next step down goes */
@@ -389,6 +403,19 @@ static void leave(writing *g, const kl_view_step **up) {
 }
 
 static void value(writing *g, int idx) { g->w->value(g->w->ctx, idx, g->steps); }
+
+/* Whether edits lie at tape index at or inside the value there. */
+static int edits_within(const writing *g, size_t at) {
+    char type = kl_jt_type(g->t, at);
+    if (type != '{' && type != '[') return 0;
+    size_t lo = 0, hi = g->nedited, close = kl_jt_close(g->t, at);
+    while (lo < hi) { /* the first edited container at or after at */
+        size_t mid = lo + (hi - lo) / 2;
+        if (g->edited[mid] < at) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < g->nedited && g->edited[lo] < close;
+}
 
 static void write_value(writing *g, size_t at, size_t off);
 
@@ -475,7 +502,7 @@ static void write_array(writing *g, size_t at, size_t off) {
  * themselves unless edits lie inside it. */
 static void write_value(writing *g, size_t at, size_t off) {
     lua_State *L = g->L;
-    if (!edits_within(L, g->ei, g->t, at)) {
+    if (!edits_within(g, at)) {
         put(g, g->text + off, skip_value(g, off) - off);
         return;
     }
@@ -844,11 +871,13 @@ static void write_view(lua_State *L, int vi, view *v, const kl_view_writer *w) {
     size_t at = view_at(L, v);
     push_object_edits(L, vi, v, 0); /* stack: ..., E */
     const vdoc *d = v->doc;
-    writing g = {L, w, &d->t, d->blob->data, d->off + d->len, lua_gettop(L), {0}, NULL, NULL};
+    writing g = {.L = L, .w = w, .t = &d->t, .text = d->blob->data, .end = d->off + d->len,
+                 .ei = lua_gettop(L)};
+    g.edited = edited_indexes(L, g.ei, &g.nedited); /* stack: ..., E, indexes */
     g.link = &g.steps;
     kl_scan_init(&g.scan);
     write_value(&g, at, (size_t)(s - d->blob->data));
-    lua_pop(L, 1);
+    lua_pop(L, 2);
 }
 
 int kl_view_write(lua_State *L, int idx, const kl_view_writer *w) {
