@@ -324,10 +324,18 @@ static void set_element(lua_State *L, const kl_json_tape *t, size_t at) {
         luaL_error(L, "klua: cannot set element %d of %d to nil: it would leave a hole; "
                       "table.remove(arr, %d) closes it", (int)k, (int)n, (int)k);
     if (unset && k == n + 1) return;
+    /* Either write may raise a memory error, the one that adds a key to C:
+     * the element goes before the length grows and after it shrinks, so
+     * that an element is never counted that C does not hold (an element
+     * past the length is one no read reaches). Setting nil never raises. */
+    if (unset) {
+        lua_pushinteger(L, n - 1);
+        lua_rawseti(L, ci, 0);
+    }
     lua_pushvalue(L, 3);
     lua_rawseti(L, ci, k);
-    if (k == n + 1 || unset) {
-        lua_pushinteger(L, unset ? n - 1 : n + 1);
+    if (k == n + 1) {
+        lua_pushinteger(L, n + 1);
         lua_rawseti(L, ci, 0);
     }
 }
