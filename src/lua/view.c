@@ -1,51 +1,15 @@
 /* view.c - lazy read-only Lua views over JSON bytes; see view.h. */
-#include "lua/view.h"
+#include "lua/view_impl.h"
 
 #include <lauxlib.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "wire/decode.h"
 #include "wire/json.h"
-#include "wire/scan.h"
 #include "lua/lua_json.h"
 
 #define VIEW_MT "klua.view"
 #define ROOT_MT "klua.view.root"
-
-/*
- * One object's bytes and, once parsed, its tape, shared by all views of
- * the object. It lives in the root view's userdata (a root), which the
- * other views keep alive as their user value. The tape is a block of its
- * own from the Lua state's allocator (so that it counts towards
- * --memory-limit and klua.stats().lua_memory) but outside the collector's
- * sight: a dead root, which its __gc keeps for one more cycle, would
- * otherwise carry its tape into the heap size that sets the next cycle's
- * threshold, and with a pause over 200 dead views' tapes would raise each
- * threshold more than the last, the heap growing without bound. The
- * collector is paced by the tape as debt instead (see account_view).
- */
-typedef struct vdoc {
-    kl_blob *blob;    /* one reference, dropped by __gc; NULL once dropped */
-    size_t off, len;  /* the root value's JSON is blob->data[off, off+len) */
-    size_t root;      /* tape index of the root value; 0 until parsed */
-    kl_json_tape t;   /* t.words: the tape's block, freed by __gc */
-    size_t tape_size; /* the size of that block; 0 until parsed */
-    int edit;         /* EDIT_NONE, or a transform's object: see "edits" below */
-    int edited;       /* some write was recorded, in the root's user value 1 */
-} vdoc;
-
-enum { EDIT_NONE, EDIT_OPEN, EDIT_SEALED };
-
-/* A view: one value inside a vdoc; user value 1 is its root, for all but
- * the root view itself. */
-typedef struct view {
-    vdoc *doc;
-    size_t at;               /* tape index of the value; 0 for the root */
-    size_t cursor, cursor_at; /* array element `cursor` (1-based) is at tape index cursor_at */
-    size_t raw_off, raw_len; /* the value's bytes in the blob, once found (raw_len > 0) */
-    int is_root;
-} view;
 
 /* The root view and its vdoc in one userdata (metatable ROOT_MT, whose
  * __gc drops the blob and frees the tape): one Lua object per object
@@ -56,7 +20,7 @@ typedef struct root {
 } root;
 
 /* Pushes the userdata holding the vdoc of the view v at vi. */
-static void push_root(lua_State *L, int vi, const view *v) {
+void kl_view_root_push(lua_State *L, int vi, const view *v) {
     if (v->is_root) lua_pushvalue(L, vi);
     else lua_getiuservalue(L, vi, 1);
 }
@@ -138,7 +102,7 @@ static void parse_doc(lua_State *L, vdoc *d) {
 }
 
 /* The tape index of the view v, parsing its object on first use. */
-static size_t view_at(lua_State *L, view *v) {
+size_t kl_view_at(lua_State *L, view *v) {
     vdoc *d = live_doc(L, v);
     if (v->at) return v->at;
     if (!d->root) parse_doc(L, d);
@@ -156,13 +120,13 @@ static void push_child_view(lua_State *L, int vi, int mt, const view *parent, si
     c->at = at;
     lua_pushvalue(L, mt);
     lua_setmetatable(L, -2);     /* stack: ..., child */
-    push_root(L, vi, parent);    /* stack: ..., child, root */
+    kl_view_root_push(L, vi, parent);    /* stack: ..., child, root */
     lua_setiuservalue(L, -2, 1); /* the child keeps the shared root alive; stack: ..., child */
 }
 
 /* Pushes the value at tape index i (0: nil) of the view at vi: a view for
  * an object or array, the plain value otherwise. */
-static void push_member(lua_State *L, int vi, int mt, const view *v, size_t i) {
+void kl_view_member_push(lua_State *L, int vi, int mt, const view *v, size_t i) {
     const kl_json_tape *t = &v->doc->t;
     if (!i) lua_pushnil(L);
     else if (kl_jt_type(t, i) == '{' || kl_jt_type(t, i) == '[') push_child_view(L, vi, mt, v, i);
@@ -172,7 +136,7 @@ static void push_member(lua_State *L, int vi, int mt, const view *v, size_t i) {
 /* The tape index of element k (1-based) of the array at tape index at, or
  * 0. With v, the array is v's own and v remembers where the walk stopped,
  * so that walking it in order is linear. */
-static size_t element(const kl_json_tape *t, view *v, size_t at, lua_Integer k) {
+size_t kl_view_element(const kl_json_tape *t, view *v, size_t at, lua_Integer k) {
     if (kl_jt_type(t, at) != '[' || k < 1 || (size_t)k > kl_jt_count(t, at)) return 0;
     size_t i = 1, pos = at + 1;
     if (v && v->cursor && (size_t)k >= v->cursor) {
@@ -199,327 +163,15 @@ static size_t member_at(lua_State *L, view *v, size_t at, int ki, int cursor) {
     }
     int isint = 0;
     lua_Integer k = lua_type(L, ki) == LUA_TNUMBER ? lua_tointegerx(L, ki, &isint) : 0;
-    return isint ? element(t, cursor ? v : NULL, at, k) : 0;
+    return isint ? kl_view_element(t, cursor ? v : NULL, at, k) : 0;
 }
 
 /* The tape index of key (a string or an integer at ki) in the view v,
  * or 0. */
 static size_t lookup(lua_State *L, view *v, int ki) {
-    return member_at(L, v, view_at(L, v), ki, 1);
+    return member_at(L, v, kl_view_at(L, v), ki, 1);
 }
 
-static const char *view_bytes(view *v, size_t *len);
-
-/* ---- edits: the object a transform is given ----
- *
- * A transform is client-go's SetTransform, whose functions change the
- * object they are given and return it: so is the view a transform gets.
- * A write to it or to a view inside it is recorded, not applied: the
- * bytes stay as they are, and the edits lie beside them in a table E, the
- * root's user value 1, by the tape index of the container written to:
- * E[at] = C, C[name] = value for an object's member (DELETED for one set
- * to nil) and C[k] = value for an array's element, C[0] its length once it
- * changed. Reads see the edits; the JSON written for the view (what the
- * cache keeps) is its bytes with the edited containers written member by
- * member, each member that was not written copied as it is. Two views of
- * the same value share its edits, as two references to one table do. */
-
-/* The value of a member set to nil: klua.null is JSON's null, kept. */
-static const char DELETED = 'd';
-
-static int is_deleted(lua_State *L, int i) { return lua_touserdata(L, i) == &DELETED; }
-
-/* Pushes the edits E of v's object, or nil when there are none yet;
- * with create, makes them. [-0, +1, e] */
-static int push_object_edits(lua_State *L, int vi, const view *v, int create) {
-    push_root(L, vi, v); /* stack: ..., root */
-    if (lua_getiuservalue(L, -1, 1) != LUA_TTABLE && create) { /* stack: ..., root, E|nil */
-        lua_pop(L, 1);
-        lua_createtable(L, 0, 2);
-        lua_pushvalue(L, -1);
-        lua_setiuservalue(L, -3, 1);
-    }
-    lua_remove(L, -2); /* stack: ..., E|nil */
-    return lua_type(L, -1) == LUA_TTABLE;
-}
-
-/* Pushes C, the edits of the container at tape index at of v's object, or
- * nil when it has none; with create, makes them. [-0, +1, e] */
-static int push_edits(lua_State *L, int vi, const view *v, size_t at, int create) {
-    if (!push_object_edits(L, vi, v, create)) return 0; /* stack: ..., nil */
-    if (lua_rawgeti(L, -1, (lua_Integer)at) != LUA_TTABLE && create) { /* stack: ..., E, C|nil */
-        lua_pop(L, 1);
-        lua_createtable(L, 0, 1);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, -3, (lua_Integer)at);
-    }
-    lua_remove(L, -2); /* stack: ..., C|nil */
-    return lua_type(L, -1) == LUA_TTABLE;
-}
-
-/* The length of the array at tape index at, its edits C at ci (0: none). */
-static lua_Integer edited_len(lua_State *L, int ci, const kl_json_tape *t, size_t at) {
-    lua_Integer n = (lua_Integer)kl_jt_count(t, at);
-    if (ci && lua_rawgeti(L, ci, 0) == LUA_TNUMBER) n = lua_tointeger(L, -1);
-    if (ci) lua_pop(L, 1);
-    return n;
-}
-
-/* Pushes view[key] (the key at ki) as the edits of v's value at tape index
- * at say it is, and returns 1; returns 0, pushing nothing, when they say
- * nothing of it and the tape answers. [-0, +(0|1), e] */
-static int push_edited(lua_State *L, int vi, const view *v, size_t at, int ki) {
-    if (!push_edits(L, vi, v, at, 0)) {
-        lua_pop(L, 1);
-        return 0;
-    }
-    int ci = lua_gettop(L); /* stack: ..., C */
-    if (kl_jt_type(&v->doc->t, at) == '[') {
-        int isint = 0;
-        lua_Integer k = lua_type(L, ki) == LUA_TNUMBER ? lua_tointegerx(L, ki, &isint) : 0;
-        if (isint && (k < 1 || k > edited_len(L, ci, &v->doc->t, at))) lua_pushnil(L);
-        else if (!isint || lua_rawgeti(L, ci, k) == LUA_TNIL) {
-            lua_settop(L, ci - 1);
-            return 0;
-        }
-    } else {
-        lua_pushvalue(L, ki);
-        if (lua_rawget(L, ci) == LUA_TNIL) {
-            lua_settop(L, ci - 1);
-            return 0;
-        }
-        if (is_deleted(L, -1)) {
-            lua_pop(L, 1);
-            lua_pushnil(L);
-        }
-    }
-    lua_remove(L, ci);
-    return 1;
-}
-
-/* C[key] = value for an object's member, key at 2 and value at 3, C on top. */
-static void set_member(lua_State *L) {
-    if (lua_type(L, 2) != LUA_TSTRING)
-        luaL_error(L, "klua: cannot set a %s key of an object: its members are named by strings",
-                   luaL_typename(L, 2));
-    lua_pushvalue(L, 2);
-    if (lua_isnil(L, 3)) lua_pushlightuserdata(L, (void *)&DELETED);
-    else lua_pushvalue(L, 3);
-    lua_rawset(L, -3);
-}
-
-/* C[k] = value for element k of the array at tape index at, as a table
- * with a border at its length would take it: elements 1 to n + 1 can be
- * set, and only the last one to nil (table.insert and table.remove do no
- * other). k at 2, value at 3, C on top. */
-static void set_element(lua_State *L, const kl_json_tape *t, size_t at) {
-    int ci = lua_gettop(L), isint = 0;
-    lua_Integer k = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &isint) : 0;
-    lua_Integer n = edited_len(L, ci, t, at);
-    if (!isint || k < 1 || k > n + 1)
-        luaL_error(L, "klua: cannot set element %s of an array of %d: only 1 to %d (#arr + 1)",
-                   luaL_tolstring(L, 2, NULL), (int)n, (int)n + 1);
-    int unset = lua_isnil(L, 3);
-    if (unset && k < n)
-        luaL_error(L, "klua: cannot set element %d of %d to nil: it would leave a hole; "
-                      "table.remove(arr, %d) closes it", (int)k, (int)n, (int)k);
-    if (unset && k == n + 1) return;
-    /* Either write may raise a memory error, the one that adds a key to C:
-     * the element goes before the length grows and after it shrinks, so
-     * that an element is never counted that C does not hold (an element
-     * past the length is one no read reaches). Setting nil never raises. */
-    if (unset) {
-        lua_pushinteger(L, n - 1);
-        lua_rawseti(L, ci, 0);
-    }
-    lua_pushvalue(L, 3);
-    lua_rawseti(L, ci, k);
-    if (k == n + 1) {
-        lua_pushinteger(L, n + 1);
-        lua_rawseti(L, ci, 0);
-    }
-}
-
-static int by_index(const void *a, const void *b) {
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Pushes a userdata holding the tape indexes of the containers E (at ei)
- * has edits of, in order; their count in *n. Writing asks, for each
- * container it passes, whether one lies inside it: a search, where a walk
- * of E would make a transform that edits every element of a long array
- * quadratic. [-0, +1, e] */
-static const size_t *edited_indexes(lua_State *L, int ei, size_t *n) {
-    size_t count = 0;
-    lua_pushnil(L);
-    while (lua_next(L, ei)) {
-        lua_pop(L, 1);
-        count++;
-    }
-    size_t *at = lua_newuserdatauv(L, count * sizeof *at, 0);
-    *n = 0;
-    lua_pushnil(L);
-    while (lua_next(L, ei)) {
-        lua_pop(L, 1);
-        at[(*n)++] = (size_t)lua_tointeger(L, -1);
-    }
-    qsort(at, *n, sizeof *at, by_index);
-    return at;
-}
-
-/* Writing a view's JSON: its text, and the object's edits. */
-typedef struct writing {
-    lua_State *L;
-    const kl_view_writer *w;
-    const kl_json_tape *t;
-    const char *text;
-    size_t end; /* text[end] is past the object */
-    int ei;     /* stack index of E */
-    const size_t *edited; /* the containers E has edits of (edited_indexes) */
-    size_t nedited;
-    kl_scan scan; /* finds where an object or array ends, 64 bytes at a time */
-    const kl_view_step *steps;  /* from the view to the member being written */
-    const kl_view_step **link; /* where the next step down goes */
-} writing;
-
-/* The byte just past the value at off: the members not written to are
- * copied by their spans, most of a Pod's bytes. */
-static size_t skip_value(writing *g, size_t off) {
-    char c = g->text[off];
-    if (c != '{' && c != '[') return kl_json_raw_skip(g->text, g->end, off);
-    kl_scan_start(&g->scan);
-    int done = 0;
-    size_t n = kl_scan_value(&g->scan, g->text + off, g->end - off, &done);
-    return done ? off + n : g->end;
-}
-
-static void put(writing *g, const char *s, size_t n) { g->w->put(g->w->ctx, s, n); }
-
-/* Steps down to a member, for the errors of encoding it to name; returns
- * what leave takes to step back up. */
-static const kl_view_step **enter(writing *g, kl_view_step *step) {
-    const kl_view_step **up = g->link;
-    *up = step;
-    g->link = &step->next;
-    return up;
-}
-
-static void leave(writing *g, const kl_view_step **up) {
-    *up = NULL;
-    g->link = up;
-}
-
-static void value(writing *g, int idx) { g->w->value(g->w->ctx, idx, g->steps); }
-
-/* Whether edits lie at tape index at or inside the value there. */
-static int edits_within(const writing *g, size_t at) {
-    char type = kl_jt_type(g->t, at);
-    if (type != '{' && type != '[') return 0;
-    size_t lo = 0, hi = g->nedited, close = kl_jt_close(g->t, at);
-    while (lo < hi) { /* the first edited container at or after at */
-        size_t mid = lo + (hi - lo) / 2;
-        if (g->edited[mid] < at) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < g->nedited && g->edited[lo] < close;
-}
-
-static void write_value(writing *g, size_t at, size_t off);
-
-/* The byte where the next value or key starts, at or after off. */
-static size_t skip_separators(writing *g, size_t off) {
-    return kl_json_raw_seek(g->text, g->end, off, 0, 0);
-}
-
-/* Writes the object at tape index at, whose '{' is at byte off, with its
- * edits C on top of the stack, or nil when it has none of its own. */
-static void write_object(writing *g, size_t at, size_t off) {
-    lua_State *L = g->L;
-    int ci = lua_gettop(L), first = 1, own = lua_type(L, ci) == LUA_TTABLE;
-    put(g, "{", 1);
-    for (size_t i = at + 1, close = kl_jt_close(g->t, at), p = off + 1; i < close; i = kl_jt_next(g->t, i + 1)) {
-        size_t ko = skip_separators(g, p), ke = kl_json_raw_skip(g->text, g->end, ko);
-        size_t vo = skip_separators(g, ke);
-        p = skip_value(g, vo);
-        kl_view_step step = {NULL, 0, 0, NULL};
-        step.key = kl_jt_string(g->t, i, &step.keylen);
-        int edited = 0;
-        if (own) {
-            lua_pushlstring(L, step.key, step.keylen);
-            edited = lua_rawget(L, ci) != LUA_TNIL; /* stack: ..., C, edit|nil */
-        }
-        if (!(edited && is_deleted(L, -1))) {
-            if (!first) put(g, ",", 1);
-            first = 0;
-            put(g, g->text + ko, ke - ko);
-            put(g, ":", 1);
-            const kl_view_step **up = enter(g, &step);
-            if (edited) value(g, lua_gettop(L));
-            else write_value(g, i + 1, vo);
-            leave(g, up);
-        }
-        lua_settop(L, ci);
-    }
-    lua_pushnil(L);
-    while (own && lua_next(L, ci)) { /* the members added: stack: ..., C, key, value */
-        kl_view_step step = {NULL, 0, 0, NULL};
-        step.key = lua_tolstring(L, -2, &step.keylen);
-        if (!is_deleted(L, -1) && !kl_jt_find(g->t, at, step.key, step.keylen)) {
-            if (!first) put(g, ",", 1);
-            first = 0;
-            const kl_view_step **up = enter(g, &step);
-            value(g, ci + 1);
-            put(g, ":", 1);
-            value(g, ci + 2);
-            leave(g, up);
-        }
-        lua_pop(L, 1);
-    }
-    lua_settop(L, ci);
-    put(g, "}", 1);
-}
-
-/* Writes the array at tape index at, whose '[' is at byte off, with its
- * edits C on top of the stack, or nil when it has none of its own. */
-static void write_array(writing *g, size_t at, size_t off) {
-    lua_State *L = g->L;
-    int ci = lua_gettop(L), own = lua_type(L, ci) == LUA_TTABLE;
-    lua_Integer was = (lua_Integer)kl_jt_count(g->t, at), n = own ? edited_len(L, ci, g->t, at) : was;
-    put(g, "[", 1);
-    size_t i = at + 1, p = off + 1;
-    for (lua_Integer k = 1; k <= n; k++) {
-        if (k > 1) put(g, ",", 1);
-        size_t vo = 0;
-        if (k <= was) {
-            vo = skip_separators(g, p);
-            p = skip_value(g, vo);
-        }
-        kl_view_step step = {NULL, 0, (long long)k, NULL};
-        const kl_view_step **up = enter(g, &step);
-        if (own && lua_rawgeti(L, ci, k) != LUA_TNIL) value(g, ci + 1);
-        else write_value(g, i, vo);
-        leave(g, up);
-        lua_settop(L, ci);
-        if (k <= was) i = kl_jt_next(g->t, i);
-    }
-    put(g, "]", 1);
-}
-
-/* Writes the value at tape index at, whose bytes start at off: the bytes
- * themselves unless edits lie inside it. */
-static void write_value(writing *g, size_t at, size_t off) {
-    lua_State *L = g->L;
-    if (!edits_within(g, at)) {
-        put(g, g->text + off, skip_value(g, off) - off);
-        return;
-    }
-    luaL_checkstack(L, 8, "klua: an edited object nested too deeply");
-    lua_rawgeti(L, g->ei, (lua_Integer)at); /* stack: ..., C|nil */
-    if (kl_jt_type(g->t, at) == '{') write_object(g, at, off);
-    else write_array(g, at, off);
-    lua_pop(L, 1);
-}
 
 /* ---- metamethods; upvalue 1 is the view metatable, 2 the root's ---- */
 
@@ -544,21 +196,16 @@ static view *check_view(lua_State *L, int i) {
  * functions of the klua module instead. */
 static int view_index(lua_State *L) {
     view *v = check_view(L, 1);
-    if (v->doc->edited && push_edited(L, 1, v, view_at(L, v), 2)) return 1;
-    push_member(L, 1, MT_UPVALUE, v, lookup(L, v, 2));
+    if (v->doc->edited && kl_view_edit_read(L, 1, v, kl_view_at(L, v), 2)) return 1;
+    kl_view_member_push(L, 1, MT_UPVALUE, v, lookup(L, v, 2));
     return 1;
 }
 
-/* view[key] = value: an error, but in a transform's object (see "edits"). */
+/* view[key] = value: an error, but in a transform's object (view_edit.c). */
 static int view_newindex(lua_State *L) {
     view *v = check_view(L, 1);
     if (v->doc->edit == EDIT_OPEN) {
-        lua_settop(L, 3);
-        size_t at = view_at(L, v);
-        push_edits(L, 1, v, at, 1); /* stack: view, key, value, C */
-        if (kl_jt_type(&v->doc->t, at) == '[') set_element(L, &v->doc->t, at);
-        else set_member(L);
-        v->doc->edited = 1;
+        kl_view_edit_write(L, v);
         return 0;
     }
     if (v->doc->edit == EDIT_SEALED)
@@ -575,11 +222,12 @@ static int view_newindex(lua_State *L) {
 /* #view: an array's length; 0 for an object. */
 static int view_len(lua_State *L) {
     view *v = check_view(L, 1);
-    size_t at = view_at(L, v);
+    size_t at = kl_view_at(L, v);
     const kl_json_tape *t = &v->doc->t;
-    if (kl_jt_type(t, at) != '[') lua_pushinteger(L, 0);
-    else if (v->doc->edited && push_edits(L, 1, v, at, 0)) lua_pushinteger(L, edited_len(L, lua_gettop(L), t, at));
-    else lua_pushinteger(L, (lua_Integer)kl_jt_count(t, at));
+    lua_Integer n = 0;
+    if (kl_jt_type(t, at) == '[' && !(v->doc->edited && kl_view_edit_len(L, 1, v, at, &n)))
+        n = (lua_Integer)kl_jt_count(t, at);
+    lua_pushinteger(L, n);
     return 1;
 }
 
@@ -588,7 +236,7 @@ static int view_len(lua_State *L) {
 static int view_next(lua_State *L) {
     view *v = lua_touserdata(L, lua_upvalueindex(2));
     const kl_json_tape *t = &v->doc->t;
-    size_t at = view_at(L, v);
+    size_t at = kl_view_at(L, v);
     size_t pos = (size_t)lua_tointeger(L, lua_upvalueindex(3));
     if (!pos || pos >= kl_jt_close(t, at)) return 0;
     size_t value = pos;
@@ -603,92 +251,34 @@ static int view_next(lua_State *L) {
         lua_pushinteger(L, k + 1);
         lua_replace(L, lua_upvalueindex(4)); /* the next index */
     }
-    push_member(L, lua_upvalueindex(2), lua_upvalueindex(1), v, value); /* stack: key, value */
+    kl_view_member_push(L, lua_upvalueindex(2), lua_upvalueindex(1), v, value); /* stack: key, value */
     lua_pushinteger(L, (lua_Integer)kl_jt_next(t, value));
     lua_replace(L, lua_upvalueindex(3)); /* the next position on the tape */
     return 2;
-}
-
-/* The iterator of pairs(view) for a container with edits: view_next's
- * upvalues, and its edits C third. An object's members come in JSON order
- * as edited, then those added (the tape position 0 once past the tape's,
- * the last of them then in upvalue 5). */
-static int edited_next(lua_State *L) {
-    view *v = lua_touserdata(L, lua_upvalueindex(2));
-    const kl_json_tape *t = &v->doc->t;
-    size_t at = view_at(L, v);
-    int ci = lua_upvalueindex(3), posi = lua_upvalueindex(4), nexti = lua_upvalueindex(5);
-    if (kl_jt_type(t, at) == '[') {
-        lua_Integer k = lua_tointeger(L, nexti);
-        if (k > edited_len(L, ci, t, at)) return 0;
-        lua_pushinteger(L, k + 1);
-        lua_replace(L, nexti);
-        lua_pushinteger(L, k); /* stack: k */
-        if (!push_edited(L, lua_upvalueindex(2), v, at, lua_gettop(L)))
-            push_member(L, lua_upvalueindex(2), lua_upvalueindex(1), v, element(t, v, at, k));
-        return 2;
-    }
-    for (size_t pos = (size_t)lua_tointeger(L, posi); pos && pos < kl_jt_close(t, at);) {
-        size_t n;
-        const char *k = kl_jt_string(t, pos, &n);
-        size_t value = pos + 1;
-        pos = kl_jt_next(t, value);
-        lua_pushinteger(L, (lua_Integer)pos);
-        lua_replace(L, posi);
-        lua_pushlstring(L, k, n);
-        lua_pushvalue(L, -1);
-        int type = lua_rawget(L, ci); /* stack: key, edit|nil */
-        if (type == LUA_TNIL) {
-            lua_pop(L, 1);
-            push_member(L, lua_upvalueindex(2), lua_upvalueindex(1), v, value);
-            return 2;
-        }
-        if (!is_deleted(L, -1)) return 2;
-        lua_pop(L, 2);
-    }
-    lua_pushinteger(L, 0);
-    lua_replace(L, posi);
-    lua_pushvalue(L, nexti); /* the last member added given, or 1 before the first */
-    if (lua_type(L, -1) != LUA_TSTRING) {
-        lua_pop(L, 1);
-        lua_pushnil(L);
-    }
-    while (lua_next(L, ci)) { /* stack: key, value */
-        size_t n;
-        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : NULL;
-        if (k && !is_deleted(L, -1) && !kl_jt_find(t, at, k, n)) {
-            lua_pushvalue(L, -2);
-            lua_replace(L, nexti);
-            return 2;
-        }
-        lua_pop(L, 1);
-    }
-    return 0;
 }
 
 /* pairs(view): members in JSON order, or elements 1..n. */
 static int view_pairs(lua_State *L) {
     view *v = check_view(L, 1);
     lua_settop(L, 1);
-    size_t at = view_at(L, v);
+    size_t at = kl_view_at(L, v);
     const kl_json_tape *t = &v->doc->t;
     int container = kl_jt_type(t, at) == '{' || kl_jt_type(t, at) == '[';
-    int edited = container && v->doc->edited && push_edits(L, 1, v, at, 0); /* stack: view[, C|nil] */
-    lua_settop(L, 1 + edited);
-    /* the iterator's upvalues: the metatable, the view, [its edits,] the tape position, the next index */
-    lua_pushvalue(L, MT_UPVALUE);
-    lua_pushvalue(L, 1);
-    if (edited) lua_rotate(L, 2, 2); /* stack: view, mt, view, C */
-    lua_pushinteger(L, container ? (lua_Integer)at + 1 : 0); /* 0: a scalar has nothing to walk */
-    lua_pushinteger(L, 1);
-    lua_pushcclosure(L, edited ? edited_next : view_next, 4 + edited); /* stack: view, next */
+    if (!(container && v->doc->edited && kl_view_edit_pairs(L, 1, v, at, MT_UPVALUE))) {
+        /* view_next's upvalues: the metatable, the view, the tape position, the next index */
+        lua_pushvalue(L, MT_UPVALUE);
+        lua_pushvalue(L, 1);
+        lua_pushinteger(L, container ? (lua_Integer)at + 1 : 0); /* 0: a scalar has nothing to walk */
+        lua_pushinteger(L, 1);
+        lua_pushcclosure(L, view_next, 4);
+    } /* stack: view, next */
     lua_pushvalue(L, 1);
     lua_pushnil(L); /* stack: view, next, view, nil: what pairs returns */
     return 3;
 }
 
 /* The bytes of the view's value within its blob. */
-static const char *view_bytes(view *v, size_t *len) {
+const char *kl_view_bytes(view *v, size_t *len) {
     vdoc *d = v->doc;
     if (!v->at) {
         *len = d->len;
@@ -712,7 +302,7 @@ static int view_tostring(lua_State *L) {
         return 1;
     }
     size_t len;
-    const char *s = view_bytes(v, &len);
+    const char *s = kl_view_bytes(v, &len);
     lua_pushlstring(L, s, len);
     return 1;
 }
@@ -843,56 +433,31 @@ int kl_view_edited(lua_State *L, int idx) {
     return v && v->doc->edited;
 }
 
-/* Whether the edits of the container at tape index at name a member. */
-static int edit_named(lua_State *L, int vi, const view *v, size_t at, const char *name) {
-    int found = 0;
-    if (push_edits(L, vi, v, at, 0)) { /* stack: ..., C */
-        found = lua_getfield(L, -1, name) != LUA_TNIL;
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    return found;
-}
-
 int kl_view_edits_touch(lua_State *L, int idx, const char *const members[][2], size_t n) {
     view *v = check_view_arg(L, idx);
     if (!v->doc->edited) return 0;
     idx = lua_absindex(L, idx);
-    size_t at = view_at(L, v);
+    size_t at = kl_view_at(L, v);
     for (size_t i = 0; i < n; i++) {
         const char *parent = members[i][0];
-        if (parent && edit_named(L, idx, v, at, parent)) return 1;
+        if (parent && kl_view_edit_names(L, idx, v, at, parent)) return 1;
         size_t in = parent ? kl_jt_get(&v->doc->t, at, parent) : at;
-        if (in && edit_named(L, idx, v, in, members[i][1])) return 1;
+        if (in && kl_view_edit_names(L, idx, v, in, members[i][1])) return 1;
     }
     return 0;
-}
-
-/* Writes through w the JSON of the view v at vi, its edits applied. */
-static void write_view(lua_State *L, int vi, view *v, const kl_view_writer *w) {
-    size_t n;
-    const char *s = view_bytes(v, &n);
-    if (!v->doc->edited) {
-        w->put(w->ctx, s, n);
-        return;
-    }
-    size_t at = view_at(L, v);
-    push_object_edits(L, vi, v, 0); /* stack: ..., E */
-    const vdoc *d = v->doc;
-    writing g = {.L = L, .w = w, .t = &d->t, .text = d->blob->data, .end = d->off + d->len,
-                 .ei = lua_gettop(L)};
-    g.edited = edited_indexes(L, g.ei, &g.nedited); /* stack: ..., E, indexes */
-    g.link = &g.steps;
-    kl_scan_init(&g.scan);
-    write_value(&g, at, (size_t)(s - d->blob->data));
-    lua_pop(L, 2);
 }
 
 int kl_view_write(lua_State *L, int idx, const kl_view_writer *w) {
     view *v = test_view(L, idx);
     if (!v) return 0;
     live_doc(L, v);
-    write_view(L, lua_absindex(L, idx), v, w);
+    if (v->doc->edited) {
+        kl_view_edit_json(L, lua_absindex(L, idx), v, w);
+        return 1;
+    }
+    size_t n;
+    const char *bytes = kl_view_bytes(v, &n);
+    w->put(w->ctx, bytes, n);
     return 1;
 }
 
@@ -933,7 +498,7 @@ void kl_view_copy(lua_State *L, int idx) {
         lua_remove(L, -2);
         return;
     }
-    size_t at = view_at(L, v);
+    size_t at = kl_view_at(L, v);
     kl_lua_json_push_array_mt(L); /* stack: ..., amt */
     kl_lua_json_push_value(L, &v->doc->t, at, lua_gettop(L)); /* stack: ..., amt, copy */
     lua_remove(L, -2);
@@ -969,7 +534,7 @@ static void copy_table(lua_State *L, int idx, int seen, int amt, int depth) {
 static void copy_value(lua_State *L, int idx, int seen, int amt, int depth) {
     view *v = test_view(L, idx);
     if (v && v->doc->edited) kl_view_copy(L, idx);
-    else if (v) kl_lua_json_push_value(L, &v->doc->t, view_at(L, v), amt);
+    else if (v) kl_lua_json_push_value(L, &v->doc->t, kl_view_at(L, v), amt);
     else if (lua_type(L, idx) == LUA_TTABLE) copy_table(L, idx, seen, amt, depth);
     else lua_pushvalue(L, idx);
 }
@@ -1017,7 +582,7 @@ static int l_get(lua_State *L) {
     view *v = lua_touserdata(L, n + 1);
     size_t at = lookup(L, v, k);
     while (at && ++k <= n) at = member_at(L, v, at, k, 0);
-    push_member(L, n + 1, MT_UPVALUE, v, at);
+    kl_view_member_push(L, n + 1, MT_UPVALUE, v, at);
     return 1;
 }
 
@@ -1043,7 +608,7 @@ static int l_type(lua_State *L) {
     view *v = test_view(L, 1);
     const char *name;
     if (v) {
-        name = tape_type_name(kl_jt_type(&v->doc->t, view_at(L, v)));
+        name = tape_type_name(kl_jt_type(&v->doc->t, kl_view_at(L, v)));
     } else if (lua_type(L, 1) == LUA_TTABLE) {
         int kind = kl_lua_json_table_kind(L, 1);
         name = kind == '[' ? "array" : kind == '{' ? "object" : "table";

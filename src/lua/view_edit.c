@@ -1,0 +1,435 @@
+/* view_edit.c - the object a transform is given: writes recorded beside
+ * its bytes; see view_impl.h.
+ *
+ * A transform is client-go's SetTransform, whose functions change the
+ * object they are given and return it: so is the view a transform gets.
+ * A write to it or to a view inside it is recorded, not applied: the
+ * bytes stay as they are, and the edits lie beside them in a table E, the
+ * root's user value 1, by the tape index of the container written to:
+ * E[at] = C, C[name] = value for an object's member (DELETED for one set
+ * to nil) and C[k] = value for an array's element, C[0] its length once it
+ * changed. Reads see the edits; the JSON written for the view (what the
+ * cache keeps) is its bytes with the edited containers written member by
+ * member, each member that was not written copied as it is. Two views of
+ * the same value share its edits, as two references to one table do.
+ */
+#include "lua/view_impl.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/scan.h"
+
+/* The value of a member set to nil: klua.null is JSON's null, kept. */
+static const char DELETED = 'd';
+
+static int is_deleted(lua_State *L, int i) { return lua_touserdata(L, i) == &DELETED; }
+
+/* Pushes the edits E of v's object, or nil when there are none yet;
+ * with create, makes them. [-0, +1, e] */
+static int push_object_edits(lua_State *L, int vi, const view *v, int create) {
+    kl_view_root_push(L, vi, v); /* stack: ..., root */
+    if (lua_getiuservalue(L, -1, 1) != LUA_TTABLE && create) { /* stack: ..., root, E|nil */
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 2);
+        lua_pushvalue(L, -1);
+        lua_setiuservalue(L, -3, 1);
+    }
+    lua_remove(L, -2); /* stack: ..., E|nil */
+    return lua_type(L, -1) == LUA_TTABLE;
+}
+
+/* Pushes C, the edits of the container at tape index at of v's object, or
+ * nil when it has none; with create, makes them. [-0, +1, e] */
+static int push_edits(lua_State *L, int vi, const view *v, size_t at, int create) {
+    if (!push_object_edits(L, vi, v, create)) return 0; /* stack: ..., nil */
+    if (lua_rawgeti(L, -1, (lua_Integer)at) != LUA_TTABLE && create) { /* stack: ..., E, C|nil */
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 1);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, -3, (lua_Integer)at);
+    }
+    lua_remove(L, -2); /* stack: ..., C|nil */
+    return lua_type(L, -1) == LUA_TTABLE;
+}
+
+/* The length of the array at tape index at, its edits C at ci (0: none). */
+static lua_Integer edited_len(lua_State *L, int ci, const kl_json_tape *t, size_t at) {
+    lua_Integer n = (lua_Integer)kl_jt_count(t, at);
+    if (ci && lua_rawgeti(L, ci, 0) == LUA_TNUMBER) n = lua_tointeger(L, -1);
+    if (ci) lua_pop(L, 1);
+    return n;
+}
+
+/* Pushes view[key] (the key at ki) as the edits of v's value at tape index
+ * at say it is, and returns 1; returns 0, pushing nothing, when they say
+ * nothing of it and the tape answers. [-0, +(0|1), e] */
+int kl_view_edit_read(lua_State *L, int vi, const view *v, size_t at, int ki) {
+    if (!push_edits(L, vi, v, at, 0)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    int ci = lua_gettop(L); /* stack: ..., C */
+    if (kl_jt_type(&v->doc->t, at) == '[') {
+        int isint = 0;
+        lua_Integer k = lua_type(L, ki) == LUA_TNUMBER ? lua_tointegerx(L, ki, &isint) : 0;
+        if (isint && (k < 1 || k > edited_len(L, ci, &v->doc->t, at))) lua_pushnil(L);
+        else if (!isint || lua_rawgeti(L, ci, k) == LUA_TNIL) {
+            lua_settop(L, ci - 1);
+            return 0;
+        }
+    } else {
+        lua_pushvalue(L, ki);
+        if (lua_rawget(L, ci) == LUA_TNIL) {
+            lua_settop(L, ci - 1);
+            return 0;
+        }
+        if (is_deleted(L, -1)) {
+            lua_pop(L, 1);
+            lua_pushnil(L);
+        }
+    }
+    lua_remove(L, ci);
+    return 1;
+}
+
+/* C[key] = value for an object's member, key at 2 and value at 3, C on top. */
+static void set_member(lua_State *L) {
+    if (lua_type(L, 2) != LUA_TSTRING)
+        luaL_error(L, "klua: cannot set a %s key of an object: its members are named by strings",
+                   luaL_typename(L, 2));
+    lua_pushvalue(L, 2);
+    if (lua_isnil(L, 3)) lua_pushlightuserdata(L, (void *)&DELETED);
+    else lua_pushvalue(L, 3);
+    lua_rawset(L, -3);
+}
+
+/* C[k] = value for element k of the array at tape index at, as a table
+ * with a border at its length would take it: elements 1 to n + 1 can be
+ * set, and only the last one to nil (table.insert and table.remove do no
+ * other). k at 2, value at 3, C on top. */
+static void set_element(lua_State *L, const kl_json_tape *t, size_t at) {
+    int ci = lua_gettop(L), isint = 0;
+    lua_Integer k = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &isint) : 0;
+    lua_Integer n = edited_len(L, ci, t, at);
+    if (!isint || k < 1 || k > n + 1)
+        luaL_error(L, "klua: cannot set element %s of an array of %d: only 1 to %d (#arr + 1)",
+                   luaL_tolstring(L, 2, NULL), (int)n, (int)n + 1);
+    int unset = lua_isnil(L, 3);
+    if (unset && k < n)
+        luaL_error(L, "klua: cannot set element %d of %d to nil: it would leave a hole; "
+                      "table.remove(arr, %d) closes it", (int)k, (int)n, (int)k);
+    if (unset && k == n + 1) return;
+    /* Either write may raise a memory error, the one that adds a key to C:
+     * the element goes before the length grows and after it shrinks, so
+     * that an element is never counted that C does not hold (an element
+     * past the length is one no read reaches). Setting nil never raises. */
+    if (unset) {
+        lua_pushinteger(L, n - 1);
+        lua_rawseti(L, ci, 0);
+    }
+    lua_pushvalue(L, 3);
+    lua_rawseti(L, ci, k);
+    if (k == n + 1) {
+        lua_pushinteger(L, n + 1);
+        lua_rawseti(L, ci, 0);
+    }
+}
+
+static int by_index(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Pushes a userdata holding the tape indexes of the containers E (at ei)
+ * has edits of, in order; their count in *n. Writing asks, for each
+ * container it passes, whether one lies inside it: a search, where a walk
+ * of E would make a transform that edits every element of a long array
+ * quadratic. [-0, +1, e] */
+static const size_t *edited_indexes(lua_State *L, int ei, size_t *n) {
+    size_t count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, ei)) {
+        lua_pop(L, 1);
+        count++;
+    }
+    size_t *at = lua_newuserdatauv(L, count * sizeof *at, 0);
+    *n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, ei)) {
+        lua_pop(L, 1);
+        at[(*n)++] = (size_t)lua_tointeger(L, -1);
+    }
+    qsort(at, *n, sizeof *at, by_index);
+    return at;
+}
+
+/* Writing a view's JSON: its text, and the object's edits. */
+typedef struct writing {
+    lua_State *L;
+    const kl_view_writer *w;
+    const kl_json_tape *t;
+    const char *text;
+    size_t end; /* text[end] is past the object */
+    int ei;     /* stack index of E */
+    const size_t *edited; /* the containers E has edits of (edited_indexes) */
+    size_t nedited;
+    kl_scan scan; /* finds where an object or array ends, 64 bytes at a time */
+    const kl_view_step *steps;  /* from the view to the member being written */
+    const kl_view_step **link; /* where the next step down goes */
+} writing;
+
+/* The byte just past the value at off: the members not written to are
+ * copied by their spans, most of a Pod's bytes. */
+static size_t skip_value(writing *g, size_t off) {
+    char c = g->text[off];
+    if (c != '{' && c != '[') return kl_json_raw_skip(g->text, g->end, off);
+    kl_scan_start(&g->scan);
+    int done = 0;
+    size_t n = kl_scan_value(&g->scan, g->text + off, g->end - off, &done);
+    return done ? off + n : g->end;
+}
+
+static void put(writing *g, const char *s, size_t n) { g->w->put(g->w->ctx, s, n); }
+
+/* Steps down to a member, for the errors of encoding it to name; returns
+ * what leave takes to step back up. */
+static const kl_view_step **enter(writing *g, kl_view_step *step) {
+    const kl_view_step **up = g->link;
+    *up = step;
+    g->link = &step->next;
+    return up;
+}
+
+static void leave(writing *g, const kl_view_step **up) {
+    *up = NULL;
+    g->link = up;
+}
+
+static void value(writing *g, int idx) { g->w->value(g->w->ctx, idx, g->steps); }
+
+/* Whether edits lie at tape index at or inside the value there. */
+static int edits_within(const writing *g, size_t at) {
+    char type = kl_jt_type(g->t, at);
+    if (type != '{' && type != '[') return 0;
+    size_t lo = 0, hi = g->nedited, close = kl_jt_close(g->t, at);
+    while (lo < hi) { /* the first edited container at or after at */
+        size_t mid = lo + (hi - lo) / 2;
+        if (g->edited[mid] < at) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < g->nedited && g->edited[lo] < close;
+}
+
+static void write_value(writing *g, size_t at, size_t off);
+
+/* The byte where the next value or key starts, at or after off. */
+static size_t skip_separators(writing *g, size_t off) {
+    return kl_json_raw_seek(g->text, g->end, off, 0, 0);
+}
+
+/* Writes the object at tape index at, whose '{' is at byte off, with its
+ * edits C on top of the stack, or nil when it has none of its own. */
+static void write_object(writing *g, size_t at, size_t off) {
+    lua_State *L = g->L;
+    int ci = lua_gettop(L), first = 1, own = lua_type(L, ci) == LUA_TTABLE;
+    put(g, "{", 1);
+    for (size_t i = at + 1, close = kl_jt_close(g->t, at), p = off + 1; i < close; i = kl_jt_next(g->t, i + 1)) {
+        size_t ko = skip_separators(g, p), ke = kl_json_raw_skip(g->text, g->end, ko);
+        size_t vo = skip_separators(g, ke);
+        p = skip_value(g, vo);
+        kl_view_step step = {NULL, 0, 0, NULL};
+        step.key = kl_jt_string(g->t, i, &step.keylen);
+        int edited = 0;
+        if (own) {
+            lua_pushlstring(L, step.key, step.keylen);
+            edited = lua_rawget(L, ci) != LUA_TNIL; /* stack: ..., C, edit|nil */
+        }
+        if (!(edited && is_deleted(L, -1))) {
+            if (!first) put(g, ",", 1);
+            first = 0;
+            put(g, g->text + ko, ke - ko);
+            put(g, ":", 1);
+            const kl_view_step **up = enter(g, &step);
+            if (edited) value(g, lua_gettop(L));
+            else write_value(g, i + 1, vo);
+            leave(g, up);
+        }
+        lua_settop(L, ci);
+    }
+    lua_pushnil(L);
+    while (own && lua_next(L, ci)) { /* the members added: stack: ..., C, key, value */
+        kl_view_step step = {NULL, 0, 0, NULL};
+        step.key = lua_tolstring(L, -2, &step.keylen);
+        if (!is_deleted(L, -1) && !kl_jt_find(g->t, at, step.key, step.keylen)) {
+            if (!first) put(g, ",", 1);
+            first = 0;
+            const kl_view_step **up = enter(g, &step);
+            value(g, ci + 1);
+            put(g, ":", 1);
+            value(g, ci + 2);
+            leave(g, up);
+        }
+        lua_pop(L, 1);
+    }
+    lua_settop(L, ci);
+    put(g, "}", 1);
+}
+
+/* Writes the array at tape index at, whose '[' is at byte off, with its
+ * edits C on top of the stack, or nil when it has none of its own. */
+static void write_array(writing *g, size_t at, size_t off) {
+    lua_State *L = g->L;
+    int ci = lua_gettop(L), own = lua_type(L, ci) == LUA_TTABLE;
+    lua_Integer was = (lua_Integer)kl_jt_count(g->t, at), n = own ? edited_len(L, ci, g->t, at) : was;
+    put(g, "[", 1);
+    size_t i = at + 1, p = off + 1;
+    for (lua_Integer k = 1; k <= n; k++) {
+        if (k > 1) put(g, ",", 1);
+        size_t vo = 0;
+        if (k <= was) {
+            vo = skip_separators(g, p);
+            p = skip_value(g, vo);
+        }
+        kl_view_step step = {NULL, 0, (long long)k, NULL};
+        const kl_view_step **up = enter(g, &step);
+        if (own && lua_rawgeti(L, ci, k) != LUA_TNIL) value(g, ci + 1);
+        else write_value(g, i, vo);
+        leave(g, up);
+        lua_settop(L, ci);
+        if (k <= was) i = kl_jt_next(g->t, i);
+    }
+    put(g, "]", 1);
+}
+
+/* Writes the value at tape index at, whose bytes start at off: the bytes
+ * themselves unless edits lie inside it. */
+static void write_value(writing *g, size_t at, size_t off) {
+    lua_State *L = g->L;
+    if (!edits_within(g, at)) {
+        put(g, g->text + off, skip_value(g, off) - off);
+        return;
+    }
+    luaL_checkstack(L, 8, "klua: an edited object nested too deeply");
+    lua_rawgeti(L, g->ei, (lua_Integer)at); /* stack: ..., C|nil */
+    if (kl_jt_type(g->t, at) == '{') write_object(g, at, off);
+    else write_array(g, at, off);
+    lua_pop(L, 1);
+}
+
+/* ---- what view.c's metamethods call ---- */
+
+void kl_view_edit_write(lua_State *L, view *v) {
+    lua_settop(L, 3);
+    size_t at = kl_view_at(L, v);
+    push_edits(L, 1, v, at, 1); /* stack: view, key, value, C */
+    if (kl_jt_type(&v->doc->t, at) == '[') set_element(L, &v->doc->t, at);
+    else set_member(L);
+    v->doc->edited = 1;
+}
+
+int kl_view_edit_len(lua_State *L, int vi, const view *v, size_t at, lua_Integer *n) {
+    int own = push_edits(L, vi, v, at, 0); /* stack: ..., C|nil */
+    if (own) *n = edited_len(L, lua_gettop(L), &v->doc->t, at);
+    lua_pop(L, 1);
+    return own;
+}
+
+/* The iterator of pairs(view) for a container with edits: view.c's view_next's
+ * upvalues, and its edits C third. An object's members come in JSON order
+ * as edited, then those added (the tape position 0 once past the tape's,
+ * the last of them then in upvalue 5). */
+static int edited_next(lua_State *L) {
+    view *v = lua_touserdata(L, lua_upvalueindex(2));
+    const kl_json_tape *t = &v->doc->t;
+    size_t at = kl_view_at(L, v);
+    int ci = lua_upvalueindex(3), posi = lua_upvalueindex(4), nexti = lua_upvalueindex(5);
+    if (kl_jt_type(t, at) == '[') {
+        lua_Integer k = lua_tointeger(L, nexti);
+        if (k > edited_len(L, ci, t, at)) return 0;
+        lua_pushinteger(L, k + 1);
+        lua_replace(L, nexti);
+        lua_pushinteger(L, k); /* stack: k */
+        if (!kl_view_edit_read(L, lua_upvalueindex(2), v, at, lua_gettop(L)))
+            kl_view_member_push(L, lua_upvalueindex(2), lua_upvalueindex(1), v, kl_view_element(t, v, at, k));
+        return 2;
+    }
+    for (size_t pos = (size_t)lua_tointeger(L, posi); pos && pos < kl_jt_close(t, at);) {
+        size_t n;
+        const char *k = kl_jt_string(t, pos, &n);
+        size_t value = pos + 1;
+        pos = kl_jt_next(t, value);
+        lua_pushinteger(L, (lua_Integer)pos);
+        lua_replace(L, posi);
+        lua_pushlstring(L, k, n);
+        lua_pushvalue(L, -1);
+        int type = lua_rawget(L, ci); /* stack: key, edit|nil */
+        if (type == LUA_TNIL) {
+            lua_pop(L, 1);
+            kl_view_member_push(L, lua_upvalueindex(2), lua_upvalueindex(1), v, value);
+            return 2;
+        }
+        if (!is_deleted(L, -1)) return 2;
+        lua_pop(L, 2);
+    }
+    lua_pushinteger(L, 0);
+    lua_replace(L, posi);
+    lua_pushvalue(L, nexti); /* the last member added given, or 1 before the first */
+    if (lua_type(L, -1) != LUA_TSTRING) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+    }
+    while (lua_next(L, ci)) { /* stack: key, value */
+        size_t n;
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : NULL;
+        if (k && !is_deleted(L, -1) && !kl_jt_find(t, at, k, n)) {
+            lua_pushvalue(L, -2);
+            lua_replace(L, nexti);
+            return 2;
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+int kl_view_edit_pairs(lua_State *L, int vi, view *v, size_t at, int mt) {
+    vi = lua_absindex(L, vi);
+    mt = lua_absindex(L, mt);
+    if (!push_edits(L, vi, v, at, 0)) { /* stack: ..., C|nil */
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_pushvalue(L, mt);
+    lua_pushvalue(L, vi);
+    lua_rotate(L, -3, 2); /* stack: ..., mt, view, C */
+    lua_pushinteger(L, (lua_Integer)at + 1);
+    lua_pushinteger(L, 1);
+    lua_pushcclosure(L, edited_next, 5);
+    return 1;
+}
+
+int kl_view_edit_names(lua_State *L, int vi, const view *v, size_t at, const char *name) {
+    int found = 0;
+    if (push_edits(L, vi, v, at, 0)) { /* stack: ..., C */
+        found = lua_getfield(L, -1, name) != LUA_TNIL;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return found;
+}
+
+void kl_view_edit_json(lua_State *L, int vi, view *v, const kl_view_writer *w) {
+    size_t n;
+    const char *s = kl_view_bytes(v, &n);
+    size_t at = kl_view_at(L, v);
+    push_object_edits(L, vi, v, 0); /* stack: ..., E */
+    const vdoc *d = v->doc;
+    writing g = {.L = L, .w = w, .t = &d->t, .text = d->blob->data, .end = d->off + d->len,
+                 .ei = lua_gettop(L)};
+    g.edited = edited_indexes(L, g.ei, &g.nedited); /* stack: ..., E, indexes */
+    g.link = &g.steps;
+    kl_scan_init(&g.scan);
+    write_value(&g, at, (size_t)(s - d->blob->data));
+    lua_pop(L, 2);
+}
