@@ -169,6 +169,25 @@ describe('a view', function()
     assert.same({ 50, 10, 30, 20, 40, 40, 10 }, { v[5], v[1], v[3], v[2], v[4], v[4], v[1] })
   end)
 
+  -- A walk of an array goes on from where the last walk of the same array in the same object
+  -- stopped, through a new view of the array each time (obj.a[i] for i = 1, n), and starts over
+  -- for another array or an element before it.
+  it('walks arrays reached anew for each element, interleaved and in any order, element by element', function()
+    local v = testing.view('{"a":[{"x":1},[2,22],{"x":3},4,5],"b":[6,[7,77],8],"c":{"d":[9,10]}}')
+    local order = { { 'a', 1 }, { 'a', 3 }, { 'b', 2 }, { 'a', 4 }, { 'a', 2 }, { 'c', 2 }, { 'a', 5 },
+      { 'b', 3 }, { 'b', 1 }, { 'a', 6 }, { 'a', 5 }, { 'c', 1 } }
+    local got = {}
+    for _, step in ipairs(order) do
+      local k, i = step[1], step[2]
+      local arr = k == 'c' and v.c.d or v[k]
+      local e = arr[i]
+      got[#got + 1] = type(e) == 'userdata' and testing.json.encode(e) or tostring(e)
+      local again = k == 'c' and get(v, 'c', 'd', i) or get(v, k, i)
+      assert.equals(e, again, k .. '[' .. i .. '] through klua.get')
+    end
+    assert.same({ '{"x":1}', '{"x":3}', '[7,77]', '4', '[2,22]', '10', '5', '8', '6', 'nil', '5', '9' }, got)
+  end)
+
   it('reads a JSON null as klua.null, which is cjson.null, and keeps ipairs going past it', function()
     local v = testing.view('[null,1,null]')
     assert.equals(cjson.null, v[1])

@@ -136,18 +136,27 @@ void kl_view_member_push(lua_State *L, int vi, int mt, const view *v, size_t i) 
 /* The tape index of element k (1-based) of the array at tape index at, or
  * 0. With v, the array is v's own and v remembers where the walk stopped,
  * so that walking it in order is linear. */
-size_t kl_view_element(const kl_json_tape *t, view *v, size_t at, lua_Integer k) {
+size_t kl_view_element(view *v, size_t at, lua_Integer k, int own) {
+    vdoc *d = v->doc;
+    const kl_json_tape *t = &d->t;
     if (kl_jt_type(t, at) != '[' || k < 1 || (size_t)k > kl_jt_count(t, at)) return 0;
     size_t i = 1, pos = at + 1;
-    if (v && v->cursor && (size_t)k >= v->cursor) {
+    if (own && v->cursor && (size_t)k >= v->cursor) {
         i = v->cursor;
         pos = v->cursor_at;
     }
+    if (d->walked_array == at && d->walked_k > i && (size_t)k >= d->walked_k) {
+        i = d->walked_k;
+        pos = d->walked_at;
+    }
     for (; i < (size_t)k; i++) pos = kl_jt_next(t, pos);
-    if (v) {
+    if (own) {
         v->cursor = i;
         v->cursor_at = pos;
     }
+    d->walked_array = at;
+    d->walked_k = i;
+    d->walked_at = pos;
     return pos;
 }
 
@@ -163,7 +172,7 @@ static size_t member_at(lua_State *L, view *v, size_t at, int ki, int cursor) {
     }
     int isint = 0;
     lua_Integer k = lua_type(L, ki) == LUA_TNUMBER ? lua_tointegerx(L, ki, &isint) : 0;
-    return isint ? kl_view_element(t, cursor ? v : NULL, at, k) : 0;
+    return isint ? kl_view_element(v, at, k, cursor) : 0;
 }
 
 /* The tape index of key (a string or an integer at ki) in the view v,

@@ -352,7 +352,7 @@ static int edited_next(lua_State *L) {
         lua_replace(L, nexti);
         lua_pushinteger(L, k); /* stack: k */
         if (!kl_view_edit_read(L, lua_upvalueindex(2), v, at, lua_gettop(L)))
-            kl_view_member_push(L, lua_upvalueindex(2), lua_upvalueindex(1), v, kl_view_element(t, v, at, k));
+            kl_view_member_push(L, lua_upvalueindex(2), lua_upvalueindex(1), v, kl_view_element(v, at, k, 1));
         return 2;
     }
     for (size_t pos = (size_t)lua_tointeger(L, posi); pos && pos < kl_jt_close(t, at);) {

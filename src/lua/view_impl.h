@@ -31,6 +31,10 @@ typedef struct vdoc {
     size_t root;      /* tape index of the root value; 0 until parsed */
     kl_json_tape t;   /* t.words: the tape's block, freed by __gc */
     size_t tape_size; /* the size of that block; 0 until parsed */
+    size_t walked_array, walked_k, walked_at; /* the last walk of an array: its
+                                               * element walked_k (1-based) of the
+                                               * array at tape index walked_array
+                                               * is at tape index walked_at */
     int edit;         /* EDIT_NONE, or a transform's object: see view_edit.c */
     int edited;       /* some write was recorded, in the root's user value 1 */
 } vdoc;
@@ -53,10 +57,13 @@ typedef struct view {
 void kl_view_root_push(lua_State *L, int vi, const view *v);
 /* The tape index of the view v, parsing its object on first use. [-0, +0, e] */
 size_t kl_view_at(lua_State *L, view *v);
-/* The tape index of element k (1-based) of the array at tape index at, or
- * 0; with v, the array is v's own, whose cursor makes walking it in order
- * linear. */
-size_t kl_view_element(const kl_json_tape *t, view *v, size_t at, lua_Integer k);
+/* The tape index of element k (1-based) of the array at tape index at of
+ * v's tape, or 0. A walk starts where the last one stopped when it can:
+ * from own's cursor (the array is v's own), or from where the last walk of
+ * that array in v's object stopped, so that walking an array in order is
+ * linear, also through a new view of it for each element
+ * (obj.items[i] for i = 1, n). */
+size_t kl_view_element(view *v, size_t at, lua_Integer k, int own);
 /* Pushes the value at tape index i (0: nil) of the view at vi: a view
  * (metatable at mt) for an object or array, the plain value otherwise.
  * [-0, +1] */
