@@ -1,8 +1,8 @@
 --- Conditions: status.conditions entries in the shape of metav1.Condition
 -- {type, status, observedGeneration, lastTransitionTime, reason, message},
 -- updated the way apimachinery's meta.SetStatusCondition does.
--- Objects to change are mutable tables (klua.copy(obj)); the getters also
--- read views. A mistake in the call (a view to change, a condition without
+-- Objects to change are mutable tables (klua.copy(obj)) or klua.edit(obj);
+-- the getters also read views. A mistake in the call (a view to change, a condition without
 -- type, status or reason) raises, as klua.helpers' convention has it; the
 -- object's data never makes these fail.
 local M = {}
@@ -97,8 +97,8 @@ end
 -- defaults to ''. observedGeneration defaults to obj.metadata.generation.
 -- lastTransitionTime is set to now (or c.last_transition_time) when the
 -- condition is new or its status changes, and is kept otherwise.
--- obj must be a mutable table. Returns true when obj changed.
--- @param obj a mutable table
+-- obj must be a mutable table or klua.edit(obj). Returns true when obj changed.
+-- @param obj a mutable table, or klua.edit(obj)
 -- @param c the condition, as above
 -- @return true when obj changed
 -- @raise when obj is not a mutable table, or c lacks type, a valid status or reason
@@ -125,8 +125,8 @@ function M.set_condition(obj, c)
 end
 
 --- Removes the condition of the given type from obj.status.conditions.
--- obj must be a mutable table. Returns true when obj changed.
--- @param obj a mutable table
+-- obj must be a mutable table or klua.edit(obj). Returns true when obj changed.
+-- @param obj a mutable table, or klua.edit(obj)
 -- @param type_ the condition's type
 -- @return true when obj changed
 -- @raise when obj is not a mutable table

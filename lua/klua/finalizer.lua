@@ -1,9 +1,9 @@
 --- Finalizers: the names in metadata.finalizers that hold an object's
 -- deletion until the controller that added them has cleaned up.
--- Objects to change are mutable tables (klua.copy(obj)); has_finalizer also
--- reads views. A mistake in the call (a view to change, a name that is not a
--- string) raises, as klua.helpers' convention has it; the object's data
--- never makes these fail.
+-- Objects to change are mutable tables (klua.copy(obj)) or klua.edit(obj);
+-- has_finalizer also reads views. A mistake in the call (a view to change,
+-- a name that is not a string) raises, as klua.helpers' convention has it;
+-- the object's data never makes these fail.
 local M = {}
 
 local array_mt = {}
@@ -36,7 +36,7 @@ end
 
 --- Appends name to obj.metadata.finalizers unless it is there.
 -- Returns true when obj changed.
--- @param obj a mutable table
+-- @param obj a mutable table, or klua.edit(obj)
 -- @param name the finalizer
 -- @return true when obj changed
 -- @raise when obj is not a mutable table or name not a string
@@ -55,7 +55,7 @@ end
 
 --- Removes every occurrence of name from obj.metadata.finalizers.
 -- Returns true when obj changed.
--- @param obj a mutable table
+-- @param obj a mutable table, or klua.edit(obj)
 -- @param name the finalizer
 -- @return true when obj changed
 -- @raise when obj is not a mutable table or name not a string
@@ -76,7 +76,8 @@ function M.remove_finalizer(obj, name)
       list[kept] = list[i]
     end
   end
-  for i = kept + 1, n do list[i] = nil end
+  -- From the end: an array from klua.edit takes nil only there.
+  for i = n, kept + 1, -1 do list[i] = nil end
   return kept < n
 end
 

@@ -5,8 +5,9 @@
 -- event.lua, predicate.lua, loaded as require('klua.owner') and so on);
 -- klua.helpers gathers their functions.
 --
--- Functions that change an object take a mutable table (klua.copy(obj));
--- those that only read also accept read-only views.
+-- Functions that change an object take a mutable table (klua.copy(obj)) or
+-- a view that takes writes (klua.edit(obj)); those that only read also
+-- accept read-only views.
 --
 -- Errors: a mistake in the call raises an error that names the fix (a view
 -- where a mutable table is needed, an option of the wrong type or missing,
@@ -24,6 +25,7 @@ local condition = require('klua.condition')
 local event = require('klua.event')
 local predicate = require('klua.predicate')
 local correlator = require('klua.internal.correlator')
+local util = require('klua.internal.objutil')
 
 local M = {}
 
@@ -66,6 +68,18 @@ end
 function M.set_clock(fn)
   if type(fn) ~= 'function' then error('set_clock: fn must be a function returning epoch seconds', 2) end
   for _, mod in ipairs(CLOCK_USERS) do mod.set_clock(fn) end
+end
+
+--- Sets what tells a value that takes writes from one that does not,
+-- besides a table: the host calls this once with its own, so that the
+-- helpers that change an object take a view from klua.edit.
+-- @param fn a function(v) returning whether v takes writes
+-- @raise when fn is not a function
+-- @usage
+-- klua.helpers.set_writable(function(v) return type(v) == 'table' end)
+function M.set_writable(fn)
+  if type(fn) ~= 'function' then error('set_writable: fn must be a function(v) returning a boolean', 2) end
+  util.set_writable(fn)
 end
 
 M.set_array_mt({})

@@ -3,8 +3,8 @@
 -- Informers keep a local copy of a resource and call handlers on every
 -- change; timers run functions later; `klua.api` reads and writes the
 -- cluster. Objects handed to handlers and returned by the cache are
--- read-only views: index them like tables, call `klua.copy(obj)` for a
--- mutable table.
+-- read-only views: index them like tables, call `klua.edit(obj)` for one
+-- that takes writes or `klua.copy(obj)` for a mutable table.
 local core = require('klua.core')
 local endpoint = require('klua.internal.endpoint')
 local discovery = require('klua.internal.discovery')
@@ -63,6 +63,25 @@ klua.null = core.json.null
 -- cm.data.seen = 'yes'
 -- klua.api.update('configmaps', cm)
 klua.copy = core.copy
+--- A view of `v`'s object that takes writes, for a change to send: writes
+-- are kept beside the object's bytes, reads, `pairs`, `#`, `klua.get` and
+-- `klua.copy` see them, and `klua.json.encode` (so `klua.api.update` and
+-- `create`) sends the bytes with the objects and arrays written to
+-- rewritten. It costs what is written, where `klua.copy` decodes the whole
+-- object into tables first: the choice when a reconcile changes a few
+-- fields of a large object. `v` itself is left as it was. Arrays take
+-- elements 1 to `#arr + 1`, and nil only at their end (`table.insert` and
+-- `table.remove` work on them), so that they stay sequences. The helpers
+-- that change objects (`klua.helpers.add_finalizer`, `set_condition`, ...)
+-- take it as they take a table. A table is given back as it is.
+-- @param v a view, or a table
+-- @return a view that takes writes, or the table
+-- @raise when v is neither
+-- @usage
+-- local cm = klua.edit(obj)
+-- cm.data.seen = 'yes'
+-- klua.api.update('configmaps', cm)
+klua.edit = core.edit
 --- `klua.get(obj, 'metadata', 'labels', 'app')`: the nested member, or nil
 -- as soon as one step is missing or reaches a value without members
 -- (a string, a number, `klua.null`). Never raises; reads views and tables.
@@ -695,6 +714,7 @@ klua.helpers = require('klua.helpers')
 klua.webhook = require('klua.webhook')
 local recorder = require('klua.internal.recorder')
 klua.helpers.set_array_mt(core.json.array_mt)
+klua.helpers.set_writable(core.writable)
 
 --- Records a core/v1 Event about obj (opts: type "Normal" or "Warning",
 -- reason, message, component; see klua.helpers.event_for) as client-go's

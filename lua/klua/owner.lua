@@ -4,7 +4,8 @@
 -- owner, so the garbage collector deletes the children with the owner and
 -- the controller can find the owner of a child it sees change. These follow
 -- controller-runtime's controllerutil. Objects to change are mutable tables
--- (klua.copy(obj)); objects only read may be read-only views. Errors follow
+-- (klua.copy(obj)) or klua.edit(obj); objects only read may be read-only
+-- views. Errors follow
 -- klua.helpers' convention: a mistake in the call raises, a problem with the
 -- objects' data returns nil and an error {reason, message}.
 local M = {}
@@ -96,7 +97,7 @@ end
 --- Makes owner the controller of obj: adds to obj.metadata.ownerReferences
 -- {apiVersion, kind, name, uid, controller = true, blockOwnerDeletion = true},
 -- or replaces the entry that already refers to owner.
--- owner may be a view; obj must be a mutable table. Objects from a list
+-- owner may be a view; obj must be a mutable table or klua.edit(obj). Objects from a list
 -- carry no apiVersion/kind: give them as opts = {api_version =, kind =}.
 -- Returns true, or nil and an error {reason, message} when obj already has
 -- another controller (reason 'AlreadyOwned'), the namespaces do not allow
@@ -104,7 +105,7 @@ end
 -- or the owner lacks apiVersion/kind ('MissingKind') or name/uid
 -- ('MissingUID'). Raises when obj is not a mutable table or opts not a table.
 -- @param owner the owner, a view or a table
--- @param obj the owned object, a mutable table
+-- @param obj the owned object, a mutable table or klua.edit(obj)
 -- @param opts optional {api_version=, kind=}
 -- @return true, or nil and err {reason, message}
 -- @raise when obj is not a mutable table or opts not a table

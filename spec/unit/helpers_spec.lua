@@ -132,9 +132,9 @@ describe('owner references', function()
 
   it('refuse to write into something that is not a mutable table, or with opts that are not a table', function()
     assert.has_error(function() helpers.set_controller_reference(deployment(), 'web-1') end,
-      'set_controller_reference: obj must be a mutable table (views are read-only: use klua.copy(obj))')
+      'set_controller_reference: obj must be a mutable table or klua.edit(obj) (views are read-only: use klua.edit(obj) or klua.copy(obj))')
     assert.has_error(function() helpers.set_controller_reference(deployment(), view(replica_set())) end,
-      'set_controller_reference: obj must be a mutable table (views are read-only: use klua.copy(obj))')
+      'set_controller_reference: obj must be a mutable table or klua.edit(obj) (views are read-only: use klua.edit(obj) or klua.copy(obj))')
     assert.has_error(function() helpers.set_controller_reference(deployment(), replica_set(), 'apps/v1') end,
       "set_controller_reference: opts must be a table such as {api_version = 'apps/v1', kind = 'Deployment'}")
   end)
@@ -142,7 +142,7 @@ describe('owner references', function()
   it('refuse to replace a view held inside a table, which would drop its members', function()
     local rs = { metadata = view(replica_set()).metadata }
     assert.has_error(function() helpers.set_controller_reference(deployment(), rs) end,
-      'set_controller_reference: obj.metadata is a read-only view: pass klua.copy(obj), a mutable table throughout')
+      'set_controller_reference: obj.metadata is a read-only view: pass klua.edit(obj), or klua.copy(obj), a mutable table throughout')
     assert.equals('web-1', rs.metadata.name)
   end)
 
@@ -225,13 +225,13 @@ describe('finalizers', function()
   it('refuse a view to change, also one held inside a table, leaving it as it was', function()
     local v = view { metadata = { name = 'web', finalizers = { 'mine/f' } } }
     assert.has_error(function() helpers.add_finalizer(v, 'x/y') end,
-      'add_finalizer: obj must be a mutable table (views are read-only: use klua.copy(obj))')
+      'add_finalizer: obj must be a mutable table or klua.edit(obj) (views are read-only: use klua.edit(obj) or klua.copy(obj))')
     local obj = { metadata = v.metadata }
     assert.has_error(function() helpers.add_finalizer(obj, 'x/y') end,
-      'add_finalizer: obj.metadata is a read-only view: pass klua.copy(obj), a mutable table throughout')
+      'add_finalizer: obj.metadata is a read-only view: pass klua.edit(obj), or klua.copy(obj), a mutable table throughout')
     obj = { metadata = { finalizers = v.metadata.finalizers } }
     assert.has_error(function() helpers.remove_finalizer(obj, 'mine/f') end,
-      'remove_finalizer: obj.metadata.finalizers is a read-only view: pass klua.copy(obj), a mutable table throughout')
+      'remove_finalizer: obj.metadata.finalizers is a read-only view: pass klua.edit(obj), or klua.copy(obj), a mutable table throughout')
     assert.equals('mine/f', obj.metadata.finalizers[1])
     assert.is_true(helpers.remove_finalizer(testing.copy(v), 'mine/f'))
   end)
@@ -340,11 +340,11 @@ describe('conditions', function()
     local v = view { status = { phase = 'Running', conditions = { { type = 'Ready', status = 'True' } } } }
     local obj = { status = v.status }
     assert.has_error(function() helpers.set_condition(obj, ready('True')) end,
-      'set_condition: obj.status is a read-only view: pass klua.copy(obj), a mutable table throughout')
+      'set_condition: obj.status is a read-only view: pass klua.edit(obj), or klua.copy(obj), a mutable table throughout')
     assert.has_error(function() helpers.remove_condition(obj, 'Ready') end,
-      'remove_condition: obj.status is a read-only view: pass klua.copy(obj), a mutable table throughout')
+      'remove_condition: obj.status is a read-only view: pass klua.edit(obj), or klua.copy(obj), a mutable table throughout')
     assert.has_error(function() helpers.set_condition(v, ready('True')) end,
-      'set_condition: obj must be a mutable table (views are read-only: use klua.copy(obj))')
+      'set_condition: obj must be a mutable table or klua.edit(obj) (views are read-only: use klua.edit(obj) or klua.copy(obj))')
     assert.equals('Running', obj.status.phase)
     local c = testing.copy(v)
     assert.is_true(helpers.remove_condition(c, 'Ready'))
@@ -557,5 +557,48 @@ describe('helpers module', function()
     assert.has_error(function() helpers.set_clock(42) end,
       'set_clock: fn must be a function returning epoch seconds')
     assert.has_error(function() helpers.set_array_mt('array') end, 'set_array_mt: mt must be a table')
+  end)
+end)
+
+-- A reconcile may change an object through klua.edit(obj) rather than klua.copy(obj): the
+-- helpers that change objects take either, and make the same object of each.
+describe('the helpers that change an object, given klua.edit(obj)', function()
+  before_each(function() helpers.set_writable(testing.writable) end)
+  after_each(function() helpers.set_writable(function(v) return type(v) == 'table' end) end)
+
+  local function pod()
+    return view {
+      apiVersion = 'v1', kind = 'Pod',
+      metadata = { name = 'web-0', namespace = 'shop', finalizers = { 'a/one', 'mine/f', 'b/two', 'mine/f' } },
+      status = { conditions = { { type = 'Ready', status = 'False', reason = 'Starting', message = '',
+        lastTransitionTime = '2023-11-14T22:00:00Z' } } },
+    }
+  end
+
+  local changes = {
+    function(o) return helpers.add_finalizer(o, 'x/y') end,
+    function(o) return helpers.remove_finalizer(o, 'mine/f') end,
+    function(o) return helpers.set_controller_reference(deployment(), o) end,
+    function(o) return helpers.set_condition(o, { type = 'Ready', status = 'True', reason = 'Up' }) end,
+    function(o) return helpers.set_condition(o, { type = 'Synced', status = 'True', reason = 'Done' }) end,
+    function(o) return helpers.remove_condition(o, 'Ready') end,
+  }
+
+  it('make of it the object they make of a copy, and leave the view it came from as it was', function()
+    local v = pod()
+    local before = tostring(v)
+    local edited, copied = testing.edit(v), testing.copy(v)
+    for i, change in ipairs(changes) do
+      assert.same({ change(copied) }, { change(edited) }, 'change ' .. i)
+    end
+    assert.same(testing.json.decode(testing.json.encode(copied)), testing.json.decode(testing.json.encode(edited)))
+    assert.same({ 'a/one', 'b/two', 'x/y' }, testing.copy(edited.metadata.finalizers))
+    assert.equals(before, tostring(v))
+  end)
+
+  it('still refuse a read-only view', function()
+    assert.has_error(function() helpers.add_finalizer(pod(), 'x/y') end,
+      'add_finalizer: obj must be a mutable table or klua.edit(obj) (views are read-only: use klua.edit(obj) '
+      .. 'or klua.copy(obj))')
   end)
 end)

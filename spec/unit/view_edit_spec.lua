@@ -263,3 +263,71 @@ describe('the object a transform is given, edited as a table would be', function
     end)
   end
 end)
+
+-- klua.edit(obj) gives any view's object that takes writes, for a reconcile to change and send;
+-- the view it came from stays as it was.
+describe('klua.edit', function()
+  local edit_of, writable = testing.edit, testing.writable
+
+  local makers = {
+    ['an object not parsed yet'] = function() return testing.view(POD) end,
+    ['an object parsed already'] = function()
+      local v = testing.view(POD)
+      assert.equals('web-1', v.metadata.name)
+      return v
+    end,
+    ['a watch event\'s object'] = function()
+      return assert(testing.event_view('{"type":"MODIFIED","object":' .. POD .. '}'))
+    end,
+  }
+  for what, make in pairs(makers) do
+    it('gives a view of ' .. what .. ' that takes writes, leaving the view as it was', function()
+      local v = make()
+      local e = edit_of(v)
+      e.metadata.labels.app = 'api'
+      table.remove(e.spec.containers, 1)
+      assert.equals('api', e.metadata.labels.app)
+      assert.equals('web', v.metadata.labels.app)
+      assert.equals(POD, tostring(v))
+      local sent = cjson.decode(testing.json.encode(e))
+      assert.equals('api', sent.metadata.labels.app)
+      assert.equals('b,c', names(sent.spec.containers))
+      local other = edit_of(v)
+      assert.equals('web', other.metadata.labels.app)
+    end)
+  end
+
+  it('gives a view of a member\'s value, and of an object with writes as they were made', function()
+    local member = edit_of(testing.view(POD).spec.containers[2])
+    member.image = 'redis:7'
+    assert.equals('{"name":"b","image":"redis:7"}', testing.json.encode(member))
+    local t = edit_of(testing.view(POD))
+    t.metadata.name = 'web-2'
+    local again = edit_of(t)
+    again.kind = 'Thing'
+    assert.equals('web-2', again.metadata.name)
+    assert.equals('Pod', t.kind)
+  end)
+
+  it('gives a table back as it is, and refuses anything else', function()
+    local t = { a = 1 }
+    assert.equals(t, edit_of(t))
+    local ok, err = pcall(edit_of, 'text')
+    assert.is_false(ok)
+    assert.truthy(err:find('view or table expected, got string', 1, true), err)
+  end)
+
+  it('says which values take writes: tables, and views from klua.edit or a transform that runs', function()
+    local v = testing.view(POD)
+    assert.is_true(writable({}))
+    assert.is_false(writable(v))
+    assert.is_false(writable(v.metadata))
+    assert.is_true(writable(edit_of(v)))
+    assert.is_true(writable(edit_of(v).metadata))
+    local given = testing.editable_view(POD)
+    assert.is_true(writable(given.spec))
+    testing.seal(given)
+    assert.is_false(writable(given.spec))
+    assert.is_false(writable('x'))
+  end)
+end)

@@ -1,6 +1,13 @@
 --- What the helper modules share: readers that work alike on plain tables
--- and on read-only views (userdata with a metatable), and the error value.
+-- and on views (userdata with a metatable), and the error value.
 local M = {}
+
+-- Whether writes to a value are taken: a table, and for the host also a
+-- view from klua.edit (klua.helpers.set_writable).
+local writable = function(v) return type(v) == 'table' end
+
+--- Sets what says whether a value takes writes.
+function M.set_writable(fn) writable = fn end
 
 --- Whether v can be indexed as an object: a table or a view.
 function M.indexable(v)
@@ -27,12 +34,13 @@ function M.find(list, match)
   end
 end
 
---- Raises, naming fn, when obj is not a mutable table: a helper that
--- changes an object was handed a view (or nothing). The error points at
--- the caller of fn.
+--- Raises, naming fn, when obj takes no writes: a helper that changes an
+-- object was handed a read-only view (or nothing). A table and a view
+-- from klua.edit take them. The error points at the caller of fn.
 function M.check_mutable(fn, obj)
-  if type(obj) ~= 'table' then
-    error(fn .. ': obj must be a mutable table (views are read-only: use klua.copy(obj))', 3)
+  if not writable(obj) then
+    error(fn .. ': obj must be a mutable table or klua.edit(obj) (views are read-only: use klua.edit(obj) '
+      .. 'or klua.copy(obj))', 3)
   end
 end
 
@@ -49,15 +57,17 @@ function M.check_reason_and_message(fn, t, example)
   end
 end
 
---- The table t[key] of the mutable table t, made (with metatable mt, if
--- given) when absent or not a table. Raises, naming fn and path, when it is
--- a read-only view: replacing it would drop its members, and the fix is in
--- the script (pass klua.copy(obj), whose parts are all tables).
+--- The table t[key] of the mutable object t, made (with metatable mt, if
+-- given) when absent or not a table; a view of it in an object from
+-- klua.edit, which takes writes throughout. Raises, naming fn and path,
+-- when it is a read-only view: replacing it would drop its members, and the
+-- fix is in the script (pass klua.copy(obj), whose parts are all tables).
 function M.subtable(fn, t, key, path, mt)
   local v = t[key]
-  if type(v) == 'table' then return v end
+  if type(v) == 'table' or (v ~= nil and writable(v)) then return v end
   if M.indexable(v) then
-    error(('%s: %s is a read-only view: pass klua.copy(obj), a mutable table throughout'):format(fn, path), 3)
+    error(('%s: %s is a read-only view: pass klua.edit(obj), or klua.copy(obj), a mutable table throughout')
+      :format(fn, path), 3)
   end
   v = setmetatable({}, mt)
   t[key] = v
