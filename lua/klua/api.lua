@@ -91,6 +91,7 @@ local CALLS = {
 
 local function shown(v)
   if type(v) == 'string' then return ('the string %q'):format(v) end
+  if getmetatable(v) == 'klua.view' then return core.writable(v) and 'klua.edit(obj)' or 'a view' end
   return v == nil and 'nil' or ('a ' .. type(v))
 end
 
@@ -499,10 +500,12 @@ end
 -- another manager owns instead of failing with a Conflict whose message
 -- names them), namespace (when obj.metadata has none; default the
 -- context's), dry_run.
--- @param obj the fields to own, with apiVersion, kind and metadata.name
+-- @param obj the fields to own, a table with apiVersion, kind and metadata.name
 -- @param opts a table: field_manager (required), force, namespace, dry_run
 -- @return the object as stored, or nil and an error (a Conflict names the
 --   fields and their managers)
+-- @raise when obj is not a table: a view or klua.edit(obj) is a whole stored
+--   object, which would claim every field it holds; klua.api.update sends it
 -- @usage
 -- local cm, err = klua.api.apply({ apiVersion = 'v1', kind = 'ConfigMap',
 --   metadata = { name = 'settings', namespace = 'web' },
@@ -510,6 +513,10 @@ end
 -- if klua.api.is_conflict(err) then klua.log.warn('%s', err.message) end
 function api.apply(obj, opts)
   check_obj('apply', obj, 'obj is the object to apply, a table with apiVersion, kind and metadata.name')
+  if type(obj) ~= 'table' then
+    misuse('apply', 'obj is the object to apply, a table with apiVersion, kind and metadata.name: the fields this '
+      .. 'manager owns (a view, or klua.edit(obj), is a whole stored object: send its changes with klua.api.update)', obj)
+  end
   check_opts('apply', opts, 'opts is a table with field_manager')
   opts = opts or {}
   if type(obj) ~= 'table' or type(obj.apiVersion) ~= 'string' or type(obj.kind) ~= 'string'

@@ -1061,6 +1061,33 @@ describe('klua.api', function()
         .. 'api.apply needs opts.field_manager: the name that owns the applied fields (400 BadRequest)\n'
         .. 'api.apply needs an object with apiVersion, kind and metadata.name (400 BadRequest)\n', out)
     end)
+
+    -- An apply sends the fields a manager owns, built for it, as controller-runtime's
+    -- apply configurations are: a stored object would claim every field it holds (and
+    -- the server refuses its managedFields). Its changes go with update.
+    it('api.apply refuses a view or klua.edit(obj), a whole stored object, naming klua.api.update, and sends nothing', function()
+      local ns = namespace('api-apply-view')
+      configmap(ns, 'stored', nil, { k = 'v' })
+      local out = run_ok([[
+        local ns = ...
+        local inf = klua.informer { resource = 'configmaps', namespace = ns }
+        klua.on_synced(function()
+          local stored = inf:get(ns .. '/stored')
+          local edited = klua.edit(stored)
+          edited.data.k = 'changed'
+          for _, obj in ipairs({ stored, edited }) do
+            local ok, err = pcall(klua.api.apply, obj, { field_manager = 'x' })
+            print(ok, (tostring(err):gsub('^[^:]+:%d+: ', '')))
+          end
+          klua.stop()
+        end)
+      ]], { args = { ns } })
+      local what = 'klua.api.apply(obj, opts): obj is the object to apply, a table with apiVersion, kind and '
+        .. 'metadata.name: the fields this manager owns (a view, or klua.edit(obj), is a whole stored object: '
+        .. 'send its changes with klua.api.update), not '
+      assert.equals('false\t' .. what .. 'a view\nfalse\t' .. what .. 'klua.edit(obj)\n', out)
+      assert.equals('v', sb:kubectl_json('get configmap stored -n ' .. ns).data.k)
+    end)
   end)
 
   it('delete honours preconditions: a stale resourceVersion fails with is_conflict, the right uid deletes', function()
@@ -1339,6 +1366,42 @@ describe('--memory-limit', function()
     ]], { flags = { '--memory-limit', '16' }, args = { ns }, timeout = 60 })
     assert.equals(0, code, err)
     assert.equals('refused\ttrue\tread\ttrue\tafterwards\t100000\n', out, err)
+  end)
+
+  -- klua.edit copies a parsed object's tape, or encodes an edited one into bytes of its
+  -- own: either may not fit, and the edit made so far lets go of what it holds (the ASan
+  -- run checks it).
+  it('fails a klua.edit that does not fit, of a parsed object and of an edited one, and edits once there is room', function()
+    local ns = namespace('memory-edit')
+    configmap(ns, 'big', nil, { note = ('n'):rep(100000) })
+    local out, err, code = run(IN_EACH_ROOM .. [[
+      local inf = klua.informer { resource = 'configmaps', namespace = ... }
+      klua.on_synced(function()
+        local parsed = inf:get('memory-edit/big')
+        assert(parsed.metadata.name == 'big')
+        local edited = klua.edit(parsed)
+        edited.data.extra = 'x'
+        local function judge(e) return #e.data.note == 100000 and 'edited' or 'wrong' end
+        for what, v in pairs({ parsed = parsed, edited = edited }) do
+          local outcomes = in_each_room({ ['not enough memory'] = 0, edited = 0 },
+            function()
+              local e = klua.edit(v)
+              e.data.mine = 'y'
+              return e
+            end, judge)
+          for k, n in pairs(outcomes) do
+            if k ~= 'edited' and k ~= 'not enough memory' then print(what, 'other', k, n) end
+          end
+          print(what, 'refused', outcomes['not enough memory'] > 0, 'edited', outcomes.edited > 0)
+        end
+        klua.stop()
+      end)
+    ]], { flags = { '--memory-limit', '16' }, args = { ns }, timeout = 60 })
+    assert.equals(0, code, err)
+    local lines = {}
+    for line in out:gmatch('[^\n]+') do lines[#lines + 1] = line end
+    table.sort(lines)
+    assert.same({ 'edited\trefused\ttrue\tedited\ttrue', 'parsed\trefused\ttrue\tedited\ttrue' }, lines, err)
   end)
 end)
 
