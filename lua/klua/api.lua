@@ -519,7 +519,7 @@ function api.apply(obj, opts)
   end
   check_opts('apply', opts, 'opts is a table with field_manager')
   opts = opts or {}
-  if type(obj) ~= 'table' or type(obj.apiVersion) ~= 'string' or type(obj.kind) ~= 'string'
+  if type(obj.apiVersion) ~= 'string' or type(obj.kind) ~= 'string'
       or type(obj.metadata) ~= 'table' or type(obj.metadata.name) ~= 'string' then
     return nil, new_error(400, 'BadRequest', 'api.apply needs an object with apiVersion, kind and metadata.name')
   end

@@ -596,6 +596,38 @@ describe('the helpers that change an object, given klua.edit(obj)', function()
     assert.equals(before, tostring(v))
   end)
 
+  -- Each object as JSON: without metadata or status, with them null, with empty lists,
+  -- and with lists whose entries the changes move (conditions after one removed).
+  local shapes = {
+    '{"kind":"Pod"}',
+    '{"metadata":null,"status":null}',
+    '{"metadata":{"finalizers":null,"ownerReferences":null},"status":{"conditions":null}}',
+    '{"metadata":{"finalizers":[],"ownerReferences":[]},"status":{"conditions":[]}}',
+    '{"metadata":{"namespace":"shop","generation":2,"finalizers":["mine/f","x/y","mine/f"],'
+      .. '"ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":"web","uid":"old","controller":true}]},'
+      .. '"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"Synced","status":"False"},{"type":"Other","status":"True"}]}}',
+  }
+
+  it('make the object a copy makes, whatever it lacks, in any order, called again, and edited again', function()
+    for _, json in ipairs(shapes) do
+      for first = 1, #changes do
+        local v = testing.view(json)
+        local edited, copied = testing.edit(v), testing.copy(v)
+        for round = 1, 2 do
+          for k = 0, #changes - 1 do
+            local i = (first + k - 1) % #changes + 1
+            local what = ('%s: change %d, round %d'):format(json, i, round)
+            assert.same({ changes[i](copied) }, { changes[i](edited) }, what)
+            assert.same(testing.json.decode(testing.json.encode(copied)),
+              testing.json.decode(testing.json.encode(edited)), what)
+          end
+          edited = testing.edit(edited)
+        end
+        assert.equals(json, tostring(v))
+      end
+    end
+  end)
+
   it('still refuse a read-only view', function()
     assert.has_error(function() helpers.add_finalizer(pod(), 'x/y') end,
       'add_finalizer: obj must be a mutable table or klua.edit(obj) (views are read-only: use klua.edit(obj) '

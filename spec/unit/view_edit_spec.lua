@@ -309,6 +309,40 @@ describe('klua.edit', function()
     assert.equals('Pod', t.kind)
   end)
 
+  it('gives a view of a transform\'s object after the transform ended, with its writes, itself left sealed', function()
+    local given = testing.editable_view(POD)
+    given.metadata.name = 'web-2'
+    table.insert(given.spec.containers, { name = 'd' })
+    testing.seal(given)
+    local e = edit_of(given)
+    e.kind = 'Thing'
+    local sent = cjson.decode(testing.json.encode(e))
+    assert.same({ 'Thing', 'web-2', 'a,b,c,d' }, { sent.kind, sent.metadata.name, names(sent.spec.containers) })
+    assert.equals('Pod', given.kind)
+    assert.has_error(function() given.kind = 'Thing' end)
+    local containers = edit_of(given.spec.containers)
+    containers[5] = { name = 'e' }
+    assert.equals('a,b,c,d,e', names(containers))
+  end)
+
+  it('refuses a view whose object was collected, as every read of it does', function()
+    local results
+    do
+      -- Made first, so finalized last: the views' objects are collected by then.
+      local holder = setmetatable({}, { __gc = function(h)
+        results = { select(2, pcall(edit_of, h.v)), select(2, pcall(edit_of, h.spec)), select(2, pcall(edit_of, h.e)) }
+      end })
+      holder.v = testing.view(POD)
+      holder.spec = holder.v.spec
+      holder.e = edit_of(holder.v)
+      holder.e.kind = 'Thing'
+    end
+    collectgarbage()
+    collectgarbage()
+    local collected = 'klua: a view read after its object was collected (from a __gc handler?)'
+    assert.same({ collected, collected, collected }, results)
+  end)
+
   it('gives a table back as it is, and refuses anything else', function()
     local t = { a = 1 }
     assert.equals(t, edit_of(t))
