@@ -19,7 +19,8 @@ from . import data, h2proxy, peers, procs, webhookload
 from .pods import NAMESPACES
 from .report import Row, cpu_cell, number, ratio
 
-ORDER = ["server", "ref", "peers", "limit", "watch-names", "handler-3-fields", "handler-copy", "controller-enqueue",
+ORDER = ["server", "ref", "peers", "limit", "watch-names", "handler-3-fields", "handler-copy", "handler-edit",
+         "controller-enqueue",
          "initial-sync", "watchlist-sync", "large-sync", "memory-per-pod", "cache-less", "scale", "many-informers",
          "slow-handler", "fresh-first", "latency", "webhook", "cbor"]
 DESCRIPTIONS = {
@@ -31,6 +32,8 @@ DESCRIPTIONS = {
     "watch-names": "`klua watch pods -A -o name --watch-only`, against the kubectl peer",
     "handler-3-fields": "update handler reading metadata.name, metadata.namespace, status.phase",
     "handler-copy": "update handler calling klua.copy(new)",
+    "handler-edit": "update handler setting a label on new and encoding it, as a reconcile's update does: through "
+                    "klua.edit(new) and through klua.copy(new), against handler-3-fields",
     "controller-enqueue": "\"controller\" update handler enqueuing namespace/name",
     "initial-sync": "initial sync of --pods Pods: time to synced and peak RSS (one page, and paged)",
     "watchlist-sync": "initial sync of --pods Pods streamed with WatchList against a LIST: time to synced and "
@@ -953,6 +956,25 @@ def scenario_handler(name):
     return run
 
 
+def scenario_handler_edit(b):
+    """What a reconcile that writes pays for its object: a label set on new and the object encoded,
+    through klua.edit(new) (writes beside the bytes) and through klua.copy(new) (a table of every
+    member), each as a fraction of handler-3-fields (a)'s rate in the same run. No target: (b) is
+    klua.copy's."""
+    read = b.events_run("read", b.opts.events)
+    rows = []
+    for mode, how in (("write-edit", "klua.edit(new)"), ("write-copy", "klua.copy(new)")):
+        r = b.events_run(mode, b.opts.events)
+        share = r.rate / read.rate if read.rate else 0.0
+        rows.append(Row("%s: handler sets a label through %s and encodes it" % (title("handler-edit"), how),
+                        "%s = %.0f%% of (a)" % (_rate_text(r.rate, r.seen, r.count, "events"), 100 * share),
+                        ok=None if r.seen == r.count else False, rate=r.rate,
+                        cpu=cpu_cell("klua", r.usage.cpu, r.server_cpu),
+                        details=r.details() + ["against the same run: %s at %s ev/s" % (
+                            title("handler-3-fields"), number(read.rate))]))
+    return rows
+
+
 def scenario_initial_sync(b):
     rows = []
     for paginate, label, seconds in (("auto", "resourceVersion=0, one page", TARGET_SYNC_SECONDS),
@@ -1476,7 +1498,7 @@ def scenario_cbor(b):
 SCENARIOS = {"cbor": scenario_cbor, "server": scenario_server, "ref": scenario_ref, "peers": scenario_peers,
              "limit": scenario_limit, "latency": scenario_latency,
              "watch-names": scenario_watch_names, "handler-3-fields": scenario_handler("handler-3-fields"),
-             "handler-copy": scenario_handler("handler-copy"),
+             "handler-copy": scenario_handler("handler-copy"), "handler-edit": scenario_handler_edit,
              "controller-enqueue": scenario_handler("controller-enqueue"), "initial-sync": scenario_initial_sync,
              "large-sync": scenario_large_sync,
              "memory-per-pod": scenario_memory_per_pod, "cache-less": scenario_cache_less,

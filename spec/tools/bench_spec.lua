@@ -171,6 +171,14 @@ describe('scripts/bench', function()
     assert.matches('kubectl not measured %(the peers scenario did not run%)', out)
   end)
 
+  it('gives what a reconcile\'s write costs through klua.edit and through klua.copy, against (a)', function()
+    local out = tiny('--only handler-edit')
+    for _, how in ipairs({ 'klua%.edit%(new%)', 'klua%.copy%(new%)' }) do
+      assert.matches('\n| handler%-edit: handler sets a label through ' .. how .. ' and encodes it +| '
+        .. '[%d,]+ ev/s = [%d]+%% of %(a%) +| %- +| %- +| klua [%d.]+ s · server [%d.]+ s', out)
+    end
+  end)
+
   it('judges a rate by ratios to the same run: a miss fails, a peer that did not run is not measured', function()
     -- A stand-in for a run: the limit at 100 events/s, kubectl at 1 and client-node absent.
     local program = 'from benchlib import scenarios\n'
@@ -216,6 +224,9 @@ describe('scripts/bench', function()
       assert.matches('\n| cache%-less: sync and memory per Pod, ' .. case[1] .. ' %(2,000 Pods%) +| [^|]+| sync ≤ '
         .. case[2] .. '× the full informer\'s +| %a+ +|', out)
     end
+    -- The function written with klua.copy, beside the one that changes the Pod it is given.
+    assert.matches('\n| cache%-less: sync and memory per Pod, a Lua function transform returning klua%.copy%(pod%) '
+      .. 'without metadata%.managedFields %(2,000 Pods%) +| [^|]+| %- +| %- +|', out)
   end)
 
   it('reports many-informers as not measured without nghttpx, naming the package', function()

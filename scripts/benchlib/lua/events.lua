@@ -1,10 +1,12 @@
---- Scenarios handler-3-fields, handler-copy and controller-enqueue (a to c): one
+--- Scenarios handler-3-fields, handler-copy, handler-edit and controller-enqueue: one
 -- update handler on every event of a watch stream.
 --
 --   klua run events.lua MODE COUNT
 --
 -- MODE read:    the handler reads metadata.name, metadata.namespace and status.phase of `new`;
 -- MODE copy:    the handler calls klua.copy(new);
+-- MODE write-edit, write-copy: the handler sets a label on klua.edit(new), or on klua.copy(new),
+--                and encodes the object, as a reconcile's update does;
 -- MODE enqueue: the handler adds "namespace/name" to a controller's work queue.
 --
 -- The run ends after COUNT updates, or once the first watch stream has ended and everything it
@@ -19,7 +21,7 @@ local STAMP_EVERY = 256
 
 local mode, count = ...
 count = tonumber(count)
-assert(count and count >= 2, 'usage: klua run events.lua read|copy|enqueue COUNT (COUNT >= 2)')
+assert(count and count >= 2, 'usage: klua run events.lua read|copy|write-edit|write-copy|enqueue COUNT (COUNT >= 2)')
 
 --- The work queue of the "controller" handlers. A Lua table used as a set
 -- stands in for klua.controller's queue: to measure that queue, make add()
@@ -41,13 +43,23 @@ local handlers = {
     return md.name, md.namespace, new.status.phase
   end,
   copy = function(new) return klua.copy(new) end,
+  ['write-edit'] = function(new)
+    local p = klua.edit(new)
+    p.metadata.labels.seen = 'yes'
+    return klua.json.encode(p)
+  end,
+  ['write-copy'] = function(new)
+    local p = klua.copy(new)
+    p.metadata.labels.seen = 'yes'
+    return klua.json.encode(p)
+  end,
   enqueue = function(new)
     local md = new.metadata
     queue.add(md.namespace .. '/' .. md.name)
   end,
 }
 local handle = handlers[mode]
-assert(handle, ('unknown mode %q: use read, copy or enqueue'):format(tostring(mode)))
+assert(handle, ('unknown mode %q: use read, copy, write-edit, write-copy or enqueue'):format(tostring(mode)))
 
 local started, cpu_started = core.now(), os.clock()
 -- stamped: how many updates had been handled when last and cpu_last were taken.
