@@ -446,14 +446,7 @@ int kl_view_edits_touch(lua_State *L, int idx, const char *const members[][2], s
     view *v = check_view_arg(L, idx);
     if (!v->doc->edited) return 0;
     idx = lua_absindex(L, idx);
-    size_t at = kl_view_at(L, v);
-    for (size_t i = 0; i < n; i++) {
-        const char *parent = members[i][0];
-        if (parent && kl_view_edit_names(L, idx, v, at, parent)) return 1;
-        size_t in = parent ? kl_jt_get(&v->doc->t, at, parent) : at;
-        if (in && kl_view_edit_names(L, idx, v, in, members[i][1])) return 1;
-    }
-    return 0;
+    return kl_view_edit_touches(L, idx, v, kl_view_at(L, v), members, n);
 }
 
 int kl_view_write(lua_State *L, int idx, const kl_view_writer *w) {

@@ -222,27 +222,70 @@ static int edits_within(const writing *g, size_t at) {
     return lo < g->nedited && g->edited[lo] < close;
 }
 
-static void write_value(writing *g, size_t at, size_t off);
+static size_t write_value(writing *g, size_t at, size_t off, size_t end);
 
 /* The byte where the next value or key starts, at or after off. */
 static size_t skip_separators(writing *g, size_t off) {
     return kl_json_raw_seek(g->text, g->end, off, 0, 0);
 }
 
+/* The byte just past the container at tape index at, its tokens from tape
+ * index from on starting at byte off. */
+static size_t container_end(writing *g, size_t at, size_t from, size_t off) {
+    return kl_json_raw_seek(g->text, g->end, off, from, kl_jt_close(g->t, at)) + 1;
+}
+
+/* A member name an object's edits hold: its bytes, which C anchors. */
+typedef struct name {
+    const char *s;
+    size_t n;
+} name;
+
+#define NAMES_MAX 16
+
+/* The names C (at ci) holds edits of, in names, and how many; NAMES_MAX + 1
+ * when there are more, and each member is then looked up in C. Finding a
+ * member among a few names is cheaper than a Lua string made for each. */
+static size_t edited_names(lua_State *L, int ci, name *names) {
+    size_t count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, ci)) { /* stack: ..., key, value */
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) continue;
+        if (count == NAMES_MAX) {
+            lua_pop(L, 1);
+            return NAMES_MAX + 1;
+        }
+        names[count].s = lua_tolstring(L, -1, &names[count].n);
+        count++;
+    }
+    return count;
+}
+
+static int among(const name *names, size_t count, const char *s, size_t n) {
+    if (count > NAMES_MAX) return 1;
+    for (size_t i = 0; i < count; i++)
+        if (names[i].n == n && memcmp(names[i].s, s, n) == 0) return 1;
+    return 0;
+}
+
 /* Writes the object at tape index at, whose '{' is at byte off, with its
- * edits C on top of the stack, or nil when it has none of its own. */
-static void write_object(writing *g, size_t at, size_t off) {
+ * edits C on top of the stack: member by member. Returns the byte past
+ * its '}'. */
+static size_t write_object(writing *g, size_t at, size_t off) {
     lua_State *L = g->L;
-    int ci = lua_gettop(L), first = 1, own = lua_type(L, ci) == LUA_TTABLE;
+    int ci = lua_gettop(L), first = 1;
+    name names[NAMES_MAX];
+    size_t nnames = edited_names(L, ci, names), close = kl_jt_close(g->t, at), p = off + 1;
     put(g, "{", 1);
-    for (size_t i = at + 1, close = kl_jt_close(g->t, at), p = off + 1; i < close; i = kl_jt_next(g->t, i + 1)) {
+    for (size_t i = at + 1; i < close; i = kl_jt_next(g->t, i + 1)) {
         size_t ko = skip_separators(g, p), ke = kl_json_raw_skip(g->text, g->end, ko);
         size_t vo = skip_separators(g, ke);
         p = skip_value(g, vo);
         kl_view_step step = {NULL, 0, 0, NULL};
         step.key = kl_jt_string(g->t, i, &step.keylen);
         int edited = 0;
-        if (own) {
+        if (among(names, nnames, step.key, step.keylen)) {
             lua_pushlstring(L, step.key, step.keylen);
             edited = lua_rawget(L, ci) != LUA_TNIL; /* stack: ..., C, edit|nil */
         }
@@ -253,13 +296,13 @@ static void write_object(writing *g, size_t at, size_t off) {
             put(g, ":", 1);
             const kl_view_step **up = enter(g, &step);
             if (edited) value(g, lua_gettop(L));
-            else write_value(g, i + 1, vo);
+            else write_value(g, i + 1, vo, p);
             leave(g, up);
         }
         lua_settop(L, ci);
     }
     lua_pushnil(L);
-    while (own && lua_next(L, ci)) { /* the members added: stack: ..., C, key, value */
+    while (lua_next(L, ci)) { /* the members added: stack: ..., C, key, value */
         kl_view_step step = {NULL, 0, 0, NULL};
         step.key = lua_tolstring(L, -2, &step.keylen);
         if (!is_deleted(L, -1) && !kl_jt_find(g->t, at, step.key, step.keylen)) {
@@ -273,16 +316,17 @@ static void write_object(writing *g, size_t at, size_t off) {
         }
         lua_pop(L, 1);
     }
-    lua_settop(L, ci);
     put(g, "}", 1);
+    return container_end(g, at, close, p);
 }
 
 /* Writes the array at tape index at, whose '[' is at byte off, with its
- * edits C on top of the stack, or nil when it has none of its own. */
-static void write_array(writing *g, size_t at, size_t off) {
+ * edits C on top of the stack: element by element. Returns the byte past
+ * its ']'. */
+static size_t write_array(writing *g, size_t at, size_t off) {
     lua_State *L = g->L;
-    int ci = lua_gettop(L), own = lua_type(L, ci) == LUA_TTABLE;
-    lua_Integer was = (lua_Integer)kl_jt_count(g->t, at), n = own ? edited_len(L, ci, g->t, at) : was;
+    int ci = lua_gettop(L);
+    lua_Integer was = (lua_Integer)kl_jt_count(g->t, at), n = edited_len(L, ci, g->t, at);
     put(g, "[", 1);
     size_t i = at + 1, p = off + 1;
     for (lua_Integer k = 1; k <= n; k++) {
@@ -294,28 +338,59 @@ static void write_array(writing *g, size_t at, size_t off) {
         }
         kl_view_step step = {NULL, 0, (long long)k, NULL};
         const kl_view_step **up = enter(g, &step);
-        if (own && lua_rawgeti(L, ci, k) != LUA_TNIL) value(g, ci + 1);
-        else write_value(g, i, vo);
+        if (lua_rawgeti(L, ci, k) != LUA_TNIL) value(g, ci + 1);
+        else write_value(g, i, vo, p);
         leave(g, up);
         lua_settop(L, ci);
         if (k <= was) i = kl_jt_next(g->t, i);
     }
     put(g, "]", 1);
+    return container_end(g, at, i, p); /* past the elements a shrunk array left out */
 }
 
-/* Writes the value at tape index at, whose bytes start at off: the bytes
- * themselves unless edits lie inside it. */
-static void write_value(writing *g, size_t at, size_t off) {
+/* Writes the container at tape index at, whose bytes start at off (and end
+ * at end, or 0 when not known), with edits inside it but none of its own:
+ * as its bytes, but for the members with edits inside, each found by its
+ * tape index and written in place, so that the bytes around them are
+ * copied without a walk of every member. Returns the byte past it. */
+static size_t write_around(writing *g, size_t at, size_t off, size_t end) {
+    const kl_json_tape *t = g->t;
+    int object = kl_jt_type(t, at) == '{';
+    size_t close = kl_jt_close(t, at), written = off, from = at, from_off = off;
+    long long k = 1;
+    for (size_t i = at + 1; i < close; i = kl_jt_next(t, i + object), k++) {
+        size_t vi = i + object; /* an object's member: its name at i, its value at i + 1 */
+        if (!edits_within(g, vi)) continue;
+        size_t vo = kl_json_raw_seek(g->text, g->end, from_off, from, vi);
+        put(g, g->text + written, vo - written);
+        kl_view_step step = {NULL, 0, k, NULL};
+        if (object) step.key = kl_jt_string(t, i, &step.keylen);
+        const kl_view_step **up = enter(g, &step);
+        written = from_off = write_value(g, vi, vo, 0);
+        leave(g, up);
+        from = kl_jt_next(t, vi);
+    }
+    if (!end) end = container_end(g, at, from, from_off);
+    put(g, g->text + written, end - written);
+    return end;
+}
+
+/* Writes the value at tape index at, whose bytes start at off (and end at
+ * end, or 0 when not known): the bytes themselves unless edits lie inside
+ * it. Returns the byte past it. */
+static size_t write_value(writing *g, size_t at, size_t off, size_t end) {
     lua_State *L = g->L;
     if (!edits_within(g, at)) {
-        put(g, g->text + off, skip_value(g, off) - off);
-        return;
+        if (!end) end = skip_value(g, off);
+        put(g, g->text + off, end - off);
+        return end;
     }
     luaL_checkstack(L, 8, "klua: an edited object nested too deeply");
-    lua_rawgeti(L, g->ei, (lua_Integer)at); /* stack: ..., C|nil */
-    if (kl_jt_type(g->t, at) == '{') write_object(g, at, off);
-    else write_array(g, at, off);
+    if (lua_rawgeti(L, g->ei, (lua_Integer)at) != LUA_TTABLE) end = write_around(g, at, off, end); /* stack: ..., C|nil */
+    else if (kl_jt_type(g->t, at) == '{') end = write_object(g, at, off);
+    else end = write_array(g, at, off);
     lua_pop(L, 1);
+    return end;
 }
 
 /* ---- what view.c's metamethods call ---- */
@@ -409,14 +484,42 @@ int kl_view_edit_pairs(lua_State *L, int vi, view *v, size_t at, int mt) {
     return 1;
 }
 
-int kl_view_edit_names(lua_State *L, int vi, const view *v, size_t at, const char *name) {
-    int found = 0;
-    if (push_edits(L, vi, v, at, 0)) { /* stack: ..., C */
-        found = lua_getfield(L, -1, name) != LUA_TNIL;
-        lua_pop(L, 1);
-    }
+/* Whether the edits C at ci (nil: none) name a member. */
+static int names(lua_State *L, int ci, const char *name) {
+    if (lua_type(L, ci) != LUA_TTABLE) return 0;
+    int found = lua_getfield(L, ci, name) != LUA_TNIL;
     lua_pop(L, 1);
     return found;
+}
+
+int kl_view_edit_touches(lua_State *L, int vi, const view *v, size_t at, const char *const members[][2],
+                         size_t n) {
+    if (!push_object_edits(L, vi, v, 0)) { /* stack: ..., E|nil */
+        lua_pop(L, 1);
+        return 0;
+    }
+    int ei = lua_gettop(L), touched = 0;
+    lua_rawgeti(L, ei, (lua_Integer)at); /* stack: ..., E, C of the object|nil */
+    lua_pushnil(L);                      /* stack: ..., E, C, C of parent|nil */
+    const char *parent = NULL;           /* whose edits are at ei + 2 */
+    for (size_t i = 0; i < n && !touched; i++) {
+        const char *p = members[i][0];
+        if (!p) {
+            touched = names(L, ei + 1, members[i][1]);
+            continue;
+        }
+        if (!parent || strcmp(parent, p) != 0) { /* members of one parent come together */
+            parent = p;
+            if ((touched = names(L, ei + 1, p))) break;
+            size_t in = kl_jt_get(&v->doc->t, at, p);
+            if (in) lua_rawgeti(L, ei, (lua_Integer)in);
+            else lua_pushnil(L);
+            lua_replace(L, ei + 2);
+        }
+        touched = names(L, ei + 2, members[i][1]);
+    }
+    lua_settop(L, ei - 1);
+    return touched;
 }
 
 void kl_view_edit_json(lua_State *L, int vi, view *v, const kl_view_writer *w) {
@@ -430,6 +533,6 @@ void kl_view_edit_json(lua_State *L, int vi, view *v, const kl_view_writer *w) {
     g.edited = edited_indexes(L, g.ei, &g.nedited); /* stack: ..., E, indexes */
     g.link = &g.steps;
     kl_scan_init(&g.scan);
-    write_value(&g, at, (size_t)(s - d->blob->data));
+    write_value(&g, at, (size_t)(s - d->blob->data), (size_t)(s - d->blob->data) + n);
     lua_pop(L, 2);
 }

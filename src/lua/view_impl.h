@@ -87,9 +87,9 @@ int kl_view_edit_len(lua_State *L, int vi, const view *v, size_t at, lua_Integer
  * vi; the view metatable at mt), when it has edits of its own, and returns
  * 1; else returns 0, pushing nothing. [-0, +(0|1), e] */
 int kl_view_edit_pairs(lua_State *L, int vi, view *v, size_t at, int mt);
-/* Whether the edits of the container at tape index at of v (at vi) name a
- * member. [-0, +0, e] */
-int kl_view_edit_names(lua_State *L, int vi, const view *v, size_t at, const char *name);
+/* kl_view_edits_touch for v (at vi), an object at tape index at. [-0, +0, e] */
+int kl_view_edit_touches(lua_State *L, int vi, const view *v, size_t at, const char *const members[][2],
+                         size_t n);
 /* Writes through w the JSON of v (at vi), whose object was written to:
  * its bytes, with the containers written to rewritten. [-0, +0, e] */
 void kl_view_edit_json(lua_State *L, int vi, view *v, const kl_view_writer *w);
