@@ -141,7 +141,7 @@ describe('the object a transform is given', function()
     local ok, err = pcall(function() spec.x = 1 end)
     assert.is_false(ok)
     assert.truthy(err:find("klua: cannot set x: the transform that was given this object has ended; "
-      .. 'use klua.copy(obj) for a mutable table', 1, true), err)
+      .. 'use klua.edit(obj) or klua.copy(obj) to change it', 1, true), err)
     assert.equals('web-2', v.metadata.name)
   end)
 

@@ -266,7 +266,7 @@ describe('a view', function()
 
   describe('is read-only', function()
     local message = "klua: cannot set field 'name': objects from the cache are read-only; "
-      .. 'use klua.copy(obj) for a mutable table'
+      .. 'use klua.edit(obj) or klua.copy(obj) to change it'
 
     it('refuses writes with a message that says what to do', function()
       local v = testing.view(pod)

@@ -120,7 +120,7 @@ static void push_child_view(lua_State *L, int vi, int mt, const view *parent, si
     c->at = at;
     lua_pushvalue(L, mt);
     lua_setmetatable(L, -2);     /* stack: ..., child */
-    kl_view_root_push(L, vi, parent);    /* stack: ..., child, root */
+    kl_view_root_push(L, vi, parent); /* stack: ..., child, root */
     lua_setiuservalue(L, -2, 1); /* the child keeps the shared root alive; stack: ..., child */
 }
 
@@ -181,7 +181,6 @@ static size_t lookup(lua_State *L, view *v, int ki) {
     return member_at(L, v, kl_view_at(L, v), ki, 1);
 }
 
-
 /* ---- metamethods; upvalue 1 is the view metatable, 2 the root's ---- */
 
 #define MT_UPVALUE lua_upvalueindex(1)
@@ -210,7 +209,8 @@ static int view_index(lua_State *L) {
     return 1;
 }
 
-/* view[key] = value: an error, but in a transform's object (view_edit.c). */
+/* view[key] = value: an error, but in an object that takes writes (klua.edit's,
+ * a transform's while it runs: view_edit.c). */
 static int view_newindex(lua_State *L) {
     view *v = check_view(L, 1);
     if (v->doc->edit == EDIT_OPEN) {
@@ -219,13 +219,13 @@ static int view_newindex(lua_State *L) {
     }
     if (v->doc->edit == EDIT_SEALED)
         return luaL_error(L, "klua: cannot set %s: the transform that was given this object has "
-                             "ended; use klua.copy(obj) for a mutable table",
+                             "ended; use klua.edit(obj) or klua.copy(obj) to change it",
                           luaL_tolstring(L, 2, NULL));
     if (lua_type(L, 2) == LUA_TSTRING)
         return luaL_error(L, "klua: cannot set field '%s': objects from the cache are read-only; "
-                             "use klua.copy(obj) for a mutable table", lua_tostring(L, 2));
+                             "use klua.edit(obj) or klua.copy(obj) to change it", lua_tostring(L, 2));
     return luaL_error(L, "klua: cannot set %s: objects from the cache are read-only; "
-                         "use klua.copy(obj) for a mutable table", luaL_typename(L, 2));
+                         "use klua.edit(obj) or klua.copy(obj) to change it", luaL_typename(L, 2));
 }
 
 /* #view: an array's length; 0 for an object. */

@@ -26,8 +26,9 @@
  *   tostring(view) and klua.json.encode(view) give the value's JSON, its
  *     exact bytes. type(view) is "userdata".
  *   Writes raise "klua: cannot set field 'x': objects from the cache are
- *     read-only; use klua.copy(obj) for a mutable table", but in the object
- *     a transform is given (kl_view_push_editable).
+ *     read-only; use klua.edit(obj) or klua.copy(obj) to change it", but
+ *     in the views that take writes: klua.edit(v)'s, and the object a
+ *     transform is given while it runs (kl_view_push_editable).
  *   Two views of the same value compare equal (==).
  *
  * Lifetime: a view holds a reference on its object's blob, so it stays
