@@ -1,17 +1,21 @@
-/* view_edit.c - the object a transform is given: writes recorded beside
- * its bytes; see view_impl.h.
+/* view_edit.c - views that take writes, recorded beside the object's
+ * bytes: the object a transform is given while it runs, and klua.edit's;
+ * see view_impl.h.
  *
  * A transform is client-go's SetTransform, whose functions change the
- * object they are given and return it: so is the view a transform gets.
- * A write to it or to a view inside it is recorded, not applied: the
- * bytes stay as they are, and the edits lie beside them in a table E, the
- * root's user value 1, by the tape index of the container written to:
- * E[at] = C, C[name] = value for an object's member (DELETED for one set
- * to nil) and C[k] = value for an array's element, C[0] its length once it
- * changed. Reads see the edits; the JSON written for the view (what the
- * cache keeps) is its bytes with the edited containers written member by
- * member, each member that was not written copied as it is. Two views of
- * the same value share its edits, as two references to one table do.
+ * object they are given and return it: so is the view a transform gets,
+ * and klua.edit gives the same to a reconcile that changes an object to
+ * send. A write to such a view or to a view inside it is recorded, not
+ * applied: the bytes stay as they are, and the edits lie beside them in a
+ * table E, the root's user value 1, by the tape index of the container
+ * written to: E[at] = C, C[name] = value for an object's member (DELETED
+ * for one set to nil) and C[k] = value for an array's element, C[0] its
+ * length once it changed. Reads see the edits. The JSON written for the
+ * view (what the cache keeps, what klua.api sends) is its bytes with each
+ * container written to rewritten member by member and each container with
+ * edits inside written around them, every other byte copied as it is. Two
+ * views of the same value share its edits, as two references to one table
+ * do.
  */
 #include "lua/view_impl.h"
 

@@ -35,7 +35,7 @@ typedef struct vdoc {
                                                * element walked_k (1-based) of the
                                                * array at tape index walked_array
                                                * is at tape index walked_at */
-    int edit;         /* EDIT_NONE, or a transform's object: see view_edit.c */
+    int edit;         /* EDIT_NONE, or a view that takes writes: see view_edit.c */
     int edited;       /* some write was recorded, in the root's user value 1 */
 } vdoc;
 
@@ -71,7 +71,7 @@ void kl_view_member_push(lua_State *L, int vi, int mt, const view *v, size_t i);
 /* The bytes of the view's value within its blob. */
 const char *kl_view_bytes(view *v, size_t *len);
 
-/* ---- view_edit.c: the edits of a transform's object ---- */
+/* ---- view_edit.c: the edits of a view that takes writes ---- */
 
 /* Pushes view[key] (key at ki) as the edits of the view v (at vi), whose
  * value is at tape index at, say it is, and returns 1; returns 0, pushing
