@@ -1232,7 +1232,33 @@ local function in_each_room(outcomes, try, judge)
   collectgarbage()
   return outcomes
 end
+
+-- Prints each outcome but `expected` and running out of memory, after label if given.
+local function print_others(outcomes, expected, label)
+  for k, n in pairs(outcomes) do
+    if k ~= expected and k ~= 'not enough memory' then
+      if label then print(label, 'other', k, n) else print('other', k, n) end
+    end
+  end
+end
 ]]
+
+-- Runs body under --memory-limit 16 once an informer, inf, holds the ConfigMap big (key
+-- its key) of a namespace named ns, whose data.note is 100,000 bytes: in_each_room and
+-- print_others in scope. Returns run's output, errors and exit code.
+local function on_big(ns, body)
+  ns = namespace(ns)
+  configmap(ns, 'big', nil, { note = ('n'):rep(100000) })
+  return run(IN_EACH_ROOM .. [[
+    local ns = ...
+    local key = ns .. '/big'
+    local inf = klua.informer { resource = 'configmaps', namespace = ns }
+    klua.on_synced(function()
+  ]] .. body .. [[
+      klua.stop()
+    end)
+  ]], { flags = { '--memory-limit', '16' }, args = { ns }, timeout = 60 })
+end
 
 describe('--memory-limit', function()
   it('fails a handler that allocates without bound, naming it and the limit, while other handlers and events go on', function()
@@ -1348,22 +1374,14 @@ describe('--memory-limit', function()
   -- after the view: the read that it does not fit in fails as any allocation would,
   -- and the view made so far lets go of the object's bytes (the ASan run checks it).
   it('fails a cache read whose parsed form does not fit, and reads once there is room', function()
-    local ns = namespace('memory-view')
-    configmap(ns, 'big', nil, { note = ('n'):rep(100000) })
-    local out, err, code = run(IN_EACH_ROOM .. [[
-      local inf = klua.informer { resource = 'configmaps', namespace = ... }
-      klua.on_synced(function()
+    local out, err, code = on_big('memory-view', [[
         local outcomes = in_each_room({ ['not enough memory'] = 0, read = 0 },
-          function() return #inf:get('memory-view/big').data.note end,
+          function() return #inf:get(key).data.note end,
           function(n) return n == 100000 and 'read' or 'wrong' end)
-        for k, n in pairs(outcomes) do
-          if k ~= 'read' and k ~= 'not enough memory' then print('other', k, n) end
-        end
+        print_others(outcomes, 'read')
         print('refused', outcomes['not enough memory'] > 0, 'read', outcomes.read > 0,
-          'afterwards', #inf:get('memory-view/big').data.note)
-        klua.stop()
-      end)
-    ]], { flags = { '--memory-limit', '16' }, args = { ns }, timeout = 60 })
+          'afterwards', #inf:get(key).data.note)
+    ]])
     assert.equals(0, code, err)
     assert.equals('refused\ttrue\tread\ttrue\tafterwards\t100000\n', out, err)
   end)
@@ -1372,12 +1390,8 @@ describe('--memory-limit', function()
   -- own: either may not fit, and the edit made so far lets go of what it holds (the ASan
   -- run checks it).
   it('fails a klua.edit that does not fit, of a parsed object and of an edited one, and edits once there is room', function()
-    local ns = namespace('memory-edit')
-    configmap(ns, 'big', nil, { note = ('n'):rep(100000) })
-    local out, err, code = run(IN_EACH_ROOM .. [[
-      local inf = klua.informer { resource = 'configmaps', namespace = ... }
-      klua.on_synced(function()
-        local parsed = inf:get('memory-edit/big')
+    local out, err, code = on_big('memory-edit', [[
+        local parsed = inf:get(key)
         assert(parsed.metadata.name == 'big')
         local edited = klua.edit(parsed)
         edited.data.extra = 'x'
@@ -1389,14 +1403,10 @@ describe('--memory-limit', function()
               e.data.mine = 'y'
               return e
             end, judge)
-          for k, n in pairs(outcomes) do
-            if k ~= 'edited' and k ~= 'not enough memory' then print(what, 'other', k, n) end
-          end
+          print_others(outcomes, 'edited', what)
           print(what, 'refused', outcomes['not enough memory'] > 0, 'edited', outcomes.edited > 0)
         end
-        klua.stop()
-      end)
-    ]], { flags = { '--memory-limit', '16' }, args = { ns }, timeout = 60 })
+    ]])
     assert.equals(0, code, err)
     local lines = {}
     for line in out:gmatch('[^\n]+') do lines[#lines + 1] = line end
