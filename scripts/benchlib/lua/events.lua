@@ -37,22 +37,21 @@ local function new_queue()
 end
 
 local queue = new_queue()
+
+--- A reconcile's write of its object: a label set on what make(new) gives, the object encoded.
+local function write_through(make, new)
+  local p = make(new)
+  p.metadata.labels.seen = 'yes'
+  return klua.json.encode(p)
+end
 local handlers = {
   read = function(new)
     local md = new.metadata
     return md.name, md.namespace, new.status.phase
   end,
   copy = function(new) return klua.copy(new) end,
-  ['write-edit'] = function(new)
-    local p = klua.edit(new)
-    p.metadata.labels.seen = 'yes'
-    return klua.json.encode(p)
-  end,
-  ['write-copy'] = function(new)
-    local p = klua.copy(new)
-    p.metadata.labels.seen = 'yes'
-    return klua.json.encode(p)
-  end,
+  ['write-edit'] = function(new) return write_through(klua.edit, new) end,
+  ['write-copy'] = function(new) return write_through(klua.copy, new) end,
   enqueue = function(new)
     local md = new.metadata
     queue.add(md.namespace .. '/' .. md.name)
