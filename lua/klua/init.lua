@@ -382,7 +382,9 @@ end
 -- take and the JSON they hold, compaction, what the compression does:
 -- "off", "idle" (nothing left to compress until an object is written),
 -- "timed" (waiting for objects to come due), "waiting" (for the handlers'
--- queue to empty) or "slicing", compaction_seconds, the loop's CPU time it
+-- queue to empty), "slicing" (compressing up to 256 KiB of JSON) or
+-- "yielding" (between two slices, while the loop reads its sockets),
+-- compaction_seconds, the loop's CPU time it
 -- took, compaction_passes, the passes over the cache it made, and refused, why they fail while the server refuses them until
 -- someone acts (a 4xx: a permission not granted), or nil.
 -- @return a table of counters

@@ -197,6 +197,40 @@ describe('--cache-compression', function()
     assert.equals('true\ttrue\n', out, err)
   end)
 
+  -- Deferred work runs in rounds with no poll of the sockets between them
+  -- (loop.c): slices deferred one after another would keep a frame that
+  -- arrived meanwhile unread until the pass ended (at 1,000 changes a second,
+  -- stalls of 7 to 15 ms; docs/benchmarks.md, "Latency"). A timer of 0 s
+  -- runs each time the loop has polled: sampled from one, the compression
+  -- moves by at most a slice, 256 KiB of JSON (KL_STORE_COMPACTION).
+  it('lets the loop poll its sockets between two slices of a pass', function()
+    local out, err = K.run_script_ok([[
+      io.stdout:setvbuf('line')
+      local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
+      klua.on_synced(function()
+        local last, max_step, points = 0, 0, 0
+        local function sample()
+          local s = inf:stats()
+          max_step, last = math.max(max_step, s.compressed - last), s.compressed
+          if s.compaction == 'idle' and s.compressed == s.cached then
+            local bound = 256 * 1024 // (s.compressed_json_bytes // s.compressed) + 1
+            print(('largest step %s; %d points of the pass seen'):format(
+              max_step <= bound and 'within a slice' or max_step .. ' > ' .. bound, points))
+            klua.stop()
+            return
+          end
+          if s.compressed > 0 and s.compressed < s.cached then points = points + 1 end
+          klua.after(0, sample)
+        end
+        sample()
+      end)
+    ]], { kubeconfig = sb.kubeconfig, timeout = 60 * K.slowdown, flags = { '--cache-compression-after=0.2s' } })
+    local points = tonumber(out:match('(%d+) points'))
+    assert.equals('within a slice', out:match('largest step ([^;]*)'), out .. err)
+    -- 500 ConfigMaps of ~3 KB make six slices: the sampler saw the pass between each two.
+    assert.is_true(points >= 4, out)
+  end)
+
   it('=false keeps every cached object as JSON', function()
     local out, err = K.run_script_ok(SCRIPT, { kubeconfig = sb.kubeconfig, timeout = 60 * K.slowdown,
       flags = { '--cache-compression=false', '--cache-compression-after=0.1s' }, args = { tostring(N), 'off' } })

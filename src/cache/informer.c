@@ -19,11 +19,17 @@
 
 /* The compaction of the store's objects left unwritten (store.h), on the
  * loop's idle time: a slice at a time, deferred, and only while no
- * notification waits for the handlers, so that it never delays an event.
- * Its states and the one table of their transitions: */
-typedef enum { Z_OFF, Z_IDLE, Z_TIMED, Z_WAITING, Z_SLICING, Z_NSTATES } zstate;
-typedef enum { ZC_ON, ZC_WRITTEN, ZC_DUE, ZC_DUE_BUSY, ZC_EMPTIED, ZC_BUSY, ZC_MORE, ZC_LATER, ZC_DONE, ZC_COUNT } zcause;
-static const char *const zstate_names[Z_NSTATES] = {"off", "idle", "timed", "waiting", "slicing"};
+ * notification waits for the handlers. Between two slices the loop polls
+ * its sockets: deferred work runs in rounds without a poll between them
+ * (loop.c), and a pass of slices deferred one after another would keep a
+ * frame that arrived meanwhile unread until the last, so that an event
+ * waits at most one slice. Its states and the one table of their
+ * transitions: */
+typedef enum { Z_OFF, Z_IDLE, Z_TIMED, Z_WAITING, Z_SLICING, Z_YIELDING, Z_NSTATES } zstate;
+typedef enum {
+    ZC_ON, ZC_WRITTEN, ZC_DUE, ZC_DUE_BUSY, ZC_EMPTIED, ZC_BUSY, ZC_MORE, ZC_POLLED, ZC_LATER, ZC_DONE, ZC_COUNT
+} zcause;
+static const char *const zstate_names[Z_NSTATES] = {"off", "idle", "timed", "waiting", "slicing", "yielding"};
 static const struct ztransition {
     zstate from;
     const char *when;
@@ -36,7 +42,8 @@ static const struct ztransition {
     [ZC_DUE_BUSY] = {Z_TIMED, "due, notifications queued", Z_WAITING, "wait for the queue to empty"},
     [ZC_EMPTIED] = {Z_WAITING, "the queue emptied", Z_SLICING, "a slice deferred"},
     [ZC_BUSY] = {Z_SLICING, "notifications queued", Z_WAITING, "wait for the queue to empty"},
-    [ZC_MORE] = {Z_SLICING, "a slice done, the pass goes on", Z_SLICING, "a slice deferred"},
+    [ZC_MORE] = {Z_SLICING, "a slice done, the pass goes on", Z_YIELDING, "a timer of 0 s: the loop polls first"},
+    [ZC_POLLED] = {Z_YIELDING, "the loop has polled its sockets", Z_SLICING, "a slice deferred, after the frames read"},
     [ZC_LATER] = {Z_SLICING, "the pass done, objects not yet due", Z_TIMED, "a timer for the first"},
     [ZC_DONE] = {Z_SLICING, "the pass done, every object compressed", Z_IDLE, "wait for a write"},
 };
@@ -63,7 +70,7 @@ struct kl_informer {
     kl_loop *loop;
     zstate z;
     kl_store_compaction compaction;
-    uint64_t z_timer, z_slice; /* the compaction's timer or deferred slice, or 0 */
+    uint64_t z_timer, z_slice; /* the compaction's timer (its due time or its yield) or deferred slice, or 0 */
     size_t z_untrimmed;        /* JSON compressed since the heap was last trimmed */
     size_t z_pass;             /* JSON compressed by the pass under way */
     kl_informer_compaction_stats zstats;
@@ -122,6 +129,15 @@ static void on_z_due(kl_loop *loop, void *ud) {
     kl_informer *inf = ud;
     inf->z_timer = 0;
     z_transition(inf, kl_ring_len(&inf->q) ? ZC_DUE_BUSY : ZC_DUE, 0);
+}
+
+/* The loop has polled since the last slice: the next is deferred behind
+ * the decoding of what it read, so that it finds their notifications. */
+static void on_z_polled(kl_loop *loop, void *ud) {
+    (void)loop;
+    kl_informer *inf = ud;
+    inf->z_timer = 0;
+    z_transition(inf, ZC_POLLED, 0);
 }
 
 static double thread_cpu(void) {
@@ -188,10 +204,12 @@ static void z_transition(kl_informer *inf, zcause c, double due) {
                zstate_names[inf->z]);
         abort();
     }
-    if (c != ZC_MORE) kl_vlog(4, inf->name, "compaction %s -> %s: %s", zstate_names[t->from], zstate_names[t->to], t->when);
+    if (c != ZC_MORE && c != ZC_POLLED) kl_vlog(4, inf->name, "compaction %s -> %s: %s", zstate_names[t->from], zstate_names[t->to], t->when);
     inf->z = t->to;
     if (t->to == Z_SLICING) {
         inf->z_slice = kl_loop_defer(inf->loop, on_z_slice, inf);
+    } else if (t->to == Z_YIELDING) {
+        inf->z_timer = kl_loop_after(inf->loop, 0, on_z_polled, inf);
     } else if (t->to == Z_TIMED) {
         /* Under steady writes objects come due one after another: a pass
          * each would look at the whole store each time (at 1,000 writes a

@@ -19,14 +19,15 @@ const informer = podInformer(k8s, kubeconfig, (cached) => {
   process.stdout.write(`bench synced at=${(now() - started).toFixed(6)} cached=${cached}\n`);
 });
 
+// Numbers, formatted once at the end, as latency.lua keeps them.
 const latencies = [];
 informer.on('update', (obj) => {
   const annotations = obj.metadata.annotations || {};
   const sent = annotations['klua.bench/sent-monotonic'];
   if (sent === undefined) return;
-  latencies.push((now() - Number(sent)).toFixed(6));
+  latencies.push(now() - Number(sent));
   if (Number(annotations['klua.bench/seq']) === count - 1) {
-    process.stdout.write(`bench done hwm_kb=${hwmKb()} initial=0 latencies=${latencies.join(',')} `
+    process.stdout.write(`bench done hwm_kb=${hwmKb()} initial=0 latencies=${latencies.map((l) => l.toFixed(6)).join(',')} `
       + `reconciled=${latencies.length}\n`, () => process.exit(0));
   }
 });
