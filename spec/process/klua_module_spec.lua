@@ -618,6 +618,24 @@ describe('a view', function()
     assert.equals(('klua.view\t%s\n%s\n'):format(refused, refused):rep(2) .. 'default\ttrue\n', out)
   end)
 
+  -- Views count their bytes as the collector's debt, 3 to 5 KB a Pod, and at
+  -- Lua's default pace (a step multiplier of 100, steps of 8 KB) that paid for a
+  -- whole cycle in one or two steps of about 1 ms, the tail of a controller's
+  -- latency (docs/benchmarks.md, "Latency"). klua sets a multiplier of 25 and
+  -- steps of 1 KB: a basic step does a thirtieth of the work, and a cycle over
+  -- 50,000 tables takes some hundred of them rather than four.
+  it('collects in small steps, so that a cycle is spread over many events', function()
+    local out = run_ok([[
+      local tables = {}
+      for i = 1, 50000 do tables[i] = { i } end
+      collectgarbage()
+      local steps = 0
+      repeat steps = steps + 1 until collectgarbage('step', 0) or steps > 100000
+      print(steps >= 50 or steps .. ' steps')
+    ]])
+    assert.equals('true\n', out)
+  end)
+
   -- A dead view stays for its finalizer's cycle; what it held in the collector's heap
   -- would then raise the next cycle's threshold, geometrically at a pause over 200
   -- (docs/benchmarks.md, "The per-event path, step by step"). Its parsed form is

@@ -390,6 +390,18 @@ kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    /* The collector's pace is set by more than the heap's allocations:
+     * each view counts its parsed form and its object's bytes, 3 to 5 KB
+     * a Pod, as debt (view.c), and at Lua's step multiplier of 100 that
+     * paid for a whole cycle over a 2 MB heap within a few events, in one
+     * or two steps of about 1 ms: the tail of a controller's latency
+     * (docs/benchmarks.md, "Latency"). At 25, in steps of 1 KB, a cycle is
+     * spread over four times as many events, its steps 0.08 ms in the
+     * median and 0.7 ms at most rather than 0.65 and 2.9 ms, for the same
+     * instructions an event; a word allocated still buys 25 words of the
+     * collector's work. A script may set its
+     * own (collectgarbage('incremental', ...) or 'generational'). */
+    lua_gc(rt->L, LUA_GCINC, 0, 25, 10);
     /* Threads copy the main thread's extra space: NULL marks them (and the
      * coroutines a script creates) as no task of ours. */
     *(kl_task **)lua_getextraspace(rt->L) = NULL;
