@@ -417,6 +417,35 @@ class Bench:
         """The fastest of --repeat calls of run(), which returns something with a rate."""
         return max((run() for _ in range(self.opts.repeat)), key=lambda r: r.rate)
 
+    def measured(self, key, make_once):
+        """The fastest of --repeat runs of make_once()'s function, memoised under key; interleave()
+        may have made them already, in rounds with the other event rates."""
+        if key not in self.memo:
+            self.memo[key] = self.best(make_once())
+        if isinstance(self.memo[key], ScenarioError):
+            raise self.memo[key]
+        return self.memo[key]
+
+    def interleave(self, plan):
+        """Runs each of plan's measurements, (key, make_once) pairs, once a round for --repeat rounds
+        and memoises the fastest run of each under its key: the event rates of klua, the peers and
+        the limit that a ratio compares are then made in the same minutes, not in groups a minute or
+        more apart, between which this machine's speed moves by tens of percent. A measurement that
+        fails is memoised as its error, for its row to report, and left out of the later rounds."""
+        once = {key: make() for key, make in plan if key not in self.memo}
+        for r in range(self.opts.repeat):
+            self.log("  round %d of %d: %s" % (r + 1, self.opts.repeat, ", ".join(_measurement_name(k) for k in once)))
+            for key, run in once.items():
+                if isinstance(self.memo.get(key), ScenarioError):
+                    continue
+                try:
+                    result = run()
+                except ScenarioError as e:
+                    self.memo[key] = e
+                    continue
+                if key not in self.memo or result.rate > self.memo[key].rate:
+                    self.memo[key] = result
+
     def server_cpu(self, url):
         """CPU seconds the bench-server at url has used so far (/proc/PID/stat), or None. Read before
         and after a run, it says what feeding that run cost the server: one client runs at a time."""
@@ -438,44 +467,53 @@ class Bench:
 
     def limit_run(self):
         """The limit: simdjson alone on the first --events lines of the events file, reading the three
-        fields of handler-3-fields; the fastest of --repeat rounds, at least LIMIT_ROUNDS, in one
-        process (a round of 50,000 events takes a tenth of a second, and a single one, --quick's, is
-        as likely as not to be preempted on a shared machine). Memoised, so that every rate of the run
+        fields of handler-3-fields; the fastest round of --repeat processes of LIMIT_ROUNDS rounds
+        each (a round of 50,000 events takes a tenth of a second, and a single one, --quick's, is as
+        likely as not to be preempted on a shared machine). Memoised, so that every rate of the run
         is divided by the same figure."""
-        if "limit" not in self.memo:
-            n = self.opts.events
-            argv = [self.limit_binary(), self.dataset.events_path, str(n), str(max(LIMIT_ROUNDS, self.opts.repeat))]
+        return self.measured(("limit",), self.limit_once)
+
+    def limit_once(self):
+        """One bench-limit process of LIMIT_ROUNDS rounds: a function returning its LimitRun."""
+        n = self.opts.events
+        argv = [self.limit_binary(), self.dataset.events_path, str(n), str(LIMIT_ROUNDS)]
+
+        def once():
             out = subprocess.run(argv, capture_output=True, text=True, timeout=self.opts.timeout)
             m = LINE.match(out.stdout.strip().encode())
             if out.returncode != 0 or not m:
                 raise ScenarioError("bench-limit failed (status %d)" % out.returncode,
                                     ["command: " + " ".join(argv)] + (out.stdout + out.stderr).splitlines()[-8:])
             fields = dict(kv.split("=", 1) for kv in m.group(2).decode().split())
-            best = float(fields["best"])
-            self.memo["limit"] = LimitRun(int(fields["seen"]), n, best, float(fields["cpu"]), int(fields["bytes"]),
-                                          max(LIMIT_ROUNDS, self.opts.repeat))
-        return self.memo["limit"]
+            return LimitRun(int(fields["seen"]), n, float(fields["best"]), float(fields["cpu"]), int(fields["bytes"]),
+                            LIMIT_ROUNDS * self.opts.repeat)
+        return once
 
     def events_run(self, mode, count, flags=()):
         """handler-3-fields, handler-copy, controller-enqueue: a handler on `count` watch events, best of --repeat runs. Memoised.
         flags: klua's global flags (cbor: --serialization cbor)."""
-        key = ("events", mode, count, tuple(flags))
-        if key not in self.memo:
-            url, _ = self.server(self.opts.watch_pods, count)
+        return self.measured(("events", mode, count, tuple(flags)), lambda: self.events_once(mode, count, flags))
 
-            def once():
-                server = self.server_cpu(url)
-                child, records = self.klua_script("events-%s-%d%s" % (mode, count, "".join(flags).replace("-", "")),
-                                                  url, "events.lua", [mode, count], "done", flags=flags)
-                usage = child.reap(5) or child.stop()
-                run = EventsRun(count, records, usage, time.monotonic() - child.started, self.opts.repeat)
-                run.server_cpu = _spent(server, self.server_cpu(url))
-                return run
-            self.memo[key] = self.best(once)
-        return self.memo[key]
+    def events_once(self, mode, count, flags=()):
+        """One run of events.lua: a function returning its EventsRun."""
+        url, _ = self.server(self.opts.watch_pods, count)
+
+        def once():
+            server = self.server_cpu(url)
+            child, records = self.klua_script("events-%s-%d%s" % (mode, count, "".join(flags).replace("-", "")),
+                                              url, "events.lua", [mode, count], "done", flags=flags)
+            usage = child.reap(5) or child.stop()
+            run = EventsRun(count, records, usage, time.monotonic() - child.started, self.opts.repeat)
+            run.server_cpu = _spent(server, self.server_cpu(url))
+            return run
+        return once
 
     def peer_events_run(self, peer, count):
         """A peer's handler on `count` watch events (informer.mjs or python_watch.py), best of --repeat runs."""
+        return self.measured(("peer", peer.name, count), lambda: self.peer_once(peer, count))
+
+    def peer_once(self, peer, count):
+        """One run of a peer's handler: a function returning its EventsRun."""
         url, kubeconfig = self.server(self.opts.watch_pods, count)
         args = {"client-node": [kubeconfig, count], "python": [kubeconfig, count, self.opts.timeout, "dict"]}
         argv = peer.command + [str(a) for a in args[peer.name]]
@@ -489,7 +527,7 @@ class Bench:
                             cpu_clock=PEER_CPU_CLOCKS[peer.name])
             run.server_cpu = _spent(server, self.server_cpu(url))
             return run
-        return self.best(once)
+        return once
 
     def sync_once(self, pods, paginate="auto", mode="full", watch_list=False, flags=()):
         """One sync of `pods` Pods by sync.lua, by LIST or (watch_list) by WatchList; a SyncRun with
@@ -548,6 +586,13 @@ class Bench:
             raise ScenarioError("%s printed nothing (%s)" % (name, reason), ["command: " + " ".join(argv)]
                                 + child.log_tail())
         return run
+
+
+def _measurement_name(key):
+    """How the log names a measurement of Bench.interleave, by its key."""
+    if key[0] == "events":
+        return "events.lua " + key[1]
+    return {"peer": lambda: key[1], "limit": lambda: "bench-limit", "watch-names": lambda: "klua watch"}[key[0]]()
 
 
 def _spent(before, after):
@@ -821,7 +866,7 @@ def scenario_peers(b):
     """Each peer on the watch stream, best of --repeat runs as klua gets; a peer that cannot run here
     is reported as not measured, and the run goes on."""
     n = b.opts.events
-    b.peers = peers.find(b.opts.peers_dir, b.opts.python, b.log)
+    b.peers = b.peers or peers.find(b.opts.peers_dir, b.opts.python, b.log)
     rows = []
     for peer in b.peers:
         if peer.missing:
@@ -842,13 +887,17 @@ def scenario_peers(b):
     return rows
 
 
-def _kubectl_row(b, peer, n):
+def _kubectl_once(b, peer, n):
     url, kubeconfig = b.server(b.opts.watch_pods, n)
     cache = os.path.join(b.workdir, "kube-cache")
     argv = [peer.command, "--kubeconfig", kubeconfig, "--cache-dir", cache, "get", "pods", "-A", "--watch-only",
             "-o", "name"]
     env = dict(os.environ, HOME=b.workdir)
-    run = b.best(lambda: b.count_lines("kubectl-watch", argv, n, url, env=env))
+    return lambda: b.count_lines("kubectl-watch", argv, n, url, env=env)
+
+
+def _kubectl_row(b, peer, n):
+    run = b.measured(("peer", "kubectl", n), lambda: _kubectl_once(b, peer, n))
     row = _watch_row(peer.label, run, _expected_last(b, n), "kubectl")
     row.details[0] += "; best of %d runs" % b.opts.repeat
     return row
@@ -858,11 +907,15 @@ def _expected_last(b, n):
     return "pod/" + b.dataset.pod_name((n - 1) % b.opts.watch_pods)
 
 
-def scenario_watch_names(b):
-    n = b.opts.events
+def _watch_names_once(b, n):
     url, _ = b.server(b.opts.watch_pods, n)
     argv = [b.klua, "--server", url] + LIST_ONLY + ["watch", "pods", "-A", "-o", "name", "--watch-only"]
-    run = b.best(lambda: b.count_lines("klua-watch", argv, n, url))
+    return lambda: b.count_lines("klua-watch", argv, n, url)
+
+
+def scenario_watch_names(b):
+    n = b.opts.events
+    run = b.measured(("watch-names", n), lambda: _watch_names_once(b, n))
     row = _watch_row("%s: klua watch pods -A -o name --watch-only" % title("watch-names"), run, _expected_last(b, n),
                      "klua")
     row.details[0] += "; best of %d runs" % b.opts.repeat
@@ -878,8 +931,10 @@ def scenario_limit(b):
                 details=["bench-limit (scripts/benchlib/limit.cc): the events file read into memory first, then each "
                          "line parsed in place by simdjson's DOM parser (klua's, src/wire/json.cc) and "
                          "object.metadata.name, object.metadata.namespace and object.status.phase read; no HTTP, no "
-                         "framing, no cache, no Lua; %s of %s lines; the fastest of %d rounds in one process, %.3f s "
-                         "wall and %.3f s CPU" % (number(r.seen), number(r.count), r.rounds, r.best, r.cpu),
+                         "framing, no cache, no Lua; %s of %s lines; the fastest of %d rounds (%d processes of %d, one "
+                         "with each round of the event rates), %.3f s wall and %.3f s CPU"
+                         % (number(r.seen), number(r.count), r.rounds, r.rounds // LIMIT_ROUNDS, LIMIT_ROUNDS, r.best,
+                            r.cpu),
                          "klua's event rows give their rate as a fraction of this one, measured in the same run: "
                          "what they read is these lines, over HTTP, through klua"])]
 
@@ -1525,9 +1580,48 @@ SCENARIOS = {"cbor": scenario_cbor, "server": scenario_server, "ref": scenario_r
              "watchlist-sync": scenario_watchlist_sync, "webhook": scenario_webhook}
 
 
+# The events.lua modes each event row measures: (a)'s read with every row that is judged against it.
+EVENT_MODES = {"handler-3-fields": ("read",), "handler-copy": ("read", "copy"),
+               "handler-edit": ("read", "write-edit", "write-copy"), "controller-enqueue": ("enqueue",)}
+LIMITED = {"limit", "watch-names", "handler-3-fields", "handler-copy", "controller-enqueue"}
+
+
+def _event_plan(b, ids):
+    """What Bench.interleave runs for the scenarios ids: the peers', the limit's and klua's event
+    rates, each as (key, make_once) with the key its scenario asks Bench.measured for."""
+    n, plan = b.opts.events, []
+    if "peers" in ids:
+        b.peers = b.peers or peers.find(b.opts.peers_dir, b.opts.python, b.log)
+        for peer in b.peers:
+            if peer.missing:
+                continue
+            if peer.name == "kubectl":
+                plan.append((("peer", "kubectl", n), lambda peer=peer: _kubectl_once(b, peer, n)))
+            else:
+                plan.append((("peer", peer.name, n), lambda peer=peer: b.peer_once(peer, n)))
+    if LIMITED & set(ids):
+        plan.append((("limit",), b.limit_once))
+    if "watch-names" in ids:
+        plan.append((("watch-names", n), lambda: _watch_names_once(b, n)))
+    modes = []
+    for sid in ORDER:
+        for mode in EVENT_MODES.get(sid, ()) if sid in ids else ():
+            if mode not in modes:
+                modes.append(mode)
+    plan.extend((("events", mode, n, ()), lambda mode=mode: b.events_once(mode, n)) for mode in modes)
+    return plan
+
+
 def run(b, ids):
-    """Runs the scenarios in ORDER whose names are in ids; returns their rows."""
+    """Runs the scenarios in ORDER whose names are in ids; returns their rows. The event rates that
+    ratios compare are measured first, in rounds (Bench.interleave)."""
     rows = []
+    plan = _event_plan(b, ids)
+    if len(plan) > 1:
+        b.log("event rates: %d measurements in turn, --repeat %d rounds of them ..." % (len(plan), b.opts.repeat))
+        started = time.monotonic()
+        b.interleave(plan)
+        b.log("  %.1f s" % (time.monotonic() - started))
     for sid in ORDER:
         if sid not in ids:
             continue

@@ -171,6 +171,21 @@ describe('scripts/bench', function()
     assert.matches('kubectl not measured %(the peers scenario did not run%)', out)
   end)
 
+  -- A ratio's two rates must come from the same minutes: this machine's speed moves by tens of
+  -- percent within one, and best-of-3 groups run one after the other compared two moments.
+  it('measures the rates a ratio compares in rounds, each once a round', function()
+    local out, status = bench(('--only limit,a,c --events 2 --pods 10 --watch-pods 10 --repeat 2 --timeout 60 --klua %s')
+      :format(K.quote(K.bin)))
+    assert.equals(0, status, out)
+    local rounds = {}
+    for i, what in out:gmatch('\n  round (%d) of 2: ([^\n]*)') do rounds[tonumber(i)] = what end
+    local each = 'bench%-limit, events%.lua read, events%.lua enqueue'
+    assert.matches('^' .. each .. '$', rounds[1] or '', 1, false, out)
+    assert.matches('^' .. each .. '$', rounds[2] or '', 1, false, out)
+    -- The limit's rounds are those of both processes.
+    assert.matches('the fastest of 6 rounds %(2 processes of 3, one with each round of the event rates%)', out)
+  end)
+
   it('gives what a reconcile\'s write costs through klua.edit and through klua.copy, against (a)', function()
     local out = tiny('--only handler-edit')
     for _, how in ipairs({ 'klua%.edit%(new%)', 'klua%.copy%(new%)' }) do
