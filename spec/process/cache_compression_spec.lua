@@ -107,6 +107,12 @@ klua.on_synced(function()
 end)
 ]]
 
+-- The start of a script on the ConfigMaps of default: its informer, inf.
+local INFORMER = [[
+io.stdout:setvbuf('line')
+local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
+]]
+
 local function burst(sb, creates, updates, mark)
   return K.run_command(('python3 %s/spec/support/burst.py %s default cz %d %d 0 %s 2500')
     :format(os.getenv('KLUA_ROOT'), sb.url, creates, updates, mark or 'yes'))
@@ -161,9 +167,7 @@ describe('--cache-compression', function()
   -- arriving meanwhile waiting behind it. A pass comes a fifth of
   -- --cache-compression-after after the one before at the soonest.
   it('makes a pass at most every fifth of --cache-compression-after while objects are written steadily', function()
-    local out, err = K.run_script_ok([[
-      io.stdout:setvbuf('line')
-      local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
+    local out, err = K.run_script_ok(INFORMER .. [[
       klua.on_synced(function()
         local poll
         poll = klua.every(0.05, function()
@@ -204,9 +208,7 @@ describe('--cache-compression', function()
   -- runs each time the loop has polled: sampled from one, the compression
   -- moves by at most a slice, 256 KiB of JSON (KL_STORE_COMPACTION).
   it('lets the loop poll its sockets between two slices of a pass', function()
-    local out, err = K.run_script_ok([[
-      io.stdout:setvbuf('line')
-      local inf = klua.informer { resource = 'configmaps', namespace = 'default' }
+    local out, err = K.run_script_ok(INFORMER .. [[
       klua.on_synced(function()
         local last, max_step, points = 0, 0, 0
         local function sample()
