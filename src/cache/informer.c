@@ -20,11 +20,10 @@
 /* The compaction of the store's objects left unwritten (store.h), on the
  * loop's idle time: a slice at a time, deferred, and only while no
  * notification waits for the handlers. Between two slices the loop polls
- * its sockets: deferred work runs in rounds without a poll between them
- * (loop.c), and a pass of slices deferred one after another would keep a
- * frame that arrived meanwhile unread until the last, so that an event
- * waits at most one slice. Its states and the one table of their
- * transitions: */
+ * its sockets, so that an event waits for one slice at most: deferred work
+ * runs in rounds with no poll between them (loop.c), and slices deferred
+ * one from another kept a frame that arrived meanwhile unread for up to 32
+ * of them. Its states and the one table of their transitions: */
 typedef enum { Z_OFF, Z_IDLE, Z_TIMED, Z_WAITING, Z_SLICING, Z_YIELDING, Z_NSTATES } zstate;
 typedef enum {
     ZC_ON, ZC_WRITTEN, ZC_DUE, ZC_DUE_BUSY, ZC_EMPTIED, ZC_BUSY, ZC_MORE, ZC_POLLED, ZC_LATER, ZC_DONE, ZC_COUNT
@@ -204,7 +203,8 @@ static void z_transition(kl_informer *inf, zcause c, double due) {
                zstate_names[inf->z]);
         abort();
     }
-    if (c != ZC_MORE && c != ZC_POLLED) kl_vlog(4, inf->name, "compaction %s -> %s: %s", zstate_names[t->from], zstate_names[t->to], t->when);
+    if (c != ZC_MORE && c != ZC_POLLED)
+        kl_vlog(4, inf->name, "compaction %s -> %s: %s", zstate_names[t->from], zstate_names[t->to], t->when);
     inf->z = t->to;
     if (t->to == Z_SLICING) {
         inf->z_slice = kl_loop_defer(inf->loop, on_z_slice, inf);

@@ -82,7 +82,8 @@ int kl_informer_synced(const kl_informer *inf);
 void kl_informer_set_compaction(kl_informer *inf, const kl_store_compaction *c);
 
 typedef struct kl_informer_compaction_stats {
-    const char *state;    /* "off", "idle" (nothing left to compress), "timed", "waiting", "slicing", "yielding" (between two slices) */
+    const char *state;    /* "off", "idle" (nothing left to compress), "timed", "waiting", "slicing",
+                           * "yielding" (between two slices) */
     double seconds;       /* the loop thread's CPU time in slices */
     double max_trim;      /* the longest trim of the heap after a slice, seconds */
     unsigned long slices, passes;

@@ -397,10 +397,10 @@ kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
      * or two steps of about 1 ms: the tail of a controller's latency
      * (docs/benchmarks.md, "Latency"). At 25, in steps of 1 KB, a cycle is
      * spread over four times as many events, its steps 0.08 ms in the
-     * median and 0.7 ms at most rather than 0.65 and 2.9 ms, for the same
-     * instructions an event; a word allocated still buys 25 words of the
-     * collector's work. A script may set its
-     * own (collectgarbage('incremental', ...) or 'generational'). */
+     * median and 0.7 to 1.7 ms at most rather than 0.65 and 2.9 ms, for
+     * the same instructions an event; a word allocated still buys 25 words
+     * of the collector's work. A script may set its own pace
+     * (collectgarbage('incremental', ...) or 'generational'). */
     lua_gc(rt->L, LUA_GCINC, 0, 25, 10);
     /* Threads copy the main thread's extra space: NULL marks them (and the
      * coroutines a script creates) as no task of ours. */
