@@ -426,12 +426,12 @@ class Bench:
             raise self.memo[key]
         return self.memo[key]
 
-    def interleave(self, plan):
+    def interleave(self, plan, faster=lambda a, b: a.rate > b.rate):
         """Runs each of plan's measurements, (key, make_once) pairs, once a round for --repeat rounds
-        and memoises the fastest run of each under its key: the event rates of klua, the peers and
-        the limit that a ratio compares are then made in the same minutes, not in groups a minute or
-        more apart, between which this machine's speed moves by tens of percent. A measurement that
-        fails is memoised as its error, for its row to report, and left out of the later rounds."""
+        and memoises the fastest run of each (by faster) under its key: the rates a ratio compares
+        are then made in the same minutes, not in groups a minute or more apart, between which this
+        machine's speed moves by tens of percent. A measurement that fails is memoised as its error,
+        for its row to report, and left out of the later rounds."""
         once = {key: make() for key, make in plan if key not in self.memo}
         for r in range(self.opts.repeat):
             self.log("  round %d of %d: %s" % (r + 1, self.opts.repeat, ", ".join(_measurement_name(k) for k in once)))
@@ -443,8 +443,13 @@ class Bench:
                 except ScenarioError as e:
                     self.memo[key] = e
                     continue
-                if key not in self.memo or result.rate > self.memo[key].rate:
+                if key not in self.memo or faster(result, self.memo[key]):
                     self.memo[key] = result
+
+    def found_peers(self):
+        """The peers (peers.find), looked for once a run."""
+        self.peers = self.peers or peers.find(self.opts.peers_dir, self.opts.python, self.log)
+        return self.peers
 
     def server_cpu(self, url):
         """CPU seconds the bench-server at url has used so far (/proc/PID/stat), or None. Read before
@@ -557,20 +562,12 @@ class Bench:
         return self.memo[key]
 
     def sync_rounds(self, pods, modes):
-        """sync_run of each of modes, run in turn for --repeat rounds: the fastest run of each mode,
-        all made in the same rounds, so that a ratio between two of them does not carry how the
-        machine's speed moved between two groups of runs (by tens of percent within a minute).
-        A dict by mode; memoised as a whole."""
-        key = ("sync-rounds", pods, tuple(modes))
-        if key not in self.memo:
-            best = {}
-            for _ in range(self.opts.repeat):
-                for mode in modes:
-                    r = self.sync_once(pods, "auto", mode)
-                    if mode not in best or r.wall < best[mode].wall:
-                        best[mode] = r
-            self.memo[key] = best
-        return self.memo[key]
+        """sync_run of each of modes, run in turn for --repeat rounds (interleave): the fastest run of
+        each mode, all made in the same rounds. A dict by mode."""
+        keys = {mode: ("sync-round", pods, mode) for mode in modes}
+        self.interleave([(keys[mode], lambda mode=mode: lambda: self.sync_once(pods, "auto", mode)) for mode in modes],
+                        faster=lambda a, b: a.wall < b.wall)
+        return {mode: self.measured(key, None) for mode, key in keys.items()}
 
     def count_lines(self, name, argv, count, url, env=None):
         """Runs a watch printer of the server at url until it has printed `count` lines; a LinesRun."""
@@ -590,9 +587,12 @@ class Bench:
 
 def _measurement_name(key):
     """How the log names a measurement of Bench.interleave, by its key."""
-    if key[0] == "events":
+    kind = key[0]
+    if kind == "events":
         return "events.lua " + key[1]
-    return {"peer": lambda: key[1], "limit": lambda: "bench-limit", "watch-names": lambda: "klua watch"}[key[0]]()
+    if kind == "sync-round":
+        return "sync.lua " + key[2]
+    return {"limit": "bench-limit", "watch-names": "klua watch"}.get(kind) or key[1]
 
 
 def _spent(before, after):
@@ -866,9 +866,8 @@ def scenario_peers(b):
     """Each peer on the watch stream, best of --repeat runs as klua gets; a peer that cannot run here
     is reported as not measured, and the run goes on."""
     n = b.opts.events
-    b.peers = b.peers or peers.find(b.opts.peers_dir, b.opts.python, b.log)
     rows = []
-    for peer in b.peers:
+    for peer in b.found_peers():
         if peer.missing:
             rows.append(Row(peer.label, "not measured", details=[peer.missing]))
             continue
@@ -1591,8 +1590,7 @@ def _event_plan(b, ids):
     rates, each as (key, make_once) with the key its scenario asks Bench.measured for."""
     n, plan = b.opts.events, []
     if "peers" in ids:
-        b.peers = b.peers or peers.find(b.opts.peers_dir, b.opts.python, b.log)
-        for peer in b.peers:
+        for peer in b.found_peers():
             if peer.missing:
                 continue
             if peer.name == "kubectl":
