@@ -235,7 +235,15 @@ klua.on_shutdown = shutdown.on_shutdown
 -- local cms = klua.informer { resource = 'configmaps', namespace = klua.namespace() }
 klua.namespace = core.namespace
 --- Counters of the runtime: task_errors, budget_stops (the calls
--- --instruction-budget stopped), lua_memory, suspended.
+-- --instruction-budget stopped), lua_memory, suspended, and collector:
+-- which of Lua's collectors runs the script's heap. klua runs the
+-- generational one (what handlers make dies young, and minor collections
+-- find it without marking the rest of the heap) while lua_memory is under
+-- 8 MiB, and the incremental one, in small steps, from 8 MiB until it falls
+-- under 2 MiB, since a generational major collection visits the whole heap
+-- at once. collector is "generational" or "incremental" accordingly, or
+-- "script" once the script called collectgarbage('incremental') or
+-- collectgarbage('generational'): klua keeps the script's choice.
 -- @return a table of the counters
 -- @usage
 -- klua.log.info('%d task errors', klua.stats().task_errors)

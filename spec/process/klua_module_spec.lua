@@ -618,47 +618,113 @@ describe('a view', function()
     assert.equals(('klua.view\t%s\n%s\n'):format(refused, refused):rep(2) .. 'default\ttrue\n', out)
   end)
 
-  -- Views count their bytes as the collector's debt, 3 to 5 KB a Pod, and at
-  -- Lua's default pace (a step multiplier of 100, steps of 8 KB) that paid for a
-  -- whole cycle in one or two steps of about 1 ms, the tail of a controller's
-  -- latency (docs/benchmarks.md, "Latency"). klua sets a multiplier of 25 and
-  -- steps of 1 KB: a basic step does a thirtieth of the work, and a cycle over
-  -- 50,000 tables takes some hundred of them rather than four.
-  it('collects in small steps, so that a cycle is spread over many events', function()
-    local out = run_ok([[
-      local tables = {}
-      for i = 1, 50000 do tables[i] = { i } end
-      collectgarbage()
-      local steps = 0
-      repeat steps = steps + 1 until collectgarbage('step', 0) or steps > 100000
-      print(steps >= 50 or steps .. ' steps')
-    ]])
-    assert.equals('true\n', out)
-  end)
-
   -- A dead view stays for its finalizer's cycle; what it held in the collector's heap
   -- would then raise the next cycle's threshold, geometrically at a pause over 200
   -- (docs/benchmarks.md, "The per-event path, step by step"). Its parsed form is
   -- outside that heap but in the Lua state's memory, which klua.stats() reports.
-  it("keeps the script's memory bounded when the script sets a pause of 400", function()
-    namespace('view-pause')
-    configmap('view-pause', 'big', nil, { note = ('n'):rep(4000) })
+  for _, case in ipairs({
+    { 'the generational collector klua runs', '', 'view-gen' },
+    { 'a pause of 400 the script sets', "collectgarbage('incremental', 400)", 'view-pause' },
+  }) do
+    it("keeps the script's memory bounded under " .. case[1], function()
+      namespace(case[3])
+      configmap(case[3], 'big', nil, { note = ('n'):rep(4000) })
+      local out = run_ok([[
+        local ns = ...
+        local inf = klua.informer { resource = 'configmaps', namespace = ns }
+        klua.on_synced(function()
+          collectgarbage()
+          local live, most = klua.stats().lua_memory, 0
+          ]] .. case[2] .. [[
+
+          for _ = 1, 20000 do
+            assert(inf:get(ns .. '/big').metadata.name)
+            most = math.max(most, klua.stats().lua_memory)
+          end
+          -- a pause of 400 lets the heap grow to 4 times the live heap; 8 with a margin
+          print(most < 8 * live or ('%d bytes at most, %d live'):format(most, live))
+          klua.stop()
+        end)
+      ]], { args = { case[3] } })
+      assert.equals('true\n', out)
+    end)
+  end
+end)
+
+-- What a handler makes dies young; klua runs Lua's generational collector while the
+-- heap is small and the incremental one, in small steps, while it is large
+-- (src/lua/collector.h, docs/architecture.md "The Lua collector").
+describe('the Lua collector', function()
+  -- until(cond, k): k() once cond() holds, looked at once a loop iteration: klua
+  -- changes collectors in deferred work, after the allocation that crossed a bound.
+  local UNTIL = [[
+    local function till(cond, k, tries)
+      tries = tries or 0
+      if cond() then return k() end
+      if tries > 1000 then print('never') return klua.stop() end
+      klua.after(0, function() till(cond, k, tries + 1) end)
+    end
+    local function mode() return klua.stats().collector end
+  ]]
+
+  it('is generational while the Lua state is small', function()
     local out = run_ok([[
-      local inf = klua.informer { resource = 'configmaps', namespace = 'view-pause' }
-      klua.on_synced(function()
+      print(klua.stats().collector, collectgarbage('incremental'), klua.stats().collector)
+    ]])
+    assert.equals('generational\tgenerational\tscript\n', out)
+  end)
+
+  -- A generational major collection visits the whole heap at once, about 1 ms a MiB;
+  -- the incremental collector's steps stay small: klua sets a step multiplier of 25
+  -- and steps of 1 KB, so that a basic step does a thirtieth of the work, and a
+  -- cycle over 150,000 tables takes hundreds of them rather than a handful.
+  it('turns incremental, in small steps, past 8 MiB, and generational again under 2 MiB', function()
+    local out = run_ok(UNTIL .. [[
+      local big = {}
+      for i = 1, 150000 do big[i] = { i } end
+      print(mode())
+      till(function() return mode() == 'incremental' end, function()
+        print(mode(), klua.stats().lua_memory > 8 << 20)
         collectgarbage()
-        local live, most = klua.stats().lua_memory, 0
-        collectgarbage('incremental', 400)
-        for _ = 1, 20000 do
-          assert(inf:get('view-pause/big').metadata.name)
-          most = math.max(most, klua.stats().lua_memory)
-        end
-        -- a pause of 400 lets the heap grow to 4 times the live heap; 8 with a margin
-        print(most < 8 * live or ('%d bytes at most, %d live'):format(most, live))
-        klua.stop()
+        local steps = 0
+        repeat steps = steps + 1 until collectgarbage('step', 0) or steps > 100000
+        print(steps >= 100 and steps <= 100000 or steps .. ' steps')
+        big = nil
+        collectgarbage()
+        till(function() return mode() == 'generational' end, function()
+          print(mode(), klua.stats().lua_memory < 2 << 20, collectgarbage('incremental'))
+        end)
       end)
     ]])
-    assert.equals('true\n', out)
+    assert.equals('generational\nincremental\ttrue\ntrue\ngenerational\ttrue\tgenerational\n', out)
+  end)
+
+  it('keeps the collector a script chose, whatever its size', function()
+    local out = run_ok(UNTIL .. [[
+      collectgarbage('incremental', 400)
+      local big = {}
+      for i = 1, 150000 do big[i] = { i } end
+      big = nil
+      collectgarbage()
+      -- a change klua made would have been made before this timer's iteration
+      klua.after(0, function()
+        print(mode(), collectgarbage('generational'), mode())
+      end)
+    ]])
+    assert.equals('script\tincremental\tscript\n', out)
+  end)
+
+  it("names collectgarbage in its argument errors, as Lua's own does", function()
+    local out = run_ok([[
+      print(select(2, pcall(collectgarbage, 'nope')))
+      print(select(2, pcall(collectgarbage, 'incremental', 100, {})))
+      print(select(2, pcall(collectgarbage, 'step', 'x')))
+      print(klua.stats().collector, collectgarbage('count') > 0, collectgarbage('isrunning'))
+    ]])
+    assert.equals("bad argument #1 to 'collectgarbage' (invalid option 'nope')\n"
+      .. "bad argument #3 to 'collectgarbage' (number expected, got table)\n"
+      .. "bad argument #2 to 'collectgarbage' (number expected, got string)\n"
+      .. 'generational\ttrue\ttrue\n', out)
   end)
 end)
 

@@ -81,16 +81,18 @@ static int l_on_synced(lua_State *L) {
     return 0;
 }
 
-/* core.stats() -> {task_errors=, budget_stops=, lua_memory=, suspended=}. */
+/* core.stats() -> {task_errors=, budget_stops=, lua_memory=, collector=, suspended=}. */
 static int l_stats(lua_State *L) {
     kl_rt *rt = kl_rt_of(L);
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 5);
     lua_pushinteger(L, (lua_Integer)kl_task_errors(rt));
     lua_setfield(L, -2, "task_errors");
     lua_pushinteger(L, (lua_Integer)kl_task_budget_stops(rt));
     lua_setfield(L, -2, "budget_stops");
     lua_pushinteger(L, (lua_Integer)kl_rt_memory(rt));
     lua_setfield(L, -2, "lua_memory");
+    lua_pushstring(L, kl_rt_collector(rt));
+    lua_setfield(L, -2, "collector");
     lua_pushinteger(L, (lua_Integer)kl_task_suspended(rt));
     lua_setfield(L, -2, "suspended");
     return 1;

@@ -11,6 +11,7 @@
 
 #include "base/log.h"
 #include "base/pool.h"
+#include "lua/collector.h"
 #include "lua/embedded.h"
 #include "lua/lua_endpoint.h"
 #include "lua/lua_webhook.h"
@@ -52,6 +53,7 @@ struct kl_rt {
     kl_rt_opts opts;
     size_t mem_used;
     kl_pool pool;      /* the Lua state's small blocks */
+    kl_collector gc;   /* which collector runs, by mem_used */
     int memory_binds;  /* script code runs: the memory limit binds */
     part parts[KL_RT_NPARTS];
     int on_synced_ref; /* table of callbacks waiting for sync, or LUA_NOREF */
@@ -170,6 +172,7 @@ kl_http *kl_rt_http(const kl_rt *rt) { return rt->http; }
 const kl_rt_opts *kl_rt_options(const kl_rt *rt) { return &rt->opts; }
 const char *kl_rt_script_name(const kl_rt *rt) { return rt->script_name; }
 size_t kl_rt_memory(const kl_rt *rt) { return rt->mem_used; }
+const char *kl_rt_collector(const kl_rt *rt) { return kl_collector_mode(&rt->gc); }
 void kl_rt_bind_memory(kl_rt *rt, int on) { rt->memory_binds = on; }
 kl_rt_phase kl_rt_current(const kl_rt *rt) { return rt->phase; }
 int kl_rt_closing(const kl_rt *rt) { return rt->phase == CLOSED; }
@@ -326,13 +329,17 @@ static void *rt_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     if (nsize == 0) {
         kl_pool_realloc_fast(&rt->pool, ptr, osize, 0);
         rt->mem_used -= old;
+        kl_collector_note(&rt->gc, rt->mem_used);
         return NULL;
     }
     if (rt->memory_binds && rt->opts.memory_limit && nsize > old &&
         rt->mem_used - old + nsize > rt->opts.memory_limit)
         return NULL;
     void *p = kl_pool_realloc_fast(&rt->pool, ptr, osize, nsize);
-    if (p) rt->mem_used = rt->mem_used - old + nsize;
+    if (p) {
+        rt->mem_used = rt->mem_used - old + nsize;
+        kl_collector_note(&rt->gc, rt->mem_used);
+    }
     return p;
 }
 
@@ -356,6 +363,7 @@ static int open_core(lua_State *L) {
 
 static int open_state(lua_State *L) {
     luaL_openlibs(L);
+    kl_collector_open(&kl_rt_of(L)->gc, L);
     kl_task_open_guards(L);
     kl_view_open(L);
     kl_view_guard_debug(L);
@@ -390,18 +398,7 @@ kl_rt *kl_rt_new(const kl_rt_opts *opts, char *err, size_t errlen) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    /* The collector's pace is set by more than the heap's allocations:
-     * each view counts its parsed form and its object's bytes, 3 to 5 KB
-     * a Pod, as debt (view.c), and at Lua's step multiplier of 100 that
-     * paid for a whole cycle over a 2 MB heap within a few events, in one
-     * or two steps of about 1 ms: the tail of a controller's latency
-     * (docs/benchmarks.md, "Latency"). At 25, in steps of 1 KB, a cycle is
-     * spread over four times as many events, its steps 0.08 ms in the
-     * median and 0.7 to 1.7 ms at most rather than 0.65 and 2.9 ms, for
-     * the same instructions an event; a word allocated still buys 25 words
-     * of the collector's work. A script may set its own pace
-     * (collectgarbage('incremental', ...) or 'generational'). */
-    lua_gc(rt->L, LUA_GCINC, 0, 25, 10);
+    kl_collector_init(&rt->gc, rt->L, rt->loop, &rt->mem_used);
     /* Threads copy the main thread's extra space: NULL marks them (and the
      * coroutines a script creates) as no task of ours. */
     *(kl_task **)lua_getextraspace(rt->L) = NULL;
@@ -445,6 +442,7 @@ void kl_rt_free(kl_rt *rt) {
     kl_http_free(rt->http);
     if (rt->conn) kl_conn_detach(rt->conn);
     close_part(rt, KL_RT_TASKS);
+    kl_collector_close(&rt->gc);
     if (rt->L) lua_close(rt->L);
     kl_pool_release(&rt->pool);
     for (int i = 0; i < KL_RT_NPARTS; i++) {

@@ -257,6 +257,8 @@ const kl_rt_opts *kl_rt_options(const kl_rt *rt);
 const char *kl_rt_script_name(const kl_rt *rt);
 /* Bytes the Lua state holds. */
 size_t kl_rt_memory(const kl_rt *rt);
+/* Which collector runs the Lua state: collector.h's mode name. */
+const char *kl_rt_collector(const kl_rt *rt);
 /* Whether --memory-limit binds: only while script code runs (task.c says
  * when), so the host's own pushes never fail outside a protected call. */
 void kl_rt_bind_memory(kl_rt *rt, int on);

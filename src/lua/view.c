@@ -48,13 +48,16 @@ static void adopt_tape(lua_State *L, vdoc *d, const kl_json_tape *t, size_t nstr
     lua_Alloc alloc = lua_getallocf(L, &ud);
     uint64_t *words = alloc(ud, NULL, 0, size);
     if (!words) {
-        lua_gc(L, LUA_GCCOLLECT); /* as Lua does before it gives up on an allocation */
+        /* No room: a Lua object of that size gets it as Lua does, through
+         * an emergency collection, or raises Lua's memory error. Under the
+         * generational collector that collection can find room a full one
+         * from here does not; the object, dropped, gives it back. */
+        lua_newuserdatauv(L, size, 0);
+        lua_pop(L, 1);
+        lua_gc(L, LUA_GCCOLLECT);
         words = alloc(ud, NULL, 0, size);
     }
-    if (!words) {
-        lua_newuserdatauv(L, size, 0); /* raises Lua's own memory error, as a Lua object of this size would */
-        luaL_error(L, "not enough memory");
-    }
+    if (!words) luaL_error(L, "not enough memory");
     memcpy(words, t->words, t->nwords * sizeof *words);
     memcpy(words + t->nwords, t->strings, nstrings);
     d->t.words = words;

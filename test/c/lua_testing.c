@@ -84,6 +84,7 @@ int luaopen_klua_testing(lua_State *L) {
     kl_testing_open_store(L);
     kl_testing_open_reflector(L);
     kl_testing_open_runtime(L);
+    kl_testing_open_collector(L);
     kl_testing_open_media(L);
     return 1;
 }

@@ -3,7 +3,8 @@
  *
  * The specs run in the stock lua5.4 interpreter; this module exposes the C
  * stages (framer, decoder, views, store, queue, config, loop, prune,
- * reflector, the runtime's phase table) to them directly so that one runner covers the C host too. Each stage registers its functions
+ * reflector, the runtime's phase table, the collector's mode table) to
+ * them directly so that one runner covers the C host too. Each stage registers its functions
  * from its own file: the opener receives the module table at the top of the
  * stack and must leave the stack as it found it.
  */
@@ -23,6 +24,7 @@ void kl_testing_open_prune(lua_State *L);
 void kl_testing_open_store(lua_State *L);
 void kl_testing_open_reflector(lua_State *L);
 void kl_testing_open_runtime(lua_State *L);
+void kl_testing_open_collector(lua_State *L);
 void kl_testing_open_media(lua_State *L);
 
 /* What the openers share. The setters store into the table at the top of
