@@ -23,11 +23,8 @@ local mode, count = ...
 count = tonumber(count)
 assert(count and count >= 2, 'usage: klua run events.lua read|copy|write-edit|write-copy|enqueue COUNT (COUNT >= 2)')
 
---- The work queue of the "controller" handlers. A Lua table used as a set
--- stands in for klua.controller's queue: to measure that queue, make add()
--- call its add and len() its length.
--- The controller's work queue (klua.queue, what klua.controller uses): it
--- dedupes keys, so it ends up holding one key per Pod.
+--- The work queue of the "controller" handlers: klua.queue, what
+-- klua.controller uses. It dedupes keys, so it ends up holding one key per Pod.
 local function new_queue()
   local q = klua.queue()
   return {
