@@ -10,8 +10,8 @@
  * But a generational major collection visits the whole heap at once,
  * about 1 ms a MiB, where the incremental one works in small steps. So
  * klua runs the generational collector while the Lua state's memory is
- * under KL_GC_LARGE, the incremental one (in the steps runtime.c sets)
- * from there until it falls under KL_GC_SMALL again, and leaves the
+ * under KL_GC_LARGE, the incremental one, in small steps, from there
+ * until it falls under KL_GC_SMALL again, and leaves the
  * choice to a script that makes one (collectgarbage('incremental') or
  * 'generational'): from then on klua changes nothing.
  *
