@@ -476,7 +476,11 @@ class Bench:
         each (a round of 50,000 events takes a tenth of a second, and a single one, --quick's, is as
         likely as not to be preempted on a shared machine). Memoised, so that every rate of the run
         is divided by the same figure."""
-        return self.measured(("limit",), self.limit_once)
+        return self.measured(*self.limit_measurement())
+
+    def limit_measurement(self):
+        """The limit as Bench.measured and Bench.interleave take it: (key, make_once)."""
+        return ("limit",), self.limit_once
 
     def limit_once(self):
         """One bench-limit process of LIMIT_ROUNDS rounds: a function returning its LimitRun."""
@@ -497,7 +501,11 @@ class Bench:
     def events_run(self, mode, count, flags=()):
         """handler-3-fields, handler-copy, controller-enqueue: a handler on `count` watch events, best of --repeat runs. Memoised.
         flags: klua's global flags (cbor: --serialization cbor)."""
-        return self.measured(("events", mode, count, tuple(flags)), lambda: self.events_once(mode, count, flags))
+        return self.measured(*self.events_measurement(mode, count, flags))
+
+    def events_measurement(self, mode, count, flags=()):
+        """An events.lua run as Bench.measured and Bench.interleave take it: (key, make_once)."""
+        return ("events", mode, count, tuple(flags)), lambda: self.events_once(mode, count, flags)
 
     def events_once(self, mode, count, flags=()):
         """One run of events.lua: a function returning its EventsRun."""
@@ -515,7 +523,14 @@ class Bench:
 
     def peer_events_run(self, peer, count):
         """A peer's handler on `count` watch events (informer.mjs or python_watch.py), best of --repeat runs."""
-        return self.measured(("peer", peer.name, count), lambda: self.peer_once(peer, count))
+        return self.measured(*self.peer_measurement(peer, count))
+
+    def peer_measurement(self, peer, count):
+        """A peer's run as Bench.measured and Bench.interleave take it: (key, make_once); kubectl's
+        counts the lines it prints, the others report from their handlers."""
+        if peer.name == "kubectl":
+            return ("peer", peer.name, count), lambda: _kubectl_once(self, peer, count)
+        return ("peer", peer.name, count), lambda: self.peer_once(peer, count)
 
     def peer_once(self, peer, count):
         """One run of a peer's handler: a function returning its EventsRun."""
@@ -896,7 +911,7 @@ def _kubectl_once(b, peer, n):
 
 
 def _kubectl_row(b, peer, n):
-    run = b.measured(("peer", "kubectl", n), lambda: _kubectl_once(b, peer, n))
+    run = b.measured(*b.peer_measurement(peer, n))
     row = _watch_row(peer.label, run, _expected_last(b, n), "kubectl")
     row.details[0] += "; best of %d runs" % b.opts.repeat
     return row
@@ -906,15 +921,18 @@ def _expected_last(b, n):
     return "pod/" + b.dataset.pod_name((n - 1) % b.opts.watch_pods)
 
 
-def _watch_names_once(b, n):
-    url, _ = b.server(b.opts.watch_pods, n)
-    argv = [b.klua, "--server", url] + LIST_ONLY + ["watch", "pods", "-A", "-o", "name", "--watch-only"]
-    return lambda: b.count_lines("klua-watch", argv, n, url)
+def _watch_names_measurement(b, n):
+    """klua watch -o name on n events as Bench.measured and Bench.interleave take it: (key, make_once)."""
+    def make_once():
+        url, _ = b.server(b.opts.watch_pods, n)
+        argv = [b.klua, "--server", url] + LIST_ONLY + ["watch", "pods", "-A", "-o", "name", "--watch-only"]
+        return lambda: b.count_lines("klua-watch", argv, n, url)
+    return ("watch-names", n), make_once
 
 
 def scenario_watch_names(b):
     n = b.opts.events
-    run = b.measured(("watch-names", n), lambda: _watch_names_once(b, n))
+    run = b.measured(*_watch_names_measurement(b, n))
     row = _watch_row("%s: klua watch pods -A -o name --watch-only" % title("watch-names"), run, _expected_last(b, n),
                      "klua")
     row.details[0] += "; best of %d runs" % b.opts.repeat
@@ -1593,23 +1611,17 @@ def _event_plan(b, ids):
     rates, each as (key, make_once) with the key its scenario asks Bench.measured for."""
     n, plan = b.opts.events, []
     if "peers" in ids:
-        for peer in b.found_peers():
-            if peer.missing:
-                continue
-            if peer.name == "kubectl":
-                plan.append((("peer", "kubectl", n), lambda peer=peer: _kubectl_once(b, peer, n)))
-            else:
-                plan.append((("peer", peer.name, n), lambda peer=peer: b.peer_once(peer, n)))
+        plan.extend(b.peer_measurement(peer, n) for peer in b.found_peers() if not peer.missing)
     if LIMITED & set(ids):
-        plan.append((("limit",), b.limit_once))
+        plan.append(b.limit_measurement())
     if "watch-names" in ids:
-        plan.append((("watch-names", n), lambda: _watch_names_once(b, n)))
+        plan.append(_watch_names_measurement(b, n))
     modes = []
     for sid in ORDER:
         for mode in EVENT_MODES.get(sid, ()) if sid in ids else ():
             if mode not in modes:
                 modes.append(mode)
-    plan.extend((("events", mode, n, ()), lambda mode=mode: b.events_once(mode, n)) for mode in modes)
+    plan.extend(b.events_measurement(mode, n) for mode in modes)
     return plan
 
 

@@ -655,7 +655,7 @@ end)
 -- heap is small and the incremental one, in small steps, while it is large
 -- (src/lua/collector.h, docs/architecture.md "The Lua collector").
 describe('the Lua collector', function()
-  -- until(cond, k): k() once cond() holds, looked at once a loop iteration: klua
+  -- till(cond, k): k() once cond() holds, looked at once a loop iteration: klua
   -- changes collectors in deferred work, after the allocation that crossed a bound.
   local UNTIL = [[
     local function till(cond, k, tries)

@@ -36,7 +36,6 @@ const kl_gc_transition *kl_collector_transitions(size_t *n) {
 
 const char *kl_collector_mode_name(kl_gc_mode m) { return m < KL_GC_NMODES ? mode_names[m] : "?"; }
 const char *kl_collector_event_name(kl_gc_event e) { return e < KL_GC_NEVENTS ? event_names[e] : "?"; }
-const char *kl_collector_mode(const kl_collector *c) { return mode_names[c->mode]; }
 
 /* The bounds whose crossing asks for a check in c's mode: none once the script chose. */
 static void arm(kl_collector *c) {

@@ -90,8 +90,7 @@ void kl_collector_crossed(kl_collector *c);
 static inline void kl_collector_note(kl_collector *c, size_t used) {
     if (used > c->above || used < c->below) kl_collector_crossed(c);
 }
-/* c's mode: "generational", "incremental" or "script" (klua.stats().collector). */
-const char *kl_collector_mode(const kl_collector *c);
+/* "generational", "incremental" or "script" (klua.stats().collector). */
 const char *kl_collector_mode_name(kl_gc_mode m);
 const char *kl_collector_event_name(kl_gc_event e);
 const kl_gc_transition *kl_collector_transitions(size_t *n);

@@ -172,7 +172,7 @@ kl_http *kl_rt_http(const kl_rt *rt) { return rt->http; }
 const kl_rt_opts *kl_rt_options(const kl_rt *rt) { return &rt->opts; }
 const char *kl_rt_script_name(const kl_rt *rt) { return rt->script_name; }
 size_t kl_rt_memory(const kl_rt *rt) { return rt->mem_used; }
-const char *kl_rt_collector(const kl_rt *rt) { return kl_collector_mode(&rt->gc); }
+const char *kl_rt_collector(const kl_rt *rt) { return kl_collector_mode_name(rt->gc.mode); }
 void kl_rt_bind_memory(kl_rt *rt, int on) { rt->memory_binds = on; }
 kl_rt_phase kl_rt_current(const kl_rt *rt) { return rt->phase; }
 int kl_rt_closing(const kl_rt *rt) { return rt->phase == CLOSED; }
